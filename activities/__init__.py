@@ -1,0 +1,1 @@
+"""Temporal activities of statekeeper: side effects live here, never in workflows."""

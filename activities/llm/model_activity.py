@@ -1,0 +1,150 @@
+"""The ``propose_action`` activity: one stateless Messages API call through the SDK.
+
+The SDK never retries (``max_retries=0``): Temporal owns retries, so every failure
+is mapped to an ``ApplicationError`` whose ``type`` tells the workflow's RetryPolicy
+what to do:
+
+- ``ModelRequestRejected`` (non-retryable): the request itself is wrong — HTTP 400,
+  401, 403, 404, 413, 422 and other 4xx except 408/409/429, or no credentials.
+- ``ModelUnavailable`` (retryable): 429, 408, 409, 5xx (incl. 529 overloaded),
+  connection errors and timeouts. ``next_retry_delay`` honours ``retry-after``.
+- ``MalformedModelOutput`` (retryable): no ``tool_use`` block, another tool, or an
+  input that fails ``parse_proposed_action``. The RetryPolicy bounds the attempts;
+  the workflow then records a rejection.
+
+Offline, ``offline_client`` puts the offline model behind the very same SDK call
+through an in-process ASGI transport; only the transport differs.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any, Callable, Optional
+
+import anthropic
+import httpx2
+from anthropic import AsyncAnthropic
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from activities.llm.wire import MalformedOutput, build_create_kwargs, read_proposal
+from workflows.contracts import ModelRequest, ModelResult
+
+REJECTED = "ModelRequestRejected"
+UNAVAILABLE = "ModelUnavailable"
+MALFORMED = "MalformedModelOutput"
+OFFLINE_BASE_URL = "http://offline-model.invalid"
+RETRYABLE_4XX = frozenset({408, 409, 429})
+MAX_RETRY_AFTER_SECONDS = 30.0
+
+
+def build_client(api_key: Optional[str], base_url: Optional[str], timeout_seconds: float) -> AsyncAnthropic:
+    """An ``AsyncAnthropic`` with SDK retries off (Temporal retries instead).
+
+    ``api_key``/``base_url`` None fall back to the SDK's defaults (``ANTHROPIC_API_KEY``,
+    ``https://api.anthropic.com``). ``timeout_seconds`` bounds each HTTP request and
+    should stay below the activity's start-to-close timeout.
+    """
+    return AsyncAnthropic(api_key=api_key, base_url=base_url, timeout=timeout_seconds, max_retries=0)
+
+
+def offline_client(timeout_seconds: float, brain: Optional[Callable[[dict], dict]] = None) -> AsyncAnthropic:
+    """An ``AsyncAnthropic`` whose HTTP goes in-process to ``offline_app(brain)``.
+
+    Note: anthropic 2.x is built on ``httpx2`` and refuses ``httpx`` objects
+    (TypeError), so the transport is ``httpx2.ASGITransport``.
+    """
+    from activities.llm.offline_server import offline_app  # the server pulls in FastAPI; only load it when used
+
+    http_client = httpx2.AsyncClient(
+        transport=httpx2.ASGITransport(app=offline_app(brain)), base_url=OFFLINE_BASE_URL, timeout=timeout_seconds
+    )
+    return AsyncAnthropic(
+        api_key="offline", base_url=OFFLINE_BASE_URL, timeout=timeout_seconds, max_retries=0, http_client=http_client
+    )
+
+
+def _retry_after(exc: anthropic.APIStatusError) -> Optional[timedelta]:
+    """The server's ``retry-after-ms``/``retry-after`` (seconds) hint, capped; None if absent."""
+    headers = exc.response.headers
+    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
+        raw = headers.get(name)
+        try:
+            seconds = float(raw) * scale if raw is not None else None
+        except ValueError:
+            seconds = None  # an HTTP-date; leave the delay to the RetryPolicy
+        if seconds is not None and seconds >= 0:
+            return timedelta(seconds=min(seconds, MAX_RETRY_AFTER_SECONDS))
+    return None
+
+
+def map_api_error(exc: Exception) -> ApplicationError:
+    """Translate an SDK exception into the ``ApplicationError`` the workflow expects.
+
+    Details carry ``{"status_code", "request_id"}`` when the server answered.
+    """
+    if isinstance(exc, anthropic.APIStatusError):
+        status = exc.status_code
+        details = {"status_code": status, "request_id": exc.request_id}
+        if status in RETRYABLE_4XX or status >= 500:
+            return ApplicationError(
+                f"model unavailable: HTTP {status}: {exc.message}",
+                details,
+                type=UNAVAILABLE,
+                next_retry_delay=_retry_after(exc),
+            )
+        return ApplicationError(
+            f"model request rejected: HTTP {status}: {exc.message}", details, type=REJECTED, non_retryable=True
+        )
+    if isinstance(exc, anthropic.APIConnectionError):  # includes APITimeoutError
+        return ApplicationError(f"model unavailable: {type(exc).__name__}: {exc}", type=UNAVAILABLE)
+    if isinstance(exc, anthropic.APIResponseValidationError):
+        return ApplicationError(f"model response did not match the API schema: {exc}", type=MALFORMED)
+    if isinstance(exc, anthropic.CredentialsError):
+        return ApplicationError(f"model credentials: {exc}", type=REJECTED, non_retryable=True)
+    return ApplicationError(f"model call failed: {type(exc).__name__}: {exc}", type=UNAVAILABLE)
+
+
+class ModelActivities:
+    """Holds the SDK client; register ``instance.propose_action`` with the worker.
+
+    ``client`` must be built with ``max_retries=0`` (``build_client``/``offline_client``);
+    ``max_tokens`` bounds the model's output per call.
+    """
+
+    def __init__(self, client: AsyncAnthropic, model: str, max_tokens: int = 1024) -> None:
+        self.client = client
+        self.model = model
+        self.max_tokens = max_tokens
+
+    @activity.defn(name="propose_action")
+    async def propose_action(self, req: ModelRequest) -> ModelResult:
+        """Ask the model for the next action on ``req.snapshot``.
+
+        Returns the validated proposal with the responding model id and token usage.
+        Raises ``ApplicationError`` of type ModelRequestRejected (non-retryable),
+        ModelUnavailable or MalformedModelOutput (both retryable).
+        """
+        kwargs = build_create_kwargs(req.snapshot, model=self.model, max_tokens=self.max_tokens)
+        try:
+            response = await self.client.messages.create(**kwargs)
+        except anthropic.AnthropicError as exc:
+            raise map_api_error(exc) from exc
+        except TypeError as exc:
+            # The SDK raises a bare TypeError when no api key / token is configured.
+            if "authentication method" not in str(exc):
+                raise
+            raise ApplicationError(f"model credentials: {exc}", type=REJECTED, non_retryable=True) from exc
+        try:
+            action = read_proposal(response)
+        except MalformedOutput as exc:
+            raise ApplicationError(
+                str(exc), {"model": response.model, "stop_reason": response.stop_reason}, type=MALFORMED
+            ) from exc
+        usage: Any = response.usage
+        return ModelResult(
+            action=action,
+            model=response.model,
+            input_tokens=usage.input_tokens or 0,
+            output_tokens=usage.output_tokens or 0,
+        )

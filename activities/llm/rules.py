@@ -1,0 +1,245 @@
+"""``rules_brain``: a deterministic rule-based stand-in model for interactive chat.
+
+It is not intelligence: keyword rules over the state view (``workflows.prompt.state_view``)
+that are just enough to walk a customer through the supported flows offline —
+authenticate (pinned email, else pinned name + zip), load the customer's details,
+read the order they mention, then act on the intent of their recent turns:
+
+- "cancel" -> ``cancel_pending_order`` (reason: pinned ``cancel_reason``, else
+  "ordered by mistake" if they said "mistake", else "no longer needed");
+- "return" -> ``return_delivered_order_items`` (pinned item ids of that order, or all of
+  its items; pinned payment method, or the order's original one);
+- "status" / "where" / "track" -> a reply with the order's status and items;
+- anything else -> a reply listing what it can do.
+
+It never loops: a rejection at the current turn is answered with its reason, a
+read already tried is not proposed again, and a write completed at this turn is
+answered with its result.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Optional
+
+from activities.llm.scripted import facts, observation_of, rejection_for, reply, tool_call, tried
+
+CAPABILITIES = (
+    "I can help you with: cancelling a pending order, returning items from a delivered order, "
+    "and telling you the status and items of one of your orders. Please tell me which of these "
+    "you would like and the order id (e.g. #W1234567)."
+)
+IDENTIFY = "Before I can help, please tell me your email address, or your first name, last name and zip code."
+STATUS_PREFIX = "Status of order"
+CANCEL_REASONS = ("no longer needed", "ordered by mistake")
+USER_DECLINED = "user-declined"  # workflows.policy.Rule.USER_DECLINED: the user said no, or changed the subject
+BYE = re.compile(r"\b(bye|goodbye|that's all|that is all|nothing else|no thanks)\b")
+INTENT_WORDS = (
+    ("cancel", re.compile(r"\bcancel")),
+    ("return", re.compile(r"\breturn")),
+    ("status", re.compile(r"\b(status|where|track)")),
+)
+WRITE_TOOL = {"cancel": "cancel_pending_order", "return": "return_delivered_order_items"}
+DONE_VERB = {
+    "cancel_pending_order": "cancelled",
+    "return_delivered_order_items": "requested the return of items from",
+}
+
+
+def _intent(text: str) -> Optional[str]:
+    lowered = text.lower()
+    for intent, pattern in INTENT_WORDS:
+        if pattern.search(lowered):
+            return intent
+    return None
+
+
+def _user_turns(view: dict) -> list[dict[str, Any]]:
+    return [t for t in view.get("recent_turns") or [] if t.get("role") == "user"]
+
+
+def _satisfied(view: dict, intent: str, since_turn: int) -> bool:
+    """Whether an intent stated at ``since_turn`` was already served (so an older turn's
+    intent is not acted on twice)."""
+    if intent in WRITE_TOOL:
+        tool = WRITE_TOOL[intent]
+        done = any(op.get("tool") == tool and op.get("turn", 0) >= since_turn for op in view.get("completed_operations") or [])
+        refused = any(
+            r.get("turn", 0) >= since_turn and ((r.get("proposal") or {}).get("tool") or {}).get("name") == tool
+            for r in view.get("rejections") or []
+        )
+        return done or refused
+    return any(
+        t.get("role") == "assistant" and t.get("turn", 0) >= since_turn and t.get("text", "").startswith(STATUS_PREFIX)
+        for t in view.get("recent_turns") or []
+    )
+
+
+def _active_intent(view: dict) -> tuple[Optional[str], str]:
+    """The intent to act on and the user text it came from: the latest user turn's, else
+    the newest earlier one not yet served (it was stated before auth, say)."""
+    turns = _user_turns(view)
+    for index, turn in enumerate(reversed(turns)):
+        intent = _intent(turn.get("text", ""))
+        if intent is None:
+            continue
+        if index == 0 or not _satisfied(view, intent, turn.get("turn", 0)):
+            return intent, turn.get("text", "")
+        return None, ""
+    return None, ""
+
+
+def _latest(view: dict, kind: str) -> Optional[str]:
+    found = facts(view, kind)
+    return found[-1]["value"] if found else None
+
+
+def _authenticate(view: dict) -> dict[str, Any]:
+    """Propose the first lookup not yet tried (each pinned email, newest first, then
+    name + zip), else ask for identification, with the last failure if there was one."""
+    candidates: list[tuple[str, dict[str, Any]]] = []
+    for fact in reversed(facts(view, "email")):
+        candidates.append(("find_user_id_by_email", {"email": fact["value"]}))
+    name, zip_code = _latest(view, "name"), _latest(view, "zip")
+    if name and zip_code and len(name.split()) >= 2:
+        first, last = name.split(None, 1)
+        candidates.append(("find_user_id_by_name_zip", {"first_name": first, "last_name": last, "zip": zip_code}))
+    failures = []
+    for tool, args in candidates:
+        if not tried(view, tool, args):
+            return tool_call(tool, args)
+        obs = observation_of(view, tool, args)
+        failures.append(obs.get("result", "") if obs else "not allowed")
+    if failures:
+        return reply(f"I could not find your account ({failures[0]}). {IDENTIFY}")
+    return reply(IDENTIFY)
+
+
+def _result_summary(op: dict[str, Any]) -> str:
+    order_id = (op.get("arguments") or {}).get("order_id", "")
+    if not op.get("ok"):
+        return f"{op.get('tool')} on order {order_id} did not go through: {op.get('result', '')}"
+    status = ""
+    try:
+        status = json.loads(op.get("result", "")).get("status", "")
+    except (ValueError, AttributeError):
+        pass  # a non-JSON result still counts as done; just no status to quote
+    text = f"Done: I have {DONE_VERB.get(op.get('tool', ''), 'completed ' + str(op.get('tool')) + ' on')} order {order_id}."
+    return text + (f" Its status is now '{status}'." if status else "")
+
+
+def _status_text(order: dict[str, Any]) -> str:
+    items = "; ".join(
+        f"{i.get('name', '')} ({', '.join(f'{k}: {v}' for k, v in (i.get('options') or {}).items())}) "
+        f"${float(i.get('price', 0)):.2f}"
+        for i in order.get("items") or []
+    )
+    return (
+        f"{STATUS_PREFIX} {order['order_id']}: {order.get('status', 'unknown')}. "
+        f"Items: {items or 'none'}. Total ${float(order.get('total', 0)):.2f}."
+    )
+
+
+def _target_order(view: dict) -> Optional[str]:
+    return _latest(view, "order_id")
+
+
+def _cancel(view: dict, order: dict[str, Any]) -> dict[str, Any]:
+    if order.get("status") != "pending":
+        return reply(f"Order {order['order_id']} is {order.get('status')}; only pending orders can be cancelled.")
+    reason = _latest(view, "cancel_reason")
+    if reason not in CANCEL_REASONS:
+        said = " ".join(t.get("text", "") for t in _user_turns(view)).lower()
+        reason = "ordered by mistake" if "mistake" in said else "no longer needed"
+    return tool_call("cancel_pending_order", {"order_id": order["order_id"], "reason": reason})
+
+
+def _return(view: dict, order: dict[str, Any], text: str) -> dict[str, Any]:
+    if order.get("status") != "delivered":
+        return reply(f"Order {order['order_id']} is {order.get('status')}; only delivered orders can be returned.")
+    in_order = [i["item_id"] for i in order.get("items") or []]
+    pinned = []
+    for fact in facts(view, "item_id"):
+        if fact["value"] in in_order and fact["value"] not in pinned:
+            pinned.append(fact["value"])
+    item_ids = in_order if (not pinned or re.search(r"\ball\b", text.lower())) else pinned
+    payment = _latest(view, "payment_method_id") or next(iter(order.get("payment_method_ids") or []), None)
+    if not item_ids:
+        return reply(f"Order {order['order_id']} has no items to return.")
+    if payment is None:
+        return reply("Which payment method should receive the refund? The original one, or one of your gift cards?")
+    return tool_call(
+        "return_delivered_order_items", {"order_id": order["order_id"], "item_ids": item_ids, "payment_method_id": payment}
+    )
+
+
+def _guarded(view: dict, action: dict[str, Any]) -> dict[str, Any]:
+    """Never propose what was rejected at this very turn; say why instead."""
+    rej = rejection_for(view, action, view.get("turn", 0))
+    if rej is not None:
+        return reply(f"I can't do that: {rej.get('reason', 'it was not allowed')}")
+    return action
+
+
+def _decide(view: dict) -> dict[str, Any]:
+    turn = view.get("turn", 0)
+    done_now = [op for op in view.get("completed_operations") or [] if op.get("turn") == turn]
+    if done_now:
+        return reply(" ".join(_result_summary(op) for op in done_now) + " Is there anything else I can help with?")
+    user_turns = _user_turns(view)
+    latest = user_turns[-1].get("text", "") if user_turns else ""
+    last = view.get("last_rejection")
+    if last and last.get("turn") == turn:
+        if last.get("rule") != USER_DECLINED:
+            return reply(f"I can't do that: {last.get('reason', 'it was not allowed')}")
+        if _intent(latest) is None:
+            # "no" to a confirmation: acknowledge; a new request in the same message goes on below.
+            return reply("Understood, I have not made that change. Is there anything else I can help with?")
+    pending = view.get("pending_confirmation")
+    if pending:
+        return reply(f"Please confirm: {pending.get('detail', '')}. Reply yes to proceed.")
+    if BYE.search(latest.lower()):
+        return {"kind": "end", "text": "Thank you for contacting us. Goodbye."}
+
+    customer = view.get("customer")
+    if customer is None:
+        return _authenticate(view)
+    if not customer.get("details_loaded"):
+        args = {"user_id": customer["user_id"]}
+        obs = observation_of(view, "get_user_details", args)
+        if obs is not None and obs.get("turn") == turn:
+            return reply(f"I could not load your account details: {obs.get('result', '')}")
+        return tool_call("get_user_details", args)
+
+    orders = view.get("orders") or {}
+    order_id = _target_order(view)
+    if order_id and order_id not in orders:
+        args = {"order_id": order_id}
+        obs = observation_of(view, "get_order_details", args)
+        if obs is None and not tried(view, "get_order_details", args):
+            return tool_call("get_order_details", args)
+        return reply(f"I could not find order {order_id}: {obs.get('result', '') if obs else 'not allowed'}")
+
+    intent, text = _active_intent(view)
+    if intent is None:
+        if "thank" in latest.lower() and not [f for f in view.get("pinned_facts") or [] if f.get("turn") == turn]:
+            return {"kind": "end", "text": "You're welcome. Thank you for contacting us. Goodbye."}
+        return reply(CAPABILITIES)
+    if order_id is None:
+        known = ", ".join(customer.get("order_ids") or []) or "none on file"
+        return reply(f"Which order do you mean? Your orders: {known}.")
+    order = orders[order_id]
+    if customer.get("user_id") and order.get("user_id") not in (None, "", customer.get("user_id")):
+        return reply(f"Order {order_id} is not on your account, so I can't help with it.")
+    if intent == "status":
+        return reply(_status_text(order))
+    if intent == "cancel":
+        return _cancel(view, order)
+    return _return(view, order, text)
+
+
+def rules_brain(view: dict) -> dict[str, Any]:
+    """Next raw action (``ProposedAction`` dict) for interactive chat, from the view alone."""
+    action = _decide(view)
+    return _guarded(view, action) if action.get("kind") == "tool_call" else action

@@ -1,0 +1,286 @@
+"""``scripted_brain``: a deterministic stand-in model for benchmark runs.
+
+It is not intelligence. It replays a τ-bench task's ground-truth actions, given to it
+as a pinned fact of kind ``script`` whose value is JSON::
+
+    {"user": {"email": str|None, "first_name": str|None, "last_name": str|None, "zip": str|None},
+     "actions": [{"name": <τ-bench tool>, "kwargs": {...}}, ...]}
+
+and adds only what the workflow's policy demands around them: authenticate, load the
+customer's details, read an order before writing to it, read the products whose
+variants an item change swaps in. The next action is a pure function of the state
+view (``workflows.prompt.state_view``), so it is replay-safe and independent of the
+transcript. Progress is found from evidence in the view — completed operations and
+rejected proposals for writes; observations or loaded facts for reads — so it
+survives the bounded observation window.
+
+Also home of the small view helpers ``rules_brain`` shares.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from typing import Any, Optional
+
+from workflows.actions import TOOL_CLASS, ToolClass
+
+FIND_USER_TOOLS = ("find_user_id_by_email", "find_user_id_by_name_zip")
+TRANSFER_TOOL = "transfer_to_human_agents"
+ITEM_CHANGE_TOOLS = ("modify_pending_order_items", "exchange_delivered_order_items")
+IDENTIFY_TEXT = "To get started, please tell me your email address, or your first name, last name and zip code."
+
+
+# --- shared view helpers (also used by rules.py) ---------------------------------------
+
+
+def canon(name: str, arguments: Optional[dict[str, Any]]) -> str:
+    """Canonical text of a call, so equal calls compare equal whatever the key order."""
+    return json.dumps([name, arguments or {}], sort_keys=True, separators=(",", ":"))
+
+
+def tool_call(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    """Raw ``tool_call`` action dict."""
+    return {"kind": "tool_call", "tool": {"name": name, "arguments": dict(arguments)}}
+
+
+def reply(text: str) -> dict[str, Any]:
+    """Raw ``reply`` action dict."""
+    return {"kind": "reply", "text": text}
+
+
+def proposal_key(proposal: Optional[dict[str, Any]]) -> Optional[str]:
+    """``canon`` of a rejected proposal (tool call or transfer); None for others."""
+    if not proposal:
+        return None
+    if proposal.get("kind") == "tool_call" and isinstance(proposal.get("tool"), dict):
+        return canon(proposal["tool"].get("name", ""), proposal["tool"].get("arguments"))
+    if proposal.get("kind") == "transfer_to_human":
+        return canon(TRANSFER_TOOL, {"summary": proposal.get("summary", "")})
+    return None
+
+
+def action_key(action: dict[str, Any]) -> Optional[str]:
+    """``canon`` of a raw action dict of ours (see ``proposal_key``)."""
+    return proposal_key(action)
+
+
+def rejected_keys(view: dict, turn: Optional[int] = None) -> list[str]:
+    """Keys of the rejected proposals in the view (only those at ``turn`` if given)."""
+    keys = []
+    for rej in view.get("rejections") or []:
+        if turn is not None and rej.get("turn") != turn:
+            continue
+        key = proposal_key(rej.get("proposal"))
+        if key:
+            keys.append(key)
+    return keys
+
+
+def rejection_for(view: dict, action: dict[str, Any], turn: int) -> Optional[dict[str, Any]]:
+    """The rejection at ``turn`` of exactly this action, if any."""
+    key = action_key(action)
+    for rej in reversed(view.get("rejections") or []):
+        if rej.get("turn") == turn and key is not None and proposal_key(rej.get("proposal")) == key:
+            return rej
+    return None
+
+
+def observation_of(view: dict, name: str, arguments: dict[str, Any]) -> Optional[dict[str, Any]]:
+    """The latest observation of exactly this read, if still in the window."""
+    key = canon(name, arguments)
+    for obs in reversed(view.get("observations") or []):
+        if canon(obs.get("tool", ""), obs.get("arguments")) == key:
+            return obs
+    return None
+
+
+def tried(view: dict, name: str, arguments: dict[str, Any]) -> bool:
+    """True when this call was already observed or rejected (so re-proposing it would loop)."""
+    return observation_of(view, name, arguments) is not None or canon(name, arguments) in rejected_keys(view)
+
+
+def facts(view: dict, kind: str) -> list[dict[str, Any]]:
+    """Pinned facts of ``kind``, oldest first."""
+    return [f for f in view.get("pinned_facts") or [] if f.get("kind") == kind]
+
+
+def is_read(name: str) -> bool:
+    """Reads change nothing; unknown names (e.g. ``transfer_to_human_agents``) are not reads."""
+    return TOOL_CLASS.get(name) == ToolClass.READ
+
+
+# --- the scripted brain -----------------------------------------------------------------
+
+
+def script_of(view: dict) -> Optional[dict[str, Any]]:
+    """The pinned script ``{"user": {...}, "actions": [...]}`` (latest fact), or None.
+
+    Raises ``ValueError`` when a script fact is present but is not valid JSON of that shape.
+    """
+    found = facts(view, "script")
+    if not found:
+        return None
+    script = json.loads(found[-1]["value"])
+    if not isinstance(script, dict) or not isinstance(script.get("actions", []), list):
+        raise ValueError("script fact must be a JSON object with an 'actions' list")
+    return {"user": script.get("user") or {}, "actions": list(script.get("actions") or [])}
+
+
+def _identify(view: dict, script: dict[str, Any]) -> dict[str, Any]:
+    """Step 1: the first lookup not yet tried: the script's own, then email, then name+zip."""
+    user = script["user"]
+    candidates: list[tuple[str, dict[str, Any]]] = []
+    for act in script["actions"]:
+        if act.get("name") in FIND_USER_TOOLS:
+            candidates.append((act["name"], act.get("kwargs") or {}))
+            break
+    if user.get("email"):
+        candidates.append(("find_user_id_by_email", {"email": user["email"]}))
+    if user.get("first_name") and user.get("last_name") and user.get("zip"):
+        candidates.append(
+            (
+                "find_user_id_by_name_zip",
+                {"first_name": user["first_name"], "last_name": user["last_name"], "zip": user["zip"]},
+            )
+        )
+    for name, args in candidates:
+        if not tried(view, name, args):
+            return tool_call(name, args)
+    return reply(IDENTIFY_TEXT)
+
+
+def _read_done(view: dict, name: str, kwargs: dict[str, Any]) -> bool:
+    """A read of the script is done if observed, or if the fact it reads is loaded."""
+    customer = view.get("customer")
+    if name in FIND_USER_TOOLS:
+        return customer is not None
+    if name == "get_user_details":
+        return bool(customer and customer.get("details_loaded") and customer.get("user_id") == kwargs.get("user_id"))
+    if name == "get_order_details" and kwargs.get("order_id") in (view.get("orders") or {}):
+        return True
+    if name == "get_product_details" and kwargs.get("product_id") in (view.get("products") or {}):
+        return True
+    return observation_of(view, name, kwargs) is not None
+
+
+def next_script_index(view: dict, actions: list[dict[str, Any]]) -> int:
+    """Index of the next script action to propose; ``len(actions)`` when all are handled.
+
+    A write (or transfer) is handled when a completed operation or a rejected proposal
+    equals it; duplicates are matched by count (a failed write, recorded both as an
+    operation and as a tool-error rejection, counts once). From just after the highest handled
+    write, reads already done and ``think`` steps are skipped.
+    """
+    evidence = Counter()
+    failed: Counter[tuple[str, int]] = Counter()
+    for op in view.get("completed_operations") or []:
+        key = canon(op.get("tool", ""), op.get("arguments"))
+        evidence[key] += 1
+        if not op.get("ok"):
+            failed[(key, op.get("turn", 0))] += 1
+    for rej in view.get("rejections") or []:
+        key = proposal_key(rej.get("proposal"))
+        if key is None:
+            continue
+        # A write the tool refused is both a failed operation and a tool-error rejection
+        # at the same turn: one attempt, counted once.
+        if failed[(key, rej.get("turn", 0))] > 0:
+            failed[(key, rej.get("turn", 0))] -= 1
+            continue
+        evidence[key] += 1
+    used: Counter[str] = Counter()
+    last_write = -1
+    for j, act in enumerate(actions):
+        name = act.get("name", "")
+        if is_read(name):
+            continue
+        key = canon(name, act.get("kwargs"))
+        if used[key] < evidence[key]:
+            used[key] += 1
+            last_write = j
+    j = last_write + 1
+    while j < len(actions):
+        name, kwargs = actions[j].get("name", ""), actions[j].get("kwargs") or {}
+        if name == "think" or (is_read(name) and _read_done(view, name, kwargs)):
+            j += 1
+            continue
+        break
+    return j
+
+
+def _prerequisite(view: dict, name: str, kwargs: dict[str, Any]) -> Optional[dict[str, Any]]:
+    """Step 4: the read a write on an order needs first, or None. A read already tried
+    and still missing is not proposed again: the write goes ahead and the workflow decides."""
+    order_id = kwargs.get("order_id")
+    if not order_id:
+        return None
+    orders = view.get("orders") or {}
+    if order_id not in orders:
+        args = {"order_id": order_id}
+        return None if tried(view, "get_order_details", args) else tool_call("get_order_details", args)
+    if name not in ITEM_CHANGE_TOOLS:
+        return None
+    product_of = {item["item_id"]: item["product_id"] for item in orders[order_id].get("items") or []}
+    products = view.get("products") or {}
+    for old in kwargs.get("item_ids") or []:
+        product_id = product_of.get(old)
+        if product_id and product_id not in products:
+            args = {"product_id": product_id}
+            if not tried(view, "get_product_details", args):
+                return tool_call("get_product_details", args)
+    return None
+
+
+def _as_action(name: str, kwargs: dict[str, Any]) -> dict[str, Any]:
+    if name == TRANSFER_TOOL:
+        return {"kind": "transfer_to_human", "summary": kwargs.get("summary") or "Transfer requested."}
+    return tool_call(name, kwargs)
+
+
+def closing_text(view: dict) -> str:
+    """Step 5: the figures tools returned, verbatim — every ``calculate`` result in the
+    observation window and one line per completed write (tool, order id, ok or error)."""
+    lines = []
+    for obs in view.get("observations") or []:
+        if obs.get("tool") == "calculate":
+            lines.append(f"{(obs.get('arguments') or {}).get('expression', '')} = {obs.get('result', '')}")
+    for op in view.get("completed_operations") or []:
+        args = op.get("arguments") or {}
+        target = args.get("order_id") or args.get("user_id") or ""
+        outcome = "ok" if op.get("ok") else op.get("result", "error")
+        lines.append(f"{op.get('tool', '')} {target}: {outcome}".replace("  ", " "))
+    if not lines:
+        return "Thank you for contacting us. Goodbye."
+    return "Summary of this conversation:\n" + "\n".join(lines) + "\nThank you for contacting us. Goodbye."
+
+
+def scripted_brain(view: dict) -> dict[str, Any]:
+    """Next raw action (``ProposedAction`` dict) for a benchmark run, from the view alone.
+
+    Raises ``ValueError`` when the view carries no valid ``script`` fact.
+    """
+    script = script_of(view)
+    if script is None:
+        raise ValueError("scripted_brain needs a pinned 'script' fact")
+    customer = view.get("customer")
+    if customer is None:
+        return _identify(view, script)
+    if not customer.get("details_loaded"):
+        args = {"user_id": customer["user_id"]}
+        if not tried(view, "get_user_details", args):
+            return tool_call("get_user_details", args)
+    actions = script["actions"]
+    j = next_script_index(view, actions)
+    if j >= len(actions):
+        return {"kind": "end", "text": closing_text(view)}
+    name, kwargs = actions[j]["name"], actions[j].get("kwargs") or {}
+    if not is_read(name):
+        pending = view.get("pending_confirmation")
+        if pending and canon(pending["call"]["name"], pending["call"]["arguments"]) == canon(name, kwargs):
+            # Already shown to the customer: ask for the yes instead of proposing it twice.
+            return reply(f"Please confirm: {pending.get('detail') or name}. Reply yes to proceed.")
+        needed = _prerequisite(view, name, kwargs)
+        if needed is not None:
+            return needed
+    return _as_action(name, kwargs)

@@ -1,0 +1,192 @@
+"""The Messages API wire format of our single tool, ``propose_action``.
+
+One place defines what goes over the wire, for both sides: the activity builds its
+``messages.create`` keyword arguments and reads the ``tool_use`` block here, and the
+offline server builds its response and error bodies here.
+
+Why the tool's ``input_schema`` is not ``proposed_action_json_schema()`` verbatim:
+that schema is a top-level ``oneOf`` (a discriminated union on ``kind``), and the
+Messages API rejects any tool whose ``input_schema`` root is not ``type: object`` or
+carries ``oneOf``/``anyOf``/``allOf`` ("input_schema does not support oneOf, allOf, or
+anyOf at the top level", HTTP 400). ``propose_input_schema()`` therefore flattens the
+union into one object schema whose properties are the union of the variants' fields,
+with ``kind`` as an enum. The model's input is still exactly a ``ProposedAction``
+dict, and ``parse_proposed_action`` (pydantic, strict) remains the real validator.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+from typing import Any
+
+from pydantic import ValidationError
+
+from workflows.actions import parse_proposed_action, proposed_action_json_schema
+from workflows.prompt import ModelSnapshot
+
+PROPOSE_TOOL_NAME = "propose_action"
+PROPOSE_TOOL_DESCRIPTION = (
+    "Propose the single next action of the support process. Set `kind` and only the "
+    "fields of that kind: tool_call -> `tool` ({name, arguments}); reply -> `text`; "
+    "transfer_to_human -> `summary`; end -> `text` (optional). The workflow validates "
+    "the proposal against the policy and the state before anything happens."
+)
+TOP_LEVEL_COMBINATORS = ("oneOf", "anyOf", "allOf")
+
+
+class MalformedOutput(ValueError):
+    """The model's response carries no usable proposal: no ``tool_use`` block, a
+    ``tool_use`` for another tool, or an input that is not a valid ``ProposedAction``."""
+
+
+def _strip_discriminators(node: Any) -> Any:
+    # "discriminator" is an OpenAPI keyword, not JSON Schema; the variants already pin
+    # their tag with "const", so dropping it loses nothing and avoids an unknown keyword.
+    if isinstance(node, dict):
+        return {k: _strip_discriminators(v) for k, v in node.items() if k != "discriminator"}
+    if isinstance(node, list):
+        return [_strip_discriminators(v) for v in node]
+    return node
+
+
+def _merge_property(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+    """Loosest common schema of one property shared by two variants (e.g. ``text`` of
+    reply, min length 1, and of end, optional): keep only identical keywords."""
+    return {k: v for k, v in a.items() if k in b and b[k] == v}
+
+
+@functools.lru_cache(maxsize=1)
+def _flattened_schema() -> dict[str, Any]:
+    union = _strip_discriminators(proposed_action_json_schema())
+    defs = union.get("$defs", {})
+    kinds: list[str] = []
+    properties: dict[str, dict[str, Any]] = {}
+    used_by: dict[str, list[str]] = {}
+    for ref in union["oneOf"]:
+        variant = defs[ref["$ref"].rsplit("/", 1)[-1]]
+        kind = variant["properties"]["kind"]["const"]
+        kinds.append(kind)
+        for name, prop in variant["properties"].items():
+            if name == "kind":
+                continue
+            prop = {k: v for k, v in prop.items() if k != "default"}
+            properties[name] = _merge_property(properties[name], prop) if name in properties else prop
+            used_by.setdefault(name, []).append(kind)
+    for name, kinds_using in used_by.items():
+        properties[name]["description"] = "Only with kind " + " or ".join(kinds_using) + "."
+    return {
+        "type": "object",
+        "properties": {"kind": {"type": "string", "enum": kinds}, **properties},
+        "required": ["kind"],
+        "additionalProperties": False,
+        "$defs": defs,
+    }
+
+
+def propose_input_schema() -> dict[str, Any]:
+    """The ``input_schema`` of ``propose_action``: an object schema (no top-level
+    combinator) whose instances are ``ProposedAction`` dicts. Returns a fresh copy."""
+    return copy.deepcopy(_flattened_schema())
+
+
+def propose_tool_param() -> dict[str, Any]:
+    """The ``tools=[...]`` entry: ``{"name", "description", "input_schema"}``."""
+    return {
+        "name": PROPOSE_TOOL_NAME,
+        "description": PROPOSE_TOOL_DESCRIPTION,
+        "input_schema": propose_input_schema(),
+    }
+
+
+def forced_tool_choice() -> dict[str, str]:
+    """``tool_choice`` forcing exactly one call of ``propose_action``."""
+    return {"type": "tool", "name": PROPOSE_TOOL_NAME}
+
+
+def build_create_kwargs(snapshot: ModelSnapshot, *, model: str, max_tokens: int) -> dict[str, Any]:
+    """Keyword arguments of ``client.messages.create`` for one stateless call:
+    ``system`` is the snapshot's system text, the single user message its content."""
+    return {
+        "model": model,
+        "max_tokens": max_tokens,
+        "system": snapshot.system,
+        "messages": [{"role": "user", "content": snapshot.content}],
+        "tools": [propose_tool_param()],
+        "tool_choice": forced_tool_choice(),
+    }
+
+
+def input_schema_error(schema: Any) -> str | None:
+    """Why the Messages API would refuse ``schema`` as a tool ``input_schema``, or
+    None. Checks the two root rules we know it enforces (used by the offline server)."""
+    if not isinstance(schema, dict) or schema.get("type") != "object":
+        return "input_schema: the root must be a JSON schema with type 'object'"
+    if any(key in schema for key in TOP_LEVEL_COMBINATORS):
+        return "input_schema: input_schema does not support oneOf, allOf, or anyOf at the top level"
+    return None
+
+
+def validation_summary(err: ValidationError, limit: int = 5) -> str:
+    """A one-line summary of a pydantic error: ``loc: msg`` for the first ``limit`` errors."""
+    parts = []
+    for item in err.errors()[:limit]:
+        loc = ".".join(str(p) for p in item.get("loc", ())) or "<root>"
+        parts.append(f"{loc}: {item.get('msg', '')}")
+    more = err.error_count() - limit
+    return "; ".join(parts) + (f"; (+{more} more)" if more > 0 else "")
+
+
+def extract_tool_input(message: Any) -> dict[str, Any]:
+    """The ``input`` of the ``propose_action`` ``tool_use`` block of an SDK ``Message``.
+
+    Raises ``MalformedOutput`` when there is no ``tool_use`` block (e.g. a text answer,
+    or ``stop_reason == "max_tokens"`` cut it off), when it names another tool, or when
+    its input is not a JSON object.
+    """
+    blocks = [b for b in (getattr(message, "content", None) or []) if getattr(b, "type", None) == "tool_use"]
+    if not blocks:
+        stop = getattr(message, "stop_reason", None)
+        raise MalformedOutput(f"no tool_use block in the response (stop_reason={stop!r})")
+    block = blocks[0]
+    if block.name != PROPOSE_TOOL_NAME:
+        raise MalformedOutput(f"tool_use names unknown tool {block.name!r}, expected {PROPOSE_TOOL_NAME!r}")
+    if not isinstance(block.input, dict):
+        raise MalformedOutput(f"tool_use input is {type(block.input).__name__}, expected an object")
+    return block.input
+
+
+def read_proposal(message: Any) -> Any:
+    """The validated ``ProposedAction`` of an SDK ``Message``.
+
+    Raises ``MalformedOutput`` (see ``extract_tool_input``), including when the input
+    fails ``parse_proposed_action``; the message then carries the pydantic summary.
+    """
+    # Models sometimes send the other kinds' fields as null; they carry no meaning, so
+    # drop them rather than spend a retry on them. Everything else is validated strictly.
+    raw = {k: v for k, v in extract_tool_input(message).items() if v is not None}
+    try:
+        return parse_proposed_action(raw)
+    except ValidationError as err:
+        raise MalformedOutput(f"propose_action input is not a valid ProposedAction: {validation_summary(err)}") from err
+
+
+def tool_use_message(
+    *, message_id: str, tool_use_id: str, model: str, action: dict[str, Any], input_tokens: int, output_tokens: int
+) -> dict[str, Any]:
+    """A Messages API response body whose only content is a ``propose_action`` call."""
+    return {
+        "id": message_id,
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": [{"type": "tool_use", "id": tool_use_id, "name": PROPOSE_TOOL_NAME, "input": action}],
+        "stop_reason": "tool_use",
+        "stop_sequence": None,
+        "usage": {"input_tokens": input_tokens, "output_tokens": output_tokens},
+    }
+
+
+def error_body(error_type: str, message: str) -> dict[str, Any]:
+    """A Messages API error body, e.g. ``error_type="invalid_request_error"``."""
+    return {"type": "error", "error": {"type": error_type, "message": message}}

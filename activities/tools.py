@@ -1,0 +1,79 @@
+"""Tool activities over the retail system of record: reads, idempotent writes, the
+customer-email outbox and human-agent tickets.
+
+Business refusals from the tools are results (``ok=False``, the benchmark's
+``"Error: ..."`` text), not exceptions: they are not retried. Only infrastructure
+failures raise, and Temporal retries those; a retried write carries the same
+idempotency key, so the ledger returns the recorded result instead of applying twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+from typing import Optional
+
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from activities.retail.backend import RetailBackend
+from workflows.actions import ToolClass, call_arguments, tool_class
+from workflows.contracts import EmailRequest, ReadToolRequest, TicketRequest, ToolResult, WriteToolRequest
+
+
+class ToolActivities:
+    """Activities bound to one ``RetailBackend``. ``fault_pause_after_commit_seconds``
+    (tests only) pauses a write after its commit, to let a test kill the worker there."""
+
+    def __init__(self, backend: RetailBackend, fault_pause_after_commit_seconds: float = 0.0,
+                 fault_marker_path: Optional[Path] = None) -> None:
+        self._backend = backend
+        if fault_pause_after_commit_seconds > 0:
+            backend.after_commit_hook = _pause_hook(fault_pause_after_commit_seconds, fault_marker_path)
+
+    @activity.defn(name="run_read_tool")
+    async def run_read_tool(self, req: ReadToolRequest) -> ToolResult:
+        """Run a read tool; returns its result text. Raises ``ApplicationError``
+        (type ``InvalidArguments``, non-retryable) for a write passed as a read."""
+        if tool_class(req.call.name) != ToolClass.READ:
+            raise ApplicationError(f"{req.call.name} is not a read tool", type="InvalidArguments", non_retryable=True)
+        result = await asyncio.to_thread(self._backend.read, req.store, req.call.name, call_arguments(req.call))
+        return ToolResult(result=result, ok=not result.startswith("Error"))
+
+    @activity.defn(name="run_write_tool")
+    async def run_write_tool(self, req: WriteToolRequest) -> ToolResult:
+        """Apply a write exactly once per idempotency key (effect and ledger row in one
+        transaction). A repeated key returns the recorded result with ``replayed=True``."""
+        if tool_class(req.call.name) == ToolClass.READ:
+            raise ApplicationError(f"{req.call.name} is not a write tool", type="InvalidArguments", non_retryable=True)
+        if not req.idempotency_key.startswith(f"{req.call.name}:"):
+            raise ApplicationError("idempotency key does not belong to this tool", type="InvalidArguments",
+                                   non_retryable=True)
+        outcome = await asyncio.to_thread(
+            self._backend.write, req.store, req.call.name, call_arguments(req.call), req.idempotency_key
+        )
+        return ToolResult(result=outcome.result, ok=outcome.ok, replayed=outcome.replayed)
+
+    @activity.defn(name="send_customer_email")
+    async def send_customer_email(self, req: EmailRequest) -> bool:
+        """Put an email in the outbox once per ``message_key``; True if newly queued."""
+        return await asyncio.to_thread(
+            self._backend.enqueue_email, req.store, req.message_key, req.to_email, req.subject, req.body
+        )
+
+    @activity.defn(name="open_ticket")
+    async def open_ticket(self, req: TicketRequest) -> bool:
+        """Open a human-agent ticket once per ``ticket_key``; True if newly opened."""
+        return await asyncio.to_thread(self._backend.open_ticket, req.store, req.ticket_key, req.user_id, req.summary)
+
+    def all(self) -> list:
+        return [self.run_read_tool, self.run_write_tool, self.send_customer_email, self.open_ticket]
+
+
+def _pause_hook(seconds: float, marker: Optional[Path]):
+    def hook() -> None:
+        if marker is not None:
+            marker.write_text("committed")
+        time.sleep(seconds)
+    return hook

@@ -1,0 +1,187 @@
+"""The ``statekeeper`` command line: dev, worker, chat, state, taubench."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import uuid
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from settings import Settings
+from starter.client import ConversationError, StatekeeperClient
+from starter.runtime import runtime
+from starter.taubench import TauBenchRunner, load_tasks, report_json
+
+app = typer.Typer(help="Durable, LLM-driven retail support conversations on Temporal.", no_args_is_help=True)
+console = Console()
+
+
+def _ui_url(settings: Settings) -> str:
+    return f"http://127.0.0.1:{settings.ui_port}/namespaces/{settings.temporal_namespace}/workflows"
+
+
+@app.command()
+def dev() -> None:
+    """Run the embedded Temporal dev server (SQLite, Web UI) and a worker until Ctrl-C."""
+    settings = Settings()
+
+    async def main() -> None:
+        async with runtime(settings) as rt:
+            where = "started embedded server" if rt.started_server else "using the server already running"
+            console.print(f"[green]statekeeper dev[/]: {where} at {settings.temporal_address}; "
+                          f"Web UI {_ui_url(settings)}; worker on task queue '{settings.task_queue}'"
+                          f"{' (offline stand-in model)' if settings.offline else ''}. Ctrl-C to stop.")
+            await asyncio.Event().wait()
+
+    with _interruptible():
+        asyncio.run(main())
+
+
+@app.command()
+def worker() -> None:
+    """Run a worker against the configured Temporal server."""
+    from worker import run_worker
+
+    with _interruptible():
+        asyncio.run(run_worker(Settings()))
+
+
+@app.command()
+def chat(conversation_id: Optional[str] = typer.Option(None, help="Resume or name a conversation.")) -> None:
+    """Chat interactively with a support conversation (offline rule-based stand-in without an API key)."""
+    settings = Settings()
+
+    async def main() -> None:
+        async with runtime(settings) as rt:
+            client = StatekeeperClient(rt.client, settings.task_queue)
+            cid = await client.start_conversation(conversation_id or f"chat-{uuid.uuid4().hex[:8]}")
+            console.print(f"conversation [bold]{cid}[/] — Web UI {_ui_url(settings)}. Type 'quit' to leave.")
+            if settings.offline:
+                console.print("[dim]Offline stand-in model: type your email, #W order ids, item ids, "
+                              "payment method ids, and yes/no.[/]")
+            while True:
+                text = await asyncio.to_thread(console.input, "[bold cyan]you>[/] ")
+                if text.strip().lower() in ("quit", "exit"):
+                    return
+                try:
+                    reply = await client.send_message(cid, text)
+                except ConversationError as err:
+                    console.print(f"[red]{err}[/]")
+                    continue
+                console.print(f"[bold green]agent>[/] {reply.text}")
+                if reply.status != "active":
+                    console.print(f"[dim]conversation {reply.status}[/]")
+                    return
+
+    with _interruptible():
+        asyncio.run(main())
+
+
+@app.command()
+def state(conversation_id: str) -> None:
+    """Print a conversation's typed state as JSON."""
+    settings = Settings()
+
+    async def main() -> None:
+        async with runtime(settings, with_worker=False) as rt:
+            try:
+                current = await StatekeeperClient(rt.client, settings.task_queue).state(conversation_id)
+            except ConversationError as err:
+                console.print(f"[red]{err}[/]")
+                raise typer.Exit(1)
+            print(current.model_dump_json(indent=2))
+
+    asyncio.run(main())
+
+
+@app.command()
+def taubench(
+    tasks: Path = typer.Option(..., exists=True, dir_okay=False, help="A τ-bench task file (JSON list)."),
+    limit: Optional[int] = typer.Option(None, min=1, help="Run only the first N tasks."),
+    concurrency: int = typer.Option(4, min=1, help="Conversations at once."),
+    json_out: Optional[Path] = typer.Option(None, "--json", help="Write the report as JSON here."),
+    keep_stores: bool = typer.Option(False, help="Keep each task's store in the database."),
+) -> None:
+    """Run τ-bench tasks through durable conversations and check the final data hash."""
+    settings = Settings()
+    try:
+        task_list = load_tasks(tasks, limit)
+    except ValueError as err:
+        console.print(f"[red]{err}[/]")
+        raise typer.Exit(2)
+
+    async def main() -> dict:
+        async with runtime(settings) as rt:
+            runner = TauBenchRunner(StatekeeperClient(rt.client, settings.task_queue), rt.backend,
+                                    write_timeout_seconds=settings.write_timeout_seconds, keep_stores=keep_stores)
+            columns = (TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                       TextColumn("passed {task.fields[passed]}"), TimeElapsedColumn())
+            with Progress(*columns, console=console) as progress:
+                bar = progress.add_task("τ-bench", total=len(task_list), passed=0)
+                passed = 0
+
+                def advance(result) -> None:
+                    nonlocal passed
+                    passed += result.passed
+                    progress.update(bar, advance=1, passed=passed)
+
+                report = await runner.run(task_list, concurrency=concurrency, progress=advance)
+            return report_json(report)
+
+    result = asyncio.run(main())
+    _print_report(result, settings)
+    if json_out:
+        json_out.write_text(json.dumps(result, indent=2))
+        console.print(f"report written to {json_out}")
+    if result["summary"]["passed"] < result["summary"]["total"]:
+        raise typer.Exit(1)
+
+
+def _print_report(result: dict, settings: Settings) -> None:
+    failed = [t for t in result["tasks"] if not t["passed"]]
+    if failed:
+        table = Table(title="Failed tasks")
+        for col in ("task", "hash", "outputs", "reason"):
+            table.add_column(col)
+        for t in failed:
+            table.add_row(str(t["task_index"]), str(t["hash_match"]), str(t["outputs_match"]), t["reason"])
+        console.print(table)
+    refused = [t for t in result["tasks"] if t["passed"] and t["policy_refusals"]]
+    if refused:
+        table = Table(title="Passed, with ground-truth actions our policy refused (the benchmark's tool errors too)")
+        table.add_column("task")
+        table.add_column("refusal")
+        for t in refused:
+            table.add_row(str(t["task_index"]), "; ".join(t["policy_refusals"]))
+        console.print(table)
+    s = result["summary"]
+    table = Table(title="τ-bench summary")
+    for col in ("tasks", "passed", "hash match", "writes", "duplicate writes", "seconds"):
+        table.add_column(col, justify="right")
+    table.add_row(str(s["total"]), f"{s['passed']} ({100 * s['passed'] / max(1, s['total']):.1f}%)",
+                  str(s["hash_match"]), str(s["writes"]), str(s["duplicate_writes"]), f"{s['seconds']:.1f}")
+    console.print(table)
+    console.print(f"Web UI: {_ui_url(settings)}  (the embedded server stops with this command; "
+                  "run `statekeeper dev` to keep it)")
+
+
+class _interruptible:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        if exc_type is KeyboardInterrupt:
+            console.print("\nstopped.")
+            return True
+        return False
+
+
+if __name__ == "__main__":
+    app(sys.argv[1:])

@@ -1,0 +1,89 @@
+"""Python client for backend services: start a conversation, send a message, cancel,
+read state. A thin layer over the Temporal client; all logic lives in the workflows."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Optional
+
+from temporalio.client import Client, WorkflowUpdateFailedError
+from temporalio.common import WorkflowIDConflictPolicy
+from temporalio.service import RPCError
+
+from workflows.contracts import AssistantReply, CancelRequest, SupportInput, SupportOutcome, UserMessage
+from workflows.state import ConversationState
+from workflows.support import SupportWorkflow, support_workflow_id
+
+
+class ConversationError(Exception):
+    """A request about a conversation was refused (bad message, finished or unknown
+    conversation). ``str(err)`` is the reason, meant for the caller's user."""
+
+
+class StatekeeperClient:
+    """``StatekeeperClient(temporal_client, task_queue)``; conversation ids are caller-chosen
+    strings (a UUID by default); the workflow id is ``support-<conversation_id>``."""
+
+    def __init__(self, client: Client, task_queue: str = "statekeeper") -> None:
+        self._client = client
+        self._task_queue = task_queue
+
+    async def start_conversation(self, conversation_id: Optional[str] = None, *, store: str = "main",
+                                 write_timeout_seconds: float = 30.0) -> str:
+        """Start a ``SupportWorkflow``; returns the conversation id. Starting an id that is
+        already running is a no-op (the running conversation is kept)."""
+        conversation_id = conversation_id or uuid.uuid4().hex
+        await self._client.start_workflow(
+            SupportWorkflow.run,
+            SupportInput(conversation_id=conversation_id, store=store, write_timeout_seconds=write_timeout_seconds),
+            id=support_workflow_id(conversation_id),
+            task_queue=self._task_queue,
+            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+            static_summary=f"support conversation {conversation_id} (store {store})",
+        )
+        return conversation_id
+
+    async def send_message(self, conversation_id: str, text: str) -> AssistantReply:
+        """Send one user message and wait for the assistant's reply.
+
+        Raises ``ConversationError`` when the message is rejected (empty, over 8 KB, the
+        conversation has finished) or the conversation does not exist.
+        """
+        handle = self._client.get_workflow_handle(support_workflow_id(conversation_id))
+        try:
+            return await handle.execute_update(SupportWorkflow.send_message, UserMessage(text=text),
+                                               result_type=AssistantReply)
+        except WorkflowUpdateFailedError as err:
+            cause = err.cause
+            raise ConversationError(getattr(cause, "message", None) or str(cause)) from err
+        except RPCError as err:
+            raise ConversationError(_rpc_reason(conversation_id, err)) from err
+
+    async def cancel(self, conversation_id: str, reason: str = "cancelled by the backend") -> None:
+        """Signal the conversation to stop; a write already running finishes first."""
+        handle = self._client.get_workflow_handle(support_workflow_id(conversation_id))
+        try:
+            await handle.signal(SupportWorkflow.cancel, CancelRequest(reason=reason))
+        except RPCError as err:
+            raise ConversationError(_rpc_reason(conversation_id, err)) from err
+
+    async def state(self, conversation_id: str) -> ConversationState:
+        """The conversation's typed state (works after it finished, while history is retained)."""
+        handle = self._client.get_workflow_handle(support_workflow_id(conversation_id))
+        try:
+            return await handle.query(SupportWorkflow.state, result_type=ConversationState)
+        except RPCError as err:
+            raise ConversationError(_rpc_reason(conversation_id, err)) from err
+
+    async def outcome(self, conversation_id: str) -> SupportOutcome:
+        """Wait for the conversation to finish; returns its final status and state."""
+        handle = self._client.get_workflow_handle(support_workflow_id(conversation_id))
+        return await handle.result(result_type=SupportOutcome)
+
+
+def _rpc_reason(conversation_id: str, err: RPCError) -> str:
+    if "not found" in str(err).lower():
+        return f"conversation {conversation_id} does not exist"
+    if "completed" in str(err).lower() or "closed" in str(err).lower():
+        return f"conversation {conversation_id} has finished; start a new conversation"
+    return f"conversation {conversation_id}: {err}"

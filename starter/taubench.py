@@ -1,0 +1,208 @@
+"""The τ-bench runner: drive one support conversation per task and check the outcome
+against the benchmark.
+
+Each task gets its own store (an isolated copy of the retail data in the system of
+record). The simulated user opens with who they are and the task's ground-truth plan
+(a ``<script>`` block the offline stand-in model follows), then answers "yes" to each
+confirmation. A task passes when the exported data hashes to ``gt_data_hash`` and every
+``outputs`` string appears in some assistant reply (lower-cased, commas removed).
+``duplicate_writes`` is counted from the system of record's ledger.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+from pathlib import Path
+from typing import Any, Optional
+
+from pydantic import BaseModel, Field
+
+from activities.retail.backend import RetailBackend
+from starter.client import ConversationError, StatekeeperClient
+from workflows.state import ConversationState
+
+MAX_USER_MESSAGES = 40
+MAX_NUDGES = 3
+
+
+class Task(BaseModel):
+    """One benchmark task (the file format of ../shared/taubench-retail/tasks_*.json)."""
+
+    task_index: int
+    user_id: str
+    instruction: str = ""
+    actions: list[dict[str, Any]] = Field(default_factory=list)
+    outputs: list[str] = Field(default_factory=list)
+    gt_data_hash: str
+
+
+class TaskResult(BaseModel):
+    task_index: int
+    passed: bool
+    hash_match: bool
+    outputs_match: bool
+    reason: str
+    writes: int
+    duplicate_writes: int
+    seconds: float
+    policy_refusals: list[str] = Field(default_factory=list)
+    """Ground-truth actions our policy refused, each as ``tool: [rule] reason``."""
+
+
+class Summary(BaseModel):
+    total: int
+    passed: int
+    hash_match: int
+    writes: int
+    duplicate_writes: int
+    seconds: float
+
+
+class Report(BaseModel):
+    summary: Summary
+    tasks: list[TaskResult]
+
+
+def load_tasks(path: Path, limit: Optional[int] = None) -> list[Task]:
+    """Tasks from a τ-bench task file; raises ``ValueError`` naming the bad entry."""
+    raw = json.loads(Path(path).read_text())
+    if not isinstance(raw, list):
+        raise ValueError(f"{path}: expected a JSON list of tasks")
+    tasks = []
+    for position, entry in enumerate(raw):
+        entry.setdefault("task_index", position)
+        try:
+            tasks.append(Task.model_validate(entry))
+        except ValueError as err:
+            raise ValueError(f"{path}: task at position {position} is malformed: {err}") from err
+    return tasks[:limit] if limit else tasks
+
+
+def opening_message(user: dict[str, Any], task: Task) -> str:
+    """The simulated user's first message: identity plus the plan for the stand-in model."""
+    name = user["name"]
+    script = {
+        "user": {"email": user["email"], "first_name": name["first_name"], "last_name": name["last_name"],
+                 "zip": user["address"]["zip"]},
+        "actions": task.actions,
+    }
+    return (f"Hi, I'm {name['first_name']} {name['last_name']}, my email is {user['email']}. "
+            f"<script>{json.dumps(script)}</script>")
+
+
+def _normalise(text: str) -> str:
+    return text.lower().replace(",", "")
+
+
+def explain(task: Task, state: ConversationState) -> list[str]:
+    """Ground-truth write actions the workflow refused, with the policy rule."""
+    refusals = []
+    for rejection in state.rejections:
+        proposal = rejection.proposal or {}
+        tool = (proposal.get("tool") or {}).get("name") or proposal.get("kind")
+        for action in task.actions:
+            if proposal.get("tool") == {"name": action["name"], "arguments": action["kwargs"]}:
+                refusals.append(f"{tool}: [{rejection.rule}] {rejection.reason}")
+                break
+    return refusals
+
+
+class TauBenchRunner:
+    """Runs tasks through ``StatekeeperClient`` against the worker's backend database."""
+
+    def __init__(self, client: StatekeeperClient, backend: RetailBackend, *, run_id: Optional[str] = None,
+                 write_timeout_seconds: float = 30.0, keep_stores: bool = False) -> None:
+        self._client = client
+        self._backend = backend
+        self._run_id = run_id or uuid.uuid4().hex[:8]
+        self._write_timeout = write_timeout_seconds
+        self._keep = keep_stores
+
+    async def run_task(self, task: Task) -> TaskResult:
+        """Run one task end to end; never raises for a task failure (it is reported)."""
+        started = time.monotonic()
+        store = f"tb-{self._run_id}-{task.task_index}"
+        await asyncio.to_thread(self._backend.seed_store, store, replace=True)
+        replies: list[str] = []
+        error: Optional[str] = None
+        state: Optional[ConversationState] = None
+        try:
+            user = json.loads(await asyncio.to_thread(self._backend.read, store, "get_user_details",
+                                                      {"user_id": task.user_id}))
+            conversation_id = await self._client.start_conversation(
+                store, store=store, write_timeout_seconds=self._write_timeout)
+            reply = await self._client.send_message(conversation_id, opening_message(user, task))
+            replies.append(reply.text)
+            nudges = 0
+            for _ in range(MAX_USER_MESSAGES):
+                if reply.status != "active":
+                    break
+                if reply.awaiting_confirmation:
+                    text = "yes"
+                else:
+                    nudges += 1
+                    if nudges > MAX_NUDGES:
+                        error = f"conversation stalled: {reply.text[:200]}"
+                        break
+                    text = "Please continue."
+                reply = await self._client.send_message(conversation_id, text)
+                replies.append(reply.text)
+            state = await self._client.state(conversation_id)
+        except ConversationError as err:
+            error = f"conversation error: {err}"
+        data_hash = await asyncio.to_thread(self._backend.hash, store)
+        ledger = await asyncio.to_thread(self._backend.ledger_entries, store)
+        duplicates = await asyncio.to_thread(self._backend.duplicate_writes, store)
+        if not self._keep:
+            await asyncio.to_thread(self._backend.drop_store, store)
+        writes = sum(1 for row in ledger if row["ok"] and row["tool"] != "transfer_to_human_agents")
+        hash_match = data_hash == task.gt_data_hash
+        said = [_normalise(r) for r in replies]
+        missing = [o for o in task.outputs if not any(_normalise(o) in r for r in said)]
+        refusals = explain(task, state) if state else []
+        passed = hash_match and not missing and error is None
+        reasons = []
+        if error:
+            reasons.append(error)
+        if not hash_match:
+            reasons.append("final data hash differs from gt_data_hash")
+        if missing:
+            reasons.append(f"outputs missing from replies: {missing}")
+        if refusals:
+            reasons.append("policy refused ground-truth action(s): " + "; ".join(refusals))
+        return TaskResult(task_index=task.task_index, passed=passed, hash_match=hash_match,
+                          outputs_match=not missing, reason=" | ".join(reasons) or "ok", writes=writes,
+                          duplicate_writes=duplicates, seconds=round(time.monotonic() - started, 3),
+                          policy_refusals=refusals)
+
+    async def run(self, tasks: list[Task], concurrency: int = 4, progress=None) -> Report:
+        """Run ``tasks`` with at most ``concurrency`` conversations at once.
+        ``progress`` (optional) is called with each finished ``TaskResult``."""
+        started = time.monotonic()
+        gate = asyncio.Semaphore(max(1, concurrency))
+
+        async def one(task: Task) -> TaskResult:
+            async with gate:
+                result = await self.run_task(task)
+            if progress is not None:
+                progress(result)
+            return result
+
+        results = await asyncio.gather(*(one(t) for t in tasks))
+        results = sorted(results, key=lambda r: r.task_index)
+        summary = Summary(total=len(results), passed=sum(r.passed for r in results),
+                          hash_match=sum(r.hash_match for r in results), writes=sum(r.writes for r in results),
+                          duplicate_writes=sum(r.duplicate_writes for r in results),
+                          seconds=round(time.monotonic() - started, 2))
+        return Report(summary=summary, tasks=results)
+
+
+def report_json(report: Report) -> dict[str, Any]:
+    """The ``--json`` shape: summary and per-task fields as documented in the README."""
+    keys = ("task_index", "passed", "hash_match", "outputs_match", "reason", "writes", "duplicate_writes", "seconds")
+    return {"summary": report.summary.model_dump(),
+            "tasks": [{k: getattr(t, k) for k in keys} | {"policy_refusals": t.policy_refusals}
+                      for t in report.tasks]}

@@ -1,0 +1,75 @@
+"""Prompt rendering is a pure, bounded view of the state; pinned facts survive."""
+
+from __future__ import annotations
+
+from tests.policy_fixtures import EMAIL, PENDING, authenticated
+from workflows import transitions as tr
+from workflows.facts import extract_facts
+from workflows.policy_text import POLICY_CLAUSES
+from workflows.policy import Rule
+from workflows.prompt import PROMPT_TURNS, parse_state_view, render_snapshot
+from workflows.state import RECENT_TURNS_KEPT, Role
+
+
+def test_rendering_is_deterministic():
+    assert render_snapshot(authenticated()) == render_snapshot(authenticated())
+
+
+def test_system_prompt_has_every_policy_clause_and_every_tool():
+    system = render_snapshot(authenticated()).system
+    for clause in POLICY_CLAUSES:
+        assert f"[{clause}]" in system
+    for tool in ("cancel_pending_order", "exchange_delivered_order_items", "get_product_details"):
+        assert tool in system
+
+
+def test_fact_from_turn_4_is_still_in_the_prompt_at_turn_30_while_old_turns_are_gone():
+    state = authenticated()
+    for turn in range(2, 31):
+        text = f"please look at order {PENDING}" if turn == 4 else f"small talk number {turn}"
+        tr.receive_user_message(state, text)
+        tr.add_turn(state, Role.ASSISTANT, f"reply {turn}")
+    view = parse_state_view(render_snapshot(state).content)
+    assert state.turn == 30
+    assert len(view["recent_turns"]) == PROMPT_TURNS
+    assert len(state.recent_turns) == RECENT_TURNS_KEPT
+    assert all("order" not in t["text"] for t in view["recent_turns"])
+    pinned = [f for f in view["pinned_facts"] if f["kind"] == "order_id"]
+    assert pinned == [{"kind": "order_id", "value": PENDING, "verbatim": PENDING, "turn": 4}]
+    assert any(f["kind"] == "email" and f["value"] == EMAIL for f in view["pinned_facts"])
+
+
+def test_prompt_size_is_bounded_however_long_the_conversation():
+    state = authenticated()
+    sizes = []
+    for turn in range(200):
+        tr.receive_user_message(state, "x" * 500)
+        tr.add_turn(state, Role.ASSISTANT, "y" * 500)
+        sizes.append(len(render_snapshot(state).content))
+    assert sizes[-1] - sizes[50] < 50  # only the turn numbers grow by a digit
+
+
+def test_last_rejection_reason_is_rendered():
+    state = authenticated()
+    tr.reject(state, Rule.CANCEL_PENDING_ONLY.value, "order is delivered")
+    content = render_snapshot(state).content
+    assert "[cancel-pending-only]: order is delivered" in content
+    assert parse_state_view(content)["last_rejection"]["rule"] == "cancel-pending-only"
+
+
+def test_facts_are_pinned_verbatim_and_never_duplicated():
+    state = authenticated()
+    tr.receive_user_message(state, "my order W4566809 and gift_card_2259499, item 1234567890; it was ordered by mistake")
+    tr.receive_user_message(state, f"again {PENDING}")
+    kinds = [(f.kind, f.value, f.verbatim, f.turn) for f in state.pinned_facts if f.kind != "email"]
+    assert ("order_id", PENDING, "W4566809", state.turn - 1) in kinds
+    assert sum(1 for k in kinds if k[0] == "order_id") == 1
+    assert ("payment_method_id", "gift_card_2259499", "gift_card_2259499", state.turn - 1) in kinds
+    assert ("item_id", "1234567890", "1234567890", state.turn - 1) in kinds
+    assert ("cancel_reason", "ordered by mistake", "ordered by mistake", state.turn - 1) in kinds
+
+
+def test_script_block_is_pinned_and_its_ids_are_not_mistaken_for_the_users():
+    facts = extract_facts('hello <script>{"actions": [{"name": "x", "kwargs": {"order_id": "#W1234567"}}]}</script>', 1)
+    assert [f.kind for f in facts] == ["script"]
+    assert extract_facts("<script>{not json</script>", 1) == []

@@ -1,0 +1,82 @@
+"""The one place that wires settings, clients and activities into a Temporal worker.
+
+``python worker.py`` (or ``statekeeper worker``) runs a worker against the configured
+Temporal server. The starter and the tests call ``build_worker`` / ``run_worker``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Optional
+
+from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.worker import Worker
+
+from activities.llm.model_activity import ModelActivities, build_client, offline_client
+from activities.retail.backend import RetailBackend, make_engine
+from activities.tools import ToolActivities
+from settings import Settings
+from workflows.refund import RefundWorkflow
+from workflows.support import SupportWorkflow
+
+log = logging.getLogger("statekeeper.worker")
+
+
+async def connect(settings: Settings) -> Client:
+    """A Temporal client with the pydantic data converter."""
+    return await Client.connect(
+        settings.temporal_address, namespace=settings.temporal_namespace, data_converter=pydantic_data_converter
+    )
+
+
+def build_backend(settings: Settings) -> RetailBackend:
+    """The retail system of record on the configured database; seeds store ``main`` once."""
+    backend = RetailBackend(make_engine(settings.resolved_database_url()))
+    backend.create_schema()
+    if not backend.store_exists("main"):
+        backend.seed_store("main")
+    return backend
+
+
+def build_model_activities(settings: Settings) -> ModelActivities:
+    """The LLM activity: Anthropic when a key is set, else the offline stand-in behind
+    the same SDK client (only the HTTP transport differs)."""
+    if settings.offline:
+        client = offline_client(settings.model_timeout_seconds)
+        model = settings.offline_model_name
+    else:
+        client = build_client(settings.anthropic_api_key, settings.anthropic_base_url, settings.model_timeout_seconds)
+        model = settings.model
+    return ModelActivities(client, model=model, max_tokens=settings.model_max_tokens)
+
+
+def build_worker(client: Client, settings: Settings, backend: Optional[RetailBackend] = None) -> Worker:
+    """A worker for both workflows and all activities on ``settings.task_queue``."""
+    backend = backend or build_backend(settings)
+    tools = ToolActivities(backend, settings.fault_pause_after_commit_seconds, settings.fault_marker_path)
+    model = build_model_activities(settings)
+    return Worker(
+        client,
+        task_queue=settings.task_queue,
+        workflows=[SupportWorkflow, RefundWorkflow],
+        activities=[model.propose_action, *tools.all()],
+        max_concurrent_activities=settings.max_concurrent_activities,
+        max_concurrent_workflow_tasks=settings.max_concurrent_workflow_tasks,
+    )
+
+
+async def run_worker(settings: Optional[Settings] = None) -> None:
+    """Connect and run a worker until cancelled."""
+    settings = settings or Settings()
+    client = await connect(settings)
+    worker = build_worker(client, settings)
+    log.info("worker polling %s on %s (offline model: %s)", settings.task_queue, settings.temporal_address,
+             settings.offline)
+    await worker.run()
+
+
+if __name__ == "__main__":
+    logging.basicConfig(level=logging.INFO)
+    asyncio.run(run_worker())

@@ -1,0 +1,150 @@
+"""Input and output models of every activity and child workflow (one input model each).
+
+Pure pydantic, imported by workflows (inside the sandbox) and by activities.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from pydantic import BaseModel, Field
+
+from workflows.actions import ProposedAction, ToolCall
+from workflows.prompt import ModelSnapshot
+
+
+class ModelRequest(BaseModel):
+    """Input of the ``propose_action`` LLM activity: one stateless model call."""
+
+    conversation_id: str
+    snapshot: ModelSnapshot
+
+
+class ModelResult(BaseModel):
+    """Output of the LLM activity: the typed proposal plus token usage and model id."""
+
+    action: ProposedAction
+    model: str
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+
+class ReadToolRequest(BaseModel):
+    """Input of ``run_read_tool``: a read against the system of record of ``store``."""
+
+    store: str
+    call: ToolCall
+
+
+class ToolResult(BaseModel):
+    """A tool's result string (the benchmark's format: JSON text, a plain value, or
+    ``"Error: ..."``) and whether it succeeded."""
+
+    result: str
+    ok: bool
+    replayed: bool = False
+    """True when a write's idempotency key was already in the ledger: the recorded
+    result is returned and nothing is applied again."""
+
+
+class WriteToolRequest(BaseModel):
+    """Input of ``run_write_tool``. ``idempotency_key`` comes from business identity
+    (tool, order/user id, workflow-minted operation id), never from model text."""
+
+    store: str
+    call: ToolCall
+    idempotency_key: str
+
+
+class EmailRequest(BaseModel):
+    """Input of ``send_customer_email``: one outbox message, exactly once per ``message_key``."""
+
+    store: str
+    message_key: str
+    to_email: str
+    subject: str
+    body: str
+
+
+class TicketRequest(BaseModel):
+    """Input of ``open_ticket``: a hand-off to a human agent, exactly once per ``ticket_key``."""
+
+    store: str
+    ticket_key: str
+    user_id: Optional[str] = None
+    summary: str
+
+
+class RefundInput(BaseModel):
+    """Input of ``RefundWorkflow``: one refund-type write, confirmed by the user.
+
+    ``expected_user_id`` is the authenticated customer; the fresh read must show the
+    order still belongs to them. ``notify_email`` receives the return/exchange email.
+    """
+
+    store: str
+    operation_id: str
+    call: ToolCall
+    expected_user_id: str
+    notify_email: Optional[str] = None
+    conversation_id: Optional[str] = None
+    write_timeout_seconds: float = 30.0
+    """Start-to-close timeout of the write activity; after it the write is retried
+    with the same idempotency key."""
+
+
+class RefundOutcome(BaseModel):
+    """Result of ``RefundWorkflow``: the tool result, its idempotency key, the
+    order as read fresh before the write, and whether the customer was notified."""
+
+    idempotency_key: str
+    result: str
+    ok: bool
+    replayed: bool = False
+    refused_reason: Optional[str] = None
+    notified: bool = False
+    order_before: Optional[dict[str, Any]] = Field(default=None)
+
+
+class SupportInput(BaseModel):
+    """Input of ``SupportWorkflow``. ``state`` is set only when continuing as new."""
+
+    conversation_id: str
+    store: str = "main"
+    write_timeout_seconds: float = 30.0
+    state: Optional["ConversationState"] = None
+
+
+class UserMessage(BaseModel):
+    """Input of the ``send_message`` update: one user message (non-empty, at most 8 KB UTF-8)."""
+
+    text: str
+
+
+class AssistantReply(BaseModel):
+    """What ``send_message`` returns: the assistant's reply to that message, the
+    conversation's status after it, and the detail awaiting confirmation, if any."""
+
+    text: str
+    turn: int
+    status: str
+    awaiting_confirmation: Optional[str] = None
+
+
+class CancelRequest(BaseModel):
+    """Input of the ``cancel`` signal."""
+
+    reason: str = "cancelled by the backend"
+
+
+class SupportOutcome(BaseModel):
+    """Result of ``SupportWorkflow``: final status and the final state."""
+
+    status: str
+    state: "ConversationState"
+
+
+from workflows.state import ConversationState  # noqa: E402  (after the models that reference it)
+
+SupportInput.model_rebuild()
+SupportOutcome.model_rebuild()

@@ -1,0 +1,77 @@
+"""Pin what the user states that the process depends on, verbatim, with its turn.
+
+Extraction is deliberately literal (regular expressions over the user's text, no
+model): ids, emails, payment methods, zip codes, names given as "my name is ..." or
+"I'm ...", cancellation reasons, and a benchmark ``<script>`` block. Pinned facts are
+append-only and never summarised, so an order id confirmed at turn 4 is still in the
+model's input at turn 30.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+from workflows.state import PinnedFact
+
+_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
+    ("email", re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}")),
+    ("order_id", re.compile(r"#?W\d{7}\b")),
+    ("payment_method_id", re.compile(r"\b(?:credit_card|gift_card|paypal)_\d+\b")),
+    ("item_id", re.compile(r"(?<![\d#W])\d{10}(?!\d)")),
+    ("user_id", re.compile(r"\b[a-z]+_[a-z]+_\d{4}\b")),
+    ("zip", re.compile(r"(?<![\d#W])\d{5}(?!\d)")),
+    ("cancel_reason", re.compile(r"no longer needed|ordered by mistake", re.IGNORECASE)),
+]
+_NAME = re.compile(
+    r"\b(?:my name is|i am|i'm|this is)\s+([A-Z][a-z]+)\s+([A-Z][a-z]+)", re.IGNORECASE
+)
+_SCRIPT = re.compile(r"<script>(.*?)</script>", re.DOTALL)
+
+
+def _normalise(kind: str, raw: str) -> str:
+    if kind == "order_id":
+        return raw if raw.startswith("#") else f"#{raw}"
+    if kind in ("email", "cancel_reason"):
+        return raw.lower()
+    return raw
+
+
+def extract_facts(text: str, turn: int) -> list[PinnedFact]:
+    """Facts in one user message, in order of kind then position.
+
+    Returns ``PinnedFact(kind, value, verbatim, turn)`` items; a ``script`` fact's
+    value is the canonical JSON of the block (invalid JSON is not pinned).
+    """
+    facts: list[PinnedFact] = []
+    script_spans: list[tuple[int, int]] = []
+    for match in _SCRIPT.finditer(text):
+        script_spans.append(match.span())
+        try:
+            value = json.dumps(json.loads(match.group(1)), sort_keys=True)
+        except ValueError:
+            continue
+        facts.append(PinnedFact(kind="script", value=value, verbatim=match.group(0), turn=turn))
+    # ids inside a script block belong to the script, not to the user's own words
+    plain = text
+    for start, end in reversed(script_spans):
+        plain = plain[:start] + " " * (end - start) + plain[end:]
+    for kind, pattern in _PATTERNS:
+        for match in pattern.finditer(plain):
+            raw = match.group(0)
+            facts.append(PinnedFact(kind=kind, value=_normalise(kind, raw), verbatim=raw, turn=turn))
+    for match in _NAME.finditer(plain):
+        first, last = match.group(1).title(), match.group(2).title()
+        facts.append(PinnedFact(kind="name", value=f"{first} {last}", verbatim=match.group(0), turn=turn))
+    return facts
+
+
+def merge_facts(existing: list[PinnedFact], new: list[PinnedFact]) -> list[PinnedFact]:
+    """Append ``new`` facts whose (kind, value) is not pinned yet; never drops any."""
+    seen = {(f.kind, f.value) for f in existing}
+    merged = list(existing)
+    for fact in new:
+        if (fact.kind, fact.value) not in seen:
+            seen.add((fact.kind, fact.value))
+            merged.append(fact)
+    return merged

@@ -1,0 +1,52 @@
+"""Activity timeouts and retry policies, chosen by what the activity touches.
+
+Temporal owns retries (provider clients run with ``max_retries=0``). Reads retry
+freely. Writes retry too, but only because every write carries an idempotency key
+and the ledger returns the recorded result instead of applying twice; after the
+attempts run out the workflow stops and escalates instead of replaying.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from temporalio.common import RetryPolicy, SearchAttributeKey
+
+CUSTOMER_ID = SearchAttributeKey.for_keyword("CustomerId")
+ORDER_ID = SearchAttributeKey.for_keyword("OrderId")
+STEP = SearchAttributeKey.for_keyword("Step")
+SEARCH_ATTRIBUTES = (CUSTOMER_ID, ORDER_ID, STEP)
+"""Keyword search attributes the workflows set; registered on the embedded dev server."""
+
+MODEL_TIMEOUT = timedelta(seconds=60)
+MODEL_RETRY = RetryPolicy(
+    initial_interval=timedelta(milliseconds=200),
+    backoff_coefficient=2.0,
+    maximum_interval=timedelta(seconds=10),
+    maximum_attempts=3,
+    non_retryable_error_types=["ModelRequestRejected"],
+)
+"""Malformed output is retried as a new model call at most twice; then it becomes a rejection."""
+
+READ_TIMEOUT = timedelta(seconds=15)
+READ_RETRY = RetryPolicy(
+    initial_interval=timedelta(milliseconds=200),
+    backoff_coefficient=2.0,
+    maximum_interval=timedelta(seconds=5),
+    maximum_attempts=6,
+    non_retryable_error_types=["UnknownTool", "InvalidArguments"],
+)
+
+WRITE_RETRY = RetryPolicy(
+    initial_interval=timedelta(milliseconds=500),
+    backoff_coefficient=2.0,
+    maximum_interval=timedelta(seconds=10),
+    maximum_attempts=5,
+    non_retryable_error_types=["UnknownTool", "InvalidArguments"],
+)
+"""Safe only with the ledger: a retry with the same idempotency key returns the recorded result."""
+
+DEFAULT_WRITE_TIMEOUT_SECONDS = 30.0
+MAX_MODEL_STEPS_PER_TURN = 30
+MAX_CONSECUTIVE_REJECTIONS = 4
+MAX_USER_MESSAGE_BYTES = 8 * 1024

@@ -1,0 +1,138 @@
+"""The model's input, rendered as a pure, deterministic view of the state.
+
+The model sees: the policy, the tool catalogue, the state (customer, orders and
+products read so far, steps, completed operations), every pinned fact, only the last
+``PROMPT_TURNS`` turns, recent tool observations, and the last rejection reason. It
+never sees the full transcript, so the prompt stays bounded however long the
+conversation runs, and a fact pinned at turn 4 is still there at turn 30.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pydantic import BaseModel
+
+from workflows.actions import TOOL_ARGS, TOOL_CLASS
+from workflows.policy_text import policy_text
+from workflows.state import ConversationState
+
+PROMPT_TURNS = 6
+PROMPT_OBSERVATIONS = 8
+PROMPT_REJECTIONS = 5
+STATE_OPEN_TAG = "<state_json>"
+STATE_CLOSE_TAG = "</state_json>"
+
+TOOL_DESCRIPTIONS: dict[str, str] = {
+    "find_user_id_by_email": "Look up a customer's user id by email.",
+    "find_user_id_by_name_zip": "Look up a customer's user id by first name, last name and zip.",
+    "get_user_details": "Read the authenticated customer's profile, payment methods and order ids.",
+    "get_order_details": "Read an order's status, items, payment history and fulfilments.",
+    "get_product_details": "Read a product's variants (item ids, options, price, availability).",
+    "list_all_product_types": "List the 50 product types with their product ids.",
+    "calculate": "Evaluate an arithmetic expression (numbers, + - * /, parentheses).",
+    "think": "Note a thought; changes nothing.",
+    "cancel_pending_order": "Cancel a pending order (needs confirmation).",
+    "modify_pending_order_address": "Change a pending order's shipping address (needs confirmation).",
+    "modify_pending_order_items": "Swap items of a pending order for other variants of the same "
+    "product, once per order (needs confirmation).",
+    "modify_pending_order_payment": "Pay a pending order with another payment method (needs confirmation).",
+    "modify_user_address": "Change the customer's default address (needs confirmation).",
+    "return_delivered_order_items": "Return items of a delivered order (needs confirmation).",
+    "exchange_delivered_order_items": "Exchange items of a delivered order for other variants of the "
+    "same product, once per order (needs confirmation).",
+}
+
+ACTION_GUIDE = (
+    "Respond by calling the tool `propose_action` exactly once with one of: "
+    '{"kind": "tool_call", "tool": {"name": <tool>, "arguments": {...}}}, '
+    '{"kind": "reply", "text": ...}, {"kind": "transfer_to_human", "summary": ...}, '
+    '{"kind": "end", "text": ...}. You only propose; the workflow validates every proposal '
+    "against the policy and the state, asks the customer to confirm writes, and tells you "
+    "when a proposal was rejected and why."
+)
+
+
+class ModelSnapshot(BaseModel):
+    """What one model call receives: ``system`` (policy + tools + guide) and
+    ``content`` (the state view, as text with a machine-readable JSON block)."""
+
+    system: str
+    content: str
+
+
+def tool_catalogue() -> list[dict[str, Any]]:
+    """The tools as ``{name, class, description, parameters}`` (JSON schema of the args)."""
+    return [
+        {
+            "name": name,
+            "class": TOOL_CLASS[name].value,
+            "description": TOOL_DESCRIPTIONS[name],
+            "parameters": args.model_json_schema(),
+        }
+        for name, args in TOOL_ARGS.items()
+    ]
+
+
+def render_system() -> str:
+    """Policy + tool catalogue + action guide. Identical for every call (cacheable)."""
+    catalogue = json.dumps(tool_catalogue(), sort_keys=True, separators=(",", ":"))
+    return (
+        "You are the retail support assistant of statekeeper.\n\n## Policy\n"
+        f"{policy_text()}\n\n## Tools\n{catalogue}\n\n## How to act\n{ACTION_GUIDE}"
+    )
+
+
+def state_view(state: ConversationState) -> dict[str, Any]:
+    """The JSON view of the state given to the model (bounded windows applied)."""
+    last = state.last_rejection()
+    return {
+        "schema_version": state.schema_version,
+        "conversation_id": state.conversation_id,
+        "turn": state.turn,
+        "status": state.status.value,
+        "customer": state.customer.model_dump(mode="json") if state.customer else None,
+        "orders": {k: v.model_dump(mode="json") for k, v in state.orders.items()},
+        "products": {k: v.model_dump(mode="json") for k, v in state.products.items()},
+        "steps": [s.model_dump(mode="json") for s in state.steps],
+        "pinned_facts": [f.model_dump(mode="json") for f in state.pinned_facts],
+        "recent_turns": [t.model_dump(mode="json") for t in state.recent_turns[-PROMPT_TURNS:]],
+        "observations": [o.model_dump(mode="json") for o in state.observations[-PROMPT_OBSERVATIONS:]],
+        "pending_confirmation": (
+            state.pending_confirmation.model_dump(mode="json") if state.pending_confirmation else None
+        ),
+        "completed_operations": [
+            {k: v for k, v in op.model_dump(mode="json").items() if k != "child_workflow_id"}
+            for op in state.completed_operations
+        ],
+        "rejections": [r.model_dump(mode="json") for r in state.rejections[-PROMPT_REJECTIONS:]],
+        "last_rejection": last.model_dump(mode="json") if last else None,
+    }
+
+
+def render_content(state: ConversationState) -> str:
+    """The per-call user content: a short human-readable header plus the state view."""
+    view = json.dumps(state_view(state), sort_keys=True, separators=(",", ":"))
+    last = state.last_rejection()
+    header = [f"Conversation {state.conversation_id}, user turn {state.turn}."]
+    if last is not None:
+        header.append(f"Your last proposal was rejected under [{last.rule}]: {last.reason}")
+    return "\n".join(header) + f"\n{STATE_OPEN_TAG}{view}{STATE_CLOSE_TAG}"
+
+
+def render_snapshot(state: ConversationState) -> ModelSnapshot:
+    """Render the model input for ``state``. Pure: equal states give equal snapshots."""
+    return ModelSnapshot(system=render_system(), content=render_content(state))
+
+
+def parse_state_view(content: str) -> dict[str, Any]:
+    """Inverse of ``render_content`` for the offline model: extract the JSON view.
+
+    Raises ``ValueError`` when the content carries no state block.
+    """
+    start = content.find(STATE_OPEN_TAG)
+    end = content.rfind(STATE_CLOSE_TAG)
+    if start < 0 or end < start:
+        raise ValueError("content has no <state_json> block")
+    return json.loads(content[start + len(STATE_OPEN_TAG) : end])

@@ -1,0 +1,136 @@
+"""``RefundWorkflow``: one refund-type write (cancel, return, exchange, modify payment
+or items), owning its steps: fresh read of the order → execute → notify.
+
+Started as a child of the support conversation with an id derived from business
+identity (``refund_workflow_id``), or directly by a backend service. The fresh read
+re-checks the status precondition against the system of record, because the
+conversation's copy of the order may be stale by the time the user says yes.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from workflows.actions import call_arguments, idempotency_key, make_tool_call
+    from workflows.contracts import (
+        EmailRequest,
+        ReadToolRequest,
+        RefundInput,
+        RefundOutcome,
+        ToolResult,
+        WriteToolRequest,
+    )
+    from workflows.options import CUSTOMER_ID, ORDER_ID, READ_RETRY, READ_TIMEOUT, STEP, WRITE_RETRY
+
+REQUIRED_STATUS = {
+    "cancel_pending_order": "pending",
+    "modify_pending_order_items": "pending",
+    "modify_pending_order_payment": "pending",
+    "return_delivered_order_items": "delivered",
+    "exchange_delivered_order_items": "delivered",
+}
+"""Status preconditions (policy clauses cancel-pending-only, modify-pending-only,
+return-delivered-only, exchange-delivered-only)."""
+
+NOTIFY_TOOLS = {"return_delivered_order_items": "return", "exchange_delivered_order_items": "exchange"}
+
+
+def refund_workflow_id(store: str, order_id: str, operation_id: str) -> str:
+    """Workflow id of a refund: business identity, so a second start is rejected by Temporal."""
+    return f"refund-{store}-{order_id.lstrip('#')}-{operation_id}"
+
+
+@workflow.defn
+class RefundWorkflow:
+    """Input ``RefundInput``; returns ``RefundOutcome``. Never raises for a business
+    refusal: a failed precondition or a tool error comes back as ``ok=False``."""
+
+    def __init__(self) -> None:
+        self._step = "starting"
+
+    @workflow.query
+    def step(self) -> str:
+        return self._step
+
+    def _enter(self, step: str, detail: str) -> None:
+        self._step = step
+        workflow.upsert_search_attributes([STEP.value_set(step)])
+        workflow.set_current_details(f"**Step:** {step}\n\n{detail}")
+
+    @workflow.run
+    async def run(self, inp: RefundInput) -> RefundOutcome:
+        args = call_arguments(inp.call)
+        order_id = args["order_id"]
+        key = idempotency_key(inp.call, inp.operation_id)
+        workflow.upsert_search_attributes([CUSTOMER_ID.value_set(inp.expected_user_id), ORDER_ID.value_set(order_id)])
+
+        self._enter("fresh_read", f"Reading order {order_id} from the system of record")
+        read = await workflow.execute_activity(
+            "run_read_tool",
+            ReadToolRequest(store=inp.store, call=make_tool_call("get_order_details", {"order_id": order_id})),
+            result_type=ToolResult,
+            start_to_close_timeout=READ_TIMEOUT,
+            retry_policy=READ_RETRY,
+            summary=f"fresh read of {order_id} before {inp.call.name}",
+        )
+        refusal = self._precondition(inp, read)
+        order_before = json.loads(read.result) if read.ok else None
+        if refusal is not None:
+            self._enter("refused", refusal)
+            return RefundOutcome(idempotency_key=key, result=f"Error: {refusal}", ok=False,
+                                 refused_reason=refusal, order_before=order_before)
+
+        self._enter("execute", f"`{key}`")
+        written = await workflow.execute_activity(
+            "run_write_tool",
+            WriteToolRequest(store=inp.store, call=inp.call, idempotency_key=key),
+            result_type=ToolResult,
+            start_to_close_timeout=timedelta(seconds=inp.write_timeout_seconds),
+            retry_policy=WRITE_RETRY,
+            summary=f"{inp.call.name} {order_id}",
+        )
+        notified = False
+        if written.ok and inp.call.name in NOTIFY_TOOLS and inp.notify_email:
+            self._enter("notify", f"Emailing {inp.notify_email}")
+            notified = await workflow.execute_activity(
+                "send_customer_email",
+                EmailRequest(
+                    store=inp.store,
+                    message_key=f"email:{key}",
+                    to_email=inp.notify_email,
+                    subject=f"Your {NOTIFY_TOOLS[inp.call.name]} request for order {order_id}",
+                    body=_notification_body(inp.call.name, order_id, written.result),
+                ),
+                result_type=bool,
+                start_to_close_timeout=READ_TIMEOUT,
+                retry_policy=READ_RETRY,
+                summary=f"email {NOTIFY_TOOLS[inp.call.name]} instructions for {order_id}",
+            )
+        self._enter("done" if written.ok else "failed", written.result[:200])
+        return RefundOutcome(idempotency_key=key, result=written.result, ok=written.ok,
+                             replayed=written.replayed, notified=notified, order_before=order_before)
+
+    @staticmethod
+    def _precondition(inp: RefundInput, read: ToolResult) -> str | None:
+        if not read.ok:
+            return read.result.removeprefix("Error: ")
+        order = json.loads(read.result)
+        if order.get("user_id") != inp.expected_user_id:
+            return "order belongs to another customer (one-customer)"
+        required = REQUIRED_STATUS[inp.call.name]
+        if order.get("status") != required:
+            return f"order is '{order.get('status')}', must be '{required}' (check-status)"
+        return None
+
+
+def _notification_body(tool: str, order_id: str, result: str) -> str:
+    order = json.loads(result)
+    if tool == "return_delivered_order_items":
+        items = ", ".join(order.get("return_items", []))
+        return f"We received your return request for order {order_id} (items {items}). Ship the items back using the label attached."
+    items = ", ".join(order.get("exchange_items", []))
+    return f"We received your exchange request for order {order_id} (items {items}). Ship the items back using the label attached; the new items follow."

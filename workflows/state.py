@@ -1,0 +1,248 @@
+"""The conversation's typed, versioned state: the system of record of the process.
+
+The transcript is not the state. What the process depends on lives here as typed
+fields: the authenticated customer, facts read from the system of record, steps
+with explicit statuses, user facts pinned verbatim with their turn, the proposal
+awaiting confirmation, completed operations with their idempotency keys, and
+rejected proposals with their reasons. Only a bounded window of recent turns is
+kept; nothing is ever summarised away.
+
+Pure and deterministic: imported inside the Temporal workflow sandbox.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Any, Optional
+
+from pydantic import BaseModel, Field
+
+from workflows.actions import ToolCall
+
+SCHEMA_VERSION = 1
+RECENT_TURNS_KEPT = 12
+"""Turns stored in state (the prompt shows fewer); older turns live on only as pinned facts."""
+OBSERVATIONS_KEPT = 12
+
+
+class StepStatus(str, Enum):
+    PENDING = "pending"
+    RUNNING = "running"
+    DONE = "done"
+    CANCELLED = "cancelled"
+    FAILED = "failed"
+
+
+class ConversationStatus(str, Enum):
+    ACTIVE = "active"
+    ENDED = "ended"
+    TRANSFERRED = "transferred"
+    CANCELLED = "cancelled"
+    ESCALATED = "escalated"
+
+
+class Role(str, Enum):
+    USER = "user"
+    ASSISTANT = "assistant"
+
+
+class Turn(BaseModel):
+    """One message; ``turn`` is the user-turn number it belongs to (1-based)."""
+
+    turn: int
+    role: Role
+    text: str
+
+
+class PinnedFact(BaseModel):
+    """Something the user stated that the process depends on, kept verbatim forever.
+
+    ``kind`` is one of: email, order_id, item_id, payment_method_id, user_id, zip,
+    name, cancel_reason, script. ``value`` is the normalised value, ``verbatim`` the
+    exact text span the user typed, ``turn`` the user turn it came from.
+    """
+
+    kind: str
+    value: str
+    verbatim: str
+    turn: int
+
+
+class PaymentMethod(BaseModel):
+    """A customer's payment method as read from the system of record.
+    ``balance`` is the gift-card balance in decimal currency (None for other sources)."""
+
+    id: str
+    source: str
+    balance: Optional[float] = None
+    display: str = ""
+
+
+class Customer(BaseModel):
+    """The one customer this conversation serves (policy: one user per conversation)."""
+
+    user_id: str
+    authenticated_via: str  # "email" or "name_zip"
+    authenticated_turn: int
+    first_name: str = ""
+    last_name: str = ""
+    email: str = ""
+    zip: str = ""
+    payment_methods: dict[str, PaymentMethod] = Field(default_factory=dict)
+    order_ids: list[str] = Field(default_factory=list)
+    details_loaded: bool = False
+
+
+class OrderItem(BaseModel):
+    item_id: str
+    product_id: str
+    name: str
+    price: float  # decimal currency
+    options: dict[str, Any] = Field(default_factory=dict)
+
+
+class PaymentEntry(BaseModel):
+    """One ``payment_history`` entry; ``amount`` in decimal currency."""
+
+    transaction_type: str
+    amount: float
+    payment_method_id: str
+
+
+class OrderFact(BaseModel):
+    """An order as last read from (or written to) the system of record."""
+
+    order_id: str
+    user_id: str
+    status: str
+    items: list[OrderItem] = Field(default_factory=list)
+    payment_history: list[PaymentEntry] = Field(default_factory=list)
+    payment_method_ids: list[str] = Field(default_factory=list)
+    """Payment methods of the order's ``payment`` transactions, in order."""
+    total: float = 0.0
+    """Sum of the items' prices, decimal currency rounded to cents."""
+    read_turn: int = 0
+
+
+class Variant(BaseModel):
+    item_id: str
+    options: dict[str, Any] = Field(default_factory=dict)
+    available: bool
+    price: float
+
+
+class ProductFact(BaseModel):
+    product_id: str
+    name: str
+    variants: dict[str, Variant] = Field(default_factory=dict)
+
+
+class Step(BaseModel):
+    """One business step of the process (e.g. "cancel #W123"), with explicit status."""
+
+    step_id: str
+    name: str
+    status: StepStatus
+    turn: int
+    operation_id: Optional[str] = None
+    detail: str = ""
+    error: Optional[str] = None
+
+
+class PendingConfirmation(BaseModel):
+    """A validated consequential write, shown to the user, awaiting their yes.
+
+    ``digest`` binds the confirmation to this exact call (``actions.call_digest``).
+    ``operation_id`` is minted by the workflow when the proposal is accepted and
+    becomes part of the idempotency key.
+    """
+
+    operation_id: str
+    call: ToolCall
+    detail: str
+    digest: str
+    proposed_turn: int
+
+
+class Confirmation(BaseModel):
+    """The user's explicit yes to one exact action detail."""
+
+    digest: str
+    turn: int
+    verbatim: str
+
+
+class CompletedOperation(BaseModel):
+    """A write that reached the system of record, with its idempotency key and result."""
+
+    operation_id: str
+    idempotency_key: str
+    tool: str
+    arguments: dict[str, Any]
+    result: str
+    ok: bool
+    turn: int
+    child_workflow_id: Optional[str] = None
+
+
+class Observation(BaseModel):
+    """The result of a read tool, kept in a bounded window for the model."""
+
+    tool: str
+    arguments: dict[str, Any]
+    result: str
+    turn: int
+
+
+class Rejection(BaseModel):
+    """A proposal the workflow refused, with the policy rule and the reason."""
+
+    turn: int
+    rule: str
+    reason: str
+    proposal: Optional[dict[str, Any]] = None
+
+
+class Usage(BaseModel):
+    model_calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    model: str = ""
+
+
+class ConversationState(BaseModel):
+    """Everything the support process knows; returned by the ``state`` query."""
+
+    schema_version: int = SCHEMA_VERSION
+    conversation_id: str
+    store: str = "main"
+    status: ConversationStatus = ConversationStatus.ACTIVE
+    turn: int = 0
+    customer: Optional[Customer] = None
+    orders: dict[str, OrderFact] = Field(default_factory=dict)
+    products: dict[str, ProductFact] = Field(default_factory=dict)
+    steps: list[Step] = Field(default_factory=list)
+    pinned_facts: list[PinnedFact] = Field(default_factory=list)
+    recent_turns: list[Turn] = Field(default_factory=list)
+    observations: list[Observation] = Field(default_factory=list)
+    pending_confirmation: Optional[PendingConfirmation] = None
+    completed_operations: list[CompletedOperation] = Field(default_factory=list)
+    rejections: list[Rejection] = Field(default_factory=list)
+    usage: Usage = Field(default_factory=Usage)
+    ended_reason: Optional[str] = None
+
+    # --- small pure helpers; mutation stays in workflows.transitions ---
+    def current_step(self) -> Optional[Step]:
+        for step in reversed(self.steps):
+            if step.status in (StepStatus.RUNNING, StepStatus.PENDING):
+                return step
+        return None
+
+    def last_rejection(self) -> Optional[Rejection]:
+        return self.rejections[-1] if self.rejections else None
+
+    def is_open(self) -> bool:
+        return self.status == ConversationStatus.ACTIVE
+
+    def operations_on(self, order_id: str) -> list[CompletedOperation]:
+        return [op for op in self.completed_operations if op.arguments.get("order_id") == order_id]
