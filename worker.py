@@ -52,11 +52,13 @@ def build_model_activities(settings: Settings) -> ModelActivities:
     return ModelActivities(client, model=model, max_tokens=settings.model_max_tokens)
 
 
-def build_worker(client: Client, settings: Settings, backend: Optional[RetailBackend] = None) -> Worker:
-    """A worker for both workflows and all activities on ``settings.task_queue``."""
+def build_worker(client: Client, settings: Settings, backend: Optional[RetailBackend] = None,
+                 model: Optional[ModelActivities] = None) -> Worker:
+    """A worker for both workflows and all activities on ``settings.task_queue``.
+    ``backend`` and ``model`` default to the ones ``settings`` describe (tests pass their own)."""
     backend = backend or build_backend(settings)
     tools = ToolActivities(backend, settings.fault_pause_after_commit_seconds, settings.fault_marker_path)
-    model = build_model_activities(settings)
+    model = model or build_model_activities(settings)
     return Worker(
         client,
         task_queue=settings.task_queue,

@@ -58,6 +58,15 @@ _KIND_STATUS = {
 }
 
 
+_FINISHED_MARKERS = (
+    "has finished",              # starter.client, RPC on a closed workflow
+    "start a new conversation",  # the workflow's update validator
+    "already completed",         # server: update/signal to a completed workflow
+    "closing workflow",          # server: update admitted, then the workflow closed (cancel race)
+    "closed",
+)
+
+
 class StartConversation(BaseModel):
     """Body of ``POST /conversations``; both fields optional (a UUID id, store ``main``)."""
 
@@ -109,8 +118,7 @@ def status_for(err: ConversationError, conversation_id: Optional[str] = None) ->
     reason = reason.lower()
     if "does not exist" in reason or "not found" in reason:
         return status.HTTP_404_NOT_FOUND
-    if ("has finished" in reason or "start a new conversation" in reason
-            or "already completed" in reason or "closed" in reason):
+    if any(marker in reason for marker in _FINISHED_MARKERS):
         return status.HTTP_409_CONFLICT
     if "empty" in reason or "the limit is" in reason or "bytes" in reason:
         return _KIND_STATUS["invalid_message"]
@@ -119,7 +127,13 @@ def status_for(err: ConversationError, conversation_id: Optional[str] = None) ->
 
 
 def _refused(err: ConversationError, conversation_id: str) -> HTTPException:
-    return HTTPException(status_code=status_for(err, conversation_id), detail=str(err))
+    code = status_for(err, conversation_id)
+    detail = str(err)
+    if code == status.HTTP_409_CONFLICT and "start a new conversation" not in detail:
+        # Raw server wording ("workflow update was aborted by closing workflow") means
+        # nothing to an API caller; say what happened and what to do.
+        detail = f"conversation {conversation_id} has finished; start a new conversation"
+    return HTTPException(status_code=code, detail=detail)
 
 
 def create_app(client_factory: Optional[ClientFactory] = None, *,

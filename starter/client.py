@@ -77,8 +77,8 @@ class StatekeeperClient:
 
     async def outcome(self, conversation_id: str) -> SupportOutcome:
         """Wait for the conversation to finish; returns its final status and state."""
-        handle = self._client.get_workflow_handle(support_workflow_id(conversation_id))
-        return await handle.result(result_type=SupportOutcome)
+        handle = self._client.get_workflow_handle_for(SupportWorkflow.run, support_workflow_id(conversation_id))
+        return await handle.result()
 
 
 def _rpc_reason(conversation_id: str, err: RPCError) -> str:

@@ -386,13 +386,22 @@ def test_modify_items_errors(data):
     assert_error(data, tool, {**kw([], []), "order_id": delivered}, "Error: non-pending order cannot be modified")
 
 
+def cheaper_swap(data: dict, order: dict) -> tuple[dict, dict] | None:
+    for item in order["items"]:
+        for variant in data["products"][item["product_id"]]["variants"].values():
+            if variant["available"] and variant["price"] < item["price"]:
+                return item, variant
+    return None
+
+
 def test_modify_items_effects_and_only_once(data):
-    order = first_order(data, "pending", lambda o, u: gift_cards(u) and max(g["balance"] for g in gift_cards(u)) > 500)
+    # A cheaper variant: the difference is refunded to the gift card.
+    order = first_order(data, "pending", lambda o, u: gift_cards(u) and cheaper_swap(data, o))
     user = data["users"][order["user_id"]]
-    card = max(gift_cards(user), key=lambda g: g["balance"])
+    card = gift_cards(user)[0]
     balance = card["balance"]
-    item = order["items"][0]
-    new = other_variant(data, item)
+    item, new = cheaper_swap(data, order)
+    old_price = item["price"]
     kwargs = {
         "order_id": order["order_id"],
         "item_ids": [item["item_id"]],
@@ -401,10 +410,12 @@ def test_modify_items_effects_and_only_once(data):
     }
     assert json.loads(run_tool(data, "modify_pending_order_items", kwargs)) == order
     assert item["item_id"] == new["item_id"] and item["price"] == new["price"] and item["options"] == new["options"]
-    entry = order["payment_history"][-1]
-    assert entry["payment_method_id"] == card["id"]
-    assert entry["transaction_type"] in ("payment", "refund")
-    diff = entry["amount"] if entry["transaction_type"] == "payment" else -entry["amount"]
+    diff = new["price"] - old_price  # unrounded, exactly as the benchmark records it
+    assert order["payment_history"][-1] == {
+        "transaction_type": "refund",
+        "amount": abs(diff),
+        "payment_method_id": card["id"],
+    }
     assert card["balance"] == round(balance - diff, 2)
     assert order["status"] == "pending (item modified)"
     assert_error(data, "modify_pending_order_items", kwargs, "Error: non-pending order cannot be modified")

@@ -1,0 +1,27 @@
+# statekeeper worker / HTTP API image. One image, two commands (see docker-compose.yml):
+#   statekeeper worker
+#   uvicorn starter.api:app --host 0.0.0.0 --port 8000
+FROM python:3.11-slim
+
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1
+
+WORKDIR /app
+
+# Only what the package is built from: keeps local venvs, data and .git out of the image.
+COPY pyproject.toml ./
+COPY settings.py worker.py ./
+COPY workflows/ workflows/
+COPY activities/ activities/
+COPY starter/ starter/
+RUN pip install . && rm -rf build *.egg-info
+
+# Run unprivileged; the data dir is only used when no STATEKEEPER_DATABASE_URL is set.
+RUN useradd --system --uid 10001 --create-home --home-dir /var/lib/statekeeper statekeeper
+USER statekeeper
+ENV STATEKEEPER_DATA_DIR=/var/lib/statekeeper
+
+EXPOSE 8000
+CMD ["statekeeper", "worker"]

@@ -1,0 +1,52 @@
+# statekeeper developer entry points. Everything runs from the project venv (.venv).
+#   make venv    create .venv and install the project with its test extras (idempotent)
+#   make demo    run the dev τ-bench tasks offline (embedded Temporal + worker), then the Web UI hint
+#   make test    the test suite
+#   make bench   the τ-bench runner with a JSON report (override BENCH_TASKS for more tasks)
+#   make clean   build/test caches; make distclean also removes .venv and local data
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+DEMO_TASKS ?= activities/retail/data/tasks_dev.json
+BENCH_TASKS ?= activities/retail/data/tasks_dev.json
+BENCH_CONCURRENCY ?= 4
+BENCH_REPORT ?= bench/taubench-report.json
+UI_URL ?= http://127.0.0.1:8233/namespaces/default/workflows
+
+.PHONY: venv demo test bench clean distclean
+
+venv: $(STAMP)
+
+# The stamp depends on pyproject.toml: a changed dependency list reinstalls, nothing else does.
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -e '.[test]'
+	touch $(STAMP)
+
+# The CLI starts an embedded Temporal dev server (with the Web UI) and a worker when
+# no server is reachable. A failed task still prints the hint, then fails the target.
+demo: venv
+	@echo "statekeeper demo: τ-bench tasks from $(DEMO_TASKS), offline model unless ANTHROPIC_API_KEY is set"
+	@status=0; $(BIN)/statekeeper taubench --tasks $(DEMO_TASKS) || status=$$?; \
+	echo ""; \
+	echo "Temporal Web UI: $(UI_URL)"; \
+	echo "  (the embedded server stops with the demo; run '$(BIN)/statekeeper dev' in another"; \
+	echo "   terminal first to keep it and browse the workflows, their search attributes and state)"; \
+	exit $$status
+
+test: venv
+	$(BIN)/pytest -q
+
+bench: venv
+	@mkdir -p $(dir $(BENCH_REPORT))
+	$(BIN)/statekeeper taubench --tasks $(BENCH_TASKS) --concurrency $(BENCH_CONCURRENCY) --json $(BENCH_REPORT)
+
+clean:
+	rm -rf build dist *.egg-info .pytest_cache
+	find . -path ./$(VENV) -prune -o -type d -name __pycache__ -exec rm -rf {} +
+
+distclean: clean
+	rm -rf $(VENV) .statekeeper

@@ -1,0 +1,335 @@
+"""The ``propose_action`` activity against the offline model over real HTTP (uvicorn in
+a thread) and through the in-process transport: the same SDK code path both ways."""
+
+from __future__ import annotations
+
+import json
+import socket
+from datetime import timedelta
+from typing import Any, Callable
+
+import anthropic
+import httpx
+import httpx2
+import pytest
+from temporalio.exceptions import ApplicationError
+from temporalio.testing import ActivityEnvironment
+
+from activities.llm.model_activity import ModelActivities, build_client, map_api_error, offline_client
+from activities.llm.offline_server import BrainFault, offline_brain, start_in_thread
+from activities.llm.wire import PROPOSE_TOOL_NAME, error_body, tool_use_message
+from workflows.actions import ReplyAction, ToolCallAction
+from workflows.contracts import ModelRequest, ModelResult
+from workflows.prompt import ModelSnapshot, render_snapshot
+from workflows.state import ConversationState, PinnedFact, Role, Turn
+
+MODEL = "test-model-1"
+
+
+class SwitchableBrain:
+    """The server's brain, swappable per test; records the views it was asked about."""
+
+    def __init__(self) -> None:
+        self.fn: Callable[[dict], dict] = offline_brain
+        self.views: list[dict] = []
+
+    def __call__(self, view: dict) -> dict:
+        self.views.append(view)
+        return self.fn(view)
+
+
+@pytest.fixture(scope="module")
+def brain():
+    return SwitchableBrain()
+
+
+@pytest.fixture(scope="module")
+def server(brain):
+    running = start_in_thread(brain)
+    yield running
+    running.stop()
+
+
+@pytest.fixture(autouse=True)
+def reset_brain(brain):
+    brain.fn = offline_brain
+    brain.views.clear()
+
+
+def email_state() -> ConversationState:
+    return ConversationState(
+        conversation_id="conv-1",
+        turn=1,
+        pinned_facts=[PinnedFact(kind="email", value="a.b@example.com", verbatim="a.b@example.com", turn=1)],
+        recent_turns=[Turn(turn=1, role=Role.USER, text="Hi, I'm a.b@example.com and want to cancel an order")],
+    )
+
+
+def request(state: ConversationState | None = None) -> ModelRequest:
+    state = state or email_state()
+    return ModelRequest(conversation_id=state.conversation_id, snapshot=render_snapshot(state))
+
+
+def http_activities(server) -> ModelActivities:
+    return ModelActivities(build_client("test-key", server.base_url, 10.0), model=MODEL, max_tokens=512)
+
+
+async def failure(acts: ModelActivities, req: ModelRequest) -> ApplicationError:
+    with pytest.raises(ApplicationError) as info:
+        await acts.propose_action(req)
+    return info.value
+
+
+async def test_http_round_trip_returns_valid_action_with_usage(server, brain):
+    result = await http_activities(server).propose_action(request())
+    assert isinstance(result, ModelResult)
+    assert isinstance(result.action, ToolCallAction)
+    assert result.action.tool.name == "find_user_id_by_email"
+    assert result.action.tool.arguments.email == "a.b@example.com"
+    assert result.model == MODEL
+    assert result.input_tokens > 1000  # the system prompt alone is several thousand characters
+    assert result.output_tokens > 0
+    assert brain.views and brain.views[-1]["conversation_id"] == "conv-1"
+
+
+async def test_runs_inside_activity_environment(server):
+    result = await ActivityEnvironment().run(http_activities(server).propose_action, request())
+    assert isinstance(result.action, ToolCallAction)
+
+
+async def test_offline_transport_matches_http_server(server):
+    req = request()
+    over_http = await http_activities(server).propose_action(req)
+    in_process = await ModelActivities(offline_client(10.0), model=MODEL, max_tokens=512).propose_action(req)
+    assert in_process == over_http
+
+
+async def test_offline_client_really_uses_the_given_app():
+    seen: list[dict] = []
+
+    def recording(view: dict) -> dict:
+        seen.append(view)
+        return {"kind": "reply", "text": "from the in-process app"}
+
+    acts = ModelActivities(offline_client(10.0, brain=recording), model=MODEL)
+    result = await acts.propose_action(request())
+    assert isinstance(result.action, ReplyAction)
+    assert result.action.text == "from the in-process app"
+    assert len(seen) == 1
+
+
+def test_sdk_refuses_httpx_clients():
+    # anthropic 2.x is built on httpx2; an httpx transport would never be used.
+    with pytest.raises(TypeError):
+        anthropic.AsyncAnthropic(api_key="k", http_client=httpx.AsyncClient())
+
+
+async def test_request_wire_format():
+    captured: list[httpx2.Request] = []
+
+    def handler(req: httpx2.Request) -> httpx2.Response:
+        captured.append(req)
+        body = tool_use_message(message_id="msg_1", tool_use_id="toolu_1", model="served-model",
+                                action={"kind": "reply", "text": "hello"}, input_tokens=11, output_tokens=7)
+        return httpx2.Response(200, json=body)
+
+    client = anthropic.AsyncAnthropic(api_key="k", base_url="http://mock.invalid", max_retries=0,
+                                      http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(handler)))
+    req = request()
+    result = await ModelActivities(client, model=MODEL, max_tokens=321).propose_action(req)
+    assert (result.model, result.input_tokens, result.output_tokens) == ("served-model", 11, 7)
+    assert len(captured) == 1  # max_retries=0 and success: one request
+    sent = json.loads(captured[0].content)
+    assert captured[0].url.path == "/v1/messages"
+    # anthropic 2.14 authenticates with "Authorization: Bearer"; older SDKs with x-api-key
+    headers = captured[0].headers
+    assert headers.get("x-api-key") == "k" or headers.get("authorization") == "Bearer k"
+    assert headers.get("anthropic-version")
+    assert sent["model"] == MODEL and sent["max_tokens"] == 321
+    assert sent["system"] == req.snapshot.system
+    assert sent["messages"] == [{"role": "user", "content": req.snapshot.content}]
+    assert sent["tool_choice"] == {"type": "tool", "name": PROPOSE_TOOL_NAME}
+    (tool,) = sent["tools"]
+    assert tool["name"] == PROPOSE_TOOL_NAME
+    assert tool["input_schema"]["type"] == "object"
+    assert not {"oneOf", "anyOf", "allOf"} & set(tool["input_schema"])
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        {"kind": "tool_call", "tool": {"name": "delete_all_orders", "arguments": {}}},
+        {"kind": "tool_call", "tool": {"name": "cancel_pending_order", "arguments": {"order_id": "#W1", "amount": 5}}},
+        {"kind": "reply"},
+        {"foo": "bar"},
+    ],
+)
+async def test_malformed_brain_output_is_retryable_malformed(server, brain, raw):
+    brain.fn = lambda view: raw
+    err = await failure(http_activities(server), request())
+    assert err.type == "MalformedModelOutput"
+    assert not err.non_retryable
+    assert "ProposedAction" in err.message
+
+
+async def test_unknown_tool_summary_names_the_problem(server, brain):
+    brain.fn = lambda view: {"kind": "tool_call", "tool": {"name": "delete_all_orders", "arguments": {}}}
+    err = await failure(http_activities(server), request())
+    assert "delete_all_orders" in err.message
+
+
+def mock_client(body: dict, status: int = 200) -> anthropic.AsyncAnthropic:
+    transport = httpx2.MockTransport(lambda req: httpx2.Response(status, json=body))
+    return anthropic.AsyncAnthropic(api_key="k", base_url="http://mock.invalid", max_retries=0,
+                                    http_client=httpx2.AsyncClient(transport=transport))
+
+
+async def test_text_only_response_is_malformed():
+    body = tool_use_message(message_id="m", tool_use_id="t", model=MODEL, action={}, input_tokens=1, output_tokens=1)
+    body["content"] = [{"type": "text", "text": "I think you should cancel."}]
+    body["stop_reason"] = "end_turn"
+    err = await failure(ModelActivities(mock_client(body), model=MODEL), request())
+    assert err.type == "MalformedModelOutput" and not err.non_retryable
+    assert "no tool_use" in err.message
+
+
+async def test_tool_use_of_another_tool_is_malformed():
+    body = tool_use_message(message_id="m", tool_use_id="t", model=MODEL, action={"kind": "end"},
+                            input_tokens=1, output_tokens=1)
+    body["content"][0]["name"] = "some_other_tool"
+    err = await failure(ModelActivities(mock_client(body), model=MODEL), request())
+    assert err.type == "MalformedModelOutput"
+    assert "some_other_tool" in err.message
+
+
+async def test_http_400_is_rejected_non_retryable(server):
+    # No <state_json> block: the offline model answers 400 invalid_request_error.
+    bad = ModelRequest(conversation_id="c", snapshot=ModelSnapshot(system="s", content="hello"))
+    err = await failure(http_activities(server), bad)
+    assert err.type == "ModelRequestRejected"
+    assert err.non_retryable
+    assert err.details[0]["status_code"] == 400
+
+
+@pytest.mark.parametrize(
+    ("status", "error_type"),
+    [(529, "overloaded_error"), (500, "api_error"), (503, "api_error"), (429, "rate_limit_error")],
+)
+async def test_server_errors_are_retryable_unavailable(server, brain, status, error_type):
+    def fault(view: dict) -> dict:
+        raise BrainFault(status, error_type, "try again later")
+
+    brain.fn = fault
+    err = await failure(http_activities(server), request())
+    assert err.type == "ModelUnavailable"
+    assert not err.non_retryable
+    assert err.details[0]["status_code"] == status
+
+
+@pytest.mark.parametrize(("status", "error_type"), [(401, "authentication_error"), (403, "permission_error"),
+                                                    (404, "not_found_error"), (422, "invalid_request_error")])
+async def test_client_errors_are_rejected_non_retryable(server, brain, status, error_type):
+    def fault(view: dict) -> dict:
+        raise BrainFault(status, error_type, "no")
+
+    brain.fn = fault
+    err = await failure(http_activities(server), request())
+    assert err.type == "ModelRequestRejected" and err.non_retryable
+
+
+async def test_retry_after_becomes_next_retry_delay(server, brain):
+    def fault(view: dict) -> dict:
+        raise BrainFault(429, "rate_limit_error", "slow down", headers={"retry-after": "7"})
+
+    brain.fn = fault
+    err = await failure(http_activities(server), request())
+    assert err.type == "ModelUnavailable"
+    assert err.next_retry_delay == timedelta(seconds=7)
+
+
+async def test_brain_crash_is_a_retryable_server_error(server, brain):
+    def crash(view: dict) -> dict:
+        raise RuntimeError("bug")
+
+    brain.fn = crash
+    err = await failure(http_activities(server), request())
+    assert err.type == "ModelUnavailable" and not err.non_retryable
+
+
+async def test_connection_refused_is_retryable_unavailable():
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()  # nothing listens there now
+    acts = ModelActivities(build_client("k", f"http://127.0.0.1:{port}", 5.0), model=MODEL)
+    err = await failure(acts, request())
+    assert err.type == "ModelUnavailable" and not err.non_retryable
+
+
+async def test_missing_credentials_are_rejected(monkeypatch):
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    monkeypatch.delenv("ANTHROPIC_AUTH_TOKEN", raising=False)
+    body = tool_use_message(message_id="m", tool_use_id="t", model=MODEL, action={"kind": "end"},
+                            input_tokens=1, output_tokens=1)
+    transport = httpx2.MockTransport(lambda req: httpx2.Response(200, json=body))
+    client = anthropic.AsyncAnthropic(api_key=None, base_url="http://mock.invalid", max_retries=0,
+                                      http_client=httpx2.AsyncClient(transport=transport))
+    err = await failure(ModelActivities(client, model=MODEL), request())
+    assert err.type == "ModelRequestRejected" and err.non_retryable
+
+
+@pytest.mark.parametrize(("status", "retryable"), [(400, False), (402, False), (408, True), (409, True),
+                                                   (413, False), (429, True), (500, True), (529, True)])
+def test_status_mapping(status: int, retryable: bool):
+    response = httpx2.Response(status, json=error_body("x", "m"),
+                               request=httpx2.Request("POST", "http://mock.invalid/v1/messages"))
+    exc = anthropic.APIStatusError("m", response=response, body=None)
+    err = map_api_error(exc)
+    assert err.non_retryable is (not retryable)
+    assert err.type == ("ModelUnavailable" if retryable else "ModelRequestRejected")
+
+
+def raw_post(server, body: Any, headers: dict[str, str] | None = None) -> httpx.Response:
+    base = {"x-api-key": "k", "anthropic-version": "2023-06-01", "content-type": "application/json"}
+    return httpx.post(f"{server.base_url}/v1/messages", content=json.dumps(body), headers={**base, **(headers or {})},
+                      timeout=10.0)
+
+
+@pytest.mark.parametrize("missing", ["model", "max_tokens", "messages"])
+def test_server_requires_fields(server, missing):
+    body = {"model": MODEL, "max_tokens": 10, "messages": [{"role": "user", "content": request().snapshot.content}]}
+    del body[missing]
+    response = raw_post(server, body)
+    assert response.status_code == 400
+    payload = response.json()
+    assert payload["type"] == "error"
+    assert payload["error"]["type"] == "invalid_request_error"
+    assert missing in payload["error"]["message"]
+
+
+def test_server_refuses_top_level_one_of_like_the_real_api(server):
+    body = {"model": MODEL, "max_tokens": 10, "messages": [{"role": "user", "content": request().snapshot.content}],
+            "tools": [{"name": "t", "input_schema": {"type": "object", "oneOf": [{"type": "object"}]}}]}
+    response = raw_post(server, body)
+    assert response.status_code == 400
+    assert "top level" in response.json()["error"]["message"]
+
+
+def test_server_requires_an_api_key(server):
+    body = {"model": MODEL, "max_tokens": 10, "messages": [{"role": "user", "content": request().snapshot.content}]}
+    response = httpx.post(f"{server.base_url}/v1/messages", json=body, timeout=10.0)
+    assert response.status_code == 401
+    assert response.json()["error"]["type"] == "authentication_error"
+
+
+def test_server_reply_shape_is_deterministic(server):
+    body = {"model": MODEL, "max_tokens": 10,
+            "messages": [{"role": "user", "content": [{"type": "text", "text": request().snapshot.content}]}]}
+    first, second = raw_post(server, body).json(), raw_post(server, body).json()
+    assert first == second
+    assert first["type"] == "message" and first["role"] == "assistant" and first["model"] == MODEL
+    assert first["id"].startswith("msg_") and first["stop_reason"] == "tool_use" and first["stop_sequence"] is None
+    (block,) = first["content"]
+    assert block["type"] == "tool_use" and block["id"].startswith("toolu_") and block["name"] == PROPOSE_TOOL_NAME
+    assert block["input"]["kind"] == "tool_call"
+    assert first["usage"]["input_tokens"] > 0 and first["usage"]["output_tokens"] > 0

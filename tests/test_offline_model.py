@@ -1,0 +1,487 @@
+"""The offline stand-in brains: ``scripted_brain`` (benchmark runs) and ``rules_brain``
+(interactive chat), as pure functions of the state view built from real τ-bench data."""
+
+from __future__ import annotations
+
+import copy
+import json
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Optional
+
+import pytest
+
+from activities.llm.offline_server import offline_brain
+from activities.llm.rules import CAPABILITIES, STATUS_PREFIX, rules_brain
+from activities.llm.scripted import scripted_brain
+from workflows.actions import parse_proposed_action
+from workflows.prompt import state_view
+from workflows.state import (
+    CompletedOperation,
+    ConversationState,
+    Customer,
+    Observation,
+    OrderFact,
+    OrderItem,
+    PaymentEntry,
+    PaymentMethod,
+    PendingConfirmation,
+    PinnedFact,
+    ProductFact,
+    Rejection,
+    Role,
+    Turn,
+    Variant,
+)
+
+DATA = Path(__file__).resolve().parent.parent / "activities" / "retail" / "data"
+
+# raj_sanchez_2970: one pending order, two delivered, a credit card and a gift card
+RAJ = "raj_sanchez_2970"
+RAJ_EMAIL = "raj.sanchez2046@example.com"
+PENDING = "#W4566809"
+DELIVERED = "#W7736708"
+CARD = "credit_card_3362387"
+GIFT = "gift_card_2259499"
+
+
+@lru_cache
+def data() -> dict[str, Any]:
+    return {name: json.loads((DATA / f"{name}.json").read_text()) for name in ("users", "orders", "products")}
+
+
+@lru_cache
+def dev_tasks() -> list[dict[str, Any]]:
+    return json.loads((DATA / "tasks_dev.json").read_text())
+
+
+# --- state builders (the shapes of workflows.state, filled from the benchmark data) ------
+
+
+def customer(user_id: str, loaded: bool = True) -> Customer:
+    user = data()["users"][user_id]
+    cust = Customer(user_id=user_id, authenticated_via="email", authenticated_turn=1, email=user["email"])
+    if loaded:
+        cust.first_name, cust.last_name = user["name"]["first_name"], user["name"]["last_name"]
+        cust.zip = user["address"]["zip"]
+        cust.payment_methods = {
+            pid: PaymentMethod(id=pid, source=m["source"], balance=m.get("balance")) for pid, m in user["payment_methods"].items()
+        }
+        cust.order_ids = list(user["orders"])
+        cust.details_loaded = True
+    return cust
+
+
+def order_fact(order_id: str, turn: int = 1) -> OrderFact:
+    order = data()["orders"][order_id]
+    history = [PaymentEntry(transaction_type=p["transaction_type"], amount=p["amount"],
+                            payment_method_id=p["payment_method_id"]) for p in order["payment_history"]]
+    items = [OrderItem(item_id=i["item_id"], product_id=i["product_id"], name=i["name"], price=i["price"],
+                       options=i["options"]) for i in order["items"]]
+    return OrderFact(order_id=order_id, user_id=order["user_id"], status=order["status"], items=items,
+                     payment_history=history,
+                     payment_method_ids=[p.payment_method_id for p in history if p.transaction_type == "payment"],
+                     total=round(sum(i.price for i in items), 2), read_turn=turn)
+
+
+def product_fact(product_id: str) -> ProductFact:
+    product = data()["products"][product_id]
+    return ProductFact(product_id=product_id, name=product["name"], variants={
+        vid: Variant(item_id=vid, options=v["options"], available=v["available"], price=v["price"])
+        for vid, v in product["variants"].items()})
+
+
+def fact(kind: str, value: str, turn: int = 1) -> PinnedFact:
+    return PinnedFact(kind=kind, value=value, verbatim=value, turn=turn)
+
+
+def script_fact(task: dict[str, Any]) -> PinnedFact:
+    user = data()["users"][task["user_id"]]
+    script = {"user": {"email": user["email"], "first_name": user["name"]["first_name"],
+                       "last_name": user["name"]["last_name"], "zip": user["address"]["zip"]},
+              "actions": task["actions"]}
+    return fact("script", json.dumps(script, sort_keys=True))
+
+
+def user_turn(turn: int, text: str) -> Turn:
+    return Turn(turn=turn, role=Role.USER, text=text)
+
+
+def observe(state: ConversationState, tool: str, args: dict[str, Any], result: str) -> None:
+    state.observations.append(Observation(tool=tool, arguments=args, result=result, turn=state.turn))
+
+
+def complete(state: ConversationState, tool: str, args: dict[str, Any], ok: bool = True,
+             result: Optional[str] = None) -> None:
+    n = len(state.completed_operations)
+    state.completed_operations.append(CompletedOperation(
+        operation_id=f"op-{n}", idempotency_key=f"key-{n}", tool=tool, arguments=args,
+        result=result or json.dumps({"status": "done"}), ok=ok, turn=state.turn))
+
+
+def propose(brain, state: ConversationState) -> dict[str, Any]:
+    """Run a brain on the view as it travels on the wire (JSON) and check the output is a
+    valid ProposedAction."""
+    view = json.loads(json.dumps(state_view(state)))
+    raw = brain(view)
+    parse_proposed_action(raw)
+    return raw
+
+
+def call(name: str, **arguments: Any) -> dict[str, Any]:
+    return {"kind": "tool_call", "tool": {"name": name, "arguments": arguments}}
+
+
+# --- scripted brain ---------------------------------------------------------------------
+
+
+def scripted_state(task_index: int) -> ConversationState:
+    task = dev_tasks()[task_index]
+    user = data()["users"][task["user_id"]]
+    return ConversationState(
+        conversation_id=f"tb-{task_index}", turn=1,
+        pinned_facts=[script_fact(task), fact("email", user["email"])],
+        recent_turns=[user_turn(1, "Hi, <script>...</script>")],
+    )
+
+
+def test_scripted_walks_an_exchange_task():
+    # dev task 1: omar_lopez_3107 exchanges two items of delivered order #W7273336
+    task = dev_tasks()[1]
+    (gt,) = task["actions"]
+    user_id, order_id = task["user_id"], gt["kwargs"]["order_id"]
+    email = data()["users"][user_id]["email"]
+    state = scripted_state(1)
+
+    assert propose(scripted_brain, state) == call("find_user_id_by_email", email=email)
+    observe(state, "find_user_id_by_email", {"email": email}, user_id)
+    state.customer = customer(user_id, loaded=False)
+
+    assert propose(scripted_brain, state) == call("get_user_details", user_id=user_id)
+    state.customer = customer(user_id)
+
+    assert propose(scripted_brain, state) == call("get_order_details", order_id=order_id)
+    state.orders[order_id] = order_fact(order_id)
+
+    # the new items' products are those of the old items, in item_ids order
+    by_item = {i.item_id: i.product_id for i in state.orders[order_id].items}
+    expected_products = [by_item[item] for item in gt["kwargs"]["item_ids"]]
+    for product_id in expected_products:
+        assert propose(scripted_brain, state) == call("get_product_details", product_id=product_id)
+        state.products[product_id] = product_fact(product_id)
+
+    assert propose(scripted_brain, state) == {"kind": "tool_call", "tool": {"name": gt["name"], "arguments": gt["kwargs"]}}
+
+    state.turn = 2  # the user said yes; the write ran
+    state.recent_turns.append(user_turn(2, "yes"))
+    complete(state, gt["name"], gt["kwargs"])
+    end = propose(scripted_brain, state)
+    assert end["kind"] == "end"
+    assert f"exchange_delivered_order_items {order_id}: ok" in end["text"]
+
+
+def test_scripted_next_action_survives_an_empty_observation_window():
+    # dev task 12: six writes on three orders; after two, only completed operations remain
+    task = dev_tasks()[12]
+    state = scripted_state(12)
+    state.customer = customer(task["user_id"])
+    first, second, third = task["actions"][:3]
+    state.orders[first["kwargs"]["order_id"]] = order_fact(first["kwargs"]["order_id"])
+    complete(state, first["name"], first["kwargs"])
+    complete(state, second["name"], second["kwargs"])
+    assert not state.observations
+    assert propose(scripted_brain, state) == call("get_order_details", order_id=third["kwargs"]["order_id"])
+    state.orders[third["kwargs"]["order_id"]] = order_fact(third["kwargs"]["order_id"])
+    assert propose(scripted_brain, state)["tool"] == {"name": third["name"], "arguments": third["kwargs"]}
+
+
+def test_scripted_counts_a_rejected_write_as_handled():
+    state = scripted_state(0)
+    task = dev_tasks()[0]
+    (gt,) = task["actions"]
+    state.customer = customer(task["user_id"])
+    state.orders[gt["kwargs"]["order_id"]] = order_fact(gt["kwargs"]["order_id"])
+    assert propose(scripted_brain, state)["tool"]["name"] == "cancel_pending_order"
+    state.rejections.append(Rejection(turn=1, rule="cancel-pending-only", reason="not pending",
+                                      proposal={"kind": "tool_call", "tool": {"name": gt["name"], "arguments": gt["kwargs"]}}))
+    assert propose(scripted_brain, state)["kind"] == "end"
+
+
+def test_scripted_counts_a_failed_write_once():
+    # a tool error is recorded as a failed operation and as a tool-error rejection
+    write = {"name": "cancel_pending_order", "kwargs": {"order_id": PENDING, "reason": "no longer needed"}}
+    state = ConversationState(conversation_id="c", turn=2, customer=customer(RAJ),
+                              orders={PENDING: order_fact(PENDING)},
+                              pinned_facts=[fact("script", json.dumps({"user": {"email": RAJ_EMAIL},
+                                                                        "actions": [write, write]}))])
+    complete(state, write["name"], write["kwargs"], ok=False, result="Error: non-pending order cannot be cancelled")
+    state.rejections.append(Rejection(turn=2, rule="tool-error", reason="Error: ...",
+                                      proposal=call(write["name"], **write["kwargs"])))
+    assert propose(scripted_brain, state) == call(write["name"], **write["kwargs"])  # the second one is still due
+
+
+def test_scripted_lookup_falls_back_to_name_zip_then_asks():
+    task = dev_tasks()[0]
+    user = data()["users"][task["user_id"]]
+    state = scripted_state(0)
+    observe(state, "find_user_id_by_email", {"email": user["email"]}, "Error: user not found")
+    assert propose(scripted_brain, state) == call(
+        "find_user_id_by_name_zip", first_name=user["name"]["first_name"], last_name=user["name"]["last_name"],
+        zip=user["address"]["zip"])
+    observe(state, "find_user_id_by_name_zip", {"first_name": user["name"]["first_name"],
+                                                "last_name": user["name"]["last_name"],
+                                                "zip": user["address"]["zip"]}, "Error: user not found")
+    assert propose(scripted_brain, state)["kind"] == "reply"
+
+
+def test_scripted_uses_the_scripts_own_lookup_first():
+    script = {"user": {"email": RAJ_EMAIL},
+              "actions": [{"name": "find_user_id_by_name_zip",
+                           "kwargs": {"first_name": "Raj", "last_name": "Sanchez", "zip": "92147"}}]}
+    state = ConversationState(conversation_id="c", turn=1, pinned_facts=[fact("script", json.dumps(script))])
+    assert propose(scripted_brain, state) == call("find_user_id_by_name_zip", first_name="Raj",
+                                                  last_name="Sanchez", zip="92147")
+    state.customer = customer(RAJ)
+    assert propose(scripted_brain, state)["kind"] == "end"  # the lookup is handled by authentication
+
+
+def test_scripted_reads_think_calculate_transfer_and_closing_figures():
+    script = {"user": {"email": RAJ_EMAIL}, "actions": [
+        {"name": "think", "kwargs": {"thought": "hmm"}},
+        {"name": "calculate", "kwargs": {"expression": "1093.34 - 30"}},
+        {"name": "transfer_to_human_agents", "kwargs": {"summary": "wants a discount"}},
+    ]}
+    state = ConversationState(conversation_id="c", turn=1, customer=customer(RAJ),
+                              pinned_facts=[fact("script", json.dumps(script))])
+    assert propose(scripted_brain, state) == call("calculate", expression="1093.34 - 30")
+    observe(state, "calculate", {"expression": "1093.34 - 30"}, "1063.34")
+    assert propose(scripted_brain, state) == {"kind": "transfer_to_human", "summary": "wants a discount"}
+    state.rejections.append(Rejection(turn=1, rule="transfer", reason="no",
+                                      proposal={"kind": "transfer_to_human", "summary": "wants a discount"}))
+    end = propose(scripted_brain, state)
+    assert end["kind"] == "end" and "1093.34 - 30 = 1063.34" in end["text"]
+
+
+def test_scripted_does_not_loop_on_a_failed_prerequisite_read():
+    state = scripted_state(0)
+    task = dev_tasks()[0]
+    (gt,) = task["actions"]
+    state.customer = customer(task["user_id"])
+    observe(state, "get_order_details", {"order_id": gt["kwargs"]["order_id"]}, "Error: order not found")
+    assert propose(scripted_brain, state) == call(gt["name"], **gt["kwargs"])  # the workflow decides
+
+
+def test_scripted_asks_for_the_yes_when_its_write_is_pending():
+    state = scripted_state(0)
+    task = dev_tasks()[0]
+    (gt,) = task["actions"]
+    state.customer = customer(task["user_id"])
+    state.orders[gt["kwargs"]["order_id"]] = order_fact(gt["kwargs"]["order_id"])
+    from workflows.actions import make_tool_call
+    pending_call = make_tool_call(gt["name"], gt["kwargs"])
+    state.pending_confirmation = PendingConfirmation(operation_id="op", call=pending_call, detail="cancel it",
+                                                     digest="d", proposed_turn=1)
+    action = propose(scripted_brain, state)
+    assert action["kind"] == "reply" and "cancel it" in action["text"]
+
+
+def test_offline_brain_dispatches_on_the_script_fact():
+    scripted = scripted_state(0)
+    assert propose(offline_brain, scripted) == propose(scripted_brain, scripted)
+    chat = ConversationState(conversation_id="c", turn=1, recent_turns=[user_turn(1, "hello")])
+    assert propose(offline_brain, chat) == propose(rules_brain, chat)
+
+
+def test_scripted_brain_needs_a_script():
+    with pytest.raises(ValueError):
+        scripted_brain(state_view(ConversationState(conversation_id="c")))
+
+
+# --- the dev suite end to end through the workflow's own policy and transitions ------------
+
+
+def drive(task: dict[str, Any]) -> tuple[dict[str, Any], ConversationState, list[dict[str, Any]]]:
+    """Mimic SupportWorkflow's loop in-process: brain -> policy -> tool -> fold, the user
+    saying yes to every confirmation. Returns (data, state, actions proposed)."""
+    from activities.retail.tools import run_tool
+    from workflows import transitions as tr
+    from workflows.actions import REFUND_TOOLS, ToolClass, call_arguments, call_digest, make_tool_call, tool_class
+    from workflows.policy import validate_execution, validate_proposal
+    from workflows.state import Confirmation
+
+    db = copy.deepcopy(data())
+    user = db["users"][task["user_id"]]
+    script = {"user": {"email": user["email"], "first_name": user["name"]["first_name"],
+                       "last_name": user["name"]["last_name"], "zip": user["address"]["zip"]},
+              "actions": task["actions"]}
+    state = ConversationState(conversation_id=f"tb-{task['task_index']}")
+    tr.receive_user_message(state, f"Hi, my email is {user['email']}. <script>{json.dumps(script)}</script>")
+    proposed = []
+    for step in range(100):
+        raw = propose(offline_brain, state)
+        proposed.append(raw)
+        action = parse_proposed_action(raw)
+        verdict = validate_proposal(state, action)
+        if not verdict.accepted:
+            tr.reject(state, verdict.rule.value, verdict.reason, action.model_dump(mode="json"))
+            continue
+        if action.kind != "tool_call":
+            return db, state, proposed
+        tool = action.tool
+        if tool_class(tool.name) == ToolClass.READ:
+            tr.apply_read_result(state, tool, run_tool(db, tool.name, call_arguments(tool)))
+            continue
+        pending = PendingConfirmation(operation_id=f"op-{step}", call=tool, detail="d", digest=call_digest(tool),
+                                      proposed_turn=state.turn)
+        tr.receive_user_message(state, "yes")
+        confirmation = Confirmation(digest=call_digest(tool), turn=state.turn, verbatim="yes")
+        assert validate_execution(state, pending, confirmation).accepted
+        result = run_tool(db, tool.name, call_arguments(tool))
+        ok = not result.startswith("Error")
+        tr.apply_write_result(state, tool, f"op-{step}", f"key-{step}", result, ok)
+        if not ok:
+            tr.reject(state, "tool-error", result, {"kind": "tool_call", "tool": tool.model_dump(mode="json")})
+        elif tool.name in REFUND_TOOLS:
+            refresh = make_tool_call("get_user_details", {"user_id": state.customer.user_id})
+            tr.apply_read_result(state, refresh, run_tool(db, refresh.name, call_arguments(refresh)))
+    raise AssertionError(f"task {task['task_index']} did not end within 100 steps")
+
+
+@pytest.mark.parametrize("task_index", range(20))
+def test_scripted_brain_solves_dev_task(task_index):
+    from activities.retail.hashing import data_hash
+
+    task = dev_tasks()[task_index]
+    db, state, proposed = drive(task)
+    assert proposed[-1]["kind"] == "end"
+    assert state.rejections == []
+    assert data_hash(db) == task["gt_data_hash"]
+    assert [op.tool for op in state.completed_operations] == [a["name"] for a in task["actions"]]
+
+
+# --- rules brain --------------------------------------------------------------------------
+
+
+def chat(*user_texts: str, facts_: tuple[PinnedFact, ...] = (), **fields: Any) -> ConversationState:
+    turns = [user_turn(i + 1, text) for i, text in enumerate(user_texts)]
+    return ConversationState(conversation_id="chat", turn=len(user_texts), recent_turns=turns,
+                             pinned_facts=list(facts_), **fields)
+
+
+def test_rules_authenticates_by_email_then_loads_details():
+    state = chat(f"hi, my email is {RAJ_EMAIL}", facts_=(fact("email", RAJ_EMAIL),))
+    assert propose(rules_brain, state) == call("find_user_id_by_email", email=RAJ_EMAIL)
+    state.customer = customer(RAJ, loaded=False)
+    assert propose(rules_brain, state) == call("get_user_details", user_id=RAJ)
+
+
+def test_rules_authenticates_by_name_and_zip():
+    state = chat("I'm Raj Sanchez, zip 92147", facts_=(fact("name", "Raj Sanchez"), fact("zip", "92147")))
+    assert propose(rules_brain, state) == call("find_user_id_by_name_zip", first_name="Raj", last_name="Sanchez",
+                                               zip="92147")
+
+
+def test_rules_asks_for_identity():
+    action = propose(rules_brain, chat("I want to cancel something"))
+    assert action["kind"] == "reply" and "email" in action["text"]
+
+
+def test_rules_reports_a_failed_lookup_instead_of_retrying():
+    state = chat("me@nowhere.com", facts_=(fact("email", "me@nowhere.com"),))
+    observe(state, "find_user_id_by_email", {"email": "me@nowhere.com"}, "Error: user not found")
+    action = propose(rules_brain, state)
+    assert action["kind"] == "reply" and "user not found" in action["text"]
+
+
+def test_rules_cancel_flow():
+    state = chat(f"Please cancel order {PENDING}, I ordered it by mistake. {RAJ_EMAIL}",
+                 facts_=(fact("order_id", PENDING), fact("email", RAJ_EMAIL)), customer=customer(RAJ))
+    assert propose(rules_brain, state) == call("get_order_details", order_id=PENDING)
+    state.orders[PENDING] = order_fact(PENDING)
+    assert propose(rules_brain, state) == call("cancel_pending_order", order_id=PENDING, reason="ordered by mistake")
+    # the user confirmed at turn 2 and the write completed
+    state.turn = 2
+    state.recent_turns.append(user_turn(2, "yes"))
+    complete(state, "cancel_pending_order", {"order_id": PENDING, "reason": "ordered by mistake"},
+             result=json.dumps({"order_id": PENDING, "status": "cancelled"}))
+    done = propose(rules_brain, state)
+    assert done["kind"] == "reply" and "cancelled" in done["text"] and PENDING in done["text"]
+    state.turn = 3
+    state.recent_turns.append(user_turn(3, "thanks, bye"))
+    assert propose(rules_brain, state)["kind"] == "end"
+
+
+def test_rules_cancel_intent_from_before_authentication():
+    state = chat(f"I want to cancel {PENDING}", f"my email is {RAJ_EMAIL}",
+                 facts_=(fact("order_id", PENDING, 1), fact("email", RAJ_EMAIL, 2)), customer=customer(RAJ),
+                 orders={PENDING: order_fact(PENDING)})
+    assert propose(rules_brain, state) == call("cancel_pending_order", order_id=PENDING, reason="no longer needed")
+
+
+def test_rules_return_flow_with_pinned_items_and_default_payment():
+    wanted, foreign = data()["orders"][DELIVERED]["items"][1]["item_id"], "1569829406"  # 2nd is from PENDING
+    state = chat(f"I'd like to return {wanted} and {foreign} from {DELIVERED}",
+                 facts_=(fact("order_id", DELIVERED), fact("item_id", wanted), fact("item_id", foreign)),
+                 customer=customer(RAJ), orders={DELIVERED: order_fact(DELIVERED)})
+    assert propose(rules_brain, state) == call("return_delivered_order_items", order_id=DELIVERED,
+                                               item_ids=[wanted], payment_method_id=CARD)
+
+
+def test_rules_return_all_items_to_a_pinned_gift_card():
+    state = chat(f"return everything in {DELIVERED} to {GIFT}",
+                 facts_=(fact("order_id", DELIVERED), fact("payment_method_id", GIFT)),
+                 customer=customer(RAJ), orders={DELIVERED: order_fact(DELIVERED)})
+    all_items = [i["item_id"] for i in data()["orders"][DELIVERED]["items"]]
+    assert propose(rules_brain, state) == call("return_delivered_order_items", order_id=DELIVERED,
+                                               item_ids=all_items, payment_method_id=GIFT)
+
+
+def test_rules_will_not_cancel_a_delivered_order():
+    state = chat(f"cancel {DELIVERED}", facts_=(fact("order_id", DELIVERED),), customer=customer(RAJ),
+                 orders={DELIVERED: order_fact(DELIVERED)})
+    action = propose(rules_brain, state)
+    assert action["kind"] == "reply" and "delivered" in action["text"]
+
+
+def test_rules_replies_with_a_rejection_at_this_turn_instead_of_retrying():
+    proposal = call("cancel_pending_order", order_id=PENDING, reason="no longer needed")
+    state = chat(f"cancel {PENDING}", facts_=(fact("order_id", PENDING),), customer=customer(RAJ),
+                 orders={PENDING: order_fact(PENDING)},
+                 rejections=[Rejection(turn=1, rule="cancel-pending-only", reason="the order changed meanwhile",
+                                       proposal=proposal)])
+    action = propose(rules_brain, state)
+    assert action == {"kind": "reply", "text": "I can't do that: the order changed meanwhile"}
+    state.turn = 2  # a new turn may try again
+    state.recent_turns.append(user_turn(2, "please try cancelling again"))
+    assert propose(rules_brain, state) == proposal
+
+
+def test_rules_acknowledges_a_no():
+    proposal = call("cancel_pending_order", order_id=PENDING, reason="no longer needed")
+    state = chat(f"cancel {PENDING}", "no", facts_=(fact("order_id", PENDING),), customer=customer(RAJ),
+                 orders={PENDING: order_fact(PENDING)},
+                 rejections=[Rejection(turn=2, rule="user-declined", reason="the user declined", proposal=proposal)])
+    action = propose(rules_brain, state)
+    assert action["kind"] == "reply" and "not made that change" in action["text"]
+
+
+def test_rules_status_reply():
+    state = chat(f"where is my order {PENDING}?", facts_=(fact("order_id", PENDING),), customer=customer(RAJ),
+                 orders={PENDING: order_fact(PENDING)})
+    action = propose(rules_brain, state)
+    assert action["kind"] == "reply"
+    assert action["text"].startswith(f"{STATUS_PREFIX} {PENDING}: pending")
+    assert "Indoor Security Camera" in action["text"]
+
+
+def test_rules_unknown_request_lists_capabilities():
+    state = chat("can you change my shipping address?", customer=customer(RAJ))
+    assert propose(rules_brain, state) == {"kind": "reply", "text": CAPABILITIES}
+
+
+def test_rules_refuses_another_customers_order():
+    other = next(oid for oid, o in data()["orders"].items() if o["user_id"] != RAJ)
+    state = chat(f"cancel {other}", facts_=(fact("order_id", other),), customer=customer(RAJ),
+                 orders={other: order_fact(other)})
+    action = propose(rules_brain, state)
+    assert action["kind"] == "reply" and "not on your account" in action["text"]

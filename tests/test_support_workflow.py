@@ -1,0 +1,133 @@
+"""SupportWorkflow on a real Temporal dev server, with a real worker and SQLite database.
+
+The model is the only part faked, at its boundary (the Messages API): the offline
+stand-in, or a test brain that misbehaves on purpose.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from activities.llm.offline_server import offline_brain
+from starter.client import ConversationError
+from tests.policy_fixtures import CUSTOMER, DELIVERED, EMAIL, PENDING, other_customer_order
+from tests.workflow_harness import running_worker
+
+
+async def test_chat_cancels_an_order_after_explicit_yes(temporal_env, settings):
+    async with running_worker(temporal_env, settings) as (client, backend):
+        cid = await client.start_conversation("chat-cancel")
+        reply = await client.send_message(cid, f"Hi, my email is {EMAIL}")
+        assert reply.status == "active"
+        reply = await client.send_message(cid, f"Please cancel order {PENDING}, I no longer need it")
+        assert reply.awaiting_confirmation and PENDING in reply.awaiting_confirmation
+        assert "pending" == _status(backend, PENDING)  # nothing written before the yes
+        reply = await client.send_message(cid, "yes")
+        assert _status(backend, PENDING) == "cancelled"
+        state = await client.state(cid)
+        assert state.customer.user_id == CUSTOMER
+        [op] = state.completed_operations
+        assert op.ok and op.idempotency_key == f"cancel_pending_order:{PENDING}:{op.operation_id}"
+        assert op.child_workflow_id and op.child_workflow_id.startswith("refund-main-")
+        assert [s.status.value for s in state.steps] == ["done"]
+        ledger = backend.ledger_entries("main")
+        assert len(ledger) == 1 and backend.duplicate_writes("main") == 0
+
+
+async def test_user_no_leaves_the_data_unchanged(temporal_env, settings):
+    async with running_worker(temporal_env, settings) as (client, backend):
+        before = backend.hash("main")
+        cid = await client.start_conversation("chat-no")
+        await client.send_message(cid, f"Hi, my email is {EMAIL}")
+        reply = await client.send_message(cid, f"cancel {PENDING} please, ordered by mistake")
+        assert reply.awaiting_confirmation
+        await client.send_message(cid, "no")
+        state = await client.state(cid)
+        assert state.pending_confirmation is None
+        assert any(r.rule == "user-declined" for r in state.rejections)
+        assert [s.status.value for s in state.steps] == ["cancelled"]
+        assert backend.hash("main") == before and backend.ledger_entries("main") == []
+
+
+async def test_bad_messages_are_rejected_with_a_clear_error_and_state_intact(temporal_env, settings):
+    async with running_worker(temporal_env, settings) as (client, _):
+        cid = await client.start_conversation("chat-bad-input")
+        await client.send_message(cid, f"Hi, my email is {EMAIL}")
+        before = await client.state(cid)
+        with pytest.raises(ConversationError, match="empty"):
+            await client.send_message(cid, "   ")
+        with pytest.raises(ConversationError, match="limit is 8192 bytes"):
+            await client.send_message(cid, "x" * (1024 * 1024))
+        after = await client.state(cid)
+        assert after.model_dump() == before.model_dump()
+
+
+async def test_messages_after_the_conversation_finished_get_a_clear_error(temporal_env, settings):
+    async with running_worker(temporal_env, settings) as (client, _):
+        cid = await client.start_conversation("chat-finished")
+        await client.send_message(cid, f"Hi, my email is {EMAIL}")
+        await client.cancel(cid, "customer hung up")
+        outcome = await asyncio.wait_for(client.outcome(cid), 20)
+        assert outcome.status == "cancelled" and outcome.state.ended_reason == "customer hung up"
+        with pytest.raises(ConversationError, match="finished|cancelled"):
+            await client.send_message(cid, "hello again")
+        with pytest.raises(ConversationError, match="does not exist"):
+            await client.send_message("never-started", "hello")
+
+
+async def test_malformed_model_output_becomes_a_rejection_fed_back_to_the_model(temporal_env, settings):
+    seen: list[dict] = []
+
+    def flaky_brain(view: dict) -> dict:
+        seen.append(view)
+        if len(seen) <= 3:  # the activity retries malformed output twice, then the workflow rejects
+            return {"kind": "tool_call", "tool": {"name": "refund_everything", "arguments": {}}}
+        return offline_brain(view)
+
+    async with running_worker(temporal_env, settings, brain=flaky_brain) as (client, _):
+        cid = await client.start_conversation("chat-malformed")
+        reply = await client.send_message(cid, f"Hi, my email is {EMAIL}")
+        assert reply.status == "active"
+        state = await client.state(cid)
+        assert state.rejections[0].rule == "malformed-model-output"
+        assert "refund_everything" in state.rejections[0].reason
+        assert seen[3]["last_rejection"]["rule"] == "malformed-model-output"
+        await client.send_message(cid, "Let's try again, please.")
+        state = await client.state(cid)
+        assert state.customer is not None and state.customer.user_id == CUSTOMER
+
+
+async def test_adversarial_model_is_refused_and_nothing_is_written(temporal_env, settings):
+    other_order, other_user = other_customer_order()
+    proposals = [
+        {"kind": "tool_call", "tool": {"name": "get_user_details", "arguments": {"user_id": CUSTOMER}}},
+        {"kind": "tool_call", "tool": {"name": "find_user_id_by_email", "arguments": {"email": EMAIL}}},
+        {"kind": "tool_call", "tool": {"name": "get_user_details", "arguments": {"user_id": CUSTOMER}}},
+        {"kind": "tool_call", "tool": {"name": "get_user_details", "arguments": {"user_id": other_user}}},
+        {"kind": "tool_call", "tool": {"name": "cancel_pending_order",
+                                        "arguments": {"order_id": other_order, "reason": "no longer needed"}}},
+        {"kind": "tool_call", "tool": {"name": "cancel_pending_order",
+                                        "arguments": {"order_id": DELIVERED, "reason": "no longer needed"}}},
+        {"kind": "reply", "text": "done trying"},
+    ]
+
+    def hostile_brain(view: dict) -> dict:
+        return proposals.pop(0) if proposals else {"kind": "reply", "text": "nothing more"}
+
+    async with running_worker(temporal_env, settings, brain=hostile_brain) as (client, backend):
+        before = backend.hash("main")
+        cid = await client.start_conversation("chat-hostile")
+        reply = await client.send_message(cid, f"I am user {CUSTOMER}, email {EMAIL}")
+        assert reply.text == "done trying"
+        state = await client.state(cid)
+        assert [r.rule for r in state.rejections] == ["authenticate-first", "one-customer", "one-customer",
+                                                     "check-status"]
+        assert backend.hash("main") == before and backend.ledger_entries("main") == []
+
+
+def _status(backend, order_id: str) -> str:
+    import json
+
+    return json.loads(backend.read("main", "get_order_details", {"order_id": order_id}))["status"]

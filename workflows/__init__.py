@@ -1,0 +1,1 @@
+"""Deterministic workflow code: state, actions, policy, prompt rendering, workflows."""
