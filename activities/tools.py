@@ -72,8 +72,8 @@ class ToolActivities:
 
 
 def _pause_hook(seconds: float, marker: Optional[Path]):
-    def hook() -> None:
+    def hook(store: str, idempotency_key: str, outcome: object) -> None:
         if marker is not None:
-            marker.write_text("committed")
+            marker.write_text(idempotency_key)
         time.sleep(seconds)
     return hook

@@ -63,6 +63,7 @@ _FINISHED_MARKERS = (
     "start a new conversation",  # the workflow's update validator
     "already completed",         # server: update/signal to a completed workflow
     "closing workflow",          # server: update admitted, then the workflow closed (cancel race)
+    "workflow completed before", # SDK: the workflow ended (even failed) while the update waited
     "closed",
 )
 

@@ -199,6 +199,7 @@ async def test_cancel_then_message_is_409_and_state_cancelled(api: httpx.AsyncCl
         ("empty", "conversation empty does not exist", 404),
         ("not-found", "conversation not-found has finished; start a new conversation", 409),
         ("c1", "conversation c1: workflow update was aborted by closing workflow", 409),
+        ("c1", "Workflow Update failed because the Workflow completed before the Update completed.", 409),
         ("c1", "conversation c1: deadline exceeded", 503),
     ],
 )

@@ -333,3 +333,32 @@ def test_server_reply_shape_is_deterministic(server):
     assert block["type"] == "tool_use" and block["id"].startswith("toolu_") and block["name"] == PROPOSE_TOOL_NAME
     assert block["input"]["kind"] == "tool_call"
     assert first["usage"]["input_tokens"] > 0 and first["usage"]["output_tokens"] > 0
+
+
+def test_input_schema_is_an_object_covering_every_variant():
+    from workflows.actions import proposed_action_json_schema
+    from activities.llm.wire import propose_input_schema
+
+    schema = propose_input_schema()
+    assert schema["type"] == "object" and schema["required"] == ["kind"]
+    assert not {"oneOf", "anyOf", "allOf"} & set(schema)
+    union = proposed_action_json_schema()
+    variants = [union["$defs"][ref["$ref"].rsplit("/", 1)[-1]] for ref in union["oneOf"]]
+    assert schema["properties"]["kind"]["enum"] == [v["properties"]["kind"]["const"] for v in variants]
+    assert set(schema["properties"]) == {name for v in variants for name in v["properties"]}
+    refs = {ref.rsplit("/", 1)[-1] for ref in _refs(schema)}
+    assert refs and refs <= set(schema["$defs"])  # every $ref resolves
+
+
+def _refs(node: Any) -> list[str]:
+    if isinstance(node, dict):
+        return ([node["$ref"]] if "$ref" in node else []) + [r for v in node.values() for r in _refs(v)]
+    if isinstance(node, list):
+        return [r for v in node for r in _refs(v)]
+    return []
+
+
+async def test_null_fields_of_other_kinds_are_tolerated(server, brain):
+    brain.fn = lambda view: {"kind": "reply", "text": "hello", "tool": None, "summary": None}
+    result = await http_activities(server).propose_action(request())
+    assert result.action == ReplyAction(text="hello")

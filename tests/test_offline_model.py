@@ -300,51 +300,92 @@ def test_scripted_brain_needs_a_script():
 # --- the dev suite end to end through the workflow's own policy and transitions ------------
 
 
-def drive(task: dict[str, Any]) -> tuple[dict[str, Any], ConversationState, list[dict[str, Any]]]:
-    """Mimic SupportWorkflow's loop in-process: brain -> policy -> tool -> fold, the user
-    saying yes to every confirmation. Returns (data, state, actions proposed)."""
-    from activities.retail.tools import run_tool
-    from workflows import transitions as tr
-    from workflows.actions import REFUND_TOOLS, ToolClass, call_arguments, call_digest, make_tool_call, tool_class
-    from workflows.policy import validate_execution, validate_proposal
-    from workflows.state import Confirmation
+class Simulator:
+    """SupportWorkflow's loop, in-process and without Temporal: brain -> the workflow's
+    own policy -> the benchmark tools on a private copy of the data -> the workflow's own
+    transitions. A write waits for the next user message; "yes" runs it."""
 
-    db = copy.deepcopy(data())
-    user = db["users"][task["user_id"]]
+    def __init__(self, conversation_id: str) -> None:
+        self.db = copy.deepcopy(data())
+        self.state = ConversationState(conversation_id=conversation_id)
+        self.pending: Optional[PendingConfirmation] = None
+        self.proposed: list[dict[str, Any]] = []
+
+    def say(self, text: str) -> str:
+        """One user message; returns the assistant's reply (or end text)."""
+        from workflows import transitions as tr
+        from workflows.confirm import is_yes
+        from workflows.policy import validate_execution
+        from workflows.state import Confirmation
+
+        tr.receive_user_message(self.state, text)
+        pending, self.pending = self.pending, None
+        if pending is not None and is_yes(text):
+            confirmation = Confirmation(digest=pending.digest, turn=self.state.turn, verbatim=text)
+            assert validate_execution(self.state, pending, confirmation).accepted
+            self._write(pending)
+        elif pending is not None:
+            tr.reject(self.state, "user-declined", "the user declined", _proposal(pending.call))
+        return self._agent_loop()
+
+    def _agent_loop(self) -> str:
+        from activities.retail.tools import run_tool
+        from workflows import transitions as tr
+        from workflows.actions import ToolClass, call_arguments, call_digest, tool_class
+        from workflows.policy import validate_proposal
+
+        for step in range(30):
+            raw = propose(offline_brain, self.state)
+            self.proposed.append(raw)
+            action = parse_proposed_action(raw)
+            verdict = validate_proposal(self.state, action)
+            if not verdict.accepted:
+                tr.reject(self.state, verdict.rule.value, verdict.reason, action.model_dump(mode="json"))
+                continue
+            if action.kind != "tool_call":
+                return raw.get("text") or raw.get("summary", "")
+            tool = action.tool
+            if tool_class(tool.name) == ToolClass.READ:
+                tr.apply_read_result(self.state, tool, run_tool(self.db, tool.name, call_arguments(tool)))
+                continue
+            self.pending = PendingConfirmation(operation_id=f"op-{len(self.proposed)}", call=tool, detail=tool.name,
+                                               digest=call_digest(tool), proposed_turn=self.state.turn)
+            return f"Please confirm {tool.name}"
+        raise AssertionError("the brain did not settle within 30 steps of one turn")
+
+    def _write(self, pending: PendingConfirmation) -> None:
+        from activities.retail.tools import run_tool
+        from workflows import transitions as tr
+        from workflows.actions import REFUND_TOOLS, call_arguments, make_tool_call
+
+        tool, state = pending.call, self.state
+        result = run_tool(self.db, tool.name, call_arguments(tool))
+        ok = not result.startswith("Error")
+        tr.apply_write_result(state, tool, pending.operation_id, f"key-{pending.operation_id}", result, ok)
+        if not ok:
+            tr.reject(state, "tool-error", result, _proposal(tool))
+        elif tool.name in REFUND_TOOLS and state.customer is not None:
+            refresh = make_tool_call("get_user_details", {"user_id": state.customer.user_id})
+            tr.apply_read_result(state, refresh, run_tool(self.db, refresh.name, call_arguments(refresh)))
+
+
+def _proposal(tool: Any) -> dict[str, Any]:
+    return {"kind": "tool_call", "tool": tool.model_dump(mode="json")}
+
+
+def drive(task: dict[str, Any]) -> Simulator:
+    """A benchmark run: the opening message carries the script; the user says yes until the end."""
+    sim = Simulator(f"tb-{task['task_index']}")
+    user = sim.db["users"][task["user_id"]]
     script = {"user": {"email": user["email"], "first_name": user["name"]["first_name"],
                        "last_name": user["name"]["last_name"], "zip": user["address"]["zip"]},
               "actions": task["actions"]}
-    state = ConversationState(conversation_id=f"tb-{task['task_index']}")
-    tr.receive_user_message(state, f"Hi, my email is {user['email']}. <script>{json.dumps(script)}</script>")
-    proposed = []
-    for step in range(100):
-        raw = propose(offline_brain, state)
-        proposed.append(raw)
-        action = parse_proposed_action(raw)
-        verdict = validate_proposal(state, action)
-        if not verdict.accepted:
-            tr.reject(state, verdict.rule.value, verdict.reason, action.model_dump(mode="json"))
-            continue
-        if action.kind != "tool_call":
-            return db, state, proposed
-        tool = action.tool
-        if tool_class(tool.name) == ToolClass.READ:
-            tr.apply_read_result(state, tool, run_tool(db, tool.name, call_arguments(tool)))
-            continue
-        pending = PendingConfirmation(operation_id=f"op-{step}", call=tool, detail="d", digest=call_digest(tool),
-                                      proposed_turn=state.turn)
-        tr.receive_user_message(state, "yes")
-        confirmation = Confirmation(digest=call_digest(tool), turn=state.turn, verbatim="yes")
-        assert validate_execution(state, pending, confirmation).accepted
-        result = run_tool(db, tool.name, call_arguments(tool))
-        ok = not result.startswith("Error")
-        tr.apply_write_result(state, tool, f"op-{step}", f"key-{step}", result, ok)
-        if not ok:
-            tr.reject(state, "tool-error", result, {"kind": "tool_call", "tool": tool.model_dump(mode="json")})
-        elif tool.name in REFUND_TOOLS:
-            refresh = make_tool_call("get_user_details", {"user_id": state.customer.user_id})
-            tr.apply_read_result(state, refresh, run_tool(db, refresh.name, call_arguments(refresh)))
-    raise AssertionError(f"task {task['task_index']} did not end within 100 steps")
+    sim.say(f"Hi, my email is {user['email']}. <script>{json.dumps(script)}</script>")
+    for _ in range(20):
+        if sim.proposed[-1]["kind"] in ("end", "transfer_to_human"):
+            return sim
+        sim.say("yes")
+    raise AssertionError(f"task {task['task_index']} did not end")
 
 
 @pytest.mark.parametrize("task_index", range(20))
@@ -352,11 +393,11 @@ def test_scripted_brain_solves_dev_task(task_index):
     from activities.retail.hashing import data_hash
 
     task = dev_tasks()[task_index]
-    db, state, proposed = drive(task)
-    assert proposed[-1]["kind"] == "end"
-    assert state.rejections == []
-    assert data_hash(db) == task["gt_data_hash"]
-    assert [op.tool for op in state.completed_operations] == [a["name"] for a in task["actions"]]
+    sim = drive(task)
+    assert sim.proposed[-1]["kind"] == "end"
+    assert sim.state.rejections == []
+    assert data_hash(sim.db) == task["gt_data_hash"]
+    assert [op.tool for op in sim.state.completed_operations] == [a["name"] for a in task["actions"]]
 
 
 # --- rules brain --------------------------------------------------------------------------
@@ -485,3 +526,23 @@ def test_rules_refuses_another_customers_order():
                  orders={other: order_fact(other)})
     action = propose(rules_brain, state)
     assert action["kind"] == "reply" and "not on your account" in action["text"]
+
+
+def test_rules_chat_end_to_end_through_the_workflow_policy():
+    sim = Simulator("chat-e2e")
+    first = sim.say(f"Hi, I ordered {PENDING} by mistake and want to cancel it. My email is {RAJ_EMAIL}.")
+    assert first == "Please confirm cancel_pending_order"
+    assert sim.pending.call.arguments.model_dump() == {"order_id": PENDING, "reason": "ordered by mistake"}
+    done = sim.say("yes")
+    assert "cancelled" in done and sim.db["orders"][PENDING]["status"] == "cancelled"
+    status = sim.say(f"and where is {DELIVERED}?")
+    assert status.startswith(f"{STATUS_PREFIX} {DELIVERED}: delivered")
+    assert sim.say("please return the notebook").startswith("Please confirm return_delivered_order_items")
+    notebook = next(i["item_id"] for i in data()["orders"][DELIVERED]["items"] if i["name"] == "Notebook")
+    assert sim.pending.call.arguments.item_ids == [notebook]
+    assert sim.pending.call.arguments.payment_method_id == CARD
+    assert sim.say("no").startswith("Understood")
+    sim.say("bye")
+    assert sim.proposed[-1]["kind"] == "end"
+    assert sim.state.rejections[-1].rule == "user-declined"
+    assert [r.rule for r in sim.state.rejections] == ["user-declined"]  # the policy refused nothing

@@ -7,8 +7,9 @@ read the order they mention, then act on the intent of their recent turns:
 
 - "cancel" -> ``cancel_pending_order`` (reason: pinned ``cancel_reason``, else
   "ordered by mistake" if they said "mistake", else "no longer needed");
-- "return" -> ``return_delivered_order_items`` (pinned item ids of that order, or all of
-  its items; pinned payment method, or the order's original one);
+- "return" -> ``return_delivered_order_items`` (pinned item ids of that order, else the
+  items whose product name the user wrote, else all of its items — also on "all" /
+  "everything"; pinned payment method, else the order's original one);
 - "status" / "where" / "track" -> a reply with the order's status and items;
 - anything else -> a reply listing what it can do.
 
@@ -33,6 +34,7 @@ CAPABILITIES = (
 IDENTIFY = "Before I can help, please tell me your email address, or your first name, last name and zip code."
 STATUS_PREFIX = "Status of order"
 CANCEL_REASONS = ("no longer needed", "ordered by mistake")
+MALFORMED_OUTPUT = "malformed-model-output"  # workflows.policy.Rule.MALFORMED_OUTPUT
 USER_DECLINED = "user-declined"  # workflows.policy.Rule.USER_DECLINED: the user said no, or changed the subject
 BYE = re.compile(r"\b(bye|goodbye|that's all|that is all|nothing else|no thanks)\b")
 INTENT_WORDS = (
@@ -163,7 +165,11 @@ def _return(view: dict, order: dict[str, Any], text: str) -> dict[str, Any]:
     for fact in facts(view, "item_id"):
         if fact["value"] in in_order and fact["value"] not in pinned:
             pinned.append(fact["value"])
-    item_ids = in_order if (not pinned or re.search(r"\ball\b", text.lower())) else pinned
+    named = [i["item_id"] for i in order.get("items") or [] if i.get("name") and i["name"].lower() in text.lower()]
+    if re.search(r"\b(all|everything)\b", text.lower()):
+        item_ids = in_order
+    else:
+        item_ids = pinned or named or in_order
     payment = _latest(view, "payment_method_id") or next(iter(order.get("payment_method_ids") or []), None)
     if not item_ids:
         return reply(f"Order {order['order_id']} has no items to return.")
@@ -190,7 +196,8 @@ def _decide(view: dict) -> dict[str, Any]:
     user_turns = _user_turns(view)
     latest = user_turns[-1].get("text", "") if user_turns else ""
     last = view.get("last_rejection")
-    if last and last.get("turn") == turn:
+    if last and last.get("turn") == turn and last.get("rule") != MALFORMED_OUTPUT:
+        # a malformed-output rejection is about our own previous output, not the user's request: carry on
         if last.get("rule") != USER_DECLINED:
             return reply(f"I can't do that: {last.get('reason', 'it was not allowed')}")
         if _intent(latest) is None:

@@ -172,7 +172,7 @@ def next_script_index(view: dict, actions: list[dict[str, Any]]) -> int:
     operation and as a tool-error rejection, counts once). From just after the highest handled
     write, reads already done and ``think`` steps are skipped.
     """
-    evidence = Counter()
+    evidence: Counter[str] = Counter()
     failed: Counter[tuple[str, int]] = Counter()
     for op in view.get("completed_operations") or []:
         key = canon(op.get("tool", ""), op.get("arguments"))

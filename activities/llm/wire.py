@@ -75,13 +75,33 @@ def _flattened_schema() -> dict[str, Any]:
             used_by.setdefault(name, []).append(kind)
     for name, kinds_using in used_by.items():
         properties[name]["description"] = "Only with kind " + " or ".join(kinds_using) + "."
-    return {
+    schema = {
         "type": "object",
         "properties": {"kind": {"type": "string", "enum": kinds}, **properties},
         "required": ["kind"],
         "additionalProperties": False,
-        "$defs": defs,
     }
+    schema["$defs"] = {name: defs[name] for name in sorted(_reachable(schema, defs))}
+    return schema
+
+
+def _reachable(node: Any, defs: dict[str, Any], seen: set[str] | None = None) -> set[str]:
+    """Names of the ``$defs`` entries ``node`` refers to, transitively (the variant
+    wrappers themselves are no longer referenced once flattened)."""
+    seen = set() if seen is None else seen
+    if isinstance(node, dict):
+        ref = node.get("$ref")
+        if isinstance(ref, str) and ref.startswith("#/$defs/"):
+            name = ref.rsplit("/", 1)[-1]
+            if name not in seen:
+                seen.add(name)
+                _reachable(defs[name], defs, seen)
+        for value in node.values():
+            _reachable(value, defs, seen)
+    elif isinstance(node, list):
+        for value in node:
+            _reachable(value, defs, seen)
+    return seen
 
 
 def propose_input_schema() -> dict[str, Any]:

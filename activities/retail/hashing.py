@@ -17,10 +17,13 @@ def to_hashable(obj: Any) -> Any:
     A dict becomes a tuple of ``(key, converted value)`` pairs sorted by key, a list a
     tuple of converted elements in order; any other value is returned unchanged.
     """
-    if isinstance(obj, dict):
-        return tuple((key, to_hashable(value)) for key, value in sorted(obj.items()))
-    if isinstance(obj, list):
-        return tuple(to_hashable(element) for element in obj)
+    # Exact-type checks and list comprehensions first: this walks ~100k nodes per hash
+    # and the benchmark runner hashes every task's end state.
+    kind = type(obj)
+    if kind is dict or (kind is not list and isinstance(obj, dict)):
+        return tuple([(key, to_hashable(value)) for key, value in sorted(obj.items())])
+    if kind is list or isinstance(obj, list):
+        return tuple([to_hashable(element) for element in obj])
     return obj
 
 

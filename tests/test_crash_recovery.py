@@ -1,0 +1,79 @@
+"""A worker process killed with SIGKILL inside a write activity, after the database
+commit and before the activity completes, then restarted: the task still passes and
+the write was applied exactly once (the retry finds its idempotency key in the ledger).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from starter.client import StatekeeperClient
+from starter.taubench import TauBenchRunner, load_tasks
+from worker import build_backend
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _worker_process(env, settings, tmp_path: Path, fault: bool) -> subprocess.Popen:
+    environment = dict(os.environ)
+    environment.update({
+        "STATEKEEPER_TEMPORAL_ADDRESS": env.client.service_client.config.target_host,
+        "STATEKEEPER_TASK_QUEUE": settings.task_queue,
+        "STATEKEEPER_DATABASE_URL": settings.database_url,
+        "STATEKEEPER_DATA_DIR": str(tmp_path),
+    })
+    environment.pop("ANTHROPIC_API_KEY", None)
+    if fault:
+        environment["STATEKEEPER_FAULT_PAUSE_AFTER_COMMIT_SECONDS"] = "600"
+        environment["STATEKEEPER_FAULT_MARKER_PATH"] = str(tmp_path / "committed.marker")
+    log = open(tmp_path / ("worker-fault.log" if fault else "worker.log"), "ab")
+    return subprocess.Popen([sys.executable, str(ROOT / "worker.py")], cwd=ROOT, env=environment,
+                            stdout=log, stderr=subprocess.STDOUT)
+
+
+async def _wait_for(path: Path, timeout: float) -> str:
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        assert time.monotonic() < deadline, f"{path} did not appear"
+        await asyncio.sleep(0.1)
+    return path.read_text()
+
+
+async def test_sigkill_after_commit_then_restart_applies_the_write_once(temporal_env, settings, tmp_path):
+    task = load_tasks(ROOT / "activities" / "retail" / "data" / "tasks_dev.json")[0]
+    assert [a["name"] for a in task.actions] == ["cancel_pending_order"]
+    backend = build_backend(settings)
+    runner = TauBenchRunner(StatekeeperClient(temporal_env.client, settings.task_queue), backend,
+                            run_id="crash", write_timeout_seconds=3.0, keep_stores=True)
+    first = _worker_process(temporal_env, settings, tmp_path, fault=True)
+    second = None
+    try:
+        run = asyncio.create_task(runner.run_task(task))
+        key = await _wait_for(tmp_path / "committed.marker", 60)
+        assert key.startswith("cancel_pending_order:#W5442520:")
+        first.send_signal(signal.SIGKILL)
+        first.wait(10)
+        store = f"tb-crash-{task.task_index}"
+        [entry] = backend.ledger_entries(store)  # committed before the kill
+        assert entry["idempotency_key"] == key
+        second = _worker_process(temporal_env, settings, tmp_path, fault=False)
+        result = await asyncio.wait_for(run, 120)
+    finally:
+        for proc in (first, second):
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+                proc.wait(10)
+    assert result.passed and result.hash_match, result.reason
+    assert result.writes == 1 and result.duplicate_writes == 0
+    [entry] = backend.ledger_entries(store)
+    assert entry["idempotency_key"] == key
+    order = json.loads(backend.read(store, "get_order_details", {"order_id": "#W5442520"}))
+    refunds = [p for p in order["payment_history"] if p["transaction_type"] == "refund"]
+    assert order["status"] == "cancelled" and len(refunds) == 1
