@@ -14,7 +14,10 @@ DEMO_TASKS ?= activities/retail/data/tasks_dev.json
 BENCH_TASKS ?= activities/retail/data/tasks_dev.json
 BENCH_CONCURRENCY ?= 4
 BENCH_REPORT ?= bench/taubench-report.json
-UI_URL ?= http://127.0.0.1:8233/namespaces/default/workflows
+# Same defaults as settings.py; make sees STATEKEEPER_* from the environment.
+STATEKEEPER_UI_PORT ?= 8233
+STATEKEEPER_TEMPORAL_NAMESPACE ?= default
+UI_URL ?= http://127.0.0.1:$(STATEKEEPER_UI_PORT)/namespaces/$(STATEKEEPER_TEMPORAL_NAMESPACE)/workflows
 
 .PHONY: venv demo test bench clean distclean
 

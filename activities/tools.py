@@ -17,7 +17,7 @@ from typing import Optional
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities.retail.backend import RetailBackend
+from activities.retail.backend import IdempotencyKeyConflict, RetailBackend, UnknownStoreError
 from workflows.actions import ToolClass, call_arguments, tool_class
 from workflows.contracts import EmailRequest, ReadToolRequest, TicketRequest, ToolResult, WriteToolRequest
 
@@ -38,7 +38,10 @@ class ToolActivities:
         (type ``InvalidArguments``, non-retryable) for a write passed as a read."""
         if tool_class(req.call.name) != ToolClass.READ:
             raise ApplicationError(f"{req.call.name} is not a read tool", type="InvalidArguments", non_retryable=True)
-        result = await asyncio.to_thread(self._backend.read, req.store, req.call.name, call_arguments(req.call))
+        try:
+            result = await asyncio.to_thread(self._backend.read, req.store, req.call.name, call_arguments(req.call))
+        except UnknownStoreError as err:
+            raise ApplicationError(f"unknown store {req.store}", type="UnknownStore", non_retryable=True) from err
         return ToolResult(result=result, ok=not result.startswith("Error"))
 
     @activity.defn(name="run_write_tool")
@@ -50,9 +53,15 @@ class ToolActivities:
         if not req.idempotency_key.startswith(f"{req.call.name}:"):
             raise ApplicationError("idempotency key does not belong to this tool", type="InvalidArguments",
                                    non_retryable=True)
-        outcome = await asyncio.to_thread(
-            self._backend.write, req.store, req.call.name, call_arguments(req.call), req.idempotency_key
-        )
+        try:
+            outcome = await asyncio.to_thread(
+                self._backend.write, req.store, req.call.name, call_arguments(req.call), req.idempotency_key
+            )
+        except IdempotencyKeyConflict as err:
+            # the same key with another tool or arguments is a caller bug: retrying cannot help
+            raise ApplicationError(str(err), type="IdempotencyKeyConflict", non_retryable=True) from err
+        except UnknownStoreError as err:
+            raise ApplicationError(f"unknown store {req.store}", type="UnknownStore", non_retryable=True) from err
         return ToolResult(result=outcome.result, ok=outcome.ok, replayed=outcome.replayed)
 
     @activity.defn(name="send_customer_email")

@@ -49,23 +49,13 @@ MAX_REQUEST_TEXT_BYTES = 64 * 1024
 Below it the workflow's own limit (8 KB) decides, so there is one source of truth for
 valid messages; this cap only keeps very large bodies off the Temporal server."""
 
-# ConversationError.kind (if starter/client.py grows one) -> HTTP status.
+# ConversationError.kind -> HTTP status.
 _KIND_STATUS = {
     "invalid_message": 422,  # literal: starlette renamed the constant across versions
     "finished": status.HTTP_409_CONFLICT,
     "not_found": status.HTTP_404_NOT_FOUND,
     "unavailable": status.HTTP_503_SERVICE_UNAVAILABLE,
 }
-
-
-_FINISHED_MARKERS = (
-    "has finished",              # starter.client, RPC on a closed workflow
-    "start a new conversation",  # the workflow's update validator
-    "already completed",         # server: update/signal to a completed workflow
-    "closing workflow",          # server: update admitted, then the workflow closed (cancel race)
-    "workflow completed before", # SDK: the workflow ended (even failed) while the update waited
-    "closed",
-)
 
 
 class StartConversation(BaseModel):
@@ -102,33 +92,14 @@ class CancelAccepted(BaseModel):
     status: str = "cancelling"
 
 
-def status_for(err: ConversationError, conversation_id: Optional[str] = None) -> int:
-    """HTTP status for a refused request.
-
-    Prefers ``err.kind`` when ``ConversationError`` carries one; otherwise matches the
-    reason text written by ``starter.client`` and the workflow's update validator.
-    The conversation id is blanked out first, because it is caller-chosen text and
-    must not steer the match (an id like ``empty`` or ``not-found``).
-    """
-    kind = getattr(err, "kind", None)
-    if kind in _KIND_STATUS:
-        return _KIND_STATUS[kind]
-    reason = str(err)
-    if conversation_id:
-        reason = reason.replace(conversation_id, "<id>")
-    reason = reason.lower()
-    if "does not exist" in reason or "not found" in reason:
-        return status.HTTP_404_NOT_FOUND
-    if any(marker in reason for marker in _FINISHED_MARKERS):
-        return status.HTTP_409_CONFLICT
-    if "empty" in reason or "the limit is" in reason or "bytes" in reason:
-        return _KIND_STATUS["invalid_message"]
-    # Anything else came from the RPC layer (unreachable server, deadline): not the caller's fault.
-    return status.HTTP_503_SERVICE_UNAVAILABLE
+def status_for(err: ConversationError) -> int:
+    """HTTP status for a refused request, from ``err.kind`` (503 for an unknown kind:
+    the RPC layer failed, not the caller)."""
+    return _KIND_STATUS.get(err.kind, status.HTTP_503_SERVICE_UNAVAILABLE)
 
 
 def _refused(err: ConversationError, conversation_id: str) -> HTTPException:
-    code = status_for(err, conversation_id)
+    code = status_for(err)
     detail = str(err)
     if code == status.HTTP_409_CONFLICT and "start a new conversation" not in detail:
         # Raw server wording ("workflow update was aborted by closing workflow") means

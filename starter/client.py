@@ -16,8 +16,13 @@ from workflows.support import SupportWorkflow, support_workflow_id
 
 
 class ConversationError(Exception):
-    """A request about a conversation was refused (bad message, finished or unknown
-    conversation). ``str(err)`` is the reason, meant for the caller's user."""
+    """A request about a conversation was refused. ``str(err)`` is the reason, meant for
+    the caller's user; ``kind`` is one of ``invalid_message`` (empty or over 8 KB),
+    ``finished`` (ended, cancelled, transferred), ``not_found`` or ``unavailable``."""
+
+    def __init__(self, reason: str, kind: str = "unavailable") -> None:
+        super().__init__(reason)
+        self.kind = kind
 
 
 class StatekeeperClient:
@@ -55,9 +60,11 @@ class StatekeeperClient:
                                                result_type=AssistantReply)
         except WorkflowUpdateFailedError as err:
             cause = err.cause
-            raise ConversationError(getattr(cause, "message", None) or str(cause)) from err
+            reason = getattr(cause, "message", None) or str(cause)
+            kind = "invalid_message" if getattr(cause, "type", None) == "InvalidMessage" else "finished"
+            raise ConversationError(reason, kind) from err
         except RPCError as err:
-            raise ConversationError(_rpc_reason(conversation_id, err)) from err
+            raise ConversationError(*_rpc_reason(conversation_id, err)) from err
 
     async def cancel(self, conversation_id: str, reason: str = "cancelled by the backend") -> None:
         """Signal the conversation to stop; a write already running finishes first."""
@@ -65,7 +72,7 @@ class StatekeeperClient:
         try:
             await handle.signal(SupportWorkflow.cancel, CancelRequest(reason=reason))
         except RPCError as err:
-            raise ConversationError(_rpc_reason(conversation_id, err)) from err
+            raise ConversationError(*_rpc_reason(conversation_id, err)) from err
 
     async def state(self, conversation_id: str) -> ConversationState:
         """The conversation's typed state (works after it finished, while history is retained)."""
@@ -73,7 +80,7 @@ class StatekeeperClient:
         try:
             return await handle.query(SupportWorkflow.state, result_type=ConversationState)
         except RPCError as err:
-            raise ConversationError(_rpc_reason(conversation_id, err)) from err
+            raise ConversationError(*_rpc_reason(conversation_id, err)) from err
 
     async def outcome(self, conversation_id: str) -> SupportOutcome:
         """Wait for the conversation to finish; returns its final status and state."""
@@ -81,9 +88,10 @@ class StatekeeperClient:
         return await handle.result()
 
 
-def _rpc_reason(conversation_id: str, err: RPCError) -> str:
-    if "not found" in str(err).lower():
-        return f"conversation {conversation_id} does not exist"
-    if "completed" in str(err).lower() or "closed" in str(err).lower():
-        return f"conversation {conversation_id} has finished; start a new conversation"
-    return f"conversation {conversation_id}: {err}"
+def _rpc_reason(conversation_id: str, err: RPCError) -> tuple[str, str]:
+    text = str(err).lower()
+    if "completed" in text or "closed" in text or "closing" in text:
+        return f"conversation {conversation_id} has finished; start a new conversation", "finished"
+    if "not found" in text:
+        return f"conversation {conversation_id} does not exist", "not_found"
+    return f"conversation {conversation_id}: {err}", "unavailable"

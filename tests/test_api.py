@@ -188,26 +188,8 @@ async def test_cancel_then_message_is_409_and_state_cancelled(api: httpx.AsyncCl
 
 
 @pytest.mark.parametrize(
-    ("conversation_id", "reason", "expected"),
-    [
-        ("c1", "message text is empty", 422),
-        ("c1", "message is 9216 bytes; the limit is 8192 bytes", 422),
-        ("c1", "conversation c1 is cancelled; start a new conversation", 409),
-        ("c1", "conversation c1 has finished; start a new conversation", 409),
-        ("c1", "conversation c1 does not exist", 404),
-        # Caller-chosen ids must not steer the classification.
-        ("empty", "conversation empty does not exist", 404),
-        ("not-found", "conversation not-found has finished; start a new conversation", 409),
-        ("c1", "conversation c1: workflow update was aborted by closing workflow", 409),
-        ("c1", "Workflow Update failed because the Workflow completed before the Update completed.", 409),
-        ("c1", "conversation c1: deadline exceeded", 503),
-    ],
+    ("kind", "expected"),
+    [("invalid_message", 422), ("finished", 409), ("not_found", 404), ("unavailable", 503), ("surprise", 503)],
 )
-def test_status_for_reason_text(conversation_id: str, reason: str, expected: int) -> None:
-    assert status_for(ConversationError(reason), conversation_id) == expected
-
-
-def test_status_for_prefers_kind() -> None:
-    err = ConversationError("whatever the text says: does not exist")
-    err.kind = "finished"  # type: ignore[attr-defined]
-    assert status_for(err, "c1") == 409
+def test_status_for_kind(kind: str, expected: int) -> None:
+    assert status_for(ConversationError("any reason text: does not exist", kind)) == expected

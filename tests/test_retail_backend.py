@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-import sys
 import threading
 import time
 import uuid
@@ -21,7 +20,6 @@ from typing import Any, Callable, Iterator
 import pytest
 import sqlalchemy as sa
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # no pytest pythonpath configured
 
 from activities.retail import DATA_DIR, load_data  # noqa: E402
 from activities.retail.backend import (  # noqa: E402

@@ -12,14 +12,12 @@ import copy
 import hashlib
 import json
 import os
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # no pytest pythonpath configured
 
 from activities.retail import DATA_DIR, load_data  # noqa: E402
 from activities.retail.hashing import data_hash, to_hashable  # noqa: E402
@@ -31,7 +29,7 @@ from activities.retail.tools import (  # noqa: E402
     run_tool,
 )
 
-BENCH_DIR = Path(os.environ.get("TAUBENCH_RETAIL_DIR", "/work/shared/taubench-retail"))
+BENCH_DIR = Path(os.environ.get("TAUBENCH_RETAIL_DIR", Path(__file__).resolve().parents[2] / "shared" / "taubench-retail"))
 
 
 def _bench_json(name: str) -> Any:

@@ -129,3 +129,13 @@ def _status(backend, order_id: str) -> str:
     import json
 
     return json.loads(backend.read("main", "get_order_details", {"order_id": order_id}))["status"]
+
+
+async def test_read_failure_is_a_reply_not_a_failed_workflow(temporal_env, settings):
+    async with running_worker(temporal_env, settings) as (client, _):
+        cid = await client.start_conversation("chat-no-store", store="no-such-store")
+        reply = await client.send_message(cid, f"Hi, my email is {EMAIL}")
+        assert reply.status == "active" and "can't reach our order system" in reply.text
+        state = await client.state(cid)
+        assert state.rejections[-1].rule == "tool-error" and "UnknownStore" in state.rejections[-1].reason
+        assert state.customer is None and state.turn == 1

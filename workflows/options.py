@@ -34,7 +34,7 @@ READ_RETRY = RetryPolicy(
     backoff_coefficient=2.0,
     maximum_interval=timedelta(seconds=5),
     maximum_attempts=6,
-    non_retryable_error_types=["UnknownTool", "InvalidArguments"],
+    non_retryable_error_types=["UnknownTool", "InvalidArguments", "UnknownStore", "IdempotencyKeyConflict"],
 )
 
 WRITE_RETRY = RetryPolicy(
@@ -42,7 +42,7 @@ WRITE_RETRY = RetryPolicy(
     backoff_coefficient=2.0,
     maximum_interval=timedelta(seconds=10),
     maximum_attempts=5,
-    non_retryable_error_types=["UnknownTool", "InvalidArguments"],
+    non_retryable_error_types=["UnknownTool", "InvalidArguments", "UnknownStore", "IdempotencyKeyConflict"],
 )
 """Safe only with the ledger: a retry with the same idempotency key returns the recorded result."""
 

@@ -10,6 +10,7 @@ conversation runs, and a fact pinned at turn 4 is still there at turn 30.
 from __future__ import annotations
 
 import json
+from functools import lru_cache
 from typing import Any
 
 from pydantic import BaseModel
@@ -75,8 +76,10 @@ def tool_catalogue() -> list[dict[str, Any]]:
     ]
 
 
+@lru_cache(maxsize=1)
 def render_system() -> str:
-    """Policy + tool catalogue + action guide. Identical for every call (cacheable)."""
+    """Policy + tool catalogue + action guide. Identical for every call, so it is built
+    once per process (JSON-schema generation is not free) and is prompt-cache friendly."""
     catalogue = json.dumps(tool_catalogue(), sort_keys=True, separators=(",", ":"))
     return (
         "You are the retail support assistant of statekeeper.\n\n## Policy\n"

@@ -111,15 +111,19 @@ class SupportWorkflow:
 
     @send_message.validator
     def _validate_message(self, message: UserMessage) -> None:
-        # Rejected updates never enter history: the state stays exactly as it was.
+        # A rejected update never enters history: the state stays exactly as it was.
         if not message.text.strip():
-            raise ValueError("message text is empty")
+            raise ApplicationError("message text is empty", type="InvalidMessage", non_retryable=True)
         size = len(message.text.encode("utf-8"))
         if size > MAX_USER_MESSAGE_BYTES:
-            raise ValueError(f"message is {size} bytes; the limit is {MAX_USER_MESSAGE_BYTES} bytes")
-        if not self._state.is_open() or self._cancel is not None:
-            raise ValueError(f"conversation {self._state.conversation_id} is {self._state.status.value}; "
-                             "start a new conversation")
+            raise ApplicationError(f"message is {size} bytes; the limit is {MAX_USER_MESSAGE_BYTES} bytes",
+                                   type="InvalidMessage", non_retryable=True)
+        if self._cancel is not None and self._state.is_open():
+            raise ApplicationError(f"conversation {self._state.conversation_id} is being cancelled; "
+                                   "start a new conversation", type="ConversationFinished", non_retryable=True)
+        if not self._state.is_open():
+            raise ApplicationError(f"conversation {self._state.conversation_id} is {self._state.status.value}; "
+                                   "start a new conversation", type="ConversationFinished", non_retryable=True)
 
     @workflow.signal
     def cancel(self, request: CancelRequest) -> None:
@@ -236,10 +240,7 @@ class SupportWorkflow:
                 summary=f"model proposes the next action (turn {state.turn})",
             )
         except ActivityError as err:
-            cause = err.cause
-            kind = cause.type if isinstance(cause, ApplicationError) else type(cause).__name__
-            message = cause.message if isinstance(cause, ApplicationError) else str(cause)
-            tr.reject(state, Rule.MALFORMED_OUTPUT.value, f"model call failed ({kind}): {message}"[:1000])
+            tr.reject(state, Rule.MALFORMED_OUTPUT.value, f"model call failed {_cause(err)}"[:1000])
             return None
         state.usage.model_calls += 1
         state.usage.input_tokens += result.input_tokens
@@ -261,7 +262,13 @@ class SupportWorkflow:
             return "YOU ARE BEING TRANSFERRED TO A HUMAN AGENT. PLEASE HOLD ON."
         call = action.tool
         if tool_class(call.name) == ToolClass.READ:
-            result = await self._read(call)
+            try:
+                result = await self._read(call)
+            except ActivityError as err:
+                # retries are exhausted (e.g. the database is down): keep the state, tell the user
+                reason = f"{call.name} failed: {_cause(err)}"
+                tr.reject(state, Rule.TOOL_ERROR.value, reason, _proposal(call))
+                return "Sorry, I can't reach our order system right now. Please try again in a moment."
             tr.apply_read_result(state, call, result.result)
             self._sync_search_attributes()
             return None
@@ -380,6 +387,14 @@ class SupportWorkflow:
             last = state.completed_operations[-1]
             lines.append(f"**Last write:** {last.tool} `{last.idempotency_key}` ok={last.ok}")
         workflow.set_current_details("\n\n".join(lines))
+
+
+def _cause(err: ActivityError) -> str:
+    """``(Type): message`` of an activity failure's cause, for rejection reasons."""
+    cause = err.cause
+    if isinstance(cause, ApplicationError):
+        return f"({cause.type}): {cause.message}"
+    return f"({type(cause).__name__}): {cause}"
 
 
 def _proposal(call: Any) -> dict[str, Any]:
