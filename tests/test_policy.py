@@ -84,6 +84,13 @@ def test_valid_writes_are_accepted_but_need_confirmation():
         assert_accepted(state, action, True)
 
 
+def test_like_for_like_replacement_is_accepted():
+    state = authenticated()
+    old, _ = other_variant(DELIVERED)
+    assert_accepted(state, call("exchange_delivered_order_items", order_id=DELIVERED, item_ids=[old],
+                                new_item_ids=[old], payment_method_id=CARD), True)
+
+
 def test_execution_with_the_users_yes_to_the_same_detail_is_accepted():
     state = authenticated()
     c = make_tool_call("cancel_pending_order", {"order_id": PENDING, "reason": "no longer needed"})
@@ -160,8 +167,8 @@ def _adversarial():
         # exchange / modify only to an available variant of the same product
         ("auth", call("exchange_delivered_order_items", order_id=DELIVERED, item_ids=[old_d],
                       new_item_ids=[other_product_item], payment_method_id=CARD), Rule.SAME_PRODUCT_VARIANT),
-        ("auth", call("exchange_delivered_order_items", order_id=DELIVERED, item_ids=[old_d], new_item_ids=[old_d],
-                      payment_method_id=CARD), Rule.SAME_PRODUCT_VARIANT),
+        ("auth", call("exchange_delivered_order_items", order_id=DELIVERED, item_ids=[old_d, old_d],
+                      new_item_ids=[new_d, new_d], payment_method_id=CARD), Rule.SAME_PRODUCT_VARIANT),
         ("auth", call("exchange_delivered_order_items", order_id=DELIVERED, item_ids=[old_d, old_d],
                       new_item_ids=[new_d], payment_method_id=CARD), Rule.SAME_PRODUCT_VARIANT),
         ("auth", call("modify_pending_order_items", order_id=PENDING, item_ids=[old_p],

@@ -217,9 +217,8 @@ def _check_item_change(state: ConversationState, order: OrderFact, args: dict[st
         _require(variant is not None, Rule.SAME_PRODUCT_VARIANT,
                  f"item {new_id} is not a variant of {old.name} (product {old.product_id})")
         assert variant is not None
+        # The same variant is allowed: a like-for-like replacement within an item change.
         _require(variant.available, Rule.SAME_PRODUCT_VARIANT, f"item {new_id} is not available")
-        _require(new_id != old_id, Rule.SAME_PRODUCT_VARIANT,
-                 f"item {new_id} is the same variant as the one in the order")
         difference += variant.price - old.price
     _require_gift_card_covers(state, args["payment_method_id"], round(difference, 2),
                               Rule.PRICE_DIFFERENCE_PAYMENT, "the price difference")

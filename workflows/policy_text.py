@@ -28,8 +28,8 @@ POLICY_CLAUSES: dict[str, str] = {
     "the original; a gift card must cover the order total.",
     "item-change-once": "Item modification (pending order) and exchange (delivered order) can each "
     "be done once per order; collect every item first.",
-    "same-product-variant": "An item can only change to a different, available variant of the same "
-    "product.",
+    "same-product-variant": "An item can only change to an available variant of the same product "
+    "(choosing the variant it already is means a like-for-like replacement); never to another product.",
     "price-difference-payment": "Item changes need one of the customer's payment methods for the "
     "price difference; a gift card must cover the difference.",
     "return-delivered-only": "Only a delivered order can be returned, and only items in that order. "

@@ -23,7 +23,7 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError
 
 from activities.retail import load_data
-from activities.retail.hashing import data_hash
+from activities.retail.hashing import DocumentHasher
 from activities.retail.schema import (
     STORE_TABLES,
     Base,
@@ -181,6 +181,7 @@ class RetailBackend:
         self._pg = engine.dialect.name == "postgresql"
         self._insert = sqlite.insert if self._sqlite else postgresql.insert
         self._template_ready = False
+        self._hasher = DocumentHasher()
         self.after_commit_hook: Callable[[str, str, WriteOutcome], None] | None = None
         if self._sqlite:
             _install_sqlite_events(engine)
@@ -509,5 +510,14 @@ class RetailBackend:
         return out
 
     def hash(self, store: str) -> str:
-        """The benchmark's data hash of the store (see :func:`hashing.data_hash`)."""
-        return data_hash(self.export(store))
+        """The benchmark's data hash of the store (see :func:`hashing.data_hash`),
+        computed from the stored JSON text with a per-document memo (same result)."""
+        with self._tx(write=False) as conn:
+            self._require(conn, store)
+            sections: dict[str, list[tuple[str, str]]] = {}
+            for name, table in (("orders", _orders), ("products", _products), ("users", _users)):
+                key = table.c[f"{name[:-1]}_id"]
+                raw = sa.type_coerce(table.c.doc, sa.Text)
+                query = sa.select(key, raw).where(table.c.store == store)
+                sections[name] = [(row[0], row[1]) for row in conn.execute(query)]
+        return self._hasher.hash(sections)
