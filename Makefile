@@ -1,6 +1,8 @@
 # statekeeper developer entry points. Everything runs from the project venv (.venv).
 #   make venv    create .venv and install the project with its test extras (idempotent)
-#   make demo    run the dev τ-bench tasks offline (embedded Temporal + worker), then the Web UI hint
+#   make demo    start the embedded Temporal server + worker in the background, run the 20 dev
+#                τ-bench tasks offline, print the summary and the Web UI URL
+#   make stop    stop the background server started by make demo
 #   make test    the test suite
 #   make bench   the τ-bench runner with a JSON report (override BENCH_TASKS for more tasks)
 #   make clean   build/test caches; make distclean also removes .venv and local data
@@ -12,14 +14,14 @@ STAMP := $(VENV)/.installed
 
 DEMO_TASKS ?= activities/retail/data/tasks_dev.json
 BENCH_TASKS ?= activities/retail/data/tasks_dev.json
-BENCH_CONCURRENCY ?= 4
+BENCH_CONCURRENCY ?= 8
 BENCH_REPORT ?= bench/taubench-report.json
 # Same defaults as settings.py; make sees STATEKEEPER_* from the environment.
 STATEKEEPER_UI_PORT ?= 8233
 STATEKEEPER_TEMPORAL_NAMESPACE ?= default
 UI_URL ?= http://127.0.0.1:$(STATEKEEPER_UI_PORT)/namespaces/$(STATEKEEPER_TEMPORAL_NAMESPACE)/workflows
 
-.PHONY: venv demo test bench clean distclean
+.PHONY: venv demo stop test bench clean distclean
 
 venv: $(STAMP)
 
@@ -29,16 +31,17 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -e '.[test]'
 	touch $(STAMP)
 
-# The CLI starts an embedded Temporal dev server (with the Web UI) and a worker when
-# no server is reachable. A failed task still prints the hint, then fails the target.
+# Starts the embedded Temporal dev server (Web UI) and a worker in the background
+# (`statekeeper dev --detach`, kept running so the Web UI can be browsed afterwards;
+# `make stop` ends it), then runs the τ-bench tasks with one more in-process worker.
 demo: venv
-	@echo "statekeeper demo: τ-bench tasks from $(DEMO_TASKS), offline model unless ANTHROPIC_API_KEY is set"
-	@status=0; $(BIN)/statekeeper taubench --tasks $(DEMO_TASKS) || status=$$?; \
-	echo ""; \
-	echo "Temporal Web UI: $(UI_URL)"; \
-	echo "  (the embedded server stops with the demo; run '$(BIN)/statekeeper dev' in another"; \
-	echo "   terminal first to keep it and browse the workflows, their search attributes and state)"; \
-	exit $$status
+	@echo "statekeeper demo: τ-bench tasks from $(DEMO_TASKS), offline stand-in model unless ANTHROPIC_API_KEY is set"
+	$(BIN)/statekeeper dev --detach
+	$(BIN)/statekeeper taubench --tasks $(DEMO_TASKS) --concurrency $(BENCH_CONCURRENCY)
+	@echo "Temporal Web UI: $(UI_URL)  (still running; stop it with 'make stop')"
+
+stop: venv
+	$(BIN)/statekeeper stop
 
 test: venv
 	$(BIN)/pytest -q

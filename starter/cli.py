@@ -28,9 +28,17 @@ def _ui_url(settings: Settings) -> str:
 
 
 @app.command()
-def dev() -> None:
+def dev(detach: bool = typer.Option(False, "--detach", help="Run in the background; stop with `statekeeper stop`.")) -> None:
     """Run the embedded Temporal dev server (SQLite, Web UI) and a worker until Ctrl-C."""
     settings = Settings()
+    if detach:
+        from starter.background import start_detached
+
+        pid = start_detached(settings)
+        console.print(f"[green]statekeeper dev[/] running in the background (pid {pid}); "
+                      f"Web UI {_ui_url(settings)}; logs in {settings.data_dir / 'dev.log'}; "
+                      "stop it with `statekeeper stop`.")
+        return
 
     async def main() -> None:
         async with runtime(settings) as rt:
@@ -42,6 +50,15 @@ def dev() -> None:
 
     with _interruptible():
         asyncio.run(main())
+
+
+@app.command()
+def stop() -> None:
+    """Stop a `statekeeper dev --detach` started from this directory."""
+    from starter.background import stop_detached
+
+    settings = Settings()
+    console.print("stopped." if stop_detached(settings) else "no background `statekeeper dev` is running.")
 
 
 @app.command()
@@ -117,7 +134,7 @@ def taubench(
         console.print(f"[red]{err}[/]")
         raise typer.Exit(2)
 
-    async def main() -> dict:
+    async def main() -> tuple[dict, bool]:
         async with runtime(settings) as rt:
             runner = TauBenchRunner(StatekeeperClient(rt.client, settings.task_queue), rt.backend,
                                     write_timeout_seconds=settings.write_timeout_seconds, keep_stores=keep_stores)
@@ -133,10 +150,10 @@ def taubench(
                     progress.update(bar, advance=1, passed=passed)
 
                 report = await runner.run(task_list, concurrency=concurrency, progress=advance)
-            return report_json(report)
+            return report_json(report), rt.started_server
 
-    result = asyncio.run(main())
-    _print_report(result, settings)
+    result, started_server = asyncio.run(main())
+    _print_report(result, settings, started_server)
     if json_out:
         json_out.write_text(json.dumps(result, indent=2))
         console.print(f"report written to {json_out}")
@@ -144,7 +161,7 @@ def taubench(
         raise typer.Exit(1)
 
 
-def _print_report(result: dict, settings: Settings) -> None:
+def _print_report(result: dict, settings: Settings, started_server: bool) -> None:
     failed = [t for t in result["tasks"] if not t["passed"]]
     if failed:
         table = Table(title="Failed tasks")
@@ -168,8 +185,11 @@ def _print_report(result: dict, settings: Settings) -> None:
     table.add_row(str(s["total"]), f"{s['passed']} ({100 * s['passed'] / max(1, s['total']):.1f}%)",
                   str(s["hash_match"]), str(s["writes"]), str(s["duplicate_writes"]), f"{s['seconds']:.1f}")
     console.print(table)
-    console.print(f"Web UI: {_ui_url(settings)}  (the embedded server stops with this command; "
-                  "run `statekeeper dev` to keep it)")
+    if started_server:
+        console.print(f"Web UI: {_ui_url(settings)} was up during the run; the embedded server stopped with it. "
+                      "Run `statekeeper dev --detach` first to keep it.")
+    else:
+        console.print(f"Web UI: {_ui_url(settings)}  (search e.g. WorkflowType=\"SupportWorkflow\" or CustomerId)")
 
 
 class _interruptible:

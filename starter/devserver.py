@@ -52,7 +52,9 @@ def dev_server_command(settings: Settings, db_file: Optional[Path]) -> list[str]
     cmd = [str(temporal_binary()), "server", "start-dev", "--ip", host, "--port", str(port),
            "--ui-port", str(settings.ui_port), "--log-level", "error"]
     if db_file is not None:
-        cmd += ["--db-filename", str(db_file)]
+        # WAL + synchronous=normal: durable across process crashes, ~2x fewer fsyncs than the default
+        cmd += ["--db-filename", str(db_file), "--sqlite-pragma", "journal_mode=wal",
+                "--sqlite-pragma", "synchronous=normal"]
     for key in SEARCH_ATTRIBUTES:
         cmd += ["--search-attribute", f"{key.name}=Keyword"]
     return cmd

@@ -1,0 +1,79 @@
+"""The τ-bench runner end to end: the 20 dev tasks on a real Temporal server, and the
+real CLI (its own embedded server) on a task file with reads, calculate and outputs."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+from activities.retail import load_data
+from activities.retail.hashing import data_hash
+from activities.retail.tools import run_tool
+from starter.client import StatekeeperClient
+from starter.taubench import TauBenchRunner, load_tasks
+from tests.workflow_harness import running_worker
+
+ROOT = Path(__file__).resolve().parent.parent
+DEV_TASKS = ROOT / "activities" / "retail" / "data" / "tasks_dev.json"
+
+
+async def test_all_20_dev_tasks_pass_with_no_duplicate_writes(temporal_env, settings):
+    tasks = load_tasks(DEV_TASKS)
+    assert len(tasks) == 20
+    async with running_worker(temporal_env, settings) as (client, backend):
+        report = await TauBenchRunner(client, backend, run_id="dev").run(tasks, concurrency=8)
+    failures = [(t.task_index, t.reason) for t in report.tasks if not t.passed]
+    assert failures == []
+    assert report.summary.passed == 20 and report.summary.duplicate_writes == 0
+    assert report.summary.writes == sum(len(t.actions) for t in tasks)  # dev tasks list only writes
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _task_with_reads_and_outputs() -> dict:
+    """A task in the richer τ-bench format: reads, calculate, and expected outputs."""
+    data = load_data()
+    user_id = "raj_sanchez_2970"
+    email = data["users"][user_id]["email"]
+    actions = [
+        {"name": "find_user_id_by_email", "kwargs": {"email": email}},
+        {"name": "get_order_details", "kwargs": {"order_id": "#W7736708"}},
+        {"name": "calculate", "kwargs": {"expression": "(100 - 25.5) * 2"}},
+        {"name": "cancel_pending_order", "kwargs": {"order_id": "#W4566809", "reason": "ordered by mistake"}},
+    ]
+    for action in actions:
+        run_tool(data, action["name"], action["kwargs"])
+    return {"user_id": user_id, "actions": actions, "instruction": "", "outputs": ["149.0"],
+            "task_index": 7, "gt_data_hash": data_hash(data)}
+
+
+def test_cli_runs_a_task_file_with_reads_and_outputs_and_writes_the_json_report(tmp_path):
+    task_file = tmp_path / "tasks.json"
+    task = _task_with_reads_and_outputs()
+    wrong = dict(task, task_index=8, gt_data_hash="0" * 64, outputs=["a figure nobody said"])
+    task_file.write_text(json.dumps([task, wrong]))
+    env = dict(os.environ, STATEKEEPER_TEMPORAL_ADDRESS=f"127.0.0.1:{_free_port()}",
+               STATEKEEPER_UI_PORT=str(_free_port()), STATEKEEPER_DATA_DIR=str(tmp_path / "data"))
+    env.pop("ANTHROPIC_API_KEY", None)
+    out = tmp_path / "out.json"
+    proc = subprocess.run([sys.executable, "-m", "starter.cli", "taubench", "--tasks", str(task_file),
+                           "--json", str(out)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 1, proc.stdout + proc.stderr  # one task is meant to fail
+    report = json.loads(out.read_text())
+    assert set(report["summary"]) == {"total", "passed", "hash_match", "writes", "duplicate_writes", "seconds"}
+    assert report["summary"]["total"] == 2 and report["summary"]["passed"] == 1
+    good, bad = report["tasks"]
+    assert set(good) >= {"task_index", "passed", "hash_match", "outputs_match", "reason", "writes",
+                         "duplicate_writes", "seconds"}
+    assert good["passed"] and good["outputs_match"] and good["writes"] == 1 and good["duplicate_writes"] == 0
+    assert not bad["passed"] and not bad["hash_match"] and not bad["outputs_match"]
+    assert "a figure nobody said" in bad["reason"]
+    assert "τ-bench summary" in proc.stdout and "Failed tasks" in proc.stdout
