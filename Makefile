@@ -4,7 +4,7 @@
 #                τ-bench tasks offline, print the summary and the Web UI URL
 #   make stop    stop the background server started by make demo
 #   make test    the test suite
-#   make bench   the τ-bench runner with a JSON report (override BENCH_TASKS for more tasks)
+#   make bench   prompt-size and write-path benchmarks, then the τ-bench runner with a JSON report
 #   make clean   build/test caches; make distclean also removes .venv and local data
 
 PYTHON ?= python3
@@ -47,6 +47,8 @@ test: venv
 	$(BIN)/pytest -q
 
 bench: venv
+	$(BIN)/python bench/prompt_size.py
+	$(BIN)/python bench/write_path.py
 	@mkdir -p $(dir $(BENCH_REPORT))
 	$(BIN)/statekeeper taubench --tasks $(BENCH_TASKS) --concurrency $(BENCH_CONCURRENCY) --json $(BENCH_REPORT)
 
