@@ -14,6 +14,7 @@ from activities.llm.offline_server import offline_brain
 from starter.client import ConversationError
 from tests.policy_fixtures import CUSTOMER, DELIVERED, EMAIL, PENDING, other_customer_order
 from tests.workflow_harness import running_worker
+from workflows.options import CUSTOMER_ID, ORDER_ID, STEP
 
 
 async def test_chat_cancels_an_order_after_explicit_yes(temporal_env, settings):
@@ -34,6 +35,13 @@ async def test_chat_cancels_an_order_after_explicit_yes(temporal_env, settings):
         assert [s.status.value for s in state.steps] == ["done"]
         ledger = backend.ledger_entries("main")
         assert len(ledger) == 1 and backend.duplicate_writes("main") == 0
+        # operators find the conversation and its refund by business identity
+        description = await temporal_env.client.get_workflow_handle(f"support-{cid}").describe()
+        attrs = description.typed_search_attributes
+        assert attrs.get(CUSTOMER_ID) == CUSTOMER and attrs.get(ORDER_ID) == PENDING and attrs.get(STEP) == "active"
+        child = await temporal_env.client.get_workflow_handle(op.child_workflow_id).describe()
+        assert child.typed_search_attributes.get(STEP) == "done"
+        assert child.typed_search_attributes.get(ORDER_ID) == PENDING
 
 
 async def test_user_no_leaves_the_data_unchanged(temporal_env, settings):

@@ -96,7 +96,7 @@ class SupportWorkflow:
         self._replies: dict[int, AssistantReply] = {}
         self._next_message_id = 0
         self._cancel: Optional[CancelRequest] = None
-        self._published_step: Optional[str] = None
+        self._published: dict[str, str] = {}
 
     # --- message passing ------------------------------------------------------
 
@@ -229,7 +229,7 @@ class SupportWorkflow:
 
     async def _propose(self) -> Optional[ModelResult]:
         state = self._state
-        self._publish("model")
+        self._publish("model proposing the next action")
         try:
             result = await workflow.execute_activity(
                 "propose_action",
@@ -270,14 +270,13 @@ class SupportWorkflow:
                 tr.reject(state, Rule.TOOL_ERROR.value, reason, _proposal(call))
                 return "Sorry, I can't reach our order system right now. Please try again in a moment."
             tr.apply_read_result(state, call, result.result)
-            self._sync_search_attributes()
             return None
         operation_id = str(workflow.uuid4())
         detail = describe(state, call)
         state.pending_confirmation = PendingConfirmation(operation_id=operation_id, call=call, detail=detail,
                                                          digest=call_digest(call), proposed_turn=state.turn)
         tr.start_step(state, operation_id, call.name, detail, operation_id=operation_id)
-        self._publish("awaiting_confirmation")
+        self._publish()
         return confirmation_prompt(detail)
 
     async def _read(self, call: Any) -> ToolResult:
@@ -297,7 +296,7 @@ class SupportWorkflow:
         for step in state.steps:
             if step.step_id == operation_id:
                 step.status = StepStatus.RUNNING
-        self._publish(call.name)
+        self._publish()
         child_id: Optional[str] = None
         try:
             if call.name in REFUND_TOOLS:
@@ -360,25 +359,35 @@ class SupportWorkflow:
 
     # --- visibility -------------------------------------------------------------
 
-    def _sync_search_attributes(self) -> None:
+    def _sync_search_attributes(self, step: str) -> None:
+        """Upsert only the search attributes whose value changed: each upsert is a
+        history event and a visibility write."""
         state = self._state
-        updates = []
+        wanted = {STEP: step}
         if state.customer is not None:
-            updates.append(CUSTOMER_ID.value_set(state.customer.user_id))
+            wanted[CUSTOMER_ID] = state.customer.user_id
         if state.orders:
-            updates.append(ORDER_ID.value_set(list(state.orders)[-1]))
-        if updates:
-            workflow.upsert_search_attributes(updates)
+            wanted[ORDER_ID] = list(state.orders)[-1]
+        changed = [key.value_set(value) for key, value in wanted.items() if self._published.get(key.name) != value]
+        if changed:
+            workflow.upsert_search_attributes(changed)
+            self._published.update({key.name: value for key, value in wanted.items()})
 
-    def _publish(self, step: Optional[str] = None) -> None:
+    def _business_step(self) -> str:
         state = self._state
-        current = step or (state.current_step().name if state.current_step() else state.status.value)
-        if current != self._published_step:
-            # each upsert is a history event: only record real step changes
-            workflow.upsert_search_attributes([STEP.value_set(current)])
-            self._published_step = current
+        if state.pending_confirmation is not None:
+            return "awaiting_confirmation"
+        running = [step for step in state.steps if step.status == StepStatus.RUNNING]
+        return running[-1].name if running else state.status.value
+
+    def _publish(self, activity: Optional[str] = None) -> None:
+        """Refresh the UI's current details and the ``Step`` search attribute (the business
+        step; what the workflow is doing right now, e.g. asking the model, is details only)."""
+        state = self._state
+        step = self._business_step()
+        self._sync_search_attributes(step)
         lines = [f"**Conversation** `{state.conversation_id}` — {state.status.value}, turn {state.turn}",
-                 f"**Current step:** {current}"]
+                 f"**Current step:** {step}" + (f" ({activity})" if activity else "")]
         if state.customer:
             lines.append(f"**Customer:** {state.customer.user_id}")
         if state.pending_confirmation:
