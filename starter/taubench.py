@@ -153,6 +153,8 @@ class TauBenchRunner:
             state = await self._client.state(conversation_id)
         except ConversationError as err:
             error = f"conversation error: {err}"
+        except Exception as err:  # noqa: BLE001 - one broken task must not abort the whole run
+            error = f"{type(err).__name__}: {err}"
         data_hash = await asyncio.to_thread(self._backend.hash, store)
         ledger = await asyncio.to_thread(self._backend.ledger_entries, store)
         duplicates = await asyncio.to_thread(self._backend.duplicate_writes, store)
