@@ -68,7 +68,8 @@ class ThinkArgs(_Args):
     thought: str = Field(max_length=4000)
 
 
-CancelReason = Literal["no longer needed", "ordered by mistake"]
+CANCEL_REASONS = ("no longer needed", "ordered by mistake")
+"""The only cancellation reasons (policy clause cancel-pending-only; the benchmark tool checks them too)."""
 
 
 class CancelPendingOrderArgs(_Args):

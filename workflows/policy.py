@@ -14,10 +14,8 @@ from typing import Any, Optional
 
 from pydantic import BaseModel
 
-from workflows.actions import ToolClass, call_arguments, call_digest, tool_class
+from workflows.actions import CANCEL_REASONS, ToolClass, call_arguments, call_digest, tool_class
 from workflows.state import Confirmation, ConversationState, OrderFact, PendingConfirmation
-
-CANCEL_REASONS = ("no longer needed", "ordered by mistake")
 
 
 class Rule(str, Enum):

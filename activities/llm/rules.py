@@ -24,6 +24,7 @@ import json
 import re
 from typing import Any, Optional
 
+from workflows.actions import CANCEL_REASONS
 from activities.llm.scripted import facts, observation_of, rejection_for, reply, tool_call, tried
 
 CAPABILITIES = (
@@ -33,7 +34,6 @@ CAPABILITIES = (
 )
 IDENTIFY = "Before I can help, please tell me your email address, or your first name, last name and zip code."
 STATUS_PREFIX = "Status of order"
-CANCEL_REASONS = ("no longer needed", "ordered by mistake")
 MALFORMED_OUTPUT = "malformed-model-output"  # workflows.policy.Rule.MALFORMED_OUTPUT
 USER_DECLINED = "user-declined"  # workflows.policy.Rule.USER_DECLINED: the user said no, or changed the subject
 BYE = re.compile(r"\b(bye|goodbye|that's all|that is all|nothing else|no thanks)\b")

@@ -19,25 +19,18 @@ import ast
 import copy
 import json
 import operator
-from enum import Enum
 from typing import Any, Callable
 
+from workflows.actions import CANCEL_REASONS, ToolClass
+from workflows.actions import TOOL_CLASS as MODEL_TOOL_CLASS
+
 Data = dict[str, dict[str, Any]]
-
-
-class ToolClass(str, Enum):
-    """How a tool touches the system of record (decides retry and confirmation)."""
-
-    READ = "read"
-    REVERSIBLE_WRITE = "reversible_write"
-    IRREVERSIBLE_WRITE = "irreversible_write"
 
 
 class UnknownToolError(KeyError):
     """Raised by :func:`run_tool` for a name that is not one of the 16 retail tools."""
 
 
-CANCEL_REASONS = ("no longer needed", "ordered by mistake")
 
 
 def _address(address1, address2, city, state, country, zip) -> dict[str, str]:
@@ -455,25 +448,7 @@ TOOLS: dict[str, Callable[..., str]] = {
     )
 }
 
-_R, _RW, _IW = ToolClass.READ, ToolClass.REVERSIBLE_WRITE, ToolClass.IRREVERSIBLE_WRITE
-TOOL_CLASS: dict[str, ToolClass] = {
-    "find_user_id_by_email": _R,
-    "find_user_id_by_name_zip": _R,
-    "get_user_details": _R,
-    "get_order_details": _R,
-    "get_product_details": _R,
-    "list_all_product_types": _R,
-    "calculate": _R,
-    "think": _R,
-    "modify_pending_order_address": _RW,
-    "modify_user_address": _RW,
-    "cancel_pending_order": _IW,
-    "modify_pending_order_items": _IW,
-    "modify_pending_order_payment": _IW,
-    "return_delivered_order_items": _IW,
-    "exchange_delivered_order_items": _IW,
-    "transfer_to_human_agents": _IW,
-}
+TOOL_CLASS: dict[str, ToolClass] = {**MODEL_TOOL_CLASS, "transfer_to_human_agents": ToolClass.IRREVERSIBLE_WRITE}
 """Every tool's class. A reversible write can be undone by another call of the same
 tool; irreversible ones move money, change status for good, or hand off to a human."""
 
