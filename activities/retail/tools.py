@@ -203,6 +203,19 @@ def _price_difference(
     return diff_price, None
 
 
+def _item_change_difference(
+    data: Data, order: dict, item_ids: list[str], new_item_ids: list[str]
+) -> tuple[float, str | None]:
+    """The checks modify-items and exchange share, in the benchmark's order: items in the
+    order, equal list lengths, then the (unrounded) price difference of the new items."""
+    missing = _missing_item(order, item_ids)
+    if missing is not None:
+        return 0.0, f"Error: {missing} not found"
+    if len(item_ids) != len(new_item_ids):
+        return 0.0, "Error: the number of items to be exchanged should match"
+    return _price_difference(data, order, item_ids, new_item_ids)
+
+
 def _add_balance(payment_method: dict, amount: float) -> None:
     payment_method["balance"] += amount
     payment_method["balance"] = round(payment_method["balance"], 2)
@@ -268,18 +281,12 @@ def modify_pending_order_items(
     order, error = _pending_order(data, order_id, "modified")
     if error:
         return error
-    missing = _missing_item(order, item_ids)
-    if missing is not None:
-        return f"Error: {missing} not found"
-    if len(item_ids) != len(new_item_ids):
-        return "Error: the number of items to be exchanged should match"
-    diff_price, error = _price_difference(data, order, item_ids, new_item_ids)
+    diff_price, error = _item_change_difference(data, order, item_ids, new_item_ids)
     if error:
         return error
-    methods = data["users"][order["user_id"]]["payment_methods"]
-    if payment_method_id not in methods:
+    payment_method = data["users"][order["user_id"]]["payment_methods"].get(payment_method_id)
+    if payment_method is None:
         return "Error: payment method not found"
-    payment_method = methods[payment_method_id]
     if payment_method["source"] == "gift_card" and payment_method["balance"] < diff_price:
         return "Error: insufficient gift card balance to pay for the new item"
 
@@ -396,19 +403,13 @@ def exchange_delivered_order_items(
     order, error = _delivered_order(data, order_id, "exchanged")
     if error:
         return error
-    missing = _missing_item(order, item_ids)
-    if missing is not None:
-        return f"Error: {missing} not found"
-    if len(item_ids) != len(new_item_ids):
-        return "Error: the number of items to be exchanged should match"
-    diff_price, error = _price_difference(data, order, item_ids, new_item_ids)
+    diff_price, error = _item_change_difference(data, order, item_ids, new_item_ids)
     if error:
         return error
     diff_price = round(diff_price, 2)
-    methods = data["users"][order["user_id"]]["payment_methods"]
-    if payment_method_id not in methods:
+    payment_method = data["users"][order["user_id"]]["payment_methods"].get(payment_method_id)
+    if payment_method is None:
         return "Error: payment method not found"
-    payment_method = methods[payment_method_id]
     if payment_method["source"] == "gift_card" and payment_method["balance"] < diff_price:
         return "Error: insufficient gift card balance to pay for the price difference"
     order["status"] = "exchange requested"
