@@ -188,7 +188,12 @@ class TauBenchRunner:
 
         async def one(task: Task) -> TaskResult:
             async with gate:
-                result = await self.run_task(task)
+                try:
+                    result = await self.run_task(task)
+                except Exception as err:  # noqa: BLE001 - e.g. the database failed while grading
+                    result = TaskResult(task_index=task.task_index, passed=False, hash_match=False,
+                                        outputs_match=False, reason=f"runner error: {type(err).__name__}: {err}",
+                                        writes=0, duplicate_writes=0, seconds=0.0)
             if progress is not None:
                 progress(result)
             return result

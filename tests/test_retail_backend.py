@@ -378,11 +378,17 @@ def test_dev_tasks_replay_through_postgres(pg_url):
     b.engine.dispose()
 
 
-def test_memoised_hash_equals_the_benchmark_formula_after_writes(tmp_path):
-    backend = RetailBackend(make_engine(f"sqlite:///{tmp_path / 'h.sqlite'}"))
+@pytest.mark.parametrize("database", ["sqlite", "postgresql"])
+def test_memoised_hash_equals_the_benchmark_formula_after_writes(tmp_path, database, request):
+    url = f"sqlite:///{tmp_path / 'h.sqlite'}" if database == "sqlite" else request.getfixturevalue("pg_url")
+    backend = RetailBackend(make_engine(url))
     backend.create_schema()
-    backend.seed_store("h")
-    assert backend.hash("h") == data_hash(backend.export("h"))
-    backend.write("h", "cancel_pending_order", {"order_id": "#W5442520", "reason": "no longer needed"}, "k1")
-    assert backend.hash("h") == data_hash(backend.export("h"))
-    assert backend.hash("h") == backend.hash("h")  # memo hit path
+    store = f"h{uuid.uuid4().hex[:8]}"
+    backend.seed_store(store)
+    try:
+        assert backend.hash(store) == data_hash(backend.export(store)) == INITIAL_HASH
+        backend.write(store, "cancel_pending_order", {"order_id": "#W5442520", "reason": "no longer needed"}, "k1")
+        assert backend.hash(store) == data_hash(backend.export(store)) != INITIAL_HASH
+        assert backend.hash(store) == backend.hash(store)  # memo hit path
+    finally:
+        backend.drop_store(store)

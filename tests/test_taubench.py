@@ -77,3 +77,15 @@ def test_cli_runs_a_task_file_with_reads_and_outputs_and_writes_the_json_report(
     assert not bad["passed"] and not bad["hash_match"] and not bad["outputs_match"]
     assert "a figure nobody said" in bad["reason"]
     assert "τ-bench summary" in proc.stdout and "Failed tasks" in proc.stdout
+
+
+async def test_dev_tasks_on_postgresql(temporal_env, settings):
+    """The same conversations with PostgreSQL as the system of record (row locks, ledger)."""
+    from tests.conftest import POSTGRES_URL
+
+    pg_settings = settings.model_copy(update={"database_url": POSTGRES_URL})
+    tasks = load_tasks(DEV_TASKS)[:8]
+    async with running_worker(temporal_env, pg_settings) as (client, backend):
+        report = await TauBenchRunner(client, backend, run_id=f"pg{os.getpid()}").run(tasks, concurrency=8)
+    assert [(t.task_index, t.reason) for t in report.tasks if not t.passed] == []
+    assert report.summary.duplicate_writes == 0

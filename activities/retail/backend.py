@@ -517,7 +517,7 @@ class RetailBackend:
             sections: dict[str, list[tuple[str, str]]] = {}
             for name, table in (("orders", _orders), ("products", _products), ("users", _users)):
                 key = table.c[f"{name[:-1]}_id"]
-                raw = sa.type_coerce(table.c.doc, sa.Text)
+                raw = sa.cast(table.c.doc, sa.Text)  # the stored JSON text, on SQLite and PostgreSQL
                 query = sa.select(key, raw).where(table.c.store == store)
                 sections[name] = [(row[0], row[1]) for row in conn.execute(query)]
         return self._hasher.hash(sections)
