@@ -147,3 +147,33 @@ async def test_read_failure_is_a_reply_not_a_failed_workflow(temporal_env, setti
         state = await client.state(cid)
         assert state.rejections[-1].rule == "tool-error" and "UnknownStore" in state.rejections[-1].reason
         assert state.customer is None and state.turn == 1
+
+
+async def test_return_emails_the_customer_exactly_once(temporal_env, settings):
+    async with running_worker(temporal_env, settings) as (client, backend):
+        cid = await client.start_conversation("chat-return")
+        await client.send_message(cid, f"Hi, my email is {EMAIL}")
+        reply = await client.send_message(cid, f"I want to return all items of order {DELIVERED}")
+        assert reply.awaiting_confirmation and "Return from order" in reply.awaiting_confirmation
+        await client.send_message(cid, "yes")
+        assert _status(backend, DELIVERED) == "return requested"
+        [message] = backend.outbox_messages("main")
+        assert message["to_email"] == EMAIL and DELIVERED in message["subject"]
+        assert len(backend.ledger_entries("main")) == 1
+
+
+async def test_transfer_opens_one_ticket_and_ends_the_conversation(temporal_env, settings):
+    def brain(view: dict) -> dict:
+        if view["customer"] is None:
+            return {"kind": "tool_call", "tool": {"name": "find_user_id_by_email", "arguments": {"email": EMAIL}}}
+        return {"kind": "transfer_to_human", "summary": "customer wants to dispute a charge"}
+
+    async with running_worker(temporal_env, settings, brain=brain) as (client, backend):
+        cid = await client.start_conversation("chat-transfer")
+        reply = await client.send_message(cid, f"I need a human, my email is {EMAIL}")
+        assert reply.status == "transferred" and "TRANSFERRED" in reply.text
+        [ticket] = backend.tickets("main")
+        assert ticket["user_id"] == CUSTOMER and "dispute" in ticket["summary"]
+        with pytest.raises(ConversationError) as err:
+            await client.send_message(cid, "hello?")
+        assert err.value.kind == "finished"
