@@ -112,6 +112,9 @@ class SupportInput(BaseModel):
     conversation_id: str
     store: str = "main"
     write_timeout_seconds: float = 30.0
+    max_turns_per_run: int = 500
+    """Continue-as-new after this many user turns in one run (or earlier, when Temporal
+    suggests it because the history is large); the state carries over whole."""
     state: Optional["ConversationState"] = None
 
 

@@ -97,6 +97,7 @@ class SupportWorkflow:
         self._next_message_id = 0
         self._cancel: Optional[CancelRequest] = None
         self._published: dict[str, str] = {}
+        self._turns_this_run = 0
 
     # --- message passing ------------------------------------------------------
 
@@ -150,11 +151,13 @@ class SupportWorkflow:
             tr.add_turn(self._state, Role.ASSISTANT, reply_text)
             self._replies[inbound.message_id] = self._reply(reply_text)
             self._publish()
-            if self._state.is_open() and not self._inbox and workflow.info().is_continue_as_new_suggested():
+            self._turns_this_run += 1
+            if self._state.is_open() and not self._inbox and (
+                workflow.info().is_continue_as_new_suggested() or self._turns_this_run >= inp.max_turns_per_run
+            ):
+                # the history, not the state, is what grows: start a fresh run with the same state
                 await workflow.wait_condition(workflow.all_handlers_finished)
-                workflow.continue_as_new(SupportInput(conversation_id=inp.conversation_id, store=inp.store,
-                                                      write_timeout_seconds=inp.write_timeout_seconds,
-                                                      state=self._state))
+                workflow.continue_as_new(inp.model_copy(update={"state": self._state}))
         for pending in self._inbox:
             self._replies[pending.message_id] = self._reply(f"The conversation is {self._state.status.value}.")
         self._inbox.clear()
