@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from tests.policy_fixtures import PENDING, authenticated, read
+from tests.policy_fixtures import PENDING, authenticated, data
 from workflows import transitions as tr
 from workflows.actions import make_tool_call, parse_proposed_action
 from workflows.confirm import describe, is_no, is_yes
@@ -91,7 +91,7 @@ def test_breaker_cancel_detail_after_payment_change_states_the_refund_truthfully
     'The full amount of <total> is refunded to the original payment method.' and the
     policy accepts the cancel."""
     state = authenticated()
-    order = json.loads(json.dumps(read.__globals__["data"]()["orders"][PENDING]))
+    order = json.loads(json.dumps(data()["orders"][PENDING]))
     amount = order["payment_history"][0]["amount"]
     order["payment_history"] += [
         {"transaction_type": "payment", "amount": amount, "payment_method_id": "gift_card_2259499"},

@@ -9,17 +9,15 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-import time
 import uuid
 
 import pytest
-import sqlalchemy as sa
 from temporalio.client import WorkflowUpdateStage
 from temporalio.worker import Replayer
 from temporalio.contrib.pydantic import pydantic_data_converter
 
 from activities.llm.model_activity import ModelActivities, build_client
-from activities.llm.offline_server import offline_brain, start_in_thread
+from activities.llm.offline_server import start_in_thread
 from starter.client import ConversationError, StatekeeperClient
 from tests.policy_fixtures import CUSTOMER, DELIVERED, EMAIL, PENDING
 from tests.workflow_harness import running_worker
@@ -364,8 +362,8 @@ async def test_breaker_second_item_modification_and_other_customers_payment_refu
     from tests.policy_fixtures import other_variant
     old, new = other_variant(PENDING)
     old2, new2 = other_variant(PENDING, index=1)
-    product = json.loads(json.dumps(
-        __import__("tests.policy_fixtures", fromlist=["data"]).data()["orders"][PENDING]["items"]))
+    from tests.policy_fixtures import data
+    product = data()["orders"][PENDING]["items"]
     brain = ListBrain([
         call("find_user_id_by_email", email=EMAIL),
         call("get_user_details", user_id=CUSTOMER),
@@ -392,3 +390,51 @@ async def test_breaker_second_item_modification_and_other_customers_payment_refu
         rules = [x.rule for x in state.rejections]
         assert "one-customer" in rules and "item-change-once" in rules
         assert len(backend.ledger_entries("main")) == 1
+
+
+# -------------------------------------------------------------------------------------
+# 7. Confirmation words, end to end.
+# -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("answer", ["ok, never mind", "yes? what is the refund exactly?"])
+async def test_breaker_withdrawal_or_question_does_not_apply_the_write(temporal_env, settings, answer):
+    async with running_worker(temporal_env, settings) as (client, backend):
+        cid = await client.start_conversation(f"not-yes-{uuid.uuid4().hex[:6]}")
+        await client.send_message(cid, f"Hi, my email is {EMAIL}")
+        r = await client.send_message(cid, f"Please cancel order {PENDING}, I ordered it by mistake")
+        assert r.awaiting_confirmation
+        await client.send_message(cid, answer)
+        assert _order(backend, PENDING)["status"] == "pending", f"{answer!r} cancelled the order"
+
+
+async def test_breaker_client_refuses_unencodable_text_as_invalid_message(temporal_env, settings):
+    """starter/client.py: refusals raise ConversationError(kind='invalid_message'). A lone
+    surrogate makes the pydantic converter raise PydanticSerializationError instead."""
+    async with running_worker(temporal_env, settings) as (client, _):
+        cid = await client.start_conversation(f"surrogate-{uuid.uuid4().hex[:6]}")
+        with pytest.raises(ConversationError) as err:
+            await client.send_message(cid, "hello \ud800")
+        assert err.value.kind == "invalid_message"
+
+
+async def test_breaker_cancel_signal_during_a_running_write_records_it(temporal_env, settings, tmp_path):
+    marker = tmp_path / "committed.marker"
+    settings = settings.model_copy(update={"fault_pause_after_commit_seconds": 1.5, "fault_marker_path": marker})
+    async with running_worker(temporal_env, settings) as (client, backend):
+        cid = await client.start_conversation(f"cancel-running-{uuid.uuid4().hex[:6]}")
+        await client.send_message(cid, f"Hi, my email is {EMAIL}")
+        r = await client.send_message(cid, f"Please cancel order {PENDING}, I ordered it by mistake")
+        assert r.awaiting_confirmation
+        yes = asyncio.create_task(client.send_message(cid, "yes"))
+        while not marker.exists():
+            await asyncio.sleep(0.05)
+        await client.cancel(cid, "hung up mid-write")
+        answer = await asyncio.wait_for(yes, 30)
+        outcome = await asyncio.wait_for(client.outcome(cid), 30)
+        assert outcome.status == "cancelled"
+        [op] = outcome.state.completed_operations
+        assert op.ok and _order(backend, PENDING)["status"] == "cancelled"
+        assert len(backend.ledger_entries("main")) == 1
+        # the reply to the yes does not say the order was cancelled (only 'conversation cancelled')
+        print("reply to yes:", answer.text)

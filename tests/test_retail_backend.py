@@ -146,16 +146,6 @@ def test_seed_export_and_drop(env):
         b.read(store, "get_order_details", {"order_id": "#W5442520"})
 
 
-def test_seeding_is_fast(env):
-    b = env.backend
-    store = f"{env.store}_x"
-    started = time.monotonic()
-    assert b.seed_store(store)
-    elapsed = time.monotonic() - started
-    b.drop_store(store)
-    assert elapsed < (0.1 if b.engine.dialect.name == "sqlite" else 0.5)
-
-
 def test_schema_creation_is_idempotent(env):
     env.backend.create_schema()
     env.new_backend().create_schema()
