@@ -103,11 +103,13 @@ def chat(conversation_id: Optional[str] = typer.Option(None, help="Resume or nam
 
 @app.command()
 def state(conversation_id: str) -> None:
-    """Print a conversation's typed state as JSON."""
+    """Print a conversation's typed state as JSON (ID as given to `chat`/the client, or the
+    workflow id `support-ID`). Starts the embedded server and a worker if none is running."""
     settings = Settings()
+    conversation_id = conversation_id.removeprefix("support-")
 
     async def main() -> None:
-        async with runtime(settings, with_worker=False) as rt:
+        async with runtime(settings) as rt:
             try:
                 current = await StatekeeperClient(rt.client, settings.task_queue).state(conversation_id)
             except ConversationError as err:

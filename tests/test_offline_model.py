@@ -517,7 +517,10 @@ def test_rules_status_reply():
 
 def test_rules_unknown_request_lists_capabilities():
     state = chat("can you change my shipping address?", customer=customer(RAJ))
-    assert propose(rules_brain, state) == {"kind": "reply", "text": CAPABILITIES}
+    action = propose(rules_brain, state)
+    assert action["kind"] == "reply" and action["text"].endswith(CAPABILITIES)
+    # acknowledging the identity only on the turn it was verified
+    assert ("verified your identity" in action["text"]) == (state.customer.authenticated_turn == state.turn)
 
 
 def test_rules_refuses_another_customers_order():

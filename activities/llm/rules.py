@@ -232,6 +232,9 @@ def _decide(view: dict) -> dict[str, Any]:
     if intent is None:
         if "thank" in latest.lower() and not [f for f in view.get("pinned_facts") or [] if f.get("turn") == turn]:
             return {"kind": "end", "text": "You're welcome. Thank you for contacting us. Goodbye."}
+        if customer.get("authenticated_turn") == turn:
+            name = customer.get("first_name") or customer.get("user_id")
+            return reply(f"Thank you, {name}, I have verified your identity. {CAPABILITIES}")
         return reply(CAPABILITIES)
     if order_id is None:
         known = ", ".join(customer.get("order_ids") or []) or "none on file"
