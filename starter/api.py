@@ -27,6 +27,7 @@ from contextlib import asynccontextmanager
 from typing import Any, AsyncIterator, Awaitable, Callable, Optional, Union
 
 from fastapi import Depends, FastAPI, HTTPException, Request, status
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 from temporalio.service import RPCError
@@ -162,6 +163,12 @@ def create_app(client_factory: Optional[ClientFactory] = None, *,
             raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE,
                                 detail=f"Temporal is not reachable: {err}") from err
 
+    @app.exception_handler(RequestValidationError)
+    async def _invalid_body(_: Request, err: RequestValidationError) -> JSONResponse:
+        # one shape for every refusal: {"detail": "<reason>"}
+        reasons = "; ".join(f"{'.'.join(str(p) for p in e.get('loc', ()))}: {e.get('msg', '')}" for e in err.errors())
+        return JSONResponse(status_code=422, content={"detail": f"invalid request: {reasons}"})
+
     @app.exception_handler(RPCError)
     async def _rpc_unavailable(_: Request, err: RPCError) -> JSONResponse:
         # RPC failures the client does not translate (e.g. starting a workflow while the
@@ -187,14 +194,17 @@ def create_app(client_factory: Optional[ClientFactory] = None, *,
         kwargs: dict[str, Any] = {"store": body.store}
         if holder["write_timeout"] is not None:
             kwargs["write_timeout_seconds"] = holder["write_timeout"]
-        conversation_id = await client.start_conversation(body.conversation_id, **kwargs)
+        try:
+            conversation_id = await client.start_conversation(body.conversation_id, **kwargs)
+        except ConversationError as err:
+            raise _refused(err, body.conversation_id or "") from err
         return ConversationCreated(conversation_id=conversation_id)
 
     @app.post("/conversations/{conversation_id}/messages", response_model=AssistantReply)
     async def send_message(conversation_id: str, body: MessageIn,
                            client: StatekeeperClient = Depends(client_dep)) -> AssistantReply:
         """Send one user message; waits for and returns the assistant's reply."""
-        size = len(body.text.encode("utf-8"))
+        size = len(body.text.encode("utf-8", errors="surrogatepass"))
         if size > MAX_REQUEST_TEXT_BYTES:
             raise HTTPException(_KIND_STATUS["invalid_message"],
                                 detail=f"message is {size} bytes; the limit is {MAX_USER_MESSAGE_BYTES} bytes")

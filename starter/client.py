@@ -7,7 +7,8 @@ import uuid
 from typing import Optional
 
 from temporalio.client import Client, WorkflowUpdateFailedError
-from temporalio.common import WorkflowIDConflictPolicy
+from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
+from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError
 
 from workflows.contracts import AssistantReply, CancelRequest, SupportInput, SupportOutcome, UserMessage
@@ -36,17 +37,26 @@ class StatekeeperClient:
     async def start_conversation(self, conversation_id: Optional[str] = None, *, store: str = "main",
                                  write_timeout_seconds: float = 30.0) -> str:
         """Start a ``SupportWorkflow``; returns the conversation id. Starting an id that is
-        already running is a no-op (the running conversation is kept)."""
+        already running is a no-op (the running conversation is kept); reusing the id of a
+        finished conversation raises ``ConversationError`` (kind ``finished``)."""
         conversation_id = conversation_id or uuid.uuid4().hex
+        try:
+            await self._start(conversation_id, store, write_timeout_seconds)
+        except WorkflowAlreadyStartedError as err:
+            raise ConversationError(f"conversation {conversation_id} has finished; start a new conversation",
+                                    "finished") from err
+        return conversation_id
+
+    async def _start(self, conversation_id: str, store: str, write_timeout_seconds: float) -> None:
         await self._client.start_workflow(
             SupportWorkflow.run,
             SupportInput(conversation_id=conversation_id, store=store, write_timeout_seconds=write_timeout_seconds),
             id=support_workflow_id(conversation_id),
             task_queue=self._task_queue,
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+            id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
             static_summary=f"support conversation {conversation_id} (store {store})",
         )
-        return conversation_id
 
     async def send_message(self, conversation_id: str, text: str) -> AssistantReply:
         """Send one user message and wait for the assistant's reply.
@@ -54,6 +64,10 @@ class StatekeeperClient:
         Raises ``ConversationError`` when the message is rejected (empty, over 8 KB, the
         conversation has finished) or the conversation does not exist.
         """
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as err:
+            raise ConversationError("message is not valid Unicode text (lone surrogate)", "invalid_message") from err
         handle = self._client.get_workflow_handle(support_workflow_id(conversation_id))
         try:
             return await handle.execute_update(SupportWorkflow.send_message, UserMessage(text=text),
@@ -89,7 +103,8 @@ class StatekeeperClient:
 
 
 def _rpc_reason(conversation_id: str, err: RPCError) -> tuple[str, str]:
-    text = str(err).lower()
+    # the server's message quotes the workflow id, which is caller-chosen text: blank it first
+    text = str(err).replace(support_workflow_id(conversation_id), "<id>").replace(conversation_id, "<id>").lower()
     if "completed" in text or "closed" in text or "closing" in text:
         return f"conversation {conversation_id} has finished; start a new conversation", "finished"
     if "not found" in text:

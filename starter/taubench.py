@@ -89,8 +89,8 @@ def opening_message(user: dict[str, Any], task: Task) -> str:
                  "zip": user["address"]["zip"]},
         "actions": task.actions,
     }
-    return (f"Hi, I'm {name['first_name']} {name['last_name']}, my email is {user['email']}. "
-            f"<script>{json.dumps(script)}</script>")
+    return (f"Hi, I'm {name['first_name']} {name['last_name']}, my zip code is {user['address']['zip']} "
+            f"and my email is {user['email']}. <script>{json.dumps(script)}</script>")
 
 
 def _normalise(text: str) -> str:

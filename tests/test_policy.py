@@ -49,6 +49,9 @@ def assert_accepted(state, action, needs_confirmation: bool) -> None:
 
 def test_authentication_lookups_are_allowed_before_anything_else():
     state = fresh()
+    from workflows import transitions as tr
+
+    tr.receive_user_message(state, "My name is Raj Sanchez and my zip code is 92147")
     assert_accepted(state, call("find_user_id_by_email", email=EMAIL), False)
     assert_accepted(state, call("find_user_id_by_name_zip", first_name="Raj", last_name="Sanchez", zip="92147"), False)
     assert_accepted(state, call("calculate", expression="1+1"), False)
@@ -131,6 +134,10 @@ def _adversarial():
          Rule.AUTHENTICATE_FIRST),
         ("fresh", call("modify_user_address", user_id=CUSTOMER, **ADDRESS), Rule.AUTHENTICATE_FIRST),
         ("fresh", call("get_product_details", product_id="6086499569"), Rule.AUTHENTICATE_FIRST),
+        # an identity the user never stated
+        ("fresh", call("find_user_id_by_email", email="yusuf.rossi7301@example.com"), Rule.AUTHENTICATE_FIRST),
+        ("fresh", call("find_user_id_by_name_zip", first_name="Raj", last_name="Sanchez", zip="92147"),
+         Rule.AUTHENTICATE_FIRST),
         # one customer
         ("auth", call("get_user_details", user_id=OTHER_USER), Rule.ONE_CUSTOMER),
         ("auth", call("get_order_details", order_id=OTHER_ORDER), Rule.ONE_CUSTOMER),

@@ -13,18 +13,35 @@ from typing import Any
 from workflows.actions import call_arguments
 from workflows.state import ConversationState
 
-_YES = re.compile(r"^\s*(yes|y|yep|yeah|confirm|confirmed|i confirm|proceed|go ahead|sure|ok|okay)\b[\s.!,]*", re.I)
-_NO = re.compile(r"^\s*(no|n|nope|don't|do not|stop|cancel that|wait)\b", re.I)
+_AFFIRMATIVE = frozenset({
+    "yes", "y", "yep", "yeah", "yes please", "yes proceed", "yes please proceed", "yes go ahead",
+    "yes do it", "yes i confirm", "i confirm", "confirm", "confirmed", "proceed", "please proceed",
+    "go ahead", "sure", "ok", "okay", "correct", "yes that's correct", "that's correct",
+    "that's right", "yes that's right",
+})
+_NEGATIVE = frozenset({
+    "no", "n", "nope", "nah", "no thanks", "no thank you", "don't", "do not", "stop", "cancel that",
+    "never mind", "wait", "hold on", "not yet", "no don't", "no stop",
+})
+
+
+def _normalise(text: str) -> str:
+    text = text.lower().replace("\u2019", "'").replace("\u2018", "'")
+    text = re.sub(r"[,;:]", " ", text)
+    text = re.sub(r"[.!\s]+$", "", text.strip())
+    return re.sub(r"\s+", " ", text)
 
 
 def is_yes(text: str) -> bool:
-    """An explicit yes: the message starts with an affirmative word and has no negation."""
-    return bool(_YES.match(text)) and not re.search(r"\b(not|don't|no)\b", text, re.I)
+    """An explicit yes: the whole message is one of a fixed set of affirmatives ("yes",
+    "Yes!!", "go ahead", "I confirm", ...). Anything else, a question, a condition or a
+    hedge ("yes?", "yes but only the first item", "ok, never mind"), is not a yes."""
+    return _normalise(text) in _AFFIRMATIVE
 
 
 def is_no(text: str) -> bool:
-    """An explicit no to the pending action."""
-    return bool(_NO.match(text))
+    """An explicit no to the pending action (the whole message is a refusal)."""
+    return _normalise(text) in _NEGATIVE
 
 
 def _money(value: float) -> str:

@@ -28,6 +28,11 @@ _NAME = re.compile(
 )
 _SCRIPT = re.compile(r"<script>(.*?)</script>", re.DOTALL)
 
+MAX_FACTS_PER_KIND_PER_MESSAGE = 10
+MAX_PINNED_FACTS = 300
+"""Bounds that keep the model input bounded whatever users type: a message full of
+numbers pins only its first few of each kind, and a conversation at most 300 facts."""
+
 
 def _normalise(kind: str, raw: str) -> str:
     if kind == "order_id":
@@ -57,20 +62,27 @@ def extract_facts(text: str, turn: int) -> list[PinnedFact]:
     for start, end in reversed(script_spans):
         plain = plain[:start] + " " * (end - start) + plain[end:]
     for kind, pattern in _PATTERNS:
-        for match in pattern.finditer(plain):
+        for count, match in enumerate(pattern.finditer(plain)):
+            if count >= MAX_FACTS_PER_KIND_PER_MESSAGE:
+                break
             raw = match.group(0)
             facts.append(PinnedFact(kind=kind, value=_normalise(kind, raw), verbatim=raw, turn=turn))
-    for match in _NAME.finditer(plain):
+    for count, match in enumerate(_NAME.finditer(plain)):
+        if count >= MAX_FACTS_PER_KIND_PER_MESSAGE:
+            break
         first, last = match.group(1).title(), match.group(2).title()
         facts.append(PinnedFact(kind="name", value=f"{first} {last}", verbatim=match.group(0), turn=turn))
     return facts
 
 
 def merge_facts(existing: list[PinnedFact], new: list[PinnedFact]) -> list[PinnedFact]:
-    """Append ``new`` facts whose (kind, value) is not pinned yet; never drops any."""
+    """Append ``new`` facts whose (kind, value) is not pinned yet; never drops a pinned
+    fact. Past ``MAX_PINNED_FACTS`` new facts are not pinned (they stay in the turn text)."""
     seen = {(f.kind, f.value) for f in existing}
     merged = list(existing)
     for fact in new:
+        if len(merged) >= MAX_PINNED_FACTS:
+            break
         if (fact.kind, fact.value) not in seen:
             seen.add((fact.kind, fact.value))
             merged.append(fact)

@@ -134,6 +134,8 @@ def _check_call(state: ConversationState, call: Any) -> None:
         if customer is not None:
             _require(_same_identity(state, name, args), Rule.ONE_CUSTOMER,
                      f"the conversation already serves {customer.user_id}; another identity cannot be looked up")
+        _require(_stated_by_user(state, name, args), Rule.AUTHENTICATE_FIRST,
+                 "authenticate with the email, or the name and zip code, the user stated themselves")
         return
     _require(customer is not None, Rule.AUTHENTICATE_FIRST,
              "authenticate the user by email or by name and zip code first (even if they gave a user id)")
@@ -161,6 +163,16 @@ def _check_call(state: ConversationState, call: Any) -> None:
     WRITE_CHECKS[name](state, order, args)
 
 
+def _stated_by_user(state: ConversationState, name: str, args: dict[str, Any]) -> bool:
+    """The lookup uses identity facts pinned from the user's own messages, so the model
+    cannot pick an identity for them."""
+    pinned = {(f.kind, f.value.lower()) for f in state.pinned_facts}
+    if name == "find_user_id_by_email":
+        return ("email", args["email"].lower()) in pinned
+    full_name = f"{args['first_name']} {args['last_name']}".lower()
+    return ("name", full_name) in pinned and ("zip", args["zip"].lower()) in pinned
+
+
 def _same_identity(state: ConversationState, name: str, args: dict[str, Any]) -> bool:
     customer = state.customer
     assert customer is not None
@@ -178,6 +190,11 @@ def _check_cancel(state: ConversationState, order: OrderFact, args: dict[str, An
              f"order {order.order_id} is '{order.status}'; only pending orders can be cancelled")
     _require(args["reason"] in CANCEL_REASONS, Rule.CANCEL_PENDING_ONLY,
              f"cancel reason must be one of {list(CANCEL_REASONS)}, not '{args['reason']}'")
+    # The system of record refunds every payment_history entry on cancel: after a payment
+    # change that would refund more than was paid, so such an order goes to a human.
+    _require(len(order.payment_history) == 1, Rule.CANCEL_PENDING_ONLY,
+             f"order {order.order_id} has {len(order.payment_history)} payment transactions (its payment was "
+             "changed); cancelling it here would refund more than was paid: transfer to a human agent")
 
 
 def _check_modify_address(state: ConversationState, order: OrderFact, args: dict[str, Any]) -> None:

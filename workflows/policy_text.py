@@ -21,7 +21,8 @@ POLICY_CLAUSES: dict[str, str] = {
     "check-status": "Read an order's current status from the system of record before acting on it.",
     "cancel-pending-only": "Only a pending order can be cancelled. The reason must be 'no longer "
     "needed' or 'ordered by mistake'. Gift-card payments are refunded at once, others in 5-7 "
-    "business days.",
+    "business days. An order whose payment was changed (more than one payment transaction) goes "
+    "to a human agent instead.",
     "modify-pending-only": "Only a pending order can be modified: its shipping address, its payment "
     "method, or its item options; nothing else.",
     "modify-payment": "A new payment method must be a single method of the customer, different from "

@@ -124,6 +124,8 @@ class RefundWorkflow:
         required = REQUIRED_STATUS[inp.call.name]
         if order.get("status") != required:
             return f"order is '{order.get('status')}', must be '{required}' (check-status)"
+        if inp.call.name == "cancel_pending_order" and len(order.get("payment_history", [])) != 1:
+            return "order has more than one payment transaction; a human agent must cancel it (cancel-pending-only)"
         return None
 
 

@@ -76,6 +76,9 @@ with workflow.unsafe.imports_passed_through():
 class _Inbound(BaseModel):
     message_id: int
     text: str
+    seen_digest: Optional[str] = None
+    """Digest of the detail awaiting confirmation when this message was accepted: a yes
+    confirms only what had been shown before the user sent it."""
 
 
 def support_workflow_id(conversation_id: str) -> str:
@@ -106,7 +109,9 @@ class SupportWorkflow:
         """Deliver one user message; returns the assistant's reply to it."""
         self._next_message_id += 1
         message_id = self._next_message_id
-        self._inbox.append(_Inbound(message_id=message_id, text=message.text))
+        pending = self._state.pending_confirmation
+        self._inbox.append(_Inbound(message_id=message_id, text=message.text,
+                                    seen_digest=pending.digest if pending else None))
         await workflow.wait_condition(lambda: message_id in self._replies)
         return self._replies.pop(message_id)
 
@@ -147,7 +152,7 @@ class SupportWorkflow:
                 self._close(ConversationStatus.CANCELLED, self._cancel.reason)
                 break
             inbound = self._inbox.pop(0)
-            reply_text = await self._turn(inbound.text)
+            reply_text = await self._turn(inbound)
             tr.add_turn(self._state, Role.ASSISTANT, reply_text)
             self._replies[inbound.message_id] = self._reply(reply_text)
             self._publish()
@@ -181,14 +186,15 @@ class SupportWorkflow:
         state.status = status
         state.ended_reason = reason
 
-    async def _turn(self, text: str) -> str:
+    async def _turn(self, inbound: _Inbound) -> str:
         state = self._state
+        text = inbound.text
         tr.receive_user_message(state, text)
         pending = state.pending_confirmation
         if pending is not None:
             state.pending_confirmation = None
             if is_yes(text):
-                confirmation = Confirmation(digest=call_digest(pending.call), turn=state.turn, verbatim=text)
+                confirmation = Confirmation(digest=inbound.seen_digest or "", turn=state.turn, verbatim=text)
                 verdict = validate_execution(state, pending, confirmation)
                 if not verdict.accepted:
                     tr.finish_step(state, pending.operation_id, StepStatus.CANCELLED, verdict.reason)
@@ -209,7 +215,10 @@ class SupportWorkflow:
         for _ in range(MAX_MODEL_STEPS_PER_TURN):
             if self._cancel is not None:
                 self._close(ConversationStatus.CANCELLED, self._cancel.reason)
-                return "The conversation was cancelled."
+                done = [f"{op.tool} {op.arguments.get('order_id', '')} ({'done' if op.ok else op.result})"
+                        for op in state.completed_operations if op.turn == state.turn]
+                return "The conversation was cancelled." + (f" Completed before it stopped: {'; '.join(done)}."
+                                                            if done else "")
             proposal = await self._propose()
             if proposal is None:
                 consecutive_rejections += 1
@@ -330,7 +339,12 @@ class SupportWorkflow:
         elif call.name in REFUND_TOOLS and state.customer is not None:
             # Refunds move gift-card balances: refresh them so the next check sees the system of record.
             refresh = make_tool_call("get_user_details", {"user_id": state.customer.user_id})
-            tr.apply_read_result(state, refresh, (await self._read(refresh)).result)
+            try:
+                tr.apply_read_result(state, refresh, (await self._read(refresh)).result)
+            except ActivityError as err:
+                # the write is done and recorded; stale balances only make the policy stricter until the next read
+                tr.reject(state, Rule.TOOL_ERROR.value, f"refreshing the customer failed: {_cause(err)}",
+                          _proposal(refresh))
         self._publish()
 
     async def _run_refund(self, call: Any, operation_id: str) -> RefundOutcome:
@@ -348,17 +362,23 @@ class SupportWorkflow:
             static_summary=f"{call.name} {order_id}",
         )
 
-    async def _open_ticket(self, summary: str, ticket_key: str) -> None:
+    async def _open_ticket(self, summary: str, ticket_key: str) -> bool:
+        """Open a human-agent ticket; False if it could not be opened (the conversation
+        still closes, and its Step search attribute tells operators it needs a human)."""
         state = self._state
-        await workflow.execute_activity(
-            "open_ticket",
-            TicketRequest(store=state.store, ticket_key=ticket_key,
-                          user_id=state.customer.user_id if state.customer else None, summary=summary),
-            result_type=bool,
-            start_to_close_timeout=READ_TIMEOUT,
-            retry_policy=READ_RETRY,
-            summary="open a human-agent ticket",
-        )
+        try:
+            return await workflow.execute_activity(
+                "open_ticket",
+                TicketRequest(store=state.store, ticket_key=ticket_key,
+                              user_id=state.customer.user_id if state.customer else None, summary=summary),
+                result_type=bool,
+                start_to_close_timeout=READ_TIMEOUT,
+                retry_policy=READ_RETRY,
+                summary="open a human-agent ticket",
+            )
+        except ActivityError as err:
+            tr.reject(state, Rule.TOOL_ERROR.value, f"opening the ticket failed: {_cause(err)}")
+            return False
 
     # --- visibility -------------------------------------------------------------
 
