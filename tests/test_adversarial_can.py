@@ -40,7 +40,7 @@ async def _runs(env, cid: str) -> set[str]:
     return runs
 
 
-async def test_breaker_pending_confirmation_survives_continue_as_new_and_applies_once(can_env, settings):
+async def test_pending_confirmation_survives_continue_as_new_and_applies_once(can_env, settings):
     async with running_worker(can_env, settings) as (client, backend):
         cid = await client.start_conversation(f"can-{uuid.uuid4().hex[:6]}")
         await client.send_message(cid, f"Hi, my email is {EMAIL}")
@@ -58,7 +58,7 @@ async def test_breaker_pending_confirmation_survives_continue_as_new_and_applies
         assert len(backend.ledger_entries("main")) == 1 and backend.duplicate_writes("main") == 0
 
 
-async def test_breaker_concurrent_messages_across_continue_as_new_all_answered(can_env, settings):
+async def test_concurrent_messages_across_continue_as_new_all_answered(can_env, settings):
     async with running_worker(can_env, settings) as (client, _):
         cid = await client.start_conversation(f"can-burst-{uuid.uuid4().hex[:6]}")
         await client.send_message(cid, f"Hi, my email is {EMAIL}")

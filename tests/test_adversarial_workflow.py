@@ -61,7 +61,7 @@ def _user(backend, user_id: str, store: str = "main") -> dict:
 # -------------------------------------------------------------------------------------
 
 
-async def test_breaker_yes_sent_before_detail_was_shown_does_not_confirm_it(temporal_env, settings):
+async def test_yes_sent_before_detail_was_shown_does_not_confirm_it(temporal_env, settings):
     """The user confirms D1 (cancel PENDING). Their HTTP client retries the same "yes"
     (or they send it twice) while the agent is still working on the first one. Meanwhile the
     model proposes D2 (return all of DELIVERED to the original card). The second "yes" was
@@ -135,7 +135,7 @@ async def test_breaker_yes_sent_before_detail_was_shown_does_not_confirm_it(temp
 # -------------------------------------------------------------------------------------
 
 
-async def test_breaker_model_cannot_authenticate_an_identity_the_user_never_gave(temporal_env, settings):
+async def test_model_cannot_authenticate_an_identity_the_user_never_gave(temporal_env, settings):
     """The user gives no identity at all. The model looks up a customer's email on its own
     (hallucination, prompt injection, 'did you mean ...'); the workflow accepts it as the
     authenticated customer and then lets the model act on that customer's orders. Pinned
@@ -165,7 +165,7 @@ ETHAN, ETHAN_EMAIL, ETHAN_ORDER = "ethan_lopez_6291", "ethan.lopez8943@example.c
 ETHAN_GIFT, ETHAN_CARD = "gift_card_7219486", "credit_card_9789590"
 
 
-async def test_breaker_cancel_after_payment_change_refunds_at_most_the_order_total(temporal_env, settings):
+async def test_cancel_after_payment_change_refunds_at_most_the_order_total(temporal_env, settings):
     brain = ListBrain([
         call("find_user_id_by_email", email=ETHAN_EMAIL),
         call("get_user_details", user_id=ETHAN),
@@ -208,7 +208,7 @@ async def test_breaker_cancel_after_payment_change_refunds_at_most_the_order_tot
 # -------------------------------------------------------------------------------------
 
 
-async def test_breaker_refresh_read_failure_after_a_refund_does_not_fail_the_conversation(temporal_env, settings,
+async def test_refresh_read_failure_after_a_refund_does_not_fail_the_conversation(temporal_env, settings,
                                                                                           tmp_path):
     """After a refund write commits, SupportWorkflow._execute refreshes the user with an
     un-guarded activity call (support.py: `await self._read(refresh)` outside the try).
@@ -241,7 +241,7 @@ async def test_breaker_refresh_read_failure_after_a_refund_does_not_fail_the_con
         assert result.status in ("active", "escalated")
 
 
-async def test_breaker_escalation_survives_a_database_that_refuses_writes(temporal_env, settings):
+async def test_escalation_survives_a_database_that_refuses_writes(temporal_env, settings):
     """README: 'If a write's outcome cannot be shown after its retries, the conversation
     stops and escalates to a human (a ticket)'. The ticket lives in the same database as the
     write; when that database refuses writes (the very reason the write failed), open_ticket
@@ -277,7 +277,7 @@ async def test_breaker_escalation_survives_a_database_that_refuses_writes(tempor
 # -------------------------------------------------------------------------------------
 
 
-async def test_breaker_many_legal_messages_do_not_kill_the_conversation(temporal_env, settings):
+async def test_many_legal_messages_do_not_kill_the_conversation(temporal_env, settings):
     """Each message is <= 8 KB (accepted by the validator). Every 5-digit number is pinned
     forever and rendered into every model snapshot (an activity input). After ~25 messages
     the snapshot passes Temporal's 2 MB payload limit and the conversation dies."""
@@ -305,7 +305,7 @@ async def test_breaker_many_legal_messages_do_not_kill_the_conversation(temporal
 # -------------------------------------------------------------------------------------
 
 
-async def test_breaker_replay_of_real_histories_is_deterministic(temporal_env, settings):
+async def test_replay_of_real_histories_is_deterministic(temporal_env, settings):
     async with running_worker(temporal_env, settings) as (client, backend):
         cid = await client.start_conversation(f"replay-{uuid.uuid4().hex[:6]}")
         await client.send_message(cid, f"Hi, my email is {EMAIL}")
@@ -325,7 +325,7 @@ async def test_breaker_replay_of_real_histories_is_deterministic(temporal_env, s
         await replayer.replay_workflow(history)
 
 
-async def test_breaker_exact_8192_bytes_multibyte_accepted_8193_rejected(temporal_env, settings):
+async def test_exact_8192_bytes_multibyte_accepted_8193_rejected(temporal_env, settings):
     async with running_worker(temporal_env, settings) as (client, _):
         cid = await client.start_conversation(f"boundary-{uuid.uuid4().hex[:6]}")
         await client.send_message(cid, f"Hi, my email is {EMAIL}")
@@ -340,7 +340,7 @@ async def test_breaker_exact_8192_bytes_multibyte_accepted_8193_rejected(tempora
         assert err.value.kind == "invalid_message"
 
 
-async def test_breaker_cancel_signal_while_awaiting_confirmation_writes_nothing(temporal_env, settings):
+async def test_cancel_signal_while_awaiting_confirmation_writes_nothing(temporal_env, settings):
     async with running_worker(temporal_env, settings) as (client, backend):
         cid = await client.start_conversation(f"cancel-pending-{uuid.uuid4().hex[:6]}")
         await client.send_message(cid, f"Hi, my email is {EMAIL}")
@@ -355,7 +355,7 @@ async def test_breaker_cancel_signal_while_awaiting_confirmation_writes_nothing(
         assert _order(backend, PENDING)["status"] == "pending" and backend.ledger_entries("main") == []
 
 
-async def test_breaker_concurrent_yes_messages_apply_once(temporal_env, settings):
+async def test_concurrent_yes_messages_apply_once(temporal_env, settings):
     async with running_worker(temporal_env, settings) as (client, backend):
         cid = await client.start_conversation(f"double-yes-{uuid.uuid4().hex[:6]}")
         await client.send_message(cid, f"Hi, my email is {EMAIL}")
@@ -366,7 +366,7 @@ async def test_breaker_concurrent_yes_messages_apply_once(temporal_env, settings
         assert len(backend.ledger_entries("main")) == 1 and backend.duplicate_writes("main") == 0
 
 
-async def test_breaker_second_item_modification_and_other_customers_payment_refused(temporal_env, settings):
+async def test_second_item_modification_and_other_customers_payment_refused(temporal_env, settings):
     from tests.policy_fixtures import other_variant
     old, new = other_variant(PENDING)
     old2, new2 = other_variant(PENDING, index=1)
@@ -406,7 +406,7 @@ async def test_breaker_second_item_modification_and_other_customers_payment_refu
 
 
 @pytest.mark.parametrize("answer", ["ok, never mind", "yes? what is the refund exactly?"])
-async def test_breaker_withdrawal_or_question_does_not_apply_the_write(temporal_env, settings, answer):
+async def test_withdrawal_or_question_does_not_apply_the_write(temporal_env, settings, answer):
     async with running_worker(temporal_env, settings) as (client, backend):
         cid = await client.start_conversation(f"not-yes-{uuid.uuid4().hex[:6]}")
         await client.send_message(cid, f"Hi, my email is {EMAIL}")
@@ -416,7 +416,7 @@ async def test_breaker_withdrawal_or_question_does_not_apply_the_write(temporal_
         assert _order(backend, PENDING)["status"] == "pending", f"{answer!r} cancelled the order"
 
 
-async def test_breaker_client_refuses_unencodable_text_as_invalid_message(temporal_env, settings):
+async def test_client_refuses_unencodable_text_as_invalid_message(temporal_env, settings):
     """starter/client.py: refusals raise ConversationError(kind='invalid_message'). A lone
     surrogate makes the pydantic converter raise PydanticSerializationError instead."""
     async with running_worker(temporal_env, settings) as (client, _):
@@ -426,7 +426,7 @@ async def test_breaker_client_refuses_unencodable_text_as_invalid_message(tempor
         assert err.value.kind == "invalid_message"
 
 
-async def test_breaker_cancel_signal_during_a_running_write_records_it(temporal_env, settings, tmp_path):
+async def test_cancel_signal_during_a_running_write_records_it(temporal_env, settings, tmp_path):
     marker = tmp_path / "committed.marker"
     settings = settings.model_copy(update={"fault_pause_after_commit_seconds": 1.5, "fault_marker_path": marker})
     async with running_worker(temporal_env, settings) as (client, backend):

@@ -38,17 +38,17 @@ NOT_A_YES = [
 
 
 @pytest.mark.parametrize("text", NOT_A_YES)
-def test_breaker_non_explicit_yes_is_not_taken_as_confirmation(text):
+def test_non_explicit_yes_is_not_taken_as_confirmation(text):
     assert not is_yes(text), f"{text!r} is taken as the user's explicit yes"
 
 
 @pytest.mark.parametrize("text", ["yes", "Yes!!", "yes.", "y", "Sure", "ok", "go ahead", "I confirm"])
-def test_breaker_plain_yes_variants_held_up(text):
+def test_plain_yes_variants_held_up(text):
     assert is_yes(text) and not is_no(text)
 
 
 @pytest.mark.parametrize("text", ["sure not", "no... actually yes", "yes don't", "not yet", "nope"])
-def test_breaker_negations_held_up(text):
+def test_negations_held_up(text):
     assert not is_yes(text)
 
 
@@ -67,7 +67,7 @@ def _numbers_message(turn: int) -> str:
     return " ".join(words)
 
 
-def test_breaker_prompt_stays_bounded_under_legal_messages():
+def test_prompt_stays_bounded_under_legal_messages():
     state = ConversationState(conversation_id="bound")
     sizes = []
     for turn in range(30):
@@ -84,7 +84,7 @@ def test_breaker_prompt_stays_bounded_under_legal_messages():
 # --- cancel detail vs money moved --------------------------------------------------
 
 
-def test_breaker_cancel_detail_after_payment_change_states_the_refund_truthfully():
+def test_cancel_detail_after_payment_change_states_the_refund_truthfully():
     """After a payment-method change, the order's payment_history holds 3 entries
     (payment old, payment new, refund old). cancel_pending_order (benchmark tool) refunds
     EVERY entry, and credits gift cards for each. The confirmation detail still says

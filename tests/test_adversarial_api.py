@@ -32,7 +32,7 @@ async def api(temporal_env, tmp_path) -> AsyncIterator[httpx.AsyncClient]:
 
 
 @pytest.mark.parametrize("conversation_id", ["closed-deal-1", "order-completed-7", "never-started"])
-async def test_breaker_unknown_conversation_is_404_whatever_its_id(api, conversation_id):
+async def test_unknown_conversation_is_404_whatever_its_id(api, conversation_id):
     """starter/client.py _rpc_reason classifies by substring of the server's message, which
     contains the workflow id: an unknown id containing 'closed'/'completed' is reported as a
     finished conversation (409) instead of an unknown one (404)."""
@@ -43,7 +43,7 @@ async def test_breaker_unknown_conversation_is_404_whatever_its_id(api, conversa
         assert response.status_code == 404, f"{method} {path}: {response.status_code} {response.text}"
 
 
-async def test_breaker_lone_surrogate_message_is_a_422_not_a_500(api):
+async def test_lone_surrogate_message_is_a_422_not_a_500(api):
     """JSON allows the escape \\ud800; the API's size check `body.text.encode("utf-8")`
     raises UnicodeEncodeError before the workflow sees the message -> 500 (plain text)."""
     created = await api.post("/conversations", json={})
@@ -54,7 +54,7 @@ async def test_breaker_lone_surrogate_message_is_a_422_not_a_500(api):
     assert isinstance(response.json().get("detail"), str)
 
 
-async def test_breaker_malformed_body_refusal_has_a_string_detail(api):
+async def test_malformed_body_refusal_has_a_string_detail(api):
     """README: refusals carry {"detail": reason}. FastAPI's own body validation returns a
     list of error objects instead."""
     created = await api.post("/conversations", json={})
@@ -64,7 +64,7 @@ async def test_breaker_malformed_body_refusal_has_a_string_detail(api):
     assert isinstance(response.json()["detail"], str), response.json()
 
 
-async def test_breaker_api_refusals_held_up(api):
+async def test_api_refusals_held_up(api):
     cid = (await api.post("/conversations", json={})).json()["conversation_id"]
     r = await api.post(f"/conversations/{cid}/messages", json={"text": " \n\t "})
     assert r.status_code == 422 and "empty" in r.json()["detail"]
