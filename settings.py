@@ -10,6 +10,8 @@ from typing import Optional
 from pydantic import AliasChoices, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from workflows.options import DEFAULT_WRITE_TIMEOUT_SECONDS
+
 
 class Settings(BaseSettings):
     """Settings of the worker, the CLI and the embedded dev server.
@@ -37,7 +39,7 @@ class Settings(BaseSettings):
     model_max_tokens: int = 1024
     model_timeout_seconds: float = 50.0
 
-    write_timeout_seconds: float = 30.0
+    write_timeout_seconds: float = DEFAULT_WRITE_TIMEOUT_SECONDS
     max_concurrent_activities: int = 64
     max_concurrent_workflow_tasks: int = 64
 

@@ -19,6 +19,7 @@ from temporalio.exceptions import ApplicationError
 
 from activities.retail.backend import IdempotencyKeyConflict, RetailBackend, UnknownStoreError
 from workflows.actions import ToolClass, call_arguments, tool_class
+from workflows.transitions import is_error
 from workflows.contracts import EmailRequest, ReadToolRequest, TicketRequest, ToolResult, WriteToolRequest
 
 
@@ -42,7 +43,7 @@ class ToolActivities:
             result = await asyncio.to_thread(self._backend.read, req.store, req.call.name, call_arguments(req.call))
         except UnknownStoreError as err:
             raise ApplicationError(f"unknown store {req.store}", type="UnknownStore", non_retryable=True) from err
-        return ToolResult(result=result, ok=not result.startswith("Error"))
+        return ToolResult(result=result, ok=not is_error(result))
 
     @activity.defn(name="run_write_tool")
     async def run_write_tool(self, req: WriteToolRequest) -> ToolResult:

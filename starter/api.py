@@ -99,28 +99,19 @@ def status_for(err: ConversationError) -> int:
     return _KIND_STATUS.get(err.kind, status.HTTP_503_SERVICE_UNAVAILABLE)
 
 
-def _refused(err: ConversationError, conversation_id: str) -> HTTPException:
-    code = status_for(err)
-    detail = str(err)
-    if code == status.HTTP_409_CONFLICT and "start a new conversation" not in detail:
-        # Raw server wording ("workflow update was aborted by closing workflow") means
-        # nothing to an API caller; say what happened and what to do.
-        detail = f"conversation {conversation_id} has finished; start a new conversation"
-    return HTTPException(status_code=code, detail=detail)
+def _refused(err: ConversationError) -> HTTPException:
+    return HTTPException(status_code=status_for(err), detail=str(err))
 
 
-def create_app(client_factory: Optional[ClientFactory] = None, *,
-               write_timeout_seconds: Optional[float] = None) -> FastAPI:
+def create_app(client_factory: Optional[ClientFactory] = None) -> FastAPI:
     """Build the API.
 
     ``client_factory`` is called once, at startup (lifespan) or, when the ASGI server
     does not run lifespan events (``httpx.ASGITransport``), on the first request that
     needs it. ``None`` means: read ``Settings()`` and connect with ``worker.connect``.
-    ``write_timeout_seconds`` is passed to new conversations (default: the settings'
-    value with the default factory, else the client's default).
     """
     lock = asyncio.Lock()
-    holder: dict[str, Any] = {"client": None, "write_timeout": write_timeout_seconds}
+    holder: dict[str, Any] = {"client": None}
 
     async def _default_factory() -> StatekeeperClient:
         # Imported here so that importing starter.api (e.g. for tests with an injected
@@ -129,9 +120,7 @@ def create_app(client_factory: Optional[ClientFactory] = None, *,
         from worker import connect
 
         settings = Settings()
-        if holder["write_timeout"] is None:
-            holder["write_timeout"] = settings.write_timeout_seconds
-        return StatekeeperClient(await connect(settings), settings.task_queue)
+        return StatekeeperClient(await connect(settings), settings.task_queue, settings.write_timeout_seconds)
 
     factory: ClientFactory = client_factory or _default_factory
 
@@ -191,13 +180,10 @@ def create_app(client_factory: Optional[ClientFactory] = None, *,
                                  client: StatekeeperClient = Depends(client_dep)) -> ConversationCreated:
         """Start a conversation (idempotent for an id that is already running)."""
         body = body or StartConversation()
-        kwargs: dict[str, Any] = {"store": body.store}
-        if holder["write_timeout"] is not None:
-            kwargs["write_timeout_seconds"] = holder["write_timeout"]
         try:
-            conversation_id = await client.start_conversation(body.conversation_id, **kwargs)
+            conversation_id = await client.start_conversation(body.conversation_id, store=body.store)
         except ConversationError as err:
-            raise _refused(err, body.conversation_id or "") from err
+            raise _refused(err) from err
         return ConversationCreated(conversation_id=conversation_id)
 
     @app.post("/conversations/{conversation_id}/messages", response_model=AssistantReply)
@@ -211,7 +197,7 @@ def create_app(client_factory: Optional[ClientFactory] = None, *,
         try:
             return await client.send_message(conversation_id, body.text)
         except ConversationError as err:
-            raise _refused(err, conversation_id) from err
+            raise _refused(err) from err
 
     @app.post("/conversations/{conversation_id}/cancel", status_code=status.HTTP_202_ACCEPTED,
               response_model=CancelAccepted)
@@ -222,7 +208,7 @@ def create_app(client_factory: Optional[ClientFactory] = None, *,
         try:
             await client.cancel(conversation_id, body.reason)
         except ConversationError as err:
-            raise _refused(err, conversation_id) from err
+            raise _refused(err) from err
         return CancelAccepted(conversation_id=conversation_id)
 
     @app.get("/conversations/{conversation_id}", response_model=ConversationState)
@@ -231,7 +217,7 @@ def create_app(client_factory: Optional[ClientFactory] = None, *,
         try:
             return await client.state(conversation_id)
         except ConversationError as err:
-            raise _refused(err, conversation_id) from err
+            raise _refused(err) from err
 
     return app
 

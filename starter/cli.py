@@ -77,7 +77,7 @@ def chat(conversation_id: Optional[str] = typer.Option(None, help="Resume or nam
 
     async def main() -> None:
         async with runtime(settings) as rt:
-            client = StatekeeperClient(rt.client, settings.task_queue)
+            client = StatekeeperClient(rt.client, settings.task_queue, settings.write_timeout_seconds)
             cid = await client.start_conversation(conversation_id or f"chat-{uuid.uuid4().hex[:8]}")
             console.print(f"conversation [bold]{cid}[/] — Web UI {_ui_url(settings)}. Type 'quit' to leave.")
             if settings.offline:
@@ -138,8 +138,8 @@ def taubench(
 
     async def main() -> tuple[dict, bool]:
         async with runtime(settings) as rt:
-            runner = TauBenchRunner(StatekeeperClient(rt.client, settings.task_queue), rt.backend,
-                                    write_timeout_seconds=settings.write_timeout_seconds, keep_stores=keep_stores)
+            runner = TauBenchRunner(StatekeeperClient(rt.client, settings.task_queue, settings.write_timeout_seconds),
+                                    rt.backend, keep_stores=keep_stores)
             columns = (TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),
                        TextColumn("passed {task.fields[passed]}"), TimeElapsedColumn())
             with Progress(*columns, console=console) as progress:

@@ -12,6 +12,7 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError
 
 from workflows.contracts import AssistantReply, CancelRequest, SupportInput, SupportOutcome, UserMessage
+from workflows.options import DEFAULT_WRITE_TIMEOUT_SECONDS
 from workflows.state import ConversationState
 from workflows.support import SupportWorkflow, support_workflow_id
 
@@ -27,30 +28,32 @@ class ConversationError(Exception):
 
 
 class StatekeeperClient:
-    """``StatekeeperClient(temporal_client, task_queue)``; conversation ids are caller-chosen
-    strings (a UUID by default); the workflow id is ``support-<conversation_id>``."""
+    """``StatekeeperClient(temporal_client, task_queue, write_timeout_seconds)``; conversation
+    ids are caller-chosen strings (a UUID by default); the workflow id is
+    ``support-<conversation_id>``. ``write_timeout_seconds`` is the start-to-close timeout of
+    the writes of the conversations it starts."""
 
-    def __init__(self, client: Client, task_queue: str = "statekeeper") -> None:
+    def __init__(self, client: Client, task_queue: str = "statekeeper",
+                 write_timeout_seconds: float = DEFAULT_WRITE_TIMEOUT_SECONDS) -> None:
         self._client = client
         self._task_queue = task_queue
+        self._write_timeout = write_timeout_seconds
 
-    async def start_conversation(self, conversation_id: Optional[str] = None, *, store: str = "main",
-                                 write_timeout_seconds: float = 30.0) -> str:
+    async def start_conversation(self, conversation_id: Optional[str] = None, *, store: str = "main") -> str:
         """Start a ``SupportWorkflow``; returns the conversation id. Starting an id that is
         already running is a no-op (the running conversation is kept); reusing the id of a
         finished conversation raises ``ConversationError`` (kind ``finished``)."""
         conversation_id = conversation_id or uuid.uuid4().hex
         try:
-            await self._start(conversation_id, store, write_timeout_seconds)
+            await self._start(conversation_id, store)
         except WorkflowAlreadyStartedError as err:
-            raise ConversationError(f"conversation {conversation_id} has finished; start a new conversation",
-                                    "finished") from err
+            raise ConversationError(_finished(conversation_id), "finished") from err
         return conversation_id
 
-    async def _start(self, conversation_id: str, store: str, write_timeout_seconds: float) -> None:
+    async def _start(self, conversation_id: str, store: str) -> None:
         await self._client.start_workflow(
             SupportWorkflow.run,
-            SupportInput(conversation_id=conversation_id, store=store, write_timeout_seconds=write_timeout_seconds),
+            SupportInput(conversation_id=conversation_id, store=store, write_timeout_seconds=self._write_timeout),
             id=support_workflow_id(conversation_id),
             task_queue=self._task_queue,
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
@@ -74,17 +77,22 @@ class StatekeeperClient:
                                                result_type=AssistantReply)
         except WorkflowUpdateFailedError as err:
             cause = err.cause
-            reason = getattr(cause, "message", None) or str(cause)
-            kind = "invalid_message" if getattr(cause, "type", None) == "InvalidMessage" else "finished"
-            raise ConversationError(reason, kind) from err
+            if getattr(cause, "type", None) == "InvalidMessage":
+                raise ConversationError(getattr(cause, "message", None) or str(cause), "invalid_message") from err
+            # ConversationFinished, or the workflow closed while the update waited (a cancel race)
+            reason = getattr(cause, "message", None) or ""
+            if FINISHED_HINT not in reason:
+                reason = _finished(conversation_id)
+            raise ConversationError(reason, "finished") from err
         except RPCError as err:
             raise ConversationError(*_rpc_reason(conversation_id, err)) from err
 
-    async def cancel(self, conversation_id: str, reason: str = "cancelled by the backend") -> None:
+    async def cancel(self, conversation_id: str, reason: Optional[str] = None) -> None:
         """Signal the conversation to stop; a write already running finishes first."""
         handle = self._client.get_workflow_handle(support_workflow_id(conversation_id))
+        request = CancelRequest(reason=reason) if reason else CancelRequest()
         try:
-            await handle.signal(SupportWorkflow.cancel, CancelRequest(reason=reason))
+            await handle.signal(SupportWorkflow.cancel, request)
         except RPCError as err:
             raise ConversationError(*_rpc_reason(conversation_id, err)) from err
 
@@ -102,11 +110,18 @@ class StatekeeperClient:
         return await handle.result()
 
 
+FINISHED_HINT = "start a new conversation"
+
+
+def _finished(conversation_id: str) -> str:
+    return f"conversation {conversation_id} has finished; {FINISHED_HINT}"
+
+
 def _rpc_reason(conversation_id: str, err: RPCError) -> tuple[str, str]:
     # the server's message quotes the workflow id, which is caller-chosen text: blank it first
     text = str(err).replace(support_workflow_id(conversation_id), "<id>").replace(conversation_id, "<id>").lower()
     if "completed" in text or "closed" in text or "closing" in text:
-        return f"conversation {conversation_id} has finished; start a new conversation", "finished"
+        return _finished(conversation_id), "finished"
     if "not found" in text:
         return f"conversation {conversation_id} does not exist", "not_found"
     return f"conversation {conversation_id}: {err}", "unavailable"

@@ -256,7 +256,7 @@ async def test_escalation_survives_a_database_that_refuses_writes(temporal_env, 
              city="Austin", state="TX", country="USA", zip="78701"),
     ])
     async with running_worker(temporal_env, settings, brain=brain) as (client, backend):
-        cid = await client.start_conversation(f"escalate-db-{uuid.uuid4().hex[:6]}", write_timeout_seconds=2.0)
+        cid = await client.start_conversation(f"escalate-db-{uuid.uuid4().hex[:6]}")
         r = await client.send_message(cid, f"my email is {EMAIL}, change the address of {PENDING}")
         assert r.awaiting_confirmation
         # the database starts refusing inserts (a stand-in for a full disk / failing primary)

@@ -50,8 +50,8 @@ async def test_sigkill_after_commit_then_restart_applies_the_write_once(temporal
     task = load_tasks(ROOT / "activities" / "retail" / "data" / "tasks_dev.json")[0]
     assert [a["name"] for a in task.actions] == ["cancel_pending_order"]
     backend = build_backend(settings)
-    runner = TauBenchRunner(StatekeeperClient(temporal_env.client, settings.task_queue), backend,
-                            run_id="crash", write_timeout_seconds=3.0, keep_stores=True)
+    runner = TauBenchRunner(StatekeeperClient(temporal_env.client, settings.task_queue, write_timeout_seconds=3.0),
+                            backend, run_id="crash", keep_stores=True)
     first = _worker_process(temporal_env, settings, tmp_path, fault=True)
     second = None
     try:

@@ -54,7 +54,7 @@ def test_last_rejection_reason_is_rendered():
     tr.reject(state, Rule.CANCEL_PENDING_ONLY.value, "order is delivered")
     content = render_snapshot(state).content
     assert "[cancel-pending-only]: order is delivered" in content
-    assert parse_state_view(content)["last_rejection"]["rule"] == "cancel-pending-only"
+    assert parse_state_view(content)["rejections"][-1]["rule"] == "cancel-pending-only"
 
 
 def test_facts_are_pinned_verbatim_and_never_duplicated():
@@ -73,3 +73,18 @@ def test_script_block_is_pinned_and_its_ids_are_not_mistaken_for_the_users():
     facts = extract_facts('hello <script>{"actions": [{"name": "x", "kwargs": {"order_id": "#W1234567"}}]}</script>', 1)
     assert [f.kind for f in facts] == ["script"]
     assert extract_facts("<script>{not json</script>", 1) == []
+
+
+def test_prompt_stays_bounded_with_many_steps_operations_and_rejections():
+    from workflows.actions import make_tool_call
+
+    state = authenticated()
+    sizes = []
+    for n in range(300):
+        tr.receive_user_message(state, "ok")
+        call = make_tool_call("cancel_pending_order", {"order_id": PENDING, "reason": "no longer needed"})
+        tr.start_step(state, f"op-{n}", call.name, "Cancel order " + PENDING, operation_id=f"op-{n}")
+        tr.apply_write_result(state, call, f"op-{n}", f"k-{n}", "Error: non-pending order cannot be cancelled", False)
+        tr.reject(state, Rule.TOOL_ERROR.value, "Error: non-pending order cannot be cancelled")
+        sizes.append(len(render_snapshot(state).content))
+    assert sizes[-1] - sizes[100] < 100  # only the counters grow

@@ -101,7 +101,7 @@ async def test_malformed_model_output_becomes_a_rejection_fed_back_to_the_model(
         state = await client.state(cid)
         assert state.rejections[0].rule == "malformed-model-output"
         assert "refund_everything" in state.rejections[0].reason
-        assert seen[3]["last_rejection"]["rule"] == "malformed-model-output"
+        assert seen[3]["rejections"][-1]["rule"] == "malformed-model-output"
         assert state.customer is not None and state.customer.user_id == CUSTOMER
 
 

@@ -22,4 +22,4 @@ async def running_worker(env, settings: Settings, brain: Optional[Callable[[dict
     if brain is not None:
         model = ModelActivities(offline_client(30.0, brain=brain), model="test-brain")
     async with build_worker(env.client, settings, backend, model=model):
-        yield StatekeeperClient(env.client, settings.task_queue), backend
+        yield StatekeeperClient(env.client, settings.task_queue, settings.write_timeout_seconds), backend

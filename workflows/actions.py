@@ -23,7 +23,9 @@ PAYMENT_METHOD_PATTERN = r"^(credit_card|gift_card|paypal)_\d+$"
 
 
 class ToolClass(str, Enum):
-    """How a tool touches the system of record; decides retry, confirmation and replay."""
+    """How a tool touches the system of record. Reads run at once with free retries;
+    writes need confirmation and an idempotency key; reversible writes run as activities
+    of the conversation, irreversible ones (they move money) as their own ``RefundWorkflow``."""
 
     READ = "read"
     REVERSIBLE_WRITE = "reversible_write"
@@ -172,15 +174,7 @@ TOOL_CLASS: dict[str, ToolClass] = {
     "exchange_delivered_order_items": ToolClass.IRREVERSIBLE_WRITE,
 }
 
-REFUND_TOOLS = frozenset(
-    {
-        "cancel_pending_order",
-        "modify_pending_order_items",
-        "modify_pending_order_payment",
-        "return_delivered_order_items",
-        "exchange_delivered_order_items",
-    }
-)
+REFUND_TOOLS = frozenset(name for name, cls in TOOL_CLASS.items() if cls is ToolClass.IRREVERSIBLE_WRITE)
 """Writes that move money; they run as their own ``RefundWorkflow``."""
 
 _CALL_MODELS = {name: _call(name, args) for name, args in TOOL_ARGS.items()}

@@ -11,6 +11,7 @@ import re
 from typing import Any
 
 from workflows.actions import call_arguments
+from workflows.policy import item_change_difference
 from workflows.state import ConversationState
 
 _AFFIRMATIVE = frozenset({
@@ -72,7 +73,7 @@ def _items(state: ConversationState, order_id: str, item_ids: list[str]) -> tupl
 def _new_items(state: ConversationState, order_id: str, item_ids: list[str], new_ids: list[str]) -> tuple[str, float]:
     order = state.orders.get(order_id)
     by_id = {i.item_id: i for i in order.items} if order else {}
-    parts, difference = [], 0.0
+    parts = []
     for old_id, new_id in zip(item_ids, new_ids):
         old = by_id.get(old_id)
         product = state.products.get(old.product_id) if old else None
@@ -80,10 +81,10 @@ def _new_items(state: ConversationState, order_id: str, item_ids: list[str], new
         if old and variant:
             options = ", ".join(f"{k} {v}" for k, v in variant.options.items())
             parts.append(f"{old.name} {old_id} ({_money(old.price)}) -> {new_id} [{options}] ({_money(variant.price)})")
-            difference += variant.price - old.price
         else:
             parts.append(f"{old_id} -> {new_id}")
-    return "; ".join(parts), round(difference, 2)
+    difference = item_change_difference(state, order, item_ids, new_ids) if order else 0.0
+    return "; ".join(parts), difference
 
 
 def describe(state: ConversationState, call: Any) -> str:

@@ -5,11 +5,12 @@ Pure pydantic, imported by workflows (inside the sandbox) and by activities.
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Optional
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel
 
 from workflows.actions import ProposedAction, ToolCall
+from workflows.options import DEFAULT_WRITE_TIMEOUT_SECONDS
 from workflows.prompt import ModelSnapshot
 
 
@@ -88,14 +89,14 @@ class RefundInput(BaseModel):
     expected_user_id: str
     notify_email: Optional[str] = None
     conversation_id: Optional[str] = None
-    write_timeout_seconds: float = 30.0
+    write_timeout_seconds: float = DEFAULT_WRITE_TIMEOUT_SECONDS
     """Start-to-close timeout of the write activity; after it the write is retried
     with the same idempotency key."""
 
 
 class RefundOutcome(BaseModel):
-    """Result of ``RefundWorkflow``: the tool result, its idempotency key, the
-    order as read fresh before the write, and whether the customer was notified."""
+    """Result of ``RefundWorkflow``: the tool result, its idempotency key, why it was
+    refused (if the fresh read failed a precondition), and whether the customer was notified."""
 
     idempotency_key: str
     result: str
@@ -103,7 +104,6 @@ class RefundOutcome(BaseModel):
     replayed: bool = False
     refused_reason: Optional[str] = None
     notified: bool = False
-    order_before: Optional[dict[str, Any]] = Field(default=None)
 
 
 class SupportInput(BaseModel):
@@ -111,7 +111,7 @@ class SupportInput(BaseModel):
 
     conversation_id: str
     store: str = "main"
-    write_timeout_seconds: float = 30.0
+    write_timeout_seconds: float = DEFAULT_WRITE_TIMEOUT_SECONDS
     max_turns_per_run: int = 500
     """Continue-as-new after this many user turns in one run (or earlier, when Temporal
     suggests it because the history is large); the state carries over whole."""

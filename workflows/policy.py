@@ -185,25 +185,49 @@ def _same_identity(state: ConversationState, name: str, args: dict[str, Any]) ->
     )
 
 
+REQUIRED_STATUS: dict[str, tuple[str, Rule, str]] = {
+    "cancel_pending_order": ("pending", Rule.CANCEL_PENDING_ONLY, "cancelled"),
+    "modify_pending_order_address": ("pending", Rule.MODIFY_PENDING_ONLY, "modified"),
+    "modify_pending_order_payment": ("pending", Rule.MODIFY_PENDING_ONLY, "modified"),
+    "modify_pending_order_items": ("pending", Rule.MODIFY_PENDING_ONLY, "modified"),
+    "return_delivered_order_items": ("delivered", Rule.RETURN_DELIVERED_ONLY, "returned"),
+    "exchange_delivered_order_items": ("delivered", Rule.EXCHANGE_DELIVERED_ONLY, "exchanged"),
+}
+"""Status precondition of each order write: (required status, clause, verb)."""
+
+
+def order_precondition(tool: str, order_id: str, status: str, payment_count: int) -> Optional[tuple[Rule, str]]:
+    """The order-state preconditions of a write, shared by the proposal check and by
+    ``RefundWorkflow``'s fresh read: ``None`` when they hold, else ``(rule, reason)``."""
+    required, rule, verb = REQUIRED_STATUS[tool]
+    if status != required:
+        return rule, f"order {order_id} is '{status}'; only {required} orders can be {verb}"
+    if tool == "cancel_pending_order" and payment_count != 1:
+        # The system of record refunds every payment_history entry on cancel: after a payment
+        # change that would refund more than was paid, so such an order goes to a human.
+        return rule, (f"order {order_id} has {payment_count} payment transactions (its payment was changed); "
+                      "cancelling it here would refund more than was paid: transfer to a human agent")
+    return None
+
+
+def _require_precondition(tool: str, order: OrderFact) -> None:
+    failed = order_precondition(tool, order.order_id, order.status, len(order.payment_history))
+    if failed is not None:
+        raise PolicyViolation(*failed)
+
+
 def _check_cancel(state: ConversationState, order: OrderFact, args: dict[str, Any]) -> None:
-    _require(order.status == "pending", Rule.CANCEL_PENDING_ONLY,
-             f"order {order.order_id} is '{order.status}'; only pending orders can be cancelled")
     _require(args["reason"] in CANCEL_REASONS, Rule.CANCEL_PENDING_ONLY,
              f"cancel reason must be one of {list(CANCEL_REASONS)}, not '{args['reason']}'")
-    # The system of record refunds every payment_history entry on cancel: after a payment
-    # change that would refund more than was paid, so such an order goes to a human.
-    _require(len(order.payment_history) == 1, Rule.CANCEL_PENDING_ONLY,
-             f"order {order.order_id} has {len(order.payment_history)} payment transactions (its payment was "
-             "changed); cancelling it here would refund more than was paid: transfer to a human agent")
+    _require_precondition("cancel_pending_order", order)
 
 
 def _check_modify_address(state: ConversationState, order: OrderFact, args: dict[str, Any]) -> None:
-    _require(order.status == "pending", Rule.MODIFY_PENDING_ONLY,
-             f"order {order.order_id} is '{order.status}'; only pending orders can be modified")
+    _require_precondition("modify_pending_order_address", order)
 
 
 def _check_modify_payment(state: ConversationState, order: OrderFact, args: dict[str, Any]) -> None:
-    _check_modify_address(state, order, args)
+    _require_precondition("modify_pending_order_payment", order)
     method_id = args["payment_method_id"]
     _require(len(order.payment_history) == 1, Rule.MODIFY_PAYMENT,
              "a pending order must have exactly one payment to change its payment method")
@@ -220,10 +244,8 @@ def _check_item_change(state: ConversationState, order: OrderFact, args: dict[st
     _require(len(item_ids) == len(new_item_ids), Rule.SAME_PRODUCT_VARIANT,
              "each item to change needs exactly one new item in the same position")
     _require_items_in_order(order, item_ids, Rule.SAME_PRODUCT_VARIANT)
-    by_item = {item.item_id: item for item in order.items}
-    difference = 0.0
     for old_id, new_id in zip(item_ids, new_item_ids):
-        old = by_item[old_id]
+        old = next(item for item in order.items if item.item_id == old_id)
         product = state.products.get(old.product_id)
         _require(product is not None, Rule.SAME_PRODUCT_VARIANT,
                  f"read product {old.product_id} ({old.name}) before choosing its variants")
@@ -234,30 +256,27 @@ def _check_item_change(state: ConversationState, order: OrderFact, args: dict[st
         assert variant is not None
         # The same variant is allowed: a like-for-like replacement within an item change.
         _require(variant.available, Rule.SAME_PRODUCT_VARIANT, f"item {new_id} is not available")
-        difference += variant.price - old.price
-    _require_gift_card_covers(state, args["payment_method_id"], round(difference, 2),
+    difference = item_change_difference(state, order, item_ids, new_item_ids)
+    _require_gift_card_covers(state, args["payment_method_id"], difference,
                               Rule.PRICE_DIFFERENCE_PAYMENT, "the price difference")
 
 
 def _check_modify_items(state: ConversationState, order: OrderFact, args: dict[str, Any]) -> None:
     if order.status == "pending (item modified)":
         raise PolicyViolation(Rule.ITEM_CHANGE_ONCE, f"items of order {order.order_id} were already modified once")
-    _require(order.status == "pending", Rule.MODIFY_PENDING_ONLY,
-             f"order {order.order_id} is '{order.status}'; only pending orders can be modified")
+    _require_precondition("modify_pending_order_items", order)
     _check_item_change(state, order, args, "modify_pending_order_items")
 
 
 def _check_exchange(state: ConversationState, order: OrderFact, args: dict[str, Any]) -> None:
     if order.status == "exchange requested":
         raise PolicyViolation(Rule.ITEM_CHANGE_ONCE, f"order {order.order_id} was already exchanged once")
-    _require(order.status == "delivered", Rule.EXCHANGE_DELIVERED_ONLY,
-             f"order {order.order_id} is '{order.status}'; only delivered orders can be exchanged")
+    _require_precondition("exchange_delivered_order_items", order)
     _check_item_change(state, order, args, "exchange_delivered_order_items")
 
 
 def _check_return(state: ConversationState, order: OrderFact, args: dict[str, Any]) -> None:
-    _require(order.status == "delivered", Rule.RETURN_DELIVERED_ONLY,
-             f"order {order.order_id} is '{order.status}'; only delivered orders can be returned")
+    _require_precondition("return_delivered_order_items", order)
     _require_items_in_order(order, args["item_ids"], Rule.RETURN_DELIVERED_ONLY)
     method_id = args["payment_method_id"]
     assert state.customer is not None
@@ -266,6 +285,22 @@ def _check_return(state: ConversationState, order: OrderFact, args: dict[str, An
     _require(method_id == original or method.source == "gift_card", Rule.RETURN_DELIVERED_ONLY,
              f"a refund goes to the original payment method ({original}) or one of the customer's "
              f"gift cards, not {method_id}")
+
+
+def item_change_difference(state: ConversationState, order: OrderFact, item_ids: list[str],
+                           new_item_ids: list[str]) -> float:
+    """New minus old price of an item change, decimal currency rounded to cents; the
+    figure the user confirms and the one checked against a gift card. Items or variants
+    not in the state count as 0 (the policy rejects such a change before it matters)."""
+    by_item = {item.item_id: item for item in order.items}
+    difference = 0.0
+    for old_id, new_id in zip(item_ids, new_item_ids):
+        old = by_item.get(old_id)
+        product = state.products.get(old.product_id) if old else None
+        variant = product.variants.get(new_id) if product else None
+        if old is not None and variant is not None:
+            difference += variant.price - old.price
+    return round(difference, 2)
 
 
 def _require_items_in_order(order: OrderFact, item_ids: list[str], rule: Rule) -> None:

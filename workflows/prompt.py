@@ -22,6 +22,9 @@ from workflows.state import ConversationState
 PROMPT_TURNS = 6
 PROMPT_OBSERVATIONS = 8
 PROMPT_REJECTIONS = 5
+PROMPT_STEPS = 10
+PROMPT_OPERATIONS = 20
+PROMPT_PRODUCTS = 10
 STATE_OPEN_TAG = "<state_json>"
 STATE_CLOSE_TAG = "</state_json>"
 
@@ -88,8 +91,9 @@ def render_system() -> str:
 
 
 def state_view(state: ConversationState) -> dict[str, Any]:
-    """The JSON view of the state given to the model (bounded windows applied)."""
-    last = state.last_rejection()
+    """The JSON view of the state given to the model. Everything that grows with the
+    conversation is windowed (turns, observations, steps, operations, rejections,
+    products); pinned facts are bounded where they are pinned (``workflows.facts``)."""
     return {
         "schema_version": state.schema_version,
         "conversation_id": state.conversation_id,
@@ -97,8 +101,8 @@ def state_view(state: ConversationState) -> dict[str, Any]:
         "status": state.status.value,
         "customer": state.customer.model_dump(mode="json") if state.customer else None,
         "orders": {k: v.model_dump(mode="json") for k, v in state.orders.items()},
-        "products": {k: v.model_dump(mode="json") for k, v in state.products.items()},
-        "steps": [s.model_dump(mode="json") for s in state.steps],
+        "products": {k: v.model_dump(mode="json") for k, v in list(state.products.items())[-PROMPT_PRODUCTS:]},
+        "steps": [s.model_dump(mode="json") for s in state.steps[-PROMPT_STEPS:]],
         "pinned_facts": [f.model_dump(mode="json") for f in state.pinned_facts],
         "recent_turns": [t.model_dump(mode="json") for t in state.recent_turns[-PROMPT_TURNS:]],
         "observations": [o.model_dump(mode="json") for o in state.observations[-PROMPT_OBSERVATIONS:]],
@@ -107,10 +111,9 @@ def state_view(state: ConversationState) -> dict[str, Any]:
         ),
         "completed_operations": [
             {k: v for k, v in op.model_dump(mode="json").items() if k != "child_workflow_id"}
-            for op in state.completed_operations
+            for op in state.completed_operations[-PROMPT_OPERATIONS:]
         ],
         "rejections": [r.model_dump(mode="json") for r in state.rejections[-PROMPT_REJECTIONS:]],
-        "last_rejection": last.model_dump(mode="json") if last else None,
     }
 
 

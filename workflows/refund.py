@@ -25,16 +25,7 @@ with workflow.unsafe.imports_passed_through():
         WriteToolRequest,
     )
     from workflows.options import CUSTOMER_ID, ORDER_ID, READ_RETRY, READ_TIMEOUT, STEP, WRITE_RETRY
-
-REQUIRED_STATUS = {
-    "cancel_pending_order": "pending",
-    "modify_pending_order_items": "pending",
-    "modify_pending_order_payment": "pending",
-    "return_delivered_order_items": "delivered",
-    "exchange_delivered_order_items": "delivered",
-}
-"""Status preconditions (policy clauses cancel-pending-only, modify-pending-only,
-return-delivered-only, exchange-delivered-only)."""
+    from workflows.policy import order_precondition
 
 NOTIFY_TOOLS = {"return_delivered_order_items": "return", "exchange_delivered_order_items": "exchange"}
 
@@ -54,6 +45,7 @@ class RefundWorkflow:
 
     @workflow.query
     def step(self) -> str:
+        """The refund's current step: fresh_read, refused, execute, notify, done or failed."""
         return self._step
 
     def _enter(self, step: str, detail: str) -> None:
@@ -63,6 +55,7 @@ class RefundWorkflow:
 
     @workflow.run
     async def run(self, inp: RefundInput) -> RefundOutcome:
+        """Fresh read → precondition check → idempotent write → customer email."""
         args = call_arguments(inp.call)
         order_id = args["order_id"]
         key = idempotency_key(inp.call, inp.operation_id)
@@ -78,11 +71,9 @@ class RefundWorkflow:
             summary=f"fresh read of {order_id} before {inp.call.name}",
         )
         refusal = self._precondition(inp, read)
-        order_before = json.loads(read.result) if read.ok else None
         if refusal is not None:
             self._enter("refused", refusal)
-            return RefundOutcome(idempotency_key=key, result=f"Error: {refusal}", ok=False,
-                                 refused_reason=refusal, order_before=order_before)
+            return RefundOutcome(idempotency_key=key, result=f"Error: {refusal}", ok=False, refused_reason=refusal)
 
         self._enter("execute", f"`{key}`")
         written = await workflow.execute_activity(
@@ -112,7 +103,7 @@ class RefundWorkflow:
             )
         self._enter("done" if written.ok else "failed", written.result[:200])
         return RefundOutcome(idempotency_key=key, result=written.result, ok=written.ok,
-                             replayed=written.replayed, notified=notified, order_before=order_before)
+                             replayed=written.replayed, notified=notified)
 
     @staticmethod
     def _precondition(inp: RefundInput, read: ToolResult) -> str | None:
@@ -121,12 +112,9 @@ class RefundWorkflow:
         order = json.loads(read.result)
         if order.get("user_id") != inp.expected_user_id:
             return "order belongs to another customer (one-customer)"
-        required = REQUIRED_STATUS[inp.call.name]
-        if order.get("status") != required:
-            return f"order is '{order.get('status')}', must be '{required}' (check-status)"
-        if inp.call.name == "cancel_pending_order" and len(order.get("payment_history", [])) != 1:
-            return "order has more than one payment transaction; a human agent must cancel it (cancel-pending-only)"
-        return None
+        failed = order_precondition(inp.call.name, order["order_id"], order.get("status", ""),
+                                    len(order.get("payment_history", [])))
+        return f"{failed[1]} ({failed[0].value})" if failed else None
 
 
 def _notification_body(tool: str, order_id: str, result: str) -> str:

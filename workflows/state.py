@@ -232,17 +232,14 @@ class ConversationState(BaseModel):
     ended_reason: Optional[str] = None
 
     # --- small pure helpers; mutation stays in workflows.transitions ---
-    def current_step(self) -> Optional[Step]:
-        for step in reversed(self.steps):
-            if step.status in (StepStatus.RUNNING, StepStatus.PENDING):
-                return step
-        return None
-
     def last_rejection(self) -> Optional[Rejection]:
+        """The most recent rejected proposal, if any."""
         return self.rejections[-1] if self.rejections else None
 
     def is_open(self) -> bool:
+        """True while the conversation accepts messages."""
         return self.status == ConversationStatus.ACTIVE
 
     def operations_on(self, order_id: str) -> list[CompletedOperation]:
+        """Completed writes on ``order_id``, oldest first."""
         return [op for op in self.completed_operations if op.arguments.get("order_id") == order_id]

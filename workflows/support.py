@@ -24,12 +24,10 @@ with workflow.unsafe.imports_passed_through():
     from workflows import transitions as tr
     from workflows.actions import (
         REFUND_TOOLS,
-        ToolClass,
         call_arguments,
         call_digest,
         idempotency_key,
         make_tool_call,
-        tool_class,
     )
     from workflows.confirm import confirmation_prompt, describe, is_no, is_yes
     from workflows.contracts import (
@@ -145,6 +143,8 @@ class SupportWorkflow:
 
     @workflow.run
     async def run(self, inp: SupportInput) -> SupportOutcome:
+        """Process messages one at a time until the conversation ends, is transferred,
+        escalated or cancelled (continuing as new when the history grows)."""
         self._publish()
         while self._state.is_open():
             await workflow.wait_condition(lambda: bool(self._inbox) or self._cancel is not None)
@@ -158,11 +158,11 @@ class SupportWorkflow:
             self._publish()
             self._turns_this_run += 1
             if self._state.is_open() and not self._inbox and (
-                workflow.info().is_continue_as_new_suggested() or self._turns_this_run >= inp.max_turns_per_run
+                workflow.info().is_continue_as_new_suggested() or self._turns_this_run >= self._input.max_turns_per_run
             ):
                 # the history, not the state, is what grows: start a fresh run with the same state
                 await workflow.wait_condition(workflow.all_handlers_finished)
-                workflow.continue_as_new(inp.model_copy(update={"state": self._state}))
+                workflow.continue_as_new(self._input.model_copy(update={"state": self._state}))
         for pending in self._inbox:
             self._replies[pending.message_id] = self._reply(f"The conversation is {self._state.status.value}.")
         self._inbox.clear()
@@ -182,7 +182,7 @@ class SupportWorkflow:
             state.pending_confirmation = None
         for step in state.steps:
             if step.status in (StepStatus.PENDING, StepStatus.RUNNING):
-                step.status = StepStatus.CANCELLED
+                tr.finish_step(state, step.step_id, StepStatus.CANCELLED, reason)
         state.status = status
         state.ended_reason = reason
 
@@ -230,7 +230,7 @@ class SupportWorkflow:
                     consecutive_rejections += 1
                 else:
                     consecutive_rejections = 0
-                    reply = await self._apply(action)
+                    reply = await self._apply(action, verdict.needs_confirmation)
                     if reply is not None:
                         return reply
                     continue
@@ -260,8 +260,9 @@ class SupportWorkflow:
         state.usage.model = result.model
         return result
 
-    async def _apply(self, action: Any) -> Optional[str]:
-        """Run an accepted action; returns the reply that ends the turn, or None to ask the model again."""
+    async def _apply(self, action: Any, needs_confirmation: bool) -> Optional[str]:
+        """Run an accepted action; returns the reply that ends the turn, or None to ask the
+        model again. A write (``needs_confirmation``) is only shown, never run, here."""
         state = self._state
         if action.kind == "reply":
             return action.text
@@ -273,7 +274,7 @@ class SupportWorkflow:
             self._close(ConversationStatus.TRANSFERRED, "transferred to a human agent")
             return "YOU ARE BEING TRANSFERRED TO A HUMAN AGENT. PLEASE HOLD ON."
         call = action.tool
-        if tool_class(call.name) == ToolClass.READ:
+        if not needs_confirmation:
             try:
                 result = await self._read(call)
             except ActivityError as err:
@@ -305,15 +306,12 @@ class SupportWorkflow:
         state = self._state
         call, operation_id = pending.call, pending.operation_id
         key = idempotency_key(call, operation_id)
-        for step in state.steps:
-            if step.step_id == operation_id:
-                step.status = StepStatus.RUNNING
+        tr.finish_step(state, operation_id, StepStatus.RUNNING)
         self._publish()
         child_id: Optional[str] = None
         try:
             if call.name in REFUND_TOOLS:
-                outcome = await self._run_refund(call, operation_id)
-                child_id = refund_workflow_id(state.store, call_arguments(call)["order_id"], operation_id)
+                child_id, outcome = await self._run_refund(call, operation_id)
                 result = ToolResult(result=outcome.result, ok=outcome.ok, replayed=outcome.replayed)
             else:
                 result = await workflow.execute_activity(
@@ -322,7 +320,7 @@ class SupportWorkflow:
                     result_type=ToolResult,
                     start_to_close_timeout=timedelta(seconds=self._input.write_timeout_seconds),
                     retry_policy=WRITE_RETRY,
-                    summary=f"{call.name} {call_arguments(call).get('order_id') or call_arguments(call).get('user_id')}",
+                    summary=f"{call.name} {key.split(':')[1]}",
                 )
         except (ActivityError, ChildWorkflowError) as err:
             # The outcome is unknown and retries are exhausted: stop and hand over, never replay blindly.
@@ -347,17 +345,19 @@ class SupportWorkflow:
                           _proposal(refresh))
         self._publish()
 
-    async def _run_refund(self, call: Any, operation_id: str) -> RefundOutcome:
+    async def _run_refund(self, call: Any, operation_id: str) -> tuple[str, RefundOutcome]:
+        """Run the write as a child ``RefundWorkflow``; returns (its workflow id, its outcome)."""
         state = self._state
         assert state.customer is not None
         order_id = call_arguments(call)["order_id"]
-        return await workflow.execute_child_workflow(
+        child_id = refund_workflow_id(state.store, order_id, operation_id)
+        return child_id, await workflow.execute_child_workflow(
             RefundWorkflow.run,
             RefundInput(store=state.store, operation_id=operation_id, call=call,
                         expected_user_id=state.customer.user_id, notify_email=state.customer.email or None,
                         conversation_id=state.conversation_id,
                         write_timeout_seconds=self._input.write_timeout_seconds),
-            id=refund_workflow_id(state.store, order_id, operation_id),
+            id=child_id,
             parent_close_policy=workflow.ParentClosePolicy.ABANDON,
             static_summary=f"{call.name} {order_id}",
         )
@@ -390,7 +390,7 @@ class SupportWorkflow:
         if state.customer is not None:
             wanted[CUSTOMER_ID] = state.customer.user_id
         if state.orders:
-            wanted[ORDER_ID] = list(state.orders)[-1]
+            wanted[ORDER_ID] = max(state.orders.values(), key=lambda order: order.read_turn).order_id
         changed = [key.value_set(value) for key, value in wanted.items() if self._published.get(key.name) != value]
         if changed:
             workflow.upsert_search_attributes(changed)

@@ -61,14 +61,16 @@ def reject(state: ConversationState, rule: str, reason: str, proposal: Optional[
 
 
 def start_step(state: ConversationState, step_id: str, name: str, detail: str,
-               operation_id: Optional[str] = None, status: StepStatus = StepStatus.PENDING) -> Step:
-    step = Step(step_id=step_id, name=name, status=status, turn=state.turn,
+               operation_id: Optional[str] = None) -> Step:
+    """Add a pending business step (e.g. a write awaiting confirmation) at the current turn."""
+    step = Step(step_id=step_id, name=name, status=StepStatus.PENDING, turn=state.turn,
                 operation_id=operation_id, detail=detail)
     state.steps.append(step)
     return step
 
 
 def finish_step(state: ConversationState, step_id: str, status: StepStatus, error: Optional[str] = None) -> None:
+    """Move step ``step_id`` to ``status`` (running, done, failed, cancelled), with the error if any."""
     for step in state.steps:
         if step.step_id == step_id:
             step.status = status
@@ -169,6 +171,7 @@ def _fold_order(state: ConversationState, args: dict[str, Any], result: str) -> 
 
 def _fold_product(state: ConversationState, args: dict[str, Any], result: str) -> str:
     product = json.loads(result)
+    state.products.pop(product["product_id"], None)  # re-read moves it to the end of the prompt's window
     state.products[product["product_id"]] = ProductFact(
         product_id=product["product_id"], name=product.get("name", ""),
         variants={item_id: Variant(item_id=item_id, options=v.get("options", {}), available=v["available"],

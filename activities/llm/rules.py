@@ -25,6 +25,7 @@ import re
 from typing import Any, Optional
 
 from workflows.actions import CANCEL_REASONS
+from workflows.policy import Rule
 from activities.llm.scripted import facts, observation_of, rejection_for, reply, tool_call, tried
 
 CAPABILITIES = (
@@ -34,8 +35,8 @@ CAPABILITIES = (
 )
 IDENTIFY = "Before I can help, please tell me your email address, or your first name, last name and zip code."
 STATUS_PREFIX = "Status of order"
-MALFORMED_OUTPUT = "malformed-model-output"  # workflows.policy.Rule.MALFORMED_OUTPUT
-USER_DECLINED = "user-declined"  # workflows.policy.Rule.USER_DECLINED: the user said no, or changed the subject
+MALFORMED_OUTPUT = Rule.MALFORMED_OUTPUT.value
+USER_DECLINED = Rule.USER_DECLINED.value  # the user said no, or changed the subject
 BYE = re.compile(r"\b(bye|goodbye|that's all|that is all|nothing else|no thanks)\b")
 INTENT_WORDS = (
     ("cancel", re.compile(r"\bcancel")),
@@ -195,7 +196,7 @@ def _decide(view: dict) -> dict[str, Any]:
         return reply(" ".join(_result_summary(op) for op in done_now) + " Is there anything else I can help with?")
     user_turns = _user_turns(view)
     latest = user_turns[-1].get("text", "") if user_turns else ""
-    last = view.get("last_rejection")
+    last = (view.get("rejections") or [None])[-1]
     if last and last.get("turn") == turn and last.get("rule") != MALFORMED_OUTPUT:
         # a malformed-output rejection is about our own previous output, not the user's request: carry on
         if last.get("rule") != USER_DECLINED:
