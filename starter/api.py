@@ -82,7 +82,8 @@ class MessageIn(BaseModel):
 class CancelIn(BaseModel):
     """Body of ``POST /conversations/{id}/cancel``; the body itself may be omitted."""
 
-    reason: str = Field(default="cancelled by the backend", min_length=1, max_length=1000)
+    reason: Optional[str] = Field(default=None, min_length=1, max_length=1000)
+    """None: the workflow's default reason (``CancelRequest``)."""
 
 
 class CancelAccepted(BaseModel):
