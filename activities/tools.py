@@ -78,6 +78,7 @@ class ToolActivities:
         return await asyncio.to_thread(self._backend.open_ticket, req.store, req.ticket_key, req.user_id, req.summary)
 
     def all(self) -> list:
+        """The four activity methods, for ``Worker(activities=...)``."""
         return [self.run_read_tool, self.run_write_tool, self.send_customer_email, self.open_ticket]
 
 

@@ -16,6 +16,9 @@ from worker import build_backend, build_worker, connect
 
 
 class Runtime(NamedTuple):
+    """What a CLI command runs against: the client, the backend, and whether this
+    process started the embedded server."""
+
     client: Client
     backend: RetailBackend
     started_server: bool

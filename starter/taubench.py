@@ -40,6 +40,9 @@ class Task(BaseModel):
 
 
 class TaskResult(BaseModel):
+    """One task's outcome; ``writes`` and ``duplicate_writes`` come from the ledger in the
+    system of record, ``seconds`` is wall time of the whole task including grading."""
+
     task_index: int
     passed: bool
     hash_match: bool
@@ -53,6 +56,8 @@ class TaskResult(BaseModel):
 
 
 class Summary(BaseModel):
+    """Totals over a run; ``seconds`` is the wall time of the whole run."""
+
     total: int
     passed: int
     hash_match: int
@@ -62,6 +67,8 @@ class Summary(BaseModel):
 
 
 class Report(BaseModel):
+    """A run's summary and per-task results (the ``--json`` file)."""
+
     summary: Summary
     tasks: list[TaskResult]
 

@@ -26,6 +26,8 @@ OBSERVATIONS_KEPT = 12
 
 
 class StepStatus(str, Enum):
+    """Status of a business step: pending (awaiting confirmation), running, done, cancelled, failed."""
+
     PENDING = "pending"
     RUNNING = "running"
     DONE = "done"
@@ -34,6 +36,8 @@ class StepStatus(str, Enum):
 
 
 class ConversationStatus(str, Enum):
+    """Whether the conversation still accepts messages (active) and how it finished."""
+
     ACTIVE = "active"
     ENDED = "ended"
     TRANSFERRED = "transferred"
@@ -42,6 +46,8 @@ class ConversationStatus(str, Enum):
 
 
 class Role(str, Enum):
+    """Who said a turn."""
+
     USER = "user"
     ASSISTANT = "assistant"
 
@@ -204,6 +210,8 @@ class Rejection(BaseModel):
 
 
 class Usage(BaseModel):
+    """Model calls made by the conversation, their token counts, and the last model id."""
+
     model_calls: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
