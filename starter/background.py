@@ -10,7 +10,7 @@ import sys
 import time
 
 from settings import Settings
-from starter.devserver import DevServerError, reachable
+from starter.devserver import wait_until_reachable
 
 
 def _pid_file(settings: Settings):
@@ -25,17 +25,12 @@ def start_detached(settings: Settings, timeout_seconds: float = 60.0) -> int:
     existing = _alive_pid(settings)
     if existing is not None:
         return existing
-    log = open(settings.data_dir / "dev.log", "ab")
-    proc = subprocess.Popen([sys.executable, "-m", "starter.cli", "dev"], stdout=log, stderr=subprocess.STDOUT,
-                            stdin=subprocess.DEVNULL, start_new_session=True)
+    log_path = settings.data_dir / "dev.log"
+    with open(log_path, "ab") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "starter.cli", "dev"], stdout=log, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True)
     _pid_file(settings).write_text(str(proc.pid))
-    deadline = time.monotonic() + timeout_seconds
-    while not reachable(settings.temporal_address):
-        if proc.poll() is not None:
-            raise DevServerError(f"statekeeper dev exited with {proc.returncode}; see {settings.data_dir / 'dev.log'}")
-        if time.monotonic() > deadline:
-            raise DevServerError("statekeeper dev did not start in time")
-        time.sleep(0.2)
+    wait_until_reachable(settings.temporal_address, proc, "statekeeper dev", log_path, timeout_seconds)
     return proc.pid
 
 

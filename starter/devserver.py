@@ -60,6 +60,19 @@ def dev_server_command(settings: Settings, db_file: Optional[Path]) -> list[str]
     return cmd
 
 
+def wait_until_reachable(address: str, proc: subprocess.Popen, what: str, log_path: Path,
+                         timeout_seconds: float) -> None:
+    """Block until ``address`` accepts connections. Raises ``DevServerError`` if ``proc``
+    (the process that should serve it) exits first, or after ``timeout_seconds``."""
+    deadline = time.monotonic() + timeout_seconds
+    while not reachable(address):
+        if proc.poll() is not None:
+            raise DevServerError(f"{what} exited with {proc.returncode}; see {log_path}")
+        if time.monotonic() > deadline:
+            raise DevServerError(f"{what} did not start within {timeout_seconds:.0f} s; see {log_path}")
+        time.sleep(0.2)
+
+
 @contextlib.asynccontextmanager
 async def embedded_temporal(settings: Settings, *, persist: bool = True,
                             startup_timeout_seconds: float = 60.0) -> AsyncIterator[bool]:
@@ -73,17 +86,12 @@ async def embedded_temporal(settings: Settings, *, persist: bool = True,
         return
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     db_file = settings.data_dir / "temporal.sqlite" if persist else None
-    log = open(settings.data_dir / "temporal-server.log", "ab")
+    log_path = settings.data_dir / "temporal-server.log"
+    log = open(log_path, "ab")
     proc = subprocess.Popen(dev_server_command(settings, db_file), stdout=log, stderr=subprocess.STDOUT)
     try:
-        deadline = time.monotonic() + startup_timeout_seconds
-        while not reachable(settings.temporal_address):
-            if proc.poll() is not None:
-                raise DevServerError(f"temporal dev server exited with {proc.returncode}; "
-                                     f"see {settings.data_dir / 'temporal-server.log'}")
-            if time.monotonic() > deadline:
-                raise DevServerError("temporal dev server did not start in time")
-            await asyncio.sleep(0.2)
+        await asyncio.to_thread(wait_until_reachable, settings.temporal_address, proc, "temporal dev server",
+                                log_path, startup_timeout_seconds)
         yield True
     finally:
         proc.terminate()

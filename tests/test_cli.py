@@ -1,0 +1,50 @@
+"""The `statekeeper` CLI as a user runs it: `dev --detach`, `chat`, `state`, `stop`,
+each a real process against a real embedded Temporal server and Web UI."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+
+from starter.devserver import reachable
+from tests.policy_fixtures import EMAIL, PENDING
+from tests.test_taubench import _free_port
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _cli(env: dict, *args: str, stdin: str | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "starter.cli", *args], cwd=ROOT, env=env, input=stdin,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def test_dev_detach_chat_state_stop(tmp_path):
+    port, ui_port = _free_port(), _free_port()
+    env = dict(os.environ, STATEKEEPER_TEMPORAL_ADDRESS=f"127.0.0.1:{port}", STATEKEEPER_UI_PORT=str(ui_port),
+               STATEKEEPER_DATA_DIR=str(tmp_path / "data"), COLUMNS="200")
+    env.pop("ANTHROPIC_API_KEY", None)
+    try:
+        started = _cli(env, "dev", "--detach")
+        assert started.returncode == 0, started.stdout + started.stderr
+        assert reachable(f"127.0.0.1:{port}")
+        with urllib.request.urlopen(f"http://127.0.0.1:{ui_port}/namespaces/default/workflows", timeout=30) as page:
+            assert page.status == 200  # the Web UI answers while the background server runs
+
+        script = f"Hi, my email is {EMAIL}\nPlease cancel order {PENDING}, I ordered it by mistake\nyes\nquit\n"
+        chat = _cli(env, "chat", "--conversation-id", "cli-chat", stdin=script)
+        assert chat.returncode == 0, chat.stdout + chat.stderr
+        assert "Please confirm: Cancel order #W4566809" in chat.stdout and "cancelled" in chat.stdout
+
+        shown = _cli(env, "state", "support-cli-chat")  # the workflow id is accepted too
+        assert shown.returncode == 0, shown.stdout + shown.stderr
+        state = json.loads(shown.stdout)
+        assert state["customer"]["user_id"] == "raj_sanchez_2970"
+        assert [op["tool"] for op in state["completed_operations"]] == ["cancel_pending_order"]
+    finally:
+        stopped = _cli(env, "stop")
+    assert "stopped" in stopped.stdout
+    assert not reachable(f"127.0.0.1:{port}")
