@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from temporalio.api.sdk.v1 import WorkflowMetadata
 
 from activities.llm.offline_server import offline_brain
 from starter.client import ConversationError
@@ -25,6 +26,11 @@ async def test_chat_cancels_an_order_after_explicit_yes(temporal_env, settings):
         reply = await client.send_message(cid, f"Please cancel order {PENDING}, I no longer need it")
         assert reply.awaiting_confirmation and PENDING in reply.awaiting_confirmation
         assert "pending" == _status(backend, PENDING)  # nothing written before the yes
+        # what an operator sees on the Web UI's "User Metadata" tab (current details)
+        metadata = await temporal_env.client.get_workflow_handle(f"support-{cid}").query(
+            "__temporal_workflow_metadata", result_type=WorkflowMetadata)
+        assert "**Current step:** awaiting_confirmation" in metadata.current_details
+        assert f"**Awaiting confirmation:** Cancel order {PENDING}" in metadata.current_details
         reply = await client.send_message(cid, "yes")
         assert _status(backend, PENDING) == "cancelled"
         state = await client.state(cid)
