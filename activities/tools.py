@@ -19,6 +19,7 @@ from temporalio.exceptions import ApplicationError
 
 from activities.retail.backend import IdempotencyKeyConflict, RetailBackend, UnknownStoreError
 from workflows.actions import ToolClass, call_arguments, tool_class
+from workflows.policy import REQUIRED_STATUS, order_precondition
 from workflows.transitions import is_error
 from workflows.contracts import EmailRequest, ReadToolRequest, TicketRequest, ToolResult, WriteToolRequest
 
@@ -54,9 +55,11 @@ class ToolActivities:
         if not req.idempotency_key.startswith(f"{req.call.name}:"):
             raise ApplicationError("idempotency key does not belong to this tool", type="InvalidArguments",
                                    non_retryable=True)
+        args = call_arguments(req.call)
         try:
             outcome = await asyncio.to_thread(
-                self._backend.write, req.store, req.call.name, call_arguments(req.call), req.idempotency_key
+                self._backend.write, req.store, req.call.name, args, req.idempotency_key,
+                _order_guard(req.call.name, args.get("order_id")),
             )
         except IdempotencyKeyConflict as err:
             # the same key with another tool or arguments is a caller bug: retrying cannot help
@@ -80,6 +83,22 @@ class ToolActivities:
     def all(self) -> list:
         """The four activity methods, for ``Worker(activities=...)``."""
         return [self.run_read_tool, self.run_write_tool, self.send_customer_email, self.open_ticket]
+
+
+def _order_guard(tool: str, order_id: Optional[str]):
+    """The policy's order preconditions (status; a single payment before a cancel),
+    evaluated by the backend on the locked order inside the write's transaction."""
+    if order_id is None or tool not in REQUIRED_STATUS:
+        return None
+
+    def guard(data: dict) -> Optional[str]:
+        order = data["orders"].get(order_id)
+        if order is None:
+            return None  # the tool itself reports the unknown order
+        failed = order_precondition(tool, order_id, order["status"], len(order["payment_history"]))
+        return f"Error: {failed[1]} ({failed[0].value})" if failed else None
+
+    return guard
 
 
 def _pause_hook(seconds: float, marker: Optional[Path]):

@@ -321,7 +321,8 @@ class Simulator:
         tr.receive_user_message(self.state, text)
         pending, self.pending = self.pending, None
         if pending is not None and is_yes(text):
-            confirmation = Confirmation(digest=pending.digest, turn=self.state.turn, verbatim=text)
+            confirmation = Confirmation(operation_id=pending.operation_id, digest=pending.digest, turn=self.state.turn,
+                                            verbatim=text)
             assert validate_execution(self.state, pending, confirmation).accepted
             self._write(pending)
         elif pending is not None:

@@ -99,7 +99,7 @@ def test_execution_with_the_users_yes_to_the_same_detail_is_accepted():
     c = make_tool_call("cancel_pending_order", {"order_id": PENDING, "reason": "no longer needed"})
     pending = PendingConfirmation(operation_id="op", call=c, detail="d", digest=call_digest(c), proposed_turn=state.turn)
     state.turn += 1
-    verdict = validate_execution(state, pending, Confirmation(digest=call_digest(c), turn=state.turn, verbatim="yes"))
+    verdict = validate_execution(state, pending, Confirmation(operation_id="op", digest=call_digest(c), turn=state.turn, verbatim="yes"))
     assert verdict.accepted
 
 
@@ -289,15 +289,24 @@ def test_confirmation_of_a_different_detail_is_rejected():
     pending = _pending(state)
     other = make_tool_call("cancel_pending_order", {"order_id": PENDING, "reason": "ordered by mistake"})
     state.turn += 1
-    verdict = validate_execution(state, pending, Confirmation(digest=call_digest(other), turn=state.turn, verbatim="yes"))
+    verdict = validate_execution(state, pending, Confirmation(operation_id="op", digest=call_digest(other), turn=state.turn, verbatim="yes"))
     assert verdict.rule == Rule.EXPLICIT_CONFIRMATION and not verdict.accepted
 
 
 def test_confirmation_in_the_same_turn_as_the_proposal_is_rejected():
     state = authenticated()
     pending = _pending(state)
-    verdict = validate_execution(state, pending, Confirmation(digest=pending.digest, turn=state.turn, verbatim="yes"))
+    verdict = validate_execution(state, pending, Confirmation(operation_id="op", digest=pending.digest, turn=state.turn, verbatim="yes"))
     assert verdict.rule == Rule.EXPLICIT_CONFIRMATION and not verdict.accepted
+
+
+def test_a_yes_that_answered_an_earlier_identical_proposal_is_rejected():
+    state = authenticated()
+    pending = _pending(state)
+    state.turn += 1
+    stale = Confirmation(operation_id="an-earlier-op", digest=pending.digest, turn=state.turn, verbatim="yes")
+    verdict = validate_execution(state, pending, stale)
+    assert verdict.rule == Rule.EXPLICIT_CONFIRMATION and "earlier" in verdict.reason
 
 
 def test_confirmed_write_is_rechecked_against_the_current_state():
@@ -305,7 +314,7 @@ def test_confirmed_write_is_rechecked_against_the_current_state():
     pending = _pending(state)
     state.orders[PENDING].status = "cancelled"  # changed since the detail was shown
     state.turn += 1
-    verdict = validate_execution(state, pending, Confirmation(digest=pending.digest, turn=state.turn, verbatim="yes"))
+    verdict = validate_execution(state, pending, Confirmation(operation_id="op", digest=pending.digest, turn=state.turn, verbatim="yes"))
     assert verdict.rule == Rule.CANCEL_PENDING_ONLY
 
 

@@ -15,7 +15,7 @@ import re
 from workflows.state import PinnedFact
 
 _PATTERNS: list[tuple[str, re.Pattern[str]]] = [
-    ("email", re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}")),
+    ("email", re.compile(r"[A-Za-z0-9._%+-]{1,64}@[A-Za-z0-9.-]{1,190}\.[A-Za-z]{2,24}")),
     ("order_id", re.compile(r"#?W\d{7}\b")),
     ("payment_method_id", re.compile(r"\b(?:credit_card|gift_card|paypal)_\d+\b")),
     ("item_id", re.compile(r"(?<![\d#W])\d{10}(?!\d)")),
@@ -23,15 +23,20 @@ _PATTERNS: list[tuple[str, re.Pattern[str]]] = [
     ("zip", re.compile(r"(?<![\d#W])\d{5}(?!\d)")),
     ("cancel_reason", re.compile(r"no longer needed|ordered by mistake", re.IGNORECASE)),
 ]
+# Plain spaces only and bounded words: "\s" would also match control characters, letting a
+# short message pin a fact of kilobytes.
 _NAME = re.compile(
-    r"\b(?:my name is|i am|i'm|this is)\s+([A-Z][a-z]+)\s+([A-Z][a-z]+)", re.IGNORECASE
+    r"\b(?:my name is|i am|i'm|this is) {1,3}([A-Z][a-z]{0,39}) {1,3}([A-Z][a-z]{0,39})\b", re.IGNORECASE
 )
 _SCRIPT = re.compile(r"<script>(.*?)</script>", re.DOTALL)
 
 MAX_FACTS_PER_KIND_PER_MESSAGE = 10
 MAX_PINNED_FACTS = 300
+MAX_SCRIPT_CHARS = 6000
 """Bounds that keep the model input bounded whatever users type: a message full of
-numbers pins only its first few of each kind, and a conversation at most 300 facts."""
+numbers pins only its first few of each kind, a conversation at most 300 facts, and a
+script block only up to 6,000 characters; every other fact is short (the patterns are
+bounded). Identity checks also read the recent turns, so a full cap never locks a user out."""
 
 
 def _normalise(kind: str, raw: str) -> str:
@@ -52,6 +57,8 @@ def extract_facts(text: str, turn: int) -> list[PinnedFact]:
     script_spans: list[tuple[int, int]] = []
     for match in _SCRIPT.finditer(text):
         script_spans.append(match.span())
+        if len(match.group(0)) > MAX_SCRIPT_CHARS:
+            continue
         try:
             value = json.dumps(json.loads(match.group(1)), sort_keys=True)
         except ValueError:
@@ -77,7 +84,7 @@ def extract_facts(text: str, turn: int) -> list[PinnedFact]:
 
 def merge_facts(existing: list[PinnedFact], new: list[PinnedFact]) -> list[PinnedFact]:
     """Append ``new`` facts whose (kind, value) is not pinned yet; never drops a pinned
-    fact. Past ``MAX_PINNED_FACTS`` new facts are not pinned (they stay in the turn text)."""
+    fact. Past the caps new facts are not pinned (they stay in the turn's text)."""
     seen = {(f.kind, f.value) for f in existing}
     merged = list(existing)
     for fact in new:

@@ -15,7 +15,8 @@ from typing import Any, Optional
 from pydantic import BaseModel
 
 from workflows.actions import CANCEL_REASONS, ToolClass, call_arguments, call_digest, tool_class
-from workflows.state import Confirmation, ConversationState, OrderFact, PendingConfirmation
+from workflows.facts import extract_facts
+from workflows.state import Confirmation, ConversationState, OrderFact, PendingConfirmation, Role
 
 
 class Rule(str, Enum):
@@ -106,6 +107,12 @@ def validate_execution(
             rule=Rule.EXPLICIT_CONFIRMATION,
             reason="the user confirmed a different action detail than the one proposed",
         )
+    if confirmation.operation_id != pending.operation_id:
+        return Verdict(
+            accepted=False,
+            rule=Rule.EXPLICIT_CONFIRMATION,
+            reason="the user's yes was sent before this proposal was shown (it answered an earlier one)",
+        )
     if confirmation.turn <= pending.proposed_turn:
         return Verdict(
             accepted=False,
@@ -164,9 +171,14 @@ def _check_call(state: ConversationState, call: Any) -> None:
 
 
 def _stated_by_user(state: ConversationState, name: str, args: dict[str, Any]) -> bool:
-    """The lookup uses identity facts pinned from the user's own messages, so the model
-    cannot pick an identity for them."""
-    pinned = {(f.kind, f.value.lower()) for f in state.pinned_facts}
+    """The lookup uses identity facts from the user's own words (pinned, or in a recent
+    user turn; never a script block or an assistant turn), so the model cannot pick an
+    identity for them."""
+    facts = list(state.pinned_facts)
+    for turn in state.recent_turns:
+        if turn.role == Role.USER:
+            facts += extract_facts(turn.text, turn.turn)
+    pinned = {(f.kind, f.value.lower()) for f in facts}
     if name == "find_user_id_by_email":
         return ("email", args["email"].lower()) in pinned
     full_name = f"{args['first_name']} {args['last_name']}".lower()

@@ -21,8 +21,12 @@ from workflows.actions import ToolCall
 
 SCHEMA_VERSION = 1
 RECENT_TURNS_KEPT = 12
+REJECTIONS_KEPT = 50
+STEPS_KEPT = 100
 """Turns stored in state (the prompt shows fewer); older turns live on only as pinned facts."""
 OBSERVATIONS_KEPT = 12
+"""Windows kept in the state itself (the workflow history keeps everything): the state is
+carried through continue-as-new, so it must stay small whatever a model or user does."""
 
 
 class StepStatus(str, Enum):
@@ -171,8 +175,10 @@ class PendingConfirmation(BaseModel):
 
 
 class Confirmation(BaseModel):
-    """The user's explicit yes to one exact action detail."""
+    """The user's explicit yes, bound to the proposal that was awaiting confirmation when
+    their message was accepted: its ``operation_id`` and the ``digest`` of its detail."""
 
+    operation_id: str
     digest: str
     turn: int
     verbatim: str

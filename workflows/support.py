@@ -74,9 +74,10 @@ with workflow.unsafe.imports_passed_through():
 class _Inbound(BaseModel):
     message_id: int
     text: str
+    seen_operation_id: Optional[str] = None
     seen_digest: Optional[str] = None
-    """Digest of the detail awaiting confirmation when this message was accepted: a yes
-    confirms only what had been shown before the user sent it."""
+    """The proposal (operation id and detail digest) awaiting confirmation when this message
+    was accepted: a yes confirms only what had been shown before the user sent it."""
 
 
 def support_workflow_id(conversation_id: str) -> str:
@@ -109,6 +110,7 @@ class SupportWorkflow:
         message_id = self._next_message_id
         pending = self._state.pending_confirmation
         self._inbox.append(_Inbound(message_id=message_id, text=message.text,
+                                    seen_operation_id=pending.operation_id if pending else None,
                                     seen_digest=pending.digest if pending else None))
         await workflow.wait_condition(lambda: message_id in self._replies)
         return self._replies.pop(message_id)
@@ -194,7 +196,8 @@ class SupportWorkflow:
         if pending is not None:
             state.pending_confirmation = None
             if is_yes(text):
-                confirmation = Confirmation(digest=inbound.seen_digest or "", turn=state.turn, verbatim=text)
+                confirmation = Confirmation(operation_id=inbound.seen_operation_id or "",
+                                            digest=inbound.seen_digest or "", turn=state.turn, verbatim=text)
                 verdict = validate_execution(state, pending, confirmation)
                 if not verdict.accepted:
                     tr.finish_step(state, pending.operation_id, StepStatus.CANCELLED, verdict.reason)

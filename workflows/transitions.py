@@ -15,6 +15,8 @@ from workflows.facts import extract_facts, merge_facts
 from workflows.state import (
     OBSERVATIONS_KEPT,
     RECENT_TURNS_KEPT,
+    REJECTIONS_KEPT,
+    STEPS_KEPT,
     CompletedOperation,
     ConversationState,
     Customer,
@@ -57,6 +59,7 @@ def reject(state: ConversationState, rule: str, reason: str, proposal: Optional[
     """Record a refused proposal with its rule and reason (kept for audit and for the model)."""
     rejection = Rejection(turn=state.turn, rule=rule, reason=reason, proposal=proposal)
     state.rejections.append(rejection)
+    del state.rejections[:-REJECTIONS_KEPT]
     return rejection
 
 
@@ -66,6 +69,11 @@ def start_step(state: ConversationState, step_id: str, name: str, detail: str,
     step = Step(step_id=step_id, name=name, status=StepStatus.PENDING, turn=state.turn,
                 operation_id=operation_id, detail=detail)
     state.steps.append(step)
+    if len(state.steps) > STEPS_KEPT:
+        # drop the oldest finished steps; pending and running ones always stay
+        finished = [s for s in state.steps if s.status not in (StepStatus.PENDING, StepStatus.RUNNING)]
+        dropped = {id(s) for s in finished[: len(state.steps) - STEPS_KEPT]}
+        state.steps = [s for s in state.steps if id(s) not in dropped]
     return step
 
 

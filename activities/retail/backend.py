@@ -370,7 +370,8 @@ class RetailBackend:
             data = self._read_data(conn, store, tool, kwargs)
         return run_tool(data, tool, kwargs)
 
-    def write(self, store: str, tool: str, kwargs: dict[str, Any], idempotency_key: str) -> WriteOutcome:
+    def write(self, store: str, tool: str, kwargs: dict[str, Any], idempotency_key: str,
+              guard: Callable[[dict[str, dict]], str | None] | None = None) -> WriteOutcome:
         """Apply a write tool to ``store`` exactly once per ``idempotency_key``.
 
         In one transaction: return the ledger's recorded result if the key is known
@@ -380,6 +381,11 @@ class RetailBackend:
         same error. When two callers race with one key, one applies and the other
         gets its recorded result. ``transfer_to_human_agents`` only records
         ``"Transfer successful"``.
+
+        ``guard`` (optional) sees the locked documents the tool will touch, inside the same
+        transaction, and returns an ``"Error: ..."`` result to refuse the write: a caller's
+        precondition checked atomically with the effect, so a concurrent write to the same
+        order cannot slip in between a check and the write.
 
         Raises :class:`UnknownToolError`, ``ValueError`` for a READ tool,
         :class:`UnknownStoreError`, :class:`IdempotencyKeyConflict` if the key was
@@ -391,7 +397,7 @@ class RetailBackend:
             raise ValueError(f"{tool} is a read; use read()")
         digest = args_digest(kwargs)
         try:
-            outcome = self._apply(store, tool, kwargs, idempotency_key, digest)
+            outcome = self._apply(store, tool, kwargs, idempotency_key, digest, guard)
         except (_LostRace, IntegrityError):
             with self._tx(write=False) as conn:
                 outcome = self._recorded(conn, store, tool, idempotency_key, digest)
@@ -411,7 +417,8 @@ class RetailBackend:
             raise IdempotencyKeyConflict(f"key {key!r} was recorded for {row.tool} with other arguments")
         return WriteOutcome(result=row.result, ok=row.ok, replayed=True)
 
-    def _apply(self, store: str, tool: str, kwargs: dict[str, Any], key: str, digest: str) -> WriteOutcome:
+    def _apply(self, store: str, tool: str, kwargs: dict[str, Any], key: str, digest: str,
+               guard: Callable[[dict[str, dict]], str | None] | None) -> WriteOutcome:
         with self._tx(write=True) as conn:
             recorded = self._recorded(conn, store, tool, key, digest)
             if recorded is not None:
@@ -419,7 +426,8 @@ class RetailBackend:
             self._require(conn, store)
             data = self._write_data(conn, store, tool, kwargs)
             before = {(s, k): json.dumps(d) for s, docs in data.items() for k, d in docs.items()}
-            result = run_tool(data, tool, kwargs)
+            refusal = guard(data) if guard is not None else None
+            result = refusal if refusal is not None else run_tool(data, tool, kwargs)
             ok = not result.startswith("Error")
             if ok:
                 self._save(conn, store, data, before)
