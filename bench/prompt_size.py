@@ -68,7 +68,7 @@ def main() -> None:
     for turn, snapshot, baseline in rows:
         if turn in (1, 5, 10, 30, 50, 100, turns):
             table.add_row(str(turn), f"{snapshot:,}", f"{baseline:,}", f"{snapshot / baseline:.2f}")
-    Console().print(table)
+    Console(width=140).print(table)
     total_snapshot = sum(r[1] for r in rows)
     total_baseline = sum(r[2] for r in rows)
     print(f"cumulative over {turns} calls: snapshot {total_snapshot:,} chars, baseline {total_baseline:,} chars, "

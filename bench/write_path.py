@@ -77,7 +77,7 @@ def main() -> None:
     for name, r in results.items():
         table.add_row(name, str(r["n"]), f"{r['read']:.2f}", f"{r['write']:.2f}", f"{r['replay']:.2f}",
                       f"{r['write'] / r['read']:.1f}x", f"{r['replay'] / r['read']:.1f}x", f"{r['seed']:.1f}")
-    Console().print(table)
+    Console(width=140).print(table)
 
 
 if __name__ == "__main__":
