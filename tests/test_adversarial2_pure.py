@@ -1,5 +1,10 @@
 """Second adversarial pass, pure parts (no Temporal): prompt bounds, confirmation words,
-identity pinning. A failing test is a defect; tests named *_held_up document what held."""
+identity pinning. A failing test is a defect; tests named *_held_up document what held.
+
+These tests were written by an adversarial review against the code of that day; each
+docstring describes the defect as it was found (file:line references are as of the
+review). All are fixed now, and each test keeps guarding against its return.
+"""
 
 from __future__ import annotations
 
@@ -115,7 +120,6 @@ def test_email_stated_after_300_facts_can_still_authenticate():
 
 def _apply(state, name, args):
     import copy
-    import json
     from activities.retail.tools import run_tool
     from tests.policy_fixtures import data
     store = copy.deepcopy(data())

@@ -2,6 +2,10 @@
 
 The model is the only part faked, at its boundary (a test brain behind the Messages API
 wire format). Each test asserts what the README/docstrings promise; a failure is a defect.
+
+These tests were written by an adversarial review against the code of that day; each
+docstring describes the defect as it was found (file:line references are as of the
+review). All are fixed now, and each test keeps guarding against its return.
 """
 
 from __future__ import annotations

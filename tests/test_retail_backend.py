@@ -14,7 +14,6 @@ import threading
 import time
 import uuid
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import pytest

@@ -13,7 +13,6 @@ from pathlib import Path
 from activities.retail import load_data
 from activities.retail.hashing import data_hash
 from activities.retail.tools import run_tool
-from starter.client import StatekeeperClient
 from starter.taubench import TauBenchRunner, load_tasks
 from tests.workflow_harness import running_worker
 
