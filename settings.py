@@ -43,11 +43,6 @@ class Settings(BaseSettings):
     max_concurrent_activities: int = 64
     max_concurrent_workflow_tasks: int = 64
 
-    fault_pause_after_commit_seconds: float = 0.0
-    """Test-only fault injection: after a write commits, write ``fault_marker_path`` and
-    sleep this long before the activity completes (a test kills the worker then)."""
-    fault_marker_path: Optional[Path] = None
-
     def resolved_database_url(self) -> str:
         """The database URL; defaults to ``sqlite:///<data_dir>/statekeeper.sqlite``."""
         if self.database_url:

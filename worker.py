@@ -1,7 +1,8 @@
 """The one place that wires settings, clients and activities into a Temporal worker.
 
 ``python worker.py`` (or ``statekeeper worker``) runs a worker against the configured
-Temporal server. The starter and the tests call ``build_worker`` / ``run_worker``.
+Temporal server. The starter and the tests call ``build_worker`` / ``run_worker``;
+tests inject their own ports (a fault-injecting wrapper, a fake system) or model.
 """
 
 from __future__ import annotations
@@ -11,24 +12,30 @@ import logging
 from typing import Optional
 
 from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Worker
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from activities.llm.model_activity import ModelActivities, build_client, offline_client
+from activities.retail_port import RetailPort
 from activities.retail.backend import RetailBackend, make_engine
 from activities.tools import ToolActivities
 from settings import Settings
+from starter.connection import connect
 from workflows.refund import RefundWorkflow
 from workflows.support import SupportWorkflow
 
 log = logging.getLogger("statekeeper.worker")
 
+PASSTHROUGH_MODULES = ("pydantic", "pydantic_core", "annotated_types", "typing_inspection")
+"""Third-party modules shared with the workflow sandbox instead of re-imported per run.
+The project's own modules are not on this list: they load inside the sandbox, which
+keeps checking them for non-determinism."""
 
-async def connect(settings: Settings) -> Client:
-    """A Temporal client with the pydantic data converter."""
-    return await Client.connect(
-        settings.temporal_address, namespace=settings.temporal_namespace, data_converter=pydantic_data_converter
-    )
+
+def workflow_runner() -> SandboxedWorkflowRunner:
+    """The workflow sandbox: default restrictions, only third-party modules passed through."""
+    return SandboxedWorkflowRunner(restrictions=SandboxRestrictions.default.with_passthrough_modules(
+        *PASSTHROUGH_MODULES))
 
 
 def build_backend(settings: Settings) -> RetailBackend:
@@ -53,27 +60,30 @@ def build_model_activities(settings: Settings) -> ModelActivities:
 
 
 def build_worker(client: Client, settings: Settings, backend: Optional[RetailBackend] = None,
-                 model: Optional[ModelActivities] = None) -> Worker:
+                 model: Optional[ModelActivities] = None, tools: Optional[ToolActivities] = None) -> Worker:
     """A worker for both workflows and all activities on ``settings.task_queue``.
-    ``backend`` and ``model`` default to the ones ``settings`` describe (tests pass their own)."""
-    backend = backend or build_backend(settings)
-    tools = ToolActivities(backend, settings.fault_pause_after_commit_seconds, settings.fault_marker_path)
+    ``backend``, ``model`` and ``tools`` default to the ones ``settings`` describe (tests
+    pass their own, e.g. ``ToolActivities`` over a fault-injecting port)."""
+    if tools is None:
+        port = RetailPort(backend or build_backend(settings))
+        tools = ToolActivities(tools=port, outbox=port, tickets=port)
     model = model or build_model_activities(settings)
     return Worker(
         client,
         task_queue=settings.task_queue,
         workflows=[SupportWorkflow, RefundWorkflow],
         activities=[model.propose_action, *tools.all()],
+        workflow_runner=workflow_runner(),
         max_concurrent_activities=settings.max_concurrent_activities,
         max_concurrent_workflow_tasks=settings.max_concurrent_workflow_tasks,
     )
 
 
-async def run_worker(settings: Optional[Settings] = None) -> None:
+async def run_worker(settings: Optional[Settings] = None, tools: Optional[ToolActivities] = None) -> None:
     """Connect and run a worker until cancelled."""
     settings = settings or Settings()
     client = await connect(settings)
-    worker = build_worker(client, settings)
+    worker = build_worker(client, settings, tools=tools)
     log.info("worker polling %s on %s (offline model: %s)", settings.task_queue, settings.temporal_address,
              settings.offline)
     await worker.run()

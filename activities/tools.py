@@ -1,109 +1,102 @@
-"""Tool activities over the retail system of record: reads, idempotent writes, the
-customer-email outbox and human-agent tickets.
+"""Tool activities: thin adapters from the workflows' typed requests to the ports of
+the external systems (reads, idempotent writes, the customer-email outbox, tickets).
 
-Business refusals from the tools are results (``ok=False``, the benchmark's
-``"Error: ..."`` text), not exceptions: they are not retried. Only infrastructure
-failures raise, and Temporal retries those; a retried write carries the same
-idempotency key, so the ledger returns the recorded result instead of applying twice.
+Business refusals are results (``outcome=refused``), not exceptions: they are not
+retried. Deterministic failures raise a non-retryable ``ApplicationError`` typed by
+``ErrorType``. Other exceptions are infrastructure failures: Temporal retries them,
+and a retried write carries the same idempotency key, so it never applies twice.
 """
 
 from __future__ import annotations
 
 import asyncio
-import time
-from pathlib import Path
-from typing import Optional
+from typing import Any, Callable, Optional, TypeVar
 
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities.retail.backend import IdempotencyKeyConflict, RetailBackend, UnknownStoreError
-from workflows.actions import ToolClass, call_arguments, tool_class
-from workflows.policy import REQUIRED_STATUS, order_precondition
-from workflows.transitions import is_error
+from activities.ports import Guard, OutboxPort, PortError, TicketPort, ToolPort
+from workflows.activity_api import ToolActivitiesApi
+from workflows.actions import call_arguments
+from workflows.catalogue import spec_of
+from workflows.catalogue.checks import status_refusal
 from workflows.contracts import EmailRequest, ReadToolRequest, TicketRequest, ToolResult, WriteToolRequest
+from workflows.errors import ErrorType
+
+T = TypeVar("T")
 
 
-class ToolActivities:
-    """Activities bound to one ``RetailBackend``. ``fault_pause_after_commit_seconds``
-    (tests only) pauses a write after its commit, to let a test kill the worker there."""
+class ToolActivities(ToolActivitiesApi):
+    """The tool activities over injected ports (``tools``, ``outbox``, ``tickets``);
+    register ``instance.all()`` with the worker."""
 
-    def __init__(self, backend: RetailBackend, fault_pause_after_commit_seconds: float = 0.0,
-                 fault_marker_path: Optional[Path] = None) -> None:
-        self._backend = backend
-        if fault_pause_after_commit_seconds > 0:
-            backend.after_commit_hook = _pause_hook(fault_pause_after_commit_seconds, fault_marker_path)
+    def __init__(self, tools: ToolPort, outbox: OutboxPort, tickets: TicketPort) -> None:
+        self._tools = tools
+        self._outbox = outbox
+        self._tickets = tickets
 
-    @activity.defn(name="run_read_tool")
+    @activity.defn
     async def run_read_tool(self, req: ReadToolRequest) -> ToolResult:
-        """Run a read tool; returns its result text. Raises ``ApplicationError``
-        (type ``InvalidArguments``, non-retryable) for a write passed as a read."""
-        if tool_class(req.call.name) != ToolClass.READ:
-            raise ApplicationError(f"{req.call.name} is not a read tool", type="InvalidArguments", non_retryable=True)
-        try:
-            result = await asyncio.to_thread(self._backend.read, req.store, req.call.name, call_arguments(req.call))
-        except UnknownStoreError as err:
-            raise ApplicationError(f"unknown store {req.store}", type="UnknownStore", non_retryable=True) from err
-        return ToolResult(result=result, ok=not is_error(result))
+        """Run a read tool scoped to ``req.scope_user_id``. Raises ``ApplicationError``
+        (``InvalidArguments``, non-retryable) for a write passed as a read."""
+        if spec_of(req.call.name).is_write:
+            raise _fatal(ErrorType.INVALID_ARGUMENTS, f"{req.call.name} is not a read tool")
+        args = call_arguments(req.call)
+        return await _call(self._tools.invoke, req.store, req.call.name, args, scope_user_id=req.scope_user_id)
 
-    @activity.defn(name="run_write_tool")
+    @activity.defn
     async def run_write_tool(self, req: WriteToolRequest) -> ToolResult:
         """Apply a write exactly once per idempotency key (effect and ledger row in one
-        transaction). A repeated key returns the recorded result with ``replayed=True``."""
-        if tool_class(req.call.name) == ToolClass.READ:
-            raise ApplicationError(f"{req.call.name} is not a write tool", type="InvalidArguments", non_retryable=True)
+        transaction of the system). A repeated key returns the recorded result with
+        ``replayed=True``; the same key with other arguments is ``IdempotencyKeyConflict``."""
+        if not spec_of(req.call.name).is_write:
+            raise _fatal(ErrorType.INVALID_ARGUMENTS, f"{req.call.name} is not a write tool")
         if not req.idempotency_key.startswith(f"{req.call.name}:"):
-            raise ApplicationError("idempotency key does not belong to this tool", type="InvalidArguments",
-                                   non_retryable=True)
+            raise _fatal(ErrorType.INVALID_ARGUMENTS, "idempotency key does not belong to this tool")
         args = call_arguments(req.call)
-        try:
-            outcome = await asyncio.to_thread(
-                self._backend.write, req.store, req.call.name, args, req.idempotency_key,
-                _order_guard(req.call.name, args.get("order_id")),
-            )
-        except IdempotencyKeyConflict as err:
-            # the same key with another tool or arguments is a caller bug: retrying cannot help
-            raise ApplicationError(str(err), type="IdempotencyKeyConflict", non_retryable=True) from err
-        except UnknownStoreError as err:
-            raise ApplicationError(f"unknown store {req.store}", type="UnknownStore", non_retryable=True) from err
-        return ToolResult(result=outcome.result, ok=outcome.ok, replayed=outcome.replayed)
+        return await _call(self._tools.invoke, req.store, req.call.name, args,
+                           idempotency_key=req.idempotency_key, guard=status_guard(req.call.name, args))
 
-    @activity.defn(name="send_customer_email")
+    @activity.defn
     async def send_customer_email(self, req: EmailRequest) -> bool:
         """Put an email in the outbox once per ``message_key``; True if newly queued."""
-        return await asyncio.to_thread(
-            self._backend.enqueue_email, req.store, req.message_key, req.to_email, req.subject, req.body
-        )
+        return await _call(self._outbox.enqueue_email, req.store, req.message_key, req.to_email, req.subject,
+                           req.body)
 
-    @activity.defn(name="open_ticket")
+    @activity.defn
     async def open_ticket(self, req: TicketRequest) -> bool:
         """Open a human-agent ticket once per ``ticket_key``; True if newly opened."""
-        return await asyncio.to_thread(self._backend.open_ticket, req.store, req.ticket_key, req.user_id, req.summary)
+        return await _call(self._tickets.open_ticket, req.store, req.ticket_key, req.user_id, req.summary)
 
-    def all(self) -> list:
-        """The four activity methods, for ``Worker(activities=...)``."""
+    def all(self) -> list[Callable[..., Any]]:
+        """The activity methods, for ``Worker(activities=...)``."""
         return [self.run_read_tool, self.run_write_tool, self.send_customer_email, self.open_ticket]
 
 
-def _order_guard(tool: str, order_id: Optional[str]):
-    """The policy's order preconditions (status; a single payment before a cancel),
-    evaluated by the backend on the locked order inside the write's transaction."""
-    if order_id is None or tool not in REQUIRED_STATUS:
+async def _call(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    try:
+        return await asyncio.to_thread(fn, *args, **kwargs)
+    except PortError as err:
+        raise _fatal(err.error_type, str(err)) from err
+
+
+def _fatal(error_type: ErrorType, message: str) -> ApplicationError:
+    return ApplicationError(message, type=error_type.value, non_retryable=True)
+
+
+def status_guard(tool: str, args: dict[str, Any]) -> Optional[Guard]:
+    """The spec's order precondition (status; a single payment before a cancel), for the
+    system to evaluate on the locked order inside the write's transaction."""
+    spec = spec_of(tool)
+    order_id = args.get("order_id")
+    if spec.status is None or order_id is None:
         return None
 
-    def guard(data: dict) -> Optional[str]:
+    def guard(data: dict[str, dict]) -> Optional[str]:
         order = data["orders"].get(order_id)
         if order is None:
             return None  # the tool itself reports the unknown order
-        failed = order_precondition(tool, order_id, order["status"], len(order["payment_history"]))
+        failed = status_refusal(tool, spec.status, order_id, order["status"], len(order["payment_history"]))
         return f"Error: {failed[1]} ({failed[0].value})" if failed else None
 
     return guard
-
-
-def _pause_hook(seconds: float, marker: Optional[Path]):
-    def hook(store: str, idempotency_key: str, outcome: object) -> None:
-        if marker is not None:
-            marker.write_text(idempotency_key)
-        time.sleep(seconds)
-    return hook

@@ -109,7 +109,7 @@ def create_app(client_factory: Optional[ClientFactory] = None) -> FastAPI:
 
     ``client_factory`` is called once, at startup (lifespan) or, when the ASGI server
     does not run lifespan events (``httpx.ASGITransport``), on the first request that
-    needs it. ``None`` means: read ``Settings()`` and connect with ``worker.connect``.
+    needs it. ``None`` means: read ``Settings()`` and connect with ``starter.connection.connect``.
     """
     lock = asyncio.Lock()
     holder: dict[str, Any] = {"client": None}
@@ -118,7 +118,7 @@ def create_app(client_factory: Optional[ClientFactory] = None) -> FastAPI:
         # Imported here so that importing starter.api (e.g. for tests with an injected
         # client) does not pull in the worker's activity dependencies.
         from settings import Settings
-        from worker import connect
+        from starter.connection import connect
 
         settings = Settings()
         return StatekeeperClient(await connect(settings), settings.task_queue, settings.write_timeout_seconds)

@@ -12,6 +12,7 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError
 
 from workflows.contracts import AssistantReply, CancelRequest, SupportInput, SupportOutcome, UserMessage
+from workflows.errors import ErrorType
 from workflows.options import DEFAULT_WRITE_TIMEOUT_SECONDS
 from workflows.state import ConversationState
 from workflows.support import SupportWorkflow, support_workflow_id
@@ -77,7 +78,7 @@ class StatekeeperClient:
                                                result_type=AssistantReply)
         except WorkflowUpdateFailedError as err:
             cause = err.cause
-            if getattr(cause, "type", None) == "InvalidMessage":
+            if getattr(cause, "type", None) == ErrorType.INVALID_MESSAGE.value:
                 raise ConversationError(getattr(cause, "message", None) or str(cause), "invalid_message") from err
             # ConversationFinished, or the workflow closed while the update waited (a cancel race)
             reason = getattr(cause, "message", None) or ""

@@ -12,7 +12,8 @@ from temporalio.client import Client
 from activities.retail.backend import RetailBackend
 from settings import Settings
 from starter.devserver import embedded_temporal
-from worker import build_backend, build_worker, connect
+from starter.connection import connect
+from worker import build_backend, build_worker
 
 
 class Runtime(NamedTuple):

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import pytest_asyncio
-from temporalio.contrib.pydantic import pydantic_data_converter
+from starter.connection import data_converter
 from temporalio.testing import WorkflowEnvironment
 
 from settings import Settings
@@ -27,7 +27,7 @@ async def temporal_env():
     """One real Temporal dev server for the whole session (in memory, search attributes registered)."""
     env = await WorkflowEnvironment.start_local(
         dev_server_existing_path=temporal_cli(),
-        data_converter=pydantic_data_converter,
+        data_converter=data_converter(),
         search_attributes=list(SEARCH_ATTRIBUTES),
         dev_server_log_level="error",
     )

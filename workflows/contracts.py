@@ -5,6 +5,7 @@ Pure pydantic, imported by workflows (inside the sandbox) and by activities.
 
 from __future__ import annotations
 
+from enum import Enum
 from typing import Optional
 
 from pydantic import BaseModel
@@ -31,26 +32,45 @@ class ModelResult(BaseModel):
 
 
 class ReadToolRequest(BaseModel):
-    """Input of ``run_read_tool``: a read against the system of record of ``store``."""
+    """Input of ``run_read_tool``: a read against the system of record of ``store``.
+    ``scope_user_id`` is the authenticated customer: the system answers as if other
+    customers' orders did not exist (policy one-customer)."""
 
     store: str
     call: ToolCall
+    scope_user_id: Optional[str] = None
+
+
+class Outcome(str, Enum):
+    """What a tool call did. ``applied``: it ran (a read answered, a write took effect);
+    ``refused``: the system answered with a business error and changed nothing;
+    ``unknown``: an infrastructure failure after which the effect may or may not have
+    happened (the workflow sets it when an activity's retries run out)."""
+
+    APPLIED = "applied"
+    REFUSED = "refused"
+    UNKNOWN = "unknown"
 
 
 class ToolResult(BaseModel):
-    """A tool's result string (the benchmark's format: JSON text, a plain value, or
-    ``"Error: ..."``) and whether it succeeded."""
+    """A tool's typed outcome and its result string (the retail format: JSON text, a
+    plain value, or ``"Error: ..."`` for a refusal)."""
 
     result: str
-    ok: bool
+    outcome: Outcome
     replayed: bool = False
     """True when a write's idempotency key was already in the ledger: the recorded
     result is returned and nothing is applied again."""
 
+    @property
+    def ok(self) -> bool:
+        """True when the tool applied."""
+        return self.outcome is Outcome.APPLIED
+
 
 class WriteToolRequest(BaseModel):
     """Input of ``run_write_tool``. ``idempotency_key`` comes from business identity
-    (tool, order/user id, workflow-minted operation id), never from model text."""
+    (``workflows.keys``: tool, order/user id, conversation and turn), never from model text."""
 
     store: str
     call: ToolCall

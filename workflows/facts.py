@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import re
 
-from workflows.state import PinnedFact
+from workflows.records import PinnedFact
 
 _PATTERNS: list[tuple[str, re.Pattern[str]]] = [
     ("email", re.compile(r"[A-Za-z0-9._%+-]{1,64}@[A-Za-z0-9.-]{1,190}\.[A-Za-z]{2,24}")),

@@ -12,6 +12,8 @@ from datetime import timedelta
 
 from temporalio.common import RetryPolicy, SearchAttributeKey
 
+from workflows.errors import TOOL_NON_RETRYABLE, ErrorType
+
 CUSTOMER_ID = SearchAttributeKey.for_keyword("CustomerId")
 ORDER_ID = SearchAttributeKey.for_keyword("OrderId")
 STEP = SearchAttributeKey.for_keyword("Step")
@@ -24,7 +26,7 @@ MODEL_RETRY = RetryPolicy(
     backoff_coefficient=2.0,
     maximum_interval=timedelta(seconds=10),
     maximum_attempts=3,
-    non_retryable_error_types=["ModelRequestRejected"],
+    non_retryable_error_types=[ErrorType.MODEL_REQUEST_REJECTED.value],
 )
 """Malformed output is retried as a new model call at most twice; then it becomes a rejection."""
 
@@ -34,7 +36,7 @@ READ_RETRY = RetryPolicy(
     backoff_coefficient=2.0,
     maximum_interval=timedelta(seconds=5),
     maximum_attempts=6,
-    non_retryable_error_types=["UnknownTool", "InvalidArguments", "UnknownStore", "IdempotencyKeyConflict"],
+    non_retryable_error_types=TOOL_NON_RETRYABLE,
 )
 
 WRITE_RETRY = RetryPolicy(
@@ -42,7 +44,7 @@ WRITE_RETRY = RetryPolicy(
     backoff_coefficient=2.0,
     maximum_interval=timedelta(seconds=10),
     maximum_attempts=5,
-    non_retryable_error_types=["UnknownTool", "InvalidArguments", "UnknownStore", "IdempotencyKeyConflict"],
+    non_retryable_error_types=TOOL_NON_RETRYABLE,
 )
 """Safe only with the ledger: a retry with the same idempotency key returns the recorded result."""
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from workflows.actions import TOOL_ARGS, TOOL_CLASS
+from workflows.catalogue import CATALOGUE
 from workflows.policy_text import policy_text
 from workflows.state import ConversationState
 
@@ -27,26 +27,6 @@ PROMPT_OPERATIONS = 20
 PROMPT_PRODUCTS = 10
 STATE_OPEN_TAG = "<state_json>"
 STATE_CLOSE_TAG = "</state_json>"
-
-TOOL_DESCRIPTIONS: dict[str, str] = {
-    "find_user_id_by_email": "Look up a customer's user id by email.",
-    "find_user_id_by_name_zip": "Look up a customer's user id by first name, last name and zip.",
-    "get_user_details": "Read the authenticated customer's profile, payment methods and order ids.",
-    "get_order_details": "Read an order's status, items, payment history and fulfilments.",
-    "get_product_details": "Read a product's variants (item ids, options, price, availability).",
-    "list_all_product_types": "List the 50 product types with their product ids.",
-    "calculate": "Evaluate an arithmetic expression (numbers, + - * /, parentheses).",
-    "think": "Note a thought; changes nothing.",
-    "cancel_pending_order": "Cancel a pending order (needs confirmation).",
-    "modify_pending_order_address": "Change a pending order's shipping address (needs confirmation).",
-    "modify_pending_order_items": "Swap items of a pending order for other variants of the same "
-    "product, once per order (needs confirmation).",
-    "modify_pending_order_payment": "Pay a pending order with another payment method (needs confirmation).",
-    "modify_user_address": "Change the customer's default address (needs confirmation).",
-    "return_delivered_order_items": "Return items of a delivered order (needs confirmation).",
-    "exchange_delivered_order_items": "Exchange items of a delivered order for other variants of the "
-    "same product, once per order (needs confirmation).",
-}
 
 ACTION_GUIDE = (
     "Respond by calling the tool `propose_action` exactly once with one of: "
@@ -70,12 +50,12 @@ def tool_catalogue() -> list[dict[str, Any]]:
     """The tools as ``{name, class, description, parameters}`` (JSON schema of the args)."""
     return [
         {
-            "name": name,
-            "class": TOOL_CLASS[name].value,
-            "description": TOOL_DESCRIPTIONS[name],
-            "parameters": args.model_json_schema(),
+            "name": spec.name,
+            "class": spec.tool_class.value,
+            "description": spec.description,
+            "parameters": spec.args.model_json_schema(),
         }
-        for name, args in TOOL_ARGS.items()
+        for spec in CATALOGUE.values()
     ]
 
 

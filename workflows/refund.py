@@ -2,8 +2,8 @@
 or items), owning its steps: fresh read of the order → execute → notify.
 
 Started as a child of the support conversation with an id derived from business
-identity (``refund_workflow_id``), or directly by a backend service. The fresh read
-re-checks the status precondition against the system of record, because the
+identity (``workflows.keys.refund_workflow_id``), or directly by a backend service. The
+fresh read re-checks the status precondition against the system of record, because the
 conversation's copy of the order may be stale by the time the user says yes.
 """
 
@@ -11,28 +11,17 @@ from __future__ import annotations
 
 import json
 from datetime import timedelta
+from typing import Optional
 
 from temporalio import workflow
 
-with workflow.unsafe.imports_passed_through():
-    from workflows.actions import call_arguments, idempotency_key, make_tool_call
-    from workflows.contracts import (
-        EmailRequest,
-        ReadToolRequest,
-        RefundInput,
-        RefundOutcome,
-        ToolResult,
-        WriteToolRequest,
-    )
-    from workflows.options import CUSTOMER_ID, ORDER_ID, READ_RETRY, READ_TIMEOUT, STEP, WRITE_RETRY
-    from workflows.policy import order_precondition
-
-NOTIFY_TOOLS = {"return_delivered_order_items": "return", "exchange_delivered_order_items": "exchange"}
-
-
-def refund_workflow_id(store: str, order_id: str, operation_id: str) -> str:
-    """Workflow id of a refund: business identity, so a second start is rejected by Temporal."""
-    return f"refund-{store}-{order_id.lstrip('#')}-{operation_id}"
+from workflows import keys
+from workflows.activity_api import ToolActivitiesApi
+from workflows.actions import make_tool_call
+from workflows.catalogue import spec_of
+from workflows.catalogue.checks import status_refusal
+from workflows.contracts import EmailRequest, ReadToolRequest, RefundInput, RefundOutcome, ToolResult, WriteToolRequest
+from workflows.options import CUSTOMER_ID, ORDER_ID, READ_RETRY, READ_TIMEOUT, STEP, WRITE_RETRY
 
 
 @workflow.defn
@@ -56,16 +45,16 @@ class RefundWorkflow:
     @workflow.run
     async def run(self, inp: RefundInput) -> RefundOutcome:
         """Fresh read → precondition check → idempotent write → customer email."""
-        args = call_arguments(inp.call)
-        order_id = args["order_id"]
-        key = idempotency_key(inp.call, inp.operation_id)
+        order_id = inp.call.arguments.order_id
+        spec = spec_of(inp.call.name)
+        key = keys.idempotency_key(inp.call, inp.operation_id)
         workflow.upsert_search_attributes([CUSTOMER_ID.value_set(inp.expected_user_id), ORDER_ID.value_set(order_id)])
 
         self._enter("fresh_read", f"Reading order {order_id} from the system of record")
-        read = await workflow.execute_activity(
-            "run_read_tool",
-            ReadToolRequest(store=inp.store, call=make_tool_call("get_order_details", {"order_id": order_id})),
-            result_type=ToolResult,
+        read = await workflow.execute_activity_method(
+            ToolActivitiesApi.run_read_tool,
+            ReadToolRequest(store=inp.store, call=make_tool_call("get_order_details", {"order_id": order_id}),
+                            scope_user_id=inp.expected_user_id),
             start_to_close_timeout=READ_TIMEOUT,
             retry_policy=READ_RETRY,
             summary=f"fresh read of {order_id} before {inp.call.name}",
@@ -76,51 +65,49 @@ class RefundWorkflow:
             return RefundOutcome(idempotency_key=key, result=f"Error: {refusal}", ok=False, refused_reason=refusal)
 
         self._enter("execute", f"`{key}`")
-        written = await workflow.execute_activity(
-            "run_write_tool",
+        written = await workflow.execute_activity_method(
+            ToolActivitiesApi.run_write_tool,
             WriteToolRequest(store=inp.store, call=inp.call, idempotency_key=key),
-            result_type=ToolResult,
             start_to_close_timeout=timedelta(seconds=inp.write_timeout_seconds),
             retry_policy=WRITE_RETRY,
             summary=f"{inp.call.name} {order_id}",
         )
         notified = False
-        if written.ok and inp.call.name in NOTIFY_TOOLS and inp.notify_email:
-            self._enter("notify", f"Emailing {inp.notify_email}")
-            notified = await workflow.execute_activity(
-                "send_customer_email",
+        if written.ok and spec.notify and inp.notify_email:
+            self._enter("notify", f"Emailing the customer about their {spec.notify}")
+            notified = await workflow.execute_activity_method(
+                ToolActivitiesApi.send_customer_email,
                 EmailRequest(
                     store=inp.store,
-                    message_key=f"email:{key}",
+                    message_key=keys.email_key(key),
                     to_email=inp.notify_email,
-                    subject=f"Your {NOTIFY_TOOLS[inp.call.name]} request for order {order_id}",
-                    body=_notification_body(inp.call.name, order_id, written.result),
+                    subject=f"Your {spec.notify} request for order {order_id}",
+                    body=_notification_body(spec.notify, order_id, written.result),
                 ),
-                result_type=bool,
                 start_to_close_timeout=READ_TIMEOUT,
                 retry_policy=READ_RETRY,
-                summary=f"email {NOTIFY_TOOLS[inp.call.name]} instructions for {order_id}",
+                summary=f"email {spec.notify} instructions for {order_id}",
             )
         self._enter("done" if written.ok else "failed", written.result[:200])
         return RefundOutcome(idempotency_key=key, result=written.result, ok=written.ok,
                              replayed=written.replayed, notified=notified)
 
     @staticmethod
-    def _precondition(inp: RefundInput, read: ToolResult) -> str | None:
+    def _precondition(inp: RefundInput, read: ToolResult) -> Optional[str]:
         if not read.ok:
             return read.result.removeprefix("Error: ")
         order = json.loads(read.result)
         if order.get("user_id") != inp.expected_user_id:
-            return "order belongs to another customer (one-customer)"
-        failed = order_precondition(inp.call.name, order["order_id"], order.get("status", ""),
-                                    len(order.get("payment_history", [])))
+            return "order not found (one-customer)"
+        spec = spec_of(inp.call.name)
+        failed = status_refusal(spec.name, spec.status, order["order_id"], order.get("status", ""),
+                                len(order.get("payment_history", [])))
         return f"{failed[1]} ({failed[0].value})" if failed else None
 
 
-def _notification_body(tool: str, order_id: str, result: str) -> str:
+def _notification_body(kind: str, order_id: str, result: str) -> str:
     order = json.loads(result)
-    if tool == "return_delivered_order_items":
-        items = ", ".join(order.get("return_items", []))
-        return f"We received your return request for order {order_id} (items {items}). Ship the items back using the label attached."
-    items = ", ".join(order.get("exchange_items", []))
-    return f"We received your exchange request for order {order_id} (items {items}). Ship the items back using the label attached; the new items follow."
+    items = ", ".join(order.get(f"{kind}_items", []))
+    follow = "" if kind == "return" else "; the new items follow"
+    return (f"We received your {kind} request for order {order_id} (items {items}). "
+            f"Ship the items back using the label attached{follow}.")

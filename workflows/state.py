@@ -5,158 +5,45 @@ fields: the authenticated customer, facts read from the system of record, steps
 with explicit statuses, user facts pinned verbatim with their turn, the proposal
 awaiting confirmation, completed operations with their idempotency keys, and
 rejected proposals with their reasons. Only a bounded window of recent turns is
-kept; nothing is ever summarised away.
+kept; nothing is ever summarised away. The records it is made of live in
+``workflows.records`` and are re-exported here.
 
 Pure and deterministic: imported inside the Temporal workflow sandbox.
 """
 
 from __future__ import annotations
 
-from enum import Enum
-from typing import Any, Optional
+from typing import Optional
 
 from pydantic import BaseModel, Field
 
 from workflows.actions import ToolCall
+from workflows.records import (  # noqa: F401  (re-exported: the state's vocabulary)
+    OBSERVATIONS_KEPT,
+    RECENT_TURNS_KEPT,
+    REJECTIONS_KEPT,
+    STEPS_KEPT,
+    CompletedOperation,
+    Confirmation,
+    ConversationStatus,
+    Customer,
+    Observation,
+    OrderFact,
+    OrderItem,
+    PaymentEntry,
+    PaymentMethod,
+    PinnedFact,
+    ProductFact,
+    Rejection,
+    Role,
+    Step,
+    StepStatus,
+    Turn,
+    Usage,
+    Variant,
+)
 
 SCHEMA_VERSION = 1
-RECENT_TURNS_KEPT = 12
-REJECTIONS_KEPT = 50
-STEPS_KEPT = 100
-"""Turns stored in state (the prompt shows fewer); older turns live on only as pinned facts."""
-OBSERVATIONS_KEPT = 12
-"""Windows kept in the state itself (the workflow history keeps everything): the state is
-carried through continue-as-new, so it must stay small whatever a model or user does."""
-
-
-class StepStatus(str, Enum):
-    """Status of a business step: pending (awaiting confirmation), running, done, cancelled, failed."""
-
-    PENDING = "pending"
-    RUNNING = "running"
-    DONE = "done"
-    CANCELLED = "cancelled"
-    FAILED = "failed"
-
-
-class ConversationStatus(str, Enum):
-    """Whether the conversation still accepts messages (active) and how it finished."""
-
-    ACTIVE = "active"
-    ENDED = "ended"
-    TRANSFERRED = "transferred"
-    CANCELLED = "cancelled"
-    ESCALATED = "escalated"
-
-
-class Role(str, Enum):
-    """Who said a turn."""
-
-    USER = "user"
-    ASSISTANT = "assistant"
-
-
-class Turn(BaseModel):
-    """One message; ``turn`` is the user-turn number it belongs to (1-based)."""
-
-    turn: int
-    role: Role
-    text: str
-
-
-class PinnedFact(BaseModel):
-    """Something the user stated that the process depends on, kept verbatim forever.
-
-    ``kind`` is one of: email, order_id, item_id, payment_method_id, user_id, zip,
-    name, cancel_reason, script. ``value`` is the normalised value, ``verbatim`` the
-    exact text span the user typed, ``turn`` the user turn it came from.
-    """
-
-    kind: str
-    value: str
-    verbatim: str
-    turn: int
-
-
-class PaymentMethod(BaseModel):
-    """A customer's payment method as read from the system of record.
-    ``balance`` is the gift-card balance in decimal currency (None for other sources)."""
-
-    id: str
-    source: str
-    balance: Optional[float] = None
-    display: str = ""
-
-
-class Customer(BaseModel):
-    """The one customer this conversation serves (policy: one user per conversation)."""
-
-    user_id: str
-    authenticated_via: str  # "email" or "name_zip"
-    authenticated_turn: int
-    first_name: str = ""
-    last_name: str = ""
-    email: str = ""
-    zip: str = ""
-    payment_methods: dict[str, PaymentMethod] = Field(default_factory=dict)
-    order_ids: list[str] = Field(default_factory=list)
-    details_loaded: bool = False
-
-
-class OrderItem(BaseModel):
-    item_id: str
-    product_id: str
-    name: str
-    price: float  # decimal currency
-    options: dict[str, Any] = Field(default_factory=dict)
-
-
-class PaymentEntry(BaseModel):
-    """One ``payment_history`` entry; ``amount`` in decimal currency."""
-
-    transaction_type: str
-    amount: float
-    payment_method_id: str
-
-
-class OrderFact(BaseModel):
-    """An order as last read from (or written to) the system of record."""
-
-    order_id: str
-    user_id: str
-    status: str
-    items: list[OrderItem] = Field(default_factory=list)
-    payment_history: list[PaymentEntry] = Field(default_factory=list)
-    payment_method_ids: list[str] = Field(default_factory=list)
-    """Payment methods of the order's ``payment`` transactions, in order."""
-    total: float = 0.0
-    """Sum of the items' prices, decimal currency rounded to cents."""
-    read_turn: int = 0
-
-
-class Variant(BaseModel):
-    item_id: str
-    options: dict[str, Any] = Field(default_factory=dict)
-    available: bool
-    price: float
-
-
-class ProductFact(BaseModel):
-    product_id: str
-    name: str
-    variants: dict[str, Variant] = Field(default_factory=dict)
-
-
-class Step(BaseModel):
-    """One business step of the process (e.g. "cancel #W123"), with explicit status."""
-
-    step_id: str
-    name: str
-    status: StepStatus
-    turn: int
-    operation_id: Optional[str] = None
-    detail: str = ""
-    error: Optional[str] = None
 
 
 class PendingConfirmation(BaseModel):
@@ -172,56 +59,6 @@ class PendingConfirmation(BaseModel):
     detail: str
     digest: str
     proposed_turn: int
-
-
-class Confirmation(BaseModel):
-    """The user's explicit yes, bound to the proposal that was awaiting confirmation when
-    their message was accepted: its ``operation_id`` and the ``digest`` of its detail."""
-
-    operation_id: str
-    digest: str
-    turn: int
-    verbatim: str
-
-
-class CompletedOperation(BaseModel):
-    """A write that reached the system of record, with its idempotency key and result."""
-
-    operation_id: str
-    idempotency_key: str
-    tool: str
-    arguments: dict[str, Any]
-    result: str
-    ok: bool
-    turn: int
-    child_workflow_id: Optional[str] = None
-
-
-class Observation(BaseModel):
-    """The result of a read tool, kept in a bounded window for the model."""
-
-    tool: str
-    arguments: dict[str, Any]
-    result: str
-    turn: int
-
-
-class Rejection(BaseModel):
-    """A proposal the workflow refused, with the policy rule and the reason."""
-
-    turn: int
-    rule: str
-    reason: str
-    proposal: Optional[dict[str, Any]] = None
-
-
-class Usage(BaseModel):
-    """Model calls made by the conversation, their token counts, and the last model id."""
-
-    model_calls: int = 0
-    input_tokens: int = 0
-    output_tokens: int = 0
-    model: str = ""
 
 
 class ConversationState(BaseModel):

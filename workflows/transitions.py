@@ -1,16 +1,18 @@
-"""Pure state transitions: how user messages and tool results change the state.
+"""Pure state transitions: every change the workflows make to the conversation state.
 
-The workflow calls these; they never do I/O. Tool results are the benchmark's
-strings (JSON text, a plain value, or ``"Error: ..."``) and are parsed here into
-typed facts, so the model's next snapshot reflects the system of record.
+The workflow calls these and never assigns to the state itself; they never do I/O.
+Tool results are the system's strings (JSON text, a plain value, or ``"Error: ..."``);
+each tool's ``fold`` (``workflows.catalogue``) parses a successful one into typed facts,
+so the model's next snapshot reflects the system of record.
 """
 
 from __future__ import annotations
 
-import json
 from typing import Any, Optional
 
-from workflows.actions import call_arguments
+from workflows.actions import call_arguments, call_digest
+from workflows.catalogue import spec_of
+from workflows.clauses import Rule
 from workflows.facts import extract_facts, merge_facts
 from workflows.state import (
     OBSERVATIONS_KEPT,
@@ -19,26 +21,19 @@ from workflows.state import (
     STEPS_KEPT,
     CompletedOperation,
     ConversationState,
-    Customer,
+    ConversationStatus,
     Observation,
-    OrderFact,
-    OrderItem,
-    PaymentEntry,
-    PaymentMethod,
-    ProductFact,
+    PendingConfirmation,
     Rejection,
     Role,
     Step,
     StepStatus,
     Turn,
-    Variant,
 )
-
-ANOTHER_CUSTOMER = "Error: this order belongs to another customer and cannot be shown (one-customer)"
 
 
 def is_error(result: str) -> bool:
-    """A benchmark tool signals failure with a result starting with ``Error``."""
+    """A retail tool signals a business refusal with a result starting with ``Error``."""
     return result.startswith("Error")
 
 
@@ -85,13 +80,53 @@ def finish_step(state: ConversationState, step_id: str, status: StepStatus, erro
             step.error = error
 
 
+def await_confirmation(state: ConversationState, operation_id: str, call: Any, detail: str) -> PendingConfirmation:
+    """Show a validated write: it becomes the pending confirmation and a pending step."""
+    pending = PendingConfirmation(operation_id=operation_id, call=call, detail=detail,
+                                  digest=call_digest(call), proposed_turn=state.turn)
+    state.pending_confirmation = pending
+    start_step(state, operation_id, call.name, detail, operation_id=operation_id)
+    return pending
+
+
+def take_pending(state: ConversationState) -> Optional[PendingConfirmation]:
+    """Remove and return the pending confirmation: the user's next message answers it."""
+    pending, state.pending_confirmation = state.pending_confirmation, None
+    return pending
+
+
+def decline(state: ConversationState, pending: PendingConfirmation, rule: str, reason: str) -> None:
+    """The pending write will not run: cancel its step and record why for the model."""
+    finish_step(state, pending.operation_id, StepStatus.CANCELLED, reason)
+    reject(state, rule, reason, proposal_of(pending.call))
+
+
+def close(state: ConversationState, status: ConversationStatus, reason: str) -> None:
+    """End the conversation: drop the pending confirmation, cancel unfinished steps."""
+    if state.pending_confirmation is not None:
+        finish_step(state, state.pending_confirmation.operation_id, StepStatus.CANCELLED, reason)
+        state.pending_confirmation = None
+    for step in state.steps:
+        if step.status in (StepStatus.PENDING, StepStatus.RUNNING):
+            finish_step(state, step.step_id, StepStatus.CANCELLED, reason)
+    state.status = status
+    state.ended_reason = reason
+
+
+def record_usage(state: ConversationState, model: str, input_tokens: int, output_tokens: int) -> None:
+    """Count one model call and its tokens."""
+    state.usage.model_calls += 1
+    state.usage.input_tokens += input_tokens
+    state.usage.output_tokens += output_tokens
+    state.usage.model = model
+
+
 def apply_read_result(state: ConversationState, call: Any, result: str) -> str:
     """Fold a read tool's result into the state; returns the result as the model may
     see it (another customer's order is withheld: policy one-customer)."""
     args = call_arguments(call)
-    shown = result
-    if not is_error(result):
-        shown = _FOLDERS.get(call.name, _ignore)(state, args, result)
+    fold = spec_of(call.name).fold
+    shown = result if is_error(result) or fold is None else fold(state, args, result)
     state.observations.append(Observation(tool=call.name, arguments=args, result=shown, turn=state.turn))
     del state.observations[:-OBSERVATIONS_KEPT]
     return shown
@@ -99,100 +134,22 @@ def apply_read_result(state: ConversationState, call: Any, result: str) -> str:
 
 def apply_write_result(state: ConversationState, call: Any, operation_id: str, key: str,
                        result: str, ok: bool, child_workflow_id: Optional[str] = None) -> None:
-    """Record a write that reached the system of record and refresh the facts it returns."""
+    """Record a write that reached the system of record, fold the facts it returns, and
+    finish its step (a refusal is also recorded as a rejection the model sees)."""
     args = call_arguments(call)
     state.completed_operations.append(
         CompletedOperation(operation_id=operation_id, idempotency_key=key, tool=call.name,
                            arguments=args, result=result, ok=ok, turn=state.turn,
                            child_workflow_id=child_workflow_id)
     )
+    fold = spec_of(call.name).fold
+    if ok and fold is not None:
+        fold(state, args, result)
+    finish_step(state, operation_id, StepStatus.DONE if ok else StepStatus.FAILED, None if ok else result)
     if not ok:
-        return
-    if call.name == "modify_user_address":
-        _fold_user(state, args, result)
-    else:
-        _fold_order(state, args, result)
+        reject(state, Rule.TOOL_ERROR.value, result, proposal_of(call))
 
 
-def _ignore(state: ConversationState, args: dict[str, Any], result: str) -> str:
-    return result
-
-
-def _fold_found_user(via: str):
-    def fold(state: ConversationState, args: dict[str, Any], result: str) -> str:
-        if state.customer is None:
-            state.customer = Customer(
-                user_id=result.strip(), authenticated_via=via, authenticated_turn=state.turn,
-                email=args.get("email", ""), first_name=args.get("first_name", ""),
-                last_name=args.get("last_name", ""), zip=args.get("zip", ""),
-            )
-        return result
-    return fold
-
-
-def _fold_user(state: ConversationState, args: dict[str, Any], result: str) -> str:
-    user = json.loads(result)
-    customer = state.customer
-    if customer is None or user.get("user_id", args.get("user_id")) != customer.user_id:
-        return result
-    name = user.get("name", {})
-    address = user.get("address", {})
-    customer.first_name = name.get("first_name", customer.first_name)
-    customer.last_name = name.get("last_name", customer.last_name)
-    customer.email = user.get("email", customer.email)
-    customer.zip = address.get("zip", customer.zip)
-    customer.payment_methods = {
-        method_id: PaymentMethod(id=method_id, source=method.get("source", ""), balance=method.get("balance"),
-                                 display=_display(method))
-        for method_id, method in user.get("payment_methods", {}).items()
-    }
-    customer.order_ids = list(user.get("orders", customer.order_ids))
-    customer.details_loaded = True
-    return result
-
-
-def _display(method: dict[str, Any]) -> str:
-    if method.get("source") == "credit_card":
-        return f"{method.get('brand', 'card')} ending {method.get('last_four', '????')}"
-    if method.get("source") == "gift_card":
-        return f"gift card (balance {method.get('balance', 0):.2f})"
-    return method.get("source", "")
-
-
-def _fold_order(state: ConversationState, args: dict[str, Any], result: str) -> str:
-    order = json.loads(result)
-    customer = state.customer
-    if customer is None or order.get("user_id") != customer.user_id:
-        return ANOTHER_CUSTOMER
-    history = [PaymentEntry(**{k: entry[k] for k in ("transaction_type", "amount", "payment_method_id")})
-               for entry in order.get("payment_history", [])]
-    items = [OrderItem(item_id=i["item_id"], product_id=i["product_id"], name=i["name"], price=i["price"],
-                       options=i.get("options", {})) for i in order.get("items", [])]
-    state.orders[order["order_id"]] = OrderFact(
-        order_id=order["order_id"], user_id=order["user_id"], status=order["status"], items=items,
-        payment_history=history,
-        payment_method_ids=[e.payment_method_id for e in history if e.transaction_type == "payment"],
-        total=round(sum(i.price for i in items), 2), read_turn=state.turn,
-    )
-    return result
-
-
-def _fold_product(state: ConversationState, args: dict[str, Any], result: str) -> str:
-    product = json.loads(result)
-    state.products.pop(product["product_id"], None)  # re-read moves it to the end of the prompt's window
-    state.products[product["product_id"]] = ProductFact(
-        product_id=product["product_id"], name=product.get("name", ""),
-        variants={item_id: Variant(item_id=item_id, options=v.get("options", {}), available=v["available"],
-                                   price=v["price"])
-                  for item_id, v in product.get("variants", {}).items()},
-    )
-    return result
-
-
-_FOLDERS = {
-    "find_user_id_by_email": _fold_found_user("email"),
-    "find_user_id_by_name_zip": _fold_found_user("name_zip"),
-    "get_user_details": _fold_user,
-    "get_order_details": _fold_order,
-    "get_product_details": _fold_product,
-}
+def proposal_of(call: Any) -> dict[str, Any]:
+    """A tool call as the proposal dict recorded with a rejection."""
+    return {"kind": "tool_call", "tool": {"name": call.name, "arguments": call_arguments(call)}}

@@ -28,11 +28,13 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.llm.wire import MalformedOutput, build_create_kwargs, read_proposal
+from workflows.activity_api import ModelActivitiesApi
 from workflows.contracts import ModelRequest, ModelResult
+from workflows.errors import ErrorType
 
-REJECTED = "ModelRequestRejected"
-UNAVAILABLE = "ModelUnavailable"
-MALFORMED = "MalformedModelOutput"
+REJECTED = ErrorType.MODEL_REQUEST_REJECTED.value
+UNAVAILABLE = ErrorType.MODEL_UNAVAILABLE.value
+MALFORMED = ErrorType.MALFORMED_MODEL_OUTPUT.value
 OFFLINE_BASE_URL = "http://offline-model.invalid"
 RETRYABLE_4XX = frozenset({408, 409, 429})
 MAX_RETRY_AFTER_SECONDS = 30.0
@@ -105,7 +107,7 @@ def map_api_error(exc: Exception) -> ApplicationError:
     return ApplicationError(f"model call failed: {type(exc).__name__}: {exc}", type=UNAVAILABLE)
 
 
-class ModelActivities:
+class ModelActivities(ModelActivitiesApi):
     """Holds the SDK client; register ``instance.propose_action`` with the worker.
 
     ``client`` must be built with ``max_retries=0`` (``build_client``/``offline_client``);
@@ -117,7 +119,7 @@ class ModelActivities:
         self.model = model
         self.max_tokens = max_tokens
 
-    @activity.defn(name="propose_action")
+    @activity.defn
     async def propose_action(self, req: ModelRequest) -> ModelResult:
         """Ask the model for the next action on ``req.snapshot``.
 

@@ -24,7 +24,7 @@ import json
 import re
 from typing import Any, Optional
 
-from workflows.actions import CANCEL_REASONS
+from workflows.catalogue.checks import CANCEL_REASONS
 from workflows.policy import Rule
 from activities.llm.scripted import facts, observation_of, rejection_for, reply, tool_call, tried
 

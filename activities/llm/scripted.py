@@ -23,7 +23,7 @@ import json
 from collections import Counter
 from typing import Any, Optional
 
-from workflows.actions import TOOL_CLASS, ToolClass
+from workflows.catalogue import TOOL_CLASS, ToolClass
 
 FIND_USER_TOOLS = ("find_user_id_by_email", "find_user_id_by_name_zip")
 TRANSFER_TOOL = "transfer_to_human_agents"

@@ -21,8 +21,9 @@ import json
 import operator
 from typing import Any, Callable
 
-from workflows.actions import CANCEL_REASONS, ToolClass
-from workflows.actions import TOOL_CLASS as MODEL_TOOL_CLASS
+from workflows.catalogue import ToolClass
+from workflows.catalogue.checks import CANCEL_REASONS
+from workflows.catalogue import TOOL_CLASS as MODEL_TOOL_CLASS
 
 Data = dict[str, dict[str, Any]]
 

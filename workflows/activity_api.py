@@ -1,0 +1,57 @@
+"""The activities the workflows call, declared as typed interfaces.
+
+Workflow code references an activity by its method here
+(``workflow.execute_activity_method(ToolActivitiesApi.run_read_tool, ...)``), never by a
+name string, so a reader or a type checker can follow a call across the Temporal
+boundary. The implementations in ``activities/`` subclass these classes and override
+every method with the same ``@activity.defn``; the worker registers those.
+
+Pure: imported inside the workflow sandbox (the bodies never run in a workflow).
+"""
+
+from __future__ import annotations
+
+from temporalio import activity
+
+from workflows.contracts import (
+    EmailRequest,
+    ModelRequest,
+    ModelResult,
+    ReadToolRequest,
+    TicketRequest,
+    ToolResult,
+    WriteToolRequest,
+)
+
+
+class ToolActivitiesApi:
+    """Tools of the external systems: reads, idempotent writes, the outbox, tickets."""
+
+    @activity.defn
+    async def run_read_tool(self, req: ReadToolRequest) -> ToolResult:
+        """Run a read tool scoped to the customer; returns its typed outcome."""
+        raise NotImplementedError
+
+    @activity.defn
+    async def run_write_tool(self, req: WriteToolRequest) -> ToolResult:
+        """Apply a write exactly once per idempotency key; returns its typed outcome."""
+        raise NotImplementedError
+
+    @activity.defn
+    async def send_customer_email(self, req: EmailRequest) -> bool:
+        """Queue one email per message key; True if newly queued."""
+        raise NotImplementedError
+
+    @activity.defn
+    async def open_ticket(self, req: TicketRequest) -> bool:
+        """Open one human-agent ticket per ticket key; True if newly opened."""
+        raise NotImplementedError
+
+
+class ModelActivitiesApi:
+    """The stateless model call."""
+
+    @activity.defn
+    async def propose_action(self, req: ModelRequest) -> ModelResult:
+        """Ask the model for the next ``ProposedAction`` on a snapshot of the state."""
+        raise NotImplementedError

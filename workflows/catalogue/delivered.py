@@ -1,0 +1,46 @@
+"""Delivered-order tools: return items, exchange items for other variants."""
+
+from __future__ import annotations
+
+from workflows.catalogue import details, folds
+from workflows.catalogue.checks import item_change, return_items
+from workflows.catalogue.orders import ITEM_IDS, ORDER_ID, PAYMENT_METHOD_ID, ItemChangeArgs
+from workflows.catalogue.spec import Execution, Scope, StatusRequirement, ToolArgs, ToolClass, ToolSpec
+from workflows.clauses import Rule
+
+
+class ReturnDeliveredOrderItemsArgs(ToolArgs):
+    order_id: str = ORDER_ID
+    item_ids: list[str] = ITEM_IDS
+    payment_method_id: str = PAYMENT_METHOD_ID
+
+
+class ExchangeDeliveredOrderItemsArgs(ItemChangeArgs):
+    pass
+
+
+def _delivered(rule: Rule, verb: str, **extra) -> StatusRequirement:
+    return StatusRequirement(status="delivered", rule=rule, verb=verb, **extra)
+
+
+SPECS = (
+    ToolSpec(
+        name="return_delivered_order_items", args=ReturnDeliveredOrderItemsArgs,
+        tool_class=ToolClass.IRREVERSIBLE_WRITE,
+        description="Return items of a delivered order (needs confirmation).",
+        scope=Scope.ORDER, execution=Execution.REFUND_WORKFLOW,
+        status=_delivered(Rule.RETURN_DELIVERED_ONLY, "returned"),
+        check=return_items, detail=details.return_items, fold=folds.order, notify="return",
+        personal_data=frozenset({"payment_method_id"}),
+    ),
+    ToolSpec(
+        name="exchange_delivered_order_items", args=ExchangeDeliveredOrderItemsArgs,
+        tool_class=ToolClass.IRREVERSIBLE_WRITE,
+        description="Exchange items of a delivered order for other variants of the same product, once per "
+        "order (needs confirmation).",
+        scope=Scope.ORDER, execution=Execution.REFUND_WORKFLOW,
+        status=_delivered(Rule.EXCHANGE_DELIVERED_ONLY, "exchanged", once_status="exchange requested"),
+        check=item_change("exchange_delivered_order_items"), detail=details.item_change("Exchange"),
+        fold=folds.order, notify="exchange", personal_data=frozenset({"payment_method_id"}),
+    ),
+)

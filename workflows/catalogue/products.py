@@ -1,0 +1,30 @@
+"""Product tools: the catalogue of product types and each product's variants."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from workflows.catalogue import folds
+from workflows.catalogue.spec import Scope, ToolArgs, ToolClass, ToolSpec
+
+
+class GetProductDetailsArgs(ToolArgs):
+    product_id: str = Field(min_length=1, max_length=100)
+
+
+class ListAllProductTypesArgs(ToolArgs):
+    pass
+
+
+SPECS = (
+    ToolSpec(
+        name="get_product_details", args=GetProductDetailsArgs, tool_class=ToolClass.READ,
+        description="Read a product's variants (item ids, options, price, availability).",
+        scope=Scope.CUSTOMER, fold=folds.product,
+    ),
+    ToolSpec(
+        name="list_all_product_types", args=ListAllProductTypesArgs, tool_class=ToolClass.READ,
+        description="List the 50 product types with their product ids.",
+        scope=Scope.CUSTOMER,
+    ),
+)

@@ -1,0 +1,42 @@
+"""Every typed failure that crosses the Temporal boundary, in one enum.
+
+Activities raise ``ApplicationError(type=ErrorType.X.value)``; retry policies list the
+non-retryable ones by the same values; the client and the API map them to refusals.
+Pure: imported inside the workflow sandbox.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+
+
+class ErrorType(str, Enum):
+    """The ``type`` of an ``ApplicationError`` raised by our activities and handlers."""
+
+    UNKNOWN_TOOL = "UnknownTool"
+    """The system has no tool of that name (a catalogue/system mismatch: deterministic)."""
+    INVALID_ARGUMENTS = "InvalidArguments"
+    """A request the activity can never serve (a write sent as a read, a foreign key)."""
+    UNKNOWN_STORE = "UnknownStore"
+    """The store (tenant) is not seeded in the system of record."""
+    IDEMPOTENCY_KEY_CONFLICT = "IdempotencyKeyConflict"
+    """The key was recorded for another tool or other arguments: retrying cannot help."""
+    MODEL_REQUEST_REJECTED = "ModelRequestRejected"
+    """The model provider refused the request itself (4xx other than 408/409/429)."""
+    MODEL_UNAVAILABLE = "ModelUnavailable"
+    """The model provider is unreachable or overloaded (retryable)."""
+    MALFORMED_MODEL_OUTPUT = "MalformedModelOutput"
+    """The model answered, but not with one valid ``ProposedAction`` (retried as a new call)."""
+    INVALID_MESSAGE = "InvalidMessage"
+    """A user message the conversation refuses (empty, too large); never enters history."""
+    CONVERSATION_FINISHED = "ConversationFinished"
+    """A message for a conversation that has ended or is being cancelled."""
+
+
+TOOL_NON_RETRYABLE = [
+    ErrorType.UNKNOWN_TOOL.value,
+    ErrorType.INVALID_ARGUMENTS.value,
+    ErrorType.UNKNOWN_STORE.value,
+    ErrorType.IDEMPOTENCY_KEY_CONFLICT.value,
+]
+"""Deterministic tool-activity failures: a retry would fail the same way."""

@@ -1,0 +1,144 @@
+"""Running a confirmed write: an activity of the conversation, or its own child
+``RefundWorkflow`` when it moves money (the spec's ``execution``); and escalation to a
+human when its outcome cannot be shown.
+
+An activity or child whose retries run out leaves the outcome unknown: the write may
+have committed. It is never replayed blindly; the conversation stops and a ticket
+hands it to a human (the ticket key derives from the write's idempotency key).
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Optional
+
+from temporalio import workflow
+from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflowError
+
+from workflows import keys, replies
+from workflows import transitions as tr
+from workflows.activity_api import ToolActivitiesApi
+from workflows.actions import make_tool_call
+from workflows.catalogue import Execution, spec_of
+from workflows.clauses import Rule
+from workflows.contracts import (
+    Outcome,
+    ReadToolRequest,
+    RefundInput,
+    TicketRequest,
+    ToolResult,
+    WriteToolRequest,
+)
+from workflows.options import READ_RETRY, READ_TIMEOUT, WRITE_RETRY
+from workflows.refund import RefundWorkflow
+from workflows.state import ConversationState, ConversationStatus, PendingConfirmation, StepStatus
+from workflows.visibility import Visibility, call_summary
+
+
+def failure_reason(err: BaseException) -> str:
+    """``(Type): message`` of an activity or child failure's cause: for the state and the
+    logs, never for the user."""
+    cause = getattr(err, "cause", None) or err
+    if isinstance(cause, ApplicationError):
+        return f"({cause.type}): {cause.message}"
+    return f"({type(cause).__name__}): {cause}"
+
+
+async def read(state: ConversationState, call, summary_prefix: str = "") -> ToolResult:
+    """Run a read tool, scoped to the authenticated customer. Raises ``ActivityError``
+    when its retries run out."""
+    return await workflow.execute_activity_method(
+        ToolActivitiesApi.run_read_tool,
+        ReadToolRequest(store=state.store, call=call,
+                        scope_user_id=state.customer.user_id if state.customer else None),
+        start_to_close_timeout=READ_TIMEOUT,
+        retry_policy=READ_RETRY,
+        summary=call_summary(call, summary_prefix),
+    )
+
+
+async def open_ticket(state: ConversationState, summary: str, ticket_key: str) -> bool:
+    """Open a human-agent ticket; False if it could not be opened (the conversation still
+    closes, and its ``Step`` search attribute tells operators it needs a human)."""
+    try:
+        return await workflow.execute_activity_method(
+            ToolActivitiesApi.open_ticket,
+            TicketRequest(store=state.store, ticket_key=ticket_key,
+                          user_id=state.customer.user_id if state.customer else None, summary=summary),
+            start_to_close_timeout=READ_TIMEOUT,
+            retry_policy=READ_RETRY,
+            summary="open a human-agent ticket",
+        )
+    except ActivityError as err:
+        tr.reject(state, Rule.TOOL_ERROR.value, f"opening the ticket failed: {failure_reason(err)}")
+        return False
+
+
+async def execute_confirmed(state: ConversationState, pending: PendingConfirmation, write_timeout_seconds: float,
+                            visibility: Visibility) -> Optional[str]:
+    """Run ``pending`` (the user confirmed it). Returns None when the write reached the
+    system of record (applied or refused: the model is asked what to say next), or the
+    reply that ends the turn when its outcome is unknown and the conversation escalated."""
+    call, operation = pending.call, pending.operation_id
+    key = keys.idempotency_key(call, operation)
+    spec = spec_of(call.name)
+    tr.finish_step(state, operation, StepStatus.RUNNING)
+    visibility.publish(state)
+    child_id: Optional[str] = None
+    try:
+        if spec.execution is Execution.REFUND_WORKFLOW:
+            child_id, result = await _run_refund(state, pending, write_timeout_seconds)
+        else:
+            result = await workflow.execute_activity_method(
+                ToolActivitiesApi.run_write_tool,
+                WriteToolRequest(store=state.store, call=call, idempotency_key=key),
+                start_to_close_timeout=timedelta(seconds=write_timeout_seconds),
+                retry_policy=WRITE_RETRY,
+                summary=call_summary(call),
+            )
+    except (ActivityError, ChildWorkflowError) as err:
+        result = ToolResult(result=failure_reason(err), outcome=Outcome.UNKNOWN)
+    if result.outcome is Outcome.UNKNOWN:
+        reason = f"{call.name} could not be shown to have completed {result.result}; escalated to a human agent"
+        tr.finish_step(state, operation, StepStatus.FAILED, reason)
+        await open_ticket(state, reason, keys.escalation_ticket_key(key))
+        tr.close(state, ConversationStatus.ESCALATED, reason)
+        return replies.ESCALATED
+    tr.apply_write_result(state, call, operation, key, result.result, result.ok, child_id)
+    if result.ok and spec.execution is Execution.REFUND_WORKFLOW and state.customer is not None:
+        await _refresh_customer(state)
+    visibility.publish(state)
+    return None
+
+
+async def _run_refund(state: ConversationState, pending: PendingConfirmation,
+                      write_timeout_seconds: float) -> tuple[str, ToolResult]:
+    """Run the write as a child ``RefundWorkflow``; returns (its workflow id, its outcome)."""
+    assert state.customer is not None
+    call = pending.call
+    order_id = call.arguments.order_id
+    child_id = keys.refund_workflow_id(state.store, order_id, pending.operation_id)
+    outcome = await workflow.execute_child_workflow(
+        RefundWorkflow.run,
+        RefundInput(store=state.store, operation_id=pending.operation_id, call=call,
+                    expected_user_id=state.customer.user_id, notify_email=state.customer.email or None,
+                    conversation_id=state.conversation_id, write_timeout_seconds=write_timeout_seconds),
+        id=child_id,
+        parent_close_policy=workflow.ParentClosePolicy.ABANDON,
+        static_summary=f"{call.name} {order_id}",
+    )
+    outcome_kind = Outcome.APPLIED if outcome.ok else Outcome.REFUSED
+    return child_id, ToolResult(result=outcome.result, outcome=outcome_kind, replayed=outcome.replayed)
+
+
+async def _refresh_customer(state: ConversationState) -> None:
+    """Refunds move gift-card balances: re-read the customer so the next check sees the
+    system of record. If that fails the write is still done and recorded; stale balances
+    only make the policy stricter until the next read."""
+    assert state.customer is not None
+    refresh = make_tool_call("get_user_details", {"user_id": state.customer.user_id})
+    try:
+        tr.apply_read_result(state, refresh, (await read(state, refresh, "refresh")).result)
+    except ActivityError as err:
+        tr.reject(state, Rule.TOOL_ERROR.value, f"refreshing the customer failed: {failure_reason(err)}",
+                  tr.proposal_of(refresh))

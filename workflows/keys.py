@@ -1,0 +1,51 @@
+"""Effect keys from business identity: idempotency keys, ticket and email keys, and
+the refund workflow's id.
+
+Every key is built from what survives a workflow reset: the conversation id (one
+workflow per id, never reused), the user turn that proposed the operation (turns are
+counted in the state, deterministically), the tool and the order or customer it
+changes. Never ``workflow.uuid4()``, whose values change when a reset re-executes the
+workflow, and never model text. A turn proposes at most one write (a write proposal
+ends the turn with its confirmation prompt), so ``(conversation, turn)`` names it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from workflows.catalogue import spec_of
+
+
+def operation_id(conversation_id: str, turn: int) -> str:
+    """The operation proposed at user turn ``turn`` of a conversation: ``<conversation>.t<turn>``."""
+    return f"{conversation_id}.t{turn}"
+
+
+def idempotency_key(call: Any, operation: str) -> str:
+    """The idempotency key of a write: ``{tool}:{order_id or user_id}:{operation}``.
+
+    A retried, replayed or reset-and-re-executed write maps to the same ledger row; the
+    same key with other arguments is refused by the system of record as a conflict."""
+    subject = spec_of(call.name).subject
+    value = getattr(call.arguments, subject) if subject else "-"
+    return f"{call.name}:{value}:{operation}"
+
+
+def transfer_ticket_key(conversation_id: str, turn: int) -> str:
+    """The hand-off ticket of a transfer the model proposed at user turn ``turn``."""
+    return f"transfer:{conversation_id}:t{turn}"
+
+
+def escalation_ticket_key(write_key: str) -> str:
+    """The ticket opened when a write's outcome cannot be shown (one per write)."""
+    return f"escalate:{write_key}"
+
+
+def email_key(write_key: str) -> str:
+    """The customer email sent after a write (one per write)."""
+    return f"email:{write_key}"
+
+
+def refund_workflow_id(store: str, order_id: str, operation: str) -> str:
+    """Workflow id of a refund: business identity, so a second start is rejected by Temporal."""
+    return f"refund-{store}-{order_id.lstrip('#')}-{operation}"

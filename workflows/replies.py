@@ -1,0 +1,74 @@
+"""Every sentence statekeeper itself shows a user, in one place.
+
+Users never see internal ids, exception names, parser text or stack traces: a refusal
+is worded from its policy clause, and the technical reason stays in the state (for the
+model and for operators) and in the logs.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from workflows.clauses import Rule
+
+TRANSFERRED = "YOU ARE BEING TRANSFERRED TO A HUMAN AGENT. PLEASE HOLD ON."
+"""τ-bench's transfer sentence; the benchmark's users recognise it."""
+SYSTEM_UNAVAILABLE = "Sorry, I can't reach our order system right now. Please try again in a moment."
+COULD_NOT_FINISH = "Sorry, I could not finish that request. Could you tell me again what you need?"
+MODEL_TROUBLE = "Sorry, I'm having trouble working out the next step right now. Could you say again what you need?"
+ESCALATED = ("I could not confirm that your request went through, so I have handed it to a human agent, "
+             "who will check it and get back to you. Nothing will be done twice.")
+ENDED = "Thank you, goodbye."
+CANCELLED = "The conversation was cancelled."
+
+_REFUSALS: dict[Rule, str] = {
+    Rule.AUTHENTICATE_FIRST: "I first need to confirm who you are: please tell me your email address, "
+    "or your first name, last name and zip code.",
+    Rule.ONE_CUSTOMER: "I can only help with the account you identified yourself with, and its own orders "
+    "and payment methods.",
+    Rule.EXPLICIT_CONFIRMATION: "I need your explicit yes to the exact change I described before I make it.",
+    Rule.CHECK_STATUS: "I need to look that order up first.",
+    Rule.CANCEL_PENDING_ONLY: "only pending orders can be cancelled, and the reason must be that it is no "
+    "longer needed or was ordered by mistake.",
+    Rule.MODIFY_PENDING_ONLY: "only pending orders can be modified.",
+    Rule.MODIFY_PAYMENT: "the new payment method must be a different one of yours, and a gift card must cover "
+    "the order total.",
+    Rule.ITEM_CHANGE_ONCE: "items of an order can be changed or exchanged only once.",
+    Rule.SAME_PRODUCT_VARIANT: "an item can only change to an available option of the same product.",
+    Rule.PRICE_DIFFERENCE_PAYMENT: "the price difference needs one of your payment methods, and a gift card "
+    "must cover it.",
+    Rule.RETURN_DELIVERED_ONLY: "only items of a delivered order can be returned, refunded to the original "
+    "payment method or a gift card of yours.",
+    Rule.EXCHANGE_DELIVERED_ONLY: "only items of a delivered order can be exchanged.",
+    Rule.CONVERSATION_CLOSED: "this conversation has ended.",
+    Rule.TOOL_ERROR: "our order system did not accept that request.",
+    Rule.USER_DECLINED: "you did not confirm it.",
+}
+
+
+def refused(rule: str) -> str:
+    """The reply when the model's proposals kept being refused under ``rule`` (a clause id)."""
+    if rule == Rule.MALFORMED_OUTPUT.value:
+        return MODEL_TROUBLE
+    try:
+        sentence = _REFUSALS[Rule(rule)]
+    except (ValueError, KeyError):
+        return COULD_NOT_FINISH
+    return f"Sorry, I can't do that: {sentence}"
+
+
+def cancelled(done: Iterable[str]) -> str:
+    """The reply to a message interrupted by a cancel; ``done`` are the details (as the
+    user confirmed them) of writes completed in this turn."""
+    done = list(done)
+    return CANCELLED + (f" Completed before it stopped: {'; '.join(done)}" if done else "")
+
+
+def finished(status: str) -> str:
+    """The reply to a message queued behind the end of the conversation."""
+    return f"The conversation is {status}."
+
+
+def confirmation_prompt(detail: str) -> str:
+    """The message that asks for confirmation of ``detail``."""
+    return f"Please confirm: {detail} Reply 'yes' to proceed or 'no' to stop."

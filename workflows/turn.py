@@ -1,0 +1,157 @@
+"""One user turn: answer a pending confirmation, then propose → validate → apply until
+the model replies, a write awaits confirmation, or the conversation closes.
+
+The model is a stateless processor: each proposal is one activity over a snapshot
+rendered from the state. The policy validates it; reads run at once; a write is only
+shown here (its exact detail), and runs in a later turn after the user's yes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Optional
+
+from temporalio import workflow
+from temporalio.exceptions import ActivityError
+
+from workflows import keys, replies
+from workflows import transitions as tr
+from workflows.activity_api import ModelActivitiesApi
+from workflows.clauses import Rule
+from workflows.confirm import describe, is_no, is_yes
+from workflows.contracts import CancelRequest, ModelRequest, ModelResult
+from workflows.execute import execute_confirmed, failure_reason, open_ticket, read
+from workflows.options import MAX_CONSECUTIVE_REJECTIONS, MAX_MODEL_STEPS_PER_TURN, MODEL_RETRY, MODEL_TIMEOUT
+from workflows.policy import validate_execution, validate_proposal
+from workflows.prompt import render_snapshot
+from workflows.state import Confirmation, ConversationState, ConversationStatus
+from workflows.visibility import Visibility
+
+
+@dataclass(frozen=True)
+class Inbound:
+    """A user message as accepted by the update, with the proposal (operation id and
+    detail digest) awaiting confirmation at that moment: a yes confirms only what had
+    been shown before the user sent it."""
+
+    message_id: int
+    text: str
+    seen_operation_id: Optional[str] = None
+    seen_digest: Optional[str] = None
+
+
+@dataclass
+class TurnContext:
+    """What a turn needs from its conversation: the state, the write timeout (seconds),
+    the pending cancel request (if any), and the operators' view."""
+
+    state: ConversationState
+    write_timeout_seconds: float
+    cancel_request: Callable[[], Optional[CancelRequest]]
+    visibility: Visibility
+
+
+async def run_turn(ctx: TurnContext, inbound: Inbound) -> str:
+    """Process one user message; returns the assistant's reply to it."""
+    state = ctx.state
+    tr.receive_user_message(state, inbound.text)
+    pending = tr.take_pending(state)
+    if pending is not None:
+        if is_yes(inbound.text):
+            confirmation = Confirmation(operation_id=inbound.seen_operation_id or "",
+                                        digest=inbound.seen_digest or "", turn=state.turn, verbatim=inbound.text)
+            verdict = validate_execution(state, pending, confirmation)
+            if not verdict.accepted:
+                tr.decline(state, pending, verdict.rule.value, verdict.reason)
+            else:
+                ended = await execute_confirmed(state, pending, ctx.write_timeout_seconds, ctx.visibility)
+                if ended is not None:
+                    return ended
+        else:
+            declined = "the user declined" if is_no(inbound.text) else "the user changed the subject"
+            tr.decline(state, pending, Rule.USER_DECLINED.value, f"{declined}: {pending.detail}")
+    return await _agent_loop(ctx)
+
+
+async def _agent_loop(ctx: TurnContext) -> str:
+    state = ctx.state
+    consecutive_rejections = 0
+    for _ in range(MAX_MODEL_STEPS_PER_TURN):
+        cancel = ctx.cancel_request()
+        if cancel is not None:
+            return _cancelled(state, cancel)
+        result = await _propose(ctx)
+        if result is None:
+            consecutive_rejections += 1
+        else:
+            verdict = validate_proposal(state, result.action)
+            if not verdict.accepted:
+                tr.reject(state, verdict.rule.value, verdict.reason, result.action.model_dump(mode="json"))
+                consecutive_rejections += 1
+            else:
+                consecutive_rejections = 0
+                reply = await _apply(ctx, result.action, verdict.needs_confirmation)
+                if reply is not None:
+                    return reply
+                continue
+        if consecutive_rejections >= MAX_CONSECUTIVE_REJECTIONS:
+            last = state.last_rejection()
+            return replies.refused(last.rule if last else "")
+    return replies.COULD_NOT_FINISH
+
+
+def _cancelled(state: ConversationState, cancel: CancelRequest) -> str:
+    shown = {step.operation_id: step.detail for step in state.steps}
+    done = [shown.get(op.operation_id) or "a change you confirmed" for op in state.completed_operations
+            if op.turn == state.turn and op.ok]
+    tr.close(state, ConversationStatus.CANCELLED, cancel.reason)
+    return replies.cancelled(done)
+
+
+async def _propose(ctx: TurnContext) -> Optional[ModelResult]:
+    state = ctx.state
+    ctx.visibility.publish(state, "model proposing the next action")
+    try:
+        result = await workflow.execute_activity_method(
+            ModelActivitiesApi.propose_action,
+            ModelRequest(conversation_id=state.conversation_id, snapshot=render_snapshot(state)),
+            start_to_close_timeout=MODEL_TIMEOUT,
+            retry_policy=MODEL_RETRY,
+            summary=f"model proposes the next action (turn {state.turn})",
+        )
+    except ActivityError as err:
+        # the type only: the message may quote model output, which may quote the user
+        workflow.logger.warning("model call failed at turn %s: %s", state.turn, type(err.cause).__name__)
+        tr.reject(state, Rule.MALFORMED_OUTPUT.value, f"model call failed {failure_reason(err)}"[:1000])
+        return None
+    tr.record_usage(state, result.model, result.input_tokens, result.output_tokens)
+    return result
+
+
+async def _apply(ctx: TurnContext, action: Any, needs_confirmation: bool) -> Optional[str]:
+    """Run an accepted action; returns the reply that ends the turn, or None to ask the
+    model again. A write (``needs_confirmation``) is only shown, never run, here."""
+    state = ctx.state
+    if action.kind == "reply":
+        return action.text
+    if action.kind == "end":
+        tr.close(state, ConversationStatus.ENDED, "ended by the assistant")
+        return action.text
+    if action.kind == "transfer_to_human":
+        await open_ticket(state, action.summary, keys.transfer_ticket_key(state.conversation_id, state.turn))
+        tr.close(state, ConversationStatus.TRANSFERRED, "transferred to a human agent")
+        return replies.TRANSFERRED
+    call = action.tool
+    if not needs_confirmation:
+        try:
+            result = await read(state, call)
+        except ActivityError as err:
+            # retries are exhausted (e.g. the database is down): keep the state, tell the user
+            tr.reject(state, Rule.TOOL_ERROR.value, f"{call.name} failed: {failure_reason(err)}", tr.proposal_of(call))
+            return replies.SYSTEM_UNAVAILABLE
+        tr.apply_read_result(state, call, result.result)
+        return None
+    operation = keys.operation_id(state.conversation_id, state.turn)
+    tr.await_confirmation(state, operation, call, describe(state, call))
+    ctx.visibility.publish(state)
+    return replies.confirmation_prompt(state.pending_confirmation.detail)
