@@ -12,21 +12,19 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 import uuid
 
 import pytest
-from temporalio import activity
-from temporalio.worker import Worker
 
 from activities.llm.model_activity import ModelActivities, offline_client
+from activities.retail_port import RetailPort
 from activities.tools import ToolActivities
 from starter.client import ConversationError, StatekeeperClient
 from tests.policy_fixtures import CUSTOMER, DELIVERED, EMAIL, PENDING
 from tests.workflow_harness import running_worker
-from worker import build_backend
-from workflows.contracts import ToolResult, WriteToolRequest
-from workflows.refund import RefundWorkflow
-from workflows.support import SupportWorkflow, support_workflow_id
+from worker import build_backend, build_worker
+from workflows.support import support_workflow_id
 
 FS = "\x1c"
 
@@ -122,15 +120,19 @@ async def test_cancel_racing_a_payment_change_never_refunds_more_than_was_paid(t
     entry: 3 x the amount for one payment. The only test-side change is latency: A's cancel
     write is held until B's change has committed (as a slow worker or DB would)."""
     backend = build_backend(settings)
-    tools = ToolActivities(backend)
-    entered, release = asyncio.Event(), asyncio.Event()
+    port = RetailPort(backend)
+    entered, release = threading.Event(), threading.Event()
 
-    @activity.defn(name="run_write_tool")
-    async def slow_write(req: WriteToolRequest) -> ToolResult:
-        if req.call.name == "cancel_pending_order":
-            entered.set()
-            await release.wait()
-        return await tools.run_write_tool(req)
+    class HoldCancelWrites:
+        """A tool port (test wrapper) that holds the cancel write until released."""
+
+        def invoke(self, store, tool, arguments, **kwargs):
+            if tool == "cancel_pending_order" and kwargs.get("idempotency_key"):
+                entered.set()
+                release.wait(60)
+            return port.invoke(store, tool, arguments, **kwargs)
+
+    tools = ToolActivities(tools=HoldCancelWrites(), outbox=port, tickets=port)
 
     def brain(view: dict) -> dict:
         done = [op for op in view["completed_operations"]]
@@ -149,10 +151,7 @@ async def test_cancel_racing_a_payment_change_never_refunds_more_than_was_paid(t
     model = ModelActivities(offline_client(30.0, brain=brain), model="test-brain")
     paid = _order(backend, ETHAN_ORDER)["payment_history"][0]["amount"]
     gift_before = _user(backend, ETHAN)["payment_methods"][ETHAN_GIFT]["balance"]
-    async with Worker(temporal_env.client, task_queue=settings.task_queue,
-                      workflows=[SupportWorkflow, RefundWorkflow],
-                      activities=[model.propose_action, tools.run_read_tool, slow_write,
-                                  tools.send_customer_email, tools.open_ticket]):
+    async with build_worker(temporal_env.client, settings, backend, model=model, tools=tools):
         client = StatekeeperClient(temporal_env.client, settings.task_queue)
         a = await client.start_conversation(f"cancel-{uuid.uuid4().hex[:6]}")
         b = await client.start_conversation(f"pay-{uuid.uuid4().hex[:6]}")
@@ -161,7 +160,7 @@ async def test_cancel_racing_a_payment_change_never_refunds_more_than_was_paid(t
         assert ra.awaiting_confirmation and "Cancel order" in ra.awaiting_confirmation
         assert rb.awaiting_confirmation and "Pay order" in rb.awaiting_confirmation
         yes_a = asyncio.create_task(client.send_message(a, "yes"))
-        await asyncio.wait_for(entered.wait(), 30)  # A's fresh read passed; its write is in flight
+        assert await asyncio.to_thread(entered.wait, 30)  # A's fresh read passed; its write is in flight
         await client.send_message(b, "yes")          # B's payment change commits
         release.set()
         await asyncio.wait_for(yes_a, 30)

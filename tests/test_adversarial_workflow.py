@@ -18,14 +18,14 @@ import uuid
 import pytest
 from temporalio.client import WorkflowUpdateStage
 from temporalio.worker import Replayer
-from temporalio.contrib.pydantic import pydantic_data_converter
 
 from activities.llm.model_activity import ModelActivities, build_client
 from activities.llm.offline_server import start_in_thread
 from starter.client import ConversationError, StatekeeperClient
 from tests.policy_fixtures import CUSTOMER, DELIVERED, EMAIL, PENDING
 from tests.workflow_harness import running_worker
-from worker import build_backend, build_worker
+from starter.connection import data_converter
+from worker import build_backend, build_worker, workflow_runner
 from workflows.contracts import AssistantReply, UserMessage
 from workflows.refund import RefundWorkflow
 from workflows.support import SupportWorkflow, support_workflow_id
@@ -221,14 +221,13 @@ async def test_refresh_read_failure_after_a_refund_does_not_fail_the_conversatio
     failures become replies' elsewhere. The fault: the store becomes unreadable right
     after the commit (the test's stand-in for a database outage)."""
     marker = tmp_path / "committed.marker"
-    settings = settings.model_copy(update={"fault_pause_after_commit_seconds": 2.0, "fault_marker_path": marker})
     brain = ListBrain([
         call("find_user_id_by_email", email=EMAIL),
         call("get_user_details", user_id=CUSTOMER),
         call("get_order_details", order_id=PENDING),
         call("cancel_pending_order", order_id=PENDING, reason="no longer needed"),
     ])
-    async with running_worker(temporal_env, settings, brain=brain) as (client, backend):
+    async with running_worker(temporal_env, settings, brain=brain, pause_after_write=(2.0, marker)) as (client, backend):
         cid = await client.start_conversation(f"refresh-fail-{uuid.uuid4().hex[:6]}")
         r = await client.send_message(cid, f"my email is {EMAIL}, cancel {PENDING}")
         assert r.awaiting_confirmation
@@ -324,7 +323,8 @@ async def test_replay_of_real_histories_is_deterministic(temporal_env, settings)
         histories = [await temporal_env.client.get_workflow_handle(support_workflow_id(cid)).fetch_history()]
         for op in state.completed_operations:
             histories.append(await temporal_env.client.get_workflow_handle(op.child_workflow_id).fetch_history())
-    replayer = Replayer(workflows=[SupportWorkflow, RefundWorkflow], data_converter=pydantic_data_converter)
+    replayer = Replayer(workflows=[SupportWorkflow, RefundWorkflow], data_converter=data_converter(),
+                        workflow_runner=workflow_runner())
     for history in histories:
         await replayer.replay_workflow(history)
 
@@ -432,8 +432,7 @@ async def test_client_refuses_unencodable_text_as_invalid_message(temporal_env, 
 
 async def test_cancel_signal_during_a_running_write_records_it(temporal_env, settings, tmp_path):
     marker = tmp_path / "committed.marker"
-    settings = settings.model_copy(update={"fault_pause_after_commit_seconds": 1.5, "fault_marker_path": marker})
-    async with running_worker(temporal_env, settings) as (client, backend):
+    async with running_worker(temporal_env, settings, pause_after_write=(1.5, marker)) as (client, backend):
         cid = await client.start_conversation(f"cancel-running-{uuid.uuid4().hex[:6]}")
         await client.send_message(cid, f"Hi, my email is {EMAIL}")
         r = await client.send_message(cid, f"Please cancel order {PENDING}, I ordered it by mistake")

@@ -30,12 +30,11 @@ def _worker_process(env, settings, tmp_path: Path, fault: bool) -> subprocess.Po
         "STATEKEEPER_DATA_DIR": str(tmp_path),
     })
     environment.pop("ANTHROPIC_API_KEY", None)
-    if fault:
-        environment["STATEKEEPER_FAULT_PAUSE_AFTER_COMMIT_SECONDS"] = "600"
-        environment["STATEKEEPER_FAULT_MARKER_PATH"] = str(tmp_path / "committed.marker")
+    # the faulty worker is a test worker (tests/fault_worker.py): its tool port pauses after a commit
+    command = ([sys.executable, "-m", "tests.fault_worker", "600", str(tmp_path / "committed.marker")] if fault
+               else [sys.executable, str(ROOT / "worker.py")])
     log = open(tmp_path / ("worker-fault.log" if fault else "worker.log"), "ab")
-    return subprocess.Popen([sys.executable, str(ROOT / "worker.py")], cwd=ROOT, env=environment,
-                            stdout=log, stderr=subprocess.STDOUT)
+    return subprocess.Popen(command, cwd=ROOT, env=environment, stdout=log, stderr=subprocess.STDOUT)
 
 
 async def _wait_for(path: Path, timeout: float) -> str:

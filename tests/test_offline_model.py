@@ -332,7 +332,8 @@ class Simulator:
     def _agent_loop(self) -> str:
         from activities.retail.tools import run_tool
         from workflows import transitions as tr
-        from workflows.actions import ToolClass, call_arguments, call_digest, tool_class
+        from workflows.actions import call_arguments, call_digest
+        from workflows.catalogue import spec_of
         from workflows.policy import validate_proposal
 
         for step in range(30):
@@ -346,7 +347,7 @@ class Simulator:
             if action.kind != "tool_call":
                 return raw.get("text") or raw.get("summary", "")
             tool = action.tool
-            if tool_class(tool.name) == ToolClass.READ:
+            if not spec_of(tool.name).is_write:
                 tr.apply_read_result(self.state, tool, run_tool(self.db, tool.name, call_arguments(tool)))
                 continue
             self.pending = PendingConfirmation(operation_id=f"op-{len(self.proposed)}", call=tool, detail=tool.name,
@@ -357,15 +358,14 @@ class Simulator:
     def _write(self, pending: PendingConfirmation) -> None:
         from activities.retail.tools import run_tool
         from workflows import transitions as tr
-        from workflows.actions import REFUND_TOOLS, call_arguments, make_tool_call
+        from workflows.actions import call_arguments, make_tool_call
+        from workflows.catalogue import REFUND_TOOLS
 
         tool, state = pending.call, self.state
         result = run_tool(self.db, tool.name, call_arguments(tool))
         ok = not result.startswith("Error")
         tr.apply_write_result(state, tool, pending.operation_id, f"key-{pending.operation_id}", result, ok)
-        if not ok:
-            tr.reject(state, "tool-error", result, _proposal(tool))
-        elif tool.name in REFUND_TOOLS and state.customer is not None:
+        if ok and tool.name in REFUND_TOOLS and state.customer is not None:
             refresh = make_tool_call("get_user_details", {"user_id": state.customer.user_id})
             tr.apply_read_result(state, refresh, run_tool(self.db, refresh.name, call_arguments(refresh)))
 

@@ -1,0 +1,36 @@
+"""Fault injection through the ports, never through production modules.
+
+``PauseAfterWrite`` wraps a real tool port (the retail system stays real): after a
+write has committed in the system of record, it records the write's idempotency key
+in a marker file and sleeps, so a test can kill the worker, cancel the conversation or
+break the database at the point where an applied write's caller has not yet heard.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any, Optional
+
+from activities.ports import Guard, ToolPort
+from workflows.contracts import ToolResult
+
+
+class PauseAfterWrite:
+    """A ``ToolPort`` that delegates to ``inner`` and pauses ``seconds`` after each write
+    that applied (not after replays), first writing the key to ``marker``."""
+
+    def __init__(self, inner: ToolPort, seconds: float, marker: Optional[Path] = None) -> None:
+        self._inner = inner
+        self._seconds = seconds
+        self._marker = marker
+
+    def invoke(self, store: str, tool: str, arguments: dict[str, Any], *, idempotency_key: Optional[str] = None,
+               scope_user_id: Optional[str] = None, guard: Optional[Guard] = None) -> ToolResult:
+        result = self._inner.invoke(store, tool, arguments, idempotency_key=idempotency_key,
+                                    scope_user_id=scope_user_id, guard=guard)
+        if idempotency_key is not None and not result.replayed:
+            if self._marker is not None:
+                self._marker.write_text(idempotency_key)
+            time.sleep(self._seconds)
+        return result
