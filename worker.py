@@ -15,7 +15,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Worker
 
 from activities.llm.model_activity import ModelActivities, build_client, offline_client
-from activities.retail.backend import RetailBackend, make_engine
+from systems.retail.backend import RetailBackend, make_engine
 from activities.tools import ToolActivities
 from settings import Settings
 from workflows.refund import RefundWorkflow

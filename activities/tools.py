@@ -17,7 +17,7 @@ from typing import Optional
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities.retail.backend import IdempotencyKeyConflict, RetailBackend, UnknownStoreError
+from systems.retail.backend import IdempotencyKeyConflict, RetailBackend, UnknownStoreError
 from workflows.actions import ToolClass, call_arguments, tool_class
 from workflows.policy import REQUIRED_STATUS, order_precondition
 from workflows.transitions import is_error

@@ -20,16 +20,16 @@ import pytest
 import sqlalchemy as sa
 
 
-from activities.retail import DATA_DIR, load_data  # noqa: E402
-from activities.retail.backend import (  # noqa: E402
+from systems.retail import DATA_DIR, load_data  # noqa: E402
+from systems.retail.backend import (  # noqa: E402
     IdempotencyKeyConflict,
     RetailBackend,
     UnknownStoreError,
     WriteOutcome,
     make_engine,
 )
-from activities.retail.hashing import data_hash  # noqa: E402
-from activities.retail.tools import UnknownToolError, run_tool  # noqa: E402
+from systems.retail.hashing import data_hash  # noqa: E402
+from systems.retail.tools import UnknownToolError, run_tool  # noqa: E402
 
 PG_URL = os.environ.get("STATEKEEPER_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
 INITIAL_HASH = "5a4b2cb59f4d12dea7e4adff24a7f8fada510ead49372ea4a729a82bbb5f49b5"

@@ -6,7 +6,7 @@ import contextlib
 from typing import AsyncIterator, Callable, Optional
 
 from activities.llm.model_activity import ModelActivities, offline_client
-from activities.retail.backend import RetailBackend
+from systems.retail.backend import RetailBackend
 from settings import Settings
 from starter.client import StatekeeperClient
 from worker import build_backend, build_worker

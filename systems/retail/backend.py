@@ -1,7 +1,7 @@
 """The retail system of record: τ-bench retail data in SQL, written exactly once per key.
 
 :class:`RetailBackend` keeps many isolated copies ("stores") of the benchmark data in
-one database and runs the pure tools of :mod:`activities.retail.tools` against the
+one database and runs the pure tools of :mod:`systems.retail.tools` against the
 rows a call touches. A write and its ledger row commit in one transaction, so a
 retried activity (same idempotency key) gets the recorded result instead of applying
 twice, also when two workers race. Methods are synchronous; the activities layer
@@ -22,9 +22,9 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError
 
-from activities.retail import load_data
-from activities.retail.hashing import DocumentHasher
-from activities.retail.schema import (
+from systems.retail import load_data
+from systems.retail.hashing import DocumentHasher
+from systems.retail.schema import (
     STORE_TABLES,
     Base,
     LedgerEntry,
@@ -34,7 +34,7 @@ from activities.retail.schema import (
     Ticket,
     User,
 )
-from activities.retail.tools import TOOL_CLASS, TOOLS, ToolClass, UnknownToolError, run_tool
+from systems.retail.tools import TOOL_CLASS, TOOLS, ToolClass, UnknownToolError, run_tool
 
 SEED_STORE = "__seed__"
 """Template store holding the packaged data once; task stores are copied from it."""
