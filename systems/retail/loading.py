@@ -87,7 +87,9 @@ def _query(store: str, selection: Selection, scope_user_id: str | None, lock: bo
     if selection.keys is not None and not selection.keys:
         return None  # nothing to load
     query = sa.select(key, table.c.position, table.c.doc).where(table.c.store == store)
-    if selection.keys is not None:
+    if selection.keys is not None and len(selection.keys) == 1:
+        query = query.where(key == next(iter(selection.keys)))  # the common case; no expanding IN
+    elif selection.keys is not None:
         query = query.where(key.in_(sorted(selection.keys)))
     for column, value in selection.columns:
         query = query.where(table.c[column] == value)
