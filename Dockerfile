@@ -15,6 +15,7 @@ COPY pyproject.toml ./
 COPY settings.py worker.py ./
 COPY workflows/ workflows/
 COPY activities/ activities/
+COPY systems/ systems/
 COPY starter/ starter/
 RUN pip install . && rm -rf build *.egg-info
 

@@ -12,8 +12,8 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-DEMO_TASKS ?= activities/retail/data/tasks_dev.json
-BENCH_TASKS ?= activities/retail/data/tasks_dev.json
+DEMO_TASKS ?= systems/retail/data/tasks_dev.json
+BENCH_TASKS ?= systems/retail/data/tasks_dev.json
 BENCH_CONCURRENCY ?= 8
 BENCH_REPORT ?= bench/taubench-report.json
 # Same defaults as settings.py; make sees STATEKEEPER_* from the environment.

@@ -17,7 +17,7 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 
 from activities.llm.model_activity import ModelActivities, build_client, offline_client
 from activities.retail_port import RetailPort
-from activities.retail.backend import RetailBackend, make_engine
+from systems.retail.backend import RetailBackend, make_engine
 from activities.tools import ToolActivities
 from settings import Settings
 from starter.connection import connect

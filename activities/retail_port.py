@@ -10,8 +10,9 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from activities.ports import Guard, PortError
-from activities.retail.backend import IdempotencyKeyConflict, RetailBackend, UnknownStoreError
-from activities.retail.tools import UnknownToolError
+from systems.retail.backend import RetailBackend
+from systems.retail.errors import IdempotencyKeyConflict, UnknownStoreError, UnknownToolError
+from systems.retail.outcome import InvokeResult
 from workflows.contracts import Outcome, ToolResult
 from workflows.errors import ErrorType
 
@@ -27,10 +28,8 @@ class RetailPort:
                scope_user_id: Optional[str] = None, guard: Optional[Guard] = None) -> ToolResult:
         """See ``activities.ports.ToolPort.invoke``."""
         try:
-            if idempotency_key is None:
-                result = self.backend.read(store, tool, arguments)
-                return ToolResult(result=result, outcome=_outcome(result))
-            written = self.backend.write(store, tool, arguments, idempotency_key, guard)
+            answer = self.backend.invoke(store, tool, arguments, idempotency_key=idempotency_key,
+                                         scope_user_id=scope_user_id, guard=guard)
         except UnknownToolError as err:
             raise PortError(ErrorType.UNKNOWN_TOOL, f"the retail system has no tool {tool}") from err
         except UnknownStoreError as err:
@@ -38,7 +37,7 @@ class RetailPort:
         except IdempotencyKeyConflict as err:
             # the same key with another tool or arguments is a caller bug: retrying cannot help
             raise PortError(ErrorType.IDEMPOTENCY_KEY_CONFLICT, str(err)) from err
-        return ToolResult(result=written.result, outcome=_outcome(written.result), replayed=written.replayed)
+        return _typed(answer)
 
     def enqueue_email(self, store: str, message_key: str, to_email: str, subject: str, body: str) -> bool:
         """See ``activities.ports.OutboxPort``."""
@@ -49,5 +48,6 @@ class RetailPort:
         return self.backend.open_ticket(store, ticket_key, user_id, summary)
 
 
-def _outcome(result: str) -> Outcome:
-    return Outcome.REFUSED if result.startswith("Error") else Outcome.APPLIED
+def _typed(answer: InvokeResult) -> ToolResult:
+    return ToolResult(result=answer.result, outcome=Outcome.APPLIED if answer.applied else Outcome.REFUSED,
+                      replayed=answer.replayed)

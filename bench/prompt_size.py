@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-from activities.retail import load_data  # noqa: E402
+from systems.retail import load_data  # noqa: E402
 from workflows import transitions as tr  # noqa: E402
 from workflows.actions import make_tool_call  # noqa: E402
 from workflows.prompt import render_content  # noqa: E402

@@ -25,8 +25,8 @@ from rich.console import Console  # noqa: E402
 from rich.progress import track  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-from activities.retail import load_data  # noqa: E402
-from activities.retail.backend import RetailBackend, make_engine  # noqa: E402
+from systems.retail import load_data  # noqa: E402
+from systems.retail.backend import RetailBackend, make_engine  # noqa: E402
 
 
 def _timed(fn) -> float:

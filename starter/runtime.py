@@ -9,7 +9,7 @@ from typing import AsyncIterator, NamedTuple
 
 from temporalio.client import Client
 
-from activities.retail.backend import RetailBackend
+from systems.retail.backend import RetailBackend
 from settings import Settings
 from starter.devserver import embedded_temporal
 from starter.connection import connect

@@ -20,7 +20,7 @@ from typing import Any, Optional
 
 from pydantic import BaseModel, Field
 
-from activities.retail.backend import RetailBackend
+from systems.retail.backend import RetailBackend
 from starter.client import ConversationError, StatekeeperClient
 from workflows.state import ConversationState
 

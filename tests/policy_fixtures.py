@@ -11,7 +11,7 @@ from workflows import transitions as tr
 from workflows.actions import make_tool_call
 from workflows.state import ConversationState
 
-DATA = Path(__file__).resolve().parent.parent / "activities" / "retail" / "data"
+DATA = Path(__file__).resolve().parent.parent / "systems" / "retail" / "data"
 CUSTOMER = "raj_sanchez_2970"
 EMAIL = "raj.sanchez2046@example.com"
 PENDING = "#W4566809"

@@ -120,7 +120,7 @@ def test_email_stated_after_300_facts_can_still_authenticate():
 
 def _apply(state, name, args):
     import copy
-    from activities.retail.tools import run_tool
+    from systems.retail.tools import run_tool
     from tests.policy_fixtures import data
     store = copy.deepcopy(data())
     result = run_tool(store, name, args)

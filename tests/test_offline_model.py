@@ -34,7 +34,7 @@ from workflows.state import (
     Variant,
 )
 
-DATA = Path(__file__).resolve().parent.parent / "activities" / "retail" / "data"
+DATA = Path(__file__).resolve().parent.parent / "systems" / "retail" / "data"
 
 # raj_sanchez_2970: one pending order, two delivered, a credit card and a gift card
 RAJ = "raj_sanchez_2970"
@@ -330,7 +330,7 @@ class Simulator:
         return self._agent_loop()
 
     def _agent_loop(self) -> str:
-        from activities.retail.tools import run_tool
+        from systems.retail.tools import run_tool
         from workflows import transitions as tr
         from workflows.actions import call_arguments, call_digest
         from workflows.catalogue import spec_of
@@ -356,7 +356,7 @@ class Simulator:
         raise AssertionError("the brain did not settle within 30 steps of one turn")
 
     def _write(self, pending: PendingConfirmation) -> None:
-        from activities.retail.tools import run_tool
+        from systems.retail.tools import run_tool
         from workflows import transitions as tr
         from workflows.actions import call_arguments, make_tool_call
         from workflows.catalogue import REFUND_TOOLS
@@ -391,7 +391,7 @@ def drive(task: dict[str, Any]) -> Simulator:
 
 @pytest.mark.parametrize("task_index", range(20))
 def test_scripted_brain_solves_dev_task(task_index):
-    from activities.retail.hashing import data_hash
+    from systems.retail.hashing import data_hash
 
     task = dev_tasks()[task_index]
     sim = drive(task)

@@ -20,16 +20,16 @@ import pytest
 import sqlalchemy as sa
 
 
-from activities.retail import DATA_DIR, load_data  # noqa: E402
-from activities.retail.backend import (  # noqa: E402
+from systems.retail import DATA_DIR, load_data  # noqa: E402
+from systems.retail.backend import (  # noqa: E402
     IdempotencyKeyConflict,
     RetailBackend,
     UnknownStoreError,
     WriteOutcome,
     make_engine,
 )
-from activities.retail.hashing import data_hash  # noqa: E402
-from activities.retail.tools import UnknownToolError, run_tool  # noqa: E402
+from systems.retail.hashing import data_hash  # noqa: E402
+from systems.retail.tools import UnknownToolError, run_tool  # noqa: E402
 
 PG_URL = os.environ.get("STATEKEEPER_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
 INITIAL_HASH = "5a4b2cb59f4d12dea7e4adff24a7f8fada510ead49372ea4a729a82bbb5f49b5"
@@ -200,15 +200,12 @@ def test_tool_kind_checks(env):
 
 def test_write_then_replay(env):
     b, store = env.backend, env.store
-    hooked: list[tuple] = []
-    b.after_commit_hook = lambda *args: hooked.append(args)
     first = b.write(store, *CANCEL, "key-1")
     assert first.ok and not first.replayed and json.loads(first.result)["status"] == "cancelled"
     assert b.hash(store) == CANCEL_HASH
     again = b.write(store, *CANCEL, "key-1")
     assert again == WriteOutcome(result=first.result, ok=True, replayed=True)
     assert b.hash(store) == CANCEL_HASH
-    assert hooked == [(store, "key-1", first)]
     assert len(b.ledger_entries(store)) == 1 and b.duplicate_writes(store) == 0
     with pytest.raises(IdempotencyKeyConflict):
         b.write(store, "cancel_pending_order", {**CANCEL[1], "reason": "ordered by mistake"}, "key-1")

@@ -19,9 +19,9 @@ from typing import Any
 import pytest
 
 
-from activities.retail import DATA_DIR, load_data  # noqa: E402
-from activities.retail.hashing import data_hash, to_hashable  # noqa: E402
-from activities.retail.tools import (  # noqa: E402
+from systems.retail import DATA_DIR, load_data  # noqa: E402
+from systems.retail.hashing import data_hash, to_hashable  # noqa: E402
+from systems.retail.tools import (  # noqa: E402
     TOOL_CLASS,
     TOOLS,
     ToolClass,

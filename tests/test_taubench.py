@@ -10,14 +10,14 @@ import subprocess
 import sys
 from pathlib import Path
 
-from activities.retail import load_data
-from activities.retail.hashing import data_hash
-from activities.retail.tools import run_tool
+from systems.retail import load_data
+from systems.retail.hashing import data_hash
+from systems.retail.tools import run_tool
 from starter.taubench import TauBenchRunner, load_tasks
 from tests.workflow_harness import running_worker
 
 ROOT = Path(__file__).resolve().parent.parent
-DEV_TASKS = ROOT / "activities" / "retail" / "data" / "tasks_dev.json"
+DEV_TASKS = ROOT / "systems" / "retail" / "data" / "tasks_dev.json"
 
 
 async def test_all_20_dev_tasks_pass_with_no_duplicate_writes(temporal_env, settings):

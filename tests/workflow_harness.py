@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import AsyncIterator, Callable, Optional
 
 from activities.llm.model_activity import ModelActivities, offline_client
-from activities.retail.backend import RetailBackend
+from systems.retail.backend import RetailBackend
 from activities.retail_port import RetailPort
 from activities.tools import ToolActivities
 from settings import Settings

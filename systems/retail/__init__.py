@@ -1,8 +1,11 @@
 """The reference retail backend (system of record) for the τ-bench retail domain.
 
-``tools`` holds the benchmark's 16 tools as pure functions over the data dicts,
-``backend`` the multi-tenant SQLAlchemy store that runs them exactly once per key,
-``hashing`` the benchmark's data hash.
+``tools`` holds the benchmark's 16 tools as pure functions over the data dicts, each
+registered by a decorator that declares the rows it needs (``rows``); ``backend`` is
+the multi-tenant SQLAlchemy store that loads those rows and runs a write exactly once
+per key (its parts: ``engine``, ``stores``, ``ledger``, ``side_channels``,
+``loading``, ``tables``, ``schema``); ``outcome`` the typed results, ``errors`` the
+exceptions, ``hashing`` the benchmark's data hash. Imports nothing of statekeeper.
 """
 
 from __future__ import annotations

@@ -21,6 +21,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 
 def utcnow() -> datetime:
+    """The current time, timezone-aware UTC (column default of ``created_at``)."""
     return datetime.now(timezone.utc)
 
 
@@ -31,16 +32,18 @@ class UTCDateTime(TypeDecorator):
     cache_ok = True
 
     def process_bind_param(self, value: datetime | None, dialect: Any) -> datetime | None:
+        """Aware datetimes are stored converted to UTC; naive ones as given (taken as UTC)."""
         return value.astimezone(timezone.utc) if value is not None and value.tzinfo else value
 
     def process_result_value(self, value: datetime | None, dialect: Any) -> datetime | None:
+        """Values read back without an offset (SQLite) are marked as UTC."""
         if value is not None and value.tzinfo is None:
             return value.replace(tzinfo=timezone.utc)
         return value
 
 
 class Base(DeclarativeBase):
-    pass
+    """Declarative base of the retail tables (``Base.metadata`` creates them)."""
 
 
 class User(Base):
