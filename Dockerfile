@@ -16,6 +16,7 @@ COPY settings.py worker.py ./
 COPY workflows/ workflows/
 COPY activities/ activities/
 COPY starter/ starter/
+COPY systems/ systems/
 RUN pip install . && rm -rf build *.egg-info
 
 # Run unprivileged; the data dir is only used when no STATEKEEPER_DATABASE_URL is set.

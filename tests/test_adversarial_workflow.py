@@ -21,7 +21,7 @@ from temporalio.worker import Replayer
 from temporalio.contrib.pydantic import pydantic_data_converter
 
 from activities.llm.model_activity import ModelActivities, build_client
-from activities.llm.offline_server import start_in_thread
+from systems.model.server import start_in_thread
 from starter.client import ConversationError, StatekeeperClient
 from tests.policy_fixtures import CUSTOMER, DELIVERED, EMAIL, PENDING
 from tests.workflow_harness import running_worker

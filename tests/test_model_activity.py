@@ -16,8 +16,9 @@ from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
 from activities.llm.model_activity import ModelActivities, build_client, map_api_error, offline_client
-from activities.llm.offline_server import BrainFault, offline_brain, start_in_thread
-from activities.llm.wire import PROPOSE_TOOL_NAME, error_body, tool_use_message
+from activities.llm.wire import PROPOSE_TOOL_NAME
+from systems.model.server import BrainFault, offline_brain, start_in_thread
+from systems.model.wire import error_body, tool_use_message
 from workflows.actions import ReplyAction, ToolCallAction
 from workflows.contracts import ModelRequest, ModelResult
 from workflows.prompt import ModelSnapshot, render_snapshot

@@ -11,9 +11,9 @@ from typing import Any, Optional
 
 import pytest
 
-from activities.llm.offline_server import offline_brain
-from activities.llm.rules import CAPABILITIES, STATUS_PREFIX, rules_brain
-from activities.llm.scripted import scripted_brain
+from systems.model.rules import CAPABILITIES, STATUS_PREFIX, rules_brain
+from systems.model.scripted import scripted_brain
+from systems.model.server import offline_brain
 from workflows.actions import parse_proposed_action
 from workflows.prompt import state_view
 from workflows.state import (

@@ -11,7 +11,7 @@ import asyncio
 import pytest
 from temporalio.api.sdk.v1 import WorkflowMetadata
 
-from activities.llm.offline_server import offline_brain
+from systems.model.server import offline_brain
 from starter.client import ConversationError
 from tests.policy_fixtures import CUSTOMER, DELIVERED, EMAIL, PENDING, other_customer_order
 from tests.workflow_harness import running_worker

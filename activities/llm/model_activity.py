@@ -12,8 +12,8 @@ what to do:
   input that fails ``parse_proposed_action``. The RetryPolicy bounds the attempts;
   the workflow then records a rejection.
 
-Offline, ``offline_client`` puts the offline model behind the very same SDK call
-through an in-process ASGI transport; only the transport differs.
+Offline, ``offline_client`` puts the stand-in model (``systems.model``) behind the very
+same SDK call through an in-process ASGI transport; only the transport differs.
 """
 
 from __future__ import annotations
@@ -49,12 +49,13 @@ def build_client(api_key: Optional[str], base_url: Optional[str], timeout_second
 
 
 def offline_client(timeout_seconds: float, brain: Optional[Callable[[dict], dict]] = None) -> AsyncAnthropic:
-    """An ``AsyncAnthropic`` whose HTTP goes in-process to ``offline_app(brain)``.
+    """An ``AsyncAnthropic`` whose HTTP goes in-process to the offline stand-in model,
+    ``systems.model.server.offline_app(brain)``.
 
     Note: anthropic 2.x is built on ``httpx2`` and refuses ``httpx`` objects
     (TypeError), so the transport is ``httpx2.ASGITransport``.
     """
-    from activities.llm.offline_server import offline_app  # the server pulls in FastAPI; only load it when used
+    from systems.model.server import offline_app  # the server pulls in FastAPI; only load it when used
 
     http_client = httpx2.AsyncClient(
         transport=httpx2.ASGITransport(app=offline_app(brain)), base_url=OFFLINE_BASE_URL, timeout=timeout_seconds
