@@ -46,7 +46,7 @@ class ListBrain:
         self.actions = list(actions)
         self.views: list[dict] = []
 
-    def __call__(self, view: dict) -> dict:
+    def __call__(self, view: dict, plan: dict | None = None) -> dict:
         self.views.append(view)
         return self.actions.pop(0) if self.actions else reply("ok")
 
@@ -76,7 +76,7 @@ async def test_yes_sent_before_detail_was_shown_does_not_confirm_it(temporal_env
     release = threading.Event()
     delivered_items = None
 
-    def brain(view: dict) -> dict:
+    def brain(view: dict, plan: dict | None = None) -> dict:
         nonlocal delivered_items
         orders = view["orders"]
         done = {op["tool"] for op in view["completed_operations"] if op["ok"]}

@@ -69,9 +69,11 @@ def test_facts_are_pinned_verbatim_and_never_duplicated():
     assert ("cancel_reason", "ordered by mistake", "ordered by mistake", state.turn - 1) in kinds
 
 
-def test_script_block_is_pinned_and_its_ids_are_not_mistaken_for_the_users():
+def test_fact_pinning_knows_nothing_of_benchmark_plans():
+    # a plan travels to the offline model outside the conversation (its PlanBook); text that
+    # looks like one is just the user's words
     facts = extract_facts('hello <script>{"actions": [{"name": "x", "kwargs": {"order_id": "#W1234567"}}]}</script>', 1)
-    assert [f.kind for f in facts] == ["script"]
+    assert [(f.kind, f.value) for f in facts] == [("order_id", "#W1234567")]
     assert extract_facts("<script>{not json</script>", 1) == []
 
 

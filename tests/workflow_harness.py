@@ -13,10 +13,12 @@ from worker import build_backend, build_worker
 
 
 @contextlib.asynccontextmanager
-async def running_worker(env, settings: Settings, brain: Optional[Callable[[dict], dict]] = None
+async def running_worker(env, settings: Settings, brain: Optional[Callable[[dict, Optional[dict]], dict]] = None
                          ) -> AsyncIterator[tuple[StatekeeperClient, RetailBackend]]:
-    """A worker in this process; ``brain`` replaces the offline model's decisions (the model
-    is the outside system we fake at its boundary; everything else is real)."""
+    """A worker in this process; ``brain(view, plan)`` replaces the offline model's decisions
+    (the model is the outside system we fake at its boundary; everything else is real). A
+    test brain gets no plan (``plan`` is None); without one, the worker's own offline model
+    answers, with the plan book on ``settings``' database."""
     backend = build_backend(settings)
     model = None
     if brain is not None:

@@ -172,8 +172,7 @@ def _check_call(state: ConversationState, call: Any) -> None:
 
 def _stated_by_user(state: ConversationState, name: str, args: dict[str, Any]) -> bool:
     """The lookup uses identity facts from the user's own words (pinned, or in a recent
-    user turn; never a script block or an assistant turn), so the model cannot pick an
-    identity for them."""
+    user turn; never an assistant turn), so the model cannot pick an identity for them."""
     facts = list(state.pinned_facts)
     for turn in state.recent_turns:
         if turn.role == Role.USER:

@@ -123,9 +123,13 @@ def forced_tool_choice() -> dict[str, str]:
     return {"type": "tool", "name": PROPOSE_TOOL_NAME}
 
 
-def build_create_kwargs(snapshot: ModelSnapshot, *, model: str, max_tokens: int) -> dict[str, Any]:
+def build_create_kwargs(
+    snapshot: ModelSnapshot, *, model: str, max_tokens: int, conversation_id: str
+) -> dict[str, Any]:
     """Keyword arguments of ``client.messages.create`` for one stateless call:
-    ``system`` is the snapshot's system text, the single user message its content."""
+    ``system`` is the snapshot's system text, the single user message its content, and
+    ``metadata.user_id`` the conversation id (the API's opaque end-user id; the offline
+    stand-in finds a conversation's registered plan by it)."""
     return {
         "model": model,
         "max_tokens": max_tokens,
@@ -133,6 +137,7 @@ def build_create_kwargs(snapshot: ModelSnapshot, *, model: str, max_tokens: int)
         "messages": [{"role": "user", "content": snapshot.content}],
         "tools": [propose_tool_param()],
         "tool_choice": forced_tool_choice(),
+        "metadata": {"user_id": conversation_id},
     }
 
 

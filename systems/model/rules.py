@@ -256,7 +256,8 @@ def _decide(view: dict) -> dict[str, Any]:
     return _return(view, order, text)
 
 
-def rules_brain(view: dict) -> dict[str, Any]:
-    """Next raw action (``ProposedAction`` dict) for interactive chat, from the view alone."""
+def rules_brain(view: dict, plan: Optional[dict[str, Any]] = None) -> dict[str, Any]:
+    """Next raw action (``ProposedAction`` dict) for interactive chat, from the view alone
+    (``plan`` is accepted for the common brain signature and ignored)."""
     action = _decide(view)
     return _guarded(view, action) if action.get("kind") == "tool_call" else action

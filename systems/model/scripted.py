@@ -1,16 +1,15 @@
 """``scripted_brain``: a deterministic stand-in model for benchmark runs.
 
-It is not intelligence. It replays a τ-bench task's ground-truth plan, given to it as a
-pinned fact of kind ``script`` (the benchmark runner's opening message carries it in a
-``<script>`` block) whose value is JSON::
+It is not intelligence. It replays a τ-bench task's ground-truth plan, registered for
+the conversation in the ``PlanBook`` (``plans.py``) by the benchmark runner::
 
     {"user": {"email": str|None, "first_name": str|None, "last_name": str|None, "zip": str|None},
      "actions": [{"name": <τ-bench tool>, "kwargs": {...}}, ...]}
 
 and adds only what the caller's policy demands around it: authenticate, load the
 customer's details, read an order before writing to it, read the products whose
-variants an item change swaps in. The next action is a pure function of the state
-view (``view.py``), so it is replay-safe and independent of the transcript.
+variants an item change swaps in. The next action is a pure function of the plan and
+the state view (``view.py``), so it is replay-safe and independent of the transcript.
 Progress is found from evidence in the view — completed operations and rejected
 proposals for writes; observations or loaded facts for reads — so it survives the
 bounded observation window.
@@ -18,21 +17,10 @@ bounded observation window.
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from typing import Any, Optional
 
-from systems.model.view import (
-    TRANSFER_TOOL,
-    canon,
-    facts,
-    is_read,
-    observation_of,
-    proposal_key,
-    reply,
-    tool_call,
-    tried,
-)
+from systems.model.view import TRANSFER_TOOL, canon, is_read, observation_of, proposal_key, reply, tool_call, tried
 
 FIND_USER_TOOLS = ("find_user_id_by_email", "find_user_id_by_name_zip")
 ITEM_CHANGE_TOOLS = ("modify_pending_order_items", "exchange_delivered_order_items")
@@ -50,15 +38,6 @@ def normalise_plan(plan: Any) -> dict[str, Any]:
     if not isinstance(user, dict) or not all(isinstance(a, dict) and isinstance(a.get("name"), str) for a in actions):
         raise ValueError("a plan's 'user' must be an object and each action an object with a 'name'")
     return {"user": user, "actions": actions}
-
-
-def script_of(view: dict) -> Optional[dict[str, Any]]:
-    """The pinned script (latest ``script`` fact) as a plan, or None.
-
-    Raises ``ValueError`` when a script fact is present but is not valid JSON of that shape.
-    """
-    found = facts(view, "script")
-    return normalise_plan(json.loads(found[-1]["value"])) if found else None
 
 
 def _identify(view: dict, plan: dict[str, Any]) -> dict[str, Any]:
@@ -189,14 +168,14 @@ def closing_text(view: dict) -> str:
     return "Summary of this conversation:\n" + "\n".join(lines) + "\nThank you for contacting us. Goodbye."
 
 
-def scripted_brain(view: dict) -> dict[str, Any]:
-    """Next raw action (``ProposedAction`` dict) for a benchmark run, from the view alone.
+def scripted_brain(view: dict, plan: Optional[dict[str, Any]]) -> dict[str, Any]:
+    """Next raw action (``ProposedAction`` dict) for a benchmark run, from the plan and the view.
 
-    Raises ``ValueError`` when the view carries no valid ``script`` fact.
+    Raises ``ValueError`` when there is no plan or it is not of the shape above.
     """
-    plan = script_of(view)
     if plan is None:
-        raise ValueError("scripted_brain needs a pinned 'script' fact")
+        raise ValueError("scripted_brain needs the conversation's plan")
+    plan = normalise_plan(plan)
     customer = view.get("customer")
     if customer is None:
         return _identify(view, plan)

@@ -3,43 +3,53 @@
 It speaks the wire format the anthropic SDK expects (request fields, the
 ``tool_use`` response, the ``{"type": "error", ...}`` error bodies; ``wire.py``), so
 the caller runs the very same SDK code path offline. The "model" is a deterministic
-function from the state view (parsed from the last user message's ``<state_json>``
-block, ``view.py``) to a raw action dict: ``offline_brain`` dispatches to
-``scripted_brain`` when a ``script`` fact is pinned (benchmark runs), else
-``rules_brain`` (interactive chat). Neither is intelligence; both are stand-ins.
+function ``brain(view, plan)``: ``view`` is the state view parsed from the last user
+message's ``<state_json>`` block (``view.py``), ``plan`` the plan registered in the
+``PlanBook`` under the request's ``metadata.user_id`` (None without a book, an id or a
+plan). ``offline_brain`` dispatches to ``scripted_brain`` when there is a plan
+(benchmark runs), else ``rules_brain`` (interactive chat). Neither is intelligence;
+both are stand-ins.
 
-Run it over real HTTP with ``python -m systems.model.server --port 8765`` and point an
-Anthropic client's ``base_url`` at it.
+Run it over real HTTP with ``python -m systems.model.server --port 8765
+[--database-url URL]`` and point an Anthropic client's ``base_url`` at it.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import hashlib
 import json
 import socket
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Protocol
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
 from systems.model.rules import rules_brain
-from systems.model.scripted import script_of, scripted_brain
+from systems.model.scripted import scripted_brain
 from systems.model.view import parse_state_view
 from systems.model.wire import (
     answered_tool_name,
     approx_tokens,
+    caller_user_id,
     error_body,
     request_problem,
     text_of,
     tool_use_message,
 )
 
-Brain = Callable[[dict], dict]
-"""State view -> raw ``ProposedAction`` dict."""
+Brain = Callable[[dict, Optional[dict]], dict]
+"""(state view, plan or None) -> raw ``ProposedAction`` dict."""
+
+
+class Plans(Protocol):
+    """Where plans come from: ``PlanBook`` (``plans.py``), or any object with this ``get``."""
+
+    def get(self, conversation_id: str) -> Optional[dict[str, Any]]: ...
 
 
 class BrainFault(Exception):
@@ -54,10 +64,10 @@ class BrainFault(Exception):
         self.headers = headers or {}
 
 
-def offline_brain(view: dict) -> dict:
-    """Default brain: ``scripted_brain`` if a ``script`` fact is pinned, else ``rules_brain``."""
-    if script_of(view) is not None:
-        return scripted_brain(view)
+def offline_brain(view: dict, plan: Optional[dict] = None) -> dict:
+    """Default brain: ``scripted_brain`` when the conversation has a plan, else ``rules_brain``."""
+    if plan is not None:
+        return scripted_brain(view, plan)
     return rules_brain(view)
 
 
@@ -65,13 +75,14 @@ def _error(status: int, error_type: str, message: str, headers: Optional[dict[st
     return JSONResponse(error_body(error_type, message), status_code=status, headers=headers)
 
 
-def offline_app(brain: Optional[Brain] = None) -> FastAPI:
-    """The FastAPI app serving ``POST /v1/messages`` with ``brain`` (default ``offline_brain``).
+def offline_app(brain: Optional[Brain] = None, plans: Optional[Plans] = None) -> FastAPI:
+    """The FastAPI app serving ``POST /v1/messages`` with ``brain`` (default ``offline_brain``)
+    and the plans of ``plans`` (none if None).
 
     Answers 200 with one ``tool_use`` block; 400 ``invalid_request_error`` for a request
-    missing model/max_tokens/messages, a tool schema the real API refuses, or content
-    without a ``<state_json>`` block; 401 without an api key header; the status of a
-    ``BrainFault``; 500 ``api_error`` if the brain crashes.
+    missing model/max_tokens/messages, a tool schema or ``metadata`` the real API refuses,
+    or content without a ``<state_json>`` block; 401 without an api key header; the
+    status of a ``BrainFault``; 500 ``api_error`` if the plan look-up or the brain fails.
     Ids and usage are deterministic functions of the request.
     """
     think = brain or offline_brain
@@ -96,8 +107,15 @@ def offline_app(brain: Optional[Brain] = None) -> FastAPI:
             view = parse_state_view(content)
         except ValueError as exc:
             return _error(400, "invalid_request_error", f"offline model: {exc}")
+        conversation_id = caller_user_id(body)
+        plan = None
         try:
-            action = think(view)
+            if plans is not None and conversation_id:
+                plan = await asyncio.to_thread(plans.get, conversation_id)
+        except Exception as exc:  # e.g. the database is unreachable: retryable for the caller
+            return _error(500, "api_error", f"offline model: plan look-up failed: {type(exc).__name__}: {exc}")
+        try:
+            action = think(view, plan)
         except BrainFault as fault:
             return _error(fault.status_code, fault.error_type, fault.message, fault.headers)
         except Exception as exc:  # a brain bug must look like a server error, not kill the server
@@ -141,8 +159,8 @@ class RunningServer:
 
 
 def start_in_thread(brain: Optional[Brain] = None, host: str = "127.0.0.1", port: int = 0,
-                    startup_timeout_seconds: float = 10.0) -> RunningServer:
-    """Serve ``offline_app(brain)`` over real HTTP in a daemon thread.
+                    startup_timeout_seconds: float = 10.0, plans: Optional[Plans] = None) -> RunningServer:
+    """Serve ``offline_app(brain, plans)`` over real HTTP in a daemon thread.
 
     ``port=0`` binds a free port (the socket is bound here, so there is no race).
     Raises ``RuntimeError`` if uvicorn has not started within the timeout.
@@ -153,7 +171,7 @@ def start_in_thread(brain: Optional[Brain] = None, host: str = "127.0.0.1", port
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, port))
     bound_port = sock.getsockname()[1]
-    config = uvicorn.Config(offline_app(brain), log_level="warning", lifespan="off")
+    config = uvicorn.Config(offline_app(brain, plans), log_level="warning", lifespan="off")
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True, name="offline-model")
     thread.start()
@@ -167,20 +185,30 @@ def start_in_thread(brain: Optional[Brain] = None, host: str = "127.0.0.1", port
     return RunningServer(server=server, thread=thread, base_url=f"http://{host}:{bound_port}")
 
 
-def serve(host: str = "127.0.0.1", port: int = 8765) -> None:
-    """Serve the default offline model in the foreground (blocks until interrupted)."""
+def serve(host: str = "127.0.0.1", port: int = 8765, database_url: Optional[str] = None) -> None:
+    """Serve the default offline model in the foreground (blocks until interrupted);
+    with ``database_url``, plans come from a ``PlanBook`` on that database."""
     import uvicorn
 
-    uvicorn.run(offline_app(), host=host, port=port, log_level="info")
+    plans = None
+    if database_url:
+        import sqlalchemy as sa
+
+        from systems.model.plans import PlanBook
+
+        plans = PlanBook(sa.create_engine(database_url))
+        plans.create_schema()
+    uvicorn.run(offline_app(plans=plans), host=host, port=port, log_level="info")
 
 
 def main(argv: Optional[list[str]] = None) -> None:
-    """``python -m systems.model.server [--host H] [--port P]``."""
+    """``python -m systems.model.server [--host H] [--port P] [--database-url URL]``."""
     parser = argparse.ArgumentParser(description="statekeeper offline Messages API stand-in")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8765)
+    parser.add_argument("--database-url", default=None, help="SQLAlchemy URL of the plan book (default: no plans)")
     args = parser.parse_args(argv)
-    serve(args.host, args.port)
+    serve(args.host, args.port, args.database_url)
 
 
 if __name__ == "__main__":

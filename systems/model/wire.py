@@ -1,7 +1,8 @@
 """The server side of the Messages API wire format, as far as the stand-in speaks it.
 
 The request checks the real API makes that matter to our callers (required fields, tool
-``input_schema`` roots, a forced ``tool_choice`` naming an offered tool), and the bodies it answers with: a message whose only content is
+``input_schema`` roots, a forced ``tool_choice`` naming an offered tool, the
+``metadata`` object), and the bodies it answers with: a message whose only content is
 one ``tool_use`` block, and the ``{"type": "error", ...}`` error body.
 
 The stand-in only ever answers with a tool call: to the tool the request forces with
@@ -15,6 +16,8 @@ from typing import Any, Optional
 
 DEFAULT_TOOL_NAME = "propose_action"
 TOP_LEVEL_COMBINATORS = ("oneOf", "anyOf", "allOf")
+MAX_USER_ID_CHARS = 256
+"""The real API's bound on ``metadata.user_id``."""
 
 
 def input_schema_error(schema: Any) -> Optional[str]:
@@ -24,6 +27,20 @@ def input_schema_error(schema: Any) -> Optional[str]:
         return "input_schema: the root must be a JSON schema with type 'object'"
     if any(key in schema for key in TOP_LEVEL_COMBINATORS):
         return "input_schema: input_schema does not support oneOf, allOf, or anyOf at the top level"
+    return None
+
+
+def _metadata_problem(metadata: Any) -> Optional[str]:
+    if metadata is None:
+        return None
+    if not isinstance(metadata, dict):
+        return "metadata: must be an object"
+    extra = sorted(set(metadata) - {"user_id"})
+    if extra:
+        return f"metadata.{extra[0]}: Extra inputs are not permitted"
+    user_id = metadata.get("user_id")
+    if user_id is not None and (not isinstance(user_id, str) or len(user_id) > MAX_USER_ID_CHARS):
+        return f"metadata.user_id: must be a string of at most {MAX_USER_ID_CHARS} characters"
     return None
 
 
@@ -57,7 +74,13 @@ def request_problem(body: Any) -> Optional[str]:
     choice = body.get("tool_choice")
     if isinstance(choice, dict) and choice.get("type") == "tool" and choice.get("name") not in names:
         return f"tool_choice: tool {choice.get('name')!r} is not in tools"
-    return None
+    return _metadata_problem(body.get("metadata"))
+
+
+def caller_user_id(body: dict[str, Any]) -> Optional[str]:
+    """``metadata.user_id`` of a checked request (the caller's opaque id), or None."""
+    metadata = body.get("metadata") or {}
+    return metadata.get("user_id") or None
 
 
 def answered_tool_name(body: dict[str, Any]) -> str:
