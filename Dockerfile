@@ -17,6 +17,7 @@ COPY workflows/ workflows/
 COPY activities/ activities/
 COPY systems/ systems/
 COPY starter/ starter/
+COPY systems/ systems/
 RUN pip install . && rm -rf build *.egg-info
 
 # Run unprivileged; the data dir is only used when no STATEKEEPER_DATABASE_URL is set.

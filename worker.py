@@ -13,14 +13,18 @@ from typing import Optional
 
 from temporalio.client import Client
 from temporalio.worker import Worker
-from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
+from temporalio.worker.workflow_sandbox import (
+    SandboxedWorkflowRunner,
+    SandboxRestrictions,
+)
 
 from activities.llm.model_activity import ModelActivities, build_client, offline_client
 from activities.retail_port import RetailPort
-from systems.retail.backend import RetailBackend, make_engine
 from activities.tools import ToolActivities
 from settings import Settings
 from starter.connection import connect
+from systems.model.plans import PlanBook
+from systems.retail.backend import RetailBackend, make_engine
 from workflows.refund import RefundWorkflow
 from workflows.support import SupportWorkflow
 
@@ -49,9 +53,13 @@ def build_backend(settings: Settings) -> RetailBackend:
 
 def build_model_activities(settings: Settings) -> ModelActivities:
     """The LLM activity: Anthropic when a key is set, else the offline stand-in behind
-    the same SDK client (only the HTTP transport differs)."""
+    the same SDK client (only the HTTP transport differs). The stand-in reads benchmark
+    plans from its ``PlanBook`` on the worker's database, so every worker on the task
+    queue sees a plan whichever process registered it."""
     if settings.offline:
-        client = offline_client(settings.model_timeout_seconds)
+        plans = PlanBook(make_engine(settings.resolved_database_url()))
+        plans.create_schema()
+        client = offline_client(settings.model_timeout_seconds, plans=plans)
         model = settings.offline_model_name
     else:
         client = build_client(settings.anthropic_api_key, settings.anthropic_base_url, settings.model_timeout_seconds)

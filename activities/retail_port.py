@@ -11,7 +11,11 @@ from typing import Any, Optional
 
 from activities.ports import Guard, PortError
 from systems.retail.backend import RetailBackend
-from systems.retail.errors import IdempotencyKeyConflict, UnknownStoreError, UnknownToolError
+from systems.retail.errors import (
+    IdempotencyKeyConflict,
+    UnknownStoreError,
+    UnknownToolError,
+)
 from systems.retail.outcome import InvokeResult
 from workflows.contracts import Outcome, ToolResult
 from workflows.errors import ErrorType

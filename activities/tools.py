@@ -16,11 +16,17 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.ports import Guard, OutboxPort, PortError, TicketPort, ToolPort
-from workflows.activity_api import ToolActivitiesApi
 from workflows.actions import call_arguments
+from workflows.activity_api import ToolActivitiesApi
 from workflows.catalogue import spec_of
 from workflows.catalogue.checks import status_refusal
-from workflows.contracts import EmailRequest, ReadToolRequest, TicketRequest, ToolResult, WriteToolRequest
+from workflows.contracts import (
+    EmailRequest,
+    ReadToolRequest,
+    TicketRequest,
+    ToolResult,
+    WriteToolRequest,
+)
 from workflows.errors import ErrorType
 
 T = TypeVar("T")

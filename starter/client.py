@@ -11,7 +11,13 @@ from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError
 
-from workflows.contracts import AssistantReply, CancelRequest, SupportInput, SupportOutcome, UserMessage
+from workflows.contracts import (
+    AssistantReply,
+    CancelRequest,
+    SupportInput,
+    SupportOutcome,
+    UserMessage,
+)
 from workflows.errors import ErrorType
 from workflows.options import DEFAULT_WRITE_TIMEOUT_SECONDS
 from workflows.state import ConversationState

@@ -9,10 +9,10 @@ from typing import AsyncIterator, NamedTuple
 
 from temporalio.client import Client
 
-from systems.retail.backend import RetailBackend
 from settings import Settings
-from starter.devserver import embedded_temporal
 from starter.connection import connect
+from starter.devserver import embedded_temporal
+from systems.retail.backend import RetailBackend
 from worker import build_backend, build_worker
 
 

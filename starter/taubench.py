@@ -2,11 +2,13 @@
 against the benchmark.
 
 Each task gets its own store (an isolated copy of the retail data in the system of
-record). The simulated user opens with who they are and the task's ground-truth plan
-(a ``<script>`` block the offline stand-in model follows), then answers "yes" to each
-confirmation. A task passes when the exported data hashes to ``gt_data_hash`` and every
-``outputs`` string appears in some assistant reply (lower-cased, commas removed).
-``duplicate_writes`` is counted from the system of record's ledger.
+record). The task's ground-truth plan is registered with the offline stand-in model
+(its ``PlanBook``, keyed by the conversation id) before the conversation starts; the
+simulated user opens with who they are and a plain request, then answers "yes" to each
+confirmation (with a real model the plan is registered but unused). A task passes when
+the exported data hashes to ``gt_data_hash`` and every ``outputs`` string appears in
+some assistant reply (lower-cased, commas removed). ``duplicate_writes`` is counted
+from the system of record's ledger.
 """
 
 from __future__ import annotations
@@ -20,8 +22,9 @@ from typing import Any, Optional
 
 from pydantic import BaseModel, Field
 
-from systems.retail.backend import RetailBackend
 from starter.client import ConversationError, StatekeeperClient
+from systems.model.plans import PlanBook
+from systems.retail.backend import RetailBackend
 from workflows.state import ConversationState
 
 MAX_USER_MESSAGES = 40
@@ -88,16 +91,21 @@ def load_tasks(path: Path, limit: Optional[int] = None) -> list[Task]:
     return tasks[:limit] if limit else tasks
 
 
-def opening_message(user: dict[str, Any], task: Task) -> str:
-    """The simulated user's first message: identity plus the plan for the stand-in model."""
+def plan_of(user: dict[str, Any], task: Task) -> dict[str, Any]:
+    """The plan the offline stand-in model follows: who the user is and the task's actions."""
     name = user["name"]
-    script = {
+    return {
         "user": {"email": user["email"], "first_name": name["first_name"], "last_name": name["last_name"],
                  "zip": user["address"]["zip"]},
         "actions": task.actions,
     }
+
+
+def opening_message(user: dict[str, Any]) -> str:
+    """The simulated user's first message: who they are and a plain request."""
+    name = user["name"]
     return (f"Hi, I'm {name['first_name']} {name['last_name']}, my zip code is {user['address']['zip']} "
-            f"and my email is {user['email']}. <script>{json.dumps(script)}</script>")
+            f"and my email is {user['email']}. I need some help with my orders.")
 
 
 def _normalise(text: str) -> str:
@@ -118,19 +126,26 @@ def explain(task: Task, state: ConversationState) -> list[str]:
 
 
 class TauBenchRunner:
-    """Runs tasks through ``StatekeeperClient`` against the worker's backend database."""
+    """Runs tasks through ``StatekeeperClient`` against the worker's backend database.
+
+    ``plans`` is the offline model's plan book; it must be on the workers' database
+    (``Settings.resolved_database_url()``). It defaults to one on ``backend``'s engine,
+    which ``worker.build_backend`` builds from that URL. Its schema is created here.
+    """
 
     def __init__(self, client: StatekeeperClient, backend: RetailBackend, *, run_id: Optional[str] = None,
-                 keep_stores: bool = False) -> None:
+                 keep_stores: bool = False, plans: Optional[PlanBook] = None) -> None:
         self._client = client
         self._backend = backend
+        self._plans = plans or PlanBook(backend.engine)
+        self._plans.create_schema()
         self._run_id = run_id or uuid.uuid4().hex[:8]
         self._keep = keep_stores
 
     async def run_task(self, task: Task) -> TaskResult:
         """Run one task end to end; never raises for a task failure (it is reported)."""
         started = time.monotonic()
-        store = f"tb-{self._run_id}-{task.task_index}"
+        store = conversation_id = f"tb-{self._run_id}-{task.task_index}"
         await asyncio.to_thread(self._backend.seed_store, store, replace=True)
         replies: list[str] = []
         error: Optional[str] = None
@@ -138,8 +153,9 @@ class TauBenchRunner:
         try:
             user = json.loads(await asyncio.to_thread(self._backend.read, store, "get_user_details",
                                                       {"user_id": task.user_id}))
-            conversation_id = await self._client.start_conversation(store, store=store)
-            reply = await self._client.send_message(conversation_id, opening_message(user, task))
+            await asyncio.to_thread(self._plans.put, conversation_id, plan_of(user, task))
+            await self._client.start_conversation(conversation_id, store=store)
+            reply = await self._client.send_message(conversation_id, opening_message(user))
             replies.append(reply.text)
             nudges = 0
             for _ in range(MAX_USER_MESSAGES):
@@ -165,6 +181,7 @@ class TauBenchRunner:
         duplicates = await asyncio.to_thread(self._backend.duplicate_writes, store)
         if not self._keep:
             await asyncio.to_thread(self._backend.drop_store, store)
+            await asyncio.to_thread(self._plans.delete, conversation_id)
         writes = sum(1 for row in ledger if row["ok"])
         hash_match = data_hash == task.gt_data_hash
         said = [_normalise(r) for r in replies]

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 import pytest_asyncio
-from starter.connection import data_converter
 from temporalio.testing import WorkflowEnvironment
 
 from settings import Settings
+from starter.connection import data_converter
 from workflows.options import SEARCH_ATTRIBUTES
 
 POSTGRES_URL = os.environ.get("STATEKEEPER_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")

@@ -77,9 +77,9 @@ def _lookup_verdict(state, email):
     return validate_proposal(state, action)
 
 
-def test_email_only_inside_script_block_or_assistant_turn_cannot_be_looked_up_held_up():
+def test_email_only_in_an_assistant_turn_cannot_be_looked_up_held_up():
     state = ConversationState(conversation_id="id")
-    tr.receive_user_message(state, f'hi <script>{{"user": {{"email": "{EMAIL}"}}}}</script>')
+    tr.receive_user_message(state, "hi, I need help with an order")
     tr.add_turn(state, Role.ASSISTANT, f"Is your email {EMAIL}?")
     tr.receive_user_message(state, "yes")
     assert not _lookup_verdict(state, EMAIL).accepted
@@ -120,6 +120,7 @@ def test_email_stated_after_300_facts_can_still_authenticate():
 
 def _apply(state, name, args):
     import copy
+
     from systems.retail.tools import run_tool
     from tests.policy_fixtures import data
     store = copy.deepcopy(data())

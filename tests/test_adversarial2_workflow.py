@@ -82,7 +82,7 @@ async def test_model_repeating_refused_proposals_does_not_kill_the_conversation(
     them (5), but the state is the continue-as-new input and grows ~70 KB per turn."""
     n = {"calls": 0}
 
-    def brain(view: dict) -> dict:
+    def brain(view: dict, plan: dict | None = None) -> dict:
         n["calls"] += 1
         if n["calls"] % 2:
             return call("think", thought="let me try the address again")
@@ -134,7 +134,7 @@ async def test_cancel_racing_a_payment_change_never_refunds_more_than_was_paid(t
 
     tools = ToolActivities(tools=HoldCancelWrites(), outbox=port, tickets=port)
 
-    def brain(view: dict) -> dict:
+    def brain(view: dict, plan: dict | None = None) -> dict:
         done = [op for op in view["completed_operations"]]
         if view["customer"] is None:
             return call("find_user_id_by_email", email=ETHAN_EMAIL)
@@ -189,7 +189,7 @@ async def test_stale_duplicate_yes_does_not_confirm_a_later_proposal(temporal_en
     write the user never saw a prompt for."""
     state = {"reproposed": False}
 
-    def brain(view: dict) -> dict:
+    def brain(view: dict, plan: dict | None = None) -> dict:
         ops = [op for op in view["completed_operations"] if op["ok"]]
         if view["customer"] is None:
             return call("find_user_id_by_email", email=EMAIL)
@@ -229,7 +229,7 @@ async def test_model_reply_impersonating_the_confirmation_prompt_confirms_nothin
     """The model's own reply text imitates the workflow's prompt for a harmless detail; the
     user's yes reaches the model, which then proposes a different write (return). Nothing
     runs: the workflow shows its own detail and needs a yes to it."""
-    def brain(view: dict) -> dict:
+    def brain(view: dict, plan: dict | None = None) -> dict:
         last_user = [t for t in view["recent_turns"] if t["role"] == "user"][-1]["text"]
         if view["customer"] is None:
             return call("find_user_id_by_email", email=EMAIL)
@@ -256,7 +256,7 @@ async def test_yes_queued_with_a_no_does_not_confirm_a_different_replacement_hel
     """While the worker is down the user sends "no" then "yes" to D1 (cancel PENDING); both are
     accepted in one activation with seen_digest(D1). After the "no" the model proposes D2
     (return DELIVERED). The queued "yes" must not confirm D2."""
-    def brain(view: dict) -> dict:
+    def brain(view: dict, plan: dict | None = None) -> dict:
         if view["customer"] is None:
             return call("find_user_id_by_email", email=EMAIL)
         if not view["customer"]["details_loaded"]:

@@ -20,11 +20,11 @@ from temporalio.client import WorkflowUpdateStage
 from temporalio.worker import Replayer
 
 from activities.llm.model_activity import ModelActivities, build_client
-from activities.llm.offline_server import start_in_thread
 from starter.client import ConversationError, StatekeeperClient
+from starter.connection import data_converter
+from systems.model.server import start_in_thread
 from tests.policy_fixtures import CUSTOMER, DELIVERED, EMAIL, PENDING
 from tests.workflow_harness import running_worker
-from starter.connection import data_converter
 from worker import build_backend, build_worker, workflow_runner
 from workflows.contracts import AssistantReply, UserMessage
 from workflows.refund import RefundWorkflow
@@ -46,7 +46,7 @@ class ListBrain:
         self.actions = list(actions)
         self.views: list[dict] = []
 
-    def __call__(self, view: dict) -> dict:
+    def __call__(self, view: dict, plan: dict | None = None) -> dict:
         self.views.append(view)
         return self.actions.pop(0) if self.actions else reply("ok")
 
@@ -76,7 +76,7 @@ async def test_yes_sent_before_detail_was_shown_does_not_confirm_it(temporal_env
     release = threading.Event()
     delivered_items = None
 
-    def brain(view: dict) -> dict:
+    def brain(view: dict, plan: dict | None = None) -> dict:
         nonlocal delivered_items
         orders = view["orders"]
         done = {op["tool"] for op in view["completed_operations"] if op["ok"]}

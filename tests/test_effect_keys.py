@@ -25,7 +25,7 @@ NEW_ADDRESS = {"address1": "1 Reset Road", "address2": "", "city": "Austin", "st
                "country": "USA", "zip": "78701"}
 
 
-def address_brain(view: dict) -> dict:
+def address_brain(view: dict, plan: dict | None = None) -> dict:
     """Authenticate, read the order, propose one address change, then reply: a pure
     function of the state view, so the reset run proposes exactly the same."""
     if view["customer"] is None:

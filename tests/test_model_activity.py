@@ -15,9 +15,15 @@ import pytest
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
-from activities.llm.model_activity import ModelActivities, build_client, map_api_error, offline_client
-from activities.llm.offline_server import BrainFault, offline_brain, start_in_thread
-from activities.llm.wire import PROPOSE_TOOL_NAME, error_body, tool_use_message
+from activities.llm.model_activity import (
+    ModelActivities,
+    build_client,
+    map_api_error,
+    offline_client,
+)
+from activities.llm.wire import PROPOSE_TOOL_NAME
+from systems.model.server import BrainFault, offline_brain, start_in_thread
+from systems.model.wire import error_body, tool_use_message
 from workflows.actions import ReplyAction, ToolCallAction
 from workflows.contracts import ModelRequest, ModelResult
 from workflows.prompt import ModelSnapshot, render_snapshot
@@ -27,15 +33,17 @@ MODEL = "test-model-1"
 
 
 class SwitchableBrain:
-    """The server's brain, swappable per test; records the views it was asked about."""
+    """The server's brain, swappable per test; records the views and plans it was asked about."""
 
     def __init__(self) -> None:
-        self.fn: Callable[[dict], dict] = offline_brain
+        self.fn: Callable[[dict, dict | None], dict] = offline_brain
         self.views: list[dict] = []
+        self.plans: list[dict | None] = []
 
-    def __call__(self, view: dict) -> dict:
+    def __call__(self, view: dict, plan: dict | None = None) -> dict:
         self.views.append(view)
-        return self.fn(view)
+        self.plans.append(plan)
+        return self.fn(view, plan)
 
 
 @pytest.fixture(scope="module")
@@ -43,9 +51,13 @@ def brain():
     return SwitchableBrain()
 
 
+PLANS: dict[str, dict] = {}
+"""The plan book of the module's server: anything with ``get(conversation_id)`` will do."""
+
+
 @pytest.fixture(scope="module")
 def server(brain):
-    running = start_in_thread(brain)
+    running = start_in_thread(brain, plans=PLANS)
     yield running
     running.stop()
 
@@ -54,6 +66,8 @@ def server(brain):
 def reset_brain(brain):
     brain.fn = offline_brain
     brain.views.clear()
+    brain.plans.clear()
+    PLANS.clear()
 
 
 def email_state() -> ConversationState:
@@ -90,6 +104,21 @@ async def test_http_round_trip_returns_valid_action_with_usage(server, brain):
     assert result.input_tokens > 1000  # the system prompt alone is several thousand characters
     assert result.output_tokens > 0
     assert brain.views and brain.views[-1]["conversation_id"] == "conv-1"
+    assert brain.plans == [None]  # no plan registered for conv-1: the rules brain answered
+
+
+async def test_the_server_finds_the_plan_by_metadata_user_id(server, brain):
+    plan = {"user": {"email": "a.b@example.com"},
+            "actions": [{"name": "find_user_id_by_name_zip",
+                         "kwargs": {"first_name": "A", "last_name": "B", "zip": "12345"}}]}
+    PLANS["conv-1"] = plan
+    result = await http_activities(server).propose_action(request())
+    assert brain.plans == [plan]
+    # the scripted brain follows the plan's own lookup first; the rules brain would use the email
+    assert result.action.tool.name == "find_user_id_by_name_zip"
+    PLANS["someone-else"] = PLANS.pop("conv-1")
+    result = await http_activities(server).propose_action(request())
+    assert brain.plans[-1] is None and result.action.tool.name == "find_user_id_by_email"
 
 
 async def test_runs_inside_activity_environment(server):
@@ -107,7 +136,7 @@ async def test_offline_transport_matches_http_server(server):
 async def test_offline_client_really_uses_the_given_app():
     seen: list[dict] = []
 
-    def recording(view: dict) -> dict:
+    def recording(view: dict, plan: dict | None = None) -> dict:
         seen.append(view)
         return {"kind": "reply", "text": "from the in-process app"}
 
@@ -149,6 +178,7 @@ async def test_request_wire_format():
     assert sent["system"] == req.snapshot.system
     assert sent["messages"] == [{"role": "user", "content": req.snapshot.content}]
     assert sent["tool_choice"] == {"type": "tool", "name": PROPOSE_TOOL_NAME}
+    assert sent["metadata"] == {"user_id": req.conversation_id}  # the conversation, as an opaque id
     (tool,) = sent["tools"]
     assert tool["name"] == PROPOSE_TOOL_NAME
     assert tool["input_schema"]["type"] == "object"
@@ -165,7 +195,7 @@ async def test_request_wire_format():
     ],
 )
 async def test_malformed_brain_output_is_retryable_malformed(server, brain, raw):
-    brain.fn = lambda view: raw
+    brain.fn = lambda view, plan: raw
     err = await failure(http_activities(server), request())
     assert err.type == "MalformedModelOutput"
     assert not err.non_retryable
@@ -173,7 +203,7 @@ async def test_malformed_brain_output_is_retryable_malformed(server, brain, raw)
 
 
 async def test_unknown_tool_summary_names_the_problem(server, brain):
-    brain.fn = lambda view: {"kind": "tool_call", "tool": {"name": "delete_all_orders", "arguments": {}}}
+    brain.fn = lambda view, plan: {"kind": "tool_call", "tool": {"name": "delete_all_orders", "arguments": {}}}
     err = await failure(http_activities(server), request())
     assert "delete_all_orders" in err.message
 
@@ -216,7 +246,7 @@ async def test_http_400_is_rejected_non_retryable(server):
     [(529, "overloaded_error"), (500, "api_error"), (503, "api_error"), (429, "rate_limit_error")],
 )
 async def test_server_errors_are_retryable_unavailable(server, brain, status, error_type):
-    def fault(view: dict) -> dict:
+    def fault(view: dict, plan: dict | None = None) -> dict:
         raise BrainFault(status, error_type, "try again later")
 
     brain.fn = fault
@@ -229,7 +259,7 @@ async def test_server_errors_are_retryable_unavailable(server, brain, status, er
 @pytest.mark.parametrize(("status", "error_type"), [(401, "authentication_error"), (403, "permission_error"),
                                                     (404, "not_found_error"), (422, "invalid_request_error")])
 async def test_client_errors_are_rejected_non_retryable(server, brain, status, error_type):
-    def fault(view: dict) -> dict:
+    def fault(view: dict, plan: dict | None = None) -> dict:
         raise BrainFault(status, error_type, "no")
 
     brain.fn = fault
@@ -238,7 +268,7 @@ async def test_client_errors_are_rejected_non_retryable(server, brain, status, e
 
 
 async def test_retry_after_becomes_next_retry_delay(server, brain):
-    def fault(view: dict) -> dict:
+    def fault(view: dict, plan: dict | None = None) -> dict:
         raise BrainFault(429, "rate_limit_error", "slow down", headers={"retry-after": "7"})
 
     brain.fn = fault
@@ -248,7 +278,7 @@ async def test_retry_after_becomes_next_retry_delay(server, brain):
 
 
 async def test_brain_crash_is_a_retryable_server_error(server, brain):
-    def crash(view: dict) -> dict:
+    def crash(view: dict, plan: dict | None = None) -> dict:
         raise RuntimeError("bug")
 
     brain.fn = crash
@@ -315,6 +345,28 @@ def test_server_refuses_top_level_one_of_like_the_real_api(server):
     assert "top level" in response.json()["error"]["message"]
 
 
+@pytest.mark.parametrize(("metadata", "problem"), [
+    ("conv-1", "metadata: must be an object"),
+    ({"user_id": "x" * 257}, "metadata.user_id"),
+    ({"user_id": 7}, "metadata.user_id"),
+    ({"user_id": "conv-1", "session": "s"}, "metadata.session"),
+])
+def test_server_checks_metadata_like_the_real_api(server, metadata, problem):
+    body = {"model": MODEL, "max_tokens": 10, "messages": [{"role": "user", "content": request().snapshot.content}],
+            "metadata": metadata}
+    response = raw_post(server, body)
+    assert response.status_code == 400
+    assert problem in response.json()["error"]["message"]
+
+
+def test_server_answers_with_the_forced_tool(server):
+    tool = {"name": "next_step", "input_schema": {"type": "object"}}
+    body = {"model": MODEL, "max_tokens": 10, "messages": [{"role": "user", "content": request().snapshot.content}],
+            "tools": [tool], "tool_choice": {"type": "tool", "name": "next_step"}}
+    (block,) = raw_post(server, body).json()["content"]
+    assert block["name"] == "next_step"
+
+
 def test_server_requires_an_api_key(server):
     body = {"model": MODEL, "max_tokens": 10, "messages": [{"role": "user", "content": request().snapshot.content}]}
     response = httpx.post(f"{server.base_url}/v1/messages", json=body, timeout=10.0)
@@ -336,8 +388,8 @@ def test_server_reply_shape_is_deterministic(server):
 
 
 def test_input_schema_is_an_object_covering_every_variant():
-    from workflows.actions import proposed_action_json_schema
     from activities.llm.wire import propose_input_schema
+    from workflows.actions import proposed_action_json_schema
 
     schema = propose_input_schema()
     assert schema["type"] == "object" and schema["required"] == ["kind"]
@@ -359,6 +411,6 @@ def _refs(node: Any) -> list[str]:
 
 
 async def test_null_fields_of_other_kinds_are_tolerated(server, brain):
-    brain.fn = lambda view: {"kind": "reply", "text": "hello", "tool": None, "summary": None}
+    brain.fn = lambda view, plan: {"kind": "reply", "text": "hello", "tool": None, "summary": None}
     result = await http_activities(server).propose_action(request())
     assert result.action == ReplyAction(text="hello")

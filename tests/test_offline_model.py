@@ -1,5 +1,6 @@
-"""The offline stand-in brains: ``scripted_brain`` (benchmark runs) and ``rules_brain``
-(interactive chat), as pure functions of the state view built from real τ-bench data."""
+"""The offline stand-in brains: ``scripted_brain`` (benchmark runs, following a plan) and
+``rules_brain`` (interactive chat), as pure functions of the state view built from real
+τ-bench data (and of the plan)."""
 
 from __future__ import annotations
 
@@ -11,9 +12,9 @@ from typing import Any, Optional
 
 import pytest
 
-from activities.llm.offline_server import offline_brain
-from activities.llm.rules import CAPABILITIES, STATUS_PREFIX, rules_brain
-from activities.llm.scripted import scripted_brain
+from systems.model.rules import CAPABILITIES, STATUS_PREFIX, rules_brain
+from systems.model.scripted import scripted_brain
+from systems.model.server import offline_brain
 from workflows.actions import parse_proposed_action
 from workflows.prompt import state_view
 from workflows.state import (
@@ -95,12 +96,12 @@ def fact(kind: str, value: str, turn: int = 1) -> PinnedFact:
     return PinnedFact(kind=kind, value=value, verbatim=value, turn=turn)
 
 
-def script_fact(task: dict[str, Any]) -> PinnedFact:
+def plan_of(task: dict[str, Any]) -> dict[str, Any]:
+    """The plan the τ-bench runner registers for a task (``starter.taubench.plan_of``)."""
     user = data()["users"][task["user_id"]]
-    script = {"user": {"email": user["email"], "first_name": user["name"]["first_name"],
-                       "last_name": user["name"]["last_name"], "zip": user["address"]["zip"]},
-              "actions": task["actions"]}
-    return fact("script", json.dumps(script, sort_keys=True))
+    return {"user": {"email": user["email"], "first_name": user["name"]["first_name"],
+                     "last_name": user["name"]["last_name"], "zip": user["address"]["zip"]},
+            "actions": task["actions"]}
 
 
 def user_turn(turn: int, text: str) -> Turn:
@@ -119,11 +120,11 @@ def complete(state: ConversationState, tool: str, args: dict[str, Any], ok: bool
         result=result or json.dumps({"status": "done"}), ok=ok, turn=state.turn))
 
 
-def propose(brain, state: ConversationState) -> dict[str, Any]:
-    """Run a brain on the view as it travels on the wire (JSON) and check the output is a
+def propose(brain, state: ConversationState, plan: Optional[dict[str, Any]] = None) -> dict[str, Any]:
+    """Run a brain on the view and plan as they travel (JSON) and check the output is a
     valid ProposedAction."""
     view = json.loads(json.dumps(state_view(state)))
-    raw = brain(view)
+    raw = brain(view, json.loads(json.dumps(plan)) if plan is not None else None)
     parse_proposed_action(raw)
     return raw
 
@@ -140,9 +141,14 @@ def scripted_state(task_index: int) -> ConversationState:
     user = data()["users"][task["user_id"]]
     return ConversationState(
         conversation_id=f"tb-{task_index}", turn=1,
-        pinned_facts=[script_fact(task), fact("email", user["email"])],
-        recent_turns=[user_turn(1, "Hi, <script>...</script>")],
+        pinned_facts=[fact("email", user["email"])],
+        recent_turns=[user_turn(1, f"Hi, my email is {user['email']}. I need some help with my orders.")],
     )
+
+
+def scripted(task_index: int, state: ConversationState) -> dict[str, Any]:
+    """The scripted brain's next action for dev task ``task_index`` on ``state``."""
+    return propose(scripted_brain, state, plan_of(dev_tasks()[task_index]))
 
 
 def test_scripted_walks_an_exchange_task():
@@ -153,29 +159,29 @@ def test_scripted_walks_an_exchange_task():
     email = data()["users"][user_id]["email"]
     state = scripted_state(1)
 
-    assert propose(scripted_brain, state) == call("find_user_id_by_email", email=email)
+    assert scripted(1, state) == call("find_user_id_by_email", email=email)
     observe(state, "find_user_id_by_email", {"email": email}, user_id)
     state.customer = customer(user_id, loaded=False)
 
-    assert propose(scripted_brain, state) == call("get_user_details", user_id=user_id)
+    assert scripted(1, state) == call("get_user_details", user_id=user_id)
     state.customer = customer(user_id)
 
-    assert propose(scripted_brain, state) == call("get_order_details", order_id=order_id)
+    assert scripted(1, state) == call("get_order_details", order_id=order_id)
     state.orders[order_id] = order_fact(order_id)
 
     # the new items' products are those of the old items, in item_ids order
     by_item = {i.item_id: i.product_id for i in state.orders[order_id].items}
     expected_products = [by_item[item] for item in gt["kwargs"]["item_ids"]]
     for product_id in expected_products:
-        assert propose(scripted_brain, state) == call("get_product_details", product_id=product_id)
+        assert scripted(1, state) == call("get_product_details", product_id=product_id)
         state.products[product_id] = product_fact(product_id)
 
-    assert propose(scripted_brain, state) == {"kind": "tool_call", "tool": {"name": gt["name"], "arguments": gt["kwargs"]}}
+    assert scripted(1, state) == {"kind": "tool_call", "tool": {"name": gt["name"], "arguments": gt["kwargs"]}}
 
     state.turn = 2  # the user said yes; the write ran
     state.recent_turns.append(user_turn(2, "yes"))
     complete(state, gt["name"], gt["kwargs"])
-    end = propose(scripted_brain, state)
+    end = scripted(1, state)
     assert end["kind"] == "end"
     assert f"exchange_delivered_order_items {order_id}: ok" in end["text"]
 
@@ -190,9 +196,9 @@ def test_scripted_next_action_survives_an_empty_observation_window():
     complete(state, first["name"], first["kwargs"])
     complete(state, second["name"], second["kwargs"])
     assert not state.observations
-    assert propose(scripted_brain, state) == call("get_order_details", order_id=third["kwargs"]["order_id"])
+    assert scripted(12, state) == call("get_order_details", order_id=third["kwargs"]["order_id"])
     state.orders[third["kwargs"]["order_id"]] = order_fact(third["kwargs"]["order_id"])
-    assert propose(scripted_brain, state)["tool"] == {"name": third["name"], "arguments": third["kwargs"]}
+    assert scripted(12, state)["tool"] == {"name": third["name"], "arguments": third["kwargs"]}
 
 
 def test_scripted_counts_a_rejected_write_as_handled():
@@ -201,23 +207,22 @@ def test_scripted_counts_a_rejected_write_as_handled():
     (gt,) = task["actions"]
     state.customer = customer(task["user_id"])
     state.orders[gt["kwargs"]["order_id"]] = order_fact(gt["kwargs"]["order_id"])
-    assert propose(scripted_brain, state)["tool"]["name"] == "cancel_pending_order"
+    assert scripted(0, state)["tool"]["name"] == "cancel_pending_order"
     state.rejections.append(Rejection(turn=1, rule="cancel-pending-only", reason="not pending",
                                       proposal={"kind": "tool_call", "tool": {"name": gt["name"], "arguments": gt["kwargs"]}}))
-    assert propose(scripted_brain, state)["kind"] == "end"
+    assert scripted(0, state)["kind"] == "end"
 
 
 def test_scripted_counts_a_failed_write_once():
     # a tool error is recorded as a failed operation and as a tool-error rejection
     write = {"name": "cancel_pending_order", "kwargs": {"order_id": PENDING, "reason": "no longer needed"}}
+    plan = {"user": {"email": RAJ_EMAIL}, "actions": [write, write]}
     state = ConversationState(conversation_id="c", turn=2, customer=customer(RAJ),
-                              orders={PENDING: order_fact(PENDING)},
-                              pinned_facts=[fact("script", json.dumps({"user": {"email": RAJ_EMAIL},
-                                                                        "actions": [write, write]}))])
+                              orders={PENDING: order_fact(PENDING)})
     complete(state, write["name"], write["kwargs"], ok=False, result="Error: non-pending order cannot be cancelled")
     state.rejections.append(Rejection(turn=2, rule="tool-error", reason="Error: ...",
                                       proposal=call(write["name"], **write["kwargs"])))
-    assert propose(scripted_brain, state) == call(write["name"], **write["kwargs"])  # the second one is still due
+    assert propose(scripted_brain, state, plan) == call(write["name"], **write["kwargs"])  # the second is still due
 
 
 def test_scripted_lookup_falls_back_to_name_zip_then_asks():
@@ -225,40 +230,39 @@ def test_scripted_lookup_falls_back_to_name_zip_then_asks():
     user = data()["users"][task["user_id"]]
     state = scripted_state(0)
     observe(state, "find_user_id_by_email", {"email": user["email"]}, "Error: user not found")
-    assert propose(scripted_brain, state) == call(
+    assert scripted(0, state) == call(
         "find_user_id_by_name_zip", first_name=user["name"]["first_name"], last_name=user["name"]["last_name"],
         zip=user["address"]["zip"])
     observe(state, "find_user_id_by_name_zip", {"first_name": user["name"]["first_name"],
                                                 "last_name": user["name"]["last_name"],
                                                 "zip": user["address"]["zip"]}, "Error: user not found")
-    assert propose(scripted_brain, state)["kind"] == "reply"
+    assert scripted(0, state)["kind"] == "reply"
 
 
-def test_scripted_uses_the_scripts_own_lookup_first():
-    script = {"user": {"email": RAJ_EMAIL},
-              "actions": [{"name": "find_user_id_by_name_zip",
-                           "kwargs": {"first_name": "Raj", "last_name": "Sanchez", "zip": "92147"}}]}
-    state = ConversationState(conversation_id="c", turn=1, pinned_facts=[fact("script", json.dumps(script))])
-    assert propose(scripted_brain, state) == call("find_user_id_by_name_zip", first_name="Raj",
-                                                  last_name="Sanchez", zip="92147")
+def test_scripted_uses_the_plans_own_lookup_first():
+    plan = {"user": {"email": RAJ_EMAIL},
+            "actions": [{"name": "find_user_id_by_name_zip",
+                         "kwargs": {"first_name": "Raj", "last_name": "Sanchez", "zip": "92147"}}]}
+    state = ConversationState(conversation_id="c", turn=1)
+    assert propose(scripted_brain, state, plan) == call("find_user_id_by_name_zip", first_name="Raj",
+                                                        last_name="Sanchez", zip="92147")
     state.customer = customer(RAJ)
-    assert propose(scripted_brain, state)["kind"] == "end"  # the lookup is handled by authentication
+    assert propose(scripted_brain, state, plan)["kind"] == "end"  # the lookup is handled by authentication
 
 
 def test_scripted_reads_think_calculate_transfer_and_closing_figures():
-    script = {"user": {"email": RAJ_EMAIL}, "actions": [
+    plan = {"user": {"email": RAJ_EMAIL}, "actions": [
         {"name": "think", "kwargs": {"thought": "hmm"}},
         {"name": "calculate", "kwargs": {"expression": "1093.34 - 30"}},
         {"name": "transfer_to_human_agents", "kwargs": {"summary": "wants a discount"}},
     ]}
-    state = ConversationState(conversation_id="c", turn=1, customer=customer(RAJ),
-                              pinned_facts=[fact("script", json.dumps(script))])
-    assert propose(scripted_brain, state) == call("calculate", expression="1093.34 - 30")
+    state = ConversationState(conversation_id="c", turn=1, customer=customer(RAJ))
+    assert propose(scripted_brain, state, plan) == call("calculate", expression="1093.34 - 30")
     observe(state, "calculate", {"expression": "1093.34 - 30"}, "1063.34")
-    assert propose(scripted_brain, state) == {"kind": "transfer_to_human", "summary": "wants a discount"}
+    assert propose(scripted_brain, state, plan) == {"kind": "transfer_to_human", "summary": "wants a discount"}
     state.rejections.append(Rejection(turn=1, rule="transfer", reason="no",
                                       proposal={"kind": "transfer_to_human", "summary": "wants a discount"}))
-    end = propose(scripted_brain, state)
+    end = propose(scripted_brain, state, plan)
     assert end["kind"] == "end" and "1093.34 - 30 = 1063.34" in end["text"]
 
 
@@ -268,7 +272,7 @@ def test_scripted_does_not_loop_on_a_failed_prerequisite_read():
     (gt,) = task["actions"]
     state.customer = customer(task["user_id"])
     observe(state, "get_order_details", {"order_id": gt["kwargs"]["order_id"]}, "Error: order not found")
-    assert propose(scripted_brain, state) == call(gt["name"], **gt["kwargs"])  # the workflow decides
+    assert scripted(0, state) == call(gt["name"], **gt["kwargs"])  # the workflow decides
 
 
 def test_scripted_asks_for_the_yes_when_its_write_is_pending():
@@ -281,20 +285,27 @@ def test_scripted_asks_for_the_yes_when_its_write_is_pending():
     pending_call = make_tool_call(gt["name"], gt["kwargs"])
     state.pending_confirmation = PendingConfirmation(operation_id="op", call=pending_call, detail="cancel it",
                                                      digest="d", proposed_turn=1)
-    action = propose(scripted_brain, state)
+    action = scripted(0, state)
     assert action["kind"] == "reply" and "cancel it" in action["text"]
 
 
-def test_offline_brain_dispatches_on_the_script_fact():
-    scripted = scripted_state(0)
-    assert propose(offline_brain, scripted) == propose(scripted_brain, scripted)
-    chat = ConversationState(conversation_id="c", turn=1, recent_turns=[user_turn(1, "hello")])
-    assert propose(offline_brain, chat) == propose(rules_brain, chat)
+def test_offline_brain_dispatches_on_the_plan():
+    state, task = scripted_state(0), dev_tasks()[0]
+    state.customer = customer(task["user_id"])
+    plan = plan_of(task)
+    assert propose(offline_brain, state, plan) == propose(scripted_brain, state, plan)
+    order_id = task["actions"][0]["kwargs"]["order_id"]
+    assert propose(offline_brain, state, plan) == call("get_order_details", order_id=order_id)
+    # the same view without a plan: the chat rules, which have no request to act on
+    assert propose(offline_brain, state) == propose(rules_brain, state)
+    assert propose(offline_brain, state)["kind"] == "reply"
 
 
-def test_scripted_brain_needs_a_script():
-    with pytest.raises(ValueError):
-        scripted_brain(state_view(ConversationState(conversation_id="c")))
+def test_scripted_brain_needs_a_plan_of_the_right_shape():
+    view = state_view(ConversationState(conversation_id="c"))
+    for plan in (None, {"actions": "cancel everything"}, {"actions": [{"kwargs": {}}]}, ["x"]):
+        with pytest.raises(ValueError):
+            scripted_brain(view, plan)
 
 
 # --- the dev suite end to end through the workflow's own policy and transitions ------------
@@ -305,7 +316,8 @@ class Simulator:
     own policy -> the benchmark tools on a private copy of the data -> the workflow's own
     transitions. A write waits for the next user message; "yes" runs it."""
 
-    def __init__(self, conversation_id: str) -> None:
+    def __init__(self, conversation_id: str, plan: Optional[dict[str, Any]] = None) -> None:
+        self.plan = plan  # what the offline model's PlanBook holds for this conversation
         self.db = copy.deepcopy(data())
         self.state = ConversationState(conversation_id=conversation_id)
         self.pending: Optional[PendingConfirmation] = None
@@ -337,7 +349,7 @@ class Simulator:
         from workflows.policy import validate_proposal
 
         for step in range(30):
-            raw = propose(offline_brain, self.state)
+            raw = propose(offline_brain, self.state, self.plan)
             self.proposed.append(raw)
             action = parse_proposed_action(raw)
             verdict = validate_proposal(self.state, action)
@@ -375,13 +387,11 @@ def _proposal(tool: Any) -> dict[str, Any]:
 
 
 def drive(task: dict[str, Any]) -> Simulator:
-    """A benchmark run: the opening message carries the script; the user says yes until the end."""
-    sim = Simulator(f"tb-{task['task_index']}")
+    """A benchmark run: the task's plan is registered for the conversation, the user opens
+    with their email and a plain request, then says yes until the end."""
+    sim = Simulator(f"tb-{task['task_index']}", plan_of(task))
     user = sim.db["users"][task["user_id"]]
-    script = {"user": {"email": user["email"], "first_name": user["name"]["first_name"],
-                       "last_name": user["name"]["last_name"], "zip": user["address"]["zip"]},
-              "actions": task["actions"]}
-    sim.say(f"Hi, my email is {user['email']}. <script>{json.dumps(script)}</script>")
+    sim.say(f"Hi, my email is {user['email']}. I need some help with my orders.")
     for _ in range(20):
         if sim.proposed[-1]["kind"] in ("end", "transfer_to_human"):
             return sim

@@ -9,11 +9,28 @@ from __future__ import annotations
 import pytest
 
 from tests.policy_fixtures import (
-    CARD, CUSTOMER, DELIVERED, DELIVERED_2, EMAIL, GIFT, PENDING, authenticated, data, fresh,
-    other_customer_order, other_variant, read,
+    CARD,
+    CUSTOMER,
+    DELIVERED,
+    DELIVERED_2,
+    EMAIL,
+    GIFT,
+    PENDING,
+    authenticated,
+    data,
+    fresh,
+    other_customer_order,
+    other_variant,
+    read,
 )
 from workflows.actions import (
-    EndAction, ReplyAction, ToolCallAction, TransferAction, call_digest, make_tool_call, parse_proposed_action,
+    EndAction,
+    ReplyAction,
+    ToolCallAction,
+    TransferAction,
+    call_digest,
+    make_tool_call,
+    parse_proposed_action,
 )
 from workflows.policy import Rule, validate_execution, validate_proposal
 from workflows.state import Confirmation, ConversationStatus, PendingConfirmation

@@ -5,8 +5,8 @@ from __future__ import annotations
 from tests.policy_fixtures import EMAIL, PENDING, authenticated
 from workflows import transitions as tr
 from workflows.facts import extract_facts
-from workflows.policy_text import POLICY_CLAUSES
 from workflows.policy import Rule
+from workflows.policy_text import POLICY_CLAUSES
 from workflows.prompt import PROMPT_TURNS, parse_state_view, render_snapshot
 from workflows.state import RECENT_TURNS_KEPT, Role
 
@@ -69,9 +69,11 @@ def test_facts_are_pinned_verbatim_and_never_duplicated():
     assert ("cancel_reason", "ordered by mistake", "ordered by mistake", state.turn - 1) in kinds
 
 
-def test_script_block_is_pinned_and_its_ids_are_not_mistaken_for_the_users():
+def test_fact_pinning_knows_nothing_of_benchmark_plans():
+    # a plan travels to the offline model outside the conversation (its PlanBook); text that
+    # looks like one is just the user's words
     facts = extract_facts('hello <script>{"actions": [{"name": "x", "kwargs": {"order_id": "#W1234567"}}]}</script>', 1)
-    assert [f.kind for f in facts] == ["script"]
+    assert [(f.kind, f.value) for f in facts] == [("order_id", "#W1234567")]
     assert extract_facts("<script>{not json</script>", 1) == []
 
 

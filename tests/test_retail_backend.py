@@ -19,7 +19,6 @@ from typing import Any, Callable, Iterator
 import pytest
 import sqlalchemy as sa
 
-
 from systems.retail import DATA_DIR, load_data  # noqa: E402
 from systems.retail.backend import (  # noqa: E402
     IdempotencyKeyConflict,

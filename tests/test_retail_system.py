@@ -9,7 +9,12 @@ import json
 import pytest
 
 from systems.retail import load_data
-from systems.retail.backend import IdempotencyKeyConflict, InvokeResult, Outcome, UnknownStoreError
+from systems.retail.backend import (
+    IdempotencyKeyConflict,
+    InvokeResult,
+    Outcome,
+    UnknownStoreError,
+)
 from systems.retail.outcome import refusal_reason
 from systems.retail.rows import ById, Referenced, Rows, Section, rows
 from systems.retail.tools import (

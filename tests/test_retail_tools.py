@@ -18,7 +18,6 @@ from typing import Any
 
 import pytest
 
-
 from systems.retail import DATA_DIR, load_data  # noqa: E402
 from systems.retail.hashing import data_hash, to_hashable  # noqa: E402
 from systems.retail.tools import (  # noqa: E402

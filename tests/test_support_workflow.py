@@ -11,9 +11,15 @@ import asyncio
 import pytest
 from temporalio.api.sdk.v1 import WorkflowMetadata
 
-from activities.llm.offline_server import offline_brain
 from starter.client import ConversationError
-from tests.policy_fixtures import CUSTOMER, DELIVERED, EMAIL, PENDING, other_customer_order
+from systems.model.server import offline_brain
+from tests.policy_fixtures import (
+    CUSTOMER,
+    DELIVERED,
+    EMAIL,
+    PENDING,
+    other_customer_order,
+)
 from tests.workflow_harness import running_worker
 from workflows.options import CUSTOMER_ID, ORDER_ID, STEP
 
@@ -94,11 +100,11 @@ async def test_messages_after_the_conversation_finished_get_a_clear_error(tempor
 async def test_malformed_model_output_becomes_a_rejection_fed_back_to_the_model(temporal_env, settings):
     seen: list[dict] = []
 
-    def flaky_brain(view: dict) -> dict:
+    def flaky_brain(view: dict, plan: dict | None = None) -> dict:
         seen.append(view)
         if len(seen) <= 3:  # the activity retries malformed output twice, then the workflow rejects
             return {"kind": "tool_call", "tool": {"name": "refund_everything", "arguments": {}}}
-        return offline_brain(view)
+        return offline_brain(view, plan)
 
     async with running_worker(temporal_env, settings, brain=flaky_brain) as (client, _):
         cid = await client.start_conversation("chat-malformed")
@@ -125,7 +131,7 @@ async def test_adversarial_model_is_refused_and_nothing_is_written(temporal_env,
         {"kind": "reply", "text": "done trying"},
     ]
 
-    def hostile_brain(view: dict) -> dict:
+    def hostile_brain(view: dict, plan: dict | None = None) -> dict:
         return proposals.pop(0) if proposals else {"kind": "reply", "text": "nothing more"}
 
     async with running_worker(temporal_env, settings, brain=hostile_brain) as (client, backend):
@@ -169,7 +175,7 @@ async def test_return_emails_the_customer_exactly_once(temporal_env, settings):
 
 
 async def test_transfer_opens_one_ticket_and_ends_the_conversation(temporal_env, settings):
-    def brain(view: dict) -> dict:
+    def brain(view: dict, plan: dict | None = None) -> dict:
         if view["customer"] is None:
             return {"kind": "tool_call", "tool": {"name": "find_user_id_by_email", "arguments": {"email": EMAIL}}}
         return {"kind": "transfer_to_human", "summary": "customer wants to dispute a charge"}

@@ -10,10 +10,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+from starter.taubench import TauBenchRunner, load_tasks
 from systems.retail import load_data
 from systems.retail.hashing import data_hash
 from systems.retail.tools import run_tool
-from starter.taubench import TauBenchRunner, load_tasks
 from tests.workflow_harness import running_worker
 
 ROOT = Path(__file__).resolve().parent.parent

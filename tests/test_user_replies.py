@@ -29,7 +29,7 @@ def assert_plain(text: str) -> None:
 
 
 async def test_invalid_model_output_gets_a_plain_apology(temporal_env, settings):
-    def broken(view: dict) -> dict:
+    def broken(view: dict, plan: dict | None = None) -> dict:
         return {"kind": "tool_call", "tool": {"name": "get_order_details", "arguments": {"order": 1}}}
 
     async with running_worker(temporal_env, settings, brain=broken) as (client, _):
@@ -45,7 +45,7 @@ async def test_invalid_model_output_gets_a_plain_apology(temporal_env, settings)
 async def test_repeated_policy_refusal_names_the_clause_not_the_ids(temporal_env, settings):
     _, other_user = other_customer_order()
 
-    def nosy(view: dict) -> dict:
+    def nosy(view: dict, plan: dict | None = None) -> dict:
         if view["customer"] is None:
             return {"kind": "tool_call", "tool": {"name": "find_user_id_by_email", "arguments": {"email": EMAIL}}}
         return {"kind": "tool_call", "tool": {"name": "get_user_details", "arguments": {"user_id": other_user}}}
@@ -61,7 +61,7 @@ async def test_repeated_policy_refusal_names_the_clause_not_the_ids(temporal_env
 
 
 async def test_address_confirmation_names_no_user_id(temporal_env, settings):
-    def address(view: dict) -> dict:
+    def address(view: dict, plan: dict | None = None) -> dict:
         if view["customer"] is None:
             return {"kind": "tool_call", "tool": {"name": "find_user_id_by_email", "arguments": {"email": EMAIL}}}
         return {"kind": "tool_call", "tool": {"name": "modify_user_address", "arguments": {

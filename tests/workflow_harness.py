@@ -7,22 +7,24 @@ from pathlib import Path
 from typing import AsyncIterator, Callable, Optional
 
 from activities.llm.model_activity import ModelActivities, offline_client
-from systems.retail.backend import RetailBackend
 from activities.retail_port import RetailPort
 from activities.tools import ToolActivities
 from settings import Settings
 from starter.client import StatekeeperClient
+from systems.retail.backend import RetailBackend
 from tests.faults import PauseAfterWrite
 from worker import build_backend, build_worker
 
 
 @contextlib.asynccontextmanager
-async def running_worker(env, settings: Settings, brain: Optional[Callable[[dict], dict]] = None,
+async def running_worker(env, settings: Settings, brain: Optional[Callable[[dict, Optional[dict]], dict]] = None,
                          pause_after_write: Optional[tuple[float, Path]] = None,
                          ) -> AsyncIterator[tuple[StatekeeperClient, RetailBackend]]:
-    """A worker in this process; ``brain`` replaces the offline model's decisions (the model
-    is the outside system we fake at its boundary; everything else is real).
-    ``pause_after_write=(seconds, marker)`` pauses each applied write after its commit."""
+    """A worker in this process; ``brain(view, plan)`` replaces the offline model's decisions
+    (the model is the outside system we fake at its boundary; everything else is real). A
+    test brain gets no plan (``plan`` is None); without one, the worker's own offline model
+    answers, with the plan book on ``settings``' database. ``pause_after_write=(seconds,
+    marker)`` pauses each applied write after its commit (``tests.faults``)."""
     backend = build_backend(settings)
     model = None
     if brain is not None:

@@ -17,8 +17,8 @@ from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflow
 
 from workflows import keys, replies
 from workflows import transitions as tr
-from workflows.activity_api import ToolActivitiesApi
 from workflows.actions import make_tool_call
+from workflows.activity_api import ToolActivitiesApi
 from workflows.catalogue import Execution, spec_of
 from workflows.clauses import Rule
 from workflows.contracts import (
@@ -31,7 +31,12 @@ from workflows.contracts import (
 )
 from workflows.options import READ_RETRY, READ_TIMEOUT, WRITE_RETRY
 from workflows.refund import RefundWorkflow
-from workflows.state import ConversationState, ConversationStatus, PendingConfirmation, StepStatus
+from workflows.state import (
+    ConversationState,
+    ConversationStatus,
+    PendingConfirmation,
+    StepStatus,
+)
 from workflows.visibility import Visibility, call_summary
 
 

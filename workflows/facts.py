@@ -2,14 +2,12 @@
 
 Extraction is deliberately literal (regular expressions over the user's text, no
 model): ids, emails, payment methods, zip codes, names given as "my name is ..." or
-"I'm ...", cancellation reasons, and a benchmark ``<script>`` block. Pinned facts are
-append-only and never summarised, so an order id confirmed at turn 4 is still in the
-model's input at turn 30.
+"I'm ...", and cancellation reasons. Pinned facts are append-only and never
+summarised, so an order id confirmed at turn 4 is still in the model's input at turn 30.
 """
 
 from __future__ import annotations
 
-import json
 import re
 
 from workflows.records import PinnedFact
@@ -28,15 +26,13 @@ _PATTERNS: list[tuple[str, re.Pattern[str]]] = [
 _NAME = re.compile(
     r"\b(?:my name is|i am|i'm|this is) {1,3}([A-Z][a-z]{0,39}) {1,3}([A-Z][a-z]{0,39})\b", re.IGNORECASE
 )
-_SCRIPT = re.compile(r"<script>(.*?)</script>", re.DOTALL)
 
 MAX_FACTS_PER_KIND_PER_MESSAGE = 10
 MAX_PINNED_FACTS = 300
-MAX_SCRIPT_CHARS = 6000
 """Bounds that keep the model input bounded whatever users type: a message full of
-numbers pins only its first few of each kind, a conversation at most 300 facts, and a
-script block only up to 6,000 characters; every other fact is short (the patterns are
-bounded). Identity checks also read the recent turns, so a full cap never locks a user out."""
+numbers pins only its first few of each kind, a conversation at most 300 facts, and
+every fact is short (the patterns are bounded). Identity checks also read the recent
+turns, so a full cap never locks a user out."""
 
 
 def _normalise(kind: str, raw: str) -> str:
@@ -50,31 +46,16 @@ def _normalise(kind: str, raw: str) -> str:
 def extract_facts(text: str, turn: int) -> list[PinnedFact]:
     """Facts in one user message, in order of kind then position.
 
-    Returns ``PinnedFact(kind, value, verbatim, turn)`` items; a ``script`` fact's
-    value is the canonical JSON of the block (invalid JSON is not pinned).
+    Returns ``PinnedFact(kind, value, verbatim, turn)`` items.
     """
     facts: list[PinnedFact] = []
-    script_spans: list[tuple[int, int]] = []
-    for match in _SCRIPT.finditer(text):
-        script_spans.append(match.span())
-        if len(match.group(0)) > MAX_SCRIPT_CHARS:
-            continue
-        try:
-            value = json.dumps(json.loads(match.group(1)), sort_keys=True)
-        except ValueError:
-            continue
-        facts.append(PinnedFact(kind="script", value=value, verbatim=match.group(0), turn=turn))
-    # ids inside a script block belong to the script, not to the user's own words
-    plain = text
-    for start, end in reversed(script_spans):
-        plain = plain[:start] + " " * (end - start) + plain[end:]
     for kind, pattern in _PATTERNS:
-        for count, match in enumerate(pattern.finditer(plain)):
+        for count, match in enumerate(pattern.finditer(text)):
             if count >= MAX_FACTS_PER_KIND_PER_MESSAGE:
                 break
             raw = match.group(0)
             facts.append(PinnedFact(kind=kind, value=_normalise(kind, raw), verbatim=raw, turn=turn))
-    for count, match in enumerate(_NAME.finditer(plain)):
+    for count, match in enumerate(_NAME.finditer(text)):
         if count >= MAX_FACTS_PER_KIND_PER_MESSAGE:
             break
         first, last = match.group(1).title(), match.group(2).title()

@@ -16,12 +16,26 @@ from typing import Optional
 from temporalio import workflow
 
 from workflows import keys
-from workflows.activity_api import ToolActivitiesApi
 from workflows.actions import make_tool_call
+from workflows.activity_api import ToolActivitiesApi
 from workflows.catalogue import spec_of
 from workflows.catalogue.checks import status_refusal
-from workflows.contracts import EmailRequest, ReadToolRequest, RefundInput, RefundOutcome, ToolResult, WriteToolRequest
-from workflows.options import CUSTOMER_ID, ORDER_ID, READ_RETRY, READ_TIMEOUT, STEP, WRITE_RETRY
+from workflows.contracts import (
+    EmailRequest,
+    ReadToolRequest,
+    RefundInput,
+    RefundOutcome,
+    ToolResult,
+    WriteToolRequest,
+)
+from workflows.options import (
+    CUSTOMER_ID,
+    ORDER_ID,
+    READ_RETRY,
+    READ_TIMEOUT,
+    STEP,
+    WRITE_RETRY,
+)
 
 
 @workflow.defn

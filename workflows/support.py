@@ -16,7 +16,13 @@ from temporalio.exceptions import ApplicationError
 
 from workflows import replies
 from workflows import transitions as tr
-from workflows.contracts import AssistantReply, CancelRequest, SupportInput, SupportOutcome, UserMessage
+from workflows.contracts import (
+    AssistantReply,
+    CancelRequest,
+    SupportInput,
+    SupportOutcome,
+    UserMessage,
+)
 from workflows.errors import ErrorType
 from workflows.options import MAX_USER_MESSAGE_BYTES
 from workflows.state import ConversationState, ConversationStatus, Role

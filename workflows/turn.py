@@ -21,7 +21,12 @@ from workflows.clauses import Rule
 from workflows.confirm import describe, is_no, is_yes
 from workflows.contracts import CancelRequest, ModelRequest, ModelResult
 from workflows.execute import execute_confirmed, failure_reason, open_ticket, read
-from workflows.options import MAX_CONSECUTIVE_REJECTIONS, MAX_MODEL_STEPS_PER_TURN, MODEL_RETRY, MODEL_TIMEOUT
+from workflows.options import (
+    MAX_CONSECUTIVE_REJECTIONS,
+    MAX_MODEL_STEPS_PER_TURN,
+    MODEL_RETRY,
+    MODEL_TIMEOUT,
+)
 from workflows.policy import validate_execution, validate_proposal
 from workflows.prompt import render_snapshot
 from workflows.state import Confirmation, ConversationState, ConversationStatus

@@ -12,14 +12,16 @@ what to do:
   input that fails ``parse_proposed_action``. The RetryPolicy bounds the attempts;
   the workflow then records a rejection.
 
-Offline, ``offline_client`` puts the offline model behind the very same SDK call
-through an in-process ASGI transport; only the transport differs.
+Each call carries ``metadata.user_id`` = the conversation id (an opaque id; the
+offline stand-in finds a benchmark conversation's plan by it). Offline,
+``offline_client`` puts the stand-in model (``systems.model``) behind the very same SDK
+call through an in-process ASGI transport; only the transport differs.
 """
 
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 import anthropic
 import httpx2
@@ -31,6 +33,9 @@ from activities.llm.wire import MalformedOutput, build_create_kwargs, read_propo
 from workflows.activity_api import ModelActivitiesApi
 from workflows.contracts import ModelRequest, ModelResult
 from workflows.errors import ErrorType
+
+if TYPE_CHECKING:
+    from systems.model.server import Plans
 
 REJECTED = ErrorType.MODEL_REQUEST_REJECTED.value
 UNAVAILABLE = ErrorType.MODEL_UNAVAILABLE.value
@@ -50,16 +55,25 @@ def build_client(api_key: Optional[str], base_url: Optional[str], timeout_second
     return AsyncAnthropic(api_key=api_key, base_url=base_url, timeout=timeout_seconds, max_retries=0)
 
 
-def offline_client(timeout_seconds: float, brain: Optional[Callable[[dict], dict]] = None) -> AsyncAnthropic:
-    """An ``AsyncAnthropic`` whose HTTP goes in-process to ``offline_app(brain)``.
+def offline_client(
+    timeout_seconds: float,
+    brain: Optional[Callable[[dict, Optional[dict]], dict]] = None,
+    plans: Optional[Plans] = None,
+) -> AsyncAnthropic:
+    """An ``AsyncAnthropic`` whose HTTP goes in-process to the offline stand-in model,
+    ``systems.model.server.offline_app(brain, plans)``: ``brain(view, plan)`` replaces
+    its decisions (tests), ``plans`` (a ``PlanBook``) holds benchmark plans.
 
     Note: anthropic 2.x is built on ``httpx2`` and refuses ``httpx`` objects
     (TypeError), so the transport is ``httpx2.ASGITransport``.
     """
-    from activities.llm.offline_server import offline_app  # the server pulls in FastAPI; only load it when used
+    from systems.model.server import (
+        offline_app,  # the server pulls in FastAPI; only load it when used
+    )
 
     http_client = httpx2.AsyncClient(
-        transport=httpx2.ASGITransport(app=offline_app(brain)), base_url=OFFLINE_BASE_URL, timeout=timeout_seconds
+        transport=httpx2.ASGITransport(app=offline_app(brain, plans)), base_url=OFFLINE_BASE_URL,
+        timeout=timeout_seconds,
     )
     return AsyncAnthropic(
         api_key="offline", base_url=OFFLINE_BASE_URL, timeout=timeout_seconds, max_retries=0, http_client=http_client
@@ -127,7 +141,9 @@ class ModelActivities(ModelActivitiesApi):
         Raises ``ApplicationError`` of type ModelRequestRejected (non-retryable),
         ModelUnavailable or MalformedModelOutput (both retryable).
         """
-        kwargs = build_create_kwargs(req.snapshot, model=self.model, max_tokens=self.max_tokens)
+        kwargs = build_create_kwargs(
+            req.snapshot, model=self.model, max_tokens=self.max_tokens, conversation_id=req.conversation_id
+        )
         try:
             response = await self.client.messages.create(**kwargs)
         except anthropic.AnthropicError as exc:

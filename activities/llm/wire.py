@@ -1,8 +1,8 @@
-"""The Messages API wire format of our single tool, ``propose_action``.
+"""The client side of the Messages API wire format of our single tool, ``propose_action``.
 
-One place defines what goes over the wire, for both sides: the activity builds its
-``messages.create`` keyword arguments and reads the ``tool_use`` block here, and the
-offline server builds its response and error bodies here.
+The activity builds its ``messages.create`` keyword arguments and reads the
+``tool_use`` block here. (The offline stand-in model, ``systems.model``, is the server
+side and keeps its own copy of what it needs of this format.)
 
 Why the tool's ``input_schema`` is not ``proposed_action_json_schema()`` verbatim:
 that schema is a top-level ``oneOf`` (a discriminated union on ``kind``), and the
@@ -32,7 +32,6 @@ PROPOSE_TOOL_DESCRIPTION = (
     "transfer_to_human -> `summary`; end -> `text` (optional). The workflow validates "
     "the proposal against the policy and the state before anything happens."
 )
-TOP_LEVEL_COMBINATORS = ("oneOf", "anyOf", "allOf")
 
 
 class MalformedOutput(ValueError):
@@ -124,9 +123,13 @@ def forced_tool_choice() -> dict[str, str]:
     return {"type": "tool", "name": PROPOSE_TOOL_NAME}
 
 
-def build_create_kwargs(snapshot: ModelSnapshot, *, model: str, max_tokens: int) -> dict[str, Any]:
+def build_create_kwargs(
+    snapshot: ModelSnapshot, *, model: str, max_tokens: int, conversation_id: str
+) -> dict[str, Any]:
     """Keyword arguments of ``client.messages.create`` for one stateless call:
-    ``system`` is the snapshot's system text, the single user message its content."""
+    ``system`` is the snapshot's system text, the single user message its content, and
+    ``metadata.user_id`` the conversation id (the API's opaque end-user id; the offline
+    stand-in finds a conversation's registered plan by it)."""
     return {
         "model": model,
         "max_tokens": max_tokens,
@@ -134,17 +137,8 @@ def build_create_kwargs(snapshot: ModelSnapshot, *, model: str, max_tokens: int)
         "messages": [{"role": "user", "content": snapshot.content}],
         "tools": [propose_tool_param()],
         "tool_choice": forced_tool_choice(),
+        "metadata": {"user_id": conversation_id},
     }
-
-
-def input_schema_error(schema: Any) -> str | None:
-    """Why the Messages API would refuse ``schema`` as a tool ``input_schema``, or
-    None. Checks the two root rules we know it enforces (used by the offline server)."""
-    if not isinstance(schema, dict) or schema.get("type") != "object":
-        return "input_schema: the root must be a JSON schema with type 'object'"
-    if any(key in schema for key in TOP_LEVEL_COMBINATORS):
-        return "input_schema: input_schema does not support oneOf, allOf, or anyOf at the top level"
-    return None
 
 
 def validation_summary(err: ValidationError, limit: int = 5) -> str:
@@ -189,24 +183,3 @@ def read_proposal(message: Any) -> Any:
         return parse_proposed_action(raw)
     except ValidationError as err:
         raise MalformedOutput(f"propose_action input is not a valid ProposedAction: {validation_summary(err)}") from err
-
-
-def tool_use_message(
-    *, message_id: str, tool_use_id: str, model: str, action: dict[str, Any], input_tokens: int, output_tokens: int
-) -> dict[str, Any]:
-    """A Messages API response body whose only content is a ``propose_action`` call."""
-    return {
-        "id": message_id,
-        "type": "message",
-        "role": "assistant",
-        "model": model,
-        "content": [{"type": "tool_use", "id": tool_use_id, "name": PROPOSE_TOOL_NAME, "input": action}],
-        "stop_reason": "tool_use",
-        "stop_sequence": None,
-        "usage": {"input_tokens": input_tokens, "output_tokens": output_tokens},
-    }
-
-
-def error_body(error_type: str, message: str) -> dict[str, Any]:
-    """A Messages API error body, e.g. ``error_type="invalid_request_error"``."""
-    return {"type": "error", "error": {"type": error_type, "message": message}}

@@ -13,7 +13,11 @@ from __future__ import annotations
 from typing import Any
 
 from systems.retail.engine import make_engine
-from systems.retail.errors import IdempotencyKeyConflict, UnknownStoreError, UnknownToolError
+from systems.retail.errors import (
+    IdempotencyKeyConflict,
+    UnknownStoreError,
+    UnknownToolError,
+)
 from systems.retail.ledger import Guard, Ledger, args_digest
 from systems.retail.loading import load_for_tool
 from systems.retail.outcome import InvokeResult, Outcome, WriteOutcome

@@ -4,8 +4,20 @@ from __future__ import annotations
 
 from workflows.catalogue import details, folds
 from workflows.catalogue.checks import item_change, return_items
-from workflows.catalogue.orders import ITEM_IDS, ORDER_ID, PAYMENT_METHOD_ID, ItemChangeArgs
-from workflows.catalogue.spec import Execution, Scope, StatusRequirement, ToolArgs, ToolClass, ToolSpec
+from workflows.catalogue.orders import (
+    ITEM_IDS,
+    ORDER_ID,
+    PAYMENT_METHOD_ID,
+    ItemChangeArgs,
+)
+from workflows.catalogue.spec import (
+    Execution,
+    Scope,
+    StatusRequirement,
+    ToolArgs,
+    ToolClass,
+    ToolSpec,
+)
 from workflows.clauses import Rule
 
 

@@ -7,7 +7,14 @@ from pydantic import Field
 from workflows.catalogue import details, folds
 from workflows.catalogue.checks import cancel_reason, item_change, payment_change
 from workflows.catalogue.customers import ADDRESS_FIELDS, AddressArgs
-from workflows.catalogue.spec import Execution, Scope, StatusRequirement, ToolArgs, ToolClass, ToolSpec
+from workflows.catalogue.spec import (
+    Execution,
+    Scope,
+    StatusRequirement,
+    ToolArgs,
+    ToolClass,
+    ToolSpec,
+)
 from workflows.clauses import Rule
 
 ORDER_ID = Field(min_length=1, max_length=100)

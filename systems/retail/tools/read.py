@@ -16,6 +16,7 @@ from typing import Any, Callable
 from systems.retail.rows import Rows
 from systems.retail.tools.registry import Data, read_tool
 
+
 @read_tool(loads=Rows.USERS_BY_EMAIL)
 def find_user_id_by_email(data: Data, email: str) -> str:
     """First user (in data order) whose email matches case-insensitively, else error."""

@@ -17,7 +17,7 @@ from types import MappingProxyType
 from typing import Any, Callable, Mapping, TypeVar, overload
 
 from systems.retail.errors import UnknownToolError
-from systems.retail.rows import RowSet, Rows, Section
+from systems.retail.rows import Rows, RowSet, Section
 
 Data = dict[str, dict[str, Any]]
 """``{"orders": {order_id: order}, "products": {product_id: product}, "users": {user_id: user}}``."""

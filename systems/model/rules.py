@@ -1,6 +1,6 @@
 """``rules_brain``: a deterministic rule-based stand-in model for interactive chat.
 
-It is not intelligence: keyword rules over the state view (``workflows.prompt.state_view``)
+It is not intelligence: keyword rules over the state view (``view.py``)
 that are just enough to walk a customer through the supported flows offline —
 authenticate (pinned email, else pinned name + zip), load the customer's details,
 read the order they mention, then act on the intent of their recent turns:
@@ -24,9 +24,17 @@ import json
 import re
 from typing import Any, Optional
 
-from workflows.catalogue.checks import CANCEL_REASONS
-from workflows.policy import Rule
-from activities.llm.scripted import facts, observation_of, rejection_for, reply, tool_call, tried
+from systems.model.view import (
+    CANCEL_REASONS,
+    RULE_MALFORMED_OUTPUT,
+    RULE_USER_DECLINED,
+    facts,
+    observation_of,
+    rejection_for,
+    reply,
+    tool_call,
+    tried,
+)
 
 CAPABILITIES = (
     "I can help you with: cancelling a pending order, returning items from a delivered order, "
@@ -35,8 +43,6 @@ CAPABILITIES = (
 )
 IDENTIFY = "Before I can help, please tell me your email address, or your first name, last name and zip code."
 STATUS_PREFIX = "Status of order"
-MALFORMED_OUTPUT = Rule.MALFORMED_OUTPUT.value
-USER_DECLINED = Rule.USER_DECLINED.value  # the user said no, or changed the subject
 BYE = re.compile(r"\b(bye|goodbye|that's all|that is all|nothing else|no thanks)\b")
 INTENT_WORDS = (
     ("cancel", re.compile(r"\bcancel")),
@@ -197,9 +203,9 @@ def _decide(view: dict) -> dict[str, Any]:
     user_turns = _user_turns(view)
     latest = user_turns[-1].get("text", "") if user_turns else ""
     last = (view.get("rejections") or [None])[-1]
-    if last and last.get("turn") == turn and last.get("rule") != MALFORMED_OUTPUT:
+    if last and last.get("turn") == turn and last.get("rule") != RULE_MALFORMED_OUTPUT:
         # a malformed-output rejection is about our own previous output, not the user's request: carry on
-        if last.get("rule") != USER_DECLINED:
+        if last.get("rule") != RULE_USER_DECLINED:
             return reply(f"I can't do that: {last.get('reason', 'it was not allowed')}")
         if _intent(latest) is None:
             # "no" to a confirmation: acknowledge; a new request in the same message goes on below.
@@ -250,7 +256,8 @@ def _decide(view: dict) -> dict[str, Any]:
     return _return(view, order, text)
 
 
-def rules_brain(view: dict) -> dict[str, Any]:
-    """Next raw action (``ProposedAction`` dict) for interactive chat, from the view alone."""
+def rules_brain(view: dict, plan: Optional[dict[str, Any]] = None) -> dict[str, Any]:
+    """Next raw action (``ProposedAction`` dict) for interactive chat, from the view alone
+    (``plan`` is accepted for the common brain signature and ignored)."""
     action = _decide(view)
     return _guarded(view, action) if action.get("kind") == "tool_call" else action

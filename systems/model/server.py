@@ -1,39 +1,55 @@
 """An offline stand-in for the Messages API: ``POST /v1/messages`` answered by a brain.
 
 It speaks the wire format the anthropic SDK expects (request fields, the
-``tool_use`` response, the ``{"type": "error", ...}`` error bodies), so the activity
-runs the very same SDK code path offline. The "model" is a deterministic function
-from the state view (parsed from the last user message's ``<state_json>`` block) to
-a raw action dict: ``offline_brain`` dispatches to ``scripted_brain`` when a
-``script`` fact is pinned (benchmark runs), else ``rules_brain`` (interactive chat).
-Neither is intelligence; both are stand-ins.
+``tool_use`` response, the ``{"type": "error", ...}`` error bodies; ``wire.py``), so
+the caller runs the very same SDK code path offline. The "model" is a deterministic
+function ``brain(view, plan)``: ``view`` is the state view parsed from the last user
+message's ``<state_json>`` block (``view.py``), ``plan`` the plan registered in the
+``PlanBook`` under the request's ``metadata.user_id`` (None without a book, an id or a
+plan). ``offline_brain`` dispatches to ``scripted_brain`` when there is a plan
+(benchmark runs), else ``rules_brain`` (interactive chat). Neither is intelligence;
+both are stand-ins.
 
-Run it over real HTTP with ``python -m activities.llm.offline_server --port 8765``
-and point ``build_client(base_url="http://127.0.0.1:8765")`` at it.
+Run it over real HTTP with ``python -m systems.model.server --port 8765
+[--database-url URL]`` and point an Anthropic client's ``base_url`` at it.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import hashlib
 import json
-import math
 import socket
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Protocol
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
-from activities.llm.rules import rules_brain
-from activities.llm.scripted import scripted_brain, script_of
-from activities.llm.wire import error_body, input_schema_error, tool_use_message
-from workflows.prompt import parse_state_view
+from systems.model.rules import rules_brain
+from systems.model.scripted import scripted_brain
+from systems.model.view import parse_state_view
+from systems.model.wire import (
+    answered_tool_name,
+    approx_tokens,
+    caller_user_id,
+    error_body,
+    request_problem,
+    text_of,
+    tool_use_message,
+)
 
-Brain = Callable[[dict], dict]
-"""State view (``workflows.prompt.state_view`` shape) -> raw ``ProposedAction`` dict."""
+Brain = Callable[[dict, Optional[dict]], dict]
+"""(state view, plan or None) -> raw ``ProposedAction`` dict."""
+
+
+class Plans(Protocol):
+    """Where plans come from: ``PlanBook`` (``plans.py``), or any object with this ``get``."""
+
+    def get(self, conversation_id: str) -> Optional[dict[str, Any]]: ...
 
 
 class BrainFault(Exception):
@@ -48,10 +64,10 @@ class BrainFault(Exception):
         self.headers = headers or {}
 
 
-def offline_brain(view: dict) -> dict:
-    """Default brain: ``scripted_brain`` if a ``script`` fact is pinned, else ``rules_brain``."""
-    if script_of(view) is not None:
-        return scripted_brain(view)
+def offline_brain(view: dict, plan: Optional[dict] = None) -> dict:
+    """Default brain: ``scripted_brain`` when the conversation has a plan, else ``rules_brain``."""
+    if plan is not None:
+        return scripted_brain(view, plan)
     return rules_brain(view)
 
 
@@ -59,59 +75,15 @@ def _error(status: int, error_type: str, message: str, headers: Optional[dict[st
     return JSONResponse(error_body(error_type, message), status_code=status, headers=headers)
 
 
-def _text_of(content: Any) -> str:
-    """A message's text: a string, or the concatenated ``text`` blocks of a block list."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text")
-    return ""
+def offline_app(brain: Optional[Brain] = None, plans: Optional[Plans] = None) -> FastAPI:
+    """The FastAPI app serving ``POST /v1/messages`` with ``brain`` (default ``offline_brain``)
+    and the plans of ``plans`` (none if None).
 
-
-def _approx_tokens(text: str) -> int:
-    # Roughly four characters per token: good enough for usage accounting offline.
-    return max(1, math.ceil(len(text) / 4))
-
-
-def _request_problem(body: Any) -> Optional[str]:
-    """Why the Messages API would answer 400 to ``body``, or None."""
-    if not isinstance(body, dict):
-        return "request body must be a JSON object"
-    for field in ("model", "max_tokens", "messages"):
-        if field not in body:
-            return f"{field}: Field required"
-    if not isinstance(body["model"], str) or not body["model"]:
-        return "model: must be a non-empty string"
-    if not isinstance(body["max_tokens"], int) or isinstance(body["max_tokens"], bool) or body["max_tokens"] < 1:
-        return "max_tokens: must be a positive integer"
-    messages = body["messages"]
-    if not isinstance(messages, list) or not messages or not all(isinstance(m, dict) for m in messages):
-        return "messages: must be a non-empty list of messages"
-    if messages[-1].get("role") != "user":
-        return "messages: the last message must have role 'user'"
-    tools = body.get("tools") or []
-    names = []
-    for i, tool in enumerate(tools):
-        if not isinstance(tool, dict) or "name" not in tool:
-            return f"tools.{i}.name: Field required"
-        problem = input_schema_error(tool.get("input_schema"))
-        if problem:
-            return f"tools.{i}.custom.{problem}"
-        names.append(tool["name"])
-    choice = body.get("tool_choice")
-    if isinstance(choice, dict) and choice.get("type") == "tool" and choice.get("name") not in names:
-        return f"tool_choice: tool {choice.get('name')!r} is not in tools"
-    return None
-
-
-def offline_app(brain: Optional[Brain] = None) -> FastAPI:
-    """The FastAPI app serving ``POST /v1/messages`` with ``brain`` (default ``offline_brain``).
-
-    Answers 200 with one ``propose_action`` ``tool_use`` block; 400
-    ``invalid_request_error`` for a request missing model/max_tokens/messages, a tool
-    schema the real API refuses, or content without a ``<state_json>`` block; 401
-    without an api key header; the status of a ``BrainFault``; 500 ``api_error`` if the
-    brain crashes. Ids and usage are deterministic functions of the request.
+    Answers 200 with one ``tool_use`` block; 400 ``invalid_request_error`` for a request
+    missing model/max_tokens/messages, a tool schema or ``metadata`` the real API refuses,
+    or content without a ``<state_json>`` block; 401 without an api key header; the
+    status of a ``BrainFault``; 500 ``api_error`` if the plan look-up or the brain fails.
+    Ids and usage are deterministic functions of the request.
     """
     think = brain or offline_brain
     app = FastAPI(title="statekeeper offline model", docs_url=None, redoc_url=None, openapi_url=None)
@@ -125,25 +97,32 @@ def offline_app(brain: Optional[Brain] = None) -> FastAPI:
             body = json.loads(raw)
         except ValueError:
             return _error(400, "invalid_request_error", "request body is not valid JSON")
-        problem = _request_problem(body)
+        problem = request_problem(body)
         if problem:
             return _error(400, "invalid_request_error", problem)
         if body.get("stream"):
             return _error(400, "invalid_request_error", "the offline model does not stream")
-        content = _text_of(body["messages"][-1].get("content"))
+        content = text_of(body["messages"][-1].get("content"))
         try:
             view = parse_state_view(content)
         except ValueError as exc:
             return _error(400, "invalid_request_error", f"offline model: {exc}")
+        conversation_id = caller_user_id(body)
+        plan = None
         try:
-            action = think(view)
+            if plans is not None and conversation_id:
+                plan = await asyncio.to_thread(plans.get, conversation_id)
+        except Exception as exc:  # e.g. the database is unreachable: retryable for the caller
+            return _error(500, "api_error", f"offline model: plan look-up failed: {type(exc).__name__}: {exc}")
+        try:
+            action = think(view, plan)
         except BrainFault as fault:
             return _error(fault.status_code, fault.error_type, fault.message, fault.headers)
         except Exception as exc:  # a brain bug must look like a server error, not kill the server
             return _error(500, "api_error", f"offline brain failed: {type(exc).__name__}: {exc}")
         system = body.get("system")
-        system_text = system if isinstance(system, str) else _text_of(system)
-        prompt_chars = system_text + "".join(_text_of(m.get("content")) for m in body["messages"])
+        system_text = system if isinstance(system, str) else text_of(system)
+        prompt_chars = system_text + "".join(text_of(m.get("content")) for m in body["messages"])
         prompt_chars += json.dumps(body.get("tools") or [], sort_keys=True)
         digest = hashlib.sha256(
             json.dumps([body["model"], prompt_chars], sort_keys=True).encode()
@@ -155,8 +134,9 @@ def offline_app(brain: Optional[Brain] = None) -> FastAPI:
                 tool_use_id=f"toolu_offline_{digest[24:48]}",
                 model=body["model"],
                 action=action,
-                input_tokens=_approx_tokens(prompt_chars),
-                output_tokens=_approx_tokens(output),
+                input_tokens=approx_tokens(prompt_chars),
+                output_tokens=approx_tokens(output),
+                tool_name=answered_tool_name(body),
             ),
             headers={"request-id": f"req_offline_{digest[:24]}"},
         )
@@ -179,8 +159,8 @@ class RunningServer:
 
 
 def start_in_thread(brain: Optional[Brain] = None, host: str = "127.0.0.1", port: int = 0,
-                    startup_timeout_seconds: float = 10.0) -> RunningServer:
-    """Serve ``offline_app(brain)`` over real HTTP in a daemon thread.
+                    startup_timeout_seconds: float = 10.0, plans: Optional[Plans] = None) -> RunningServer:
+    """Serve ``offline_app(brain, plans)`` over real HTTP in a daemon thread.
 
     ``port=0`` binds a free port (the socket is bound here, so there is no race).
     Raises ``RuntimeError`` if uvicorn has not started within the timeout.
@@ -191,7 +171,7 @@ def start_in_thread(brain: Optional[Brain] = None, host: str = "127.0.0.1", port
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, port))
     bound_port = sock.getsockname()[1]
-    config = uvicorn.Config(offline_app(brain), log_level="warning", lifespan="off")
+    config = uvicorn.Config(offline_app(brain, plans), log_level="warning", lifespan="off")
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True, name="offline-model")
     thread.start()
@@ -205,19 +185,30 @@ def start_in_thread(brain: Optional[Brain] = None, host: str = "127.0.0.1", port
     return RunningServer(server=server, thread=thread, base_url=f"http://{host}:{bound_port}")
 
 
-def serve(host: str = "127.0.0.1", port: int = 8765) -> None:
-    """Serve the default offline model in the foreground (blocks until interrupted)."""
+def serve(host: str = "127.0.0.1", port: int = 8765, database_url: Optional[str] = None) -> None:
+    """Serve the default offline model in the foreground (blocks until interrupted);
+    with ``database_url``, plans come from a ``PlanBook`` on that database."""
     import uvicorn
 
-    uvicorn.run(offline_app(), host=host, port=port, log_level="info")
+    plans = None
+    if database_url:
+        import sqlalchemy as sa
+
+        from systems.model.plans import PlanBook
+
+        plans = PlanBook(sa.create_engine(database_url))
+        plans.create_schema()
+    uvicorn.run(offline_app(plans=plans), host=host, port=port, log_level="info")
 
 
 def main(argv: Optional[list[str]] = None) -> None:
+    """``python -m systems.model.server [--host H] [--port P] [--database-url URL]``."""
     parser = argparse.ArgumentParser(description="statekeeper offline Messages API stand-in")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8765)
+    parser.add_argument("--database-url", default=None, help="SQLAlchemy URL of the plan book (default: no plans)")
     args = parser.parse_args(argv)
-    serve(args.host, args.port)
+    serve(args.host, args.port, args.database_url)
 
 
 if __name__ == "__main__":

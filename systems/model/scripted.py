@@ -1,137 +1,59 @@
 """``scripted_brain``: a deterministic stand-in model for benchmark runs.
 
-It is not intelligence. It replays a τ-bench task's ground-truth actions, given to it
-as a pinned fact of kind ``script`` whose value is JSON::
+It is not intelligence. It replays a τ-bench task's ground-truth plan, registered for
+the conversation in the ``PlanBook`` (``plans.py``) by the benchmark runner::
 
     {"user": {"email": str|None, "first_name": str|None, "last_name": str|None, "zip": str|None},
      "actions": [{"name": <τ-bench tool>, "kwargs": {...}}, ...]}
 
-and adds only what the workflow's policy demands around them: authenticate, load the
+and adds only what the caller's policy demands around it: authenticate, load the
 customer's details, read an order before writing to it, read the products whose
-variants an item change swaps in. The next action is a pure function of the state
-view (``workflows.prompt.state_view``), so it is replay-safe and independent of the
-transcript. Progress is found from evidence in the view — completed operations and
-rejected proposals for writes; observations or loaded facts for reads — so it
-survives the bounded observation window.
-
-Also home of the small view helpers ``rules_brain`` shares.
+variants an item change swaps in. The next action is a pure function of the plan and
+the state view (``view.py``), so it is replay-safe and independent of the transcript.
+Progress is found from evidence in the view — completed operations and rejected
+proposals for writes; observations or loaded facts for reads — so it survives the
+bounded observation window.
 """
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from typing import Any, Optional
 
-from workflows.catalogue import TOOL_CLASS, ToolClass
+from systems.model.view import (
+    TRANSFER_TOOL,
+    canon,
+    is_read,
+    observation_of,
+    proposal_key,
+    reply,
+    tool_call,
+    tried,
+)
 
 FIND_USER_TOOLS = ("find_user_id_by_email", "find_user_id_by_name_zip")
-TRANSFER_TOOL = "transfer_to_human_agents"
 ITEM_CHANGE_TOOLS = ("modify_pending_order_items", "exchange_delivered_order_items")
 IDENTIFY_TEXT = "To get started, please tell me your email address, or your first name, last name and zip code."
 
 
-# --- shared view helpers (also used by rules.py) ---------------------------------------
+def normalise_plan(plan: Any) -> dict[str, Any]:
+    """``plan`` as ``{"user": {...}, "actions": [...]}`` (missing parts empty).
 
-
-def canon(name: str, arguments: Optional[dict[str, Any]]) -> str:
-    """Canonical text of a call, so equal calls compare equal whatever the key order."""
-    return json.dumps([name, arguments or {}], sort_keys=True, separators=(",", ":"))
-
-
-def tool_call(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
-    """Raw ``tool_call`` action dict."""
-    return {"kind": "tool_call", "tool": {"name": name, "arguments": dict(arguments)}}
-
-
-def reply(text: str) -> dict[str, Any]:
-    """Raw ``reply`` action dict."""
-    return {"kind": "reply", "text": text}
-
-
-def proposal_key(proposal: Optional[dict[str, Any]]) -> Optional[str]:
-    """``canon`` of a rejected proposal (tool call or transfer); None for others."""
-    if not proposal:
-        return None
-    if proposal.get("kind") == "tool_call" and isinstance(proposal.get("tool"), dict):
-        return canon(proposal["tool"].get("name", ""), proposal["tool"].get("arguments"))
-    if proposal.get("kind") == "transfer_to_human":
-        return canon(TRANSFER_TOOL, {"summary": proposal.get("summary", "")})
-    return None
-
-
-def action_key(action: dict[str, Any]) -> Optional[str]:
-    """``canon`` of a raw action dict of ours (see ``proposal_key``)."""
-    return proposal_key(action)
-
-
-def rejected_keys(view: dict, turn: Optional[int] = None) -> list[str]:
-    """Keys of the rejected proposals in the view (only those at ``turn`` if given)."""
-    keys = []
-    for rej in view.get("rejections") or []:
-        if turn is not None and rej.get("turn") != turn:
-            continue
-        key = proposal_key(rej.get("proposal"))
-        if key:
-            keys.append(key)
-    return keys
-
-
-def rejection_for(view: dict, action: dict[str, Any], turn: int) -> Optional[dict[str, Any]]:
-    """The rejection at ``turn`` of exactly this action, if any."""
-    key = action_key(action)
-    for rej in reversed(view.get("rejections") or []):
-        if rej.get("turn") == turn and key is not None and proposal_key(rej.get("proposal")) == key:
-            return rej
-    return None
-
-
-def observation_of(view: dict, name: str, arguments: dict[str, Any]) -> Optional[dict[str, Any]]:
-    """The latest observation of exactly this read, if still in the window."""
-    key = canon(name, arguments)
-    for obs in reversed(view.get("observations") or []):
-        if canon(obs.get("tool", ""), obs.get("arguments")) == key:
-            return obs
-    return None
-
-
-def tried(view: dict, name: str, arguments: dict[str, Any]) -> bool:
-    """True when this call was already observed or rejected (so re-proposing it would loop)."""
-    return observation_of(view, name, arguments) is not None or canon(name, arguments) in rejected_keys(view)
-
-
-def facts(view: dict, kind: str) -> list[dict[str, Any]]:
-    """Pinned facts of ``kind``, oldest first."""
-    return [f for f in view.get("pinned_facts") or [] if f.get("kind") == kind]
-
-
-def is_read(name: str) -> bool:
-    """Reads change nothing; unknown names (e.g. ``transfer_to_human_agents``) are not reads."""
-    return TOOL_CLASS.get(name) == ToolClass.READ
-
-
-# --- the scripted brain -----------------------------------------------------------------
-
-
-def script_of(view: dict) -> Optional[dict[str, Any]]:
-    """The pinned script ``{"user": {...}, "actions": [...]}`` (latest fact), or None.
-
-    Raises ``ValueError`` when a script fact is present but is not valid JSON of that shape.
+    Raises ``ValueError`` when it is not a JSON object with an ``actions`` list of objects.
     """
-    found = facts(view, "script")
-    if not found:
-        return None
-    script = json.loads(found[-1]["value"])
-    if not isinstance(script, dict) or not isinstance(script.get("actions", []), list):
-        raise ValueError("script fact must be a JSON object with an 'actions' list")
-    return {"user": script.get("user") or {}, "actions": list(script.get("actions") or [])}
+    if not isinstance(plan, dict) or not isinstance(plan.get("actions", []), list):
+        raise ValueError("a plan must be a JSON object with an 'actions' list")
+    user, actions = plan.get("user") or {}, list(plan.get("actions") or [])
+    if not isinstance(user, dict) or not all(isinstance(a, dict) and isinstance(a.get("name"), str) for a in actions):
+        raise ValueError("a plan's 'user' must be an object and each action an object with a 'name'")
+    return {"user": user, "actions": actions}
 
 
-def _identify(view: dict, script: dict[str, Any]) -> dict[str, Any]:
-    """Step 1: the first lookup not yet tried: the script's own, then email, then name+zip."""
-    user = script["user"]
+def _identify(view: dict, plan: dict[str, Any]) -> dict[str, Any]:
+    """Step 1: the first lookup not yet tried: the plan's own, then email, then name+zip."""
+    user = plan["user"]
     candidates: list[tuple[str, dict[str, Any]]] = []
-    for act in script["actions"]:
+    for act in plan["actions"]:
         if act.get("name") in FIND_USER_TOOLS:
             candidates.append((act["name"], act.get("kwargs") or {}))
             break
@@ -151,7 +73,7 @@ def _identify(view: dict, script: dict[str, Any]) -> dict[str, Any]:
 
 
 def _read_done(view: dict, name: str, kwargs: dict[str, Any]) -> bool:
-    """A read of the script is done if observed, or if the fact it reads is loaded."""
+    """A read of the plan is done if observed, or if the fact it reads is loaded."""
     customer = view.get("customer")
     if name in FIND_USER_TOOLS:
         return customer is not None
@@ -164,8 +86,8 @@ def _read_done(view: dict, name: str, kwargs: dict[str, Any]) -> bool:
     return observation_of(view, name, kwargs) is not None
 
 
-def next_script_index(view: dict, actions: list[dict[str, Any]]) -> int:
-    """Index of the next script action to propose; ``len(actions)`` when all are handled.
+def next_plan_index(view: dict, actions: list[dict[str, Any]]) -> int:
+    """Index of the next plan action to propose; ``len(actions)`` when all are handled.
 
     A write (or transfer) is handled when a completed operation or a rejected proposal
     equals it; duplicates are matched by count (a failed write, recorded both as an
@@ -255,23 +177,23 @@ def closing_text(view: dict) -> str:
     return "Summary of this conversation:\n" + "\n".join(lines) + "\nThank you for contacting us. Goodbye."
 
 
-def scripted_brain(view: dict) -> dict[str, Any]:
-    """Next raw action (``ProposedAction`` dict) for a benchmark run, from the view alone.
+def scripted_brain(view: dict, plan: Optional[dict[str, Any]]) -> dict[str, Any]:
+    """Next raw action (``ProposedAction`` dict) for a benchmark run, from the plan and the view.
 
-    Raises ``ValueError`` when the view carries no valid ``script`` fact.
+    Raises ``ValueError`` when there is no plan or it is not of the shape above.
     """
-    script = script_of(view)
-    if script is None:
-        raise ValueError("scripted_brain needs a pinned 'script' fact")
+    if plan is None:
+        raise ValueError("scripted_brain needs the conversation's plan")
+    plan = normalise_plan(plan)
     customer = view.get("customer")
     if customer is None:
-        return _identify(view, script)
+        return _identify(view, plan)
     if not customer.get("details_loaded"):
         args = {"user_id": customer["user_id"]}
         if not tried(view, "get_user_details", args):
             return tool_call("get_user_details", args)
-    actions = script["actions"]
-    j = next_script_index(view, actions)
+    actions = plan["actions"]
+    j = next_plan_index(view, actions)
     if j >= len(actions):
         return {"kind": "end", "text": closing_text(view)}
     name, kwargs = actions[j]["name"], actions[j].get("kwargs") or {}

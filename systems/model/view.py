@@ -1,0 +1,130 @@
+"""What the stand-in model reads, and what it knows, about the process it serves.
+
+The **state view** arrives as JSON between ``<state_json>`` and ``</state_json>`` in the
+last user message of the request: that tag pair is the wire contract between the
+caller's prompt renderer and this model (the caller documents the same pair). The view
+is a plain dict: ``turn``, ``customer``, ``orders``, ``products``, ``pinned_facts``,
+``recent_turns``, ``observations``, ``completed_operations``, ``rejections``,
+``pending_confirmation`` (see the brains for the fields they read).
+
+The stand-in's own knowledge, held here as plain values rather than imported:
+
+- ``READ_TOOLS``: the tool names that only read (everything else changes data, or is
+  ``transfer_to_human_agents``, which is its own kind of action);
+- ``CANCEL_REASONS``: the only reasons a cancellation may give;
+- ``RULE_MALFORMED_OUTPUT`` / ``RULE_USER_DECLINED``: rule ids it reacts to when it finds
+  them in the view's ``rejections``.
+
+Also the small view helpers both brains share (raw action dicts, evidence look-ups).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Optional
+
+STATE_OPEN_TAG = "<state_json>"
+STATE_CLOSE_TAG = "</state_json>"
+
+READ_TOOLS = frozenset({
+    "find_user_id_by_email",
+    "find_user_id_by_name_zip",
+    "get_user_details",
+    "get_order_details",
+    "get_product_details",
+    "list_all_product_types",
+    "calculate",
+    "think",
+})
+CANCEL_REASONS = ("no longer needed", "ordered by mistake")
+RULE_MALFORMED_OUTPUT = "malformed-model-output"
+"""Our own previous output was unusable: carry on rather than apologise to the user."""
+RULE_USER_DECLINED = "user-declined"
+"""The user said no to a confirmation, or changed the subject."""
+TRANSFER_TOOL = "transfer_to_human_agents"
+
+
+def parse_state_view(content: str) -> dict[str, Any]:
+    """The JSON view between the state tags of ``content``.
+
+    Raises ``ValueError`` when the content carries no state block or it is not a JSON object.
+    """
+    start = content.find(STATE_OPEN_TAG)
+    end = content.rfind(STATE_CLOSE_TAG)
+    if start < 0 or end < start:
+        raise ValueError(f"content has no {STATE_OPEN_TAG} block")
+    view = json.loads(content[start + len(STATE_OPEN_TAG) : end])
+    if not isinstance(view, dict):
+        raise ValueError(f"the {STATE_OPEN_TAG} block is not a JSON object")
+    return view
+
+
+def canon(name: str, arguments: Optional[dict[str, Any]]) -> str:
+    """Canonical text of a call, so equal calls compare equal whatever the key order."""
+    return json.dumps([name, arguments or {}], sort_keys=True, separators=(",", ":"))
+
+
+def tool_call(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    """Raw ``tool_call`` action dict."""
+    return {"kind": "tool_call", "tool": {"name": name, "arguments": dict(arguments)}}
+
+
+def reply(text: str) -> dict[str, Any]:
+    """Raw ``reply`` action dict."""
+    return {"kind": "reply", "text": text}
+
+
+def proposal_key(proposal: Optional[dict[str, Any]]) -> Optional[str]:
+    """``canon`` of a proposal or raw action (tool call or transfer); None for others."""
+    if not proposal:
+        return None
+    if proposal.get("kind") == "tool_call" and isinstance(proposal.get("tool"), dict):
+        return canon(proposal["tool"].get("name", ""), proposal["tool"].get("arguments"))
+    if proposal.get("kind") == "transfer_to_human":
+        return canon(TRANSFER_TOOL, {"summary": proposal.get("summary", "")})
+    return None
+
+
+def rejected_keys(view: dict, turn: Optional[int] = None) -> list[str]:
+    """Keys of the rejected proposals in the view (only those at ``turn`` if given)."""
+    keys = []
+    for rej in view.get("rejections") or []:
+        if turn is not None and rej.get("turn") != turn:
+            continue
+        key = proposal_key(rej.get("proposal"))
+        if key:
+            keys.append(key)
+    return keys
+
+
+def rejection_for(view: dict, action: dict[str, Any], turn: int) -> Optional[dict[str, Any]]:
+    """The rejection at ``turn`` of exactly this action, if any."""
+    key = proposal_key(action)
+    for rej in reversed(view.get("rejections") or []):
+        if rej.get("turn") == turn and key is not None and proposal_key(rej.get("proposal")) == key:
+            return rej
+    return None
+
+
+def observation_of(view: dict, name: str, arguments: dict[str, Any]) -> Optional[dict[str, Any]]:
+    """The latest observation of exactly this read, if still in the window."""
+    key = canon(name, arguments)
+    for obs in reversed(view.get("observations") or []):
+        if canon(obs.get("tool", ""), obs.get("arguments")) == key:
+            return obs
+    return None
+
+
+def tried(view: dict, name: str, arguments: dict[str, Any]) -> bool:
+    """True when this call was already observed or rejected (so re-proposing it would loop)."""
+    return observation_of(view, name, arguments) is not None or canon(name, arguments) in rejected_keys(view)
+
+
+def facts(view: dict, kind: str) -> list[dict[str, Any]]:
+    """Pinned facts of ``kind``, oldest first."""
+    return [f for f in view.get("pinned_facts") or [] if f.get("kind") == kind]
+
+
+def is_read(name: str) -> bool:
+    """Reads change nothing; unknown names (e.g. ``transfer_to_human_agents``) are not reads."""
+    return name in READ_TOOLS
