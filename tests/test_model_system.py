@@ -10,16 +10,17 @@ import uuid
 from pathlib import Path
 
 import pytest
-from activities.retail.backend import make_engine
 
 from activities.llm.wire import PROPOSE_TOOL_NAME
 from systems.model import view as model_view
 from systems.model import wire as model_wire
 from systems.model.plans import PlanBook
+from systems.retail.backend import make_engine
 from tests.conftest import POSTGRES_URL
 from worker import build_model_activities
 from workflows import prompt
-from workflows.actions import CANCEL_REASONS, TOOL_CLASS, ToolClass
+from workflows.catalogue import TOOL_CLASS, ToolClass
+from workflows.catalogue.checks import CANCEL_REASONS
 from workflows.contracts import ModelRequest
 from workflows.policy import Rule
 from workflows.state import ConversationState, PinnedFact, Role, Turn
