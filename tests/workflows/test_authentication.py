@@ -5,9 +5,8 @@ SupportWorkflow on a real Temporal dev server, a real worker and SQLite; only th
 is faked, at its boundary. The rule itself, on the pure policy, is
 tests/core/test_authentication.py.
 
-These cases come from two adversarial reviews of the code of that day; each docstring
-describes the defect as it was found (file:line references are as of the review). All
-are fixed now, and each test keeps guarding against its return.
+From an adversarial review of the code of that day; the docstring describes the defect
+as it was found. It is fixed now, and the test keeps guarding against its return.
 """
 
 from __future__ import annotations

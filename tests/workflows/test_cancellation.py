@@ -4,9 +4,8 @@ committed is recorded, exactly once.
 
 SupportWorkflow on a real Temporal dev server, a real worker and SQLite.
 
-These cases come from two adversarial reviews of the code of that day; each docstring
-describes the defect as it was found (file:line references are as of the review). All
-are fixed now, and each test keeps guarding against its return.
+These cases come from an adversarial review of the code of that day; they are kept as
+regression tests.
 """
 
 from __future__ import annotations

@@ -6,8 +6,8 @@ SupportWorkflow on a real Temporal dev server, a real worker and SQLite, with th
 fault injected through the tool port (``tests.faults``) or the database itself; only
 the model is faked, at its boundary.
 
-These cases come from two adversarial reviews of the code of that day; each docstring
-describes the defect as it was found (file:line references are as of the review). All
+These cases come from an adversarial review of the code of that day; each docstring
+describes the defect as it was found (file:line references are as of the review). Both
 are fixed now, and each test keeps guarding against its return.
 """
 

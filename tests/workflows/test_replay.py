@@ -2,9 +2,8 @@
 Temporal dev server, real worker, SQLite) replay without error in the ``Replayer`` with
 the worker's own sandbox runner.
 
-These cases come from two adversarial reviews of the code of that day; each docstring
-describes the defect as it was found (file:line references are as of the review). All
-are fixed now, and each test keeps guarding against its return.
+From an adversarial review of the code of that day, where it held; kept as a regression
+test.
 """
 
 from __future__ import annotations
