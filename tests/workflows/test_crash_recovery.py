@@ -18,7 +18,7 @@ from starter.client import StatekeeperClient
 from starter.taubench import TauBenchRunner, load_tasks
 from worker import build_backend
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _worker_process(env, settings, tmp_path: Path, fault: bool) -> subprocess.Popen:

@@ -1,4 +1,8 @@
-"""Prompt rendering is a pure, bounded view of the state; pinned facts survive."""
+"""Prompt rendering is a pure, bounded view of the state; pinned facts survive.
+
+The last cases (from two adversarial reviews, all fixed) keep the prompt bounded under
+hostile but legal (<= 8 KB) messages, in bytes as well as in number of facts.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +12,7 @@ from workflows.facts import extract_facts
 from workflows.policy import Rule
 from workflows.policy_text import POLICY_CLAUSES
 from workflows.prompt import PROMPT_TURNS, parse_state_view, render_snapshot
-from workflows.state import RECENT_TURNS_KEPT, Role
+from workflows.state import RECENT_TURNS_KEPT, ConversationState, Role
 
 
 def test_rendering_is_deterministic():
@@ -90,3 +94,66 @@ def test_prompt_stays_bounded_with_many_steps_operations_and_rejections():
         tr.reject(state, Rule.TOOL_ERROR.value, "Error: non-pending order cannot be cancelled")
         sizes.append(len(render_snapshot(state).content))
     assert sizes[-1] - sizes[100] < 100  # only the counters grow
+
+
+# --- bounded under legal but hostile messages (from adversarial reviews; all fixed) ---
+# README/prompt.py: "It never sees the full transcript, so the prompt stays bounded however
+# long the conversation runs." Pinned facts are append-only and fully rendered, so each
+# legal (<= 8 KB) message can add ~1.3k facts; the snapshot (an activity input, i.e. a
+# Temporal payload, default hard limit 2 MB) grows without bound.
+
+
+def _numbers_message(turn: int) -> str:
+    words, n = [], 0
+    while len(" ".join(words).encode()) < 8192 - 6:
+        words.append(f"{(turn * 2000 + n) % 100000:05d}")
+        n += 1
+    return " ".join(words)
+
+
+def test_prompt_stays_bounded_under_legal_messages():
+    state = ConversationState(conversation_id="bound")
+    sizes = []
+    for turn in range(30):
+        text = _numbers_message(turn)
+        assert len(text.encode()) <= 8192
+        tr.receive_user_message(state, text)
+        snap = render_snapshot(state)
+        sizes.append(len(snap.system) + len(snap.content))
+    # the prompt keeps 6 turns (<= 48 KB of user text) plus bounded windows: it should
+    # not be megabytes. It is: every 5-digit number is pinned forever and rendered.
+    assert sizes[-1] < 1_000_000, f"snapshot grew to {sizes[-1]} bytes after 30 legal messages: {sizes[::5]}"
+
+
+# pinned facts are bounded in bytes, not only in count
+
+FS = "\x1c"  # FILE SEPARATOR: str.isspace() is True, so the regex \s matches it; JSON escapes it as \u001c
+
+
+def _name_message(i: int) -> str:
+    """A legal (< 8 KB) message that pins one 'name' fact whose verbatim is ~8 KB."""
+    first = "A" + "".join("abcdefghijklmnop"[(i >> k) & 15] for k in range(0, 16, 4))
+    text = "i am" + FS * 8100 + f" {first} Smith"
+    assert len(text.encode()) <= 8192
+    return text
+
+
+def test_pinned_facts_bytes_are_bounded_not_just_their_count():
+    """facts.py: the caps "keep the model input bounded whatever users type". The caps count
+    facts (10 per kind per message, 300 in all), not bytes: _NAME's \\s+ and [a-z]+ are
+    unbounded, and a fact stores the whole matched span as `verbatim`. 35 legal messages
+    take the snapshot past Temporal's 2 MB payload limit (each 8 KB message adds ~49 KB
+    for ever, since \\x1c is 1 byte in UTF-8 and 6 in JSON)."""
+    state = ConversationState(conversation_id="bytes")
+    for i in range(35):
+        tr.receive_user_message(state, _name_message(i))
+    snap = render_snapshot(state)
+    size = len(snap.system) + len(snap.content)
+    facts = [f for f in state.pinned_facts if f.kind == "name"]
+    assert size < 1_000_000, (f"snapshot is {size} bytes after 35 legal messages; "
+                              f"{len(facts)} name facts, verbatim {len(facts[0].verbatim)} chars each")
+
+
+def test_one_name_fact_is_not_8_kb():
+    facts = extract_facts("My name is " + "Ab" + "c" * 4000 + " " + "D" + "e" * 4000, 1)
+    assert all(len(f.value) <= 200 and len(f.verbatim) <= 200 for f in facts), "a pinned fact of kilobytes"

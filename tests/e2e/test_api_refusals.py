@@ -1,11 +1,13 @@
-"""Breaker tests of the HTTP API (real app, real Temporal dev server, real worker).
+"""Refusals of the HTTP API (real app, real Temporal dev server, real worker): an unknown
+conversation is a 404 whatever its id; malformed or unencodable bodies are a 422 with a
+string reason; empty, oversized and finished-conversation messages are refused.
 
 README: refusals are 422 (empty, over 8 KB), 409 (finished), 404 (unknown), 503 (Temporal
 down), each with ``{"detail": reason}``.
 
-These tests were written by an adversarial review against the code of that day; each
-docstring describes the defect as it was found (file:line references are as of the
-review). All are fixed now, and each test keeps guarding against its return.
+The cases come from an adversarial review of the code of that day; each docstring
+describes the defect as it was found (file:line references are as of the review). All
+are fixed now, and each test keeps guarding against its return.
 """
 
 from __future__ import annotations
@@ -68,7 +70,7 @@ async def test_malformed_body_refusal_has_a_string_detail(api):
     assert isinstance(response.json()["detail"], str), response.json()
 
 
-async def test_api_refusals_held_up(api):
+async def test_empty_oversized_and_finished_messages_are_refused(api):
     cid = (await api.post("/conversations", json={})).json()["conversation_id"]
     r = await api.post(f"/conversations/{cid}/messages", json={"text": " \n\t "})
     assert r.status_code == 422 and "empty" in r.json()["detail"]

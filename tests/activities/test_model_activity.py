@@ -1,5 +1,9 @@
 """The ``propose_action`` activity against the offline model over real HTTP (uvicorn in
-a thread) and through the in-process transport: the same SDK code path both ways."""
+a thread) and through the in-process transport: the same SDK code path both ways.
+
+Its request/response mapping on an in-memory transport (no socket) is
+tests/core/test_model_wire.py.
+"""
 
 from __future__ import annotations
 
@@ -8,28 +12,17 @@ import socket
 from datetime import timedelta
 from typing import Any, Callable
 
-import anthropic
 import httpx
-import httpx2
 import pytest
-from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
-from activities.llm.model_activity import (
-    ModelActivities,
-    build_client,
-    map_api_error,
-    offline_client,
-)
+from activities.llm.model_activity import ModelActivities, build_client, offline_client
 from activities.llm.wire import PROPOSE_TOOL_NAME
 from systems.model.server import BrainFault, offline_brain, start_in_thread
-from systems.model.wire import error_body, tool_use_message
+from tests.model_requests import MODEL, failure, request
 from workflows.actions import ReplyAction, ToolCallAction
 from workflows.contracts import ModelRequest, ModelResult
-from workflows.prompt import ModelSnapshot, render_snapshot
-from workflows.state import ConversationState, PinnedFact, Role, Turn
-
-MODEL = "test-model-1"
+from workflows.prompt import ModelSnapshot
 
 
 class SwitchableBrain:
@@ -70,28 +63,8 @@ def reset_brain(brain):
     PLANS.clear()
 
 
-def email_state() -> ConversationState:
-    return ConversationState(
-        conversation_id="conv-1",
-        turn=1,
-        pinned_facts=[PinnedFact(kind="email", value="a.b@example.com", verbatim="a.b@example.com", turn=1)],
-        recent_turns=[Turn(turn=1, role=Role.USER, text="Hi, I'm a.b@example.com and want to cancel an order")],
-    )
-
-
-def request(state: ConversationState | None = None) -> ModelRequest:
-    state = state or email_state()
-    return ModelRequest(conversation_id=state.conversation_id, snapshot=render_snapshot(state))
-
-
 def http_activities(server) -> ModelActivities:
     return ModelActivities(build_client("test-key", server.base_url, 10.0), model=MODEL, max_tokens=512)
-
-
-async def failure(acts: ModelActivities, req: ModelRequest) -> ApplicationError:
-    with pytest.raises(ApplicationError) as info:
-        await acts.propose_action(req)
-    return info.value
 
 
 async def test_http_round_trip_returns_valid_action_with_usage(server, brain):
@@ -133,58 +106,6 @@ async def test_offline_transport_matches_http_server(server):
     assert in_process == over_http
 
 
-async def test_offline_client_really_uses_the_given_app():
-    seen: list[dict] = []
-
-    def recording(view: dict, plan: dict | None = None) -> dict:
-        seen.append(view)
-        return {"kind": "reply", "text": "from the in-process app"}
-
-    acts = ModelActivities(offline_client(10.0, brain=recording), model=MODEL)
-    result = await acts.propose_action(request())
-    assert isinstance(result.action, ReplyAction)
-    assert result.action.text == "from the in-process app"
-    assert len(seen) == 1
-
-
-def test_sdk_refuses_httpx_clients():
-    # anthropic 2.x is built on httpx2; an httpx transport would never be used.
-    with pytest.raises(TypeError):
-        anthropic.AsyncAnthropic(api_key="k", http_client=httpx.AsyncClient())
-
-
-async def test_request_wire_format():
-    captured: list[httpx2.Request] = []
-
-    def handler(req: httpx2.Request) -> httpx2.Response:
-        captured.append(req)
-        body = tool_use_message(message_id="msg_1", tool_use_id="toolu_1", model="served-model",
-                                action={"kind": "reply", "text": "hello"}, input_tokens=11, output_tokens=7)
-        return httpx2.Response(200, json=body)
-
-    client = anthropic.AsyncAnthropic(api_key="k", base_url="http://mock.invalid", max_retries=0,
-                                      http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(handler)))
-    req = request()
-    result = await ModelActivities(client, model=MODEL, max_tokens=321).propose_action(req)
-    assert (result.model, result.input_tokens, result.output_tokens) == ("served-model", 11, 7)
-    assert len(captured) == 1  # max_retries=0 and success: one request
-    sent = json.loads(captured[0].content)
-    assert captured[0].url.path == "/v1/messages"
-    # anthropic 2.14 authenticates with "Authorization: Bearer"; older SDKs with x-api-key
-    headers = captured[0].headers
-    assert headers.get("x-api-key") == "k" or headers.get("authorization") == "Bearer k"
-    assert headers.get("anthropic-version")
-    assert sent["model"] == MODEL and sent["max_tokens"] == 321
-    assert sent["system"] == req.snapshot.system
-    assert sent["messages"] == [{"role": "user", "content": req.snapshot.content}]
-    assert sent["tool_choice"] == {"type": "tool", "name": PROPOSE_TOOL_NAME}
-    assert sent["metadata"] == {"user_id": req.conversation_id}  # the conversation, as an opaque id
-    (tool,) = sent["tools"]
-    assert tool["name"] == PROPOSE_TOOL_NAME
-    assert tool["input_schema"]["type"] == "object"
-    assert not {"oneOf", "anyOf", "allOf"} & set(tool["input_schema"])
-
-
 @pytest.mark.parametrize(
     "raw",
     [
@@ -206,30 +127,6 @@ async def test_unknown_tool_summary_names_the_problem(server, brain):
     brain.fn = lambda view, plan: {"kind": "tool_call", "tool": {"name": "delete_all_orders", "arguments": {}}}
     err = await failure(http_activities(server), request())
     assert "delete_all_orders" in err.message
-
-
-def mock_client(body: dict, status: int = 200) -> anthropic.AsyncAnthropic:
-    transport = httpx2.MockTransport(lambda req: httpx2.Response(status, json=body))
-    return anthropic.AsyncAnthropic(api_key="k", base_url="http://mock.invalid", max_retries=0,
-                                    http_client=httpx2.AsyncClient(transport=transport))
-
-
-async def test_text_only_response_is_malformed():
-    body = tool_use_message(message_id="m", tool_use_id="t", model=MODEL, action={}, input_tokens=1, output_tokens=1)
-    body["content"] = [{"type": "text", "text": "I think you should cancel."}]
-    body["stop_reason"] = "end_turn"
-    err = await failure(ModelActivities(mock_client(body), model=MODEL), request())
-    assert err.type == "MalformedModelOutput" and not err.non_retryable
-    assert "no tool_use" in err.message
-
-
-async def test_tool_use_of_another_tool_is_malformed():
-    body = tool_use_message(message_id="m", tool_use_id="t", model=MODEL, action={"kind": "end"},
-                            input_tokens=1, output_tokens=1)
-    body["content"][0]["name"] = "some_other_tool"
-    err = await failure(ModelActivities(mock_client(body), model=MODEL), request())
-    assert err.type == "MalformedModelOutput"
-    assert "some_other_tool" in err.message
 
 
 async def test_http_400_is_rejected_non_retryable(server):
@@ -294,29 +191,6 @@ async def test_connection_refused_is_retryable_unavailable():
     acts = ModelActivities(build_client("k", f"http://127.0.0.1:{port}", 5.0), model=MODEL)
     err = await failure(acts, request())
     assert err.type == "ModelUnavailable" and not err.non_retryable
-
-
-async def test_missing_credentials_are_rejected(monkeypatch):
-    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
-    monkeypatch.delenv("ANTHROPIC_AUTH_TOKEN", raising=False)
-    body = tool_use_message(message_id="m", tool_use_id="t", model=MODEL, action={"kind": "end"},
-                            input_tokens=1, output_tokens=1)
-    transport = httpx2.MockTransport(lambda req: httpx2.Response(200, json=body))
-    client = anthropic.AsyncAnthropic(api_key=None, base_url="http://mock.invalid", max_retries=0,
-                                      http_client=httpx2.AsyncClient(transport=transport))
-    err = await failure(ModelActivities(client, model=MODEL), request())
-    assert err.type == "ModelRequestRejected" and err.non_retryable
-
-
-@pytest.mark.parametrize(("status", "retryable"), [(400, False), (402, False), (408, True), (409, True),
-                                                   (413, False), (429, True), (500, True), (529, True)])
-def test_status_mapping(status: int, retryable: bool):
-    response = httpx2.Response(status, json=error_body("x", "m"),
-                               request=httpx2.Request("POST", "http://mock.invalid/v1/messages"))
-    exc = anthropic.APIStatusError("m", response=response, body=None)
-    err = map_api_error(exc)
-    assert err.non_retryable is (not retryable)
-    assert err.type == ("ModelUnavailable" if retryable else "ModelRequestRejected")
 
 
 def raw_post(server, body: Any, headers: dict[str, str] | None = None) -> httpx.Response:
@@ -385,29 +259,6 @@ def test_server_reply_shape_is_deterministic(server):
     assert block["type"] == "tool_use" and block["id"].startswith("toolu_") and block["name"] == PROPOSE_TOOL_NAME
     assert block["input"]["kind"] == "tool_call"
     assert first["usage"]["input_tokens"] > 0 and first["usage"]["output_tokens"] > 0
-
-
-def test_input_schema_is_an_object_covering_every_variant():
-    from activities.llm.wire import propose_input_schema
-    from workflows.actions import proposed_action_json_schema
-
-    schema = propose_input_schema()
-    assert schema["type"] == "object" and schema["required"] == ["kind"]
-    assert not {"oneOf", "anyOf", "allOf"} & set(schema)
-    union = proposed_action_json_schema()
-    variants = [union["$defs"][ref["$ref"].rsplit("/", 1)[-1]] for ref in union["oneOf"]]
-    assert schema["properties"]["kind"]["enum"] == [v["properties"]["kind"]["const"] for v in variants]
-    assert set(schema["properties"]) == {name for v in variants for name in v["properties"]}
-    refs = {ref.rsplit("/", 1)[-1] for ref in _refs(schema)}
-    assert refs and refs <= set(schema["$defs"])  # every $ref resolves
-
-
-def _refs(node: Any) -> list[str]:
-    if isinstance(node, dict):
-        return ([node["$ref"]] if "$ref" in node else []) + [r for v in node.values() for r in _refs(v)]
-    if isinstance(node, list):
-        return [r for v in node for r in _refs(v)]
-    return []
 
 
 async def test_null_fields_of_other_kinds_are_tolerated(server, brain):

@@ -16,7 +16,7 @@ from systems.retail.hashing import data_hash
 from systems.retail.tools import run_tool
 from tests.workflow_harness import running_worker
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DEV_TASKS = ROOT / "systems" / "retail" / "data" / "tasks_dev.json"
 
 

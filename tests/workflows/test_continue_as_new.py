@@ -1,9 +1,12 @@
-"""Breaker tests of continue-as-new: a real dev server that suggests continue-as-new after
-a few events, a real worker, SQLite.
+"""Continue-as-new: a conversation's state, a pending confirmation and concurrent messages
+all carry over into the next run, and a confirmed write applies once.
 
-These tests were written by an adversarial review against the code of that day; each
-docstring describes the defect as it was found (file:line references are as of the
-review). All are fixed now, and each test keeps guarding against its return.
+One case continues after a fixed number of turns (``max_turns_per_run``) on the session's
+dev server; the others use a dev server of their own that suggests continue-as-new after
+a few events (``limit.historyCount.suggestContinueAsNew=20``). A real worker, SQLite.
+
+Those two cases come from an adversarial review of the code of that day; all are fixed
+now, and each keeps guarding against a return.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
 from tests.conftest import temporal_cli
-from tests.policy_fixtures import EMAIL, PENDING
+from tests.policy_fixtures import CUSTOMER, EMAIL, PENDING
 from tests.workflow_harness import running_worker
 from workflows.options import SEARCH_ATTRIBUTES
 from workflows.support import support_workflow_id
@@ -75,3 +78,31 @@ async def test_concurrent_messages_across_continue_as_new_all_answered(can_env, 
         state = await client.state(cid)
         assert state.turn == 1 + 4 * 6
         assert len(await _runs(can_env, cid)) >= 2
+
+
+def _status(backend, order_id: str) -> str:
+    import json
+
+    return json.loads(backend.read("main", "get_order_details", {"order_id": order_id}))["status"]
+
+
+async def test_state_survives_continue_as_new(temporal_env, settings):
+    from workflows.contracts import SupportInput
+    from workflows.support import SupportWorkflow
+
+    async with running_worker(temporal_env, settings) as (client, backend):
+        handle = await temporal_env.client.start_workflow(
+            SupportWorkflow.run, SupportInput(conversation_id="chat-can", max_turns_per_run=2),
+            id="support-chat-can", task_queue=settings.task_queue)
+        await client.send_message("chat-can", f"Hi, my email is {EMAIL}")
+        await client.send_message("chat-can", f"What is the status of order {PENDING}?")
+        # the run continued as new after two turns; the next message lands in the new run
+        reply = await client.send_message("chat-can", f"Please cancel order {PENDING}, no longer needed")
+        assert reply.awaiting_confirmation
+        await client.send_message("chat-can", "yes")
+        state = await client.state("chat-can")
+        description = await temporal_env.client.get_workflow_handle("support-chat-can").describe()
+        assert description.run_id != handle.first_execution_run_id
+        assert state.turn == 4 and state.customer.user_id == CUSTOMER
+        assert [f.turn for f in state.pinned_facts if f.kind == "order_id"] == [2]
+        assert _status(backend, PENDING) == "cancelled" and len(backend.ledger_entries("main")) == 1

@@ -35,7 +35,7 @@ from workflows.state import (
     Variant,
 )
 
-DATA = Path(__file__).resolve().parent.parent / "systems" / "retail" / "data"
+DATA = Path(__file__).resolve().parents[2] / "systems" / "retail" / "data"
 
 # raj_sanchez_2970: one pending order, two delivered, a credit card and a gift card
 RAJ = "raj_sanchez_2970"

@@ -12,9 +12,9 @@ from pathlib import Path
 
 from starter.devserver import reachable
 from tests.policy_fixtures import EMAIL, PENDING
-from tests.test_taubench import _free_port
+from tests.e2e.test_taubench import _free_port
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _cli(env: dict, *args: str, stdin: str | None = None, timeout: float = 120) -> subprocess.CompletedProcess:

@@ -13,7 +13,7 @@ import yaml
 
 from workflows.options import SEARCH_ATTRIBUTES
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 COMPOSE = REPO / "docker-compose.yml"
 DOCKERFILE = REPO / "Dockerfile"
 

@@ -120,12 +120,12 @@ def test_execution_with_the_users_yes_to_the_same_detail_is_accepted():
     assert verdict.accepted
 
 
-# --- adversarial proposals: each rejected with its rule, state unchanged ----------
+# --- proposals outside the policy: each rejected with its rule, state unchanged ---
 
 OTHER_ORDER, OTHER_USER = other_customer_order()
 
 
-def _adversarial():
+def _out_of_policy():
     old_p, new_p = other_variant(PENDING)
     old_d, new_d = other_variant(DELIVERED)
     other_product_item = next(
@@ -239,15 +239,15 @@ def _state_for(kind: str):
     return state
 
 
-ADVERSARIAL = _adversarial()
+OUT_OF_POLICY = _out_of_policy()
 
 
-def test_there_are_at_least_30_adversarial_proposals():
-    assert len(ADVERSARIAL) >= 30
+def test_there_are_at_least_30_out_of_policy_proposals():
+    assert len(OUT_OF_POLICY) >= 30
 
 
-@pytest.mark.parametrize("kind,action,rule", ADVERSARIAL, ids=[f"{i}-{c[2].value}" for i, c in enumerate(ADVERSARIAL)])
-def test_adversarial_proposal_is_rejected_with_its_rule(kind, action, rule):
+@pytest.mark.parametrize("kind,action,rule", OUT_OF_POLICY, ids=[f"{i}-{c[2].value}" for i, c in enumerate(OUT_OF_POLICY)])
+def test_out_of_policy_proposal_is_rejected_with_its_rule(kind, action, rule):
     if kind == "auth_paypal":
         # refund to a method of the customer that is neither the original nor a gift card
         state = authenticated()

@@ -1,6 +1,9 @@
 """The retail system's own interface: customer-scoped calls, ``invoke`` with typed
 outcomes, and the registry its decorators fill. Database cases run on SQLite and
-PostgreSQL (same fixtures and rules as test_retail_backend.py)."""
+PostgreSQL (same fixtures and rules as test_retail_backend.py).
+
+Its pure parts (refusal reasons, declaration checks) are tests/core/test_retail_declarations.py.
+"""
 
 from __future__ import annotations
 
@@ -15,23 +18,21 @@ from systems.retail.backend import (
     Outcome,
     UnknownStoreError,
 )
-from systems.retail.outcome import refusal_reason
-from systems.retail.rows import ById, Referenced, Rows, Section, rows
+from systems.retail.rows import Referenced, Rows, Section, rows
 from systems.retail.tools import (
     CANCEL_REASONS,
     TOOL_SPECS,
     TOOLS,
-    ToolClass,
     UnknownToolError,
     has_tool,
     is_read_tool,
     is_write_tool,
     read_tool,
-    registry,
     run_tool,
     write_tool,
 )
-from tests.test_retail_backend import INITIAL_HASH, Env, db_url, env, pg_url  # noqa: F401 - fixtures
+from tests.activities.test_retail_backend import INITIAL_HASH, Env, db_url, env, pg_url  # noqa: F401 - fixtures
+from tests.core.test_retail_declarations import scratch_registry  # noqa: F401 - fixture
 
 OLIVIA, OWN_ORDER = "olivia_ito_3591", "#W5442520"  # a pending order of hers
 OTHERS_ORDER = "#W9502127"  # daiki_johnson_9523's, delivered
@@ -130,13 +131,6 @@ def test_invoke_errors_raise(env):
         b.invoke("no_such_store", "get_order_details", {"order_id": OWN_ORDER})
 
 
-def test_refusal_reason():
-    assert refusal_reason("Error: order not found") == "order not found"
-    assert refusal_reason("Error: x: y") == "x: y"
-    with pytest.raises(ValueError):
-        refusal_reason('{"order_id": "#W1"}')
-
-
 # ---------------------------------------------------------------- the registry
 
 
@@ -150,13 +144,6 @@ def test_the_catalogue_answers_from_the_registry(env):
     assert TOOL_SPECS["exchange_delivered_order_items"].locks == Rows.ORDER_AND_OWNER
     assert TOOL_SPECS["exchange_delivered_order_items"].loads == Rows.ORDER_PRODUCTS
     assert CANCEL_REASONS == ("no longer needed", "ordered by mistake")
-
-
-@pytest.fixture
-def scratch_registry(monkeypatch):
-    """Tools registered in a test vanish afterwards (TOOLS/TOOL_CLASS keep the 16)."""
-    for name in ("_SPECS", "_FUNCTIONS", "_CLASSES"):
-        monkeypatch.setattr(registry, name, dict(getattr(registry, name)))
 
 
 def test_a_new_read_tool_is_one_decorated_function(env, scratch_registry):
@@ -184,23 +171,3 @@ def test_a_write_that_changes_rows_it_did_not_lock_is_refused(env, scratch_regis
     with pytest.raises(RuntimeError, match="did not lock"):
         env.backend.write(env.store, "rename_owner", {"order_id": OWN_ORDER}, "x1")
     assert env.backend.hash(env.store) == INITIAL_HASH and env.backend.ledger_entries(env.store) == []
-
-
-def test_declarations_are_checked_at_registration(scratch_registry):
-    with pytest.raises(ValueError, match="read-only"):
-        write_tool(locks=Rows.ALL_PRODUCTS)(lambda data: "")
-    with pytest.raises(TypeError, match="product_id"):
-        @read_tool(loads=Rows.PRODUCT)
-        def item_details(data: dict, item_id: str) -> str:
-            return ""
-    with pytest.raises(TypeError, match="data"):
-        @read_tool
-        def no_data(orders: dict) -> str:
-            return ""
-    with pytest.raises(ValueError, match="already registered"):
-        @read_tool
-        def calculate(data: dict, expression: str) -> str:
-            return ""
-    with pytest.raises(TypeError):
-        read_tool(loads=ById(Section.ORDERS, "order_id"))(lambda data, order_id: "")
-    assert TOOL_SPECS["calculate"].tool_class is ToolClass.READ

@@ -1,0 +1,234 @@
+"""Confirmation binding in running conversations: a write runs only on a yes the user
+sent after its detail was shown, to that detail and that proposal; a retried, duplicated
+or queued yes, a withdrawal or a question, or a yes to the model's own imitation of the
+prompt confirms nothing, and concurrent yeses apply the write once.
+
+SupportWorkflow on a real Temporal dev server, a real worker and SQLite; only the model
+is faked, at its boundary (a test brain behind the Messages API wire format).
+
+These cases come from two adversarial reviews of the code of that day; each docstring
+describes the defect as it was found (file:line references are as of the review). All
+are fixed now, and each test keeps guarding against its return.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import uuid
+
+import pytest
+from temporalio.client import WorkflowUpdateStage
+
+from activities.llm.model_activity import ModelActivities, build_client
+from starter.client import StatekeeperClient
+from systems.model.server import start_in_thread
+from tests.policy_fixtures import CUSTOMER, DELIVERED, EMAIL, PENDING
+from tests.workflow_harness import call, order_details, reply, running_worker
+from worker import build_backend, build_worker
+from workflows.contracts import AssistantReply, UserMessage
+from workflows.support import SupportWorkflow, support_workflow_id
+
+
+async def test_yes_sent_before_detail_was_shown_does_not_confirm_it(temporal_env, settings):
+    """The user confirms D1 (cancel PENDING). Their HTTP client retries the same "yes"
+    (or they send it twice) while the agent is still working on the first one. Meanwhile the
+    model proposes D2 (return all of DELIVERED to the original card). The second "yes" was
+    sent before D2 existed, yet it is taken as the explicit confirmation of D2 and the return
+    is applied. policy.validate_execution only checks confirmation.turn > proposed_turn,
+    not that the user had seen the detail when they wrote the yes."""
+    reached = threading.Event()
+    release = threading.Event()
+    delivered_items = None
+
+    def brain(view: dict, plan: dict | None = None) -> dict:
+        nonlocal delivered_items
+        orders = view["orders"]
+        done = {op["tool"] for op in view["completed_operations"] if op["ok"]}
+        if view["customer"] is None:
+            return call("find_user_id_by_email", email=EMAIL)
+        if not view["customer"]["details_loaded"]:
+            return call("get_user_details", user_id=CUSTOMER)
+        if PENDING not in orders:
+            return call("get_order_details", order_id=PENDING)
+        if DELIVERED not in orders:
+            return call("get_order_details", order_id=DELIVERED)
+        if "cancel_pending_order" not in done:
+            if view["pending_confirmation"] is None and view["recent_turns"][-1]["role"] == "user" \
+                    and "cancel" in view["recent_turns"][-1]["text"]:
+                return call("cancel_pending_order", order_id=PENDING, reason="no longer needed")
+            return reply("What can I do for you?")
+        if "return_delivered_order_items" not in done and not any(
+                r["rule"] == "user-declined" for r in view["rejections"]):
+            # the model chains the next write right after the first one, in the same turn
+            if not reached.is_set():
+                reached.set()
+                release.wait(30)
+            items = [i["item_id"] for i in orders[DELIVERED]["items"]]
+            return call("return_delivered_order_items", order_id=DELIVERED, item_ids=items,
+                        payment_method_id="credit_card_3362387")
+        return reply("Done.")
+
+    server = start_in_thread(brain)
+    try:
+        model = ModelActivities(build_client("test-key", server.base_url, 30.0), model="test-brain")
+        backend = build_backend(settings)
+        async with build_worker(temporal_env.client, settings, backend, model=model):
+            client = StatekeeperClient(temporal_env.client, settings.task_queue)
+            cid = await client.start_conversation(f"yes-early-{uuid.uuid4().hex[:6]}")
+            first = await client.send_message(cid, f"my email is {EMAIL}. please cancel {PENDING}")
+            assert first.awaiting_confirmation and PENDING in first.awaiting_confirmation
+            yes = asyncio.create_task(client.send_message(cid, "yes"))
+            while not reached.is_set():  # the cancel ran; the model is about to propose D2
+                await asyncio.sleep(0.05)
+            assert not yes.done()
+            handle = temporal_env.client.get_workflow_handle(support_workflow_id(cid))
+            # the retried "yes" (same words, sent before any reply to the first one arrived)
+            retried = await handle.start_update(SupportWorkflow.send_message, UserMessage(text="yes"),
+                                                wait_for_stage=WorkflowUpdateStage.ACCEPTED,
+                                                result_type=AssistantReply)
+            release.set()
+            first_yes = await yes
+            await retried.result()
+            # the user saw D2 only in the reply to the first yes, and never answered it
+            assert first_yes.awaiting_confirmation and DELIVERED in first_yes.awaiting_confirmation
+            assert order_details(backend, DELIVERED)["status"] == "delivered", \
+                "the return was applied on a 'yes' sent before its detail was shown"
+    finally:
+        release.set()
+        server.stop()
+
+
+async def test_concurrent_yes_messages_apply_once(temporal_env, settings):
+    async with running_worker(temporal_env, settings) as (client, backend):
+        cid = await client.start_conversation(f"double-yes-{uuid.uuid4().hex[:6]}")
+        await client.send_message(cid, f"Hi, my email is {EMAIL}")
+        r = await client.send_message(cid, f"Please cancel order {PENDING}, I ordered it by mistake")
+        assert r.awaiting_confirmation
+        replies = await asyncio.gather(*(client.send_message(cid, "yes") for _ in range(5)))
+        assert sorted(r.turn for r in replies) == list(range(3, 8))
+        assert len(backend.ledger_entries("main")) == 1 and backend.duplicate_writes("main") == 0
+
+
+# --- a withdrawal or a question is not a yes ------------------------------------------
+
+
+@pytest.mark.parametrize("answer", ["ok, never mind", "yes? what is the refund exactly?"])
+async def test_withdrawal_or_question_does_not_apply_the_write(temporal_env, settings, answer):
+    async with running_worker(temporal_env, settings) as (client, backend):
+        cid = await client.start_conversation(f"not-yes-{uuid.uuid4().hex[:6]}")
+        await client.send_message(cid, f"Hi, my email is {EMAIL}")
+        r = await client.send_message(cid, f"Please cancel order {PENDING}, I ordered it by mistake")
+        assert r.awaiting_confirmation
+        await client.send_message(cid, answer)
+        assert order_details(backend, PENDING)["status"] == "pending", f"{answer!r} cancelled the order"
+
+
+# --- the binding is to the proposal that was shown, not to the call's content ----------
+
+NEW_ADDRESS = dict(address1="1 Elm St", address2="", city="Austin", state="TX", country="USA", zip="78701")
+
+
+async def test_stale_duplicate_yes_does_not_confirm_a_later_proposal(temporal_env, settings):
+    """The user double-submits "yes" to D1 (address change of PENDING) while the worker is
+    down; both messages are accepted with seen_digest = digest(D1). The first runs D1. The
+    model then proposes the identical change again (new operation id, new pending step).
+    The second "yes" was sent before that proposal existed, yet it confirms it because the
+    digest is of the call's content (workflows/support.py:197, policy.py:103): a second
+    write the user never saw a prompt for."""
+    state = {"reproposed": False}
+
+    def brain(view: dict, plan: dict | None = None) -> dict:
+        ops = [op for op in view["completed_operations"] if op["ok"]]
+        if view["customer"] is None:
+            return call("find_user_id_by_email", email=EMAIL)
+        if not view["customer"]["details_loaded"]:
+            return call("get_user_details", user_id=CUSTOMER)
+        if PENDING not in view["orders"]:
+            return call("get_order_details", order_id=PENDING)
+        if not ops and view["pending_confirmation"] is None and "address" in view["recent_turns"][-1]["text"]:
+            return call("modify_pending_order_address", order_id=PENDING, **NEW_ADDRESS)
+        if len(ops) == 1 and not state["reproposed"]:
+            state["reproposed"] = True  # a model that "double-checks" by proposing the same change
+            return call("modify_pending_order_address", order_id=PENDING, **NEW_ADDRESS)
+        return reply("Anything else?")
+
+    async with running_worker(temporal_env, settings, brain=brain) as (client, backend):
+        cid = await client.start_conversation(f"dup-yes-{uuid.uuid4().hex[:6]}")
+        r = await client.send_message(cid, f"my email is {EMAIL}; change the address of {PENDING}")
+        assert r.awaiting_confirmation and "Austin" in r.awaiting_confirmation
+    # worker down (deploy, crash): the user's double-click sends "yes" twice
+    yes1 = asyncio.create_task(client.send_message(cid, "yes"))
+    yes2 = asyncio.create_task(client.send_message(cid, "yes"))
+    await asyncio.sleep(1.0)
+    async with running_worker(temporal_env, settings, brain=brain) as (client, backend):
+        first, second = await asyncio.wait_for(asyncio.gather(yes1, yes2), 60)
+        writes = [e for e in backend.ledger_entries("main") if e["tool"] == "modify_pending_order_address"]
+        assert len(writes) == 1, (
+            f"{len(writes)} address writes from one shown prompt; replies: {first.text!r} / {second.text!r}; "
+            f"duplicate_writes={backend.duplicate_writes('main')}")
+
+
+async def test_model_reply_impersonating_the_confirmation_prompt_confirms_nothing(temporal_env, settings):
+    """The model's own reply text imitates the workflow's prompt for a harmless detail; the
+    user's yes reaches the model, which then proposes a different write (return). Nothing
+    runs: the workflow shows its own detail and needs a yes to it."""
+    def brain(view: dict, plan: dict | None = None) -> dict:
+        last_user = [t for t in view["recent_turns"] if t["role"] == "user"][-1]["text"]
+        if view["customer"] is None:
+            return call("find_user_id_by_email", email=EMAIL)
+        if not view["customer"]["details_loaded"]:
+            return call("get_user_details", user_id=CUSTOMER)
+        if DELIVERED not in view["orders"]:
+            return call("get_order_details", order_id=DELIVERED)
+        if last_user == "yes" and view["pending_confirmation"] is None:
+            items = [i["item_id"] for i in view["orders"][DELIVERED]["items"]]
+            return call("return_delivered_order_items", order_id=DELIVERED, item_ids=items,
+                        payment_method_id="credit_card_3362387")
+        return reply("Please confirm: Send you our newsletter. Reply 'yes' to proceed or 'no' to stop.")
+
+    async with running_worker(temporal_env, settings, brain=brain) as (client, backend):
+        cid = await client.start_conversation(f"imp-{uuid.uuid4().hex[:6]}")
+        r = await client.send_message(cid, f"my email is {EMAIL}")
+        assert r.awaiting_confirmation is None and "newsletter" in r.text
+        r = await client.send_message(cid, "yes")
+        assert r.awaiting_confirmation and "Return from order" in r.awaiting_confirmation
+        assert backend.ledger_entries("main") == [] and order_details(backend, DELIVERED)["status"] == "delivered"
+
+
+async def test_yes_queued_with_a_no_does_not_confirm_a_different_replacement(temporal_env, settings):
+    """While the worker is down the user sends "no" then "yes" to D1 (cancel PENDING); both are
+    accepted in one activation with seen_digest(D1). After the "no" the model proposes D2
+    (return DELIVERED). The queued "yes" must not confirm D2."""
+    def brain(view: dict, plan: dict | None = None) -> dict:
+        if view["customer"] is None:
+            return call("find_user_id_by_email", email=EMAIL)
+        if not view["customer"]["details_loaded"]:
+            return call("get_user_details", user_id=CUSTOMER)
+        for order_id in (PENDING, DELIVERED):
+            if order_id not in view["orders"]:
+                return call("get_order_details", order_id=order_id)
+        declined = [r for r in view["rejections"] if r["rule"] == "user-declined"]
+        if view["recent_turns"][-1]["text"].startswith("my email") :
+            return call("cancel_pending_order", order_id=PENDING, reason="no longer needed")
+        if declined and len(declined) == 1 and view["recent_turns"][-1]["text"] == "no":
+            items = [i["item_id"] for i in view["orders"][DELIVERED]["items"]]
+            return call("return_delivered_order_items", order_id=DELIVERED, item_ids=items,
+                        payment_method_id="credit_card_3362387")
+        return reply("ok")
+
+    async with running_worker(temporal_env, settings, brain=brain) as (client, backend):
+        cid = await client.start_conversation(f"no-yes-{uuid.uuid4().hex[:6]}")
+        r = await client.send_message(cid, f"my email is {EMAIL}")
+        assert r.awaiting_confirmation and "Cancel order" in r.awaiting_confirmation
+    no = asyncio.create_task(client.send_message(cid, "no"))
+    await asyncio.sleep(0.3)
+    yes = asyncio.create_task(client.send_message(cid, "yes"))
+    await asyncio.sleep(1.0)
+    async with running_worker(temporal_env, settings, brain=brain) as (client, backend):
+        r_no, r_yes = await asyncio.wait_for(asyncio.gather(no, yes), 60)
+        assert r_no.awaiting_confirmation and "Return from order" in r_no.awaiting_confirmation
+        assert backend.ledger_entries("main") == [], r_yes.text
+        state = await client.state(cid)
+        assert any(x.rule == "explicit-confirmation" and "different action detail" in x.reason
+                   for x in state.rejections), state.rejections
