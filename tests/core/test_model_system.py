@@ -65,7 +65,10 @@ def test_model_modules_are_short_and_documented():
 
 def test_the_stand_ins_knowledge_matches_the_process():
     assert (model_view.STATE_OPEN_TAG, model_view.STATE_CLOSE_TAG) == (prompt.STATE_OPEN_TAG, prompt.STATE_CLOSE_TAG)
-    assert model_view.READ_TOOLS == {name for name, cls in TOOL_CLASS.items() if cls is ToolClass.READ}
+    # the stand-in knows the benchmark's reads; a tool added to the catalogue later is one
+    # it never proposes, but every tool it treats as a read must be a read
+    assert model_view.READ_TOOLS <= {name for name, cls in TOOL_CLASS.items() if cls is ToolClass.READ}
+    assert {"get_order_details", "get_user_details", "get_product_details"} <= model_view.READ_TOOLS
     assert model_view.CANCEL_REASONS == CANCEL_REASONS
     assert model_view.RULE_MALFORMED_OUTPUT == Rule.MALFORMED_OUTPUT.value
     assert model_view.RULE_USER_DECLINED == Rule.USER_DECLINED.value

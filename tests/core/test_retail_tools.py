@@ -158,10 +158,13 @@ def test_packaged_dev_tasks_are_the_benchmark_ones():
 
 
 def test_tool_classes_cover_all_tools():
-    assert set(TOOL_CLASS) == set(TOOLS) and len(TOOLS) == 16
+    """Every registered tool has a class; the benchmark's 16 are all there with their
+    classes (the system may offer more, e.g. τ²-bench's get_item_details)."""
+    assert set(TOOL_CLASS) == set(TOOLS)
     schema = _bench_json("tools_schema.json")
-    assert {t["function"]["name"] for t in schema} == set(TOOLS)
-    reads = {n for n, c in TOOL_CLASS.items() if c is ToolClass.READ}
+    benchmark = {t["function"]["name"] for t in schema}
+    assert len(benchmark) == 16 and benchmark <= set(TOOLS)
+    reads = {n for n in benchmark if TOOL_CLASS[n] is ToolClass.READ}
     assert reads == {
         "find_user_id_by_email",
         "find_user_id_by_name_zip",
@@ -172,7 +175,7 @@ def test_tool_classes_cover_all_tools():
         "calculate",
         "think",
     }
-    assert {n for n, c in TOOL_CLASS.items() if c is ToolClass.REVERSIBLE_WRITE} == {
+    assert {n for n in benchmark if TOOL_CLASS[n] is ToolClass.REVERSIBLE_WRITE} == {
         "modify_pending_order_address",
         "modify_user_address",
     }
