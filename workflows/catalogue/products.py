@@ -16,6 +16,10 @@ class ListAllProductTypesArgs(ToolArgs):
     pass
 
 
+class GetItemDetailsArgs(ToolArgs):
+    item_id: str = Field(min_length=1, max_length=100)
+
+
 SPECS = (
     ToolSpec(
         name="get_product_details", args=GetProductDetailsArgs, tool_class=ToolClass.READ,
@@ -25,6 +29,11 @@ SPECS = (
     ToolSpec(
         name="list_all_product_types", args=ListAllProductTypesArgs, tool_class=ToolClass.READ,
         description="List the 50 product types with their product ids.",
+        scope=Scope.CUSTOMER,
+    ),
+    ToolSpec(
+        name="get_item_details", args=GetItemDetailsArgs, tool_class=ToolClass.READ,
+        description="Read one item (a product variant) by its item id: product id, options, availability, price.",
         scope=Scope.CUSTOMER,
     ),
 )

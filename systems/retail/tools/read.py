@@ -70,6 +70,18 @@ def list_all_product_types(data: Data) -> str:
     return json.dumps(dict(sorted(product_dict.items())))
 
 
+@read_tool(loads=Rows.ALL_PRODUCTS)
+def get_item_details(data: Data, item_id: str) -> str:
+    """τ²-bench's item lookup: ``json.dumps`` of ``{item_id, product_id, options,
+    available, price}`` for the variant with that item id, or ``"Error: item not found"``."""
+    for product_id, product in data["products"].items():
+        variant = product["variants"].get(item_id)
+        if variant is not None:
+            return json.dumps({"item_id": item_id, "product_id": product_id, "options": variant["options"],
+                               "available": variant["available"], "price": variant["price"]})
+    return "Error: item not found"
+
+
 _BINOPS: dict[type, Callable[[Any, Any], Any]] = {
     ast.Add: operator.add,
     ast.Sub: operator.sub,
