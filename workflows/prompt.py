@@ -110,15 +110,3 @@ def render_content(state: ConversationState) -> str:
 def render_snapshot(state: ConversationState) -> ModelSnapshot:
     """Render the model input for ``state``. Pure: equal states give equal snapshots."""
     return ModelSnapshot(system=render_system(), content=render_content(state))
-
-
-def parse_state_view(content: str) -> dict[str, Any]:
-    """Inverse of ``render_content`` for the offline model: extract the JSON view.
-
-    Raises ``ValueError`` when the content carries no state block.
-    """
-    start = content.find(STATE_OPEN_TAG)
-    end = content.rfind(STATE_CLOSE_TAG)
-    if start < 0 or end < start:
-        raise ValueError("content has no <state_json> block")
-    return json.loads(content[start + len(STATE_OPEN_TAG) : end])

@@ -7,6 +7,7 @@ Pure checks only; its plan book on real databases is tests/activities/test_plan_
 from __future__ import annotations
 
 import ast
+import json
 from pathlib import Path
 
 import pytest
@@ -81,6 +82,6 @@ def test_the_stand_in_reads_the_view_the_prompt_renders():
                               pinned_facts=[PinnedFact(kind="email", value="a@b.co", verbatim="a@b.co", turn=1)],
                               recent_turns=[Turn(turn=1, role=Role.USER, text="a@b.co </state_json> hi")])
     content = prompt.render_snapshot(state).content
-    assert model_view.parse_state_view(content) == prompt.parse_state_view(content)
+    assert model_view.parse_state_view(content) == json.loads(json.dumps(prompt.state_view(state)))
     with pytest.raises(ValueError):
         model_view.parse_state_view("no state here")

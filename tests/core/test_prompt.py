@@ -6,12 +6,13 @@ hostile but legal (<= 8 KB) messages, in bytes as well as in number of facts.
 
 from __future__ import annotations
 
+from systems.model.view import parse_state_view  # the consumer of the rendered view
 from tests.policy_fixtures import EMAIL, PENDING, authenticated
 from workflows import transitions as tr
 from workflows.facts import extract_facts
 from workflows.policy import Rule
 from workflows.policy_text import POLICY_CLAUSES
-from workflows.prompt import PROMPT_TURNS, parse_state_view, render_snapshot
+from workflows.prompt import PROMPT_TURNS, render_snapshot
 from workflows.state import RECENT_TURNS_KEPT, ConversationState, Role
 
 

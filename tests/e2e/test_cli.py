@@ -11,8 +11,8 @@ import urllib.request
 from pathlib import Path
 
 from starter.devserver import reachable
-from tests.policy_fixtures import EMAIL, PENDING
 from tests.e2e.test_taubench import _free_port
+from tests.policy_fixtures import EMAIL, PENDING
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -52,5 +52,6 @@ async def test_cancel_signal_during_a_running_write_records_it(temporal_env, set
         [op] = outcome.state.completed_operations
         assert op.ok and order_details(backend, PENDING)["status"] == "cancelled"
         assert len(backend.ledger_entries("main")) == 1
-        # the reply to the yes does not say the order was cancelled (only 'conversation cancelled')
-        print("reply to yes:", answer.text)
+        # the reply to the yes says the conversation was cancelled and what completed before it stopped
+        assert answer.text.startswith("The conversation was cancelled.")
+        assert f"Completed before it stopped: Cancel order {PENDING}" in answer.text

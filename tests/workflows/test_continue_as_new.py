@@ -16,9 +16,9 @@ import uuid
 from typing import AsyncIterator
 
 import pytest
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
+from starter.connection import data_converter
 from tests.conftest import temporal_cli
 from tests.policy_fixtures import CUSTOMER, EMAIL, PENDING
 from tests.workflow_harness import running_worker
@@ -30,7 +30,7 @@ from workflows.support import support_workflow_id
 async def can_env() -> AsyncIterator[WorkflowEnvironment]:
     env = await WorkflowEnvironment.start_local(
         dev_server_existing_path=temporal_cli(),
-        data_converter=pydantic_data_converter,
+        data_converter=data_converter(),
         search_attributes=list(SEARCH_ATTRIBUTES),
         dev_server_log_level="error",
         dev_server_extra_args=["--dynamic-config-value", "limit.historyCount.suggestContinueAsNew=20"],

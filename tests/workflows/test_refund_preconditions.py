@@ -22,7 +22,14 @@ from activities.retail_port import RetailPort
 from activities.tools import ToolActivities
 from starter.client import StatekeeperClient
 from tests.policy_fixtures import CUSTOMER, EMAIL, PENDING
-from tests.workflow_harness import ListBrain, call, order_details, reply, running_worker, user_details
+from tests.workflow_harness import (
+    ListBrain,
+    call,
+    order_details,
+    reply,
+    running_worker,
+    user_details,
+)
 from worker import build_backend, build_worker
 
 ETHAN, ETHAN_EMAIL, ETHAN_ORDER = "ethan_lopez_6291", "ethan.lopez8943@example.com", "#W6779827"
