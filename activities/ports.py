@@ -41,6 +41,12 @@ class ToolPort(Protocol):
         ``refused`` ``ToolResult``; raises ``PortError`` or an infrastructure error."""
         ...
 
+    def recorded(self, store: str, tool: str, arguments: dict[str, Any], idempotency_key: str
+                 ) -> Optional[ToolResult]:
+        """The outcome the system recorded for a write's ``idempotency_key`` (``replayed``),
+        or None if it never ran; ``PortError`` (conflict) if the key holds another call."""
+        ...
+
 
 class OutboxPort(Protocol):
     """Queues customer emails exactly once per message key."""

@@ -7,7 +7,8 @@ into typed outcomes; it adds no behaviour.
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from contextlib import contextmanager
+from typing import Any, Iterator, Optional
 
 from activities.ports import Guard, PortError
 from systems.retail.backend import RetailBackend
@@ -31,17 +32,17 @@ class RetailPort:
     def invoke(self, store: str, tool: str, arguments: dict[str, Any], *, idempotency_key: Optional[str] = None,
                scope_user_id: Optional[str] = None, guard: Optional[Guard] = None) -> ToolResult:
         """See ``activities.ports.ToolPort.invoke``."""
-        try:
+        with _port_errors(tool, store):
             answer = self.backend.invoke(store, tool, arguments, idempotency_key=idempotency_key,
                                          scope_user_id=scope_user_id, guard=guard)
-        except UnknownToolError as err:
-            raise PortError(ErrorType.UNKNOWN_TOOL, f"the retail system has no tool {tool}") from err
-        except UnknownStoreError as err:
-            raise PortError(ErrorType.UNKNOWN_STORE, f"unknown store {store}") from err
-        except IdempotencyKeyConflict as err:
-            # the same key with another tool or arguments is a caller bug: retrying cannot help
-            raise PortError(ErrorType.IDEMPOTENCY_KEY_CONFLICT, str(err)) from err
         return _typed(answer)
+
+    def recorded(self, store: str, tool: str, arguments: dict[str, Any], idempotency_key: str
+                 ) -> Optional[ToolResult]:
+        """See ``activities.ports.ToolPort.recorded``."""
+        with _port_errors(tool, store):
+            written = self.backend.recorded(store, tool, arguments, idempotency_key)
+        return None if written is None else _typed(InvokeResult.of(tool, written.result, replayed=True))
 
     def enqueue_email(self, store: str, message_key: str, to_email: str, subject: str, body: str) -> bool:
         """See ``activities.ports.OutboxPort``."""
@@ -50,6 +51,20 @@ class RetailPort:
     def open_ticket(self, store: str, ticket_key: str, user_id: Optional[str], summary: str) -> bool:
         """See ``activities.ports.TicketPort``."""
         return self.backend.open_ticket(store, ticket_key, user_id, summary)
+
+
+@contextmanager
+def _port_errors(tool: str, store: str) -> Iterator[None]:
+    """The system's own errors as ``PortError`` kinds; anything else passes (infrastructure)."""
+    try:
+        yield
+    except UnknownToolError as err:
+        raise PortError(ErrorType.UNKNOWN_TOOL, f"the retail system has no tool {tool}") from err
+    except UnknownStoreError as err:
+        raise PortError(ErrorType.UNKNOWN_STORE, f"unknown store {store}") from err
+    except IdempotencyKeyConflict as err:
+        # the same key with another tool or arguments: retrying cannot help
+        raise PortError(ErrorType.IDEMPOTENCY_KEY_CONFLICT, str(err)) from err
 
 
 def _typed(answer: InvokeResult) -> ToolResult:

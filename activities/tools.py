@@ -64,6 +64,15 @@ class ToolActivities(ToolActivitiesApi):
                            idempotency_key=req.idempotency_key, guard=status_guard(req.call.name, args))
 
     @activity.defn
+    async def find_recorded_write(self, req: WriteToolRequest) -> Optional[ToolResult]:
+        """Look a write's outcome up by its idempotency key before deciding anything (a reset
+        or a retried refund must not re-check preconditions its own write already changed).
+        Returns the recorded outcome (``replayed=True``) or None; ``IdempotencyKeyConflict``
+        (non-retryable) when the key holds another call."""
+        return await _call(self._tools.recorded, req.store, req.call.name, call_arguments(req.call),
+                           req.idempotency_key)
+
+    @activity.defn
     async def send_customer_email(self, req: EmailRequest) -> bool:
         """Put an email in the outbox once per ``message_key``; True if newly queued."""
         return await _call(self._outbox.enqueue_email, req.store, req.message_key, req.to_email, req.subject,
@@ -76,7 +85,8 @@ class ToolActivities(ToolActivitiesApi):
 
     def all(self) -> list[Callable[..., Any]]:
         """The activity methods, for ``Worker(activities=...)``."""
-        return [self.run_read_tool, self.run_write_tool, self.send_customer_email, self.open_ticket]
+        return [self.run_read_tool, self.run_write_tool, self.find_recorded_write, self.send_customer_email,
+                self.open_ticket]
 
 
 async def _call(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:

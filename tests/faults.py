@@ -34,3 +34,7 @@ class PauseAfterWrite:
                 self._marker.write_text(idempotency_key)
             time.sleep(self._seconds)
         return result
+
+    def recorded(self, store: str, tool: str, arguments: dict[str, Any], idempotency_key: str
+                 ) -> Optional[ToolResult]:
+        return self._inner.recorded(store, tool, arguments, idempotency_key)

@@ -11,6 +11,8 @@ Pure: imported inside the workflow sandbox (the bodies never run in a workflow).
 
 from __future__ import annotations
 
+from typing import Optional
+
 from temporalio import activity
 
 from workflows.contracts import (
@@ -35,6 +37,11 @@ class ToolActivitiesApi:
     @activity.defn
     async def run_write_tool(self, req: WriteToolRequest) -> ToolResult:
         """Apply a write exactly once per idempotency key; returns its typed outcome."""
+        raise NotImplementedError
+
+    @activity.defn
+    async def find_recorded_write(self, req: WriteToolRequest) -> Optional[ToolResult]:
+        """The outcome the system recorded for ``req``'s idempotency key, or None."""
         raise NotImplementedError
 
     @activity.defn

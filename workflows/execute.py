@@ -13,7 +13,12 @@ from datetime import timedelta
 from typing import Optional
 
 from temporalio import workflow
-from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflowError
+from temporalio.exceptions import (
+    ActivityError,
+    ApplicationError,
+    ChildWorkflowError,
+    WorkflowAlreadyStartedError,
+)
 
 from workflows import keys, replies
 from workflows import transitions as tr
@@ -29,6 +34,7 @@ from workflows.contracts import (
     ToolResult,
     WriteToolRequest,
 )
+from workflows.errors import ErrorType
 from workflows.options import READ_RETRY, READ_TIMEOUT, WRITE_RETRY
 from workflows.refund import RefundWorkflow
 from workflows.state import (
@@ -39,14 +45,34 @@ from workflows.state import (
 )
 from workflows.visibility import Visibility, call_summary
 
+CHILD_START_ATTEMPTS = 30
+CHILD_START_BACKOFF = timedelta(seconds=2)
+"""A refund child whose id is still running (a reset re-executed its parent) is waited for:
+a new run then finds the first run's outcome in the ledger."""
+
+
+def root_cause(err: BaseException) -> BaseException:
+    """The innermost cause of a (child workflow → activity → application) failure chain."""
+    while getattr(err, "cause", None) is not None:
+        err = err.cause  # type: ignore[assignment]
+    return err
+
 
 def failure_reason(err: BaseException) -> str:
-    """``(Type): message`` of an activity or child failure's cause: for the state and the
-    logs, never for the user."""
-    cause = getattr(err, "cause", None) or err
-    if isinstance(cause, ApplicationError):
-        return f"({cause.type}): {cause.message}"
-    return f"({type(cause).__name__}): {cause}"
+    """``(Type): message`` of an activity or child failure's root cause, without the SQL a
+    database driver quotes: for the state and the model, never for the user."""
+    cause = root_cause(err)
+    kind, message = (cause.type, cause.message) if isinstance(cause, ApplicationError) else (
+        type(cause).__name__, str(cause))
+    message = message.split("[SQL:")[0].split("(Background on this error")[0].strip()
+    return f"({kind}): {message}"[:500]
+
+
+def _known_not_applied(err: BaseException) -> bool:
+    """An idempotency-key conflict: the key already holds another call (e.g. after a reset
+    the model proposed something else at the same turn); this call certainly did not apply."""
+    cause = root_cause(err)
+    return isinstance(cause, ApplicationError) and cause.type == ErrorType.IDEMPOTENCY_KEY_CONFLICT.value
 
 
 async def read(state: ConversationState, call, summary_prefix: str = "") -> ToolResult:
@@ -101,8 +127,12 @@ async def execute_confirmed(state: ConversationState, pending: PendingConfirmati
                 retry_policy=WRITE_RETRY,
                 summary=call_summary(call),
             )
-    except (ActivityError, ChildWorkflowError) as err:
-        result = ToolResult(result=failure_reason(err), outcome=Outcome.UNKNOWN)
+    except (ActivityError, ChildWorkflowError, WorkflowAlreadyStartedError) as err:
+        if _known_not_applied(err):
+            result = ToolResult(result="Error: this step already holds a different change (the conversation was "
+                                       "reset); propose the change again to make it", outcome=Outcome.REFUSED)
+        else:
+            result = ToolResult(result=failure_reason(err), outcome=Outcome.UNKNOWN)
     if result.outcome is Outcome.UNKNOWN:
         reason = f"{call.name} could not be shown to have completed {result.result}; escalated to a human agent"
         tr.finish_step(state, operation, StepStatus.FAILED, reason)
@@ -123,15 +153,20 @@ async def _run_refund(state: ConversationState, pending: PendingConfirmation,
     call = pending.call
     order_id = call.arguments.order_id
     child_id = keys.refund_workflow_id(state.store, order_id, pending.operation_id)
-    outcome = await workflow.execute_child_workflow(
-        RefundWorkflow.run,
-        RefundInput(store=state.store, operation_id=pending.operation_id, call=call,
-                    expected_user_id=state.customer.user_id, notify_email=state.customer.email or None,
-                    conversation_id=state.conversation_id, write_timeout_seconds=write_timeout_seconds),
-        id=child_id,
-        parent_close_policy=workflow.ParentClosePolicy.ABANDON,
-        static_summary=f"{call.name} {order_id}",
-    )
+    refund = RefundInput(store=state.store, operation_id=pending.operation_id, call=call,
+                         expected_user_id=state.customer.user_id, notify_email=state.customer.email or None,
+                         conversation_id=state.conversation_id, write_timeout_seconds=write_timeout_seconds)
+    for attempt in range(CHILD_START_ATTEMPTS):
+        try:
+            outcome = await workflow.execute_child_workflow(
+                RefundWorkflow.run, refund, id=child_id, parent_close_policy=workflow.ParentClosePolicy.ABANDON,
+                static_summary=f"{call.name} {order_id}",
+            )
+            break
+        except WorkflowAlreadyStartedError:
+            if attempt == CHILD_START_ATTEMPTS - 1:
+                raise
+            await workflow.sleep(CHILD_START_BACKOFF)
     outcome_kind = Outcome.APPLIED if outcome.ok else Outcome.REFUSED
     return child_id, ToolResult(result=outcome.result, outcome=outcome_kind, replayed=outcome.replayed)
 

@@ -1,5 +1,5 @@
 """``RefundWorkflow``: one refund-type write (cancel, return, exchange, modify payment
-or items), owning its steps: fresh read of the order → execute → notify.
+or items), owning its steps: ledger lookup by key → fresh read of the order → execute → notify.
 
 Started as a child of the support conversation with an id derived from business
 identity (``workflows.keys.refund_workflow_id``), or directly by a backend service. The
@@ -48,7 +48,7 @@ class RefundWorkflow:
 
     @workflow.query
     def step(self) -> str:
-        """The refund's current step: fresh_read, refused, execute, notify, done or failed."""
+        """The refund's current step: ledger, fresh_read, refused, execute, notify, done or failed."""
         return self._step
 
     def _enter(self, step: str, detail: str) -> None:
@@ -58,11 +58,26 @@ class RefundWorkflow:
 
     @workflow.run
     async def run(self, inp: RefundInput) -> RefundOutcome:
-        """Fresh read → precondition check → idempotent write → customer email."""
+        """Ledger lookup by key → fresh read → precondition check → idempotent write →
+        customer email."""
         order_id = inp.call.arguments.order_id
         spec = spec_of(inp.call.name)
         key = keys.idempotency_key(inp.call, inp.operation_id)
         workflow.upsert_search_attributes([CUSTOMER_ID.value_set(inp.expected_user_id), ORDER_ID.value_set(order_id)])
+        write = WriteToolRequest(store=inp.store, call=inp.call, idempotency_key=key)
+
+        if spec.outcome_lookup:
+            # A run started again for the same operation (a reset, a restarted child) must not
+            # re-check preconditions its own write already changed: the ledger answers first.
+            self._enter("ledger", f"Looking up `{key}` in the system of record")
+            recorded = await workflow.execute_activity_method(
+                ToolActivitiesApi.find_recorded_write, write,
+                start_to_close_timeout=READ_TIMEOUT, retry_policy=READ_RETRY,
+                summary=f"look up {inp.call.name} {order_id} by its idempotency key",
+            )
+            if recorded is not None:
+                self._enter("done" if recorded.ok else "failed", "already recorded: " + recorded.result[:200])
+                return RefundOutcome(idempotency_key=key, result=recorded.result, ok=recorded.ok, replayed=True)
 
         self._enter("fresh_read", f"Reading order {order_id} from the system of record")
         read = await workflow.execute_activity_method(
@@ -81,7 +96,7 @@ class RefundWorkflow:
         self._enter("execute", f"`{key}`")
         written = await workflow.execute_activity_method(
             ToolActivitiesApi.run_write_tool,
-            WriteToolRequest(store=inp.store, call=inp.call, idempotency_key=key),
+            write,
             start_to_close_timeout=timedelta(seconds=inp.write_timeout_seconds),
             retry_policy=WRITE_RETRY,
             summary=f"{inp.call.name} {order_id}",

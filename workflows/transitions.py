@@ -8,6 +8,7 @@ so the model's next snapshot reflects the system of record.
 
 from __future__ import annotations
 
+import json
 from typing import Any, Optional
 
 from workflows.actions import call_arguments, call_digest
@@ -50,9 +51,22 @@ def receive_user_message(state: ConversationState, text: str) -> None:
     state.pinned_facts = merge_facts(state.pinned_facts, extract_facts(text, state.turn))
 
 
+MAX_REJECTION_REASON_CHARS = 1000
+MAX_REJECTED_PROPOSAL_CHARS = 4000
+"""A rejection keeps at most this much of the refused proposal (its canonical JSON): the
+state, carried through continue-as-new and rendered into every snapshot, stays bounded
+whatever the model proposes."""
+
+
 def reject(state: ConversationState, rule: str, reason: str, proposal: Optional[dict[str, Any]] = None) -> Rejection:
-    """Record a refused proposal with its rule and reason (kept for audit and for the model)."""
-    rejection = Rejection(turn=state.turn, rule=rule, reason=reason, proposal=proposal)
+    """Record a refused proposal with its rule and reason (kept for audit and for the model).
+    A proposal larger than ``MAX_REJECTED_PROPOSAL_CHARS`` is kept as its kind and a
+    truncated JSON excerpt."""
+    if proposal is not None:
+        text = json.dumps(proposal, sort_keys=True)
+        if len(text) > MAX_REJECTED_PROPOSAL_CHARS:
+            proposal = {"kind": proposal.get("kind"), "truncated": text[:MAX_REJECTED_PROPOSAL_CHARS]}
+    rejection = Rejection(turn=state.turn, rule=rule, reason=reason[:MAX_REJECTION_REASON_CHARS], proposal=proposal)
     state.rejections.append(rejection)
     del state.rejections[:-REJECTIONS_KEPT]
     return rejection

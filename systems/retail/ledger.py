@@ -87,6 +87,13 @@ class Ledger(Database):
                 raise
         return outcome
 
+    def recorded(self, store: str, tool: str, kwargs: dict[str, Any], idempotency_key: str) -> WriteOutcome | None:
+        """The outcome recorded for ``idempotency_key`` (``replayed=True``), or None if the
+        key is unknown: how a caller looks an outcome up by key before deciding anything.
+        Raises :class:`IdempotencyKeyConflict` if the key holds another tool or arguments."""
+        with self._tx(write=False) as conn:
+            return self._recorded(conn, store, tool, idempotency_key, _call_digest(kwargs, None))
+
     @staticmethod
     def _recorded(conn: Connection, store: str, tool: str, key: str, digest: str) -> WriteOutcome | None:
         query = sa.select(_ledger.c.tool, _ledger.c.args_digest, _ledger.c.result, _ledger.c.ok)

@@ -84,19 +84,26 @@ def _query(store: str, selection: Selection, scope_user_id: str | None, lock: bo
     spec = TABLES[selection.section]
     table = spec.table
     key = table.c[spec.key]
-    if selection.keys is not None and not selection.keys:
+    # No stored id or lookup value holds a NUL (PostgreSQL text cannot): such a value matches
+    # nothing, on every database, instead of failing the query.
+    keys = None if selection.keys is None else {k for k in selection.keys if _storable(k)}
+    if (keys is not None and not keys) or not all(_storable(value) for _, value in selection.columns):
         return None  # nothing to load
     query = sa.select(key, table.c.position, table.c.doc).where(table.c.store == store)
-    if selection.keys is not None and len(selection.keys) == 1:
-        query = query.where(key == next(iter(selection.keys)))  # the common case; no expanding IN
-    elif selection.keys is not None:
-        query = query.where(key.in_(sorted(selection.keys)))
+    if keys is not None and len(keys) == 1:
+        query = query.where(key == next(iter(keys)))  # the common case; no expanding IN
+    elif keys is not None:
+        query = query.where(key.in_(sorted(keys)))
     for column, value in selection.columns:
         query = query.where(table.c[column] == value)
     if scope_user_id is not None and spec.owner is not None:
         query = query.where(table.c[spec.owner] == scope_user_id)
     query = query.order_by(table.c.position)
     return query.with_for_update() if lock else query
+
+
+def _storable(value: Any) -> bool:
+    return not (isinstance(value, str) and "\x00" in value)
 
 
 def load_rows(conn: Connection, store: str, declared: RowSet, kwargs: Mapping[str, Any], *, lock: bool,

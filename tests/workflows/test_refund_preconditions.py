@@ -95,6 +95,9 @@ async def test_cancel_racing_a_payment_change_never_refunds_more_than_was_paid(t
                 release.wait(60)
             return port.invoke(store, tool, arguments, **kwargs)
 
+        def recorded(self, *args):
+            return port.recorded(*args)
+
     tools = ToolActivities(tools=HoldCancelWrites(), outbox=port, tickets=port)
 
     def brain(view: dict, plan: dict | None = None) -> dict:

@@ -9,6 +9,7 @@ from workflows.catalogue.orders import (
     ORDER_ID,
     PAYMENT_METHOD_ID,
     ItemChangeArgs,
+    ItemId,
 )
 from workflows.catalogue.spec import (
     Execution,
@@ -23,7 +24,7 @@ from workflows.clauses import Rule
 
 class ReturnDeliveredOrderItemsArgs(ToolArgs):
     order_id: str = ORDER_ID
-    item_ids: list[str] = ITEM_IDS
+    item_ids: list[ItemId] = ITEM_IDS
     payment_method_id: str = PAYMENT_METHOD_ID
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 from pydantic import Field
 
 from workflows.catalogue import details, folds
@@ -20,6 +22,8 @@ from workflows.clauses import Rule
 ORDER_ID = Field(min_length=1, max_length=100)
 """An order id as the model sends it; its shape is the system of record's to judge."""
 PAYMENT_METHOD_ID = Field(min_length=1, max_length=100)
+ItemId = Annotated[str, Field(min_length=1, max_length=100)]
+"""One item id: bounded, so a list of them stays small in the state and the prompt."""
 ITEM_IDS = Field(min_length=1, max_length=50)
 PENDING = "pending"
 
@@ -46,8 +50,8 @@ class ItemChangeArgs(ToolArgs):
     """Items to change and the new item (variant) for each, position by position."""
 
     order_id: str = ORDER_ID
-    item_ids: list[str] = ITEM_IDS
-    new_item_ids: list[str] = ITEM_IDS
+    item_ids: list[ItemId] = ITEM_IDS
+    new_item_ids: list[ItemId] = ITEM_IDS
     payment_method_id: str = PAYMENT_METHOD_ID
 
 

@@ -1,0 +1,37 @@
+"""Helpers to reset a conversation's workflow the way an operator would (Web UI "Reset"),
+without re-applying its messages: the test sends them again, as the user would."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+from temporalio.api.common.v1 import WorkflowExecution
+from temporalio.api.enums.v1 import EventType, ResetReapplyExcludeType
+from temporalio.api.workflowservice.v1 import ResetWorkflowExecutionRequest
+
+NO_REAPPLY = [ResetReapplyExcludeType.RESET_REAPPLY_EXCLUDE_TYPE_UPDATE,
+              ResetReapplyExcludeType.RESET_REAPPLY_EXCLUDE_TYPE_SIGNAL]
+
+
+async def completed_tasks(env, workflow_id: str) -> list[int]:
+    """Event ids of the workflow's completed workflow tasks so far (the reset points)."""
+    history = await env.client.get_workflow_handle(workflow_id).fetch_history()
+    return [e.event_id for e in history.events if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED]
+
+
+async def reset_to(env, workflow_id: str, event_id: int) -> None:
+    """Reset to the workflow task that completed at ``event_id``; nothing is re-applied."""
+    await env.client.workflow_service.reset_workflow_execution(ResetWorkflowExecutionRequest(
+        namespace=env.client.namespace, workflow_execution=WorkflowExecution(workflow_id=workflow_id),
+        reason="test reset", workflow_task_finish_event_id=event_id, request_id=str(uuid.uuid4()),
+        reset_reapply_exclude_types=NO_REAPPLY))
+
+
+async def wait_for_turn(client, conversation_id: str, turn: int) -> None:
+    """Wait until the (reset) conversation's state is back at user turn ``turn``."""
+    for _ in range(100):
+        if (await client.state(conversation_id)).turn == turn:
+            return
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"the conversation did not return to turn {turn}")

@@ -1,0 +1,120 @@
+"""Resets re-execute conversations; every outcome stays true and nothing applies twice.
+
+An operator resets a conversation (Web UI "Reset") and the user sends their messages
+again. The effect keys come from business identity (conversation, turn, order), so:
+- a refund whose write already applied is found in the ledger, not refused by a
+  precondition its own write changed;
+- a refund child still running when its parent is reset is waited for, not a failure;
+- a different change confirmed at the same turn after the reset is a known non-application
+  (the key holds another call), not an escalation of an "unknown" outcome.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Optional
+
+from temporalio.api.enums.v1 import EventType, WorkflowTaskFailedCause
+
+from tests.policy_fixtures import EMAIL, PENDING
+from tests.resets import completed_tasks, reset_to, wait_for_turn
+from tests.workflow_harness import order_details, running_worker
+
+AUSTIN = {"address1": "1 Reset Road", "address2": "", "city": "Austin", "state": "TX", "country": "USA",
+          "zip": "78701"}
+DALLAS = {"address1": "2 Other Street", "address2": "", "city": "Dallas", "state": "TX", "country": "USA",
+          "zip": "75201"}
+
+
+def _brain(write: dict):
+    def brain(view: dict, plan: Optional[dict] = None) -> dict:
+        if view["customer"] is None:
+            return {"kind": "tool_call", "tool": {"name": "find_user_id_by_email", "arguments": {"email": EMAIL}}}
+        if view["turn"] < 2:
+            return {"kind": "reply", "text": "How can I help?"}
+        if PENDING not in view["orders"]:
+            return {"kind": "tool_call", "tool": {"name": "get_order_details", "arguments": {"order_id": PENDING}}}
+        if view["turn"] == 2:
+            wanted = write(view)
+            return {"kind": "tool_call", "tool": wanted}
+        return {"kind": "reply", "text": "Done."}
+    return brain
+
+
+CANCEL = _brain(lambda view: {"name": "cancel_pending_order",
+                              "arguments": {"order_id": PENDING, "reason": "no longer needed"}})
+ADDRESS = _brain(lambda view: {"name": "modify_pending_order_address", "arguments": {
+    "order_id": PENDING, **(DALLAS if "Dallas" in view["recent_turns"][-1]["text"] else AUSTIN)}})
+
+
+async def test_reset_after_an_applied_refund_finds_it_in_the_ledger(temporal_env, settings):
+    async with running_worker(temporal_env, settings, brain=CANCEL) as (client, backend):
+        cid = await client.start_conversation(f"reset-refund-{uuid.uuid4().hex[:6]}")
+        await client.send_message(cid, f"Hi, my email is {EMAIL}")
+        assert (await client.send_message(cid, f"cancel {PENDING} please")).awaiting_confirmation
+        point = (await completed_tasks(temporal_env, f"support-{cid}"))[-1]  # after the proposal
+        await client.send_message(cid, "yes")
+        [first] = (await client.state(cid)).completed_operations
+        assert first.ok and order_details(backend, PENDING)["status"] == "cancelled"
+
+        await reset_to(temporal_env, f"support-{cid}", point)
+        await wait_for_turn(client, cid, 2)
+        await client.send_message(cid, "yes")
+        [again] = (await client.state(cid)).completed_operations
+    assert again.idempotency_key == first.idempotency_key
+    assert again.ok and again.result == first.result  # the ledger's recorded success, not a refusal
+    assert backend.duplicate_writes("main") == 0
+    assert len([e for e in backend.ledger_entries("main") if e["tool"] == "cancel_pending_order"]) == 1
+
+
+async def test_reset_while_the_refund_child_runs_waits_for_it(temporal_env, settings, tmp_path):
+    marker = tmp_path / "committed"
+    async with running_worker(temporal_env, settings, brain=CANCEL, pause_after_write=(4.0, marker)) as (
+            client, backend):
+        cid = await client.start_conversation(f"reset-child-{uuid.uuid4().hex[:6]}")
+        await client.send_message(cid, f"Hi, my email is {EMAIL}")
+        assert (await client.send_message(cid, f"cancel {PENDING} please")).awaiting_confirmation
+        point = (await completed_tasks(temporal_env, f"support-{cid}"))[-1]
+        first_yes = asyncio.create_task(client.send_message(cid, "yes"))
+        for _ in range(400):
+            if marker.exists():
+                break
+            await asyncio.sleep(0.05)
+        assert marker.exists()  # the child's write committed; its activity has not completed
+        await reset_to(temporal_env, f"support-{cid}", point)
+        await asyncio.gather(first_yes, return_exceptions=True)  # that update belonged to the old run
+        await wait_for_turn(client, cid, 2)
+        reply = await asyncio.wait_for(client.send_message(cid, "yes"), 90)
+        state = await client.state(cid)
+        history = await temporal_env.client.get_workflow_handle(f"support-{cid}").fetch_history()
+    assert reply.status == "active" and state.status.value == "active"
+    [op] = state.completed_operations
+    assert op.ok and backend.duplicate_writes("main") == 0
+    failed = [e for e in history.events if e.event_type in (EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED,
+                                                            EventType.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED)]
+    # the reset itself is recorded as a failed workflow task with cause "reset"; nothing else failed
+    assert [e.workflow_task_failed_event_attributes.cause for e in failed] == [
+        WorkflowTaskFailedCause.WORKFLOW_TASK_FAILED_CAUSE_RESET_WORKFLOW]
+
+
+async def test_a_different_change_at_the_same_turn_after_a_reset_is_not_an_escalation(temporal_env, settings):
+    async with running_worker(temporal_env, settings, brain=ADDRESS) as (client, backend):
+        cid = await client.start_conversation(f"reset-other-{uuid.uuid4().hex[:6]}")
+        await client.send_message(cid, f"Hi, my email is {EMAIL}")
+        point = (await completed_tasks(temporal_env, f"support-{cid}"))[-1]  # after turn 1
+        assert "Austin" in (await client.send_message(cid, f"ship {PENDING} to Austin")).awaiting_confirmation
+        await client.send_message(cid, "yes")
+        assert order_details(backend, PENDING)["address"]["city"] == "Austin"
+
+        await reset_to(temporal_env, f"support-{cid}", point)
+        await wait_for_turn(client, cid, 1)
+        assert "Dallas" in (await client.send_message(cid, f"ship {PENDING} to Dallas")).awaiting_confirmation
+        reply = await client.send_message(cid, "yes")
+        state = await client.state(cid)
+    assert reply.status == "active" and state.status.value == "active"  # not escalated: nothing is unknown
+    [op] = state.completed_operations
+    assert not op.ok and "different change" in op.result
+    assert state.last_rejection().rule == "tool-error"
+    assert order_details(backend, PENDING)["address"]["city"] == "Austin"  # the key's first call stands
+    assert backend.duplicate_writes("main") == 0
