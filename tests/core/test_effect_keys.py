@@ -2,7 +2,7 @@
 turn that proposed the write and its subject, never from a random id, so a re-executed
 write gets the key it had the first time.
 
-That they survive a real workflow reset is tests/workflows/test_effect_keys_across_reset.py.
+That they survive real workflow resets is tests/workflows/test_reset_outcomes.py.
 """
 
 from __future__ import annotations

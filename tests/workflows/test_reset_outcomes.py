@@ -2,6 +2,9 @@
 
 An operator resets a conversation (Web UI "Reset") and the user sends their messages
 again. The effect keys come from business identity (conversation, turn, order), so:
+- a re-executed write gets the same idempotency key and the system of record returns the
+  recorded result (with keys from ``workflow.uuid4()`` the reset run would mint a new key
+  and apply twice);
 - a refund whose write already applied is found in the ledger, not refused by a
   precondition its own write changed;
 - a refund child still running when its parent is reset is waited for, not a failure;
@@ -46,6 +49,27 @@ CANCEL = _brain(lambda view: {"name": "cancel_pending_order",
                               "arguments": {"order_id": PENDING, "reason": "no longer needed"}})
 ADDRESS = _brain(lambda view: {"name": "modify_pending_order_address", "arguments": {
     "order_id": PENDING, **(DALLAS if "Dallas" in view["recent_turns"][-1]["text"] else AUSTIN)}})
+
+
+async def test_reset_to_the_start_and_the_same_messages_apply_the_write_once(temporal_env, settings):
+    async with running_worker(temporal_env, settings, brain=ADDRESS) as (client, backend):
+        cid = await client.start_conversation(f"reset-start-{uuid.uuid4().hex[:6]}")
+
+        async def converse():
+            await client.send_message(cid, f"Hi, my email is {EMAIL}")
+            assert "Austin" in (await client.send_message(cid, f"ship {PENDING} to Austin")).awaiting_confirmation
+            await client.send_message(cid, "yes")
+            [op] = (await client.state(cid)).completed_operations
+            return op
+
+        first = await converse()
+        assert first.ok and first.idempotency_key == f"modify_pending_order_address:{PENDING}:{cid}.t2"
+        await reset_to(temporal_env, f"support-{cid}", (await completed_tasks(temporal_env, f"support-{cid}"))[0])
+        await wait_for_turn(client, cid, 0)
+        again = await converse()
+    assert again.idempotency_key == first.idempotency_key
+    [entry] = [e for e in backend.ledger_entries("main") if e["tool"] == "modify_pending_order_address"]
+    assert entry["idempotency_key"] == first.idempotency_key and backend.duplicate_writes("main") == 0
 
 
 async def test_reset_after_an_applied_refund_finds_it_in_the_ledger(temporal_env, settings):
