@@ -43,6 +43,10 @@ class Settings(BaseSettings):
     max_concurrent_activities: int = 64
     max_concurrent_workflow_tasks: int = 64
 
+    sandbox_project_modules: bool = False
+    """True: the project's workflow modules load inside the workflow sandbox in every run
+    (strict, slower; the tests run so); False: they are passed through (see ``worker``)."""
+
     def resolved_database_url(self) -> str:
         """The database URL; defaults to ``sqlite:///<data_dir>/statekeeper.sqlite``."""
         if self.database_url:

@@ -31,15 +31,22 @@ from workflows.support import SupportWorkflow
 log = logging.getLogger("statekeeper.worker")
 
 PASSTHROUGH_MODULES = ("pydantic", "pydantic_core", "annotated_types", "typing_inspection")
-"""Third-party modules shared with the workflow sandbox instead of re-imported per run.
-The project's own modules are not on this list: they load inside the sandbox, which
-keeps checking them for non-determinism."""
+"""Third-party modules shared with the workflow sandbox instead of re-imported per run."""
+PROJECT_MODULES = ("workflows",)
+"""The project's deterministic modules. Loading them inside the sandbox re-imports them, and
+rebuilds every pydantic model of the catalogue, in each workflow run: the 500 τ-bench
+training tasks took several times longer that way (README). So a worker passes them
+through by default, and the test suite runs every workflow fully sandboxed
+(``Settings.sandbox_project_modules``), where the sandbox checks them for non-determinism."""
 
 
-def workflow_runner() -> SandboxedWorkflowRunner:
-    """The workflow sandbox: default restrictions, only third-party modules passed through."""
-    return SandboxedWorkflowRunner(restrictions=SandboxRestrictions.default.with_passthrough_modules(
-        *PASSTHROUGH_MODULES))
+def workflow_runner(sandbox_project_modules: bool = True) -> SandboxedWorkflowRunner:
+    """The workflow sandbox with default restrictions. Third-party modules are passed
+    through; the project's own (``PROJECT_MODULES``) load inside the sandbox when
+    ``sandbox_project_modules`` (the strict mode the tests and the replayer use), else they
+    are passed through too (the worker's default, for speed)."""
+    shared = PASSTHROUGH_MODULES if sandbox_project_modules else PASSTHROUGH_MODULES + PROJECT_MODULES
+    return SandboxedWorkflowRunner(restrictions=SandboxRestrictions.default.with_passthrough_modules(*shared))
 
 
 def build_backend(settings: Settings) -> RetailBackend:
@@ -81,7 +88,7 @@ def build_worker(client: Client, settings: Settings, backend: Optional[RetailBac
         task_queue=settings.task_queue,
         workflows=[SupportWorkflow, RefundWorkflow],
         activities=[model.propose_action, *tools.all()],
-        workflow_runner=workflow_runner(),
+        workflow_runner=workflow_runner(settings.sandbox_project_modules),
         max_concurrent_activities=settings.max_concurrent_activities,
         max_concurrent_workflow_tasks=settings.max_concurrent_workflow_tasks,
     )

@@ -50,12 +50,15 @@ async def temporal_env():
 
 @pytest.fixture
 def settings(tmp_path: Path) -> Settings:
-    """Settings for one test: its own SQLite file and task queue, offline model."""
+    """Settings for one test: its own SQLite file and task queue, offline model, and the
+    workflows fully sandboxed (the project's modules load inside the sandbox, which checks
+    them; workers outside the tests pass them through for speed)."""
     return Settings(
         database_url=f"sqlite:///{tmp_path / 'statekeeper.sqlite'}",
         data_dir=tmp_path,
         task_queue=f"tq-{uuid.uuid4().hex[:8]}",
         anthropic_api_key=None,
+        sandbox_project_modules=True,
     )
 
 

@@ -47,3 +47,12 @@ def test_every_declared_activity_is_implemented_under_its_name(api, implementati
             continue
         implemented = getattr(getattr(implementation, name), "__temporal_activity_definition", None)
         assert implemented is not None and implemented.name == declared.name, name
+
+
+def test_strict_runner_loads_the_project_inside_the_sandbox_and_the_fast_one_shares_it():
+    from worker import PROJECT_MODULES, workflow_runner
+
+    strict = workflow_runner(sandbox_project_modules=True).restrictions.passthrough_modules
+    fast = workflow_runner(sandbox_project_modules=False).restrictions.passthrough_modules
+    assert "pydantic" in strict and not set(PROJECT_MODULES) & set(strict)
+    assert set(PROJECT_MODULES) <= set(fast)
