@@ -94,11 +94,12 @@ def build_worker(client: Client, settings: Settings, backend: Optional[RetailBac
     )
 
 
-async def run_worker(settings: Optional[Settings] = None, tools: Optional[ToolActivities] = None) -> None:
-    """Connect and run a worker until cancelled."""
+async def run_worker(settings: Optional[Settings] = None, tools: Optional[ToolActivities] = None,
+                     model: Optional[ModelActivities] = None) -> None:
+    """Connect and run a worker until cancelled (``tools``/``model``: see ``build_worker``)."""
     settings = settings or Settings()
     client = await connect(settings)
-    worker = build_worker(client, settings, tools=tools)
+    worker = build_worker(client, settings, tools=tools, model=model)
     log.info("worker polling %s on %s (offline model: %s)", settings.task_queue, settings.temporal_address,
              settings.offline)
     await worker.run()

@@ -15,6 +15,7 @@ from typing import Any, Callable, Optional, TypeVar
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities.heartbeat import heartbeating
 from activities.ports import Guard, OutboxPort, PortError, TicketPort, ToolPort
 from workflows.actions import call_arguments
 from workflows.activity_api import ToolActivitiesApi
@@ -91,7 +92,8 @@ class ToolActivities(ToolActivitiesApi):
 
 async def _call(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     try:
-        return await asyncio.to_thread(fn, *args, **kwargs)
+        async with heartbeating():
+            return await asyncio.to_thread(fn, *args, **kwargs)
     except PortError as err:
         raise _fatal(err.error_type, str(err)) from err
 

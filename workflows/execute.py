@@ -35,7 +35,7 @@ from workflows.contracts import (
     WriteToolRequest,
 )
 from workflows.errors import ErrorType
-from workflows.options import READ_RETRY, READ_TIMEOUT, WRITE_RETRY
+from workflows.options import HEARTBEAT_TIMEOUT, READ_RETRY, READ_TIMEOUT, WRITE_RETRY
 from workflows.refund import RefundWorkflow
 from workflows.state import (
     ConversationState,
@@ -82,7 +82,7 @@ async def read(state: ConversationState, call, summary_prefix: str = "") -> Tool
         ToolActivitiesApi.run_read_tool,
         ReadToolRequest(store=state.store, call=call,
                         scope_user_id=state.customer.user_id if state.customer else None),
-        start_to_close_timeout=READ_TIMEOUT,
+        heartbeat_timeout=HEARTBEAT_TIMEOUT, start_to_close_timeout=READ_TIMEOUT,
         retry_policy=READ_RETRY,
         summary=call_summary(call, summary_prefix),
     )
@@ -96,7 +96,7 @@ async def open_ticket(state: ConversationState, summary: str, ticket_key: str) -
             ToolActivitiesApi.open_ticket,
             TicketRequest(store=state.store, ticket_key=ticket_key,
                           user_id=state.customer.user_id if state.customer else None, summary=summary),
-            start_to_close_timeout=READ_TIMEOUT,
+            heartbeat_timeout=HEARTBEAT_TIMEOUT, start_to_close_timeout=READ_TIMEOUT,
             retry_policy=READ_RETRY,
             summary="open a human-agent ticket",
         )
@@ -123,7 +123,7 @@ async def execute_confirmed(state: ConversationState, pending: PendingConfirmati
             result = await workflow.execute_activity_method(
                 ToolActivitiesApi.run_write_tool,
                 WriteToolRequest(store=state.store, call=call, idempotency_key=key),
-                start_to_close_timeout=timedelta(seconds=write_timeout_seconds),
+                heartbeat_timeout=HEARTBEAT_TIMEOUT, start_to_close_timeout=timedelta(seconds=write_timeout_seconds),
                 retry_policy=WRITE_RETRY,
                 summary=call_summary(call),
             )

@@ -20,6 +20,11 @@ STEP = SearchAttributeKey.for_keyword("Step")
 SEARCH_ATTRIBUTES = (CUSTOMER_ID, ORDER_ID, STEP)
 """Keyword search attributes the workflows set; registered on the embedded dev server."""
 
+HEARTBEAT_TIMEOUT = timedelta(seconds=5)
+"""Every activity heartbeats each second while it waits (``activities.heartbeat``): a worker
+that dies mid-call is noticed after this, not after the start-to-close timeout."""
+HEARTBEAT_INTERVAL_SECONDS = 1.0
+
 MODEL_TIMEOUT = timedelta(seconds=60)
 MODEL_RETRY = RetryPolicy(
     initial_interval=timedelta(milliseconds=200),

@@ -30,6 +30,7 @@ from workflows.contracts import (
 )
 from workflows.options import (
     CUSTOMER_ID,
+    HEARTBEAT_TIMEOUT,
     ORDER_ID,
     READ_RETRY,
     READ_TIMEOUT,
@@ -72,7 +73,7 @@ class RefundWorkflow:
             self._enter("ledger", f"Looking up `{key}` in the system of record")
             recorded = await workflow.execute_activity_method(
                 ToolActivitiesApi.find_recorded_write, write,
-                start_to_close_timeout=READ_TIMEOUT, retry_policy=READ_RETRY,
+                heartbeat_timeout=HEARTBEAT_TIMEOUT, start_to_close_timeout=READ_TIMEOUT, retry_policy=READ_RETRY,
                 summary=f"look up {inp.call.name} {order_id} by its idempotency key",
             )
             if recorded is not None:
@@ -84,7 +85,7 @@ class RefundWorkflow:
             ToolActivitiesApi.run_read_tool,
             ReadToolRequest(store=inp.store, call=make_tool_call("get_order_details", {"order_id": order_id}),
                             scope_user_id=inp.expected_user_id),
-            start_to_close_timeout=READ_TIMEOUT,
+            heartbeat_timeout=HEARTBEAT_TIMEOUT, start_to_close_timeout=READ_TIMEOUT,
             retry_policy=READ_RETRY,
             summary=f"fresh read of {order_id} before {inp.call.name}",
         )
@@ -97,7 +98,7 @@ class RefundWorkflow:
         written = await workflow.execute_activity_method(
             ToolActivitiesApi.run_write_tool,
             write,
-            start_to_close_timeout=timedelta(seconds=inp.write_timeout_seconds),
+            heartbeat_timeout=HEARTBEAT_TIMEOUT, start_to_close_timeout=timedelta(seconds=inp.write_timeout_seconds),
             retry_policy=WRITE_RETRY,
             summary=f"{inp.call.name} {order_id}",
         )
@@ -113,7 +114,7 @@ class RefundWorkflow:
                     subject=f"Your {spec.notify} request for order {order_id}",
                     body=_notification_body(spec.notify, order_id, written.result),
                 ),
-                start_to_close_timeout=READ_TIMEOUT,
+                heartbeat_timeout=HEARTBEAT_TIMEOUT, start_to_close_timeout=READ_TIMEOUT,
                 retry_policy=READ_RETRY,
                 summary=f"email {spec.notify} instructions for {order_id}",
             )

@@ -22,6 +22,7 @@ from workflows.confirm import describe, is_no, is_yes
 from workflows.contracts import CancelRequest, ModelRequest, ModelResult
 from workflows.execute import execute_confirmed, failure_reason, open_ticket, read
 from workflows.options import (
+    HEARTBEAT_TIMEOUT,
     MAX_CONSECUTIVE_REJECTIONS,
     MAX_MODEL_STEPS_PER_TURN,
     MODEL_RETRY,
@@ -120,7 +121,7 @@ async def _propose(ctx: TurnContext) -> Optional[ModelResult]:
         result = await workflow.execute_activity_method(
             ModelActivitiesApi.propose_action,
             ModelRequest(conversation_id=state.conversation_id, snapshot=render_snapshot(state)),
-            start_to_close_timeout=MODEL_TIMEOUT,
+            heartbeat_timeout=HEARTBEAT_TIMEOUT, start_to_close_timeout=MODEL_TIMEOUT,
             retry_policy=MODEL_RETRY,
             summary=f"model proposes the next action (turn {state.turn})",
         )

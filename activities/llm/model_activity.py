@@ -29,6 +29,7 @@ from anthropic import AsyncAnthropic
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities.heartbeat import heartbeating
 from activities.llm.wire import MalformedOutput, build_create_kwargs, read_proposal
 from workflows.activity_api import ModelActivitiesApi
 from workflows.contracts import ModelRequest, ModelResult
@@ -145,7 +146,8 @@ class ModelActivities(ModelActivitiesApi):
             req.snapshot, model=self.model, max_tokens=self.max_tokens, conversation_id=req.conversation_id
         )
         try:
-            response = await self.client.messages.create(**kwargs)
+            async with heartbeating():
+                response = await self.client.messages.create(**kwargs)
         except anthropic.AnthropicError as exc:
             raise map_api_error(exc) from exc
         except TypeError as exc:

@@ -31,7 +31,8 @@ def _worker_process(env, settings, tmp_path: Path, fault: bool) -> subprocess.Po
     })
     environment.pop("ANTHROPIC_API_KEY", None)
     # the faulty worker is a test worker (tests/fault_worker.py): its tool port pauses after a commit
-    command = ([sys.executable, "-m", "tests.fault_worker", "600", str(tmp_path / "committed.marker")] if fault
+    command = ([sys.executable, "-m", "tests.fault_worker", "pause-after-write", "600",
+                str(tmp_path / "committed.marker")] if fault
                else [sys.executable, str(ROOT / "worker.py")])
     log = open(tmp_path / ("worker-fault.log" if fault else "worker.log"), "ab")
     return subprocess.Popen(command, cwd=ROOT, env=environment, stdout=log, stderr=subprocess.STDOUT)
@@ -76,3 +77,46 @@ async def test_sigkill_after_commit_then_restart_applies_the_write_once(temporal
     order = json.loads(backend.read(store, "get_order_details", {"order_id": "#W5442520"}))
     refunds = [p for p in order["payment_history"] if p["transaction_type"] == "refund"]
     assert order["status"] == "cancelled" and len(refunds) == 1
+
+
+async def test_worker_killed_during_a_model_call_is_noticed_by_heartbeat(temporal_env, settings, tmp_path):
+    """The model activity heartbeats while it waits: a SIGKILLed worker is noticed at the
+    heartbeat timeout, not the 60 s start-to-close timeout, and the next attempt (on a
+    healthy worker) answers the user. Checked from history: the retried attempt's last
+    failure is a heartbeat timeout."""
+    from temporalio.api.enums.v1 import EventType, TimeoutType
+
+    from tests.workflow_harness import running_worker
+
+    marker = tmp_path / "model-called.marker"
+    environment = dict(os.environ)
+    environment.update({
+        "STATEKEEPER_TEMPORAL_ADDRESS": temporal_env.client.service_client.config.target_host,
+        "STATEKEEPER_TASK_QUEUE": settings.task_queue,
+        "STATEKEEPER_DATABASE_URL": settings.database_url,
+        "STATEKEEPER_DATA_DIR": str(tmp_path),
+    })
+    environment.pop("ANTHROPIC_API_KEY", None)
+    log = open(tmp_path / "worker-hang.log", "ab")
+    hanging = subprocess.Popen([sys.executable, "-m", "tests.fault_worker", "hang-model", str(marker)], cwd=ROOT,
+                               env=environment, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        client = StatekeeperClient(temporal_env.client, settings.task_queue)
+        cid = await client.start_conversation("model-kill")
+        reply = asyncio.create_task(client.send_message(cid, "Hi, my email is raj.sanchez2046@example.com"))
+        await _wait_for(marker, 60)
+        hanging.send_signal(signal.SIGKILL)
+        hanging.wait(10)
+        async with running_worker(temporal_env, settings):
+            answer = await asyncio.wait_for(reply, 120)
+    finally:
+        if hanging.poll() is None:
+            hanging.kill()
+            hanging.wait(10)
+    assert answer.status == "active" and answer.text
+    history = await temporal_env.client.get_workflow_handle(f"support-{cid}").fetch_history()
+    started = [e.activity_task_started_event_attributes for e in history.events
+               if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED
+               and e.activity_task_started_event_attributes.attempt > 1]
+    assert started, "the model call was not retried"
+    assert started[0].last_failure.timeout_failure_info.timeout_type == TimeoutType.TIMEOUT_TYPE_HEARTBEAT
