@@ -51,17 +51,19 @@ CHILD_START_BACKOFF = timedelta(seconds=2)
 a new run then finds the first run's outcome in the ledger."""
 
 
-def root_cause(err: BaseException) -> BaseException:
-    """The innermost cause of a (child workflow → activity → application) failure chain."""
-    while getattr(err, "cause", None) is not None:
+def application_cause(err: BaseException) -> BaseException:
+    """The first ``ApplicationError`` under the Temporal wrappers of a (child workflow →
+    activity → application) failure chain: the error our activity raised, with its type;
+    else the innermost cause."""
+    while not isinstance(err, ApplicationError) and getattr(err, "cause", None) is not None:
         err = err.cause  # type: ignore[assignment]
     return err
 
 
 def failure_reason(err: BaseException) -> str:
-    """``(Type): message`` of an activity or child failure's root cause, without the SQL a
+    """``(Type): message`` of the error an activity or child raised, without the SQL a
     database driver quotes: for the state and the model, never for the user."""
-    cause = root_cause(err)
+    cause = application_cause(err)
     kind, message = (cause.type, cause.message) if isinstance(cause, ApplicationError) else (
         type(cause).__name__, str(cause))
     message = message.split("[SQL:")[0].split("(Background on this error")[0].strip()
@@ -71,7 +73,7 @@ def failure_reason(err: BaseException) -> str:
 def _known_not_applied(err: BaseException) -> bool:
     """An idempotency-key conflict: the key already holds another call (e.g. after a reset
     the model proposed something else at the same turn); this call certainly did not apply."""
-    cause = root_cause(err)
+    cause = application_cause(err)
     return isinstance(cause, ApplicationError) and cause.type == ErrorType.IDEMPOTENCY_KEY_CONFLICT.value
 
 
