@@ -171,3 +171,13 @@ def test_a_write_that_changes_rows_it_did_not_lock_is_refused(env, scratch_regis
     with pytest.raises(RuntimeError, match="did not lock"):
         env.backend.write(env.store, "rename_owner", {"order_id": OWN_ORDER}, "x1")
     assert env.backend.hash(env.store) == INITIAL_HASH and env.backend.ledger_entries(env.store) == []
+
+
+@pytest.mark.parametrize("order_id", ["\x00", "#W4566809\x00"])
+def test_ids_holding_a_nul_match_nothing_on_every_database(env, order_id):
+    """PostgreSQL text cannot hold NUL: such an id must answer "not found", not fail the query
+    (a failed query is retried as an infrastructure failure and ends in "can't reach")."""
+    b, store = env.backend, env.store
+    assert b.read(store, "get_order_details", {"order_id": order_id}, scope_user_id=OLIVIA) == NOT_FOUND
+    assert b.read(store, "get_product_details", {"product_id": order_id}) == "Error: product not found"
+    assert b.read(store, "find_user_id_by_email", {"email": f"a{order_id}@b.co"}) == "Error: user not found"
