@@ -53,6 +53,13 @@ def test_systems_import_nothing_of_statekeeper(path: Path) -> None:
     assert forbidden_imports(path) == [], f"{path} imports statekeeper code"
 
 
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(SYSTEMS)))
+def test_systems_use_absolute_imports(path: Path) -> None:
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    relative = [node.lineno for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.level]
+    assert relative == [], f"{path}: relative import; use absolute systems.* imports"
+
+
 def test_the_check_catches_imports(tmp_path: Path) -> None:
     module = tmp_path / "m.py"
     module.write_text(

@@ -22,6 +22,14 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _worker_process(env, settings, tmp_path: Path, fault: bool) -> subprocess.Popen:
+    # the faulty worker is a test worker (tests/fault_worker.py): its tool port pauses after a commit
+    fault_args = ["pause-after-write", "600", str(tmp_path / "committed.marker")] if fault else None
+    return _spawn_worker(env, settings, tmp_path, fault_args, "worker-fault.log" if fault else "worker.log")
+
+
+def _spawn_worker(env, settings, tmp_path: Path, fault_args: list[str] | None, log_name: str) -> subprocess.Popen:
+    """A worker process on the test's server, queue and database: ``worker.py``, or the test
+    worker ``tests.fault_worker`` with ``fault_args``."""
     environment = dict(os.environ)
     environment.update({
         "STATEKEEPER_TEMPORAL_ADDRESS": env.client.service_client.config.target_host,
@@ -30,11 +38,9 @@ def _worker_process(env, settings, tmp_path: Path, fault: bool) -> subprocess.Po
         "STATEKEEPER_DATA_DIR": str(tmp_path),
     })
     environment.pop("ANTHROPIC_API_KEY", None)
-    # the faulty worker is a test worker (tests/fault_worker.py): its tool port pauses after a commit
-    command = ([sys.executable, "-m", "tests.fault_worker", "pause-after-write", "600",
-                str(tmp_path / "committed.marker")] if fault
+    command = ([sys.executable, "-m", "tests.fault_worker", *fault_args] if fault_args
                else [sys.executable, str(ROOT / "worker.py")])
-    log = open(tmp_path / ("worker-fault.log" if fault else "worker.log"), "ab")
+    log = open(tmp_path / log_name, "ab")
     return subprocess.Popen(command, cwd=ROOT, env=environment, stdout=log, stderr=subprocess.STDOUT)
 
 
@@ -89,17 +95,7 @@ async def test_worker_killed_during_a_model_call_is_noticed_by_heartbeat(tempora
     from tests.workflow_harness import running_worker
 
     marker = tmp_path / "model-called.marker"
-    environment = dict(os.environ)
-    environment.update({
-        "STATEKEEPER_TEMPORAL_ADDRESS": temporal_env.client.service_client.config.target_host,
-        "STATEKEEPER_TASK_QUEUE": settings.task_queue,
-        "STATEKEEPER_DATABASE_URL": settings.database_url,
-        "STATEKEEPER_DATA_DIR": str(tmp_path),
-    })
-    environment.pop("ANTHROPIC_API_KEY", None)
-    log = open(tmp_path / "worker-hang.log", "ab")
-    hanging = subprocess.Popen([sys.executable, "-m", "tests.fault_worker", "hang-model", str(marker)], cwd=ROOT,
-                               env=environment, stdout=log, stderr=subprocess.STDOUT)
+    hanging = _spawn_worker(temporal_env, settings, tmp_path, ["hang-model", str(marker)], "worker-hang.log")
     try:
         client = StatekeeperClient(temporal_env.client, settings.task_queue)
         cid = await client.start_conversation("model-kill")
