@@ -13,6 +13,9 @@ import time
 from pathlib import Path
 from typing import AsyncIterator, Optional
 
+from temporalio.api.enums.v1 import IndexedValueType
+from temporalio.common import SearchAttributeKey
+
 from settings import Settings
 from workflows.options import SEARCH_ATTRIBUTES
 
@@ -56,8 +59,13 @@ def dev_server_command(settings: Settings, db_file: Optional[Path]) -> list[str]
         cmd += ["--db-filename", str(db_file), "--sqlite-pragma", "journal_mode=wal",
                 "--sqlite-pragma", "synchronous=normal"]
     for key in SEARCH_ATTRIBUTES:
-        cmd += ["--search-attribute", f"{key.name}=Keyword"]
+        cmd += ["--search-attribute", f"{key.name}={attribute_type_name(key)}"]
     return cmd
+
+
+def attribute_type_name(key: SearchAttributeKey) -> str:
+    """The CLI's type name for ``key`` (``Keyword``, ``KeywordList``)."""
+    return "KeywordList" if key.indexed_value_type == IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD_LIST else "Keyword"
 
 
 def wait_until_reachable(address: str, proc: subprocess.Popen, what: str, log_path: Path,

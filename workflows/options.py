@@ -16,9 +16,15 @@ from workflows.errors import TOOL_NON_RETRYABLE, ErrorType
 
 CUSTOMER_ID = SearchAttributeKey.for_keyword("CustomerId")
 ORDER_ID = SearchAttributeKey.for_keyword("OrderId")
+ORDER_IDS = SearchAttributeKey.for_keyword_list("OrderIds")
+"""Every order the process touched (read or wrote), not just the latest."""
 STEP = SearchAttributeKey.for_keyword("Step")
-SEARCH_ATTRIBUTES = (CUSTOMER_ID, ORDER_ID, STEP)
-"""Keyword search attributes the workflows set; registered on the embedded dev server."""
+STATUS = SearchAttributeKey.for_keyword("Status")
+"""Business status: active, ended, cancelled, transferred, escalated (refunds: their outcome)."""
+PENDING_APPROVAL = SearchAttributeKey.for_keyword("PendingApproval")
+"""The approval id awaiting a supervisor's decision; unset when none is pending."""
+SEARCH_ATTRIBUTES = (CUSTOMER_ID, ORDER_ID, ORDER_IDS, STEP, STATUS, PENDING_APPROVAL)
+"""Search attributes the workflows set; registered on the embedded dev server."""
 
 HEARTBEAT_TIMEOUT = timedelta(seconds=5)
 """Every activity heartbeats each second while it waits (``activities.heartbeat``): a worker

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
+from starter.devserver import attribute_type_name
 from workflows.options import SEARCH_ATTRIBUTES
 
 REPO = Path(__file__).resolve().parents[2]
@@ -117,13 +118,13 @@ def test_all_images_are_pinned(services: dict[str, Any]) -> None:
 
 
 def test_search_attributes_are_registered(services: dict[str, Any]) -> None:
-    # The names the workflows upsert must be the ones some service registers as Keyword.
-    names = {key.name for key in SEARCH_ATTRIBUTES}
-    assert names == {"CustomerId", "OrderId", "Step"}
+    # The names the workflows upsert must be the ones some service registers, with their type.
+    types = {key.name: attribute_type_name(key) for key in SEARCH_ATTRIBUTES}
+    assert set(types) == {"CustomerId", "OrderId", "OrderIds", "Step", "Status", "PendingApproval"}
     commands = [_command_text(s) for s in services.values()]
-    for name in names:
-        assert any(re.search(rf"search-attribute create\b[^\n]*--name {name}\b[^\n]*--type Keyword", c)
-                   for c in commands), f"no service registers {name} as Keyword"
+    for name, kind in types.items():
+        assert any(re.search(rf"search-attribute create\b[^\n]*--name {name}\b[^\n]*--type {kind}\b", c)
+                   for c in commands), f"no service registers {name} as {kind}"
     setup = [n for n, s in services.items() if "search-attribute create" in _command_text(s)]
     for name in setup:
         assert "temporal" in _depends_on(services[name])
