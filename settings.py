@@ -4,10 +4,13 @@ read it; workflows never do."""
 
 from __future__ import annotations
 
+import os
+import secrets
+from decimal import Decimal
 from pathlib import Path
 from typing import Optional
 
-from pydantic import AliasChoices, Field
+from pydantic import AliasChoices, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from workflows.options import DEFAULT_WRITE_TIMEOUT_SECONDS
@@ -43,6 +46,15 @@ class Settings(BaseSettings):
     max_concurrent_activities: int = 64
     max_concurrent_workflow_tasks: int = 64
 
+    approval_threshold: Decimal = Decimal("500.00")
+    """Refund-type writes moving more than this (decimal currency) wait for a supervisor."""
+    approval_timeout_seconds: float = 24 * 3600.0
+    """An undecided approval is escalated to a human ticket after this long."""
+
+    pseudonym_key: Optional[SecretStr] = None
+    """Key of the ``CustomerId`` pseudonyms (``workflows.pseudonym``). None: a random key
+    kept in ``<data_dir>/pseudonym.key`` (created 0600 on first use)."""
+
     sandbox_project_modules: bool = False
     """True: the project's workflow modules load inside the workflow sandbox in every run
     (strict, slower; the tests run so); False: they are passed through (see ``worker``)."""
@@ -53,6 +65,23 @@ class Settings(BaseSettings):
             return self.database_url
         self.data_dir.mkdir(parents=True, exist_ok=True)
         return f"sqlite:///{(self.data_dir / 'statekeeper.sqlite').resolve()}"
+
+    def pseudonym_secret(self) -> str:
+        """The pseudonym key: ``pseudonym_key``, else the data directory's key file (made
+        on first use, mode 0600, so every process sharing the data directory agrees)."""
+        if self.pseudonym_key is not None:
+            return self.pseudonym_key.get_secret_value()
+        path = self.data_dir / "pseudonym.key"
+        if not path.exists():
+            self.data_dir.mkdir(parents=True, exist_ok=True)
+            try:
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            except FileExistsError:
+                pass  # another process made it first: read theirs
+            else:
+                with os.fdopen(fd, "w") as handle:
+                    handle.write(secrets.token_hex(32))
+        return path.read_text().strip()
 
     @property
     def offline(self) -> bool:
