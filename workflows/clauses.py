@@ -29,6 +29,8 @@ class Rule(str, Enum):
     MALFORMED_OUTPUT = "malformed-model-output"
     TOOL_ERROR = "tool-error"
     USER_DECLINED = "user-declined"
+    SUPERSEDED = "superseded-by-newer-message"
+    CANCELLED = "conversation-cancelled"
 
 
 class PolicyViolation(Exception):

@@ -8,7 +8,7 @@ from __future__ import annotations
 from enum import Enum
 from typing import Optional
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from workflows.actions import ProposedAction, ToolCall
 from workflows.options import DEFAULT_WRITE_TIMEOUT_SECONDS
@@ -136,6 +136,9 @@ class SupportInput(BaseModel):
     """Continue-as-new after this many user turns in one run (or earlier, when Temporal
     suggests it because the history is large); the state carries over whole."""
     state: Optional["ConversationState"] = None
+    cancel: Optional["CancelRequest"] = None
+    """A cancel that arrived during the run that continued as new: the next run honours it
+    before anything else (it never answers another message)."""
 
 
 class UserMessage(BaseModel):
@@ -155,9 +158,17 @@ class AssistantReply(BaseModel):
 
 
 class CancelRequest(BaseModel):
-    """Input of the ``cancel`` signal."""
+    """Input of the ``cancel`` signal (and what a Temporal cancellation becomes).
 
-    reason: str = "cancelled by the backend"
+    What happens, by tool class (README, "Cancellation"): an in-flight model call or read
+    is cancelled; an irreversible write in flight is awaited, never abandoned, and
+    reported; reversible writes already done are kept and reported, or, with
+    ``rollback``, undone by their compensation (newest first); every other step becomes
+    cancelled and nothing new starts."""
+
+    reason: str = Field(default="cancelled by the backend", min_length=1, max_length=1000)
+    rollback: bool = False
+    """True: the user asked to undo everything reversible this conversation did."""
 
 
 class SupportOutcome(BaseModel):

@@ -10,7 +10,7 @@ hands it to a human (the ticket key derives from the write's idempotency key).
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Optional
+from typing import Callable, Optional
 
 from temporalio import workflow
 from temporalio.exceptions import (
@@ -26,7 +26,9 @@ from workflows.actions import make_tool_call
 from workflows.activity_api import ToolActivitiesApi
 from workflows.catalogue import Execution, spec_of
 from workflows.clauses import Rule
+from workflows.compensation import before_image
 from workflows.contracts import (
+    CancelRequest,
     Outcome,
     ReadToolRequest,
     RefundInput,
@@ -35,6 +37,7 @@ from workflows.contracts import (
     WriteToolRequest,
 )
 from workflows.errors import ErrorType
+from workflows.interrupts import Interrupted, cancellable
 from workflows.options import HEARTBEAT_TIMEOUT, READ_RETRY, READ_TIMEOUT, WRITE_RETRY
 from workflows.refund import RefundWorkflow
 from workflows.state import (
@@ -77,10 +80,12 @@ def _known_not_applied(err: BaseException) -> bool:
     return isinstance(cause, ApplicationError) and cause.type == ErrorType.IDEMPOTENCY_KEY_CONFLICT.value
 
 
-async def read(state: ConversationState, call, summary_prefix: str = "") -> ToolResult:
+async def read(state: ConversationState, call, summary_prefix: str = "",
+               cancel_requested: Optional[Callable[[], Optional[CancelRequest]]] = None) -> ToolResult:
     """Run a read tool, scoped to the authenticated customer. Raises ``ActivityError``
-    when its retries run out."""
-    return await workflow.execute_activity_method(
+    when its retries run out, and ``Interrupted`` when ``cancel_requested`` reports a
+    cancel before it finishes (the read is then cancelled)."""
+    handle = workflow.start_activity_method(
         ToolActivitiesApi.run_read_tool,
         ReadToolRequest(store=state.store, call=call,
                         scope_user_id=state.customer.user_id if state.customer else None),
@@ -88,6 +93,7 @@ async def read(state: ConversationState, call, summary_prefix: str = "") -> Tool
         retry_policy=READ_RETRY,
         summary=call_summary(call, summary_prefix),
     )
+    return await (cancellable(handle, cancel_requested) if cancel_requested else handle)
 
 
 async def open_ticket(state: ConversationState, summary: str, ticket_key: str) -> bool:
@@ -108,15 +114,21 @@ async def open_ticket(state: ConversationState, summary: str, ticket_key: str) -
 
 
 async def execute_confirmed(state: ConversationState, pending: PendingConfirmation, write_timeout_seconds: float,
-                            visibility: Visibility) -> Optional[str]:
+                            visibility: Visibility,
+                            cancel_requested: Callable[[], Optional[CancelRequest]] = lambda: None) -> Optional[str]:
     """Run ``pending`` (the user confirmed it). Returns None when the write reached the
     system of record (applied or refused: the model is asked what to say next), or the
-    reply that ends the turn when its outcome is unknown and the conversation escalated."""
+    reply that ends the turn when its outcome is unknown and the conversation escalated.
+    Raises ``Interrupted`` when a cancel arrives before the write starts (it then never
+    starts); once started, the write is awaited whatever arrives."""
     call, operation = pending.call, pending.operation_id
     key = keys.idempotency_key(call, operation)
     spec = spec_of(call.name)
     tr.finish_step(state, operation, StepStatus.RUNNING)
     visibility.publish(state)
+    undo = await before_image(state, call, cancel_requested)
+    if cancel_requested() is not None:
+        raise Interrupted()
     child_id: Optional[str] = None
     try:
         if spec.execution is Execution.REFUND_WORKFLOW:
@@ -141,7 +153,7 @@ async def execute_confirmed(state: ConversationState, pending: PendingConfirmati
         await open_ticket(state, reason, keys.escalation_ticket_key(key))
         tr.close(state, ConversationStatus.ESCALATED, reason)
         return replies.ESCALATED
-    tr.apply_write_result(state, call, operation, key, result.result, result.ok, child_id)
+    tr.apply_write_result(state, call, operation, key, result.result, result.ok, child_id, undo)
     if result.ok and spec.execution is Execution.REFUND_WORKFLOW and state.customer is not None:
         await _refresh_customer(state)
     visibility.publish(state)

@@ -36,6 +36,12 @@ def transfer_ticket_key(conversation_id: str, turn: int) -> str:
     return f"transfer:{conversation_id}:t{turn}"
 
 
+def compensation_operation(operation_id: str) -> str:
+    """The operation id of the compensation of write ``operation_id`` (one undo per write):
+    its idempotency key is ``idempotency_key(compensation_call, compensation_operation(op))``."""
+    return f"{operation_id}.undo"
+
+
 def escalation_ticket_key(write_key: str) -> str:
     """The ticket opened when a write's outcome cannot be shown (one per write)."""
     return f"escalate:{write_key}"

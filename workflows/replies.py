@@ -7,8 +7,6 @@ model and for operators) and in the logs.
 
 from __future__ import annotations
 
-from typing import Iterable
-
 from workflows.clauses import Rule
 
 TRANSFERRED = "YOU ARE BEING TRANSFERRED TO A HUMAN AGENT. PLEASE HOLD ON."
@@ -20,6 +18,8 @@ ESCALATED = ("I could not confirm that your request went through, so I have hand
              "who will check it and get back to you. Nothing will be done twice.")
 ENDED = "Thank you, goodbye."
 CANCELLED = "The conversation was cancelled."
+OPERATOR_CANCEL_REASON = "cancelled by an operator (Temporal cancellation)"
+SUPERSEDED = "I see you've sent another message, so I'll answer that one instead."
 
 _REFUSALS: dict[Rule, str] = {
     Rule.AUTHENTICATE_FIRST: "I first need to confirm who you are: please tell me your email address, "
@@ -55,13 +55,6 @@ def refused(rule: str) -> str:
     except (ValueError, KeyError):
         return COULD_NOT_FINISH
     return f"Sorry, I can't do that: {sentence}"
-
-
-def cancelled(done: Iterable[str]) -> str:
-    """The reply to a message interrupted by a cancel; ``done`` are the details (as the
-    user confirmed them) of writes completed in this turn."""
-    done = list(done)
-    return CANCELLED + (f" Completed before it stopped: {'; '.join(done)}" if done else "")
 
 
 def finished(status: str) -> str:

@@ -3,12 +3,18 @@ its main loop.
 
 Messages arrive by the ``send_message`` update, which returns the assistant's reply;
 ``cancel`` is a signal; ``state`` is a query. Handlers only enqueue: the main loop
-processes one message at a time (``workflows.turn``), so turns never interleave. The
-state object, not the transcript, is the record; it carries over continue-as-new.
+processes one message at a time (``workflows.turn``), so turns never interleave and a
+message that arrives while an activity runs waits its turn, in order. The state object,
+not the transcript, is the record; it carries over continue-as-new, and so does a cancel.
+
+Temporal's own cancellation (the Web UI's "Request Cancellation") becomes the same cancel
+as the signal: the main loop runs shielded from it, so a write in flight is awaited and
+the cancel path (``workflows.cancellation``) runs; the run then ends as cancelled.
 """
 
 from __future__ import annotations
 
+import asyncio
 from typing import Optional
 
 from temporalio import workflow
@@ -23,9 +29,10 @@ from workflows.contracts import (
     SupportOutcome,
     UserMessage,
 )
+from workflows.cancellation import cancel_conversation
 from workflows.errors import ErrorType
 from workflows.options import MAX_USER_MESSAGE_BYTES
-from workflows.state import ConversationState, ConversationStatus, Role
+from workflows.state import ConversationState, Role
 from workflows.turn import Inbound, TurnContext, run_turn
 from workflows.visibility import Visibility
 
@@ -47,13 +54,14 @@ class SupportWorkflow:
         self._inbox: list[Inbound] = []
         self._replies: dict[int, AssistantReply] = {}
         self._next_message_id = 0
-        self._cancel: Optional[CancelRequest] = None
+        self._cancel: Optional[CancelRequest] = inp.cancel
         self._visibility = Visibility()
         self._turns_this_run = 0
 
     # --- message passing ------------------------------------------------------
 
-    @workflow.update
+    @workflow.update(description="Send one user message {text}; returns the assistant's reply. Use the client's "
+                                 "message id as the update id: a retry returns the first reply.")
     async def send_message(self, message: UserMessage) -> AssistantReply:
         """Deliver one user message; returns the assistant's reply to it."""
         self._next_message_id += 1
@@ -83,12 +91,17 @@ class SupportWorkflow:
                                    "start a new conversation", type=ErrorType.CONVERSATION_FINISHED.value,
                                    non_retryable=True)
 
-    @workflow.signal
+    @workflow.signal(description="Cancel the conversation: {reason, rollback}. In-flight model calls and reads "
+                                 "stop; a write in flight finishes; rollback undoes reversible writes. The first "
+                                 "cancel wins; later ones are ignored.")
     def cancel(self, request: CancelRequest) -> None:
-        """Stop the conversation; a write already running finishes, nothing new starts."""
-        self._cancel = request
+        """Stop the conversation; a write already running finishes, nothing new starts.
+        The first cancel wins: a second one neither changes the reason nor the rollback."""
+        if self._cancel is None:
+            self._cancel = request
 
-    @workflow.query
+    @workflow.query(description="The typed conversation state: customer, orders, steps with statuses, pinned "
+                                "facts, pending confirmation, completed operations, rejections.")
     def state(self) -> ConversationState:
         """The typed conversation state."""
         return self._state
@@ -98,34 +111,59 @@ class SupportWorkflow:
     @workflow.run
     async def run(self, inp: SupportInput) -> SupportOutcome:
         """Process messages one at a time until the conversation ends, is transferred,
-        escalated or cancelled (continuing as new when the history grows)."""
+        escalated or cancelled (continuing as new when the history grows). Raises
+        ``asyncio.CancelledError`` after the cancel path when Temporal cancelled the run."""
+        serving = asyncio.ensure_future(self._serve(inp))
+        try:
+            # shielded: Temporal's cancellation must not abandon a write in flight
+            return await asyncio.shield(serving)
+        except asyncio.CancelledError:
+            if self._cancel is None:
+                self._cancel = CancelRequest(reason=replies.OPERATOR_CANCEL_REASON)
+            await serving
+            raise
+
+    async def _serve(self, inp: SupportInput) -> SupportOutcome:
         state = self._state
         ctx = TurnContext(state=state, write_timeout_seconds=inp.write_timeout_seconds,
-                          cancel_request=lambda: self._cancel, visibility=self._visibility)
+                          cancel_request=lambda: self._cancel, visibility=self._visibility,
+                          newer_message=lambda: bool(self._inbox))
         self._visibility.publish(state)
-        while state.is_open():
+        interrupted: Optional[Inbound] = None
+        while state.is_open() and self._cancel is None:
             await workflow.wait_condition(lambda: bool(self._inbox) or self._cancel is not None)
             if self._cancel is not None:
-                tr.close(state, ConversationStatus.CANCELLED, self._cancel.reason)
                 break
             inbound = self._inbox.pop(0)
             reply_text = await run_turn(ctx, inbound)
-            tr.add_turn(state, Role.ASSISTANT, reply_text)
-            self._replies[inbound.message_id] = self._reply(reply_text)
-            self._visibility.publish(state)
+            if reply_text is None:
+                interrupted = inbound  # a cancel stopped this turn; the cancel path answers it
+                break
+            self._answer(inbound, reply_text)
             self._turns_this_run += 1
-            if state.is_open() and not self._inbox and (
+            if state.is_open() and not self._inbox and self._cancel is None and (
                 workflow.info().is_continue_as_new_suggested() or self._turns_this_run >= inp.max_turns_per_run
             ):
-                # the history, not the state, is what grows: start a fresh run with the same state
+                # the history, not the state, is what grows: start a fresh run with the same state;
+                # a cancel that arrives while the handlers finish travels with it
                 await workflow.wait_condition(workflow.all_handlers_finished)
-                workflow.continue_as_new(inp.model_copy(update={"state": state}))
+                workflow.continue_as_new(inp.model_copy(update={"state": state, "cancel": self._cancel}))
+        if self._cancel is not None and (state.is_open() or interrupted is not None):
+            summary = await cancel_conversation(state, self._cancel, inp.write_timeout_seconds)
+            self._answer(interrupted, summary)
         for queued in self._inbox:
             self._replies[queued.message_id] = self._reply(replies.finished(state.status.value))
         self._inbox.clear()
         self._visibility.publish(state)
         await workflow.wait_condition(workflow.all_handlers_finished)
         return SupportOutcome(status=state.status.value, state=state)
+
+    def _answer(self, inbound: Optional[Inbound], text: str) -> None:
+        """Record the assistant's turn and, if a message awaits it, reply to that message."""
+        tr.add_turn(self._state, Role.ASSISTANT, text)
+        if inbound is not None:
+            self._replies[inbound.message_id] = self._reply(text)
+        self._visibility.publish(self._state)
 
     def _reply(self, text: str) -> AssistantReply:
         pending = self._state.pending_confirmation

@@ -147,14 +147,16 @@ def apply_read_result(state: ConversationState, call: Any, result: str) -> str:
 
 
 def apply_write_result(state: ConversationState, call: Any, operation_id: str, key: str,
-                       result: str, ok: bool, child_workflow_id: Optional[str] = None) -> None:
-    """Record a write that reached the system of record, fold the facts it returns, and
-    finish its step (a refusal is also recorded as a rejection the model sees)."""
+                       result: str, ok: bool, child_workflow_id: Optional[str] = None,
+                       undo_arguments: Optional[dict[str, Any]] = None) -> None:
+    """Record a write that reached the system of record (with its compensation arguments,
+    if reversible), fold the facts it returns, and finish its step (a refusal is also
+    recorded as a rejection the model sees)."""
     args = call_arguments(call)
     state.completed_operations.append(
         CompletedOperation(operation_id=operation_id, idempotency_key=key, tool=call.name,
                            arguments=args, result=result, ok=ok, turn=state.turn,
-                           child_workflow_id=child_workflow_id)
+                           child_workflow_id=child_workflow_id, undo_arguments=undo_arguments if ok else None)
     )
     fold = spec_of(call.name).fold
     if ok and fold is not None:

@@ -82,7 +82,8 @@ SPECS = (
         description="Change a pending order's shipping address (needs confirmation).",
         scope=Scope.ORDER, status=_pending(Rule.MODIFY_PENDING_ONLY, "modified"),
         detail=details.order_address, fold=folds.order,
-        compensation="modify_pending_order_address", personal_data=ADDRESS_FIELDS,
+        compensation="modify_pending_order_address", compensation_from="address",
+        personal_data=ADDRESS_FIELDS,
     ),
     ToolSpec(
         name="modify_pending_order_payment", args=ModifyPendingOrderPaymentArgs,

@@ -132,6 +132,9 @@ class ToolSpec:
     fold: Optional[Fold] = None
     notify: Optional[str] = None
     compensation: Optional[str] = None
+    compensation_from: Optional[str] = None
+    """Field of the subject's document (the user or order as read just before the write)
+    whose value, with the subject id, makes the compensation's arguments (the before-image)."""
     approval_amount: Optional[Amount] = None
     outcome_lookup: bool = True
     locality: Locality = Locality.REMOTE
@@ -142,6 +145,8 @@ class ToolSpec:
             raise ValueError(f"{self.name}: a write needs the detail the user confirms")
         if self.execution is Execution.REFUND_WORKFLOW and self.scope is not Scope.ORDER:
             raise ValueError(f"{self.name}: a refund workflow acts on one order")
+        if self.tool_class is ToolClass.REVERSIBLE_WRITE and not (self.compensation and self.compensation_from):
+            raise ValueError(f"{self.name}: a reversible write names its compensation and its before-image")
 
     @property
     def is_write(self) -> bool:
