@@ -14,10 +14,10 @@ supervisor when either rule below holds. The money it moves is the spec's
   (clause return-delivered-only; the price difference of an item change likewise,
   price-difference-payment), and gift-card refunds are credited at once
   (cancel-pending-only), so the money cannot be recalled if the return never arrives.
-- ``repeat-refund`` (policy flag): the order's payment history already holds a refund, so
-  this would be a second money movement back to the customer on one order (the τ-bench
-  policy sends a cancel after a payment change to a human for the same reason,
-  cancel-pending-only).
+- ``repeat-refund`` (policy flag): the write refunds money (a cancel, a payment change, a
+  return, an item change to cheaper items) and the order's payment history already holds
+  a refund: a second refund on one order (the τ-bench policy sends a cancel after a
+  payment change to a human for the same reason, cancel-pending-only).
 
 An approval is bound to one exact operation: its id is derived from the workflow id, the
 operation id and the digest of the call's arguments (``workflows.actions.call_digest``),
@@ -155,24 +155,27 @@ def required_approval(call: Any, order: OrderFact, policy: ApprovalPolicy,
                        f"{money(policy.threshold)}")
     destination = args.get(spec.refund_destination) if spec.refund_destination else None
     original = order.payment_method_ids[0] if order.payment_method_ids else None
-    if (spec.refund_destination and destination is not None and destination != original
-            and _refunds(call.name, order, args, prices or {}) and amount > policy.refund_elsewhere_threshold):
+    if (destination is not None and destination != original and _refunds(order, args, prices or {})
+            and amount > policy.refund_elsewhere_threshold):
         reasons.append(f"[refund-elsewhere] {money(amount)} is refunded to a payment method that did not pay "
-                       f"for the order (a gift card, credited at once), above {money(policy.refund_elsewhere_threshold)}"
-                       " (clauses return-delivered-only, price-difference-payment)")
-    if any(entry.transaction_type == "refund" for entry in order.payment_history):
-        reasons.append("[repeat-refund] the order already had money refunded once; a second money movement "
-                       "on the same order needs a supervisor (clause cancel-pending-only)")
+                       "for the order (a gift card, credited at once), above "
+                       f"{money(policy.refund_elsewhere_threshold)} (clauses return-delivered-only, "
+                       "price-difference-payment)")
+    if (any(entry.transaction_type == "refund" for entry in order.payment_history)
+            and _refunds(order, args, prices or {})):
+        reasons.append("[repeat-refund] the order already had money refunded once; a second refund on the "
+                       "same order needs a supervisor (clause cancel-pending-only)")
     return (amount, reasons) if reasons else None
 
 
-def _refunds(tool: str, order: OrderFact, args: dict[str, Any], prices: Mapping[str, Decimal]) -> bool:
-    """True when the write sends money back to ``payment_method_id`` (a return always; an
-    item change when the new items are cheaper)."""
+def _refunds(order: OrderFact, args: dict[str, Any], prices: Mapping[str, Decimal]) -> bool:
+    """True when the write sends money back to the customer: a cancel, a payment change (the
+    original payment is refunded) and a return always; an item change when the new items
+    are cheaper (an unknown new price counts as cheaper: fail closed)."""
     if "new_item_ids" not in args:
         return True
     by_id = {item.item_id: item for item in order.items}
-    difference = sum((prices.get(new, Decimal(0)) - Decimal(str(by_id[old].price))
+    difference = sum((prices.get(new, Decimal(0)) - money(by_id[old].price)
                       for old, new in zip(args["item_ids"], args["new_item_ids"]) if old in by_id), Decimal(0))
     return difference < 0
 
@@ -180,7 +183,7 @@ def _refunds(tool: str, order: OrderFact, args: dict[str, Any], prices: Mapping[
 def variant_prices(products: Mapping[str, Any]) -> dict[str, Decimal]:
     """Item id → price (decimal currency) of every variant of ``products`` (a mapping of
     ``ProductFact``, e.g. ``ConversationState.products``)."""
-    return {item_id: Decimal(str(variant.price))
+    return {item_id: money(variant.price)
             for product in products.values() for item_id, variant in product.variants.items()}
 
 

@@ -135,8 +135,16 @@ def test_refund_to_a_method_that_did_not_pay_is_flagged_above_its_limit():
 
 
 def test_a_second_refund_on_one_order_is_flagged():
-    amount, reasons = required_approval(ret("i0"), order(20.0, status="delivered", refunded=True), POLICY)
+    refunded_once = order(20.0, status="delivered", refunded=True)
+    amount, reasons = required_approval(ret("i0"), refunded_once, POLICY)
     assert amount == Decimal("20.00") and reasons[0].startswith("[repeat-refund]")
+    assert required_approval(cancel(), order(20.0), POLICY) is None
+    assert required_approval(cancel(), order(20.0, refunded=True), POLICY)[1][0].startswith("[repeat-refund]")
+    # an item change that charges the customer more refunds nothing: not flagged
+    tool = "modify_pending_order_items"
+    prices = {"dear": Decimal("25.00"), "cheap": Decimal("15.00")}
+    assert required_approval(change(tool, ["i0"], ["dear"]), order(20.0, refunded=True), POLICY, prices) is None
+    assert required_approval(change(tool, ["i0"], ["cheap"]), order(20.0, refunded=True), POLICY, prices)
 
 
 def test_every_refund_tool_declares_its_amount():
