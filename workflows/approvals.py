@@ -72,7 +72,7 @@ class ApprovalPolicy(BaseModel):
     ``timeout_seconds`` is how long an approval waits before it is escalated to a human."""
 
     threshold: Decimal = Field(default=Decimal("500.00"), ge=0)
-    timeout_seconds: float = Field(default=86400.0, gt=0)
+    timeout_seconds: float = Field(default=86400.0, gt=0, le=366 * 86400.0)
     refund_elsewhere_threshold: Decimal = Field(default=Decimal("100.00"), ge=0)
 
 
