@@ -6,11 +6,14 @@ from __future__ import annotations
 import uuid
 from typing import Optional
 
+from pydantic import ValidationError
 from temporalio.client import Client, WorkflowUpdateFailedError
 from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError
 
+from settings import Settings
+from workflows.approvals import Approval, ApprovalDecision, ApprovalPolicy, workflow_id_of
 from workflows.contracts import (
     AssistantReply,
     CancelRequest,
@@ -38,13 +41,16 @@ class StatekeeperClient:
     """``StatekeeperClient(temporal_client, task_queue, write_timeout_seconds)``; conversation
     ids are caller-chosen strings (a UUID by default); the workflow id is
     ``support-<conversation_id>``. ``write_timeout_seconds`` is the start-to-close timeout of
-    the writes of the conversations it starts."""
+    the writes of the conversations it starts; ``approvals`` (default: ``ApprovalPolicy()``,
+    build it with ``approval_policy(settings)``) says when their refunds wait for a supervisor."""
 
     def __init__(self, client: Client, task_queue: str = "statekeeper",
-                 write_timeout_seconds: float = DEFAULT_WRITE_TIMEOUT_SECONDS) -> None:
+                 write_timeout_seconds: float = DEFAULT_WRITE_TIMEOUT_SECONDS,
+                 approvals: ApprovalPolicy | None = None) -> None:
         self._client = client
         self._task_queue = task_queue
         self._write_timeout = write_timeout_seconds
+        self._approvals = approvals or ApprovalPolicy()
 
     async def start_conversation(self, conversation_id: Optional[str] = None, *, store: str = "main") -> str:
         """Start a ``SupportWorkflow``; returns the conversation id. Starting an id that is
@@ -60,7 +66,8 @@ class StatekeeperClient:
     async def _start(self, conversation_id: str, store: str) -> None:
         await self._client.start_workflow(
             SupportWorkflow.run,
-            SupportInput(conversation_id=conversation_id, store=store, write_timeout_seconds=self._write_timeout),
+            SupportInput(conversation_id=conversation_id, store=store, write_timeout_seconds=self._write_timeout,
+                         approvals=self._approvals),
             id=support_workflow_id(conversation_id),
             task_queue=self._task_queue,
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
@@ -115,6 +122,54 @@ class StatekeeperClient:
         """Wait for the conversation to finish; returns its final status and state."""
         handle = self._client.get_workflow_handle_for(SupportWorkflow.run, support_workflow_id(conversation_id))
         return await handle.result()
+
+    # --- approvals (issue 6, item 4) ------------------------------------------------------
+
+    async def decide_approval(self, approval_id: str, decision: str, approver: str,
+                              note: Optional[str] = None) -> Approval:
+        """Approve (``decision="approve"``) or reject (``"reject"``) a pending approval as
+        ``approver`` (1-128 characters ``[A-Za-z0-9._:@-]``); returns the decided ``Approval``.
+        The process is the one the approval id names (a conversation or a refund).
+
+        Raises ``ConversationError`` kind ``not_found`` for a malformed id or one naming no
+        process, and kind ``approval_refused`` for a decision the process refuses (an id
+        bound to another operation, a second decision, an expired approval, a finished
+        process) or a malformed decision (bad approver, note over 1000 characters).
+        """
+        try:
+            workflow_id = workflow_id_of(approval_id)
+            body = ApprovalDecision(approval_id=approval_id, decision=decision, approver=approver, note=note)
+        except ValidationError as err:
+            fields = ", ".join(str(e["loc"][0]) for e in err.errors())
+            raise ConversationError(f"the decision is malformed ({fields})", "approval_refused") from err
+        except ValueError as err:
+            raise ConversationError("no approval with this id exists", "not_found") from err
+        handle = self._client.get_workflow_handle(workflow_id)
+        try:
+            return await handle.execute_update(DECIDE_APPROVAL, body, result_type=Approval)
+        except WorkflowUpdateFailedError as err:
+            cause = err.cause
+            if getattr(cause, "type", None) == ErrorType.APPROVAL_REFUSED.value:
+                raise ConversationError(getattr(cause, "message", None) or str(cause), "approval_refused") from err
+            raise ConversationError("the process awaiting this approval has finished or cannot take decisions",
+                                    "approval_refused") from err
+        except RPCError as err:
+            text = str(err).lower()
+            if "not found" in text:
+                raise ConversationError("no process awaits this approval", "not_found") from err
+            if "completed" in text or "closed" in text:
+                raise ConversationError("the process awaiting this approval has finished", "approval_refused") from err
+            raise ConversationError("the approval could not be decided right now; try again", "unavailable") from err
+
+
+DECIDE_APPROVAL = "decide_approval"
+"""The update both ``SupportWorkflow`` and ``RefundWorkflow`` define (``workflows.approvals``)."""
+
+
+def approval_policy(settings: Settings) -> ApprovalPolicy:
+    """The ``ApprovalPolicy`` of ``settings`` (``approval_threshold``, ``approval_timeout_seconds``),
+    for ``StatekeeperClient(..., approvals=approval_policy(settings))``."""
+    return ApprovalPolicy(threshold=settings.approval_threshold, timeout_seconds=settings.approval_timeout_seconds)
 
 
 FINISHED_HINT = "start a new conversation"

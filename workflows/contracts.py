@@ -11,6 +11,7 @@ from typing import Optional
 from pydantic import BaseModel, Field
 
 from workflows.actions import ProposedAction, ToolCall
+from workflows.approvals import Approval, ApprovalPolicy
 from workflows.options import DEFAULT_WRITE_TIMEOUT_SECONDS
 from workflows.prompt import ModelSnapshot
 
@@ -101,6 +102,9 @@ class RefundInput(BaseModel):
 
     ``expected_user_id`` is the authenticated customer; the fresh read must show the
     order still belongs to them. ``notify_email`` receives the return/exchange email.
+    ``approvals`` says when the write waits for a supervisor (``workflows.approvals``);
+    ``approved_by`` is the supervisor who already approved this exact operation (the
+    conversation obtained it), so the refund does not ask again.
     """
 
     store: str
@@ -112,11 +116,14 @@ class RefundInput(BaseModel):
     write_timeout_seconds: float = DEFAULT_WRITE_TIMEOUT_SECONDS
     """Start-to-close timeout of the write activity; after it the write is retried
     with the same idempotency key."""
+    approvals: ApprovalPolicy = Field(default_factory=ApprovalPolicy)
+    approved_by: Optional[str] = None
 
 
 class RefundOutcome(BaseModel):
     """Result of ``RefundWorkflow``: the tool result, its idempotency key, why it was
-    refused (if the fresh read failed a precondition), and whether the customer was notified."""
+    refused (a failed precondition, or a supervisor's rejection / an expired approval), whether
+    the customer was notified, and the approval the write waited for, if any."""
 
     idempotency_key: str
     result: str
@@ -124,6 +131,7 @@ class RefundOutcome(BaseModel):
     replayed: bool = False
     refused_reason: Optional[str] = None
     notified: bool = False
+    approval: Optional[Approval] = None
 
 
 class SupportInput(BaseModel):
@@ -135,6 +143,8 @@ class SupportInput(BaseModel):
     max_turns_per_run: int = 500
     """Continue-as-new after this many user turns in one run (or earlier, when Temporal
     suggests it because the history is large); the state carries over whole."""
+    approvals: ApprovalPolicy = Field(default_factory=ApprovalPolicy)
+    """When the conversation's refund-type writes wait for a supervisor (``workflows.approvals``)."""
     state: Optional["ConversationState"] = None
     cancel: Optional["CancelRequest"] = None
     """A cancel that arrived during the run that continued as new: the next run honours it
@@ -149,12 +159,14 @@ class UserMessage(BaseModel):
 
 class AssistantReply(BaseModel):
     """What ``send_message`` returns: the assistant's reply to that message, the
-    conversation's status after it, and the detail awaiting confirmation, if any."""
+    conversation's status after it, the detail awaiting confirmation, if any, and the
+    approval id when a confirmed write waits for a supervisor's decision."""
 
     text: str
     turn: int
     status: str
     awaiting_confirmation: Optional[str] = None
+    awaiting_approval: Optional[str] = None
 
 
 class CancelRequest(BaseModel):

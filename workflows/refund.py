@@ -18,6 +18,7 @@ from temporalio import workflow
 from workflows import keys
 from workflows.actions import make_tool_call
 from workflows.activity_api import ToolActivitiesApi
+from workflows.approval_gate import ApprovalGate
 from workflows.catalogue import spec_of
 from workflows.catalogue.checks import status_refusal
 from workflows.contracts import (
@@ -40,16 +41,19 @@ from workflows.options import (
 
 
 @workflow.defn
-class RefundWorkflow:
+class RefundWorkflow(ApprovalGate):
     """Input ``RefundInput``; returns ``RefundOutcome``. Never raises for a business
-    refusal: a failed precondition or a tool error comes back as ``ok=False``."""
+    refusal: a failed precondition, a tool error, or a rejected or expired supervisor
+    approval (``workflows.approval_gate``) comes back as ``ok=False``."""
 
     def __init__(self) -> None:
+        super().__init__()
         self._step = "starting"
 
     @workflow.query
     def step(self) -> str:
-        """The refund's current step: ledger, fresh_read, refused, execute, notify, done or failed."""
+        """The refund's current step: ledger, fresh_read, refused, awaiting_approval, execute, notify,
+        done or failed."""
         return self._step
 
     def _enter(self, step: str, detail: str) -> None:
@@ -59,8 +63,8 @@ class RefundWorkflow:
 
     @workflow.run
     async def run(self, inp: RefundInput) -> RefundOutcome:
-        """Ledger lookup by key → fresh read → precondition check → idempotent write →
-        customer email."""
+        """Ledger lookup by key → fresh read → precondition check → supervisor approval when
+        required → idempotent write → customer email."""
         order_id = inp.call.arguments.order_id
         spec = spec_of(inp.call.name)
         key = keys.idempotency_key(inp.call, inp.operation_id)
@@ -93,6 +97,11 @@ class RefundWorkflow:
         if refusal is not None:
             self._enter("refused", refusal)
             return RefundOutcome(idempotency_key=key, result=f"Error: {refusal}", ok=False, refused_reason=refusal)
+        approval, refusal = await self._await_approval(inp, read, key)
+        if refusal is not None:
+            self._enter("refused", refusal)
+            return RefundOutcome(idempotency_key=key, result=f"Error: {refusal}", ok=False, refused_reason=refusal,
+                                 approval=approval)
 
         self._enter("execute", f"`{key}`")
         written = await workflow.execute_activity_method(
@@ -120,7 +129,7 @@ class RefundWorkflow:
             )
         self._enter("done" if written.ok else "failed", written.result[:200])
         return RefundOutcome(idempotency_key=key, result=written.result, ok=written.ok,
-                             replayed=written.replayed, notified=notified)
+                             replayed=written.replayed, notified=notified, approval=approval)
 
     @staticmethod
     def _precondition(inp: RefundInput, read: ToolResult) -> Optional[str]:
