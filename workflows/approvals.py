@@ -62,6 +62,8 @@ class ApprovalStatus(str, Enum):
     APPROVED = "approved"
     REJECTED = "rejected"
     EXPIRED = "expired"
+    WITHDRAWN = "withdrawn"
+    """The process was cancelled before a supervisor decided."""
 
 
 class ApprovalPolicy(BaseModel):
@@ -223,6 +225,8 @@ def check_decision(approvals: list[Approval], decision: ApprovalDecision, now: d
                                                       and now >= approval.expires_at):
         raise _refused(f"this approval expired at {_when(approval.expires_at)} undecided and was handed to a "
                        "human agent; it can no longer be decided")
+    if approval.status is ApprovalStatus.WITHDRAWN:
+        raise _refused("this approval was withdrawn: the process was cancelled before a decision")
     if approval.status is not ApprovalStatus.PENDING:
         raise _refused(f"this approval was already {approval.status.value} by {approval.approver} at "
                        f"{_when(approval.decided_at)}; a decision cannot be changed")

@@ -30,6 +30,7 @@ class Rule(str, Enum):
     TOOL_ERROR = "tool-error"
     USER_DECLINED = "user-declined"
     SUPERSEDED = "superseded-by-newer-message"
+    APPROVAL_REJECTED = "approval-rejected"
     CANCELLED = "conversation-cancelled"
 
 

@@ -25,6 +25,7 @@ from workflows import transitions as tr
 from workflows.actions import make_tool_call
 from workflows.activity_api import ToolActivitiesApi
 from workflows.catalogue import Execution, spec_of
+from workflows.approvals import ApprovalPolicy
 from workflows.clauses import Rule
 from workflows.compensation import before_image
 from workflows.contracts import (
@@ -115,12 +116,16 @@ async def open_ticket(state: ConversationState, summary: str, ticket_key: str) -
 
 async def execute_confirmed(state: ConversationState, pending: PendingConfirmation, write_timeout_seconds: float,
                             visibility: Visibility,
-                            cancel_requested: Callable[[], Optional[CancelRequest]] = lambda: None) -> Optional[str]:
+                            cancel_requested: Callable[[], Optional[CancelRequest]] = lambda: None,
+                            approvals: Optional[ApprovalPolicy] = None,
+                            approved_by: Optional[str] = None) -> Optional[str]:
     """Run ``pending`` (the user confirmed it). Returns None when the write reached the
     system of record (applied or refused: the model is asked what to say next), or the
     reply that ends the turn when its outcome is unknown and the conversation escalated.
     Raises ``Interrupted`` when a cancel arrives before the write starts (it then never
-    starts); once started, the write is awaited whatever arrives."""
+    starts); once started, the write is awaited whatever arrives. A refund child gets
+    ``approvals`` (the conversation's policy) and ``approved_by`` (the supervisor who
+    approved this exact operation, if one did)."""
     call, operation = pending.call, pending.operation_id
     key = keys.idempotency_key(call, operation)
     spec = spec_of(call.name)
@@ -132,7 +137,8 @@ async def execute_confirmed(state: ConversationState, pending: PendingConfirmati
     child_id: Optional[str] = None
     try:
         if spec.execution is Execution.REFUND_WORKFLOW:
-            child_id, result = await _run_refund(state, pending, write_timeout_seconds)
+            child_id, result = await _run_refund(state, pending, write_timeout_seconds,
+                                                 approvals or ApprovalPolicy(), approved_by)
         else:
             result = await workflow.execute_activity_method(
                 ToolActivitiesApi.run_write_tool,
@@ -160,8 +166,8 @@ async def execute_confirmed(state: ConversationState, pending: PendingConfirmati
     return None
 
 
-async def _run_refund(state: ConversationState, pending: PendingConfirmation,
-                      write_timeout_seconds: float) -> tuple[str, ToolResult]:
+async def _run_refund(state: ConversationState, pending: PendingConfirmation, write_timeout_seconds: float,
+                      approvals: ApprovalPolicy, approved_by: Optional[str]) -> tuple[str, ToolResult]:
     """Run the write as a child ``RefundWorkflow``; returns (its workflow id, its outcome)."""
     assert state.customer is not None
     call = pending.call
@@ -169,7 +175,8 @@ async def _run_refund(state: ConversationState, pending: PendingConfirmation,
     child_id = keys.refund_workflow_id(state.store, order_id, pending.operation_id)
     refund = RefundInput(store=state.store, operation_id=pending.operation_id, call=call,
                          expected_user_id=state.customer.user_id, notify_email=state.customer.email or None,
-                         conversation_id=state.conversation_id, write_timeout_seconds=write_timeout_seconds)
+                         conversation_id=state.conversation_id, write_timeout_seconds=write_timeout_seconds,
+                         approvals=approvals, approved_by=approved_by)
     for attempt in range(CHILD_START_ATTEMPTS):
         try:
             outcome = await workflow.execute_child_workflow(

@@ -23,8 +23,9 @@ carried through continue-as-new, so it must stay small whatever a model or user 
 
 
 class StepStatus(str, Enum):
-    """Status of a business step: pending (awaiting confirmation), running, done, cancelled,
-    failed, or compensated (done, then undone by its compensation after a rollback cancel)."""
+    """Status of a business step: pending (awaiting confirmation), awaiting_approval
+    (confirmed, waiting for a supervisor), running, done, cancelled, failed, or compensated
+    (done, then undone by its compensation after a rollback cancel)."""
 
     PENDING = "pending"
     RUNNING = "running"
@@ -32,6 +33,7 @@ class StepStatus(str, Enum):
     CANCELLED = "cancelled"
     FAILED = "failed"
     COMPENSATED = "compensated"
+    AWAITING_APPROVAL = "awaiting_approval"
 
 
 class ConversationStatus(str, Enum):

@@ -57,6 +57,31 @@ def refused(rule: str) -> str:
     return f"Sorry, I can't do that: {sentence}"
 
 
+def awaiting_approval(detail: str) -> str:
+    """The reply to a yes whose write waits for a supervisor's decision."""
+    return (f"Thank you. This needs a supervisor's approval before I can do it: {detail} "
+            "I'll let you know as soon as it is decided.")
+
+
+def approved(detail: str, refusal: "str | None") -> str:
+    """What the user is told when a supervisor approved ``detail`` and it ran (``refusal``:
+    None when it applied; otherwise the system's reason, which the user does not see)."""
+    if refusal is None:
+        return f"A supervisor approved your request, and it is done: {detail}"
+    return f"A supervisor approved your request, but it did not go through: {detail}"
+
+
+def approval_rejected(detail: str) -> str:
+    """What the user is told when a supervisor rejected ``detail``."""
+    return f"A supervisor did not approve your request, so nothing was changed: {detail}"
+
+
+def approval_expired(detail: str) -> str:
+    """What the user is told when nobody decided on ``detail`` in time."""
+    return (f"Your request was not decided in time, so I have handed it to a human agent, who will "
+            f"get back to you. Nothing has been changed yet: {detail}")
+
+
 def finished(status: str) -> str:
     """The reply to a message queued behind the end of the conversation."""
     return f"The conversation is {status}."

@@ -2,7 +2,7 @@
 its main loop.
 
 Messages arrive by the ``send_message`` update, which returns the assistant's reply;
-``cancel`` is a signal; ``state`` is a query. Handlers only enqueue: the main loop
+``cancel`` is a signal; ``decide_approval`` is an update; ``state`` is a query. Handlers only enqueue: the main loop
 processes one message at a time (``workflows.turn``), so turns never interleave and a
 message that arrives while an activity runs waits its turn, in order. The state object,
 not the transcript, is the record; it carries over continue-as-new, and so does a cancel.
@@ -29,10 +29,13 @@ from workflows.contracts import (
     SupportOutcome,
     UserMessage,
 )
+from workflows.approval_flow import next_expiry, ready_to_settle, settle_approvals
+from workflows.approvals import Approval, ApprovalDecision, apply_decision, check_decision
 from workflows.cancellation import cancel_conversation
 from workflows.errors import ErrorType
 from workflows.options import MAX_USER_MESSAGE_BYTES
 from workflows.state import ConversationState, Role
+from workflows.interrupts import Interrupted
 from workflows.turn import Inbound, TurnContext, run_turn
 from workflows.visibility import Visibility
 
@@ -57,6 +60,8 @@ class SupportWorkflow:
         self._cancel: Optional[CancelRequest] = inp.cancel
         self._visibility = Visibility()
         self._turns_this_run = 0
+        self._notices: list[str] = []
+        """What the user was told outside a turn (approval outcomes), not yet in a reply."""
 
     # --- message passing ------------------------------------------------------
 
@@ -90,6 +95,24 @@ class SupportWorkflow:
             raise ApplicationError(f"conversation {self._state.conversation_id} is {self._state.status.value}; "
                                    "start a new conversation", type=ErrorType.CONVERSATION_FINISHED.value,
                                    non_retryable=True)
+
+    @workflow.update(description="Approve or reject a confirmed write awaiting a supervisor: {approval_id, "
+                                 "decision: approve|reject, approver, note?}. Refused for an unknown id, an id "
+                                 "bound to another operation, a second decision, an expired approval or a "
+                                 "cancelled conversation.")
+    def decide_approval(self, decision: ApprovalDecision) -> Approval:
+        """Record a supervisor's decision; the main loop then runs or drops the write."""
+        # checked again: two decisions accepted in one workflow task both passed the validator
+        approval = check_decision(self._state.approvals, decision, workflow.now())
+        apply_decision(approval, decision, workflow.now())
+        return approval
+
+    @decide_approval.validator
+    def _validate_decision(self, decision: ApprovalDecision) -> None:
+        if self._cancel is not None or not self._state.is_open():
+            raise ApplicationError("this conversation has finished; its approvals were withdrawn",
+                                   type=ErrorType.APPROVAL_REFUSED.value, non_retryable=True)
+        check_decision(self._state.approvals, decision, workflow.now())
 
     @workflow.signal(description="Cancel the conversation: {reason, rollback}. In-flight model calls and reads "
                                  "stop; a write in flight finishes; rollback undoes reversible writes. The first "
@@ -127,13 +150,23 @@ class SupportWorkflow:
         state = self._state
         ctx = TurnContext(state=state, write_timeout_seconds=inp.write_timeout_seconds,
                           cancel_request=lambda: self._cancel, visibility=self._visibility,
-                          newer_message=lambda: bool(self._inbox))
+                          newer_message=lambda: bool(self._inbox), approvals=inp.approvals)
         self._visibility.publish(state)
         interrupted: Optional[Inbound] = None
         while state.is_open() and self._cancel is None:
-            await workflow.wait_condition(lambda: bool(self._inbox) or self._cancel is not None)
+            await self._wait_for_work()
             if self._cancel is not None:
                 break
+            if ready_to_settle(state, workflow.now()):
+                try:
+                    told = await settle_approvals(state, inp.approvals, inp.write_timeout_seconds, self._visibility,
+                                                  lambda: self._cancel)
+                except Interrupted:
+                    break
+                for text in told:
+                    self._answer(None, text)
+                self._notices += told
+                continue
             inbound = self._inbox.pop(0)
             reply_text = await run_turn(ctx, inbound)
             if reply_text is None:
@@ -158,14 +191,30 @@ class SupportWorkflow:
         await workflow.wait_condition(workflow.all_handlers_finished)
         return SupportOutcome(status=state.status.value, state=state)
 
+    async def _wait_for_work(self) -> None:
+        """Until a message, a cancel, a supervisor's decision, or the next approval expiry."""
+        expiry = next_expiry(self._state)
+        timeout = max((expiry - workflow.now()).total_seconds(), 0.0) if expiry else None
+        try:
+            await workflow.wait_condition(
+                lambda: bool(self._inbox) or self._cancel is not None or ready_to_settle(self._state, workflow.now()),
+                timeout=timeout, timeout_summary="approval expiry" if timeout is not None else None)
+        except asyncio.TimeoutError:
+            pass  # an approval ran out of time: the loop settles it
+
     def _answer(self, inbound: Optional[Inbound], text: str) -> None:
         """Record the assistant's turn and, if a message awaits it, reply to that message."""
         tr.add_turn(self._state, Role.ASSISTANT, text)
         if inbound is not None:
+            # outcomes the user was told outside a turn open the next reply they read
+            text = " ".join([*self._notices, text])
+            self._notices = []
             self._replies[inbound.message_id] = self._reply(text)
         self._visibility.publish(self._state)
 
     def _reply(self, text: str) -> AssistantReply:
         pending = self._state.pending_confirmation
+        waiting = self._state.pending_approvals()
         return AssistantReply(text=text, turn=self._state.turn, status=self._state.status.value,
-                              awaiting_confirmation=pending.detail if pending else None)
+                              awaiting_confirmation=pending.detail if pending else None,
+                              awaiting_approval=waiting[-1].approval_id if waiting else None)

@@ -9,7 +9,7 @@ shown here (its exact detail), and runs in a later turn after the user's yes.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 from temporalio import workflow
@@ -18,6 +18,8 @@ from temporalio.exceptions import ActivityError
 from workflows import keys, replies
 from workflows import transitions as tr
 from workflows.activity_api import ModelActivitiesApi
+from workflows.approval_flow import request_approval
+from workflows.approvals import ApprovalPolicy
 from workflows.clauses import Rule
 from workflows.confirm import describe, is_no, is_yes
 from workflows.catalogue import spec_of
@@ -60,6 +62,7 @@ class TurnContext:
     cancel_request: Callable[[], Optional[CancelRequest]]
     visibility: Visibility
     newer_message: Callable[[], bool] = lambda: False
+    approvals: ApprovalPolicy = field(default_factory=ApprovalPolicy)
 
 
 async def run_turn(ctx: TurnContext, inbound: Inbound) -> Optional[str]:
@@ -82,9 +85,13 @@ async def _run_turn(ctx: TurnContext, inbound: Inbound) -> Optional[str]:
             verdict = validate_execution(state, pending, confirmation)
             if not verdict.accepted:
                 tr.decline(state, pending, verdict.rule.value, verdict.reason)
+            elif request_approval(state, pending, ctx.approvals, workflow.info().workflow_id,
+                                  workflow.now()) is not None:
+                ctx.visibility.publish(state)
+                return replies.awaiting_approval(pending.detail)
             else:
                 ended = await execute_confirmed(state, pending, ctx.write_timeout_seconds, ctx.visibility,
-                                                ctx.cancel_request)
+                                                ctx.cancel_request, approvals=ctx.approvals)
                 if ended is not None:
                     return ended
         else:
