@@ -24,6 +24,13 @@ from workflows.contracts import (
     UserMessage,
 )
 from workflows.errors import ErrorType
+from workflows.opening import (
+    ConversationOpened,
+    OpenConversation,
+    store_known,
+    unknown_store,
+    unknown_store_reason,
+)
 from workflows.options import MAX_USER_MESSAGE_BYTES
 from workflows.state import ConversationState, ConversationStatus, Role
 from workflows.turn import Inbound, TurnContext, run_turn
@@ -82,6 +89,17 @@ class SupportWorkflow:
             raise ApplicationError(f"conversation {self._state.conversation_id} is {self._state.status.value}; "
                                    "start a new conversation", type=ErrorType.CONVERSATION_FINISHED.value,
                                    non_retryable=True)
+
+    @workflow.update
+    async def open(self, request: OpenConversation) -> ConversationOpened:
+        """Check the conversation's store against the system of record (sent with the start:
+        ``POST /conversations``); an unknown store closes the conversation and fails this
+        update with ``UnknownStore``."""
+        if not await store_known(self._state.store):
+            self._cancel = self._cancel or CancelRequest(reason=unknown_store_reason(self._state.store))
+            raise unknown_store(self._state.store)
+        return ConversationOpened(conversation_id=self._state.conversation_id, store=self._state.store,
+                                  status=self._state.status.value)
 
     @workflow.signal
     def cancel(self, request: CancelRequest) -> None:
