@@ -51,7 +51,7 @@ class Settings(BaseSettings):
     approval_timeout_seconds: float = 24 * 3600.0
     """An undecided approval is escalated to a human ticket after this long."""
 
-    rpc_timeout_seconds: float = 5.0
+    rpc_timeout_seconds: float = 10.0
     """Deadline of one client RPC to Temporal (API and CLI calls; ``starter.core.Deadlines``)."""
     update_accept_seconds: float = 5.0
     """An update (a message, a decision) not accepted by a worker within this is checked

@@ -84,12 +84,12 @@ class StatekeeperClient(ApprovalCalls, RefundCalls, ListingCalls):
             search_attributes=TypedSearchAttributes([SearchAttributePair(STATUS, "active")]),
             static_summary=f"support conversation {conversation_id} (store {store})",
         )
+        open_id = f"open-{uuid.uuid4().hex}"  # one id per call, the same if it is sent again
         try:
             opened: ConversationOpened = await self.run_update(
                 lambda timeout: self._client.start_update_with_start_workflow(
                     SupportWorkflow.open, OpenConversation(store=store), start_workflow_operation=start,
-                    wait_for_stage=WorkflowUpdateStage.ACCEPTED, id=f"open-{uuid.uuid4().hex}",
-                    rpc_timeout=timeout),
+                    wait_for_stage=WorkflowUpdateStage.ACCEPTED, id=open_id, rpc_timeout=timeout),
                 "starting the conversation")
         except WorkflowAlreadyStartedError as err:
             raise ConversationError(_finished(conversation_id), "finished") from err
@@ -163,9 +163,10 @@ class StatekeeperClient(ApprovalCalls, RefundCalls, ListingCalls):
             if kind == "unavailable":  # a query needs a worker: say so when none polls
                 await self.require_worker()
             raise ConversationError(reason, kind) from err
-        except ConversationError:
-            await self.require_worker()
-            raise
+        except ConversationError as err:
+            await self.require_worker()  # no worker: no_worker; else the worker is busy
+            raise ConversationError(f"conversation {conversation_id} did not answer within "
+                                    f"{self.deadlines.rpc_seconds:.0f} s; retry", "timeout") from err
 
     async def outcome(self, conversation_id: str) -> SupportOutcome:
         """Wait for the conversation to finish (no deadline: for tests and scripts); returns

@@ -29,7 +29,7 @@ T = TypeVar("T")
 class Deadlines(BaseModel):
     """How long a client call may wait, in seconds."""
 
-    rpc_seconds: float = 5.0
+    rpc_seconds: float = 10.0
     """One RPC to the Temporal server (start, signal, query, describe, list)."""
     accept_seconds: float = 5.0
     """An update's acceptance by a worker; beyond it the queue's pollers are checked."""
@@ -94,22 +94,29 @@ class ClientCore:
     async def run_update(self, start: Callable[[timedelta], Awaitable[WorkflowUpdateHandle[Any]]],
                          what: str) -> Any:
         """Send an update with ``start(rpc_timeout)`` (waiting for the ACCEPTED stage) and
-        return its result. Not accepted within ``accept_seconds``: ``no_worker`` or
-        ``unavailable``; no result within ``reply_seconds``: ``timeout`` (retrying with the
-        same update id returns the result once it exists). ``WorkflowUpdateFailedError``
-        and ``RPCError`` pass through for the caller to word."""
-        accept = self.deadlines.accept_seconds
+        return its result. ``start`` must use the same update id on every call.
+
+        Not accepted within ``accept_seconds``: ``no_worker`` when no worker polls the queue;
+        else the worker is busy and the update may take up to ``reply_seconds`` to be
+        accepted and as long again to answer, then ``timeout`` (sending the same update id
+        again returns the result once it exists). Temporal unreachable: ``unavailable``.
+        ``WorkflowUpdateFailedError`` and other ``RPCError``s pass through for the caller."""
+        accept, reply = self.deadlines.accept_seconds, self.deadlines.reply_seconds
         try:
-            handle = await asyncio.wait_for(start(timedelta(seconds=accept)), accept + 1.0)
+            try:
+                handle = await asyncio.wait_for(start(timedelta(seconds=accept)), accept + 1.0)
+            except (WorkflowUpdateRPCTimeoutOrCancelledError, asyncio.TimeoutError):
+                await self.require_worker()  # none: no_worker, and the update never ran
+                # a worker polls, so it is busy, not absent: send the same update id again
+                # (deduplicated) and allow it the reply deadline to be accepted
+                handle = await asyncio.wait_for(start(timedelta(seconds=reply)), reply + 1.0)
         except (WorkflowUpdateRPCTimeoutOrCancelledError, asyncio.TimeoutError) as err:
-            await self.require_worker()
-            raise ConversationError(f"{what} was not picked up within {accept:.0f} s although a worker polls; "
-                                    "send it again with the same id", "timeout") from err
+            raise ConversationError(f"{what} was not picked up within {reply:.0f} s; send it again with the "
+                                    "same id", "timeout") from err
         except RPCError as err:
             if err.status in (RPCStatusCode.UNAVAILABLE, RPCStatusCode.DEADLINE_EXCEEDED):
                 raise unreachable() from err
             raise
-        reply = self.deadlines.reply_seconds
         try:
             return await asyncio.wait_for(handle.result(rpc_timeout=timedelta(seconds=reply)), reply + 1.0)
         except (WorkflowUpdateRPCTimeoutOrCancelledError, asyncio.TimeoutError) as err:
