@@ -21,7 +21,7 @@ from rich.progress import (
 from rich.table import Table
 
 from settings import Settings
-from starter.client import ConversationError, StatekeeperClient, approval_policy
+from starter.client import ConversationError, client_for
 from starter.runtime import runtime
 from starter.taubench import TauBenchRunner, load_tasks, report_json
 
@@ -83,7 +83,7 @@ def chat(conversation_id: Optional[str] = typer.Option(None, help="Resume or nam
 
     async def main() -> None:
         async with runtime(settings) as rt:
-            client = StatekeeperClient(rt.client, settings.task_queue, settings.write_timeout_seconds)
+            client = client_for(rt.client, settings)
             cid = await client.start_conversation(conversation_id or f"chat-{uuid.uuid4().hex[:8]}")
             console.print(f"conversation [bold]{cid}[/] — Web UI {_ui_url(settings)}. Type 'quit' to leave.")
             if settings.offline:
@@ -117,7 +117,7 @@ def state(conversation_id: str) -> None:
     async def main() -> None:
         async with runtime(settings) as rt:
             try:
-                current = await StatekeeperClient(rt.client, settings.task_queue).state(conversation_id)
+                current = await client_for(rt.client, settings).state(conversation_id)
             except ConversationError as err:
                 console.print(f"[red]{err}[/]")
                 raise typer.Exit(1)
@@ -144,8 +144,7 @@ def taubench(
 
     async def main() -> tuple[dict, bool]:
         async with runtime(settings) as rt:
-            client = StatekeeperClient(rt.client, settings.task_queue, settings.write_timeout_seconds,
-                                       approvals=approval_policy(settings))
+            client = client_for(rt.client, settings)
             runner = TauBenchRunner(client, rt.backend, keep_stores=keep_stores)
             columns = (TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),
                        TextColumn("passed {task.fields[passed]}"), TimeElapsedColumn())

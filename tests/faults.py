@@ -67,3 +67,6 @@ class PauseAfterWrite:
     def recorded(self, store: str, tool: str, arguments: dict[str, Any], idempotency_key: str
                  ) -> Optional[ToolResult]:
         return self._inner.recorded(store, tool, arguments, idempotency_key)
+
+    def has_store(self, store: str) -> bool:
+        return self._inner.has_store(store)

@@ -42,6 +42,12 @@ class ReadToolRequest(BaseModel):
     scope_user_id: Optional[str] = None
 
 
+class StoreCheckRequest(BaseModel):
+    """Input of ``check_store``: does the system of record hold this store (tenant)?"""
+
+    store: str
+
+
 class Outcome(str, Enum):
     """What a tool call did. ``applied``: it ran (a read answered, a write took effect);
     ``refused``: the system answered with a business error and changed nothing;
@@ -98,10 +104,12 @@ class TicketRequest(BaseModel):
 
 
 class RefundInput(BaseModel):
-    """Input of ``RefundWorkflow``: one refund-type write, confirmed by the user.
+    """Input of ``RefundWorkflow``: one refund-type write, confirmed by the user, or a
+    backend's standalone request (``conversation_id`` None, ``workflows.standalone``).
 
     ``expected_user_id`` is the authenticated customer; the fresh read must show the
-    order still belongs to them. ``notify_email`` receives the return/exchange email.
+    order still belongs to them. None (standalone requests only): the order's owner, from
+    the fresh read, is the customer. ``notify_email`` receives the return/exchange email.
     ``approvals`` says when the write waits for a supervisor (``workflows.approvals``);
     ``approved_by`` is the supervisor who already approved this exact operation (the
     conversation obtained it), so the refund does not ask again.
@@ -110,7 +118,7 @@ class RefundInput(BaseModel):
     store: str
     operation_id: str
     call: ToolCall
-    expected_user_id: str
+    expected_user_id: Optional[str] = None
     notify_email: Optional[str] = None
     conversation_id: Optional[str] = None
     write_timeout_seconds: float = DEFAULT_WRITE_TIMEOUT_SECONDS

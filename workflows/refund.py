@@ -15,7 +15,7 @@ from typing import Optional
 
 from temporalio import workflow
 
-from workflows import keys
+from workflows import keys, standalone
 from workflows.actions import make_tool_call
 from workflows.activity_api import ToolActivitiesApi
 from workflows.approval_gate import ApprovalGate
@@ -68,7 +68,8 @@ class RefundWorkflow(ApprovalGate):
         order_id = inp.call.arguments.order_id
         spec = spec_of(inp.call.name)
         key = keys.idempotency_key(inp.call, inp.operation_id)
-        workflow.upsert_search_attributes([CUSTOMER_ID.value_set(inp.expected_user_id), ORDER_ID.value_set(order_id)])
+        workflow.upsert_search_attributes([ORDER_ID.value_set(order_id)] + (
+            [CUSTOMER_ID.value_set(inp.expected_user_id)] if inp.expected_user_id is not None else []))
         write = WriteToolRequest(store=inp.store, call=inp.call, idempotency_key=key)
 
         if spec.outcome_lookup:
@@ -94,6 +95,8 @@ class RefundWorkflow(ApprovalGate):
             summary=f"fresh read of {order_id} before {inp.call.name}",
         )
         refusal = self._precondition(inp, read)
+        if refusal is None and standalone.is_standalone(inp):
+            refusal = await standalone.standalone_refusal(inp, read)  # the spec's own policy check
         if refusal is not None:
             self._enter("refused", refusal)
             return RefundOutcome(idempotency_key=key, result=f"Error: {refusal}", ok=False, refused_reason=refusal)
@@ -136,7 +139,7 @@ class RefundWorkflow(ApprovalGate):
         if not read.ok:
             return read.result.removeprefix("Error: ")
         order = json.loads(read.result)
-        if order.get("user_id") != inp.expected_user_id:
+        if inp.expected_user_id is not None and order.get("user_id") != inp.expected_user_id:
             return "order not found (one-customer)"
         spec = spec_of(inp.call.name)
         failed = status_refusal(spec.name, spec.status, order["order_id"], order.get("status", ""),

@@ -33,6 +33,13 @@ from workflows.approval_flow import next_expiry, ready_to_settle, settle_approva
 from workflows.approvals import Approval, ApprovalDecision, apply_decision, check_decision
 from workflows.cancellation import cancel_conversation
 from workflows.errors import ErrorType
+from workflows.opening import (
+    ConversationOpened,
+    OpenConversation,
+    store_known,
+    unknown_store,
+    unknown_store_reason,
+)
 from workflows.options import MAX_USER_MESSAGE_BYTES
 from workflows.state import ConversationState, Role
 from workflows.interrupts import Interrupted
@@ -95,6 +102,18 @@ class SupportWorkflow:
             raise ApplicationError(f"conversation {self._state.conversation_id} is {self._state.status.value}; "
                                    "start a new conversation", type=ErrorType.CONVERSATION_FINISHED.value,
                                    non_retryable=True)
+
+    @workflow.update(description="Check the conversation's store (sent with the start); an unknown store "
+                                 "closes the conversation and fails with UnknownStore.")
+    async def open(self, request: OpenConversation) -> ConversationOpened:
+        """Check the conversation's store against the system of record (sent with the start:
+        ``POST /conversations``); an unknown store closes the conversation and fails this
+        update with ``UnknownStore``."""
+        if not await store_known(self._state.store):
+            self._cancel = self._cancel or CancelRequest(reason=unknown_store_reason(self._state.store))
+            raise unknown_store(self._state.store)
+        return ConversationOpened(conversation_id=self._state.conversation_id, store=self._state.store,
+                                  status=self._state.status.value)
 
     @workflow.update(description="Approve or reject a confirmed write awaiting a supervisor: {approval_id, "
                                  "decision: approve|reject, approver, note?}. Refused for an unknown id, an id "

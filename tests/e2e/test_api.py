@@ -89,7 +89,7 @@ async def _state(api: httpx.AsyncClient, conversation_id: str) -> dict:
 async def test_healthz(api: httpx.AsyncClient) -> None:
     response = await api.get("/healthz")
     assert response.status_code == 200
-    assert response.json() == {"status": "ok"}
+    assert response.json()["status"] == "ok" and response.json()["temporal"] == "reachable"
 
 
 async def test_message_authenticates_customer_and_bad_messages_leave_state_unchanged(api: httpx.AsyncClient) -> None:
