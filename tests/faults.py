@@ -44,6 +44,9 @@ class SlowReads:
                  ) -> Optional[ToolResult]:
         return self._inner.recorded(store, tool, arguments, idempotency_key)
 
+    def has_store(self, store: str) -> bool:
+        return self._inner.has_store(store)
+
 
 class PauseAfterWrite:
     """A ``ToolPort`` that delegates to ``inner`` and pauses ``seconds`` after each write

@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import inspect
 import json
+from decimal import Decimal
 from pathlib import Path
 from typing import Any, AsyncIterator, Callable, Optional
 
@@ -18,19 +19,27 @@ from starter.client import StatekeeperClient
 from systems.retail.backend import RetailBackend
 from tests.faults import PauseAfterWrite, SlowReads
 from worker import build_backend, build_worker
+from workflows.approvals import ApprovalPolicy
+
+
+NO_APPROVALS = ApprovalPolicy(threshold=Decimal("1000000"), refund_elsewhere_threshold=Decimal("1000000"))
+"""A policy under which no τ-bench write needs a supervisor (above any order's amount)."""
 
 
 @contextlib.asynccontextmanager
 async def running_worker(env, settings: Settings, brain: Optional[Callable[[dict, Optional[dict]], dict]] = None,
                          pause_after_write: Optional[tuple[float, Path]] = None,
                          slow_reads: Optional[SlowReads] = None,
+                         approvals: Optional[ApprovalPolicy] = None,
                          ) -> AsyncIterator[tuple[StatekeeperClient, RetailBackend]]:
     """A worker in this process; ``brain(view, plan)`` replaces the offline model's decisions
     (the model is the outside system we fake at its boundary; everything else is real). A
     test brain gets no plan (``plan`` is None); without one, the worker's own offline model
     answers, with the plan book on ``settings``' database. ``pause_after_write=(seconds,
     marker)`` pauses each applied write after its commit; ``slow_reads`` (a ``SlowReads``,
-    attached here to this worker's port) slows chosen reads (``tests.faults``)."""
+    attached here to this worker's port) slows chosen reads (``tests.faults``).
+    The client starts conversations with ``approvals`` (default ``NO_APPROVALS``: tests of
+    other subjects are not held up by supervisors; approval tests pass their policy)."""
     backend = build_backend(settings)
     model = None
     if brain is not None:
@@ -41,7 +50,8 @@ async def running_worker(env, settings: Settings, brain: Optional[Callable[[dict
         tool_port = slow_reads.attach(tool_port)
     tools = ToolActivities(tools=tool_port, outbox=port, tickets=port)
     async with build_worker(env.client, settings, backend, model=model, tools=tools):
-        yield StatekeeperClient(env.client, settings.task_queue, settings.write_timeout_seconds), backend
+        yield StatekeeperClient(env.client, settings.task_queue, settings.write_timeout_seconds,
+                                approvals=approvals or NO_APPROVALS), backend
 
 
 # --- test brains and reads of the system of record -----------------------------------

@@ -131,6 +131,10 @@ async def test_empty_and_oversized_bodies(stack):
     assert (await http.get(f"/conversations/{cid}")).json()["turn"] == 0
 
 
+async def _pending_approval(http, refund_id: str):
+    return (await http.get(f"/refunds/{refund_id}")).json().get("pending_approval")
+
+
 async def test_a_standalone_refund_requested_twice_runs_once(stack):
     http, backend, client = stack
     body = {"request_id": "r-1", "order_id": PENDING, "operation": "cancel", "reason": "no longer needed"}
@@ -140,6 +144,12 @@ async def test_a_standalone_refund_requested_twice_runs_once(stack):
     assert refund_id.startswith("refund-main-W4566809-r-1.") and "/" not in refund_id and "#" not in refund_id
     again = await http.post("/refunds", json=body)
     assert again.status_code == 202 and again.json()["refund_id"] == refund_id
+
+    # 826.70 is above the 500.00 approval threshold: a supervisor approves it, once
+    waiting = await _eventually(lambda: _pending_approval(http, refund_id), 20)
+    decided = await http.post(f"/approvals/{waiting}", json={"decision": "approve", "approver": "sup-ana"})
+    assert decided.status_code == 200, decided.text
+    assert decided.json()["status"] == "approved" and decided.json()["approver"] == "sup-ana"
 
     async def done():
         status = (await http.get(f"/refunds/{refund_id}")).json()

@@ -35,7 +35,7 @@ async def _awaiting_approval(client: StatekeeperClient, name: str) -> tuple[str,
 
 
 async def test_a_write_above_the_threshold_waits_and_runs_once_approved(temporal_env, settings):
-    async with running_worker(temporal_env, settings) as (client, backend):
+    async with running_worker(temporal_env, settings, approvals=ApprovalPolicy()) as (client, backend):
         cid, approval_id = await _awaiting_approval(client, "approve")
         state = await client.state(cid)
         [approval] = state.approvals
@@ -61,7 +61,7 @@ async def test_a_write_above_the_threshold_waits_and_runs_once_approved(temporal
 
 
 async def test_a_rejected_write_changes_nothing_and_the_user_is_told(temporal_env, settings):
-    async with running_worker(temporal_env, settings) as (client, backend):
+    async with running_worker(temporal_env, settings, approvals=ApprovalPolicy()) as (client, backend):
         cid, approval_id = await _awaiting_approval(client, "reject")
         await client.decide_approval(approval_id, "reject", SUPERVISOR)
         await until(lambda: _no_step_waiting(client, cid), "the rejection to be settled")
@@ -73,7 +73,7 @@ async def test_a_rejected_write_changes_nothing_and_the_user_is_told(temporal_en
 
 
 async def test_decisions_on_other_operations_are_refused_and_change_nothing(temporal_env, settings):
-    async with running_worker(temporal_env, settings) as (client, backend):
+    async with running_worker(temporal_env, settings, approvals=ApprovalPolicy()) as (client, backend):
         cid, approval_id = await _awaiting_approval(client, "tamper")
         other = approval_id[:-12] + ("0" * 12 if not approval_id.endswith("0" * 12) else "1" * 12)
         with pytest.raises(ConversationError) as err:
@@ -87,7 +87,7 @@ async def test_decisions_on_other_operations_are_refused_and_change_nothing(temp
 
 
 async def test_an_undecided_approval_expires_to_a_human_ticket(temporal_env, settings):
-    async with running_worker(temporal_env, settings) as (client, backend):
+    async with running_worker(temporal_env, settings, approvals=ApprovalPolicy()) as (client, backend):
         short = StatekeeperClient(temporal_env.client, settings.task_queue,
                                   approvals=ApprovalPolicy(timeout_seconds=2.0))
         cid, approval_id = await _awaiting_approval(short, "expire")
@@ -105,7 +105,7 @@ async def test_an_undecided_approval_expires_to_a_human_ticket(temporal_env, set
 
 
 async def test_a_cancel_withdraws_the_approval(temporal_env, settings):
-    async with running_worker(temporal_env, settings) as (client, backend):
+    async with running_worker(temporal_env, settings, approvals=ApprovalPolicy()) as (client, backend):
         cid, approval_id = await _awaiting_approval(client, "withdraw")
         await client.cancel(cid, "the customer hung up")
         outcome = await asyncio.wait_for(client.outcome(cid), 20)
