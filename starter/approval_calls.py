@@ -71,9 +71,11 @@ class ApprovalCalls(ClientCore):
             raise ConversationError(f"approval {approval_id} does not exist", "not_found") from err
         except RPCError as err:
             text = str(err).lower()
-            if err.status is RPCStatusCode.NOT_FOUND or "not found" in text:
-                raise ConversationError(f"approval {approval_id} does not exist", "not_found") from err
-            if "completed" in text or "closed" in text:
+            # a finished process answers NOT_FOUND too ("workflow execution already completed"):
+            # its approval existed and can no longer be decided, which is a conflict, not a 404
+            if "completed" in text or "closed" in text or "closing" in text:
                 raise ConversationError(f"approval {approval_id} is no longer pending: its process has finished",
                                         "approval_refused") from err
+            if err.status is RPCStatusCode.NOT_FOUND or "not found" in text:
+                raise ConversationError(f"approval {approval_id} does not exist", "not_found") from err
             raise unreachable() from err

@@ -87,12 +87,13 @@ def _status(backend, order_id: str) -> str:
 
 
 async def test_state_survives_continue_as_new(temporal_env, settings):
+    from tests.workflow_harness import NO_APPROVALS
     from workflows.contracts import SupportInput
     from workflows.support import SupportWorkflow
 
     async with running_worker(temporal_env, settings) as (client, backend):
         handle = await temporal_env.client.start_workflow(
-            SupportWorkflow.run, SupportInput(conversation_id="chat-can", max_turns_per_run=2),
+            SupportWorkflow.run, SupportInput(conversation_id="chat-can", max_turns_per_run=2, approvals=NO_APPROVALS),
             id="support-chat-can", task_queue=settings.task_queue)
         await client.send_message("chat-can", f"Hi, my email is {EMAIL}")
         await client.send_message("chat-can", f"What is the status of order {PENDING}?")

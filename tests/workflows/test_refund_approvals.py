@@ -100,7 +100,9 @@ async def test_second_decision_on_a_live_refund_names_the_first(temporal_env, se
         errors = [r for r in results if isinstance(r, ConversationError)]
         assert len(decided) == 1 and len(errors) == 1, results
         assert errors[0].kind == "approval_refused"
-        assert f"already {decided[0].status.value} by {decided[0].approver}" in str(errors[0])
+        # refused by name, or (when it reached the server as the refund closed) as too late
+        assert (f"already {decided[0].status.value} by {decided[0].approver}" in str(errors[0])
+                or "its process has finished" in str(errors[0])), errors[0]
         outcome = await handle.result()
         assert outcome.ok is (decided[0].status is ApprovalStatus.APPROVED)
 
@@ -161,4 +163,4 @@ async def test_malformed_and_unknown_ids_are_not_found(temporal_env, settings):
             assert err.value.kind == "not_found", (approval_id, err.value)
         with pytest.raises(ConversationError) as err:
             await client.decide_approval("refund-main-W0-none.t1~0123456789ab", "approve", "alice smith")
-        assert err.value.kind == "approval_refused" and "approver" in str(err.value)
+        assert err.value.kind == "invalid" and "approver" in str(err.value)
