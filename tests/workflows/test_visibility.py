@@ -111,7 +111,11 @@ async def test_operators_find_a_conversation_by_pseudonym_and_every_order_it_tou
             backend.read("main", "get_order_details", {"order_id": PENDING}))["items"])
         assert f"**Amount:** {order_total:.2f}" in child_view
         assert "**Outcome:** applied" in child_view
+        assert "The refund's current step" in child_view  # the query's description, in the run's metadata
 
+        key = settings.pseudonym_secret()
+        for run in (handle, child):  # the key never enters a workflow: not in any input, result or event
+            assert key not in decoded((await run.fetch_history()).to_json())
         for view in (await operator_view(handle), child_view):
             text = decoded(view)
             assert "cancel_pending_order" in text  # the scan sees the summaries and details...
