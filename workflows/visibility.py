@@ -144,6 +144,7 @@ class Visibility:
         self._order_ids: Optional[list[str]] = None
         self._pseudonyms: dict[str, Optional[str]] = {}
         self._last: Optional[tuple[ConversationState, Optional[str]]] = None
+        self._lookups: set[asyncio.Task] = set()  # strong references: the loop keeps only weak ones
 
     def publish(self, state: ConversationState, activity: Optional[str] = None) -> None:
         """Refresh the current details and the search attributes. ``activity`` says what the
@@ -158,7 +159,9 @@ class Visibility:
         customer = state.customer.user_id if state.customer else None
         if customer is not None and customer not in self._pseudonyms:
             self._pseudonyms[customer] = None
-            asyncio.create_task(self._resolve(customer))
+            lookup = asyncio.create_task(self._resolve(customer))
+            self._lookups.add(lookup)
+            lookup.add_done_callback(self._lookups.discard)
         pseudonym = self._pseudonyms.get(customer) if customer else None
         step = business_step(state)
         self._sync(state, step, pseudonym)
