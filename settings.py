@@ -51,6 +51,15 @@ class Settings(BaseSettings):
     approval_timeout_seconds: float = 24 * 3600.0
     """An undecided approval is escalated to a human ticket after this long."""
 
+    rpc_timeout_seconds: float = 10.0
+    """Deadline of one client RPC to Temporal (API and CLI calls; ``starter.core.Deadlines``)."""
+    update_accept_seconds: float = 5.0
+    """An update (a message, a decision) not accepted by a worker within this is checked
+    against the task queue's pollers: no worker → a ``no_worker`` refusal (HTTP 503)."""
+    reply_timeout_seconds: float = 120.0
+    """The longest a client waits for a reply to a message (HTTP 504 after it; resending the
+    same message id returns the reply once it exists)."""
+
     pseudonym_key: Optional[SecretStr] = None
     """Key of the ``CustomerId`` pseudonyms (``workflows.pseudonym``). None: a random key
     kept in ``<data_dir>/pseudonym.key`` (created 0600 on first use)."""

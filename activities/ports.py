@@ -47,6 +47,10 @@ class ToolPort(Protocol):
         or None if it never ran; ``PortError`` (conflict) if the key holds another call."""
         ...
 
+    def has_store(self, store: str) -> bool:
+        """True if the system holds ``store`` (a tenant's copy of the data)."""
+        ...
+
 
 class OutboxPort(Protocol):
     """Queues customer emails exactly once per message key."""

@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from typing import Any, Iterator, Optional
 
 from activities.ports import Guard, PortError
-from systems.retail.backend import RetailBackend
+from systems.retail.backend import SEED_STORE, RetailBackend
 from systems.retail.errors import (
     IdempotencyKeyConflict,
     UnknownStoreError,
@@ -43,6 +43,10 @@ class RetailPort:
         with _port_errors(tool, store):
             written = self.backend.recorded(store, tool, arguments, idempotency_key)
         return None if written is None else _typed(InvokeResult.of(tool, written.result, replayed=True))
+
+    def has_store(self, store: str) -> bool:
+        """See ``activities.ports.ToolPort.has_store``; the seed template is not a store."""
+        return store != SEED_STORE and self.backend.store_exists(store)
 
     def enqueue_email(self, store: str, message_key: str, to_email: str, subject: str, body: str) -> bool:
         """See ``activities.ports.OutboxPort``."""

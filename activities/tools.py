@@ -24,6 +24,7 @@ from workflows.catalogue.checks import status_refusal
 from workflows.contracts import (
     EmailRequest,
     ReadToolRequest,
+    StoreCheckRequest,
     TicketRequest,
     ToolResult,
     WriteToolRequest,
@@ -74,6 +75,12 @@ class ToolActivities(ToolActivitiesApi):
                            req.idempotency_key)
 
     @activity.defn
+    async def check_store(self, req: StoreCheckRequest) -> bool:
+        """True if the system of record holds ``req.store``; an unknown store is a normal
+        answer here (False), so the caller can refuse it with its own reason."""
+        return await _call(self._tools.has_store, req.store)
+
+    @activity.defn
     async def send_customer_email(self, req: EmailRequest) -> bool:
         """Put an email in the outbox once per ``message_key``; True if newly queued."""
         return await _call(self._outbox.enqueue_email, req.store, req.message_key, req.to_email, req.subject,
@@ -86,8 +93,8 @@ class ToolActivities(ToolActivitiesApi):
 
     def all(self) -> list[Callable[..., Any]]:
         """The activity methods, for ``Worker(activities=...)``."""
-        return [self.run_read_tool, self.run_write_tool, self.find_recorded_write, self.send_customer_email,
-                self.open_ticket]
+        return [self.run_read_tool, self.run_write_tool, self.find_recorded_write, self.check_store,
+                self.send_customer_email, self.open_ticket]
 
 
 async def _call(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:

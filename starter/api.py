@@ -1,21 +1,23 @@
 """HTTP API for backend services, over ``StatekeeperClient``.
 
-Run it with ``uvicorn starter.api:app``. The module-level ``app`` reads ``Settings()``
-(env prefix ``STATEKEEPER_``) and connects to Temporal when it starts serving, not at
-import. Tests build their own app with ``create_app(client_factory)``.
+Run it with ``uvicorn starter.api:app`` (or ``statekeeper api``). The module-level ``app``
+reads ``Settings()`` (env prefix ``STATEKEEPER_``) and connects to Temporal when it starts
+serving, not at import. Tests build their own app with ``create_app(client_factory)``.
 
-Routes::
+Routes (bodies: ``starter.api_models``; refunds and approvals: ``starter.api_processes``)::
 
-    POST /conversations                   {"conversation_id"?, "store"?}  -> 201 {"conversation_id"}
-    POST /conversations/{id}/messages     {"text"}                        -> 200 AssistantReply
-    POST /conversations/{id}/cancel       {"reason"?}                     -> 202
-    GET  /conversations/{id}                                              -> 200 ConversationState
-    GET  /healthz                                                         -> 200 / 503
+    POST /conversations                {conversation_id?, store?, text?, message_id?} -> 201 {conversation_id, reply?}
+    POST /conversations/{id}/messages  {text, message_id?}                            -> 200 AssistantReply
+    POST /conversations/{id}/cancel    {reason?}                                      -> 202
+    GET  /conversations/{id}                                                          -> 200 ConversationState
+    GET  /conversations?customer_id=&order_id=&status=&step=&limit=&next_page_token=  -> 200 {items, next_page_token}
+    POST /refunds  GET /refunds/{refund_id}  GET /refunds?order_id=  POST /approvals/{id}  GET /approvals?status=pending
+    GET  /healthz                                                                     -> 200 / 503
 
-Refusals carry ``{"detail": "<reason>"}``: 422 for a message the workflow rejects
-(empty, over 8 KB), 409 for a conversation that has finished, 404 for an unknown
-conversation, 503 when Temporal cannot be reached. The workflow's update validator is
-the authority on what a valid message is; the API only translates its reason.
+Every refusal is ``{"detail": "<reason>"}``: 422 invalid (bad body, unknown store, empty
+or over-8-KB message), 409 finished / conflict / approval refused, 404 not found, 413
+body too large, 503 Temporal unreachable or no worker polling (the reason says which),
+504 no reply within the deadline. Reasons never carry internal exception names or gRPC text.
 """
 
 from __future__ import annotations
@@ -26,102 +28,56 @@ import logging
 from contextlib import asynccontextmanager
 from typing import Any, AsyncIterator, Awaitable, Callable, Optional, Union
 
-from fastapi import Depends, FastAPI, HTTPException, Request, status
+from fastapi import Depends, FastAPI, Query, Request, status
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, Field
 from temporalio.service import RPCError
 
+from starter.api_models import (
+    MAX_BODY_BYTES,
+    CancelAccepted,
+    CancelIn,
+    ConversationCreated,
+    MessageIn,
+    StartConversation,
+    check_text_size,
+    client_dep,
+)
+from starter.api_processes import router as processes_router
 from starter.client import ConversationError, StatekeeperClient
+from starter.errors import status_for
+from starter.listing import MAX_PAGE, Page
 from workflows.contracts import AssistantReply
-from workflows.options import MAX_USER_MESSAGE_BYTES
 from workflows.state import ConversationState
+
+__all__ = ["app", "create_app", "status_for"]
 
 log = logging.getLogger("statekeeper.api")
 
 ClientFactory = Callable[[], Union[StatekeeperClient, Awaitable[StatekeeperClient]]]
-"""Returns (or awaits to) the ``StatekeeperClient`` the app serves with; called once."""
-
-ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:@-]*$"
-"""Conversation ids and store names: URL-path safe, so ``/conversations/{id}`` round-trips."""
-
-MAX_REQUEST_TEXT_BYTES = 64 * 1024
-"""Messages larger than this are refused here, before they become a Temporal payload.
-Below it the workflow's own limit (8 KB) decides, so there is one source of truth for
-valid messages; this cap only keeps very large bodies off the Temporal server."""
-
-# ConversationError.kind -> HTTP status.
-_KIND_STATUS = {
-    "invalid_message": 422,  # literal: starlette renamed the constant across versions
-    "finished": status.HTTP_409_CONFLICT,
-    "not_found": status.HTTP_404_NOT_FOUND,
-    "unavailable": status.HTTP_503_SERVICE_UNAVAILABLE,
-}
-
-
-class StartConversation(BaseModel):
-    """Body of ``POST /conversations``; both fields optional (a UUID id, store ``main``)."""
-
-    conversation_id: Optional[str] = Field(default=None, min_length=1, max_length=128, pattern=ID_PATTERN)
-    store: str = Field(default="main", min_length=1, max_length=64, pattern=ID_PATTERN)
-
-
-class ConversationCreated(BaseModel):
-    """Response of ``POST /conversations``."""
-
-    conversation_id: str
-
-
-class MessageIn(BaseModel):
-    """Body of ``POST /conversations/{id}/messages``. Emptiness and the 8 KB limit are
-    checked by the workflow, so its reason reaches the caller verbatim."""
-
-    text: str
-
-
-class CancelIn(BaseModel):
-    """Body of ``POST /conversations/{id}/cancel``; the body itself may be omitted."""
-
-    reason: Optional[str] = Field(default=None, min_length=1, max_length=1000)
-    """None: the workflow's default reason (``CancelRequest``)."""
-
-
-class CancelAccepted(BaseModel):
-    """Response of ``POST /conversations/{id}/cancel``: the signal was delivered; the
-    conversation stops after any write already running finishes."""
-
-    conversation_id: str
-    status: str = "cancelling"
-
-
-def status_for(err: ConversationError) -> int:
-    """HTTP status for a refused request, from ``err.kind`` (503 for an unknown kind:
-    the RPC layer failed, not the caller)."""
-    return _KIND_STATUS.get(err.kind, status.HTTP_503_SERVICE_UNAVAILABLE)
-
-
-def _refused(err: ConversationError) -> HTTPException:
-    return HTTPException(status_code=status_for(err), detail=str(err))
+"""Returns (or awaits to) the ``StatekeeperClient`` the app serves with; called until it succeeds."""
+CONNECT_SECONDS = 5.0
+"""Deadline of connecting to Temporal; past it the request is a 503."""
 
 
 def create_app(client_factory: Optional[ClientFactory] = None) -> FastAPI:
     """Build the API.
 
-    ``client_factory`` is called once, at startup (lifespan) or, when the ASGI server
-    does not run lifespan events (``httpx.ASGITransport``), on the first request that
-    needs it. ``None`` means: read ``Settings()`` and connect with ``starter.connection.connect``.
+    ``client_factory`` is called at startup (lifespan) or, when the ASGI server does not run
+    lifespan events (``httpx.ASGITransport``) or the first attempt failed, on the next request
+    that needs it. ``None`` means: read ``Settings()`` and connect with ``starter.connection``.
     """
     lock = asyncio.Lock()
     holder: dict[str, Any] = {"client": None}
 
     async def _default_factory() -> StatekeeperClient:
-        # Imported here so that importing starter.api (e.g. for tests with an injected
-        # client) does not pull in the worker's activity dependencies.
+        # imported here so that importing starter.api does not read settings or connect
         from settings import Settings
+        from starter.client import client_for
         from starter.connection import connect
 
         settings = Settings()
-        return StatekeeperClient(await connect(settings), settings.task_queue, settings.write_timeout_seconds)
+        return client_for(await connect(settings), settings)
 
     factory: ClientFactory = client_factory or _default_factory
 
@@ -130,7 +86,8 @@ def create_app(client_factory: Optional[ClientFactory] = None) -> FastAPI:
             async with lock:
                 if holder["client"] is None:
                     made = factory()
-                    holder["client"] = await made if inspect.isawaitable(made) else made
+                    holder["client"] = await asyncio.wait_for(made, CONNECT_SECONDS) if inspect.isawaitable(
+                        made) else made
         return holder["client"]
 
     @asynccontextmanager
@@ -140,18 +97,21 @@ def create_app(client_factory: Optional[ClientFactory] = None) -> FastAPI:
         except Exception as err:  # noqa: BLE001
             # Keep serving: under docker-compose Temporal may still be starting. Requests
             # retry the connection and /healthz answers 503 until it succeeds.
-            log.warning("Temporal not reachable at startup (%s); will retry on demand", err)
+            log.warning("Temporal not reachable at startup (%s); will retry on demand", type(err).__name__)
         yield
 
-    app = FastAPI(title="statekeeper", version="0.1.0", lifespan=lifespan,
-                  description="Durable LLM-driven support conversations on Temporal.")
+    app = FastAPI(title="statekeeper", version="0.2.0", lifespan=lifespan,
+                  description="Durable LLM-driven support conversations and refunds on Temporal.")
+    app.state.ensure_client = ensure_client
+    app.include_router(processes_router)
 
-    async def client_dep() -> StatekeeperClient:
-        try:
-            return await ensure_client()
-        except Exception as err:  # noqa: BLE001
-            raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE,
-                                detail=f"Temporal is not reachable: {err}") from err
+    @app.middleware("http")
+    async def _limit_body(request: Request, call_next: Callable[[Request], Awaitable[Any]]) -> Any:
+        length = request.headers.get("content-length")
+        if length is not None and length.isdigit() and int(length) > MAX_BODY_BYTES:
+            return JSONResponse(status_code=413, content={
+                "detail": f"request body is {length} bytes; the limit is {MAX_BODY_BYTES} bytes"})
+        return await call_next(request)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid_body(_: Request, err: RequestValidationError) -> JSONResponse:
@@ -159,66 +119,78 @@ def create_app(client_factory: Optional[ClientFactory] = None) -> FastAPI:
         reasons = "; ".join(f"{'.'.join(str(p) for p in e.get('loc', ()))}: {e.get('msg', '')}" for e in err.errors())
         return JSONResponse(status_code=422, content={"detail": f"invalid request: {reasons}"})
 
+    @app.exception_handler(ConversationError)
+    async def _refused(_: Request, err: ConversationError) -> JSONResponse:
+        return JSONResponse(status_code=status_for(err), content={"detail": str(err)})
+
     @app.exception_handler(RPCError)
     async def _rpc_unavailable(_: Request, err: RPCError) -> JSONResponse:
-        # RPC failures the client does not translate (e.g. starting a workflow while the
-        # server is down) are infrastructure trouble, not a bad request.
+        # RPC failures the client did not translate are infrastructure trouble; the gRPC
+        # text stays in the log, not in the answer
+        log.warning("untranslated Temporal RPC failure: %s", err.status)
         return JSONResponse(status_code=status.HTTP_503_SERVICE_UNAVAILABLE,
-                            content={"detail": f"Temporal request failed: {err}"})
+                            content={"detail": "Temporal request failed; retry later"})
 
     @app.get("/healthz")
     async def healthz() -> JSONResponse:
-        """200 once a Temporal client is connected, else 503 with the reason."""
+        """200 when Temporal answers and at least one worker polls the task queue; else 503
+        naming which is missing."""
         try:
-            await ensure_client()
-        except Exception as err:  # noqa: BLE001
-            return JSONResponse(status_code=status.HTTP_503_SERVICE_UNAVAILABLE,
-                                content={"status": "unavailable", "detail": f"Temporal is not reachable: {err}"})
-        return JSONResponse({"status": "ok"})
+            client = await ensure_client()
+            polling = await client.worker_polling()
+        except Exception:  # noqa: BLE001 (connection or RPC failure: the same answer)
+            return JSONResponse(status_code=503, content={"status": "unavailable", "temporal": "unreachable",
+                                                          "detail": "Temporal is not reachable"})
+        if not polling:
+            return JSONResponse(status_code=503, content={
+                "status": "unavailable", "temporal": "reachable", "workers": 0,
+                "detail": f"no worker is polling task queue {client.task_queue}"})
+        return JSONResponse({"status": "ok", "temporal": "reachable", "task_queue": client.task_queue})
 
-    @app.post("/conversations", status_code=status.HTTP_201_CREATED, response_model=ConversationCreated)
+    @app.post("/conversations", status_code=status.HTTP_201_CREATED, response_model=ConversationCreated,
+              response_model_exclude_none=True)
     async def start_conversation(body: Optional[StartConversation] = None,
                                  client: StatekeeperClient = Depends(client_dep)) -> ConversationCreated:
-        """Start a conversation (idempotent for an id that is already running)."""
+        """Start a conversation, idempotent on the caller's id (one run however often it is
+        sent); with ``text``, also send the first message and answer its reply (the same
+        reply on a repeat). An unknown store is a 422 and leaves nothing running."""
         body = body or StartConversation()
-        try:
-            conversation_id = await client.start_conversation(body.conversation_id, store=body.store)
-        except ConversationError as err:
-            raise _refused(err) from err
-        return ConversationCreated(conversation_id=conversation_id)
+        if body.text is None:
+            return ConversationCreated(conversation_id=await client.start_conversation(body.conversation_id,
+                                                                                       store=body.store))
+        check_text_size(body.text)
+        conversation_id, reply = await client.start_with_message(body.text, body.conversation_id, store=body.store,
+                                                                 message_id=body.message_id)
+        return ConversationCreated(conversation_id=conversation_id, reply=reply)
+
+    @app.get("/conversations", response_model=Page, response_model_exclude_none=False)
+    async def list_conversations(customer_id: Optional[str] = None, order_id: Optional[str] = None,
+                                 status: Optional[str] = None, step: Optional[str] = None,
+                                 limit: int = Query(20, ge=1, le=MAX_PAGE), next_page_token: Optional[str] = None,
+                                 client: StatekeeperClient = Depends(client_dep)) -> Page:
+        """Conversations matching every filter (search attributes), newest first, one page."""
+        return await client.list_conversations(customer_id=customer_id, order_id=order_id, status=status,
+                                               step=step, limit=limit, next_page_token=next_page_token)
 
     @app.post("/conversations/{conversation_id}/messages", response_model=AssistantReply)
     async def send_message(conversation_id: str, body: MessageIn,
                            client: StatekeeperClient = Depends(client_dep)) -> AssistantReply:
-        """Send one user message; waits for and returns the assistant's reply."""
-        size = len(body.text.encode("utf-8", errors="surrogatepass"))
-        if size > MAX_REQUEST_TEXT_BYTES:
-            raise HTTPException(_KIND_STATUS["invalid_message"],
-                                detail=f"message is {size} bytes; the limit is {MAX_USER_MESSAGE_BYTES} bytes")
-        try:
-            return await client.send_message(conversation_id, body.text)
-        except ConversationError as err:
-            raise _refused(err) from err
+        """Send one user message; waits (bounded) for and returns the assistant's reply."""
+        check_text_size(body.text)
+        return await client.send_message(conversation_id, body.text, body.message_id)
 
     @app.post("/conversations/{conversation_id}/cancel", status_code=status.HTTP_202_ACCEPTED,
               response_model=CancelAccepted)
     async def cancel(conversation_id: str, body: Optional[CancelIn] = None,
                      client: StatekeeperClient = Depends(client_dep)) -> CancelAccepted:
         """Ask the conversation to stop; accepted, not yet done (a running write finishes first)."""
-        body = body or CancelIn()
-        try:
-            await client.cancel(conversation_id, body.reason)
-        except ConversationError as err:
-            raise _refused(err) from err
+        await client.cancel(conversation_id, (body or CancelIn()).reason)
         return CancelAccepted(conversation_id=conversation_id)
 
     @app.get("/conversations/{conversation_id}", response_model=ConversationState)
     async def get_state(conversation_id: str, client: StatekeeperClient = Depends(client_dep)) -> ConversationState:
         """The conversation's typed state (also after it finished, while history is retained)."""
-        try:
-            return await client.state(conversation_id)
-        except ConversationError as err:
-            raise _refused(err) from err
+        return await client.state(conversation_id)
 
     return app
 

@@ -21,7 +21,7 @@ from rich.progress import (
 from rich.table import Table
 
 from settings import Settings
-from starter.client import ConversationError, StatekeeperClient
+from starter.client import ConversationError, client_for
 from starter.links import link
 from starter.runtime import runtime
 from starter.taubench import TauBenchRunner, load_tasks, report_json
@@ -85,7 +85,7 @@ def chat(conversation_id: Optional[str] = typer.Option(None, help="Resume or nam
 
     async def main() -> None:
         async with runtime(settings) as rt:
-            client = StatekeeperClient(rt.client, settings.task_queue, settings.write_timeout_seconds)
+            client = client_for(rt.client, settings)
             cid = await client.start_conversation(conversation_id or f"chat-{uuid.uuid4().hex[:8]}")
             console.print(f"conversation [bold]{cid}[/] — Web UI {_ui_url(settings)}. Type 'quit' to leave.")
             if settings.offline:
@@ -119,7 +119,7 @@ def state(conversation_id: str) -> None:
     async def main() -> None:
         async with runtime(settings) as rt:
             try:
-                current = await StatekeeperClient(rt.client, settings.task_queue).state(conversation_id)
+                current = await client_for(rt.client, settings).state(conversation_id)
             except ConversationError as err:
                 console.print(f"[red]{err}[/]")
                 raise typer.Exit(1)
@@ -146,8 +146,8 @@ def taubench(
 
     async def main() -> tuple[dict, bool]:
         async with runtime(settings) as rt:
-            runner = TauBenchRunner(StatekeeperClient(rt.client, settings.task_queue, settings.write_timeout_seconds),
-                                    rt.backend, keep_stores=keep_stores)
+            client = client_for(rt.client, settings)
+            runner = TauBenchRunner(client, rt.backend, keep_stores=keep_stores)
             columns = (TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),
                        TextColumn("passed {task.fields[passed]}"), TimeElapsedColumn())
             with Progress(*columns, console=console) as progress:
@@ -190,10 +190,11 @@ def _print_report(result: dict, settings: Settings, started_server: bool) -> Non
         console.print(table)
     s = result["summary"]
     table = Table(title="τ-bench summary")
-    for col in ("tasks", "passed", "hash match", "writes", "duplicate writes", "seconds"):
+    for col in ("tasks", "passed", "hash match", "writes", "duplicate writes", "approvals granted", "seconds"):
         table.add_column(col, justify="right")
     table.add_row(str(s["total"]), f"{s['passed']} ({100 * s['passed'] / max(1, s['total']):.1f}%)",
-                  str(s["hash_match"]), str(s["writes"]), str(s["duplicate_writes"]), f"{s['seconds']:.1f}")
+                  str(s["hash_match"]), str(s["writes"]), str(s["duplicate_writes"]),
+                  str(s.get("approvals_granted", 0)), f"{s['seconds']:.1f}")
     console.print(table)
     if started_server:
         console.print(f"Web UI: {_ui_url(settings)} was up during the run; the embedded server stopped with it. "

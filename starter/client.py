@@ -1,118 +1,178 @@
-"""Python client for backend services: start a conversation, send a message, cancel,
-read state. A thin layer over the Temporal client; all logic lives in the workflows."""
+"""Python client for backend services: conversations (start, message, cancel, state),
+standalone refunds, lists from search attributes, approval decisions. A thin layer over
+the Temporal client; all logic lives in the workflows.
+
+Every call has a deadline (``starter.core.Deadlines``) and raises ``ConversationError``
+(``starter.errors``) with a ``kind`` the API maps to an HTTP status.
+"""
 
 from __future__ import annotations
 
 import uuid
-from typing import Optional
+from typing import Any, Optional
 
-from temporalio.client import Client, WorkflowUpdateFailedError
-from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
+from temporalio.client import Client, WorkflowUpdateFailedError, WorkflowUpdateStage, WithStartWorkflowOperation
+from temporalio.common import (
+    SearchAttributePair,
+    TypedSearchAttributes,
+    WorkflowIDConflictPolicy,
+    WorkflowIDReusePolicy,
+)
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError
 
-from workflows.contracts import (
-    AssistantReply,
-    CancelRequest,
-    SupportInput,
-    SupportOutcome,
-    UserMessage,
-)
+from starter.approval_calls import ApprovalCalls
+from starter.core import Deadlines
+from starter.errors import ConversationError, unreachable
+from starter.listing import ListingCalls
+from starter.refunds import RefundCalls
+from workflows.approvals import ApprovalPolicy
+from workflows.contracts import AssistantReply, CancelRequest, SupportInput, SupportOutcome, UserMessage
 from workflows.errors import ErrorType
-from workflows.options import DEFAULT_WRITE_TIMEOUT_SECONDS
+from workflows.opening import ConversationOpened, OpenConversation
+from workflows.options import DEFAULT_WRITE_TIMEOUT_SECONDS, STATUS
 from workflows.state import ConversationState
 from workflows.support import SupportWorkflow, support_workflow_id
 
+__all__ = ["ConversationError", "Deadlines", "StatekeeperClient"]
 
-class ConversationError(Exception):
-    """A request about a conversation was refused. ``str(err)`` is the reason, meant for
-    the caller's user; ``kind`` is one of ``invalid_message`` (empty or over 8 KB),
-    ``finished`` (ended, cancelled, transferred), ``not_found`` or ``unavailable``."""
-
-    def __init__(self, reason: str, kind: str = "unavailable") -> None:
-        super().__init__(reason)
-        self.kind = kind
+FIRST_MESSAGE_ID = "first"
+"""Message id of the first message sent with the start when the caller gave none."""
 
 
-class StatekeeperClient:
-    """``StatekeeperClient(temporal_client, task_queue, write_timeout_seconds)``; conversation
-    ids are caller-chosen strings (a UUID by default); the workflow id is
-    ``support-<conversation_id>``. ``write_timeout_seconds`` is the start-to-close timeout of
-    the writes of the conversations it starts."""
+class StatekeeperClient(ApprovalCalls, RefundCalls, ListingCalls):
+    """``StatekeeperClient(temporal_client, task_queue, write_timeout_seconds, approvals=None,
+    deadlines=None, pseudonym_key=None)``.
+
+    Conversation ids are caller-chosen strings (a UUID by default); the workflow id is
+    ``support-<conversation_id>``. ``write_timeout_seconds`` is the start-to-close timeout
+    of the writes of the processes it starts; ``approvals`` (an ``ApprovalPolicy``, from
+    ``Settings``) goes into their inputs; ``pseudonym_key`` maps a customer id to the
+    ``CustomerId`` pseudonym for lists."""
 
     def __init__(self, client: Client, task_queue: str = "statekeeper",
-                 write_timeout_seconds: float = DEFAULT_WRITE_TIMEOUT_SECONDS) -> None:
-        self._client = client
-        self._task_queue = task_queue
+                 write_timeout_seconds: float = DEFAULT_WRITE_TIMEOUT_SECONDS,
+                 approvals: Optional[ApprovalPolicy] = None,
+                 deadlines: Optional[Deadlines] = None, pseudonym_key: Optional[str] = None) -> None:
+        super().__init__(client, task_queue, deadlines)
         self._write_timeout = write_timeout_seconds
+        self._approvals = approvals
+        self._pseudonym_key = pseudonym_key
+
+    def _policy(self) -> dict[str, Any]:
+        """Input fields that carry the approval policy, when one is configured."""
+        return {"approvals": self._approvals} if self._approvals is not None else {}
+
+    # --- conversations ---------------------------------------------------------
 
     async def start_conversation(self, conversation_id: Optional[str] = None, *, store: str = "main") -> str:
-        """Start a ``SupportWorkflow``; returns the conversation id. Starting an id that is
-        already running is a no-op (the running conversation is kept); reusing the id of a
-        finished conversation raises ``ConversationError`` (kind ``finished``)."""
-        conversation_id = conversation_id or uuid.uuid4().hex
-        try:
-            await self._start(conversation_id, store)
-        except WorkflowAlreadyStartedError as err:
-            raise ConversationError(_finished(conversation_id), "finished") from err
-        return conversation_id
+        """Start (or find) a conversation and check its store; returns the conversation id.
 
-    async def _start(self, conversation_id: str, store: str) -> None:
-        await self._client.start_workflow(
+        Idempotent on the id: a running conversation is kept (one run however often this is
+        called); each call checks the store again (a fresh ``open`` update id: a recorded
+        result of a finished run must not answer for it). Raises ``ConversationError``: ``invalid`` for a store the system of record
+        does not have (the conversation is closed at once), ``conflict`` for an id running
+        with another store, ``finished`` for the id of a finished conversation,
+        ``no_worker`` / ``unavailable``."""
+        conversation_id = conversation_id or uuid.uuid4().hex
+        await self.require_worker()  # before starting: a refused start leaves nothing running
+        start = WithStartWorkflowOperation(
             SupportWorkflow.run,
-            SupportInput(conversation_id=conversation_id, store=store, write_timeout_seconds=self._write_timeout),
-            id=support_workflow_id(conversation_id),
-            task_queue=self._task_queue,
+            SupportInput(conversation_id=conversation_id, store=store, write_timeout_seconds=self._write_timeout,
+                         **self._policy()),
+            id=support_workflow_id(conversation_id), task_queue=self._task_queue,
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
             id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+            search_attributes=TypedSearchAttributes([SearchAttributePair(STATUS, "active")]),
             static_summary=f"support conversation {conversation_id} (store {store})",
         )
+        open_id = f"open-{uuid.uuid4().hex}"  # one id per call, the same if it is sent again
+        try:
+            opened: ConversationOpened = await self.run_update(
+                lambda timeout: self._client.start_update_with_start_workflow(
+                    SupportWorkflow.open, OpenConversation(store=store), start_workflow_operation=start,
+                    wait_for_stage=WorkflowUpdateStage.ACCEPTED, id=open_id, rpc_timeout=timeout),
+                "starting the conversation")
+        except WorkflowAlreadyStartedError as err:
+            raise ConversationError(_finished(conversation_id), "finished") from err
+        except WorkflowUpdateFailedError as err:
+            raise _update_refusal(conversation_id, err) from err
+        except RPCError as err:
+            raise ConversationError(*_rpc_reason(conversation_id, err)) from err
+        if opened.store != store:
+            raise ConversationError(f"conversation {conversation_id} exists with another store; choose a new "
+                                    "conversation id", "conflict")
+        return conversation_id
 
-    async def send_message(self, conversation_id: str, text: str) -> AssistantReply:
+    async def start_with_message(self, text: str, conversation_id: Optional[str] = None, *, store: str = "main",
+                                 message_id: Optional[str] = None) -> tuple[str, AssistantReply]:
+        """Start (or find) a conversation, then send its first message; returns the id and
+        the reply. A repeat with the same conversation id (and message id) returns the same
+        reply from the same run. Raises as ``start_conversation`` and ``send_message``."""
+        message_id = message_id or FIRST_MESSAGE_ID
+        try:
+            conversation_id = await self.start_conversation(conversation_id, store=store)
+        except ConversationError as err:
+            if err.kind != "finished" or conversation_id is None:
+                raise
+            # a repeat after the first message ended the conversation: the server still
+            # answers a message id it recorded; any other message is refused as finished
+        return conversation_id, await self.send_message(conversation_id, text, message_id)
+
+    async def send_message(self, conversation_id: str, text: str, message_id: Optional[str] = None) -> AssistantReply:
         """Send one user message and wait for the assistant's reply.
 
-        Raises ``ConversationError`` when the message is rejected (empty, over 8 KB, the
-        conversation has finished) or the conversation does not exist.
-        """
+        ``message_id`` (generated when None) is the update id: sending the same id again
+        returns the original reply and the message is handled once. Raises
+        ``ConversationError``: ``invalid_message`` (empty, over 8 KB, not Unicode),
+        ``finished``, ``not_found``, ``timeout``, ``no_worker``, ``unavailable``."""
         try:
             text.encode("utf-8")
         except UnicodeEncodeError as err:
             raise ConversationError("message is not valid Unicode text (lone surrogate)", "invalid_message") from err
         handle = self._client.get_workflow_handle(support_workflow_id(conversation_id))
+        update_id = f"msg-{message_id or uuid.uuid4().hex}"
         try:
-            return await handle.execute_update(SupportWorkflow.send_message, UserMessage(text=text),
-                                               result_type=AssistantReply)
+            return await self.run_update(
+                lambda timeout: handle.start_update(SupportWorkflow.send_message, UserMessage(text=text),
+                                                    wait_for_stage=WorkflowUpdateStage.ACCEPTED, id=update_id,
+                                                    rpc_timeout=timeout, result_type=AssistantReply),
+                "the message")
         except WorkflowUpdateFailedError as err:
-            cause = err.cause
-            if getattr(cause, "type", None) == ErrorType.INVALID_MESSAGE.value:
-                raise ConversationError(getattr(cause, "message", None) or str(cause), "invalid_message") from err
-            # ConversationFinished, or the workflow closed while the update waited (a cancel race)
-            reason = getattr(cause, "message", None) or ""
-            if FINISHED_HINT not in reason:
-                reason = _finished(conversation_id)
-            raise ConversationError(reason, "finished") from err
+            raise _update_refusal(conversation_id, err) from err
         except RPCError as err:
             raise ConversationError(*_rpc_reason(conversation_id, err)) from err
 
     async def cancel(self, conversation_id: str, reason: Optional[str] = None) -> None:
-        """Signal the conversation to stop; a write already running finishes first."""
+        """Signal the conversation to stop; a write already running finishes first. Raises
+        ``ConversationError`` ``finished``, ``not_found`` or ``unavailable``."""
         handle = self._client.get_workflow_handle(support_workflow_id(conversation_id))
         request = CancelRequest(reason=reason) if reason else CancelRequest()
         try:
-            await handle.signal(SupportWorkflow.cancel, request)
+            await self.bounded(handle.signal(SupportWorkflow.cancel, request, rpc_timeout=self.rpc_timeout))
         except RPCError as err:
             raise ConversationError(*_rpc_reason(conversation_id, err)) from err
 
     async def state(self, conversation_id: str) -> ConversationState:
-        """The conversation's typed state (works after it finished, while history is retained)."""
+        """The conversation's typed state (also after it finished, while history is retained).
+        Raises ``ConversationError`` ``not_found``, ``no_worker`` or ``unavailable``."""
         handle = self._client.get_workflow_handle(support_workflow_id(conversation_id))
         try:
-            return await handle.query(SupportWorkflow.state, result_type=ConversationState)
+            return await self.bounded(handle.query(SupportWorkflow.state, result_type=ConversationState,
+                                                   rpc_timeout=self.rpc_timeout))
         except RPCError as err:
-            raise ConversationError(*_rpc_reason(conversation_id, err)) from err
+            reason, kind = _rpc_reason(conversation_id, err)
+            if kind == "unavailable":  # a query needs a worker: say so when none polls
+                await self.require_worker()
+            raise ConversationError(reason, kind) from err
+        except ConversationError as err:
+            await self.require_worker()  # no worker: no_worker; else the worker is busy
+            raise ConversationError(f"conversation {conversation_id} did not answer within "
+                                    f"{self.deadlines.rpc_seconds:.0f} s; retry", "timeout") from err
 
     async def outcome(self, conversation_id: str) -> SupportOutcome:
-        """Wait for the conversation to finish; returns its final status and state."""
+        """Wait for the conversation to finish (no deadline: for tests and scripts); returns
+        its final status and state."""
         handle = self._client.get_workflow_handle_for(SupportWorkflow.run, support_workflow_id(conversation_id))
         return await handle.result()
 
@@ -124,6 +184,22 @@ def _finished(conversation_id: str) -> str:
     return f"conversation {conversation_id} has finished; {FINISHED_HINT}"
 
 
+def _update_refusal(conversation_id: str, err: WorkflowUpdateFailedError) -> ConversationError:
+    """A failed update as a refusal: its ``ErrorType`` decides the kind; the message of our
+    own ``ApplicationError`` is already written for users."""
+    cause = err.cause
+    error_type = getattr(cause, "type", None)
+    message = getattr(cause, "message", None) or ""
+    if error_type == ErrorType.INVALID_MESSAGE.value:
+        return ConversationError(message, "invalid_message")
+    if error_type == ErrorType.UNKNOWN_STORE.value:
+        return ConversationError(message, "invalid")
+    if error_type == ErrorType.CONVERSATION_FINISHED.value or FINISHED_HINT in message:
+        return ConversationError(message if FINISHED_HINT in message else _finished(conversation_id), "finished")
+    # the workflow closed while the update waited (a cancel race), or a handler failed
+    return ConversationError(_finished(conversation_id), "finished")
+
+
 def _rpc_reason(conversation_id: str, err: RPCError) -> tuple[str, str]:
     # the server's message quotes the workflow id, which is caller-chosen text: blank it first
     text = str(err).replace(support_workflow_id(conversation_id), "<id>").replace(conversation_id, "<id>").lower()
@@ -131,4 +207,14 @@ def _rpc_reason(conversation_id: str, err: RPCError) -> tuple[str, str]:
         return _finished(conversation_id), "finished"
     if "not found" in text:
         return f"conversation {conversation_id} does not exist", "not_found"
-    return f"conversation {conversation_id}: {err}", "unavailable"
+    return str(unreachable()), "unavailable"
+
+
+def client_for(temporal_client: Client, settings: Any) -> StatekeeperClient:
+    """The ``StatekeeperClient`` that ``settings`` (a ``settings.Settings``) describe: its task
+    queue, write timeout, deadlines, pseudonym key and approval policy."""
+    approvals = ApprovalPolicy(threshold=settings.approval_threshold, timeout_seconds=settings.approval_timeout_seconds)
+    deadlines = Deadlines(rpc_seconds=settings.rpc_timeout_seconds, accept_seconds=settings.update_accept_seconds,
+                          reply_seconds=settings.reply_timeout_seconds)
+    return StatekeeperClient(temporal_client, settings.task_queue, settings.write_timeout_seconds,
+                             approvals=approvals, deadlines=deadlines, pseudonym_key=settings.pseudonym_secret())

@@ -9,6 +9,11 @@ confirmation (with a real model the plan is registered but unused). A task passe
 the exported data hashes to ``gt_data_hash`` and every ``outputs`` string appears in
 some assistant reply (lower-cased, commas removed). ``duplicate_writes`` is counted
 from the system of record's ledger.
+
+The runner is also the supervisor: when a reply says a confirmed write awaits approval
+(``AssistantReply.awaiting_approval``), it approves it through the client as
+``taubench-supervisor`` (the ground truth already says the write is wanted), waits until
+the conversation has executed it, and counts it in ``approvals_granted``.
 """
 
 from __future__ import annotations
@@ -25,10 +30,15 @@ from pydantic import BaseModel, Field
 from starter.client import ConversationError, StatekeeperClient
 from systems.model.plans import PlanBook
 from systems.retail.backend import RetailBackend
-from workflows.state import ConversationState
+from workflows.state import ConversationState, Role
 
 MAX_USER_MESSAGES = 40
 MAX_NUDGES = 3
+SUPERVISOR = "taubench-supervisor"
+"""The approver the runner decides approvals as (recorded in the conversation's state)."""
+APPROVAL_DEADLINE_SECONDS = 120.0
+"""How long the runner waits for an approved write to be executed before failing the task."""
+APPROVAL_POLL_SECONDS = 0.2
 
 
 class Task(BaseModel):
@@ -56,6 +66,8 @@ class TaskResult(BaseModel):
     seconds: float
     policy_refusals: list[str] = Field(default_factory=list)
     """Ground-truth actions our policy refused, each as ``tool: [rule] reason``."""
+    approvals_granted: int = 0
+    """Approvals the runner granted as the supervisor in this task."""
 
 
 class Summary(BaseModel):
@@ -67,6 +79,7 @@ class Summary(BaseModel):
     writes: int
     duplicate_writes: int
     seconds: float
+    approvals_granted: int = 0
 
 
 class Report(BaseModel):
@@ -108,6 +121,19 @@ def opening_message(user: dict[str, Any]) -> str:
             f"and my email is {user['email']}. I need some help with my orders.")
 
 
+def approval_settled(state: Any, approval_id: str) -> bool:
+    """True once the conversation no longer waits on approval ``approval_id``: it has
+    finished, or the approval is decided in its state and no step is still
+    ``awaiting_approval``. ``state`` is the ``ConversationState`` (its ``approvals`` and
+    ``steps``)."""
+    if str(getattr(state.status, "value", state.status)) != "active":
+        return True
+    approval = next((a for a in getattr(state, "approvals", []) if a.approval_id == approval_id), None)
+    if approval is None or str(getattr(approval.status, "value", approval.status)) == "pending":
+        return False
+    return not any(str(getattr(step.status, "value", step.status)) == "awaiting_approval" for step in state.steps)
+
+
 def _normalise(text: str) -> str:
     return text.lower().replace(",", "")
 
@@ -134,13 +160,15 @@ class TauBenchRunner:
     """
 
     def __init__(self, client: StatekeeperClient, backend: RetailBackend, *, run_id: Optional[str] = None,
-                 keep_stores: bool = False, plans: Optional[PlanBook] = None) -> None:
+                 keep_stores: bool = False, plans: Optional[PlanBook] = None,
+                 approval_deadline_seconds: float = APPROVAL_DEADLINE_SECONDS) -> None:
         self._client = client
         self._backend = backend
         self._plans = plans or PlanBook(backend.engine)
         self._plans.create_schema()
         self._run_id = run_id or uuid.uuid4().hex[:8]
         self._keep = keep_stores
+        self._approval_deadline = approval_deadline_seconds
 
     async def run_task(self, task: Task) -> TaskResult:
         """Run one task end to end; never raises for a task failure (it is reported)."""
@@ -150,6 +178,7 @@ class TauBenchRunner:
         replies: list[str] = []
         error: Optional[str] = None
         state: Optional[ConversationState] = None
+        granted = 0
         try:
             user = json.loads(await asyncio.to_thread(self._backend.read, store, "get_user_details",
                                                       {"user_id": task.user_id}))
@@ -161,7 +190,16 @@ class TauBenchRunner:
             for _ in range(MAX_USER_MESSAGES):
                 if reply.status != "active":
                     break
-                if reply.awaiting_confirmation:
+                if reply.awaiting_approval:
+                    # the simulated user waits while the runner, as supervisor, approves
+                    await self._approve(reply.awaiting_approval)
+                    granted += 1
+                    told, state = await self._await_executed(conversation_id, reply.awaiting_approval, replies)
+                    replies += told
+                    if not state.is_open():
+                        break
+                    text = "Please continue."
+                elif reply.awaiting_confirmation:
                     text = "yes"
                 else:
                     nudges += 1
@@ -200,7 +238,27 @@ class TauBenchRunner:
         return TaskResult(task_index=task.task_index, passed=passed, hash_match=hash_match,
                           outputs_match=not missing, reason=" | ".join(reasons) or "ok", writes=writes,
                           duplicate_writes=duplicates, seconds=round(time.monotonic() - started, 3),
-                          policy_refusals=refusals)
+                          policy_refusals=refusals, approvals_granted=granted)
+
+    async def _approve(self, approval_id: str) -> None:
+        """Approve ``approval_id`` as ``SUPERVISOR``; raises ``ConversationError`` if refused."""
+        await self._client.decide_approval(approval_id, "approve", SUPERVISOR,
+                                           note="τ-bench runner: the task's ground truth includes this write")
+
+    async def _await_executed(self, conversation_id: str, approval_id: str,
+                              said: list[str]) -> tuple[list[str], ConversationState]:
+        """Wait until the conversation has executed the approved write (polling its state);
+        returns the assistant's messages not in ``said`` (how the user was told the decision
+        and the outcome) and the state. Raises ``TimeoutError`` after the deadline."""
+        deadline = time.monotonic() + self._approval_deadline
+        while True:
+            state = await self._client.state(conversation_id)
+            if approval_settled(state, approval_id):
+                break
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"an approved write was not executed within {self._approval_deadline:g} s")
+            await asyncio.sleep(APPROVAL_POLL_SECONDS)
+        return [t.text for t in state.recent_turns if t.role is Role.ASSISTANT and t.text not in said], state
 
     async def run(self, tasks: list[Task], concurrency: int = 4, progress=None) -> Report:
         """Run ``tasks`` with at most ``concurrency`` conversations at once.
@@ -225,7 +283,8 @@ class TauBenchRunner:
         summary = Summary(total=len(results), passed=sum(r.passed for r in results),
                           hash_match=sum(r.hash_match for r in results), writes=sum(r.writes for r in results),
                           duplicate_writes=sum(r.duplicate_writes for r in results),
-                          seconds=round(time.monotonic() - started, 2))
+                          seconds=round(time.monotonic() - started, 2),
+                          approvals_granted=sum(r.approvals_granted for r in results))
         return Report(summary=summary, tasks=results)
 
 

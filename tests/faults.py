@@ -16,6 +16,38 @@ from activities.ports import Guard, ToolPort
 from workflows.contracts import ToolResult
 
 
+class SlowReads:
+    """A ``ToolPort`` that sleeps ``seconds`` before each read of a tool in ``tools``, then
+    delegates to the port it was ``attach``-ed to: a read in flight that a cancel must stop.
+    ``started`` counts the slowed reads."""
+
+    def __init__(self, seconds: float, tools: frozenset[str]) -> None:
+        self._inner: Optional[ToolPort] = None
+        self._seconds = seconds
+        self._tools = tools
+        self.started = 0
+
+    def attach(self, inner: ToolPort) -> "SlowReads":
+        """Delegate to ``inner``; returns self."""
+        self._inner = inner
+        return self
+
+    def invoke(self, store: str, tool: str, arguments: dict[str, Any], *, idempotency_key: Optional[str] = None,
+               scope_user_id: Optional[str] = None, guard: Optional[Guard] = None) -> ToolResult:
+        if idempotency_key is None and tool in self._tools:
+            self.started += 1
+            time.sleep(self._seconds)
+        return self._inner.invoke(store, tool, arguments, idempotency_key=idempotency_key,
+                                  scope_user_id=scope_user_id, guard=guard)
+
+    def recorded(self, store: str, tool: str, arguments: dict[str, Any], idempotency_key: str
+                 ) -> Optional[ToolResult]:
+        return self._inner.recorded(store, tool, arguments, idempotency_key)
+
+    def has_store(self, store: str) -> bool:
+        return self._inner.has_store(store)
+
+
 class PauseAfterWrite:
     """A ``ToolPort`` that delegates to ``inner`` and pauses ``seconds`` after each write
     that applied (not after replays), first writing the key to ``marker``."""
@@ -38,3 +70,6 @@ class PauseAfterWrite:
     def recorded(self, store: str, tool: str, arguments: dict[str, Any], idempotency_key: str
                  ) -> Optional[ToolResult]:
         return self._inner.recorded(store, tool, arguments, idempotency_key)
+
+    def has_store(self, store: str) -> bool:
+        return self._inner.has_store(store)

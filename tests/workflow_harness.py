@@ -3,10 +3,13 @@ brains that fake the model at its boundary, and reads of the system of record.""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import inspect
 import json
+from decimal import Decimal
 from pathlib import Path
-from typing import AsyncIterator, Callable, Optional
+from typing import Any, AsyncIterator, Callable, Optional
 
 from activities.llm.model_activity import ModelActivities, offline_client
 from activities.retail_port import RetailPort
@@ -14,28 +17,41 @@ from activities.tools import ToolActivities
 from settings import Settings
 from starter.client import StatekeeperClient
 from systems.retail.backend import RetailBackend
-from tests.faults import PauseAfterWrite
+from tests.faults import PauseAfterWrite, SlowReads
 from worker import build_backend, build_worker
+from workflows.approvals import ApprovalPolicy
+
+
+NO_APPROVALS = ApprovalPolicy(threshold=Decimal("1000000"), refund_elsewhere_threshold=Decimal("1000000"))
+"""A policy under which no τ-bench write needs a supervisor (above any order's amount)."""
 
 
 @contextlib.asynccontextmanager
 async def running_worker(env, settings: Settings, brain: Optional[Callable[[dict, Optional[dict]], dict]] = None,
                          pause_after_write: Optional[tuple[float, Path]] = None,
+                         slow_reads: Optional[SlowReads] = None,
+                         approvals: Optional[ApprovalPolicy] = None,
                          ) -> AsyncIterator[tuple[StatekeeperClient, RetailBackend]]:
     """A worker in this process; ``brain(view, plan)`` replaces the offline model's decisions
     (the model is the outside system we fake at its boundary; everything else is real). A
     test brain gets no plan (``plan`` is None); without one, the worker's own offline model
     answers, with the plan book on ``settings``' database. ``pause_after_write=(seconds,
-    marker)`` pauses each applied write after its commit (``tests.faults``)."""
+    marker)`` pauses each applied write after its commit; ``slow_reads`` (a ``SlowReads``,
+    attached here to this worker's port) slows chosen reads (``tests.faults``).
+    The client starts conversations with ``approvals`` (default ``NO_APPROVALS``: tests of
+    other subjects are not held up by supervisors; approval tests pass their policy)."""
     backend = build_backend(settings)
     model = None
     if brain is not None:
         model = ModelActivities(offline_client(30.0, brain=brain), model="test-brain")
     port = RetailPort(backend)
     tool_port = PauseAfterWrite(port, *pause_after_write) if pause_after_write else port
+    if slow_reads is not None:
+        tool_port = slow_reads.attach(tool_port)
     tools = ToolActivities(tools=tool_port, outbox=port, tickets=port)
     async with build_worker(env.client, settings, backend, model=model, tools=tools):
-        yield StatekeeperClient(env.client, settings.task_queue, settings.write_timeout_seconds), backend
+        yield StatekeeperClient(env.client, settings.task_queue, settings.write_timeout_seconds,
+                                approvals=approvals or NO_APPROVALS), backend
 
 
 # --- test brains and reads of the system of record -----------------------------------
@@ -61,6 +77,55 @@ class ListBrain:
     def __call__(self, view: dict, plan: dict | None = None) -> dict:
         self.views.append(view)
         return self.actions.pop(0) if self.actions else reply("ok")
+
+
+SLOW = {"kind": "slow"}
+"""A brain step that thinks for a minute: a model call in flight."""
+
+
+class Think:
+    """A brain step that takes ``seconds`` before proposing ``action``."""
+
+    def __init__(self, seconds: float, action: dict) -> None:
+        self.seconds, self.action = seconds, action
+
+
+class Script:
+    """An awaitable brain: returns its steps in order (``SLOW`` sleeps 60 s first), then
+    replies 'ok'. Counts calls and the calls that were cancelled mid-thought."""
+
+    def __init__(self, steps: list[dict]) -> None:
+        self.steps = list(steps)
+        self.calls = 0
+        self.cancelled = 0
+
+    async def __call__(self, view: dict, plan: Optional[dict] = None) -> dict:
+        self.calls += 1
+        step = self.steps.pop(0) if self.steps else reply("ok")
+        if isinstance(step, Think):
+            await asyncio.sleep(step.seconds)
+            return step.action
+        if step is SLOW:
+            try:
+                await asyncio.sleep(60)
+            except asyncio.CancelledError:
+                self.cancelled += 1
+                raise
+            return reply("too late")
+        return step
+
+
+async def until(predicate: Callable[[], Any], what: str, seconds: float = 20.0) -> None:
+    """Poll ``predicate()`` (a value or an awaitable of one) every 0.1 s until it is true;
+    AssertionError naming ``what`` after ``seconds``."""
+    for _ in range(int(seconds * 10)):
+        value = predicate()
+        if inspect.isawaitable(value):
+            value = await value
+        if value:
+            return
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
 
 
 def order_details(backend: RetailBackend, order_id: str, store: str = "main") -> dict:

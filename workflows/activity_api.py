@@ -21,6 +21,7 @@ from workflows.contracts import (
     ModelResult,
     PseudonymRequest,
     ReadToolRequest,
+    StoreCheckRequest,
     TicketRequest,
     ToolResult,
     WriteToolRequest,
@@ -43,6 +44,11 @@ class ToolActivitiesApi:
     @activity.defn
     async def find_recorded_write(self, req: WriteToolRequest) -> Optional[ToolResult]:
         """The outcome the system recorded for ``req``'s idempotency key, or None."""
+        raise NotImplementedError
+
+    @activity.defn
+    async def check_store(self, req: StoreCheckRequest) -> bool:
+        """True if the system of record holds ``req.store`` (a read; changes nothing)."""
         raise NotImplementedError
 
     @activity.defn

@@ -29,6 +29,9 @@ class Rule(str, Enum):
     MALFORMED_OUTPUT = "malformed-model-output"
     TOOL_ERROR = "tool-error"
     USER_DECLINED = "user-declined"
+    SUPERSEDED = "superseded-by-newer-message"
+    APPROVAL_REJECTED = "approval-rejected"
+    CANCELLED = "conversation-cancelled"
 
 
 class PolicyViolation(Exception):

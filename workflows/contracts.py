@@ -8,9 +8,10 @@ from __future__ import annotations
 from enum import Enum
 from typing import Optional
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from workflows.actions import ProposedAction, ToolCall
+from workflows.approvals import Approval, ApprovalPolicy
 from workflows.options import DEFAULT_WRITE_TIMEOUT_SECONDS
 from workflows.prompt import ModelSnapshot
 
@@ -39,6 +40,12 @@ class ReadToolRequest(BaseModel):
     store: str
     call: ToolCall
     scope_user_id: Optional[str] = None
+
+
+class StoreCheckRequest(BaseModel):
+    """Input of ``check_store``: does the system of record hold this store (tenant)?"""
+
+    store: str
 
 
 class Outcome(str, Enum):
@@ -104,26 +111,34 @@ class TicketRequest(BaseModel):
 
 
 class RefundInput(BaseModel):
-    """Input of ``RefundWorkflow``: one refund-type write, confirmed by the user.
+    """Input of ``RefundWorkflow``: one refund-type write, confirmed by the user, or a
+    backend's standalone request (``conversation_id`` None, ``workflows.standalone``).
 
     ``expected_user_id`` is the authenticated customer; the fresh read must show the
-    order still belongs to them. ``notify_email`` receives the return/exchange email.
+    order still belongs to them. None (standalone requests only): the order's owner, from
+    the fresh read, is the customer. ``notify_email`` receives the return/exchange email.
+    ``approvals`` says when the write waits for a supervisor (``workflows.approvals``);
+    ``approved_by`` is the supervisor who already approved this exact operation (the
+    conversation obtained it), so the refund does not ask again.
     """
 
     store: str
     operation_id: str
     call: ToolCall
-    expected_user_id: str
+    expected_user_id: Optional[str] = None
     notify_email: Optional[str] = None
     conversation_id: Optional[str] = None
     write_timeout_seconds: float = DEFAULT_WRITE_TIMEOUT_SECONDS
     """Start-to-close timeout of the write activity; after it the write is retried
     with the same idempotency key."""
+    approvals: ApprovalPolicy = Field(default_factory=ApprovalPolicy)
+    approved_by: Optional[str] = None
 
 
 class RefundOutcome(BaseModel):
     """Result of ``RefundWorkflow``: the tool result, its idempotency key, why it was
-    refused (if the fresh read failed a precondition), and whether the customer was notified."""
+    refused (a failed precondition, or a supervisor's rejection / an expired approval), whether
+    the customer was notified, and the approval the write waited for, if any."""
 
     idempotency_key: str
     result: str
@@ -131,6 +146,7 @@ class RefundOutcome(BaseModel):
     replayed: bool = False
     refused_reason: Optional[str] = None
     notified: bool = False
+    approval: Optional[Approval] = None
 
 
 class SupportInput(BaseModel):
@@ -142,7 +158,12 @@ class SupportInput(BaseModel):
     max_turns_per_run: int = 500
     """Continue-as-new after this many user turns in one run (or earlier, when Temporal
     suggests it because the history is large); the state carries over whole."""
+    approvals: ApprovalPolicy = Field(default_factory=ApprovalPolicy)
+    """When the conversation's refund-type writes wait for a supervisor (``workflows.approvals``)."""
     state: Optional["ConversationState"] = None
+    cancel: Optional["CancelRequest"] = None
+    """A cancel that arrived during the run that continued as new: the next run honours it
+    before anything else (it never answers another message)."""
 
 
 class UserMessage(BaseModel):
@@ -153,18 +174,28 @@ class UserMessage(BaseModel):
 
 class AssistantReply(BaseModel):
     """What ``send_message`` returns: the assistant's reply to that message, the
-    conversation's status after it, and the detail awaiting confirmation, if any."""
+    conversation's status after it, the detail awaiting confirmation, if any, and the
+    approval id when a confirmed write waits for a supervisor's decision."""
 
     text: str
     turn: int
     status: str
     awaiting_confirmation: Optional[str] = None
+    awaiting_approval: Optional[str] = None
 
 
 class CancelRequest(BaseModel):
-    """Input of the ``cancel`` signal."""
+    """Input of the ``cancel`` signal (and what a Temporal cancellation becomes).
 
-    reason: str = "cancelled by the backend"
+    What happens, by tool class (README, "Cancellation"): an in-flight model call or read
+    is cancelled; an irreversible write in flight is awaited, never abandoned, and
+    reported; reversible writes already done are kept and reported, or, with
+    ``rollback``, undone by their compensation (newest first); every other step becomes
+    cancelled and nothing new starts."""
+
+    reason: str = Field(default="cancelled by the backend", min_length=1, max_length=1000)
+    rollback: bool = False
+    """True: the user asked to undo everything reversible this conversation did."""
 
 
 class SupportOutcome(BaseModel):

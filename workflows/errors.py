@@ -31,6 +31,9 @@ class ErrorType(str, Enum):
     """A user message the conversation refuses (empty, too large); never enters history."""
     CONVERSATION_FINISHED = "ConversationFinished"
     """A message for a conversation that has ended or is being cancelled."""
+    APPROVAL_REFUSED = "ApprovalRefused"
+    """A supervisor's decision that cannot apply: unknown approval id (or one bound to another
+    operation or other arguments), already decided, or expired (``workflows.approvals``)."""
 
 
 TOOL_NON_RETRYABLE = [

@@ -10,7 +10,7 @@ hands it to a human (the ticket key derives from the write's idempotency key).
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Optional
+from typing import Callable, Optional
 
 from temporalio import workflow
 from temporalio.exceptions import (
@@ -25,8 +25,11 @@ from workflows import transitions as tr
 from workflows.actions import make_tool_call
 from workflows.activity_api import ToolActivitiesApi
 from workflows.catalogue import Execution, spec_of
+from workflows.approvals import ApprovalPolicy
 from workflows.clauses import Rule
+from workflows.compensation import before_image
 from workflows.contracts import (
+    CancelRequest,
     Outcome,
     ReadToolRequest,
     RefundInput,
@@ -35,6 +38,7 @@ from workflows.contracts import (
     WriteToolRequest,
 )
 from workflows.errors import ErrorType
+from workflows.interrupts import Interrupted, cancellable
 from workflows.options import HEARTBEAT_TIMEOUT, READ_RETRY, READ_TIMEOUT, WRITE_RETRY
 from workflows.refund import RefundWorkflow
 from workflows.state import (
@@ -77,10 +81,12 @@ def _known_not_applied(err: BaseException) -> bool:
     return isinstance(cause, ApplicationError) and cause.type == ErrorType.IDEMPOTENCY_KEY_CONFLICT.value
 
 
-async def read(state: ConversationState, call, summary_prefix: str = "") -> ToolResult:
+async def read(state: ConversationState, call, summary_prefix: str = "",
+               cancel_requested: Optional[Callable[[], Optional[CancelRequest]]] = None) -> ToolResult:
     """Run a read tool, scoped to the authenticated customer. Raises ``ActivityError``
-    when its retries run out."""
-    return await workflow.execute_activity_method(
+    when its retries run out, and ``Interrupted`` when ``cancel_requested`` reports a
+    cancel before it finishes (the read is then cancelled)."""
+    handle = workflow.start_activity_method(
         ToolActivitiesApi.run_read_tool,
         ReadToolRequest(store=state.store, call=call,
                         scope_user_id=state.customer.user_id if state.customer else None),
@@ -88,6 +94,7 @@ async def read(state: ConversationState, call, summary_prefix: str = "") -> Tool
         retry_policy=READ_RETRY,
         summary=call_summary(call, summary_prefix),
     )
+    return await (cancellable(handle, cancel_requested) if cancel_requested else handle)
 
 
 async def open_ticket(state: ConversationState, summary: str, ticket_key: str) -> bool:
@@ -108,19 +115,30 @@ async def open_ticket(state: ConversationState, summary: str, ticket_key: str) -
 
 
 async def execute_confirmed(state: ConversationState, pending: PendingConfirmation, write_timeout_seconds: float,
-                            visibility: Visibility) -> Optional[str]:
+                            visibility: Visibility,
+                            cancel_requested: Callable[[], Optional[CancelRequest]] = lambda: None,
+                            approvals: Optional[ApprovalPolicy] = None,
+                            approved_by: Optional[str] = None) -> Optional[str]:
     """Run ``pending`` (the user confirmed it). Returns None when the write reached the
     system of record (applied or refused: the model is asked what to say next), or the
-    reply that ends the turn when its outcome is unknown and the conversation escalated."""
+    reply that ends the turn when its outcome is unknown and the conversation escalated.
+    Raises ``Interrupted`` when a cancel arrives before the write starts (it then never
+    starts); once started, the write is awaited whatever arrives. A refund child gets
+    ``approvals`` (the conversation's policy) and ``approved_by`` (the supervisor who
+    approved this exact operation, if one did)."""
     call, operation = pending.call, pending.operation_id
     key = keys.idempotency_key(call, operation)
     spec = spec_of(call.name)
     tr.finish_step(state, operation, StepStatus.RUNNING)
     visibility.publish(state)
+    undo = await before_image(state, call, cancel_requested)
+    if cancel_requested() is not None:
+        raise Interrupted()
     child_id: Optional[str] = None
     try:
         if spec.execution is Execution.REFUND_WORKFLOW:
-            child_id, result = await _run_refund(state, pending, write_timeout_seconds)
+            child_id, result = await _run_refund(state, pending, write_timeout_seconds,
+                                                 approvals or ApprovalPolicy(), approved_by)
         else:
             result = await workflow.execute_activity_method(
                 ToolActivitiesApi.run_write_tool,
@@ -141,15 +159,15 @@ async def execute_confirmed(state: ConversationState, pending: PendingConfirmati
         await open_ticket(state, reason, keys.escalation_ticket_key(key))
         tr.close(state, ConversationStatus.ESCALATED, reason)
         return replies.ESCALATED
-    tr.apply_write_result(state, call, operation, key, result.result, result.ok, child_id)
+    tr.apply_write_result(state, call, operation, key, result.result, result.ok, child_id, undo)
     if result.ok and spec.execution is Execution.REFUND_WORKFLOW and state.customer is not None:
         await _refresh_customer(state)
     visibility.publish(state)
     return None
 
 
-async def _run_refund(state: ConversationState, pending: PendingConfirmation,
-                      write_timeout_seconds: float) -> tuple[str, ToolResult]:
+async def _run_refund(state: ConversationState, pending: PendingConfirmation, write_timeout_seconds: float,
+                      approvals: ApprovalPolicy, approved_by: Optional[str]) -> tuple[str, ToolResult]:
     """Run the write as a child ``RefundWorkflow``; returns (its workflow id, its outcome)."""
     assert state.customer is not None
     call = pending.call
@@ -157,7 +175,8 @@ async def _run_refund(state: ConversationState, pending: PendingConfirmation,
     child_id = keys.refund_workflow_id(state.store, order_id, pending.operation_id)
     refund = RefundInput(store=state.store, operation_id=pending.operation_id, call=call,
                          expected_user_id=state.customer.user_id, notify_email=state.customer.email or None,
-                         conversation_id=state.conversation_id, write_timeout_seconds=write_timeout_seconds)
+                         conversation_id=state.conversation_id, write_timeout_seconds=write_timeout_seconds,
+                         approvals=approvals, approved_by=approved_by)
     for attempt in range(CHILD_START_ATTEMPTS):
         try:
             outcome = await workflow.execute_child_workflow(

@@ -11,6 +11,7 @@ ends the turn with its confirmation prompt), so ``(conversation, turn)`` names i
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 from workflows.catalogue import spec_of
@@ -36,6 +37,12 @@ def transfer_ticket_key(conversation_id: str, turn: int) -> str:
     return f"transfer:{conversation_id}:t{turn}"
 
 
+def compensation_operation(operation_id: str) -> str:
+    """The operation id of the compensation of write ``operation_id`` (one undo per write):
+    its idempotency key is ``idempotency_key(compensation_call, compensation_operation(op))``."""
+    return f"{operation_id}.undo"
+
+
 def escalation_ticket_key(write_key: str) -> str:
     """The ticket opened when a write's outcome cannot be shown (one per write)."""
     return f"escalate:{write_key}"
@@ -49,3 +56,24 @@ def email_key(write_key: str) -> str:
 def refund_workflow_id(store: str, order_id: str, operation: str) -> str:
     """Workflow id of a refund: business identity, so a second start is rejected by Temporal."""
     return f"refund-{store}-{order_id.lstrip('#')}-{operation}"
+
+
+def standalone_operation_id(request_id: str) -> str:
+    """The operation of a backend's standalone refund request: ``<request_id>.req``.
+
+    Disjoint from conversation operations (``<conversation>.t<turn>``: they end in ``.t``
+    and digits, this ends in ``.req``, and a request id holds no ``.``), so a request and
+    a conversation turn never share an idempotency key."""
+    return f"{request_id}.req"
+
+
+def standalone_refund_id(store: str, order_id: str, request_id: str) -> str:
+    """The workflow id (``refund_id``) of a standalone refund request: the store, the order
+    and the caller's request id, so a repeated request names the same run.
+
+    ``refund-{store}-{order without #}-{request_id}.r{10 hex}``: URL-safe when its parts
+    are (the API admits only ``[A-Za-z0-9._:@-]``); the hex is SHA-256 of the three parts
+    with separators, because ``-`` may occur inside a store or request id and the readable
+    part alone could name two different requests."""
+    tag = hashlib.sha256(f"{store}\x00{order_id}\x00{request_id}".encode()).hexdigest()[:10]
+    return f"{refund_workflow_id(store, order_id, request_id)}.r{tag}"

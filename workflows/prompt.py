@@ -90,7 +90,7 @@ def state_view(state: ConversationState) -> dict[str, Any]:
             state.pending_confirmation.model_dump(mode="json") if state.pending_confirmation else None
         ),
         "completed_operations": [
-            {k: v for k, v in op.model_dump(mode="json").items() if k != "child_workflow_id"}
+            {k: v for k, v in op.model_dump(mode="json").items() if k not in ("child_workflow_id", "undo_arguments")}
             for op in state.completed_operations[-PROMPT_OPERATIONS:]
         ],
         "rejections": [r.model_dump(mode="json") for r in state.rejections[-PROMPT_REJECTIONS:]],

@@ -23,13 +23,17 @@ carried through continue-as-new, so it must stay small whatever a model or user 
 
 
 class StepStatus(str, Enum):
-    """Status of a business step: pending (awaiting confirmation), running, done, cancelled, failed."""
+    """Status of a business step: pending (awaiting confirmation), awaiting_approval
+    (confirmed, waiting for a supervisor), running, done, cancelled, failed, or compensated
+    (done, then undone by its compensation after a rollback cancel)."""
 
     PENDING = "pending"
     RUNNING = "running"
     DONE = "done"
     CANCELLED = "cancelled"
     FAILED = "failed"
+    COMPENSATED = "compensated"
+    AWAITING_APPROVAL = "awaiting_approval"
 
 
 class ConversationStatus(str, Enum):
@@ -173,6 +177,10 @@ class CompletedOperation(BaseModel):
     ok: bool
     turn: int
     child_workflow_id: Optional[str] = None
+    undo_arguments: Optional[dict[str, Any]] = None
+    """A reversible write's compensation arguments (its before-image), read from the system
+    of record right before it ran; None for irreversible writes or when that read failed."""
+    compensated: bool = False
 
 
 class Observation(BaseModel):

@@ -15,9 +15,10 @@ from typing import Optional
 
 from temporalio import workflow
 
-from workflows import keys
+from workflows import keys, standalone
 from workflows.actions import make_tool_call
 from workflows.activity_api import ToolActivitiesApi
+from workflows.approval_gate import ApprovalGate
 from workflows.catalogue import spec_of
 from workflows.catalogue.checks import status_refusal
 from workflows.contracts import (
@@ -39,18 +40,21 @@ from workflows.visibility import pseudonym_of
 
 
 @workflow.defn
-class RefundWorkflow:
+class RefundWorkflow(ApprovalGate):
     """Input ``RefundInput``; returns ``RefundOutcome``. Never raises for a business
-    refusal: a failed precondition or a tool error comes back as ``ok=False``."""
+    refusal: a failed precondition, a tool error, or a rejected or expired supervisor
+    approval (``workflows.approval_gate``) comes back as ``ok=False``."""
 
     def __init__(self) -> None:
+        super().__init__()
         self._step = "starting"
         self._view: Optional[RefundView] = None
 
     @workflow.query(description="The refund's current step: starting, ledger, fresh_read, refused, execute, "
                                 "notify, done or failed.")
     def step(self) -> str:
-        """The refund's current step: ledger, fresh_read, refused, execute, notify, done or failed."""
+        """The refund's current step: ledger, fresh_read, refused, awaiting_approval, execute, notify,
+        done or failed."""
         return self._step
 
     def _enter(self, step: str, detail: str) -> None:
@@ -61,8 +65,8 @@ class RefundWorkflow:
 
     @workflow.run
     async def run(self, inp: RefundInput) -> RefundOutcome:
-        """Ledger lookup by key → fresh read → precondition check → idempotent write →
-        customer email."""
+        """Ledger lookup by key → fresh read → precondition check → supervisor approval when
+        required → idempotent write → customer email."""
         order_id = inp.call.arguments.order_id
         spec = spec_of(inp.call.name)
         key = keys.idempotency_key(inp.call, inp.operation_id)
@@ -96,10 +100,18 @@ class RefundWorkflow:
         )
         self._view.amount = amount_from_read(inp.call, read.result)
         refusal = self._precondition(inp, read)
+        if refusal is None and standalone.is_standalone(inp):
+            refusal = await standalone.standalone_refusal(inp, read)  # the spec's own policy check
         if refusal is not None:
             self._view.outcome = f"refused: {refusal}"
             self._enter("refused", "precondition failed on the fresh read")
             return RefundOutcome(idempotency_key=key, result=f"Error: {refusal}", ok=False, refused_reason=refusal)
+        approval, refusal = await self._await_approval(inp, read, key)
+        if refusal is not None:
+            self._view.outcome = f"refused: {refusal}"
+            self._enter("refused", "supervisor approval not granted")
+            return RefundOutcome(idempotency_key=key, result=f"Error: {refusal}", ok=False, refused_reason=refusal,
+                                 approval=approval)
 
         self._enter("execute", f"`{key}`")
         written = await workflow.execute_activity_method(
@@ -128,14 +140,14 @@ class RefundWorkflow:
         self._view.outcome = outcome_text(written.ok, written.result, written.replayed, notified)
         self._enter("done" if written.ok else "failed", "write recorded in the system of record")
         return RefundOutcome(idempotency_key=key, result=written.result, ok=written.ok,
-                             replayed=written.replayed, notified=notified)
+                             replayed=written.replayed, notified=notified, approval=approval)
 
     @staticmethod
     def _precondition(inp: RefundInput, read: ToolResult) -> Optional[str]:
         if not read.ok:
             return read.result.removeprefix("Error: ")
         order = json.loads(read.result)
-        if order.get("user_id") != inp.expected_user_id:
+        if inp.expected_user_id is not None and order.get("user_id") != inp.expected_user_id:
             return "order not found (one-customer)"
         spec = spec_of(inp.call.name)
         failed = status_refusal(spec.name, spec.status, order["order_id"], order.get("status", ""),

@@ -7,8 +7,6 @@ model and for operators) and in the logs.
 
 from __future__ import annotations
 
-from typing import Iterable
-
 from workflows.clauses import Rule
 
 TRANSFERRED = "YOU ARE BEING TRANSFERRED TO A HUMAN AGENT. PLEASE HOLD ON."
@@ -20,6 +18,8 @@ ESCALATED = ("I could not confirm that your request went through, so I have hand
              "who will check it and get back to you. Nothing will be done twice.")
 ENDED = "Thank you, goodbye."
 CANCELLED = "The conversation was cancelled."
+OPERATOR_CANCEL_REASON = "cancelled by an operator (Temporal cancellation)"
+SUPERSEDED = "I see you've sent another message, so I'll answer that one instead."
 
 _REFUSALS: dict[Rule, str] = {
     Rule.AUTHENTICATE_FIRST: "I first need to confirm who you are: please tell me your email address, "
@@ -57,11 +57,29 @@ def refused(rule: str) -> str:
     return f"Sorry, I can't do that: {sentence}"
 
 
-def cancelled(done: Iterable[str]) -> str:
-    """The reply to a message interrupted by a cancel; ``done`` are the details (as the
-    user confirmed them) of writes completed in this turn."""
-    done = list(done)
-    return CANCELLED + (f" Completed before it stopped: {'; '.join(done)}" if done else "")
+def awaiting_approval(detail: str) -> str:
+    """The reply to a yes whose write waits for a supervisor's decision."""
+    return (f"Thank you. This needs a supervisor's approval before I can do it: {detail} "
+            "I'll let you know as soon as it is decided.")
+
+
+def approved(detail: str, refusal: "str | None") -> str:
+    """What the user is told when a supervisor approved ``detail`` and it ran (``refusal``:
+    None when it applied; otherwise the system's reason, which the user does not see)."""
+    if refusal is None:
+        return f"A supervisor approved your request, and it is done: {detail}"
+    return f"A supervisor approved your request, but it did not go through: {detail}"
+
+
+def approval_rejected(detail: str) -> str:
+    """What the user is told when a supervisor rejected ``detail``."""
+    return f"A supervisor did not approve your request, so nothing was changed: {detail}"
+
+
+def approval_expired(detail: str) -> str:
+    """What the user is told when nobody decided on ``detail`` in time."""
+    return (f"Your request was not decided in time, so I have handed it to a human agent, who will "
+            f"get back to you. Nothing has been changed yet: {detail}")
 
 
 def finished(status: str) -> str:

@@ -18,6 +18,7 @@ from typing import Optional
 from pydantic import BaseModel, Field
 
 from workflows.actions import ToolCall
+from workflows.approvals import Approval, ApprovalStatus
 from workflows.records import (  # noqa: F401  (re-exported: the state's vocabulary)
     OBSERVATIONS_KEPT,
     RECENT_TURNS_KEPT,
@@ -77,6 +78,10 @@ class ConversationState(BaseModel):
     recent_turns: list[Turn] = Field(default_factory=list)
     observations: list[Observation] = Field(default_factory=list)
     pending_confirmation: Optional[PendingConfirmation] = None
+    awaiting_approval: list[PendingConfirmation] = Field(default_factory=list)
+    """Confirmed writes waiting for a supervisor's decision (their approvals are in ``approvals``)."""
+    approvals: list[Approval] = Field(default_factory=list)
+    """Every approval this conversation asked for, pending or decided (approver and time)."""
     completed_operations: list[CompletedOperation] = Field(default_factory=list)
     rejections: list[Rejection] = Field(default_factory=list)
     usage: Usage = Field(default_factory=Usage)
@@ -86,6 +91,10 @@ class ConversationState(BaseModel):
     def last_rejection(self) -> Optional[Rejection]:
         """The most recent rejected proposal, if any."""
         return self.rejections[-1] if self.rejections else None
+
+    def pending_approvals(self) -> list[Approval]:
+        """Approvals still waiting for a supervisor, oldest first."""
+        return [a for a in self.approvals if a.status is ApprovalStatus.PENDING]
 
     def is_open(self) -> bool:
         """True while the conversation accepts messages."""

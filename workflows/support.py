@@ -2,13 +2,19 @@
 its main loop.
 
 Messages arrive by the ``send_message`` update, which returns the assistant's reply;
-``cancel`` is a signal; ``state`` is a query. Handlers only enqueue: the main loop
-processes one message at a time (``workflows.turn``), so turns never interleave. The
-state object, not the transcript, is the record; it carries over continue-as-new.
+``cancel`` is a signal; ``decide_approval`` is an update; ``state`` is a query. Handlers only enqueue: the main loop
+processes one message at a time (``workflows.turn``), so turns never interleave and a
+message that arrives while an activity runs waits its turn, in order. The state object,
+not the transcript, is the record; it carries over continue-as-new, and so does a cancel.
+
+Temporal's own cancellation (the Web UI's "Request Cancellation") becomes the same cancel
+as the signal: the main loop runs shielded from it, so a write in flight is awaited and
+the cancel path (``workflows.cancellation``) runs; the run then ends as cancelled.
 """
 
 from __future__ import annotations
 
+import asyncio
 from typing import Optional
 
 from temporalio import workflow
@@ -23,9 +29,20 @@ from workflows.contracts import (
     SupportOutcome,
     UserMessage,
 )
+from workflows.approval_flow import next_expiry, ready_to_settle, settle_approvals
+from workflows.approvals import Approval, ApprovalDecision, apply_decision, check_decision
+from workflows.cancellation import cancel_conversation
 from workflows.errors import ErrorType
+from workflows.opening import (
+    ConversationOpened,
+    OpenConversation,
+    store_known,
+    unknown_store,
+    unknown_store_reason,
+)
 from workflows.options import MAX_USER_MESSAGE_BYTES
-from workflows.state import ConversationState, ConversationStatus, Role
+from workflows.state import ConversationState, Role
+from workflows.interrupts import Interrupted
 from workflows.turn import Inbound, TurnContext, run_turn
 from workflows.visibility import Visibility
 
@@ -47,13 +64,16 @@ class SupportWorkflow:
         self._inbox: list[Inbound] = []
         self._replies: dict[int, AssistantReply] = {}
         self._next_message_id = 0
-        self._cancel: Optional[CancelRequest] = None
+        self._cancel: Optional[CancelRequest] = inp.cancel
         self._visibility = Visibility()
         self._turns_this_run = 0
+        self._notices: list[str] = []
+        """What the user was told outside a turn (approval outcomes), not yet in a reply."""
 
     # --- message passing ------------------------------------------------------
 
-    @workflow.update
+    @workflow.update(description="Send one user message {text}; returns the assistant's reply. Use the client's "
+                                 "message id as the update id: a retry returns the first reply.")
     async def send_message(self, message: UserMessage) -> AssistantReply:
         """Deliver one user message; returns the assistant's reply to it."""
         self._next_message_id += 1
@@ -83,12 +103,47 @@ class SupportWorkflow:
                                    "start a new conversation", type=ErrorType.CONVERSATION_FINISHED.value,
                                    non_retryable=True)
 
-    @workflow.signal
-    def cancel(self, request: CancelRequest) -> None:
-        """Stop the conversation; a write already running finishes, nothing new starts."""
-        self._cancel = request
+    @workflow.update(description="Check the conversation's store (sent with the start); an unknown store "
+                                 "closes the conversation and fails with UnknownStore.")
+    async def open(self, request: OpenConversation) -> ConversationOpened:
+        """Check the conversation's store against the system of record (sent with the start:
+        ``POST /conversations``); an unknown store closes the conversation and fails this
+        update with ``UnknownStore``."""
+        if not await store_known(self._state.store):
+            self._cancel = self._cancel or CancelRequest(reason=unknown_store_reason(self._state.store))
+            raise unknown_store(self._state.store)
+        return ConversationOpened(conversation_id=self._state.conversation_id, store=self._state.store,
+                                  status=self._state.status.value)
 
-    @workflow.query
+    @workflow.update(description="Approve or reject a confirmed write awaiting a supervisor: {approval_id, "
+                                 "decision: approve|reject, approver, note?}. Refused for an unknown id, an id "
+                                 "bound to another operation, a second decision, an expired approval or a "
+                                 "cancelled conversation.")
+    def decide_approval(self, decision: ApprovalDecision) -> Approval:
+        """Record a supervisor's decision; the main loop then runs or drops the write."""
+        # checked again: two decisions accepted in one workflow task both passed the validator
+        approval = check_decision(self._state.approvals, decision, workflow.now())
+        apply_decision(approval, decision, workflow.now())
+        return approval
+
+    @decide_approval.validator
+    def _validate_decision(self, decision: ApprovalDecision) -> None:
+        if self._cancel is not None or not self._state.is_open():
+            raise ApplicationError("this conversation has finished; its approvals were withdrawn",
+                                   type=ErrorType.APPROVAL_REFUSED.value, non_retryable=True)
+        check_decision(self._state.approvals, decision, workflow.now())
+
+    @workflow.signal(description="Cancel the conversation: {reason, rollback}. In-flight model calls and reads "
+                                 "stop; a write in flight finishes; rollback undoes reversible writes. The first "
+                                 "cancel wins; later ones are ignored.")
+    def cancel(self, request: CancelRequest) -> None:
+        """Stop the conversation; a write already running finishes, nothing new starts.
+        The first cancel wins: a second one neither changes the reason nor the rollback."""
+        if self._cancel is None:
+            self._cancel = request
+
+    @workflow.query(description="The typed conversation state: customer, orders, steps with statuses, pinned "
+                                "facts, pending confirmation, completed operations, rejections.")
     def state(self) -> ConversationState:
         """The typed conversation state."""
         return self._state
@@ -98,28 +153,56 @@ class SupportWorkflow:
     @workflow.run
     async def run(self, inp: SupportInput) -> SupportOutcome:
         """Process messages one at a time until the conversation ends, is transferred,
-        escalated or cancelled (continuing as new when the history grows)."""
+        escalated or cancelled (continuing as new when the history grows). Raises
+        ``asyncio.CancelledError`` after the cancel path when Temporal cancelled the run."""
+        serving = asyncio.ensure_future(self._serve(inp))
+        try:
+            # shielded: Temporal's cancellation must not abandon a write in flight
+            return await asyncio.shield(serving)
+        except asyncio.CancelledError:
+            if self._cancel is None:
+                self._cancel = CancelRequest(reason=replies.OPERATOR_CANCEL_REASON)
+            await serving
+            raise
+
+    async def _serve(self, inp: SupportInput) -> SupportOutcome:
         state = self._state
         ctx = TurnContext(state=state, write_timeout_seconds=inp.write_timeout_seconds,
-                          cancel_request=lambda: self._cancel, visibility=self._visibility)
+                          cancel_request=lambda: self._cancel, visibility=self._visibility,
+                          newer_message=lambda: bool(self._inbox), approvals=inp.approvals)
         self._visibility.publish(state)
-        while state.is_open():
-            await workflow.wait_condition(lambda: bool(self._inbox) or self._cancel is not None)
+        interrupted: Optional[Inbound] = None
+        while state.is_open() and self._cancel is None:
+            await self._wait_for_work()
             if self._cancel is not None:
-                tr.close(state, ConversationStatus.CANCELLED, self._cancel.reason)
                 break
+            if ready_to_settle(state, workflow.now()):
+                try:
+                    told = await settle_approvals(state, inp.approvals, inp.write_timeout_seconds, self._visibility,
+                                                  lambda: self._cancel)
+                except Interrupted:
+                    break
+                for text in told:
+                    self._answer(None, text)
+                self._notices += told
+                continue
             inbound = self._inbox.pop(0)
             reply_text = await run_turn(ctx, inbound)
-            tr.add_turn(state, Role.ASSISTANT, reply_text)
-            self._replies[inbound.message_id] = self._reply(reply_text)
-            self._visibility.publish(state)
+            if reply_text is None:
+                interrupted = inbound  # a cancel stopped this turn; the cancel path answers it
+                break
+            self._answer(inbound, reply_text)
             self._turns_this_run += 1
-            if state.is_open() and not self._inbox and (
+            if state.is_open() and not self._inbox and self._cancel is None and (
                 workflow.info().is_continue_as_new_suggested() or self._turns_this_run >= inp.max_turns_per_run
             ):
-                # the history, not the state, is what grows: start a fresh run with the same state
+                # the history, not the state, is what grows: start a fresh run with the same state;
+                # a cancel that arrives while the handlers finish travels with it
                 await workflow.wait_condition(workflow.all_handlers_finished)
-                workflow.continue_as_new(inp.model_copy(update={"state": state}))
+                workflow.continue_as_new(inp.model_copy(update={"state": state, "cancel": self._cancel}))
+        if self._cancel is not None and (state.is_open() or interrupted is not None):
+            summary = await cancel_conversation(state, self._cancel, inp.write_timeout_seconds)
+            self._answer(interrupted, summary)
         for queued in self._inbox:
             self._replies[queued.message_id] = self._reply(replies.finished(state.status.value))
         self._inbox.clear()
@@ -127,7 +210,30 @@ class SupportWorkflow:
         await workflow.wait_condition(workflow.all_handlers_finished)
         return SupportOutcome(status=state.status.value, state=state)
 
+    async def _wait_for_work(self) -> None:
+        """Until a message, a cancel, a supervisor's decision, or the next approval expiry."""
+        expiry = next_expiry(self._state)
+        timeout = max((expiry - workflow.now()).total_seconds(), 0.0) if expiry else None
+        try:
+            await workflow.wait_condition(
+                lambda: bool(self._inbox) or self._cancel is not None or ready_to_settle(self._state, workflow.now()),
+                timeout=timeout, timeout_summary="approval expiry" if timeout is not None else None)
+        except asyncio.TimeoutError:
+            pass  # an approval ran out of time: the loop settles it
+
+    def _answer(self, inbound: Optional[Inbound], text: str) -> None:
+        """Record the assistant's turn and, if a message awaits it, reply to that message."""
+        tr.add_turn(self._state, Role.ASSISTANT, text)
+        if inbound is not None:
+            # outcomes the user was told outside a turn open the next reply they read
+            text = " ".join([*self._notices, text])
+            self._notices = []
+            self._replies[inbound.message_id] = self._reply(text)
+        self._visibility.publish(self._state)
+
     def _reply(self, text: str) -> AssistantReply:
         pending = self._state.pending_confirmation
+        waiting = self._state.pending_approvals()
         return AssistantReply(text=text, turn=self._state.turn, status=self._state.status.value,
-                              awaiting_confirmation=pending.detail if pending else None)
+                              awaiting_confirmation=pending.detail if pending else None,
+                              awaiting_approval=waiting[-1].approval_id if waiting else None)

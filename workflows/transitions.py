@@ -12,6 +12,7 @@ import json
 from typing import Any, Optional
 
 from workflows.actions import call_arguments, call_digest
+from workflows.approvals import Approval, ApprovalStatus
 from workflows.catalogue import spec_of
 from workflows.clauses import Rule
 from workflows.facts import extract_facts, merge_facts
@@ -103,6 +104,24 @@ def await_confirmation(state: ConversationState, operation_id: str, call: Any, d
     return pending
 
 
+def await_approval(state: ConversationState, confirmed: PendingConfirmation, approval: Approval) -> None:
+    """A confirmed write needs a supervisor: keep it, record its approval, mark its step."""
+    state.approvals.append(approval)
+    state.awaiting_approval.append(confirmed)
+    finish_step(state, confirmed.operation_id, StepStatus.AWAITING_APPROVAL)
+
+
+def take_settled(state: ConversationState) -> list[tuple[PendingConfirmation, Approval]]:
+    """Remove and return the confirmed writes whose approval is no longer pending, each
+    with its approval (decided or expired), oldest first."""
+    by_operation = {a.operation_id: a for a in state.approvals}
+    settled = [(c, by_operation[c.operation_id]) for c in state.awaiting_approval
+               if by_operation[c.operation_id].status is not ApprovalStatus.PENDING]
+    done = {c.operation_id for c, _ in settled}
+    state.awaiting_approval = [c for c in state.awaiting_approval if c.operation_id not in done]
+    return settled
+
+
 def take_pending(state: ConversationState) -> Optional[PendingConfirmation]:
     """Remove and return the pending confirmation: the user's next message answers it."""
     pending, state.pending_confirmation = state.pending_confirmation, None
@@ -116,12 +135,17 @@ def decline(state: ConversationState, pending: PendingConfirmation, rule: str, r
 
 
 def close(state: ConversationState, status: ConversationStatus, reason: str) -> None:
-    """End the conversation: drop the pending confirmation, cancel unfinished steps."""
+    """End the conversation: drop the pending confirmation, withdraw pending approvals,
+    cancel unfinished steps."""
     if state.pending_confirmation is not None:
         finish_step(state, state.pending_confirmation.operation_id, StepStatus.CANCELLED, reason)
         state.pending_confirmation = None
+    for approval in state.pending_approvals():
+        approval.status = ApprovalStatus.WITHDRAWN
+        approval.note = reason
+    state.awaiting_approval = []
     for step in state.steps:
-        if step.status in (StepStatus.PENDING, StepStatus.RUNNING):
+        if step.status in (StepStatus.PENDING, StepStatus.RUNNING, StepStatus.AWAITING_APPROVAL):
             finish_step(state, step.step_id, StepStatus.CANCELLED, reason)
     state.status = status
     state.ended_reason = reason
@@ -147,14 +171,16 @@ def apply_read_result(state: ConversationState, call: Any, result: str) -> str:
 
 
 def apply_write_result(state: ConversationState, call: Any, operation_id: str, key: str,
-                       result: str, ok: bool, child_workflow_id: Optional[str] = None) -> None:
-    """Record a write that reached the system of record, fold the facts it returns, and
-    finish its step (a refusal is also recorded as a rejection the model sees)."""
+                       result: str, ok: bool, child_workflow_id: Optional[str] = None,
+                       undo_arguments: Optional[dict[str, Any]] = None) -> None:
+    """Record a write that reached the system of record (with its compensation arguments,
+    if reversible), fold the facts it returns, and finish its step (a refusal is also
+    recorded as a rejection the model sees)."""
     args = call_arguments(call)
     state.completed_operations.append(
         CompletedOperation(operation_id=operation_id, idempotency_key=key, tool=call.name,
                            arguments=args, result=result, ok=ok, turn=state.turn,
-                           child_workflow_id=child_workflow_id)
+                           child_workflow_id=child_workflow_id, undo_arguments=undo_arguments if ok else None)
     )
     fold = spec_of(call.name).fold
     if ok and fold is not None:

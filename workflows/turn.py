@@ -1,5 +1,6 @@
 """One user turn: answer a pending confirmation, then propose → validate → apply until
-the model replies, a write awaits confirmation, or the conversation closes.
+the model replies, a write awaits confirmation, the conversation closes, or a cancel
+stops it (``run_turn`` then returns None and the cancel path takes over).
 
 The model is a stateless processor: each proposal is one activity over a snapshot
 rendered from the state. The policy validates it; reads run at once; a write is only
@@ -8,7 +9,7 @@ shown here (its exact detail), and runs in a later turn after the user's yes.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 from temporalio import workflow
@@ -17,10 +18,14 @@ from temporalio.exceptions import ActivityError
 from workflows import keys, replies
 from workflows import transitions as tr
 from workflows.activity_api import ModelActivitiesApi
+from workflows.approval_flow import request_approval
+from workflows.approvals import ApprovalPolicy
 from workflows.clauses import Rule
 from workflows.confirm import describe, is_no, is_yes
+from workflows.catalogue import spec_of
 from workflows.contracts import CancelRequest, ModelRequest, ModelResult
 from workflows.execute import execute_confirmed, failure_reason, open_ticket, read
+from workflows.interrupts import Interrupted, cancellable
 from workflows.options import (
     HEARTBEAT_TIMEOUT,
     MAX_CONSECUTIVE_REJECTIONS,
@@ -49,16 +54,27 @@ class Inbound:
 @dataclass
 class TurnContext:
     """What a turn needs from its conversation: the state, the write timeout (seconds),
-    the pending cancel request (if any), and the operators' view."""
+    the pending cancel request (if any), whether a newer user message is waiting, and
+    the operators' view."""
 
     state: ConversationState
     write_timeout_seconds: float
     cancel_request: Callable[[], Optional[CancelRequest]]
     visibility: Visibility
+    newer_message: Callable[[], bool] = lambda: False
+    approvals: ApprovalPolicy = field(default_factory=ApprovalPolicy)
 
 
-async def run_turn(ctx: TurnContext, inbound: Inbound) -> str:
-    """Process one user message; returns the assistant's reply to it."""
+async def run_turn(ctx: TurnContext, inbound: Inbound) -> Optional[str]:
+    """Process one user message; returns the assistant's reply to it, or None when a
+    cancel stopped the turn (what already ran is recorded in the state)."""
+    try:
+        return await _run_turn(ctx, inbound)
+    except Interrupted:
+        return None
+
+
+async def _run_turn(ctx: TurnContext, inbound: Inbound) -> Optional[str]:
     state = ctx.state
     tr.receive_user_message(state, inbound.text)
     pending = tr.take_pending(state)
@@ -69,8 +85,13 @@ async def run_turn(ctx: TurnContext, inbound: Inbound) -> str:
             verdict = validate_execution(state, pending, confirmation)
             if not verdict.accepted:
                 tr.decline(state, pending, verdict.rule.value, verdict.reason)
+            elif request_approval(state, pending, ctx.approvals, workflow.info().workflow_id,
+                                  workflow.now()) is not None:
+                ctx.visibility.publish(state)
+                return replies.awaiting_approval(pending.detail)
             else:
-                ended = await execute_confirmed(state, pending, ctx.write_timeout_seconds, ctx.visibility)
+                ended = await execute_confirmed(state, pending, ctx.write_timeout_seconds, ctx.visibility,
+                                                ctx.cancel_request, approvals=ctx.approvals)
                 if ended is not None:
                     return ended
         else:
@@ -79,14 +100,20 @@ async def run_turn(ctx: TurnContext, inbound: Inbound) -> str:
     return await _agent_loop(ctx)
 
 
-async def _agent_loop(ctx: TurnContext) -> str:
+async def _agent_loop(ctx: TurnContext) -> Optional[str]:
     state = ctx.state
     consecutive_rejections = 0
     for _ in range(MAX_MODEL_STEPS_PER_TURN):
-        cancel = ctx.cancel_request()
-        if cancel is not None:
-            return _cancelled(state, cancel)
+        if ctx.cancel_request() is not None:
+            return None
         result = await _propose(ctx)
+        if result is not None and ctx.newer_message() and not _is_read(result.action):
+            # Interrupt rule (README, "Interrupts"): the user spoke again while the model was
+            # thinking; a reply, a write to confirm, an end or a transfer proposed for the older
+            # message is discarded and the newer message is answered with the whole state.
+            tr.reject(state, Rule.SUPERSEDED.value, "a newer user message arrived while this was being proposed",
+                      result.action.model_dump(mode="json"))
+            return replies.SUPERSEDED
         if result is None:
             consecutive_rejections += 1
         else:
@@ -106,25 +133,23 @@ async def _agent_loop(ctx: TurnContext) -> str:
     return replies.COULD_NOT_FINISH
 
 
-def _cancelled(state: ConversationState, cancel: CancelRequest) -> str:
-    shown = {step.operation_id: step.detail for step in state.steps}
-    done = [shown.get(op.operation_id) or "a change you confirmed" for op in state.completed_operations
-            if op.turn == state.turn and op.ok]
-    tr.close(state, ConversationStatus.CANCELLED, cancel.reason)
-    return replies.cancelled(done)
+def _is_read(action: Any) -> bool:
+    return action.kind == "tool_call" and not spec_of(action.tool.name).is_write
 
 
 async def _propose(ctx: TurnContext) -> Optional[ModelResult]:
+    """One model call, cancelled if a cancel arrives meanwhile (raises ``Interrupted``)."""
     state = ctx.state
     ctx.visibility.publish(state, "model proposing the next action")
+    handle = workflow.start_activity_method(
+        ModelActivitiesApi.propose_action,
+        ModelRequest(conversation_id=state.conversation_id, snapshot=render_snapshot(state)),
+        heartbeat_timeout=HEARTBEAT_TIMEOUT, start_to_close_timeout=MODEL_TIMEOUT,
+        retry_policy=MODEL_RETRY,
+        summary=f"model proposes the next action (turn {state.turn})",
+    )
     try:
-        result = await workflow.execute_activity_method(
-            ModelActivitiesApi.propose_action,
-            ModelRequest(conversation_id=state.conversation_id, snapshot=render_snapshot(state)),
-            heartbeat_timeout=HEARTBEAT_TIMEOUT, start_to_close_timeout=MODEL_TIMEOUT,
-            retry_policy=MODEL_RETRY,
-            summary=f"model proposes the next action (turn {state.turn})",
-        )
+        result = await cancellable(handle, ctx.cancel_request)
     except ActivityError as err:
         # the type only: the message may quote model output, which may quote the user
         workflow.logger.warning("model call failed at turn %s: %s", state.turn, type(err.cause).__name__)
@@ -150,7 +175,7 @@ async def _apply(ctx: TurnContext, action: Any, needs_confirmation: bool) -> Opt
     call = action.tool
     if not needs_confirmation:
         try:
-            result = await read(state, call)
+            result = await read(state, call, cancel_requested=ctx.cancel_request)
         except ActivityError as err:
             # retries are exhausted (e.g. the database is down): keep the state, tell the user
             tr.reject(state, Rule.TOOL_ERROR.value, f"{call.name} failed: {failure_reason(err)}", tr.proposal_of(call))

@@ -19,12 +19,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import hashlib
+import inspect
 import json
 import socket
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Optional, Protocol
+from typing import Any, Awaitable, Callable, Optional, Protocol, Union
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
@@ -42,8 +43,9 @@ from systems.model.wire import (
     tool_use_message,
 )
 
-Brain = Callable[[dict, Optional[dict]], dict]
-"""(state view, plan or None) -> raw ``ProposedAction`` dict."""
+Brain = Callable[[dict, Optional[dict]], Union[dict, Awaitable[dict]]]
+"""(state view, plan or None) -> raw ``ProposedAction`` dict, or an awaitable of it (a brain
+that takes its time, as a real model does, without blocking the server)."""
 
 
 class Plans(Protocol):
@@ -116,6 +118,8 @@ def offline_app(brain: Optional[Brain] = None, plans: Optional[Plans] = None) ->
             return _error(500, "api_error", f"offline model: plan look-up failed: {type(exc).__name__}: {exc}")
         try:
             action = think(view, plan)
+            if inspect.isawaitable(action):
+                action = await action
         except BrainFault as fault:
             return _error(fault.status_code, fault.error_type, fault.message, fault.headers)
         except Exception as exc:  # a brain bug must look like a server error, not kill the server

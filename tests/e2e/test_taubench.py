@@ -15,6 +15,11 @@ from systems.retail import load_data
 from systems.retail.hashing import data_hash
 from systems.retail.tools import run_tool
 from tests.workflow_harness import running_worker
+from workflows.actions import make_tool_call
+from workflows.approvals import ApprovalPolicy, required_approval
+from workflows.catalogue import REFUND_TOOLS
+from workflows.catalogue.amounts import money
+from workflows.catalogue.folds import order_fact
 
 ROOT = Path(__file__).resolve().parents[2]
 DEV_TASKS = ROOT / "systems" / "retail" / "data" / "tasks_dev.json"
@@ -29,6 +34,25 @@ async def test_all_20_dev_tasks_pass_with_no_duplicate_writes(temporal_env, sett
     assert failures == []
     assert report.summary.passed == 20 and report.summary.duplicate_writes == 0
     assert report.summary.writes == sum(len(t.actions) for t in tasks)  # dev tasks list only writes
+    # the runner, as supervisor, approved exactly the writes the approval policy holds back
+    assert report.summary.approvals_granted == expected_approvals(tasks) > 0
+    assert [t.approvals_granted for t in report.tasks] == [expected_approvals([t]) for t in tasks]
+
+
+def expected_approvals(tasks) -> int:
+    """Ground-truth writes that need a supervisor under the default policy, each judged on
+    the order as it is when the write runs (replaying the task's actions on a fresh copy)."""
+    count = 0
+    for task in tasks:
+        data = load_data()
+        prices = {item_id: money(v["price"]) for p in data["products"].values() for item_id, v in p["variants"].items()}
+        for action in task.actions:
+            if action["name"] in REFUND_TOOLS:
+                order = order_fact(data["orders"][action["kwargs"]["order_id"]])
+                count += required_approval(make_tool_call(action["name"], action["kwargs"]), order,
+                                           ApprovalPolicy(), prices) is not None
+            run_tool(data, action["name"], action["kwargs"])
+    return count
 
 
 def _free_port() -> int:
@@ -67,15 +91,17 @@ def test_cli_runs_a_task_file_with_reads_and_outputs_and_writes_the_json_report(
                            "--json", str(out)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 1, proc.stdout + proc.stderr  # one task is meant to fail
     report = json.loads(out.read_text())
-    assert set(report["summary"]) == {"total", "passed", "hash_match", "writes", "duplicate_writes", "seconds"}
+    assert set(report["summary"]) == {"total", "passed", "hash_match", "writes", "duplicate_writes", "seconds",
+                                      "approvals_granted"}
     assert report["summary"]["total"] == 2 and report["summary"]["passed"] == 1
     good, bad = report["tasks"]
     assert set(good) >= {"task_index", "passed", "hash_match", "outputs_match", "reason", "writes",
                          "duplicate_writes", "seconds"}
     assert good["passed"] and good["outputs_match"] and good["writes"] == 1 and good["duplicate_writes"] == 0
+    assert good["approvals_granted"] == 1  # the cancel of 826.70 is above the 500.00 threshold
     assert not bad["passed"] and not bad["hash_match"] and not bad["outputs_match"]
     assert "a figure nobody said" in bad["reason"]
-    assert "τ-bench summary" in proc.stdout and "Failed tasks" in proc.stdout
+    assert "τ-bench summary" in proc.stdout and "Failed tasks" in proc.stdout and "approvals" in proc.stdout
 
 
 async def test_dev_tasks_on_postgresql(temporal_env, settings):

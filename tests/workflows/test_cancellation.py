@@ -54,4 +54,4 @@ async def test_cancel_signal_during_a_running_write_records_it(temporal_env, set
         assert len(backend.ledger_entries("main")) == 1
         # the reply to the yes says the conversation was cancelled and what completed before it stopped
         assert answer.text.startswith("The conversation was cancelled.")
-        assert f"Completed before it stopped: Cancel order {PENDING}" in answer.text
+        assert f"Done: Cancel order {PENDING}" in answer.text

@@ -27,6 +27,7 @@ from tests.policy_fixtures import CUSTOMER, DELIVERED, EMAIL, PENDING
 from tests.workflow_harness import call, order_details, reply, running_worker
 from worker import build_backend, build_worker
 from workflows.contracts import AssistantReply, UserMessage
+from workflows.replies import SUPERSEDED
 from workflows.support import SupportWorkflow, support_workflow_id
 
 
@@ -89,9 +90,11 @@ async def test_yes_sent_before_detail_was_shown_does_not_confirm_it(temporal_env
                                                 result_type=AssistantReply)
             release.set()
             first_yes = await yes
-            await retried.result()
-            # the user saw D2 only in the reply to the first yes, and never answered it
-            assert first_yes.awaiting_confirmation and DELIVERED in first_yes.awaiting_confirmation
+            second = await retried.result()
+            # D2, proposed while the retried yes waited, is superseded by it (README, "Interrupts");
+            # the retried yes, sent before D2 was ever shown, does not confirm it: D2 is shown now
+            assert first_yes.text == SUPERSEDED and first_yes.awaiting_confirmation is None
+            assert second.awaiting_confirmation and DELIVERED in second.awaiting_confirmation
             assert order_details(backend, DELIVERED)["status"] == "delivered", \
                 "the return was applied on a 'yes' sent before its detail was shown"
     finally:
@@ -199,7 +202,7 @@ async def test_model_reply_impersonating_the_confirmation_prompt_confirms_nothin
 async def test_yes_queued_with_a_no_does_not_confirm_a_different_replacement(temporal_env, settings):
     """While the worker is down the user sends "no" then "yes" to D1 (cancel PENDING); both are
     accepted in one activation with seen_digest(D1). After the "no" the model proposes D2
-    (return DELIVERED). The queued "yes" must not confirm D2."""
+    (return DELIVERED), superseded by the queued "yes", which must not confirm it."""
     def brain(view: dict, plan: dict | None = None) -> dict:
         if view["customer"] is None:
             return call("find_user_id_by_email", email=EMAIL)
@@ -227,8 +230,10 @@ async def test_yes_queued_with_a_no_does_not_confirm_a_different_replacement(tem
     await asyncio.sleep(1.0)
     async with running_worker(temporal_env, settings, brain=brain) as (client, backend):
         r_no, r_yes = await asyncio.wait_for(asyncio.gather(no, yes), 60)
-        assert r_no.awaiting_confirmation and "Return from order" in r_no.awaiting_confirmation
+        # D2, proposed after the "no" while the "yes" waited, is superseded by it (README,
+        # "Interrupts"): never shown, so the queued "yes" has nothing to confirm
+        assert r_no.text == SUPERSEDED and r_no.awaiting_confirmation is None
         assert backend.ledger_entries("main") == [], r_yes.text
         state = await client.state(cid)
-        assert any(x.rule == "explicit-confirmation" and "different action detail" in x.reason
-                   for x in state.rejections), state.rejections
+        assert any(x.rule == "superseded-by-newer-message" and x.proposal["tool"]["name"] ==
+                   "return_delivered_order_items" for x in state.rejections), state.rejections

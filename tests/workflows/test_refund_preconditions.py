@@ -98,6 +98,9 @@ async def test_cancel_racing_a_payment_change_never_refunds_more_than_was_paid(t
         def recorded(self, *args):
             return port.recorded(*args)
 
+        def has_store(self, store):
+            return port.has_store(store)
+
     tools = ToolActivities(tools=HoldCancelWrites(), outbox=port, tickets=port)
 
     def brain(view: dict, plan: dict | None = None) -> dict:

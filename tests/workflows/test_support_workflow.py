@@ -21,8 +21,10 @@ from tests.policy_fixtures import (
     other_customer_order,
 )
 from tests.workflow_harness import running_worker
+from workflows.contracts import SupportInput
 from workflows.options import CUSTOMER_ID, ORDER_IDS, STEP
 from workflows.pseudonym import customer_pseudonym
+from workflows.support import SupportWorkflow, support_workflow_id
 
 
 async def test_chat_cancels_an_order_after_explicit_yes(temporal_env, settings):
@@ -155,8 +157,14 @@ def _status(backend, order_id: str) -> str:
 
 
 async def test_read_failure_is_a_reply_not_a_failed_workflow(temporal_env, settings):
+    # The client refuses an unknown store at start (tests/e2e/test_api_routes.py); a store
+    # that is missing later (dropped, or a conversation started without the client) fails
+    # reads, which must still be a reply.
     async with running_worker(temporal_env, settings) as (client, _):
-        cid = await client.start_conversation("chat-no-store", store="no-such-store")
+        cid = "chat-no-store"
+        await temporal_env.client.start_workflow(SupportWorkflow.run, SupportInput(conversation_id=cid,
+                                                 store="no-such-store"), id=support_workflow_id(cid),
+                                                 task_queue=settings.task_queue)
         reply = await client.send_message(cid, f"Hi, my email is {EMAIL}")
         assert reply.status == "active" and "can't reach our order system" in reply.text
         state = await client.state(cid)

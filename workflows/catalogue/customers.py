@@ -63,6 +63,6 @@ SPECS = (
         name="modify_user_address", args=ModifyUserAddressArgs, tool_class=ToolClass.REVERSIBLE_WRITE,
         description="Change the customer's default address (needs confirmation).",
         scope=Scope.CUSTOMER, detail=details.user_address, fold=folds.user,
-        compensation="modify_user_address", personal_data=ADDRESS_FIELDS,
+        compensation="modify_user_address", compensation_from="address", personal_data=ADDRESS_FIELDS,
     ),
 )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from workflows.catalogue import details, folds
+from workflows.catalogue import amounts, details, folds
 from workflows.catalogue.checks import item_change, return_items
 from workflows.catalogue.orders import (
     ITEM_IDS,
@@ -44,6 +44,7 @@ SPECS = (
         scope=Scope.ORDER, execution=Execution.REFUND_WORKFLOW,
         status=_delivered(Rule.RETURN_DELIVERED_ONLY, "returned"),
         check=return_items, detail=details.return_items, fold=folds.order, notify="return",
+        approval_amount=amounts.returned_items, refund_destination="payment_method_id",
         personal_data=frozenset({"payment_method_id"}),
     ),
     ToolSpec(
@@ -54,6 +55,7 @@ SPECS = (
         scope=Scope.ORDER, execution=Execution.REFUND_WORKFLOW,
         status=_delivered(Rule.EXCHANGE_DELIVERED_ONLY, "exchanged", once_status="exchange requested"),
         check=item_change("exchange_delivered_order_items"), detail=details.item_change("Exchange"),
-        fold=folds.order, notify="exchange", personal_data=frozenset({"payment_method_id"}),
+        fold=folds.order, notify="exchange", approval_amount=amounts.price_difference,
+        refund_destination="payment_method_id", personal_data=frozenset({"payment_method_id"}),
     ),
 )

@@ -82,17 +82,23 @@ def order(state: ConversationState, args: dict[str, Any], result: str) -> str:
     customer = state.customer
     if customer is None or doc.get("user_id") != customer.user_id:
         return ANOTHER_CUSTOMER
+    state.orders[doc["order_id"]] = order_fact(doc, state.turn)
+    return result
+
+
+def order_fact(doc: dict[str, Any], read_turn: int = 0) -> OrderFact:
+    """The typed order of an order document of the system of record (``get_order_details``),
+    read at user turn ``read_turn``. Raises ``KeyError`` for a document missing a field."""
     history = [PaymentEntry(**{k: entry[k] for k in ("transaction_type", "amount", "payment_method_id")})
                for entry in doc.get("payment_history", [])]
     items = [OrderItem(item_id=i["item_id"], product_id=i["product_id"], name=i["name"], price=i["price"],
                        options=i.get("options", {})) for i in doc.get("items", [])]
-    state.orders[doc["order_id"]] = OrderFact(
+    return OrderFact(
         order_id=doc["order_id"], user_id=doc["user_id"], status=doc["status"], items=items,
         payment_history=history,
         payment_method_ids=[e.payment_method_id for e in history if e.transaction_type == "payment"],
-        total=round(sum(i.price for i in items), 2), read_turn=state.turn,
+        total=round(sum(i.price for i in items), 2), read_turn=read_turn,
     )
-    return result
 
 
 def product(state: ConversationState, args: dict[str, Any], result: str) -> str:

@@ -6,7 +6,7 @@ from typing import Annotated
 
 from pydantic import Field
 
-from workflows.catalogue import details, folds
+from workflows.catalogue import amounts, details, folds
 from workflows.catalogue.checks import cancel_reason, item_change, payment_change
 from workflows.catalogue.customers import ADDRESS_FIELDS, AddressArgs
 from workflows.catalogue.spec import (
@@ -74,7 +74,7 @@ SPECS = (
         description="Cancel a pending order (needs confirmation).",
         scope=Scope.ORDER, execution=Execution.REFUND_WORKFLOW,
         status=_pending(Rule.CANCEL_PENDING_ONLY, "cancelled", single_payment=True),
-        check=cancel_reason, detail=details.cancel, fold=folds.order,
+        check=cancel_reason, detail=details.cancel, fold=folds.order, approval_amount=amounts.item_total,
     ),
     ToolSpec(
         name="modify_pending_order_address", args=ModifyPendingOrderAddressArgs,
@@ -82,7 +82,8 @@ SPECS = (
         description="Change a pending order's shipping address (needs confirmation).",
         scope=Scope.ORDER, status=_pending(Rule.MODIFY_PENDING_ONLY, "modified"),
         detail=details.order_address, fold=folds.order,
-        compensation="modify_pending_order_address", personal_data=ADDRESS_FIELDS,
+        compensation="modify_pending_order_address", compensation_from="address",
+        personal_data=ADDRESS_FIELDS,
     ),
     ToolSpec(
         name="modify_pending_order_payment", args=ModifyPendingOrderPaymentArgs,
@@ -90,7 +91,7 @@ SPECS = (
         description="Pay a pending order with another payment method (needs confirmation).",
         scope=Scope.ORDER, execution=Execution.REFUND_WORKFLOW,
         status=_pending(Rule.MODIFY_PENDING_ONLY, "modified"),
-        check=payment_change, detail=details.payment, fold=folds.order,
+        check=payment_change, detail=details.payment, fold=folds.order, approval_amount=amounts.order_total,
         personal_data=frozenset({"payment_method_id"}),
     ),
     ToolSpec(
@@ -100,6 +101,7 @@ SPECS = (
         scope=Scope.ORDER, execution=Execution.REFUND_WORKFLOW,
         status=_pending(Rule.MODIFY_PENDING_ONLY, "modified", once_status="pending (item modified)"),
         check=item_change("modify_pending_order_items"), detail=details.item_change("Modify"), fold=folds.order,
+        approval_amount=amounts.price_difference, refund_destination="payment_method_id",
         personal_data=frozenset({"payment_method_id"}),
     ),
 )

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from decimal import Decimal
 from enum import Enum
-from typing import TYPE_CHECKING, Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional
 
 from pydantic import BaseModel, ConfigDict
 
@@ -105,8 +105,10 @@ Detail = Callable[["ConversationState", dict[str, Any]], str]
 """The exact detail of a write as shown to the user before they confirm."""
 Fold = Callable[["ConversationState", dict[str, Any], str], str]
 """Folds a successful result into the state; returns the result as the model may see it."""
-Amount = Callable[["ConversationState", dict[str, Any]], Decimal]
-"""The money a write moves, decimal currency (for approval thresholds)."""
+Amount = Callable[["OrderFact", dict[str, Any], Mapping[str, Decimal]], Decimal]
+"""The money a write moves, decimal currency (for approval thresholds), from the typed order
+as just read, the arguments, and the prices of new variants by item id (item changes);
+see ``workflows.catalogue.amounts``."""
 
 
 @dataclass(frozen=True)
@@ -117,6 +119,9 @@ class ToolSpec:
     the customer); it enters idempotency keys and search attributes. ``notify`` names the
     email sent after a successful refund-type write ("return", "exchange").
     ``personal_data`` lists argument names holding personal data (kept out of logs).
+    ``approval_amount`` (refund-type writes) is the money the write moves, for supervisor
+    approvals (``workflows.approvals``); ``refund_destination`` names the argument of the
+    payment method that receives refunds, when the caller chooses it.
     """
 
     name: str
@@ -132,7 +137,11 @@ class ToolSpec:
     fold: Optional[Fold] = None
     notify: Optional[str] = None
     compensation: Optional[str] = None
+    compensation_from: Optional[str] = None
+    """Field of the subject's document (the user or order as read just before the write)
+    whose value, with the subject id, makes the compensation's arguments (the before-image)."""
     approval_amount: Optional[Amount] = None
+    refund_destination: Optional[str] = None
     outcome_lookup: bool = True
     locality: Locality = Locality.REMOTE
     personal_data: frozenset[str] = frozenset()
@@ -142,6 +151,10 @@ class ToolSpec:
             raise ValueError(f"{self.name}: a write needs the detail the user confirms")
         if self.execution is Execution.REFUND_WORKFLOW and self.scope is not Scope.ORDER:
             raise ValueError(f"{self.name}: a refund workflow acts on one order")
+        if self.tool_class is ToolClass.REVERSIBLE_WRITE and not (self.compensation and self.compensation_from):
+            raise ValueError(f"{self.name}: a reversible write names its compensation and its before-image")
+        if self.execution is Execution.REFUND_WORKFLOW and self.approval_amount is None:
+            raise ValueError(f"{self.name}: a write that moves money needs its approval_amount")
 
     @property
     def is_write(self) -> bool:

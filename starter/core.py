@@ -1,0 +1,124 @@
+"""What every client call shares: the Temporal connection, the task queue, the
+deadlines, and the check that a worker polls the queue.
+
+Every call is bounded: each RPC carries ``rpc_timeout`` and is also wrapped in
+``asyncio.wait_for`` (connection retries included), an update must be accepted by a
+worker within ``accept_seconds`` and answered within ``reply_seconds``. When an update
+is not accepted in time, ``DescribeTaskQueue`` tells "no worker polls this queue"
+(``no_worker``) from "Temporal is slow or down" (``unavailable``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import datetime, timedelta, timezone
+from typing import Any, Awaitable, Callable, Optional, TypeVar
+
+from pydantic import BaseModel
+from temporalio.api.enums.v1 import TaskQueueKind, TaskQueueType
+from temporalio.api.taskqueue.v1 import TaskQueue
+from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
+from temporalio.client import Client, WorkflowUpdateHandle, WorkflowUpdateRPCTimeoutOrCancelledError
+from temporalio.service import RPCError, RPCStatusCode
+
+from starter.errors import ConversationError, no_worker, unreachable
+
+T = TypeVar("T")
+
+
+class Deadlines(BaseModel):
+    """How long a client call may wait, in seconds."""
+
+    rpc_seconds: float = 10.0
+    """One RPC to the Temporal server (start, signal, query, describe, list)."""
+    accept_seconds: float = 5.0
+    """An update's acceptance by a worker; beyond it the queue's pollers are checked."""
+    reply_seconds: float = 120.0
+    """An accepted update's result (a turn: model calls and tools)."""
+    poller_fresh_seconds: float = 120.0
+    """A poller seen longer ago than this is gone (pollers long-poll for about a minute)."""
+
+
+class ClientCore:
+    """``ClientCore(client, task_queue, deadlines)``: the shared part of ``StatekeeperClient``."""
+
+    def __init__(self, client: Client, task_queue: str, deadlines: Optional[Deadlines] = None) -> None:
+        self._client = client
+        self._task_queue = task_queue
+        self.deadlines = deadlines or Deadlines()
+
+    @property
+    def task_queue(self) -> str:
+        """The task queue this client starts workflows on."""
+        return self._task_queue
+
+    @property
+    def rpc_timeout(self) -> timedelta:
+        """``Deadlines.rpc_seconds`` as the SDK's ``rpc_timeout``."""
+        return timedelta(seconds=self.deadlines.rpc_seconds)
+
+    async def bounded(self, call: Awaitable[T], seconds: Optional[float] = None) -> T:
+        """Await ``call`` for at most ``seconds`` (default: the RPC deadline plus a second of
+        slack); past it, ``ConversationError`` ``unavailable``."""
+        try:
+            return await asyncio.wait_for(call, (seconds or self.deadlines.rpc_seconds) + 1.0)
+        except asyncio.TimeoutError as err:
+            raise unreachable() from err
+
+    async def worker_polling(self) -> bool:
+        """True if at least one worker polled the task queue for workflow tasks recently.
+        Raises ``ConversationError`` ``unavailable`` when Temporal does not answer."""
+        request = DescribeTaskQueueRequest(
+            namespace=self._client.namespace,
+            task_queue=TaskQueue(name=self._task_queue, kind=TaskQueueKind.TASK_QUEUE_KIND_NORMAL),
+            task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
+        )
+        try:
+            response = await self.bounded(self._client.workflow_service.describe_task_queue(
+                request, timeout=self.rpc_timeout))
+        except RPCError as err:
+            raise unreachable() from err
+        oldest = datetime.now(timezone.utc) - timedelta(seconds=self.deadlines.poller_fresh_seconds)
+        return any(p.last_access_time.ToDatetime(tzinfo=timezone.utc) >= oldest for p in response.pollers)
+
+    async def require_worker(self) -> None:
+        """Raise ``ConversationError`` ``no_worker`` unless a worker polls the queue (checked
+        before starting anything, so a refused start leaves nothing behind)."""
+        # a worker that has just started may not have polled yet: look again for a moment
+        deadline = asyncio.get_running_loop().time() + self.deadlines.accept_seconds
+        while not await self.worker_polling():
+            if asyncio.get_running_loop().time() >= deadline:
+                raise no_worker(self._task_queue)
+            await asyncio.sleep(0.25)
+
+    async def run_update(self, start: Callable[[timedelta], Awaitable[WorkflowUpdateHandle[Any]]],
+                         what: str) -> Any:
+        """Send an update with ``start(rpc_timeout)`` (waiting for the ACCEPTED stage) and
+        return its result. ``start`` must use the same update id on every call.
+
+        Not accepted within ``accept_seconds``: ``no_worker`` when no worker polls the queue;
+        else the worker is busy and the update may take up to ``reply_seconds`` to be
+        accepted and as long again to answer, then ``timeout`` (sending the same update id
+        again returns the result once it exists). Temporal unreachable: ``unavailable``.
+        ``WorkflowUpdateFailedError`` and other ``RPCError``s pass through for the caller."""
+        accept, reply = self.deadlines.accept_seconds, self.deadlines.reply_seconds
+        try:
+            try:
+                handle = await asyncio.wait_for(start(timedelta(seconds=accept)), accept + 1.0)
+            except (WorkflowUpdateRPCTimeoutOrCancelledError, asyncio.TimeoutError):
+                await self.require_worker()  # none: no_worker, and the update never ran
+                # a worker polls, so it is busy, not absent: send the same update id again
+                # (deduplicated) and allow it the reply deadline to be accepted
+                handle = await asyncio.wait_for(start(timedelta(seconds=reply)), reply + 1.0)
+        except (WorkflowUpdateRPCTimeoutOrCancelledError, asyncio.TimeoutError) as err:
+            raise ConversationError(f"{what} was not picked up within {reply:.0f} s; send it again with the "
+                                    "same id", "timeout") from err
+        except RPCError as err:
+            if err.status in (RPCStatusCode.UNAVAILABLE, RPCStatusCode.DEADLINE_EXCEEDED):
+                raise unreachable() from err
+            raise
+        try:
+            return await asyncio.wait_for(handle.result(rpc_timeout=timedelta(seconds=reply)), reply + 1.0)
+        except (WorkflowUpdateRPCTimeoutOrCancelledError, asyncio.TimeoutError) as err:
+            raise ConversationError(f"{what} is taking longer than {reply:.0f} s; send it again with the "
+                                    "same id to get the answer", "timeout") from err

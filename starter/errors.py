@@ -1,0 +1,48 @@
+"""The refusals of the client and the API: one exception, ``ConversationError``, whose
+``kind`` names what went wrong, and the HTTP status of each kind.
+
+The reason (``str(err)``) is written for the caller's user: it never carries exception
+class names, gRPC text or stack traces.
+"""
+
+from __future__ import annotations
+
+KIND_STATUS: dict[str, int] = {
+    "invalid": 422,           # a request that can never succeed as sent (bad field, unknown store)
+    "invalid_message": 422,   # a message the conversation refuses (empty, over 8 KB)
+    "finished": 409,          # the conversation ended, was cancelled, transferred or escalated
+    "conflict": 409,          # the id is taken by a different request
+    "approval_refused": 409,  # unknown approval of a running process, second decision, expired
+    "not_found": 404,
+    "timeout": 504,           # accepted, but no answer within the deadline: retry with the same id
+    "no_worker": 503,         # Temporal answers, but no worker polls the task queue
+    "unavailable": 503,       # Temporal cannot be reached (or failed the request)
+}
+"""``ConversationError.kind`` → HTTP status; a kind not listed is a 503."""
+
+
+class ConversationError(Exception):
+    """A refused request. ``str(err)`` is the reason, meant for the caller's user; ``kind``
+    is a key of ``KIND_STATUS`` (``invalid``, ``invalid_message``, ``finished``,
+    ``conflict``, ``approval_refused``, ``not_found``, ``timeout``, ``no_worker``,
+    ``unavailable``)."""
+
+    def __init__(self, reason: str, kind: str = "unavailable") -> None:
+        super().__init__(reason)
+        self.kind = kind
+
+
+def status_for(err: ConversationError) -> int:
+    """HTTP status for a refused request, from ``err.kind`` (503 for an unknown kind: the
+    infrastructure failed, not the caller)."""
+    return KIND_STATUS.get(err.kind, 503)
+
+
+def no_worker(task_queue: str) -> ConversationError:
+    """No worker polls ``task_queue``: nothing would ever answer."""
+    return ConversationError(f"no worker is polling task queue {task_queue}; start a worker and retry", "no_worker")
+
+
+def unreachable(what: str = "Temporal") -> ConversationError:
+    """The server did not answer within the deadline, or refused the connection."""
+    return ConversationError(f"{what} is not reachable; retry later", "unavailable")

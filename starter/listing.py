@@ -1,0 +1,171 @@
+"""Lists of conversations, refunds and pending approvals, from search attributes
+(Temporal visibility), one page at a time.
+
+Filter values go into a visibility query only after they matched ``FILTER_PATTERN``
+(ASCII id characters, no quote or space), so a value can never change the query. A
+customer id is mapped to its ``CustomerId`` pseudonym (``workflows.pseudonym``) before it
+is looked up, and items carry the pseudonym, never the real id. Page tokens are the
+server's, in URL-safe base64.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+from typing import Optional
+
+from pydantic import BaseModel
+from temporalio.client import WorkflowExecution
+from temporalio.service import RPCError, RPCStatusCode
+
+from starter.core import ClientCore
+from starter.errors import ConversationError, unreachable
+from workflows.options import CUSTOMER_ID, ORDER_IDS, PENDING_APPROVAL, STATUS, STEP
+from workflows.pseudonym import PREFIX as PSEUDONYM_PREFIX
+from workflows.pseudonym import customer_pseudonym
+
+FILTER_PATTERN = re.compile(r"^[A-Za-z0-9#][A-Za-z0-9#._:@-]{0,127}$")
+"""A filter value: an id of ASCII letters, digits and ``#._:@-``, at most 128 characters."""
+MAX_PAGE = 100
+SUPPORT_PREFIX = "support-"
+
+
+class ConversationItem(BaseModel):
+    """One conversation in a list: ``customer_id`` is the ``CustomerId`` pseudonym."""
+
+    conversation_id: str
+    customer_id: Optional[str] = None
+    order_ids: list[str] = []
+    status: Optional[str] = None
+    step: Optional[str] = None
+
+
+class RefundItem(BaseModel):
+    """One refund in a list (standalone or a conversation's)."""
+
+    refund_id: str
+    customer_id: Optional[str] = None
+    order_ids: list[str] = []
+    status: Optional[str] = None
+    step: Optional[str] = None
+    pending_approval: Optional[str] = None
+
+
+class ApprovalItem(BaseModel):
+    """A pending approval and the process (``conversation`` or ``refund``) waiting for it."""
+
+    approval_id: str
+    process: str
+    process_id: str
+
+
+class Page(BaseModel):
+    """One page of a list; ``next_page_token`` is None on the last page."""
+
+    items: list[ConversationItem | RefundItem | ApprovalItem]
+    next_page_token: Optional[str] = None
+
+
+def clause(name: str, value: str) -> str:
+    """```name` = "value"`` for a visibility query. Raises ``ConversationError`` ``invalid`` for
+    a value that is not id-shaped (the only guard against query injection: keep it). The
+    name is back-quoted: the server's parser rejects a bare ``Status`` (it reads it as a
+    reserved word), and quoting is harmless for the other names."""
+    if not FILTER_PATTERN.fullmatch(value):
+        raise ConversationError(f"{name} filter must be an id of letters, digits and #._:@- (at most 128)",
+                                "invalid")
+    return f'`{name}` = "{value}"'
+
+
+class ListingCalls(ClientCore):
+    """The list operations of ``StatekeeperClient``."""
+
+    _pseudonym_key: Optional[str] = None
+
+    async def list_conversations(self, *, customer_id: Optional[str] = None, order_id: Optional[str] = None,
+                                 status: Optional[str] = None, step: Optional[str] = None, limit: int = 20,
+                                 next_page_token: Optional[str] = None) -> Page:
+        """Conversations matching every given filter, newest first. ``customer_id`` is the real
+        id (mapped to its pseudonym here). Raises ``ConversationError`` ``invalid`` for a bad
+        filter or page token, ``unavailable``."""
+        parts = ['WorkflowType = "SupportWorkflow"', *self._filters(customer_id, order_id, status, step)]
+        executions, token = await self._page(" AND ".join(parts), limit, next_page_token)
+        return Page(items=[ConversationItem(conversation_id=e.id.removeprefix(SUPPORT_PREFIX), **_common(e))
+                           for e in executions], next_page_token=token)
+
+    async def list_refunds(self, *, order_id: Optional[str] = None, customer_id: Optional[str] = None,
+                           status: Optional[str] = None, limit: int = 20,
+                           next_page_token: Optional[str] = None) -> Page:
+        """Refund workflows (standalone and conversations' children) matching the filters."""
+        parts = ['WorkflowType = "RefundWorkflow"', *self._filters(customer_id, order_id, status, None)]
+        executions, token = await self._page(" AND ".join(parts), limit, next_page_token)
+        return Page(items=[RefundItem(refund_id=e.id, pending_approval=_keyword(e, PENDING_APPROVAL), **_common(e))
+                           for e in executions], next_page_token=token)
+
+    async def list_pending_approvals(self, *, limit: int = 20, next_page_token: Optional[str] = None) -> Page:
+        """Approvals awaiting a decision, from ``PendingApproval`` of running processes."""
+        query = 'ExecutionStatus = "Running" AND PendingApproval IS NOT NULL'
+        executions, token = await self._page(query, limit, next_page_token)
+        items = []
+        for e in executions:
+            approval_id = _keyword(e, PENDING_APPROVAL)
+            if approval_id:
+                conversation = e.id.startswith(SUPPORT_PREFIX)
+                items.append(ApprovalItem(approval_id=approval_id, process="conversation" if conversation else "refund",
+                                          process_id=e.id.removeprefix(SUPPORT_PREFIX) if conversation else e.id))
+        return Page(items=items, next_page_token=token)
+
+    def _filters(self, customer_id: Optional[str], order_id: Optional[str], status: Optional[str],
+                 step: Optional[str]) -> list[str]:
+        parts = []
+        if customer_id is not None:
+            clause(CUSTOMER_ID.name, customer_id)  # validate the real id before mapping it
+            if not self._pseudonym_key:
+                raise ConversationError("listing by customer needs the pseudonym key; it is not configured",
+                                        "unavailable")
+            parts.append(clause(CUSTOMER_ID.name, customer_pseudonym(customer_id, self._pseudonym_key)))
+        for key, value in ((ORDER_IDS, order_id), (STATUS, status), (STEP, step)):
+            if value is not None:
+                parts.append(clause(key.name, value))
+        return parts
+
+    async def _page(self, query: str, limit: int, token: Optional[str]) -> tuple[list[WorkflowExecution], Optional[str]]:
+        if not 1 <= limit <= MAX_PAGE:
+            raise ConversationError(f"limit must be between 1 and {MAX_PAGE}", "invalid")
+        raw = _decode_token(token)
+        iterator = self._client.list_workflows(query, page_size=limit, next_page_token=raw,
+                                               rpc_timeout=self.rpc_timeout)
+        try:
+            await self.bounded(iterator.fetch_next_page())
+        except RPCError as err:
+            if err.status is RPCStatusCode.INVALID_ARGUMENT:
+                raise ConversationError("invalid list request (filter or page token)", "invalid") from err
+            raise unreachable() from err
+        executions = list(iterator.current_page or [])
+        following = iterator.next_page_token
+        return executions, base64.urlsafe_b64encode(following).decode() if following else None
+
+
+def _decode_token(token: Optional[str]) -> Optional[bytes]:
+    if token is None:
+        return None
+    try:
+        return base64.urlsafe_b64decode(token.encode("ascii"))
+    except (binascii.Error, ValueError, UnicodeEncodeError) as err:
+        raise ConversationError("next_page_token is not a token this API returned", "invalid") from err
+
+
+def _keyword(execution: WorkflowExecution, key) -> Optional[str]:  # noqa: ANN001 (a SearchAttributeKey)
+    return execution.typed_search_attributes.get(key)
+
+
+def _common(execution: WorkflowExecution) -> dict:
+    """Fields every item shares; ``status`` falls back to Temporal's execution status for a
+    run that has not set the ``Status`` search attribute yet."""
+    fallback = execution.status.name.lower() if execution.status is not None else None
+    customer = _keyword(execution, CUSTOMER_ID)
+    # only a pseudonym leaves this module: a run written before pseudonyms may hold a real id
+    return {"customer_id": customer if customer and customer.startswith(PSEUDONYM_PREFIX) else None,
+            "order_ids": list(execution.typed_search_attributes.get(ORDER_IDS) or []),
+            "status": _keyword(execution, STATUS) or fallback, "step": _keyword(execution, STEP)}

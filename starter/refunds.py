@@ -1,0 +1,150 @@
+"""Standalone refunds for backend services: start one ``RefundWorkflow`` per request
+(``workflows.standalone.RefundRequest``) and read its status.
+
+The workflow id comes from the request's business identity, so a repeated request finds
+the same run. The request's digest is kept in the run's memo: the same ``request_id``
+with any other field different is a ``conflict``, never a second run.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from pydantic import BaseModel, ValidationError
+from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.common import (
+    SearchAttributePair,
+    TypedSearchAttributes,
+    WorkflowIDConflictPolicy,
+    WorkflowIDReusePolicy,
+)
+from temporalio.exceptions import WorkflowAlreadyStartedError
+from temporalio.service import RPCError, RPCStatusCode
+
+from starter.core import ClientCore
+from starter.errors import ConversationError, unreachable
+from workflows.contracts import RefundOutcome
+from workflows.options import ORDER_IDS, PENDING_APPROVAL, STEP
+from workflows.refund import RefundWorkflow
+from workflows.standalone import RefundRequest
+
+DIGEST_MEMO = "request_digest"
+REQUEST_MEMO = "request"
+
+
+class RefundStatus(BaseModel):
+    """A refund's status: ``running``, ``awaiting_approval``, ``done`` (applied),
+    ``refused`` (a policy or business refusal, ``reason`` says why), ``failed`` or the
+    closed run's Temporal status (``terminated``, ``timed_out``...). ``step`` is the
+    workflow's current step; ``operation`` and ``order_id`` as requested."""
+
+    refund_id: str
+    status: str
+    step: Optional[str] = None
+    order_id: Optional[str] = None
+    operation: Optional[str] = None
+    reason: Optional[str] = None
+    pending_approval: Optional[str] = None
+    replayed: bool = False
+
+
+class RefundCalls(ClientCore):
+    """The refund operations of ``StatekeeperClient``."""
+
+    _client: Client
+    _write_timeout: float
+
+    def _policy(self) -> dict[str, Any]:  # overridden by StatekeeperClient
+        return {}
+
+    async def request_refund(self, request: RefundRequest) -> RefundStatus:
+        """Start the refund of ``request`` (or find the run of an identical earlier request).
+
+        Raises ``ConversationError``: ``invalid`` (arguments the tool does not take or
+        misses), ``conflict`` (the request id was used with other arguments), ``no_worker``,
+        ``unavailable``."""
+        try:
+            refund_input = request.refund_input(self._write_timeout).model_copy(update=self._policy())
+        except (ValidationError, ValueError) as err:
+            raise ConversationError(f"{request.operation} request does not fit its tool {request.tool}: "
+                                    f"{_first_error(err)}", "invalid") from err
+        refund_id = request.refund_id()
+        existing = await self._existing(refund_id, request)
+        if existing is not None:
+            return existing
+        await self.require_worker()  # before starting: a refused start leaves nothing behind
+        try:
+            await self.bounded(self._client.start_workflow(
+                RefundWorkflow.run, refund_input, id=refund_id, task_queue=self._task_queue,
+                id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
+                id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+                memo={DIGEST_MEMO: request.digest(), REQUEST_MEMO: request.model_dump(mode="json")},
+                search_attributes=TypedSearchAttributes([SearchAttributePair(ORDER_IDS, [request.order_id])]),
+                static_summary=f"standalone {request.operation} of order {request.order_id} "
+                               f"(request {request.request_id}, store {request.store})",
+                rpc_timeout=self.rpc_timeout))
+        except WorkflowAlreadyStartedError:
+            # a concurrent identical request won the race: compare with what it started
+            found = await self._existing(refund_id, request)
+            if found is not None:
+                return found
+            raise
+        except RPCError as err:
+            raise unreachable() from err
+        return RefundStatus(refund_id=refund_id, status="running", order_id=request.order_id,
+                            operation=request.operation)
+
+    async def _existing(self, refund_id: str, request: RefundRequest) -> Optional[RefundStatus]:
+        """The run of an earlier request with this id, None if there is none; ``conflict``
+        if that request differed."""
+        try:
+            found, memo = await self._status(refund_id)
+        except ConversationError as err:
+            if err.kind == "not_found":
+                return None
+            raise
+        if memo.get(DIGEST_MEMO) != request.digest():
+            raise ConversationError(f"request {request.request_id} was already made with other arguments; use a "
+                                    "new request_id for a different request", "conflict")
+        return found
+
+    async def refund(self, refund_id: str) -> RefundStatus:
+        """The status of refund ``refund_id``. Raises ``ConversationError`` ``not_found`` or
+        ``unavailable``."""
+        return (await self._status(refund_id))[0]
+
+    async def _status(self, refund_id: str) -> tuple[RefundStatus, dict[str, Any]]:
+        handle = self._client.get_workflow_handle_for(RefundWorkflow.run, refund_id)
+        try:
+            description = await self.bounded(handle.describe(rpc_timeout=self.rpc_timeout))
+            memo = await description.memo()
+        except RPCError as err:
+            if err.status is RPCStatusCode.NOT_FOUND:
+                raise ConversationError(f"refund {refund_id} does not exist", "not_found") from err
+            raise unreachable() from err
+        requested = memo.get(REQUEST_MEMO) or {}
+        attributes = description.typed_search_attributes
+        status = RefundStatus(refund_id=refund_id, status="running", step=attributes.get(STEP),
+                              order_id=requested.get("order_id") or next(iter(attributes.get(ORDER_IDS) or []), None),
+                              operation=requested.get("operation"), pending_approval=attributes.get(PENDING_APPROVAL))
+        if description.status == WorkflowExecutionStatus.RUNNING:
+            status.status = "awaiting_approval" if status.pending_approval else "running"
+        elif description.status == WorkflowExecutionStatus.COMPLETED:
+            try:
+                outcome: RefundOutcome = await self.bounded(handle.result(rpc_timeout=self.rpc_timeout))
+            except RPCError as err:
+                raise unreachable() from err
+            status.status = "done" if outcome.ok else ("refused" if outcome.refused_reason else "failed")
+            status.reason, status.replayed = outcome.refused_reason, outcome.replayed
+        else:
+            status.status = description.status.name.lower() if description.status else "unknown"
+        return status, memo
+
+
+def _first_error(err: Exception) -> str:
+    """The first validation message, without pydantic's wording of types and URLs."""
+    if isinstance(err, ValidationError):
+        first = err.errors()[0]
+        where = ".".join(str(p) for p in first.get("loc", ()) if p not in ("arguments",))
+        return f"{where}: {first.get('msg', '')}".strip(": ")
+    return str(err)

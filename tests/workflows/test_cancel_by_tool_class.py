@@ -1,0 +1,179 @@
+"""Cancellation by tool class, from the cancel signal and from Temporal's own
+cancellation (the Web UI's "Request Cancellation") alike: an in-flight model call or read
+is cancelled; a write in flight is awaited and reported; a reversible write is undone
+only when the cancel asks for a rollback; a cancel survives continue-as-new; nothing new
+starts after it.
+
+SupportWorkflow on a real Temporal dev server, a real worker and SQLite; the model is
+faked at its boundary by a scripted brain that can take its time (an awaitable brain).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+import pytest
+from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError
+from temporalio.exceptions import CancelledError
+
+from tests.faults import SlowReads
+from tests.policy_fixtures import CUSTOMER, EMAIL, PENDING
+from tests.workflow_harness import SLOW, Script, call, order_details, reply, running_worker, until, user_details
+from workflows.contracts import CancelRequest, SupportInput
+from workflows.replies import OPERATOR_CANCEL_REASON
+from workflows.state import ConversationState, StepStatus
+from workflows.support import SupportWorkflow, support_workflow_id
+
+DEADLINE = 20.0
+"""Far below the minute a slow step takes: a reply within it proves the call was cancelled."""
+
+IDENTIFY = [call("find_user_id_by_email", email=EMAIL), reply("Hello Raj, how can I help?")]
+NEW_ADDRESS = dict(address1="1 New Street", address2="", city="Austin", state="TX", country="USA", zip="78701")
+
+
+async def _identified(client, script: Script, name: str) -> str:
+    cid = await client.start_conversation(f"{name}-{uuid.uuid4().hex[:6]}")
+    await client.send_message(cid, f"Hi, my email is {EMAIL}")
+    return cid
+
+
+async def _state(client, cid: str) -> ConversationState:
+    return await client.state(cid)
+
+
+async def _cancel_natively(env, cid: str) -> None:
+    await env.client.get_workflow_handle(support_workflow_id(cid)).cancel()
+
+
+@pytest.mark.parametrize("how", ["signal", "temporal"])
+async def test_cancel_during_a_model_call_stops_it_and_calls_the_model_no_more(temporal_env, settings, how):
+    script = Script([*IDENTIFY, SLOW])
+    async with running_worker(temporal_env, settings, brain=script) as (client, backend):
+        cid = await _identified(client, script, f"cancel-model-{how}")
+        message = asyncio.ensure_future(client.send_message(cid, f"What is the status of {PENDING}?"))
+        await until(lambda: (script.calls == 3), "the slow model call")
+        if how == "signal":
+            await client.cancel(cid, "the customer hung up")
+        else:
+            await _cancel_natively(temporal_env, cid)
+        answer = await asyncio.wait_for(message, DEADLINE)
+        assert answer.status == "cancelled" and answer.text.startswith("The conversation was cancelled.")
+        assert "Nothing had been changed." in answer.text
+        state = await _state(client, cid)
+        assert state.status.value == "cancelled"
+        assert state.ended_reason == ("the customer hung up" if how == "signal" else OPERATOR_CANCEL_REASON)
+        assert not any(r.rule == "malformed-model-output" for r in state.rejections)
+        handle = temporal_env.client.get_workflow_handle_for(SupportWorkflow.run, support_workflow_id(cid))
+        if how == "temporal":
+            with pytest.raises(WorkflowFailureError) as err:
+                await handle.result()
+            assert isinstance(err.value.cause, CancelledError)
+            assert (await handle.describe()).status == WorkflowExecutionStatus.CANCELED
+        else:
+            assert (await handle.result()).status == "cancelled"
+        await until(lambda: (script.cancelled == 1), "the model call's cancellation")
+        assert script.calls == 3 and backend.ledger_entries("main") == []
+
+
+async def test_cancel_during_a_read_stops_it(temporal_env, settings):
+    script = Script([*IDENTIFY, call("get_order_details", order_id=PENDING)])
+    slow = SlowReads(30.0, frozenset({"get_order_details"}))
+    async with running_worker(temporal_env, settings, brain=script, slow_reads=slow) as (client, backend):
+        cid = await _identified(client, script, "cancel-read")
+        message = asyncio.ensure_future(client.send_message(cid, f"What is the status of {PENDING}?"))
+        await until(lambda: (slow.started == 1), "the slow read")
+        await client.cancel(cid, "the customer hung up")
+        answer = await asyncio.wait_for(message, DEADLINE)
+        assert answer.status == "cancelled" and "Nothing had been changed." in answer.text
+        state = await _state(client, cid)
+        assert PENDING not in state.orders and script.calls == 3  # no model call after the cancel
+
+
+@pytest.mark.parametrize("how", ["signal", "temporal"])
+async def test_cancel_during_an_irreversible_write_awaits_it_and_reports_it(temporal_env, settings, tmp_path, how):
+    marker = tmp_path / "committed.marker"
+    script = Script([*IDENTIFY, call("get_order_details", order_id=PENDING),
+                     call("cancel_pending_order", order_id=PENDING, reason="ordered by mistake")])
+    async with running_worker(temporal_env, settings, brain=script, pause_after_write=(2.0, marker)) as (
+            client, backend):
+        cid = await _identified(client, script, f"cancel-write-{how}")
+        shown = await client.send_message(cid, f"Cancel {PENDING}, I ordered it by mistake")
+        assert shown.awaiting_confirmation
+        calls_before = script.calls
+        yes = asyncio.ensure_future(client.send_message(cid, "yes"))
+        await until(lambda: (marker.exists()), "the write's commit")
+        if how == "signal":
+            await client.cancel(cid, "the customer hung up")
+        else:
+            await _cancel_natively(temporal_env, cid)
+        answer = await asyncio.wait_for(yes, DEADLINE)
+        assert answer.status == "cancelled" and f"Done: Cancel order {PENDING}" in answer.text
+        state = await _state(client, cid)
+        [op] = state.completed_operations
+        assert op.ok and [s.status for s in state.steps] == [StepStatus.DONE]
+        assert order_details(backend, PENDING)["status"] == "cancelled"
+        assert len(backend.ledger_entries("main")) == 1
+        assert script.calls == calls_before  # nothing new started: no model call after the write
+
+
+@pytest.mark.parametrize("rollback", [True, False])
+async def test_cancel_after_a_reversible_write_undoes_it_only_on_rollback(temporal_env, settings, rollback):
+    script = Script([*IDENTIFY, call("get_user_details", user_id=CUSTOMER),
+                     call("modify_user_address", user_id=CUSTOMER, **NEW_ADDRESS), reply("Your address is changed.")])
+    async with running_worker(temporal_env, settings, brain=script) as (client, backend):
+        before = user_details(backend, CUSTOMER)["address"]
+        cid = await _identified(client, script, f"cancel-undo-{rollback}")
+        shown = await client.send_message(cid, "Please change my default address to 1 New Street, Austin TX 78701")
+        assert shown.awaiting_confirmation
+        await client.send_message(cid, "yes")
+        assert user_details(backend, CUSTOMER)["address"]["address1"] == "1 New Street"
+        await _signal_cancel(temporal_env, cid, CancelRequest(reason="the customer changed their mind",
+                                                              rollback=rollback))
+        outcome = await asyncio.wait_for(client.outcome(cid), DEADLINE)
+        [step] = outcome.state.steps
+        summary = outcome.state.recent_turns[-1].text
+        if rollback:
+            assert user_details(backend, CUSTOMER)["address"] == before
+            assert step.status == StepStatus.COMPENSATED and summary.startswith("The conversation was cancelled.")
+            assert "Undone: " in summary and len(backend.ledger_entries("main")) == 2
+        else:
+            assert user_details(backend, CUSTOMER)["address"]["address1"] == "1 New Street"
+            assert step.status == StepStatus.DONE and "Done: " in summary
+            assert len(backend.ledger_entries("main")) == 1
+
+
+async def test_a_cancel_survives_continue_as_new(temporal_env, settings):
+    script = Script([*IDENTIFY, SLOW])
+    async with running_worker(temporal_env, settings, brain=script) as (client, backend):
+        cid = f"cancel-can-{uuid.uuid4().hex[:6]}"
+        handle = await temporal_env.client.start_workflow(
+            SupportWorkflow.run, SupportInput(conversation_id=cid, max_turns_per_run=1),
+            id=support_workflow_id(cid), task_queue=settings.task_queue)
+        await client.send_message(cid, f"Hi, my email is {EMAIL}")  # this turn continues as new
+        message = asyncio.ensure_future(client.send_message(cid, f"What is the status of {PENDING}?"))
+        await until(lambda: (script.calls == 3), "the slow model call in the next run")
+        await client.cancel(cid, "the customer hung up")
+        answer = await asyncio.wait_for(message, DEADLINE)
+        assert answer.status == "cancelled"
+        latest = temporal_env.client.get_workflow_handle_for(SupportWorkflow.run, support_workflow_id(cid))
+        assert (await latest.result()).status == "cancelled"
+        assert (await latest.describe()).run_id != handle.first_execution_run_id
+
+
+async def test_a_cancel_carried_into_the_next_run_is_honoured_before_any_message(temporal_env, settings):
+    # what continue-as-new hands over when the cancel arrived while the handlers finished
+    script = Script([])
+    async with running_worker(temporal_env, settings, brain=script) as (client, backend):
+        cid = f"cancel-carried-{uuid.uuid4().hex[:6]}"
+        carried = SupportInput(conversation_id=cid, state=ConversationState(conversation_id=cid, turn=3),
+                               cancel=CancelRequest(reason="cancelled before the run continued"))
+        handle = await temporal_env.client.start_workflow(SupportWorkflow.run, carried, id=support_workflow_id(cid),
+                                                          task_queue=settings.task_queue)
+        outcome = await asyncio.wait_for(handle.result(), DEADLINE)
+        assert outcome.status == "cancelled" and outcome.state.ended_reason == "cancelled before the run continued"
+        assert script.calls == 0
+
+
+async def _signal_cancel(env, cid: str, request: CancelRequest) -> None:
+    await env.client.get_workflow_handle(support_workflow_id(cid)).signal(SupportWorkflow.cancel, request)

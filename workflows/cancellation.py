@@ -1,0 +1,49 @@
+"""The cancel path of a conversation, by tool class, and the summary the user receives.
+
+Rule (README, "Cancellation"): a cancel — the ``cancel`` signal, or Temporal's own
+cancellation (the Web UI's "Request Cancellation") — stops the conversation at the next
+safe point. An in-flight model call or read is cancelled. A write in flight is awaited,
+never abandoned: its outcome is recorded (an unknown outcome is escalated, as always).
+Reversible writes already done are kept and reported, unless the cancel asks for a
+rollback: then each is undone by its compensation, newest first. Every other step
+becomes cancelled. Nothing new starts after a cancel except those compensations and
+that escalation. The user receives a summary of exactly what happened.
+"""
+
+from __future__ import annotations
+
+from workflows import replies
+from workflows import transitions as tr
+from workflows.compensation import roll_back
+from workflows.contracts import CancelRequest
+from workflows.state import ConversationState, ConversationStatus, StepStatus
+
+
+async def cancel_conversation(state: ConversationState, request: CancelRequest, write_timeout_seconds: float) -> str:
+    """Close ``state`` as cancelled (after the rollback, if asked) and return the summary
+    for the user. Idempotent on an already closed state (returns the summary again)."""
+    not_undone: list[str] = []
+    if state.is_open():
+        if request.rollback:
+            not_undone = await roll_back(state, write_timeout_seconds)
+        tr.close(state, ConversationStatus.CANCELLED, request.reason)
+    return summary(state, not_undone)
+
+
+def summary(state: ConversationState, not_undone: list[str]) -> str:
+    """What happened, step by step, in the user's words: changes made and kept, changes
+    undone, changes that could not be undone, and changes that were not made."""
+    def details(status: StepStatus) -> list[str]:
+        return [step.detail or step.name for step in state.steps if step.status == status]
+
+    parts = [replies.CANCELLED]
+    kept = [d for d in details(StepStatus.DONE) if d not in not_undone]
+    for label, items in (("Done", kept), ("Undone", details(StepStatus.COMPENSATED)),
+                         ("Done but could not be undone (a human agent will follow up)", not_undone),
+                         ("Did not go through", details(StepStatus.FAILED)),
+                         ("Not done", details(StepStatus.CANCELLED))):
+        if items:
+            parts.append(f"{label}: {'; '.join(items)}")
+    if len(parts) == 1:
+        parts.append("Nothing had been changed.")
+    return " ".join(parts)

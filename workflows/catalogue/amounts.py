@@ -1,0 +1,81 @@
+"""The money each refund-type write moves (the ``approval_amount`` of a spec), in
+``Decimal`` currency rounded to cents, computed from the typed ``OrderFact`` as just read
+from the system of record; ``workflows.approvals`` compares it with the approval policy.
+
+Prices are stored as floats in the records (the benchmark's data); each is converted
+through its shortest decimal text (``Decimal(str(price))``), so 500.01 stays 500.01.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from decimal import ROUND_HALF_UP, Decimal
+from typing import Any, Mapping
+
+from workflows.records import OrderFact
+
+CENT = Decimal("0.01")
+
+
+class MissingPrice(LookupError):
+    """An item change names a new item whose price is not known. ``known`` is the
+    amount of the items whose prices are known; ``item_id`` the first unknown one."""
+
+    def __init__(self, item_id: str, known: Decimal) -> None:
+        super().__init__(item_id)
+        self.item_id = item_id
+        self.known = known
+
+
+def money(value: Any) -> Decimal:
+    """``value`` (a float, int, str or Decimal of currency) as a Decimal rounded to cents."""
+    return Decimal(str(value)).quantize(CENT, rounding=ROUND_HALF_UP)
+
+
+def item_total(order: OrderFact, args: dict[str, Any], prices: Mapping[str, Decimal]) -> Decimal:
+    """Cancel: the order's item total (τ-bench policy, cancel pending order: "the total will
+    be refunded via the original payment method")."""
+    return money(sum((money(item.price) for item in order.items), Decimal(0)))
+
+
+def order_total(order: OrderFact, args: dict[str, Any], prices: Mapping[str, Decimal]) -> Decimal:
+    """Modify payment: the order total, charged to the new method while the original
+    payment is refunded (τ-bench policy, modify payment: "the original payment method
+    will be refunded"; a gift card "must have enough balance to cover the total amount")."""
+    return item_total(order, args, prices)
+
+
+def returned_items(order: OrderFact, args: dict[str, Any], prices: Mapping[str, Decimal]) -> Decimal:
+    """Return: the prices of the returned items, each occurrence counted (τ-bench policy,
+    return delivered order: the refund of the returned items goes "to the original payment
+    method, or an existing gift card"). Ids not in the order count 0: the policy and the
+    system of record refuse such a return before any money moves."""
+    prices_in_order: dict[str, list[Decimal]] = {}
+    for item in order.items:
+        prices_in_order.setdefault(item.item_id, []).append(money(item.price))
+    total = Decimal(0)
+    for item_id, count in Counter(args["item_ids"]).items():
+        total += sum(prices_in_order.get(item_id, [])[:count], Decimal(0))
+    return money(total)
+
+
+def price_difference(order: OrderFact, args: dict[str, Any], prices: Mapping[str, Decimal]) -> Decimal:
+    """Exchange and modify items: the absolute value of the price difference (new minus
+    old, summed over the changed items) charged to or refunded to ``payment_method_id``
+    (τ-bench policy, exchange delivered order / modify items: "a payment method to pay or
+    receive refund of the price difference"). ``prices`` maps new item ids to their price;
+    raises ``MissingPrice`` when one is missing."""
+    by_id = {item.item_id: item for item in order.items}
+    difference = Decimal(0)
+    missing = None
+    for old_id, new_id in zip(args["item_ids"], args["new_item_ids"]):
+        old = by_id.get(old_id)
+        if old is None:
+            continue  # refused by the policy and the system of record before money moves
+        if new_id not in prices:
+            missing = missing or new_id
+            continue
+        difference += money(prices[new_id]) - money(old.price)
+    if missing is not None:
+        raise MissingPrice(missing, money(abs(difference)))
+    return money(abs(difference))

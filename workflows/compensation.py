@@ -1,0 +1,101 @@
+"""Reversible writes: their before-image, read just before they run, and their
+compensation, run when a cancel asks for a full rollback.
+
+A reversible write's spec names its compensation tool and the field of the subject's
+document (``compensation_from``) that restores it: an address change is undone by
+setting the address read right before it. The compensation is a write like any other:
+an activity with an idempotency key from business identity
+(``keys.compensation_operation``), so a retried or replayed rollback undoes once.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from typing import Any, Callable, Optional
+
+from temporalio import workflow
+from temporalio.exceptions import ActivityError
+
+from workflows import keys
+from workflows import transitions as tr
+from workflows.actions import call_arguments, make_tool_call
+from workflows.activity_api import ToolActivitiesApi
+from workflows.catalogue import ToolClass, spec_of
+from workflows.contracts import CancelRequest, ReadToolRequest, WriteToolRequest
+from workflows.interrupts import cancellable
+from workflows.options import HEARTBEAT_TIMEOUT, READ_RETRY, READ_TIMEOUT, WRITE_RETRY
+from workflows.state import CompletedOperation, ConversationState, StepStatus
+
+SUBJECT_READS = {"user_id": "get_user_details", "order_id": "get_order_details"}
+"""The read that returns a subject's document (its before-image)."""
+
+
+async def before_image(state: ConversationState, call: Any,
+                       cancel_requested: Callable[[], Optional[CancelRequest]]) -> Optional[dict[str, Any]]:
+    """The compensation arguments of reversible write ``call``, read from the system of
+    record right before it runs; None for other writes or when the read fails (the write
+    still runs; a later rollback reports that it could not be undone). Raises
+    ``Interrupted`` when a cancel arrives during the read (the write then never starts)."""
+    spec = spec_of(call.name)
+    if spec.tool_class is not ToolClass.REVERSIBLE_WRITE or spec.subject is None:
+        return None
+    subject_id = call_arguments(call)[spec.subject]
+    read_call = make_tool_call(SUBJECT_READS[spec.subject], {spec.subject: subject_id})
+    handle = workflow.start_activity_method(
+        ToolActivitiesApi.run_read_tool,
+        ReadToolRequest(store=state.store, call=read_call,
+                        scope_user_id=state.customer.user_id if state.customer else None),
+        heartbeat_timeout=HEARTBEAT_TIMEOUT, start_to_close_timeout=READ_TIMEOUT, retry_policy=READ_RETRY,
+        summary=f"before-image of {spec.subject.removesuffix('_id')} for {call.name}",
+    )
+    try:
+        result = await cancellable(handle, cancel_requested)
+    except ActivityError:
+        return None
+    if not result.ok:
+        return None
+    value = json.loads(result.result).get(spec.compensation_from or "")
+    return {spec.subject: subject_id, **value} if isinstance(value, dict) else None
+
+
+async def roll_back(state: ConversationState, write_timeout_seconds: float) -> list[str]:
+    """Undo every reversible write this conversation applied, newest first. Returns one
+    line per write that could not be undone (for the user's summary); each undone write's
+    step becomes ``compensated``."""
+    trouble = []
+    for op in reversed(state.completed_operations):
+        spec = spec_of(op.tool)
+        if not op.ok or op.compensated or spec.tool_class is not ToolClass.REVERSIBLE_WRITE:
+            continue
+        if op.undo_arguments is None or spec.compensation is None:
+            trouble.append(_step_detail(state, op))
+            continue
+        if await _compensate(state, op, spec.compensation, write_timeout_seconds):
+            op.compensated = True
+            tr.finish_step(state, op.operation_id, StepStatus.COMPENSATED, "undone: the user asked for a rollback")
+        else:
+            trouble.append(_step_detail(state, op))
+    return trouble
+
+
+async def _compensate(state: ConversationState, op: CompletedOperation, tool: str,
+                      write_timeout_seconds: float) -> bool:
+    call = make_tool_call(tool, op.undo_arguments or {})
+    key = keys.idempotency_key(call, keys.compensation_operation(op.operation_id))
+    try:
+        result = await workflow.execute_activity_method(
+            ToolActivitiesApi.run_write_tool, WriteToolRequest(store=state.store, call=call, idempotency_key=key),
+            heartbeat_timeout=HEARTBEAT_TIMEOUT, start_to_close_timeout=timedelta(seconds=write_timeout_seconds),
+            retry_policy=WRITE_RETRY, summary=f"undo {op.tool} (rollback)",
+        )
+    except ActivityError:
+        return False
+    fold = spec_of(tool).fold
+    if result.ok and fold is not None:
+        fold(state, call_arguments(call), result.result)
+    return result.ok
+
+
+def _step_detail(state: ConversationState, op: CompletedOperation) -> str:
+    return next((step.detail for step in state.steps if step.operation_id == op.operation_id), op.tool)

@@ -1,0 +1,47 @@
+"""Cancellable waits: an in-flight model call or read stops as soon as the conversation
+is cancelled (by the ``cancel`` signal or by Temporal's own cancellation).
+
+Writes never go through here: an irreversible write in flight is awaited, never
+abandoned (README, "Cancellation"). Deterministic: workflow code only.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Awaitable, Callable, Optional, TypeVar
+
+from temporalio import workflow
+
+from workflows.contracts import CancelRequest
+
+T = TypeVar("T")
+
+
+class Interrupted(Exception):
+    """A cancellable activity was cancelled because the conversation is being cancelled;
+    the turn stops and the cancel path reports what happened."""
+
+
+async def cancellable(handle: "workflow.ActivityHandle[T]",
+                      cancel_requested: Callable[[], Optional[CancelRequest]]) -> T:
+    """Await ``handle`` (a started model or read activity) unless a cancel arrives first.
+
+    Returns the activity's result; raises the activity's ``ActivityError`` when it fails;
+    raises ``Interrupted`` when a cancel arrived first (the activity is cancelled: it
+    heartbeats, so its worker learns of it within a heartbeat). A cancel that was already
+    pending when the activity started interrupts it at once.
+    """
+    await workflow.wait_condition(lambda: handle.done() or cancel_requested() is not None)
+    if handle.done():
+        return handle.result()
+    handle.cancel()
+    await _settle(handle)
+    raise Interrupted()
+
+
+async def _settle(handle: Awaitable[Any]) -> None:
+    # the cancelled activity resolves with a CancelledError (or its last result): either way
+    # it no longer matters, only that nothing of it is left pending in this workflow task
+    try:
+        await handle
+    except BaseException:  # noqa: BLE001
+        pass

@@ -1,0 +1,145 @@
+"""Standalone refunds: a backend service's ``RefundRequest``, run by ``RefundWorkflow``
+without a conversation, under the same policy checks and the same ledger.
+
+A request names its business identity (store, order, the caller's ``request_id``), so
+its workflow id (``keys.standalone_refund_id``) and its idempotency key
+(``keys.standalone_operation_id``) are the same however often it is sent. The caller is
+not a customer who authenticated in a chat: the order's owner, from the fresh read, is
+the customer, and ``standalone_refusal`` checks the tool spec's own policy (scope gates
+and ``check``, ``workflows.policy.check_call``) against a state built from fresh reads of
+the order, its owner and the products concerned — so, e.g., a refund to a payment
+method that is not the customer's is refused exactly as in a conversation.
+
+Pure models and workflow code (activities by reference): imported inside the sandbox.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any, Literal, Optional
+
+from pydantic import BaseModel, ConfigDict, Field
+from temporalio import workflow
+
+from workflows import keys
+from workflows.actions import make_tool_call
+from workflows.activity_api import ToolActivitiesApi
+from workflows.catalogue import folds
+from workflows.clauses import PolicyViolation
+from workflows.contracts import ReadToolRequest, RefundInput, ToolResult
+from workflows.options import DEFAULT_WRITE_TIMEOUT_SECONDS, HEARTBEAT_TIMEOUT, READ_RETRY, READ_TIMEOUT
+from workflows.policy import check_call
+from workflows.records import Customer
+from workflows.state import ConversationState
+from workflows.visibility import call_summary
+
+OPERATIONS: dict[str, str] = {
+    "cancel": "cancel_pending_order",
+    "return": "return_delivered_order_items",
+    "exchange": "exchange_delivered_order_items",
+    "modify_items": "modify_pending_order_items",
+    "modify_payment": "modify_pending_order_payment",
+}
+"""A request's ``operation`` → the τ-bench tool that performs it (its arguments: the tool
+catalogue, ``workflows.catalogue``)."""
+
+ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_:@-]*$"
+"""A request id: URL-safe and without ``.`` (see ``keys.standalone_operation_id``)."""
+STORE_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:@-]*$"
+ORDER_PATTERN = r"^#?[A-Za-z0-9]+$"
+"""An order id as the retail system writes it (``#W0000000``): the refund id embeds it."""
+ARGUMENT_FIELDS = ("reason", "item_ids", "new_item_ids", "payment_method_id")
+
+
+class RefundRequest(BaseModel):
+    """A backend's request for one refund-type write (body of ``POST /refunds``).
+
+    ``operation`` picks the tool (``OPERATIONS``); the other fields are that tool's
+    arguments: ``reason`` (cancel: "no longer needed" or "ordered by mistake"),
+    ``item_ids`` / ``new_item_ids`` (return, exchange, modify_items), ``payment_method_id``
+    (the refund destination of a return; the payment of an exchange or item change; the new
+    method of modify_payment). Unknown fields are refused."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    request_id: str = Field(min_length=1, max_length=96, pattern=ID_PATTERN)
+    order_id: str = Field(min_length=2, max_length=32, pattern=ORDER_PATTERN)
+    operation: Literal["cancel", "return", "exchange", "modify_items", "modify_payment"]
+    store: str = Field(default="main", min_length=1, max_length=64, pattern=STORE_PATTERN)
+    reason: Optional[str] = Field(default=None, min_length=1, max_length=200)
+    item_ids: Optional[list[str]] = Field(default=None, min_length=1, max_length=50)
+    new_item_ids: Optional[list[str]] = Field(default=None, min_length=1, max_length=50)
+    payment_method_id: Optional[str] = Field(default=None, min_length=1, max_length=100)
+
+    @property
+    def tool(self) -> str:
+        """The τ-bench tool of ``operation``."""
+        return OPERATIONS[self.operation]
+
+    def tool_call(self) -> Any:
+        """The typed ``ToolCall``. Raises ``ValueError`` naming a missing argument or one
+        the tool does not take (``pydantic.ValidationError`` is a ``ValueError``)."""
+        given = {name: getattr(self, name) for name in ARGUMENT_FIELDS if getattr(self, name) is not None}
+        return make_tool_call(self.tool, {**given, "order_id": self.order_id})
+
+    def digest(self) -> str:
+        """SHA-256 hex of the canonical JSON of the whole request: a repeated ``request_id``
+        with any other field different is a conflict, not a repeat."""
+        return hashlib.sha256(json.dumps(self.model_dump(mode="json"), sort_keys=True).encode()).hexdigest()
+
+    def refund_id(self) -> str:
+        """The workflow id of this request (``keys.standalone_refund_id``)."""
+        return keys.standalone_refund_id(self.store, self.order_id, self.request_id)
+
+    def refund_input(self, write_timeout_seconds: float = DEFAULT_WRITE_TIMEOUT_SECONDS) -> RefundInput:
+        """The ``RefundInput`` for ``RefundWorkflow``: no conversation, no expected user
+        (the order's owner is the customer), the operation id from the request id."""
+        return RefundInput(store=self.store, operation_id=keys.standalone_operation_id(self.request_id),
+                           call=self.tool_call(), expected_user_id=None, conversation_id=None,
+                           write_timeout_seconds=write_timeout_seconds)
+
+
+def is_standalone(inp: RefundInput) -> bool:
+    """True for a backend's request (no conversation authenticated the customer)."""
+    return inp.conversation_id is None
+
+
+async def standalone_refusal(inp: RefundInput, order_read: ToolResult) -> Optional[str]:
+    """The policy refusal of a standalone request, or None when it may run.
+
+    Reads the order's owner (and, for item changes, the products of the items concerned)
+    from the system of record, folds them into a fresh ``ConversationState`` whose customer
+    is the owner, and runs ``check_call`` (scope gates, status precondition, the spec's
+    ``check``). Returns ``"<reason> (<clause>)"`` like the fresh-read precondition."""
+    if not order_read.ok:
+        return order_read.result.removeprefix("Error: ")
+    order = json.loads(order_read.result)
+    user_id = order["user_id"]
+    state = ConversationState(conversation_id=f"request {inp.operation_id}", store=inp.store)
+    state.customer = Customer(user_id=user_id, authenticated_via="backend request", authenticated_turn=0)
+    user = await _read(inp.store, "get_user_details", {"user_id": user_id}, user_id)
+    if not user.ok:
+        return user.result.removeprefix("Error: ")
+    folds.user(state, {"user_id": user_id}, user.result)
+    folds.order(state, {"order_id": order["order_id"]}, order_read.result)
+    wanted = set(getattr(inp.call.arguments, "item_ids", None) or [])
+    if hasattr(inp.call.arguments, "new_item_ids"):
+        for product_id in dict.fromkeys(i["product_id"] for i in order.get("items", []) if i["item_id"] in wanted):
+            product = await _read(inp.store, "get_product_details", {"product_id": product_id}, user_id)
+            if product.ok:
+                folds.product(state, {"product_id": product_id}, product.result)
+    try:
+        check_call(state, inp.call)
+    except PolicyViolation as violation:
+        return f"{violation.reason} ({violation.rule.value})"
+    return None
+
+
+async def _read(store: str, tool: str, arguments: dict[str, Any], user_id: str) -> ToolResult:
+    call = make_tool_call(tool, arguments)
+    return await workflow.execute_activity_method(
+        ToolActivitiesApi.run_read_tool, ReadToolRequest(store=store, call=call, scope_user_id=user_id),
+        heartbeat_timeout=HEARTBEAT_TIMEOUT, start_to_close_timeout=READ_TIMEOUT, retry_policy=READ_RETRY,
+        summary=call_summary(call, "standalone request:"),  # personal arguments left out
+    )
