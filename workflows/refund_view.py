@@ -20,7 +20,7 @@ from typing import Any, Optional, Sequence
 from temporalio import workflow
 
 from workflows.options import CUSTOMER_ID, ORDER_IDS, STATUS, STEP
-from workflows.visibility import describe_call
+from workflows.visibility import describe_call, when
 
 FINAL_STATUS = {"done": "applied", "refused": "refused", "failed": "refused"}
 """``Status`` by final step; any other step is ``running``."""
@@ -111,10 +111,10 @@ class RefundView:
             status = getattr(getattr(approval, "status", ""), "value", getattr(approval, "status", ""))
             if status == "pending":
                 lines.append(f"**Approval pending:** `{approval.approval_id}` — amount {approval.amount}, "
-                             f"expires {approval.expires_at}")
+                             f"expires {when(approval.expires_at)}")
             else:
                 lines.append(f"**Approval {status}** by `{approval.approver or 'nobody'}`"
-                             + (f" at {approval.decided_at}" if getattr(approval, "decided_at", None) else ""))
+                             + (f" at {when(approval.decided_at)}" if getattr(approval, "decided_at", None) else ""))
         if self.outcome:
             lines.append(f"**Outcome:** {self.outcome}")
         return "\n\n".join(lines)

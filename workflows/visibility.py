@@ -134,6 +134,11 @@ def _value(value: Any) -> Any:
     return getattr(value, "value", value)
 
 
+def when(moment: Any) -> str:
+    """A UTC time to the second, as operators read it."""
+    return f"{moment:%Y-%m-%d %H:%M:%S} UTC" if hasattr(moment, "strftime") else str(moment)
+
+
 class Visibility:
     """Publishes a conversation's state to the Web UI; upserts only changed search
     attributes (each upsert is a history event and a visibility write). ``OrderIds``
@@ -202,11 +207,12 @@ class Visibility:
             lines.append(f"**Awaiting confirmation:** {describe_call(state.pending_confirmation.call)}")
         for approval in pending_approvals(state):
             lines.append(f"**Approval pending:** `{approval.approval_id}` — `{approval.tool}` on "
-                         f"`{approval.order_id}`, amount {approval.amount}, expires {approval.expires_at}")
+                         f"`{approval.order_id}`, amount {approval.amount}, expires {when(approval.expires_at)}"
+                         + "".join(f"\n- {reason}" for reason in getattr(approval, "reasons", [])))
         decided = [a for a in getattr(state, "approvals", None) or [] if getattr(a, "approver", None)]
         if decided:
             last = decided[-1]
-            lines.append(f"**Last approval:** {_value(last.status)} by `{last.approver}` at {last.decided_at} "
+            lines.append(f"**Last approval:** {_value(last.status)} by `{last.approver}` at {when(last.decided_at)} "
                          f"(`{last.tool}` on `{last.order_id}`)")
         if state.completed_operations:
             last_op = state.completed_operations[-1]

@@ -28,17 +28,18 @@ from starter.links import list_query, list_url
 from tests.e2e.test_taubench import _free_port
 from tests.policy_fixtures import CUSTOMER, DELIVERED, EMAIL, PENDING
 from tests.workflow_harness import ListBrain, call, reply, running_worker
-from workflows.options import CUSTOMER_ID
+from workflows.approvals import ApprovalPolicy
+from workflows.options import CUSTOMER_ID, PENDING_APPROVAL
 from workflows.pseudonym import customer_pseudonym
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking"]
 DOCS_IMG = Path(__file__).resolve().parents[2] / "docs" / "img"
 
-PENDING_STEP = "awaiting_confirmation"
-"""The step the conversation is left in. Once approvals are merged, set it to
-``"awaiting_approval"`` (the one-line switch): the cancel of #W4566809 ($826.70) is over the
-$500.00 threshold, so the test also says yes and checks the pending approval."""
+PENDING_STEP = "awaiting_approval"
+"""The step the conversation is left in: ``awaiting_approval`` (the cancel of #W4566809,
+$826.70, is over the default $500.00 threshold: the user says yes and the write waits for a
+supervisor), or ``awaiting_confirmation`` (the one-line switch: no yes, no approval)."""
 
 
 
@@ -114,7 +115,9 @@ async def test_operator_finds_the_pending_conversation_and_reads_its_current_det
     async with embedded_temporal(settings, persist=False) as started:
         assert started  # our own server with its Web UI, not one another test left running
         client = await connect(settings)
-        async with running_worker(SimpleNamespace(client=client), settings, brain=brain) as (statekeeper, _):
+        approvals = ApprovalPolicy() if PENDING_STEP == "awaiting_approval" else None  # the default threshold
+        async with running_worker(SimpleNamespace(client=client), settings, brain=brain,
+                                  approvals=approvals) as (statekeeper, _):
             cid = await _drive_to_pending(statekeeper)
             workflow_id = f"support-{cid}"
             pseudonym = await _wait_for_pseudonym(client, workflow_id)
@@ -128,10 +131,14 @@ async def test_operator_finds_the_pending_conversation_and_reads_its_current_det
                     details = await _current_details(page)
                     await page.screenshot(path=str(tmp_path / "current-details.png"), full_page=True)
                     assert f"Current step: {PENDING_STEP}" in details, details
-                    assert f"cancel_pending_order — order_id: {PENDING}" in details
+                    if PENDING_STEP == "awaiting_confirmation":
+                        assert f"cancel_pending_order — order_id: {PENDING}" in details
                     assert pseudonym in details and EMAIL not in details and CUSTOMER not in details
                     if PENDING_STEP == "awaiting_approval":
-                        assert "Approval pending:" in details
+                        approval_id = (await client.get_workflow_handle(workflow_id).describe()
+                                       ).typed_search_attributes.get(PENDING_APPROVAL)
+                        assert approval_id and (f"Approval pending: {approval_id} — cancel_pending_order on {PENDING}, "
+                                                f"amount 826.70") in details, details
 
                     await _list_shows(page, list_url(ui, "default", list_query(order_id=DELIVERED)), workflow_id,
                                       tmp_path / "list-by-order.png")
