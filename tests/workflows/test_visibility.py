@@ -159,3 +159,26 @@ async def test_attributes_carry_over_continue_as_new_and_keep_accumulating(tempo
         assert attrs.get(ORDER_IDS) == [DELIVERED, PENDING]  # in the order touched, across runs
         assert attrs.get(CUSTOMER_ID) == customer_pseudonym(CUSTOMER, settings.pseudonym_secret())
         assert handle.id == latest.id
+
+
+async def test_a_refund_shows_its_pending_approval_then_the_approver_and_outcome(temporal_env, settings):
+    from tests.workflows.test_refund_approvals import CANCEL, pending_approval, start
+
+    async with running_worker(temporal_env, settings) as (client, _):
+        handle, operation, _key = await start(temporal_env.client, settings, CANCEL)
+        approval = await pending_approval(handle)
+        waiting = await operator_view(handle)
+        assert f"**Refund** on order `{PENDING}` — status **running**" in waiting
+        assert f"**Operation:** `cancel_pending_order` — order_id: {PENDING}, reason: no longer needed" in waiting
+        assert "**Step:** awaiting_approval" in waiting and "**Amount:** 826.70" in waiting
+        assert f"**Approval pending:** `{approval.approval_id}` — amount 826.70" in waiting
+        attrs = (await handle.describe()).typed_search_attributes
+        assert attrs.get(STATUS) == "running" and attrs.get(STEP) == "awaiting_approval"
+
+        await client.decide_approval(approval.approval_id, "approve", "alice")
+        assert (await handle.result()).ok
+        done = await operator_view(handle)
+        assert "**Approval approved** by `alice` at " in done and "**Outcome:** applied" in done
+        assert (await handle.describe()).typed_search_attributes.get(STATUS) == "applied"
+        leaked = [p for p in PERSONAL if p.lower() in decoded(done).lower()]
+        assert leaked == []
