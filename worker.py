@@ -18,6 +18,7 @@ from temporalio.worker.workflow_sandbox import (
     SandboxRestrictions,
 )
 
+from activities.identity import IdentityActivities
 from activities.llm.model_activity import ModelActivities, build_client, offline_client
 from activities.retail_port import RetailPort
 from activities.tools import ToolActivities
@@ -75,19 +76,22 @@ def build_model_activities(settings: Settings) -> ModelActivities:
 
 
 def build_worker(client: Client, settings: Settings, backend: Optional[RetailBackend] = None,
-                 model: Optional[ModelActivities] = None, tools: Optional[ToolActivities] = None) -> Worker:
+                 model: Optional[ModelActivities] = None, tools: Optional[ToolActivities] = None,
+                 identity: Optional[IdentityActivities] = None) -> Worker:
     """A worker for both workflows and all activities on ``settings.task_queue``.
-    ``backend``, ``model`` and ``tools`` default to the ones ``settings`` describe (tests
-    pass their own, e.g. ``ToolActivities`` over a fault-injecting port)."""
+    ``backend``, ``model``, ``tools`` and ``identity`` default to the ones ``settings``
+    describe (tests pass their own, e.g. ``ToolActivities`` over a fault-injecting port).
+    The pseudonym key reaches only ``IdentityActivities``, never a workflow."""
     if tools is None:
         port = RetailPort(backend or build_backend(settings))
         tools = ToolActivities(tools=port, outbox=port, tickets=port)
     model = model or build_model_activities(settings)
+    identity = identity or IdentityActivities(settings.pseudonym_secret())
     return Worker(
         client,
         task_queue=settings.task_queue,
         workflows=[SupportWorkflow, RefundWorkflow],
-        activities=[model.propose_action, *tools.all()],
+        activities=[model.propose_action, *tools.all(), *identity.all()],
         workflow_runner=workflow_runner(settings.sandbox_project_modules),
         max_concurrent_activities=settings.max_concurrent_activities,
         max_concurrent_workflow_tasks=settings.max_concurrent_workflow_tasks,

@@ -1,4 +1,4 @@
-"""The ``statekeeper`` command line: dev, worker, chat, state, taubench."""
+"""The ``statekeeper`` command line: dev, worker, chat, state, taubench, link."""
 
 from __future__ import annotations
 
@@ -22,10 +22,12 @@ from rich.table import Table
 
 from settings import Settings
 from starter.client import ConversationError, client_for
+from starter.links import link
 from starter.runtime import runtime
 from starter.taubench import TauBenchRunner, load_tasks, report_json
 
 app = typer.Typer(help="Durable, LLM-driven retail support conversations on Temporal.", no_args_is_help=True)
+app.command()(link)
 console = Console()
 
 

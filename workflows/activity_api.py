@@ -19,6 +19,7 @@ from workflows.contracts import (
     EmailRequest,
     ModelRequest,
     ModelResult,
+    PseudonymRequest,
     ReadToolRequest,
     StoreCheckRequest,
     TicketRequest,
@@ -67,4 +68,13 @@ class ModelActivitiesApi:
     @activity.defn
     async def propose_action(self, req: ModelRequest) -> ModelResult:
         """Ask the model for the next ``ProposedAction`` on a snapshot of the state."""
+        raise NotImplementedError
+
+
+class IdentityActivitiesApi:
+    """What only the worker can compute because it holds the secret: customer pseudonyms."""
+
+    @activity.defn
+    async def customer_pseudonym(self, req: PseudonymRequest) -> str:
+        """The keyed pseudonym of ``req.customer_id`` (``cust-`` + 20 hex characters)."""
         raise NotImplementedError

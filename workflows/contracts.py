@@ -84,6 +84,13 @@ class WriteToolRequest(BaseModel):
     idempotency_key: str
 
 
+class PseudonymRequest(BaseModel):
+    """Input of ``customer_pseudonym``: the real customer id to map to its keyed pseudonym
+    (``workflows.pseudonym``; the key stays in the worker)."""
+
+    customer_id: str
+
+
 class EmailRequest(BaseModel):
     """Input of ``send_customer_email``: one outbox message, exactly once per ``message_key``."""
 

@@ -15,15 +15,16 @@ from temporalio.common import RetryPolicy, SearchAttributeKey
 from workflows.errors import TOOL_NON_RETRYABLE, ErrorType
 
 CUSTOMER_ID = SearchAttributeKey.for_keyword("CustomerId")
-ORDER_ID = SearchAttributeKey.for_keyword("OrderId")
+"""The customer's keyed pseudonym (``workflows.pseudonym``), never the real id: τ-bench ids hold names."""
 ORDER_IDS = SearchAttributeKey.for_keyword_list("OrderIds")
-"""Every order the process touched (read or wrote), not just the latest."""
+"""Every order the process touched (read or wrote), not just the latest; bounded
+(``workflows.visibility.ORDER_IDS_KEPT``)."""
 STEP = SearchAttributeKey.for_keyword("Step")
 STATUS = SearchAttributeKey.for_keyword("Status")
 """Business status: active, ended, cancelled, transferred, escalated (refunds: their outcome)."""
 PENDING_APPROVAL = SearchAttributeKey.for_keyword("PendingApproval")
 """The approval id awaiting a supervisor's decision; unset when none is pending."""
-SEARCH_ATTRIBUTES = (CUSTOMER_ID, ORDER_ID, ORDER_IDS, STEP, STATUS, PENDING_APPROVAL)
+SEARCH_ATTRIBUTES = (CUSTOMER_ID, ORDER_IDS, STEP, STATUS, PENDING_APPROVAL)
 """Search attributes the workflows set; registered on the embedded dev server."""
 
 HEARTBEAT_TIMEOUT = timedelta(seconds=5)
@@ -58,6 +59,15 @@ WRITE_RETRY = RetryPolicy(
     non_retryable_error_types=TOOL_NON_RETRYABLE,
 )
 """Safe only with the ledger: a retry with the same idempotency key returns the recorded result."""
+
+IDENTITY_TIMEOUT = timedelta(seconds=5)
+IDENTITY_RETRY = RetryPolicy(
+    initial_interval=timedelta(milliseconds=100),
+    maximum_interval=timedelta(seconds=2),
+    maximum_attempts=5,
+    non_retryable_error_types=[ErrorType.INVALID_ARGUMENTS.value],
+)
+"""The pseudonym local activity: pure computation in the worker, so short and few retries."""
 
 DEFAULT_WRITE_TIMEOUT_SECONDS = 30.0
 MAX_MODEL_STEPS_PER_TURN = 30

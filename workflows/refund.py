@@ -30,14 +30,13 @@ from workflows.contracts import (
     WriteToolRequest,
 )
 from workflows.options import (
-    CUSTOMER_ID,
     HEARTBEAT_TIMEOUT,
-    ORDER_ID,
     READ_RETRY,
     READ_TIMEOUT,
-    STEP,
     WRITE_RETRY,
 )
+from workflows.refund_view import RefundView, amount_from_read, outcome_text
+from workflows.visibility import pseudonym_of
 
 
 @workflow.defn
@@ -49,17 +48,20 @@ class RefundWorkflow(ApprovalGate):
     def __init__(self) -> None:
         super().__init__()
         self._step = "starting"
+        self._view: Optional[RefundView] = None
 
-    @workflow.query
+    @workflow.query(description="The refund's current step: starting, ledger, fresh_read, refused, execute, "
+                                "notify, done or failed.")
     def step(self) -> str:
         """The refund's current step: ledger, fresh_read, refused, awaiting_approval, execute, notify,
         done or failed."""
         return self._step
 
     def _enter(self, step: str, detail: str) -> None:
+        """Move to ``step`` and show it to operators (``detail``: no personal data)."""
         self._step = step
-        workflow.upsert_search_attributes([STEP.value_set(step)])
-        workflow.set_current_details(f"**Step:** {step}\n\n{detail}")
+        if self._view is not None:
+            self._view.enter(step, detail, getattr(self, "_approvals", ()))
 
     @workflow.run
     async def run(self, inp: RefundInput) -> RefundOutcome:
@@ -68,8 +70,9 @@ class RefundWorkflow(ApprovalGate):
         order_id = inp.call.arguments.order_id
         spec = spec_of(inp.call.name)
         key = keys.idempotency_key(inp.call, inp.operation_id)
-        workflow.upsert_search_attributes([ORDER_ID.value_set(order_id)] + (
-            [CUSTOMER_ID.value_set(inp.expected_user_id)] if inp.expected_user_id is not None else []))
+        self._view = RefundView(call=inp.call, operation_id=inp.operation_id)
+        self._view.pseudonym = await pseudonym_of(inp.expected_user_id) if inp.expected_user_id else None
+        self._view.publish()
         write = WriteToolRequest(store=inp.store, call=inp.call, idempotency_key=key)
 
         if spec.outcome_lookup:
@@ -82,7 +85,8 @@ class RefundWorkflow(ApprovalGate):
                 summary=f"look up {inp.call.name} {order_id} by its idempotency key",
             )
             if recorded is not None:
-                self._enter("done" if recorded.ok else "failed", "already recorded: " + recorded.result[:200])
+                self._view.outcome = outcome_text(recorded.ok, recorded.result, replayed=True)
+                self._enter("done" if recorded.ok else "failed", "already recorded in the ledger")
                 return RefundOutcome(idempotency_key=key, result=recorded.result, ok=recorded.ok, replayed=True)
 
         self._enter("fresh_read", f"Reading order {order_id} from the system of record")
@@ -94,15 +98,18 @@ class RefundWorkflow(ApprovalGate):
             retry_policy=READ_RETRY,
             summary=f"fresh read of {order_id} before {inp.call.name}",
         )
+        self._view.amount = amount_from_read(inp.call, read.result)
         refusal = self._precondition(inp, read)
         if refusal is None and standalone.is_standalone(inp):
             refusal = await standalone.standalone_refusal(inp, read)  # the spec's own policy check
         if refusal is not None:
-            self._enter("refused", refusal)
+            self._view.outcome = f"refused: {refusal}"
+            self._enter("refused", "precondition failed on the fresh read")
             return RefundOutcome(idempotency_key=key, result=f"Error: {refusal}", ok=False, refused_reason=refusal)
         approval, refusal = await self._await_approval(inp, read, key)
         if refusal is not None:
-            self._enter("refused", refusal)
+            self._view.outcome = f"refused: {refusal}"
+            self._enter("refused", "supervisor approval not granted")
             return RefundOutcome(idempotency_key=key, result=f"Error: {refusal}", ok=False, refused_reason=refusal,
                                  approval=approval)
 
@@ -130,7 +137,8 @@ class RefundWorkflow(ApprovalGate):
                 retry_policy=READ_RETRY,
                 summary=f"email {spec.notify} instructions for {order_id}",
             )
-        self._enter("done" if written.ok else "failed", written.result[:200])
+        self._view.outcome = outcome_text(written.ok, written.result, written.replayed, notified)
+        self._enter("done" if written.ok else "failed", "write recorded in the system of record")
         return RefundOutcome(idempotency_key=key, result=written.result, ok=written.ok,
                              replayed=written.replayed, notified=notified, approval=approval)
 

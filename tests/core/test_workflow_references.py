@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from activities.identity import IdentityActivities
 from activities.llm.model_activity import ModelActivities
 from activities.tools import ToolActivities
-from workflows.activity_api import ModelActivitiesApi, ToolActivitiesApi
+from workflows.activity_api import IdentityActivitiesApi, ModelActivitiesApi, ToolActivitiesApi
 
 WORKFLOWS = Path(__file__).resolve().parents[2] / "workflows"
 CALLS = {"execute_activity", "start_activity", "execute_activity_method", "start_activity_method",
@@ -39,7 +40,8 @@ def test_the_check_catches_a_name_string(tmp_path: Path):
 
 
 @pytest.mark.parametrize("api, implementation", [(ToolActivitiesApi, ToolActivities),
-                                                 (ModelActivitiesApi, ModelActivities)])
+                                                 (ModelActivitiesApi, ModelActivities),
+                                                 (IdentityActivitiesApi, IdentityActivities)])
 def test_every_declared_activity_is_implemented_under_its_name(api, implementation):
     for name, member in vars(api).items():
         declared = getattr(member, "__temporal_activity_definition", None)

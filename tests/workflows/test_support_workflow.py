@@ -22,7 +22,8 @@ from tests.policy_fixtures import (
 )
 from tests.workflow_harness import running_worker
 from workflows.contracts import SupportInput
-from workflows.options import CUSTOMER_ID, ORDER_ID, STEP
+from workflows.options import CUSTOMER_ID, ORDER_IDS, STEP
+from workflows.pseudonym import customer_pseudonym
 from workflows.support import SupportWorkflow, support_workflow_id
 
 
@@ -38,7 +39,7 @@ async def test_chat_cancels_an_order_after_explicit_yes(temporal_env, settings):
         metadata = await temporal_env.client.get_workflow_handle(f"support-{cid}").query(
             "__temporal_workflow_metadata", result_type=WorkflowMetadata)
         assert "**Current step:** awaiting_confirmation" in metadata.current_details
-        assert f"**Awaiting confirmation:** Cancel order {PENDING}" in metadata.current_details
+        assert f"**Awaiting confirmation:** `cancel_pending_order` — order_id: {PENDING}" in metadata.current_details
         reply = await client.send_message(cid, "yes")
         assert _status(backend, PENDING) == "cancelled"
         state = await client.state(cid)
@@ -52,10 +53,12 @@ async def test_chat_cancels_an_order_after_explicit_yes(temporal_env, settings):
         # operators find the conversation and its refund by business identity
         description = await temporal_env.client.get_workflow_handle(f"support-{cid}").describe()
         attrs = description.typed_search_attributes
-        assert attrs.get(CUSTOMER_ID) == CUSTOMER and attrs.get(ORDER_ID) == PENDING and attrs.get(STEP) == "active"
+        pseudonym = customer_pseudonym(CUSTOMER, settings.pseudonym_secret())
+        assert attrs.get(CUSTOMER_ID) == pseudonym and PENDING in attrs.get(ORDER_IDS) and attrs.get(STEP) == "active"
         child = await temporal_env.client.get_workflow_handle(op.child_workflow_id).describe()
         assert child.typed_search_attributes.get(STEP) == "done"
-        assert child.typed_search_attributes.get(ORDER_ID) == PENDING
+        assert child.typed_search_attributes.get(ORDER_IDS) == [PENDING]
+        assert child.typed_search_attributes.get(CUSTOMER_ID) == pseudonym
 
 
 async def test_user_no_leaves_the_data_unchanged(temporal_env, settings):

@@ -1,0 +1,152 @@
+"""The Temporal Web UI as an operator uses it, in a real browser: Debian's Chromium driven
+by Playwright (``executable_path``: no browser download), against the embedded dev server
+with its Web UI (``starter.devserver``), a real worker and a conversation left pending.
+
+The operator opens the run and reads its current step in Current Details (Markdown
+rendered in an iframe), then finds the run in the workflow list filtered by ``OrderIds``
+and by the customer's pseudonym (the links ``statekeeper link`` prints). Screenshots go to
+the test's output folder; with ``STATEKEEPER_SAVE_SCREENSHOTS=1`` the two the README shows
+are copied to ``docs/img/``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import time
+import uuid
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from settings import Settings
+from starter.connection import connect
+from starter.devserver import embedded_temporal
+from starter.links import list_query, list_url
+from tests.e2e.test_taubench import _free_port
+from tests.policy_fixtures import CUSTOMER, DELIVERED, EMAIL, PENDING
+from tests.workflow_harness import ListBrain, call, reply, running_worker
+from workflows.approvals import ApprovalPolicy
+from workflows.options import CUSTOMER_ID, PENDING_APPROVAL
+from workflows.pseudonym import customer_pseudonym
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking"]
+DOCS_IMG = Path(__file__).resolve().parents[2] / "docs" / "img"
+
+PENDING_STEP = "awaiting_approval"
+"""The step the conversation is left in: ``awaiting_approval`` (the cancel of #W4566809,
+$826.70, is over the default $500.00 threshold: the user says yes and the write waits for a
+supervisor), or ``awaiting_confirmation`` (the one-line switch: no yes, no approval)."""
+
+
+
+@pytest.fixture
+def playwright_api():
+    """Playwright's async API; a missing browser or package fails the test (CI installs both:
+    ``.ci/run`` and the ``test`` extra) unless ``STATEKEEPER_SKIP_BROWSER=1`` says to skip it."""
+    missing = [] if CHROMIUM.exists() else [f"{CHROMIUM} (apt-get install -y chromium)"]
+    try:
+        from playwright import async_api
+    except ImportError:
+        missing.append("playwright (pip install -e '.[test]')")
+    if missing and os.environ.get("STATEKEEPER_SKIP_BROWSER") == "1":
+        pytest.skip("browser test skipped: missing " + ", ".join(missing))
+    assert not missing, "the Web UI browser test needs " + ", ".join(missing)
+    return async_api
+
+
+async def _drive_to_pending(client) -> str:
+    cid = await client.start_conversation(f"ui-{uuid.uuid4().hex[:6]}")
+    await client.send_message(cid, f"Hi, my email is {EMAIL}; where are {PENDING} and {DELIVERED}?")
+    answer = await client.send_message(cid, f"Please cancel {PENDING}, I no longer need it")
+    assert answer.awaiting_confirmation
+    if PENDING_STEP == "awaiting_approval":
+        answer = await client.send_message(cid, "yes")
+        assert getattr(answer, "awaiting_approval", None), answer
+    return cid
+
+
+async def _wait_for_pseudonym(client, workflow_id: str, timeout_seconds: float = 20.0) -> str:
+    deadline = time.monotonic() + timeout_seconds
+    while True:
+        value = (await client.get_workflow_handle(workflow_id).describe()).typed_search_attributes.get(CUSTOMER_ID)
+        if value or time.monotonic() > deadline:
+            return value
+        await asyncio.sleep(0.2)
+
+
+async def _current_details(page, timeout_seconds: float = 30.0) -> str:
+    """The text of the Current Details iframe on a workflow page: Markdown rendered under
+    ``/render?content=...`` (the static summary is another such frame; ours names the step)."""
+    deadline = time.monotonic() + timeout_seconds
+    while time.monotonic() < deadline:
+        for frame in page.frames:
+            if "/render" in frame.url:
+                text = await frame.locator("body").inner_text()
+                if "Current step:" in text:
+                    return text
+        await asyncio.sleep(0.5)
+    raise AssertionError(f"no current-details frame among {[f.url[:80] for f in page.frames]}")
+
+
+async def _list_shows(page, url: str, workflow_id: str, shot: Path) -> None:
+    """Open a filtered list; the run's link must appear (visibility is eventually consistent)."""
+    await page.goto(url)
+    row = page.get_by_role("link", name=workflow_id)
+    try:
+        await row.first.wait_for(timeout=30_000)
+    finally:
+        await page.screenshot(path=str(shot), full_page=True)
+
+
+async def test_operator_finds_the_pending_conversation_and_reads_its_current_details(tmp_path, playwright_api):
+    port, ui_port = _free_port(), _free_port()
+    settings = Settings(temporal_address=f"127.0.0.1:{port}", ui_port=ui_port, data_dir=tmp_path,
+                        database_url=f"sqlite:///{tmp_path / 'statekeeper.sqlite'}", anthropic_api_key=None,
+                        task_queue=f"ui-{uuid.uuid4().hex[:6]}", sandbox_project_modules=True)
+    brain = ListBrain([call("find_user_id_by_email", email=EMAIL), call("get_user_details", user_id=CUSTOMER),
+                       call("get_order_details", order_id=PENDING), call("get_order_details", order_id=DELIVERED),
+                       reply("I found both orders."),
+                       call("cancel_pending_order", order_id=PENDING, reason="no longer needed")])
+    ui = f"http://127.0.0.1:{ui_port}"
+    async with embedded_temporal(settings, persist=False) as started:
+        assert started  # our own server with its Web UI, not one another test left running
+        client = await connect(settings)
+        approvals = ApprovalPolicy() if PENDING_STEP == "awaiting_approval" else None  # the default threshold
+        async with running_worker(SimpleNamespace(client=client), settings, brain=brain,
+                                  approvals=approvals) as (statekeeper, _):
+            cid = await _drive_to_pending(statekeeper)
+            workflow_id = f"support-{cid}"
+            pseudonym = await _wait_for_pseudonym(client, workflow_id)
+            assert pseudonym == customer_pseudonym(CUSTOMER, settings.pseudonym_secret())
+            async with playwright_api.async_playwright() as pw:
+                browser = await pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+                page = await browser.new_page(viewport={"width": 1400, "height": 1000})
+                try:
+                    await page.goto(f"{ui}/namespaces/default/workflows/{workflow_id}")
+                    await page.get_by_text("User Metadata").first.click()
+                    details = await _current_details(page)
+                    await page.screenshot(path=str(tmp_path / "current-details.png"), full_page=True)
+                    assert f"Current step: {PENDING_STEP}" in details, details
+                    if PENDING_STEP == "awaiting_confirmation":
+                        assert f"cancel_pending_order — order_id: {PENDING}" in details
+                    assert pseudonym in details and EMAIL not in details and CUSTOMER not in details
+                    if PENDING_STEP == "awaiting_approval":
+                        approval_id = (await client.get_workflow_handle(workflow_id).describe()
+                                       ).typed_search_attributes.get(PENDING_APPROVAL)
+                        assert approval_id and (f"Approval pending: {approval_id} — cancel_pending_order on {PENDING}, "
+                                                f"amount 826.70") in details, details
+
+                    await _list_shows(page, list_url(ui, "default", list_query(order_id=DELIVERED)), workflow_id,
+                                      tmp_path / "list-by-order.png")
+                    await _list_shows(page, list_url(ui, "default", list_query(pseudonym)), workflow_id,
+                                      tmp_path / "list-by-customer.png")
+                finally:
+                    await browser.close()
+    if os.environ.get("STATEKEEPER_SAVE_SCREENSHOTS") == "1":
+        DOCS_IMG.mkdir(parents=True, exist_ok=True)
+        for name in ("current-details.png", "list-by-customer.png"):
+            shutil.copy(tmp_path / name, DOCS_IMG / f"web-ui-{name}")
