@@ -46,6 +46,10 @@ class Settings(BaseSettings):
     max_concurrent_activities: int = 64
     max_concurrent_workflow_tasks: int = 64
 
+    api_host: str = "127.0.0.1"
+    api_port: int = 8000
+    """Where ``statekeeper dev`` serves the HTTP API (``statekeeper api`` takes --host/--port)."""
+
     approval_threshold: Decimal = Decimal("500.00")
     """Refund-type writes moving more than this (decimal currency) wait for a supervisor."""
     approval_timeout_seconds: float = 24 * 3600.0

@@ -184,7 +184,8 @@ def create_app(client_factory: Optional[ClientFactory] = None) -> FastAPI:
     async def cancel(conversation_id: str, body: Optional[CancelIn] = None,
                      client: StatekeeperClient = Depends(client_dep)) -> CancelAccepted:
         """Ask the conversation to stop; accepted, not yet done (a running write finishes first)."""
-        await client.cancel(conversation_id, (body or CancelIn()).reason)
+        body = body or CancelIn()
+        await client.cancel(conversation_id, body.reason, rollback=body.rollback)
         return CancelAccepted(conversation_id=conversation_id)
 
     @app.get("/conversations/{conversation_id}", response_model=ConversationState)

@@ -59,6 +59,9 @@ class CancelIn(BaseModel):
 
     reason: Optional[str] = Field(default=None, min_length=1, max_length=1000)
     """None: the workflow's default reason (``CancelRequest``)."""
+    rollback: bool = False
+    """True: undo the conversation's reversible writes (address changes) by their
+    compensation; irreversible writes are never undone (README, "Cancellation")."""
 
 
 class CancelAccepted(BaseModel):

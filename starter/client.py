@@ -143,11 +143,12 @@ class StatekeeperClient(ApprovalCalls, RefundCalls, ListingCalls):
         except RPCError as err:
             raise ConversationError(*_rpc_reason(conversation_id, err)) from err
 
-    async def cancel(self, conversation_id: str, reason: Optional[str] = None) -> None:
-        """Signal the conversation to stop; a write already running finishes first. Raises
-        ``ConversationError`` ``finished``, ``not_found`` or ``unavailable``."""
+    async def cancel(self, conversation_id: str, reason: Optional[str] = None, rollback: bool = False) -> None:
+        """Signal the conversation to stop; a write already running finishes first; with
+        ``rollback`` its reversible writes are undone. Raises ``ConversationError``
+        ``finished``, ``not_found`` or ``unavailable``."""
         handle = self._client.get_workflow_handle(support_workflow_id(conversation_id))
-        request = CancelRequest(reason=reason) if reason else CancelRequest()
+        request = CancelRequest(reason=reason, rollback=rollback) if reason else CancelRequest(rollback=rollback)
         try:
             await self.bounded(handle.signal(SupportWorkflow.cancel, request, rpc_timeout=self.rpc_timeout))
         except RPCError as err:

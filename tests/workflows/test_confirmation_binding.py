@@ -24,7 +24,7 @@ from activities.llm.model_activity import ModelActivities, build_client
 from starter.client import StatekeeperClient
 from systems.model.server import start_in_thread
 from tests.policy_fixtures import CUSTOMER, DELIVERED, EMAIL, PENDING
-from tests.workflow_harness import call, order_details, reply, running_worker
+from tests.workflow_harness import NO_APPROVALS, call, order_details, reply, running_worker
 from worker import build_backend, build_worker
 from workflows.contracts import AssistantReply, UserMessage
 from workflows.replies import SUPERSEDED
@@ -75,7 +75,7 @@ async def test_yes_sent_before_detail_was_shown_does_not_confirm_it(temporal_env
         model = ModelActivities(build_client("test-key", server.base_url, 30.0), model="test-brain")
         backend = build_backend(settings)
         async with build_worker(temporal_env.client, settings, backend, model=model):
-            client = StatekeeperClient(temporal_env.client, settings.task_queue)
+            client = StatekeeperClient(temporal_env.client, settings.task_queue, approvals=NO_APPROVALS)
             cid = await client.start_conversation(f"yes-early-{uuid.uuid4().hex[:6]}")
             first = await client.send_message(cid, f"my email is {EMAIL}. please cancel {PENDING}")
             assert first.awaiting_confirmation and PENDING in first.awaiting_confirmation

@@ -92,12 +92,12 @@ async def test_worker_killed_during_a_model_call_is_noticed_by_heartbeat(tempora
     failure is a heartbeat timeout."""
     from temporalio.api.enums.v1 import EventType, TimeoutType
 
-    from tests.workflow_harness import running_worker
+    from tests.workflow_harness import NO_APPROVALS, running_worker
 
     marker = tmp_path / "model-called.marker"
     hanging = _spawn_worker(temporal_env, settings, tmp_path, ["hang-model", str(marker)], "worker-hang.log")
     try:
-        client = StatekeeperClient(temporal_env.client, settings.task_queue)
+        client = StatekeeperClient(temporal_env.client, settings.task_queue, approvals=NO_APPROVALS)
         cid = await client.start_conversation("model-kill")
         reply = asyncio.create_task(client.send_message(cid, "Hi, my email is raj.sanchez2046@example.com"))
         await _wait_for(marker, 60)

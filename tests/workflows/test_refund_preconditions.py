@@ -23,6 +23,7 @@ from activities.tools import ToolActivities
 from starter.client import StatekeeperClient
 from tests.policy_fixtures import CUSTOMER, EMAIL, PENDING
 from tests.workflow_harness import (
+    NO_APPROVALS,
     ListBrain,
     call,
     order_details,
@@ -121,7 +122,7 @@ async def test_cancel_racing_a_payment_change_never_refunds_more_than_was_paid(t
     paid = order_details(backend, ETHAN_ORDER)["payment_history"][0]["amount"]
     gift_before = user_details(backend, ETHAN)["payment_methods"][ETHAN_GIFT]["balance"]
     async with build_worker(temporal_env.client, settings, backend, model=model, tools=tools):
-        client = StatekeeperClient(temporal_env.client, settings.task_queue)
+        client = StatekeeperClient(temporal_env.client, settings.task_queue, approvals=NO_APPROVALS)
         a = await client.start_conversation(f"cancel-{uuid.uuid4().hex[:6]}")
         b = await client.start_conversation(f"pay-{uuid.uuid4().hex[:6]}")
         ra = await client.send_message(a, f"my email is {ETHAN_EMAIL}, cancel {ETHAN_ORDER}, no longer needed")

@@ -1,0 +1,48 @@
+"""Serving the HTTP API (``starter.api``) with uvicorn: on its own (``statekeeper api``)
+or beside the worker of ``statekeeper dev``, in the same event loop and over the same
+Temporal client."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import AsyncIterator, Optional
+
+import uvicorn
+from temporalio.client import Client
+
+from settings import Settings
+from starter.api import create_app
+from starter.client import client_for
+
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+def serve(host: str, port: int) -> None:
+    """Run the API until interrupted; the app reads ``Settings()`` and connects to Temporal
+    when it starts serving (``starter.api.app``)."""
+    uvicorn.run("starter.api:app", host=host, port=port, log_level="info")
+
+
+@contextlib.asynccontextmanager
+async def api_beside(temporal_client: Client, settings: Settings, host: Optional[str] = None,
+                     port: Optional[int] = None) -> AsyncIterator[str]:
+    """Serve the API in this event loop over ``temporal_client`` while the block runs;
+    yields its base URL. Raises ``OSError`` if the port is taken."""
+    host = host or settings.api_host
+    port = settings.api_port if port is None else port
+    app = create_app(lambda: client_for(temporal_client, settings))
+    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on"))
+    task = asyncio.create_task(server.serve())
+    while not server.started:
+        if task.done():
+            # uvicorn logs why (e.g. the port is taken) and exits its serve loop
+            with contextlib.suppress(SystemExit):
+                task.result()
+            raise OSError(f"the API could not listen on {host}:{port}")
+        await asyncio.sleep(0.05)
+    try:
+        yield f"http://{host}:{port}"
+    finally:
+        server.should_exit = True
+        await task
