@@ -38,12 +38,6 @@ def task() -> Task:
                 gt_data_hash=data_hash(data))
 
 
-class StateWithApprovals(ConversationState):
-    """The conversation's state with the approvals the conversation side records."""
-
-    approvals: list[Approval] = []
-
-
 class ScriptedConversation:
     """Stands in for the client of one conversation whose cancel waits for approval: the
     write runs (on the real system of record) ``delay`` seconds after the approval, or
@@ -53,18 +47,17 @@ class ScriptedConversation:
         self.backend, self.delay, self.refuse = backend, delay, refuse
         self.decisions: list[tuple[str, str, str]] = []
         self.sent: list[str] = []
-        self.state_obj: StateWithApprovals | None = None
+        self.state_obj: ConversationState | None = None
 
     async def start_conversation(self, conversation_id: str, *, store: str = "main") -> str:
         self.store, self.cid = store, conversation_id
         self.approval_id = f"support-{conversation_id}~0123456789ab"
-        self.state_obj = StateWithApprovals(conversation_id=conversation_id, store=store, approvals=[Approval(
+        self.state_obj = ConversationState(conversation_id=conversation_id, store=store, approvals=[Approval(
             approval_id=self.approval_id, workflow_id=f"support-{conversation_id}", operation_id="op.t2",
             digest="d", tool="cancel_pending_order", order_id=ORDER, amount=Decimal("826.70"),
             reasons=["[approval-threshold] ..."], requested_at=NOW, expires_at=NOW + timedelta(days=1))])
-        # a step status the conversation side adds; built unvalidated until that enum value exists
-        self.state_obj.steps.append(Step.model_construct(step_id="s1", name="cancel", status="awaiting_approval",
-                                                         turn=2, operation_id="op.t2", detail="", error=None))
+        self.state_obj.steps.append(Step(step_id="s1", name="cancel", status=StepStatus.AWAITING_APPROVAL, turn=2,
+                                         operation_id="op.t2"))
         return conversation_id
 
     async def send_message(self, conversation_id: str, text: str) -> AssistantReply:
@@ -129,7 +122,7 @@ async def test_a_refused_approval_fails_the_task_with_the_refusal(settings):
 
 def test_settled_only_when_decided_and_no_step_awaits_approval():
     approval = SimpleNamespace(approval_id="a~0123456789ab", status=ApprovalStatus.PENDING)
-    waiting = SimpleNamespace(status="awaiting_approval")
+    waiting = SimpleNamespace(status=StepStatus.AWAITING_APPROVAL)
     state = SimpleNamespace(status="active", approvals=[approval], steps=[waiting])
     assert not approval_settled(state, "a~0123456789ab")
     approval.status = ApprovalStatus.APPROVED

@@ -28,7 +28,8 @@ DEV_TASKS = ROOT / "systems" / "retail" / "data" / "tasks_dev.json"
 async def test_all_20_dev_tasks_pass_with_no_duplicate_writes(temporal_env, settings):
     tasks = load_tasks(DEV_TASKS)
     assert len(tasks) == 20
-    async with running_worker(temporal_env, settings) as (client, backend):
+    # the default approval policy (500.00 threshold, policy flags): the runner is the supervisor
+    async with running_worker(temporal_env, settings, approvals=ApprovalPolicy()) as (client, backend):
         report = await TauBenchRunner(client, backend, run_id="dev").run(tasks, concurrency=8)
     failures = [(t.task_index, t.reason) for t in report.tasks if not t.passed]
     assert failures == []
