@@ -10,7 +10,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Optional
 
-from pydantic import AliasChoices, Field, SecretStr
+from pydantic import AliasChoices, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from workflows.options import DEFAULT_WRITE_TIMEOUT_SECONDS
@@ -30,8 +30,13 @@ class Settings(BaseSettings):
     temporal_namespace: str = "default"
     task_queue: str = "statekeeper"
     data_dir: Path = Path(".statekeeper")
+    """Resolved to an absolute path at load, so every process started for it agrees on it."""
     database_url: Optional[str] = None
     ui_port: int = 8233
+    dev_state_file: Optional[Path] = None
+    """Where a detached ``statekeeper dev`` records its settings for commands started from any
+    directory (``starter.devstate``). None: ``$XDG_STATE_HOME/statekeeper/dev.json``, else
+    ``~/.local/state/statekeeper/dev.json``."""
 
     anthropic_api_key: Optional[str] = Field(
         default=None, validation_alias=AliasChoices("ANTHROPIC_API_KEY", "STATEKEEPER_ANTHROPIC_API_KEY")
@@ -71,6 +76,12 @@ class Settings(BaseSettings):
     sandbox_project_modules: bool = False
     """True: the project's workflow modules load inside the workflow sandbox in every run
     (strict, slower; the tests run so); False: they are passed through (see ``worker``)."""
+
+    @field_validator("data_dir")
+    @classmethod
+    def _absolute_data_dir(cls, value: Path) -> Path:
+        # a relative data dir means another database from another working directory
+        return value.expanduser().resolve()
 
     def resolved_database_url(self) -> str:
         """The database URL; defaults to ``sqlite:///<data_dir>/statekeeper.sqlite``."""

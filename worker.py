@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sys
 from typing import Optional
 
 from temporalio.client import Client
@@ -24,6 +25,8 @@ from activities.retail_port import RetailPort
 from activities.tools import ToolActivities
 from settings import Settings
 from starter.connection import connect
+from starter.preflight import StartupRefused, check_task_queue, ensure_search_attributes
+from starter.system_of_record import fingerprint, worker_identity
 from systems.model.plans import PlanBook
 from systems.retail.backend import RetailBackend, make_engine
 from workflows.refund import RefundWorkflow
@@ -81,7 +84,10 @@ def build_worker(client: Client, settings: Settings, backend: Optional[RetailBac
     """A worker for both workflows and all activities on ``settings.task_queue``.
     ``backend``, ``model``, ``tools`` and ``identity`` default to the ones ``settings``
     describe (tests pass their own, e.g. ``ToolActivities`` over a fault-injecting port).
-    The pseudonym key reaches only ``IdentityActivities``, never a workflow."""
+    The pseudonym key reaches only ``IdentityActivities``, never a workflow. The worker's
+    Temporal identity carries the fingerprint of ``settings``' database
+    (``starter.system_of_record``), which ``preflight`` of the next worker on the queue
+    compares with its own."""
     if tools is None:
         port = RetailPort(backend or build_backend(settings))
         tools = ToolActivities(tools=port, outbox=port, tickets=port)
@@ -90,6 +96,7 @@ def build_worker(client: Client, settings: Settings, backend: Optional[RetailBac
     return Worker(
         client,
         task_queue=settings.task_queue,
+        identity=worker_identity(fingerprint(settings.resolved_database_url())),
         workflows=[SupportWorkflow, RefundWorkflow],
         activities=[model.propose_action, *tools.all(), *identity.all()],
         workflow_runner=workflow_runner(settings.sandbox_project_modules),
@@ -98,11 +105,25 @@ def build_worker(client: Client, settings: Settings, backend: Optional[RetailBac
     )
 
 
+async def preflight(client: Client, settings: Settings, *, serving: bool = True) -> None:
+    """Checks before this process uses the server (``starter.preflight``): registers missing
+    search attributes and, when ``serving`` (a worker is about to poll), refuses a task queue
+    whose live workers serve another system of record. Raises ``StartupRefused`` with a message
+    for the user."""
+    await ensure_search_attributes(client, settings.temporal_namespace)
+    if serving:
+        await check_task_queue(client, settings.temporal_namespace, settings.task_queue,
+                               fingerprint(settings.resolved_database_url()))
+
+
 async def run_worker(settings: Optional[Settings] = None, tools: Optional[ToolActivities] = None,
                      model: Optional[ModelActivities] = None) -> None:
-    """Connect and run a worker until cancelled (``tools``/``model``: see ``build_worker``)."""
+    """Connect, run ``preflight``, then run a worker until cancelled (``tools``/``model``: see
+    ``build_worker``). Raises ``StartupRefused`` before polling when the server or the task
+    queue does not fit."""
     settings = settings or Settings()
     client = await connect(settings)
+    await preflight(client, settings)
     worker = build_worker(client, settings, tools=tools, model=model)
     log.info("worker polling %s on %s (offline model: %s)", settings.task_queue, settings.temporal_address,
              settings.offline)
@@ -111,4 +132,8 @@ async def run_worker(settings: Optional[Settings] = None, tools: Optional[ToolAc
 
 if __name__ == "__main__":
     logging.basicConfig(level=logging.INFO)
-    asyncio.run(run_worker())
+    try:
+        asyncio.run(run_worker())
+    except StartupRefused as refused:
+        log.error("worker not started: %s", refused)
+        sys.exit(2)

@@ -1,5 +1,7 @@
 """``statekeeper dev --detach``: the dev server and worker as a background process, so
-the Web UI stays up after a command (e.g. ``make demo``) returns."""
+the Web UI stays up after a command (e.g. ``make demo``) returns. The background process
+records itself in the dev state file (``starter.devstate``) once its worker polls; that
+record is how ``stop`` and the other commands find it from any directory."""
 
 from __future__ import annotations
 
@@ -8,51 +10,82 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 from settings import Settings
-from starter.devserver import wait_until_reachable
+from starter import devstate
+from starter.devserver import DevServerError
+
+LOG_TAIL_LINES = 15
+"""Lines of the background log shown when it fails to start (the reason is in the last ones)."""
 
 
-def _pid_file(settings: Settings):
-    return settings.data_dir / "dev.pid"
+def log_path(settings: Settings) -> Path:
+    """The background process's log file (in its data directory)."""
+    return settings.data_dir / "dev.log"
 
 
-def start_detached(settings: Settings, timeout_seconds: float = 60.0) -> int:
-    """Start ``statekeeper dev`` in a new session; returns its pid once Temporal answers.
-    Returns the existing pid if one started from this data dir is still alive.
-    Raises ``DevServerError`` if it does not come up in time."""
+def start_detached(settings: Settings, timeout_seconds: float = 90.0) -> devstate.DevState:
+    """Start ``statekeeper dev`` in a new session with ``settings`` (passed explicitly, data
+    directory absolute); returns its record once its worker polls. Returns the running one's
+    record when a detached dev server already serves ``settings.temporal_address``.
+
+    Raises ``DevServerError`` when another detached dev server runs at another address, or
+    when the new one exits first (the message carries the end of its log: e.g. a task queue
+    served by another system of record) or does not come up within ``timeout_seconds``.
+    """
+    running = devstate.read(settings)
+    if running is not None:
+        if running.temporal_address == settings.temporal_address:
+            return running
+        raise DevServerError(f"a background statekeeper dev already runs at {running.temporal_address} "
+                             f"(data directory {running.data_dir}); stop it first with `statekeeper stop`")
     settings.data_dir.mkdir(parents=True, exist_ok=True)
-    existing = _alive_pid(settings)
-    if existing is not None:
-        return existing
-    log_path = settings.data_dir / "dev.log"
-    with open(log_path, "ab") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "starter.cli", "dev"], stdout=log, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True)
-    _pid_file(settings).write_text(str(proc.pid))
-    wait_until_reachable(settings.temporal_address, proc, "statekeeper dev", log_path, timeout_seconds)
-    return proc.pid
+    env = dict(os.environ, STATEKEEPER_DATA_DIR=str(settings.data_dir.resolve()),
+               STATEKEEPER_TEMPORAL_ADDRESS=settings.temporal_address, STATEKEEPER_UI_PORT=str(settings.ui_port),
+               STATEKEEPER_TEMPORAL_NAMESPACE=settings.temporal_namespace,
+               STATEKEEPER_TASK_QUEUE=settings.task_queue)
+    if settings.dev_state_file is not None:
+        env["STATEKEEPER_DEV_STATE_FILE"] = str(devstate.state_file(settings))
+    log = log_path(settings)
+    with open(log, "ab") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "starter.cli", "dev", "--record-state"], env=env,
+                                stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                start_new_session=True)
+    deadline = time.monotonic() + timeout_seconds
+    while True:
+        recorded = devstate.read(settings)
+        if recorded is not None and recorded.pid == proc.pid:
+            return recorded
+        if proc.poll() is not None:
+            raise DevServerError(f"statekeeper dev exited with {proc.returncode}:\n{_tail(log)}\n(log: {log})")
+        if time.monotonic() > deadline:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            raise DevServerError(f"statekeeper dev did not start within {timeout_seconds:.0f} s; see {log}")
+        time.sleep(0.2)
 
 
-def _alive_pid(settings: Settings):
+def _tail(path: Path) -> str:
     try:
-        pid = int(_pid_file(settings).read_text())
-        os.kill(pid, 0)
-        return pid
-    except (OSError, ValueError):
-        return None
+        lines = path.read_text(errors="replace").splitlines()
+    except OSError:
+        return ""
+    return "\n".join(lines[-LOG_TAIL_LINES:])
 
 
 def stop_detached(settings: Settings, timeout_seconds: float = 15.0) -> bool:
-    """Stop the background process group; True if one was running."""
-    pid = _alive_pid(settings)
-    if pid is None:
+    """Stop the recorded background process group (wherever it was started from); True if
+    one was running. SIGINT first (the worker and the server shut down cleanly), SIGKILL
+    after ``timeout_seconds``."""
+    state = devstate.read(settings)
+    if state is None:
         return False
-    os.killpg(pid, signal.SIGINT)
+    os.killpg(state.pid, signal.SIGINT)
     deadline = time.monotonic() + timeout_seconds
-    while _alive_pid(settings) is not None and time.monotonic() < deadline:
+    while devstate.alive(state.pid) and time.monotonic() < deadline:
         time.sleep(0.2)
-    if _alive_pid(settings) is not None:
-        os.killpg(pid, signal.SIGKILL)
-    _pid_file(settings).unlink(missing_ok=True)
+    if devstate.alive(state.pid):
+        os.killpg(state.pid, signal.SIGKILL)
+    devstate.remove(settings, state.pid)
     return True

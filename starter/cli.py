@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 import uuid
 from pathlib import Path
@@ -11,6 +12,7 @@ from typing import Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -21,8 +23,11 @@ from rich.progress import (
 from rich.table import Table
 
 from settings import Settings
+from starter import devstate
 from starter.client import ConversationError, client_for
+from starter.devserver import DevServerError
 from starter.links import link
+from starter.preflight import StartupRefused
 from starter.runtime import runtime
 from starter.taubench import TauBenchRunner, load_tasks, report_json
 
@@ -31,21 +36,32 @@ app.command()(link)
 console = Console()
 
 
+def _settings() -> Settings:
+    """The settings of a command: the environment's, completed from a detached dev server
+    running at the same address (``starter.devstate.adopt``), so a command started in another
+    directory uses its system of record instead of seeding a new one."""
+    return devstate.adopt(Settings())
+
+
 def _ui_url(settings: Settings) -> str:
     return f"http://127.0.0.1:{settings.ui_port}/namespaces/{settings.temporal_namespace}/workflows"
 
 
 @app.command()
-def dev(detach: bool = typer.Option(False, "--detach", help="Run in the background; stop with `statekeeper stop`.")) -> None:
+def dev(detach: bool = typer.Option(False, "--detach", help="Run in the background; stop with `statekeeper stop`."),
+        record_state: bool = typer.Option(False, "--record-state", hidden=True,
+                                          help="Record this process in the dev state file once its worker polls "
+                                               "(what --detach runs in the background).")) -> None:
     """Run the embedded Temporal dev server (SQLite, Web UI) and a worker until Ctrl-C."""
-    settings = Settings()
+    settings = _settings()
     if detach:
-        from starter.background import start_detached
+        from starter.background import log_path, start_detached
 
-        pid = start_detached(settings)
-        console.print(f"[green]statekeeper dev[/] running in the background (pid {pid}); "
-                      f"Web UI {_ui_url(settings)}; logs in {settings.data_dir / 'dev.log'}; "
-                      "stop it with `statekeeper stop`.")
+        with _interruptible():
+            running = start_detached(settings)
+        console.print(f"[green]statekeeper dev[/] running in the background (pid {running.pid}); "
+                      f"Web UI {_ui_url(settings)}; data in {running.data_dir}; logs in {log_path(settings)}; "
+                      "stop it with `statekeeper stop` (from any directory).")
         return
 
     async def main() -> None:
@@ -53,8 +69,15 @@ def dev(detach: bool = typer.Option(False, "--detach", help="Run in the backgrou
             where = "started embedded server" if rt.started_server else "using the server already running"
             console.print(f"[green]statekeeper dev[/]: {where} at {settings.temporal_address}; "
                           f"Web UI {_ui_url(settings)}; worker on task queue '{settings.task_queue}'"
-                          f"{' (offline stand-in model)' if settings.offline else ''}. Ctrl-C to stop.")
-            await asyncio.Event().wait()
+                          f"{' (offline stand-in model)' if settings.offline else ''}; data in {settings.data_dir}. "
+                          "Ctrl-C to stop.")
+            if record_state:
+                devstate.write(settings, devstate.describe(settings, os.getpid()))
+            try:
+                await asyncio.Event().wait()
+            finally:
+                if record_state:
+                    devstate.remove(settings, os.getpid())
 
     with _interruptible():
         asyncio.run(main())
@@ -62,10 +85,10 @@ def dev(detach: bool = typer.Option(False, "--detach", help="Run in the backgrou
 
 @app.command()
 def stop() -> None:
-    """Stop a `statekeeper dev --detach` started from this directory."""
+    """Stop the `statekeeper dev --detach` recorded in the dev state file (from any directory)."""
     from starter.background import stop_detached
 
-    settings = Settings()
+    settings = _settings()
     console.print("stopped." if stop_detached(settings) else "no background `statekeeper dev` is running.")
 
 
@@ -75,13 +98,13 @@ def worker() -> None:
     from worker import run_worker
 
     with _interruptible():
-        asyncio.run(run_worker(Settings()))
+        asyncio.run(run_worker(_settings()))
 
 
 @app.command()
 def chat(conversation_id: Optional[str] = typer.Option(None, help="Resume or name a conversation.")) -> None:
     """Chat interactively with a support conversation (offline rule-based stand-in without an API key)."""
-    settings = Settings()
+    settings = _settings()
 
     async def main() -> None:
         async with runtime(settings) as rt:
@@ -113,7 +136,7 @@ def chat(conversation_id: Optional[str] = typer.Option(None, help="Resume or nam
 def state(conversation_id: str) -> None:
     """Print a conversation's typed state as JSON (ID as given to `chat`/the client, or the
     workflow id `support-ID`). Starts the embedded server and a worker if none is running."""
-    settings = Settings()
+    settings = _settings()
     conversation_id = conversation_id.removeprefix("support-")
 
     async def main() -> None:
@@ -125,7 +148,8 @@ def state(conversation_id: str) -> None:
                 raise typer.Exit(1)
             print(current.model_dump_json(indent=2))
 
-    asyncio.run(main())
+    with _interruptible():
+        asyncio.run(main())
 
 
 @app.command()
@@ -137,7 +161,7 @@ def taubench(
     keep_stores: bool = typer.Option(False, help="Keep each task's store in the database."),
 ) -> None:
     """Run τ-bench tasks through durable conversations and check the final data hash."""
-    settings = Settings()
+    settings = _settings()
     try:
         task_list = load_tasks(tasks, limit)
     except ValueError as err:
@@ -162,7 +186,8 @@ def taubench(
                 report = await runner.run(task_list, concurrency=concurrency, progress=advance)
             return report_json(report), rt.started_server
 
-    result, started_server = asyncio.run(main())
+    with _interruptible():
+        result, started_server = asyncio.run(main())
     _print_report(result, settings, started_server)
     if json_out:
         json_out.write_text(json.dumps(result, indent=2))
@@ -204,6 +229,9 @@ def _print_report(result: dict, settings: Settings, started_server: bool) -> Non
 
 
 class _interruptible:
+    """Ctrl-C ends a command quietly; a refused startup (``StartupRefused``, ``DevServerError``)
+    prints its message, not a traceback, and exits with status 2."""
+
     def __enter__(self) -> None:
         return None
 
@@ -211,6 +239,9 @@ class _interruptible:
         if exc_type is KeyboardInterrupt:
             console.print("\nstopped.")
             return True
+        if exc_type is not None and issubclass(exc_type, (StartupRefused, DevServerError)):
+            console.print(f"[red]statekeeper: {escape(str(exc))}[/]", highlight=False)
+            raise typer.Exit(2)
         return False
 
 

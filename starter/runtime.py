@@ -13,7 +13,7 @@ from settings import Settings
 from starter.connection import connect
 from starter.devserver import embedded_temporal
 from systems.retail.backend import RetailBackend
-from worker import build_backend, build_worker
+from worker import build_backend, build_worker, preflight
 
 
 class Runtime(NamedTuple):
@@ -39,9 +39,15 @@ async def connect_with_retry(settings: Settings, attempts: int = 50) -> Client:
 
 @contextlib.asynccontextmanager
 async def runtime(settings: Settings, *, with_worker: bool = True) -> AsyncIterator[Runtime]:
-    """Server + client + backend (+ a worker running in this process)."""
+    """Server + client + backend (+ a worker running in this process).
+
+    Before using the server it runs ``worker.preflight``: missing search attributes are
+    registered, and ``StartupRefused`` is raised (nothing started here keeps running) when an
+    attribute has the wrong type or, with a worker, when the task queue is served by another
+    system of record."""
     async with embedded_temporal(settings) as started:
         client = await connect_with_retry(settings)
+        await preflight(client, settings, serving=with_worker)
         backend = await asyncio.to_thread(build_backend, settings)
         if not with_worker:
             yield Runtime(client, backend, started)
