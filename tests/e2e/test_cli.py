@@ -25,7 +25,8 @@ def _cli(env: dict, *args: str, stdin: str | None = None, timeout: float = 120) 
 def test_dev_detach_chat_state_stop(tmp_path):
     port, ui_port = _free_port(), _free_port()
     env = dict(os.environ, STATEKEEPER_TEMPORAL_ADDRESS=f"127.0.0.1:{port}", STATEKEEPER_UI_PORT=str(ui_port),
-               STATEKEEPER_DATA_DIR=str(tmp_path / "data"), COLUMNS="200")
+               STATEKEEPER_DATA_DIR=str(tmp_path / "data"), STATEKEEPER_DEV_STATE_FILE=str(tmp_path / "dev.json"),
+               COLUMNS="200")
     env.pop("ANTHROPIC_API_KEY", None)
     try:
         started = _cli(env, "dev", "--detach")

@@ -1,0 +1,92 @@
+"""The system-of-record fingerprint a worker's identity carries, the absolute data directory,
+and how a command adopts the detached dev server's settings (``starter.devstate``)."""
+
+from __future__ import annotations
+
+import os
+import socket
+from pathlib import Path
+
+from settings import Settings
+from starter import devstate
+from starter.system_of_record import database_identity, fingerprint, fingerprint_in_identity, worker_identity
+
+PG = "postgresql+psycopg://shop:s3cret-pw@db.internal:5432/retail"
+
+
+def test_the_fingerprint_holds_neither_the_url_nor_the_password():
+    value = fingerprint(PG)
+    assert len(value) == 16 and int(value, 16) >= 0
+    identity = worker_identity(value)
+    assert "s3cret" not in identity and "db.internal" not in identity and "retail" not in identity
+    assert "s3cret" not in database_identity(PG)
+
+
+def test_one_database_one_fingerprint_whatever_the_password_or_driver():
+    assert fingerprint(PG) == fingerprint("postgresql://shop:rotated@db.internal:5432/retail")
+    assert fingerprint(PG) != fingerprint("postgresql+psycopg://shop:s3cret-pw@db.internal:5432/retail_copy")
+    assert fingerprint(PG) != fingerprint("postgresql+psycopg://shop:s3cret-pw@db2.internal:5432/retail")
+
+
+def test_a_relative_sqlite_path_is_the_file_it_opens(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    absolute = f"sqlite:///{tmp_path / 'sk.sqlite'}"
+    assert fingerprint("sqlite:///sk.sqlite") == fingerprint(absolute)
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    assert fingerprint("sqlite:///sk.sqlite") != fingerprint(absolute)  # another directory, another file
+    assert socket.gethostname() in database_identity(absolute)  # the same path on two hosts: two databases
+
+
+def test_an_in_memory_database_is_private_to_its_process():
+    assert str(os.getpid()) in database_identity("sqlite://")
+    assert fingerprint("sqlite://") == fingerprint("sqlite:///:memory:")
+
+
+def test_the_identity_gives_back_its_fingerprint_and_others_give_none():
+    value = fingerprint(PG)
+    assert fingerprint_in_identity(worker_identity(value)) == value
+    assert fingerprint_in_identity(f"{os.getpid()}@host") is None  # the SDK's default identity
+    assert fingerprint_in_identity("sor:not-hex-at-all") is None
+
+
+def test_the_data_dir_is_absolute(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert Settings(data_dir=Path("data")).data_dir == tmp_path.resolve() / "data"
+    assert Settings(data_dir=Path("data")).resolved_database_url() == f"sqlite:///{tmp_path.resolve()}/data/statekeeper.sqlite"
+
+
+def _recorded(tmp_path: Path, pid: int, **given) -> Settings:
+    dev = Settings(data_dir=tmp_path / "dev-data", temporal_address="127.0.0.1:17999", ui_port=18999,
+                   task_queue="dev-queue", dev_state_file=tmp_path / "dev.json")
+    devstate.write(dev, devstate.describe(dev, pid))
+    return Settings(dev_state_file=tmp_path / "dev.json", **given)
+
+
+def test_a_command_adopts_the_running_dev_servers_data_dir_and_queue(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    adopted = devstate.adopt(_recorded(tmp_path, os.getpid(), temporal_address="127.0.0.1:17999"))
+    assert adopted.data_dir == tmp_path / "dev-data"
+    assert (adopted.task_queue, adopted.ui_port) == ("dev-queue", 18999)
+    assert fingerprint(adopted.resolved_database_url()) == devstate.read(adopted).db_fingerprint
+
+
+def test_given_settings_win_over_the_record(tmp_path):
+    given = _recorded(tmp_path, os.getpid(), temporal_address="127.0.0.1:17999", data_dir=tmp_path / "mine",
+                      task_queue="mine")
+    adopted = devstate.adopt(given)
+    assert (adopted.data_dir, adopted.task_queue, adopted.ui_port) == (tmp_path / "mine", "mine", 18999)
+    with_url = _recorded(tmp_path, os.getpid(), temporal_address="127.0.0.1:17999",
+                         database_url=f"sqlite:///{tmp_path / 'x.sqlite'}")
+    assert devstate.adopt(with_url).data_dir == with_url.data_dir
+
+
+def test_no_adoption_for_another_address_or_a_dead_process(tmp_path):
+    other = _recorded(tmp_path, os.getpid(), temporal_address="127.0.0.1:17998")
+    assert devstate.adopt(other) == other
+    dead = _recorded(tmp_path, 2 ** 22 + 12345, temporal_address="127.0.0.1:17999")  # above Linux's pid_max
+    assert devstate.read(dead) is None and devstate.adopt(dead) == dead
+    devstate.remove(dead, os.getpid())  # not its record: stays
+    assert devstate.state_file(dead).exists()
+    devstate.remove(dead, 2 ** 22 + 12345)
+    assert not devstate.state_file(dead).exists()

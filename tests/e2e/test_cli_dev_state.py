@@ -1,0 +1,83 @@
+"""The detached dev server found from any directory (issue 6, item 6): `dev --detach` records
+its settings (absolute data directory) in the dev state file; `chat`, `state`, `dev --detach`
+and `stop` started in another directory use that system of record instead of seeding a new
+one, and a worker for another database refuses the queue. Real processes, real server."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from starter.devserver import reachable
+from tests.e2e.test_taubench import _free_port
+from tests.policy_fixtures import EMAIL, PENDING
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _cli(cwd: Path, env: dict, *args: str, stdin: str | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "starter.cli", *args], cwd=cwd, env=env, input=stdin,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def _flat(done: subprocess.CompletedProcess) -> str:
+    return " ".join((done.stdout + done.stderr).split())  # rich wraps long lines
+
+
+def test_commands_from_another_directory_use_the_detached_dev_servers_data(tmp_path):
+    here, elsewhere = tmp_path / "project", tmp_path / "elsewhere"
+    here.mkdir()
+    elsewhere.mkdir()
+    port, ui_port = _free_port(), _free_port()
+    state_file = tmp_path / "state" / "dev.json"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STATEKEEPER_") and k != "ANTHROPIC_API_KEY"}
+    env.update(PYTHONPATH=str(ROOT), COLUMNS="300", STATEKEEPER_TEMPORAL_ADDRESS=f"127.0.0.1:{port}",
+               STATEKEEPER_DEV_STATE_FILE=str(state_file))
+    started_env = dict(env, STATEKEEPER_UI_PORT=str(ui_port), STATEKEEPER_TASK_QUEUE="sor-queue")
+    try:
+        started = _cli(here, started_env, "dev", "--detach")  # default data dir: relative .statekeeper
+        assert started.returncode == 0, _flat(started)
+        record = json.loads(state_file.read_text())
+        data_dir = here / ".statekeeper"
+        assert record["data_dir"] == str(data_dir.resolve())  # absolute, whatever the cwd later
+        assert record["temporal_address"] == f"127.0.0.1:{port}" and record["ui_port"] == ui_port
+        assert record["task_queue"] == "sor-queue" and len(record["db_fingerprint"]) == 16
+        assert "sqlite" not in state_file.read_text()  # the database only as its fingerprint
+
+        # from another directory, with neither the data dir nor the task queue given
+        script = f"Hi, my email is {EMAIL}\nPlease cancel order {PENDING}, I ordered it by mistake\nyes\nquit\n"
+        chat = _cli(elsewhere, env, "chat", "--conversation-id", "sor-chat", stdin=script)
+        assert chat.returncode == 0, _flat(chat)
+        assert "cancelled" in chat.stdout and f"{ui_port}" in chat.stdout  # its queue and Web UI port
+        shown = _cli(elsewhere, env, "state", "sor-chat")
+        assert shown.returncode == 0, _flat(shown)
+        assert [op["tool"] for op in json.loads(shown.stdout)["completed_operations"]] == ["cancel_pending_order"]
+        assert list(elsewhere.iterdir()) == []  # no second system of record seeded here
+
+        # the write landed in the dev server's database: a second chat finds the order cancelled
+        again = _cli(elsewhere, env, "chat", "--conversation-id", "sor-chat-2",
+                     stdin=f"Hi, my email is {EMAIL}\nPlease cancel order {PENDING}, I ordered it by mistake\nquit\n")
+        assert again.returncode == 0, _flat(again)
+        assert "Please confirm" not in again.stdout
+
+        # a worker for another database on that queue refuses, and says how to fix it
+        refused = _cli(elsewhere, dict(env, STATEKEEPER_DATA_DIR=str(elsewhere / "mine")), "worker")
+        message = _flat(refused)
+        assert refused.returncode == 2, message
+        assert "task queue 'sor-queue' is served by a worker of another system of record" in message
+        assert "STATEKEEPER_DATA_DIR" in message and "Traceback" not in message
+        assert not (elsewhere / "mine" / "statekeeper.sqlite").exists()
+
+        # `dev --detach` from elsewhere finds the running one instead of starting another
+        second = _cli(elsewhere, env, "dev", "--detach")
+        assert second.returncode == 0, _flat(second)
+        assert f"pid {record['pid']}" in _flat(second) and str(data_dir.resolve()) in _flat(second)
+    finally:
+        stopped = _cli(elsewhere, env, "stop")
+    assert "stopped" in stopped.stdout, _flat(stopped)
+    assert not reachable(f"127.0.0.1:{port}")
+    assert not state_file.exists()
+    assert "no background" in _cli(elsewhere, env, "stop").stdout

@@ -1,0 +1,153 @@
+"""One system of record per task queue, on the real dev server: a worker whose database
+differs from the one the queue's live workers serve refuses to start before it polls;
+workers on the same database scale out (issue 6, item 6)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from temporalio import activity
+from temporalio.api.enums.v1 import TaskQueueType
+from temporalio.api.taskqueue.v1 import TaskQueue
+from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
+from temporalio.worker import Worker
+
+from settings import Settings
+from starter.client import StatekeeperClient
+from starter.preflight import StartupRefused, check_task_queue
+from starter.system_of_record import fingerprint, fingerprint_in_identity, worker_identity
+from systems.retail.backend import RetailBackend
+from tests.policy_fixtures import EMAIL, PENDING
+from worker import build_backend, build_worker, preflight, run_worker
+
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _sibling(settings: Settings, folder: Path) -> Settings:
+    """The same task queue and server, another database (its own data directory)."""
+    return settings.model_copy(update={"data_dir": folder, "database_url": f"sqlite:///{folder / 'other.sqlite'}"})
+
+
+def _address(temporal_env) -> str:
+    return temporal_env.client.service_client.config.target_host
+
+
+async def _pollers(client, settings: Settings, kind=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW) -> list[str]:
+    described = await client.workflow_service.describe_task_queue(DescribeTaskQueueRequest(
+        namespace=settings.temporal_namespace, task_queue=TaskQueue(name=settings.task_queue), task_queue_type=kind))
+    return [p.identity for p in described.pollers]
+
+
+async def _until_polled(client, settings: Settings, count: int = 1) -> list[str]:
+    for _ in range(100):
+        found = await _pollers(client, settings)
+        if len(found) >= count:
+            return found
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"no {count} pollers on {settings.task_queue}")
+
+
+async def _cancel_through(client: StatekeeperClient, cid: str) -> None:
+    await client.start_conversation(cid)
+    await client.send_message(cid, f"Hi, my email is {EMAIL}")
+    reply = await client.send_message(cid, f"Please cancel order {PENDING}, I ordered it by mistake")
+    assert reply.awaiting_confirmation
+    await client.send_message(cid, "yes")
+
+
+def _status(backend: RetailBackend, order_id: str) -> str:
+    return json.loads(backend.read("main", "get_order_details", {"order_id": order_id}))["status"]
+
+
+async def test_a_worker_on_another_database_refuses_and_the_first_keeps_serving(temporal_env, settings, tmp_path):
+    client = temporal_env.client
+    other = _sibling(settings, tmp_path / "elsewhere").model_copy(update={"temporal_address": _address(temporal_env)})
+    backend = build_backend(settings)
+    async with build_worker(client, settings, backend):
+        [identity] = await _until_polled(client, settings)
+        assert fingerprint_in_identity(identity) == fingerprint(settings.resolved_database_url())
+        with pytest.raises(StartupRefused) as refused:
+            await run_worker(other)  # the CLI's `statekeeper worker`: refused before it polls
+        message = str(refused.value)
+        assert f"task queue '{settings.task_queue}'" in message and "another system of record" in message
+        assert "STATEKEEPER_DATA_DIR" in message and "STATEKEEPER_TASK_QUEUE" in message
+        assert "other.sqlite" not in message and str(tmp_path) not in message  # no URL, no path
+        # state intact: the refused worker never polled nor seeded its database; the first one serves
+        assert await _pollers(client, settings) == [identity]
+        assert not (tmp_path / "elsewhere" / "other.sqlite").exists()
+        sk = StatekeeperClient(client, settings.task_queue, settings.write_timeout_seconds)
+        await _cancel_through(sk, "sor-first-keeps-serving")
+        assert _status(backend, PENDING) == "cancelled"
+        assert [op.tool for op in (await sk.state("sor-first-keeps-serving")).completed_operations] == [
+            "cancel_pending_order"]
+
+
+async def test_workers_on_the_same_database_scale_out(temporal_env, settings, tmp_path):
+    """A second worker process (``statekeeper worker``) on the same database joins the queue."""
+    client = temporal_env.client
+    backend = build_backend(settings)
+    env = dict(os.environ, STATEKEEPER_TEMPORAL_ADDRESS=_address(temporal_env), STATEKEEPER_TASK_QUEUE=settings.task_queue,
+               STATEKEEPER_DATABASE_URL=settings.resolved_database_url(), STATEKEEPER_DATA_DIR=str(settings.data_dir),
+               STATEKEEPER_DEV_STATE_FILE=str(tmp_path / "no-dev.json"))
+    env.pop("ANTHROPIC_API_KEY", None)
+    async with build_worker(client, settings, backend):
+        await _until_polled(client, settings)
+        log = open(tmp_path / "second-worker.log", "wb")
+        second = subprocess.Popen([sys.executable, "-m", "starter.cli", "worker"], cwd=ROOT, env=env,
+                                  stdout=log, stderr=subprocess.STDOUT)
+        try:
+            identities = await _until_polled(client, settings, count=2)
+            assert len({fingerprint_in_identity(i) for i in identities}) == 1  # one system of record
+            sk = StatekeeperClient(client, settings.task_queue, settings.write_timeout_seconds)
+            await _cancel_through(sk, "sor-scale-out")
+            assert second.poll() is None, (tmp_path / "second-worker.log").read_text()
+        finally:
+            second.terminate()
+            second.wait(timeout=30)
+            log.close()
+    assert _status(backend, PENDING) == "cancelled"
+    assert len(backend.ledger_entries("main")) == 1 and backend.duplicate_writes("main") == 0
+
+
+@activity.defn(name="stray_activity")
+async def _stray_activity() -> None:
+    return None
+
+
+async def test_an_activity_only_worker_of_another_database_is_seen_too(temporal_env, settings, tmp_path):
+    """The activity queue is checked as well as the workflow queue: activities apply the writes."""
+    client = temporal_env.client
+    theirs = fingerprint(f"sqlite:///{tmp_path / 'theirs.sqlite'}")
+    async with Worker(client, task_queue=settings.task_queue, activities=[_stray_activity],
+                      identity=worker_identity(theirs)):
+        for _ in range(100):
+            if await _pollers(client, settings, TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY):
+                break
+            await asyncio.sleep(0.1)
+        assert await _pollers(client, settings) == []  # no workflow poller at all
+        with pytest.raises(StartupRefused, match="its activity poller"):
+            await preflight(client, settings)
+
+
+async def test_a_stopped_worker_counts_only_within_the_live_window(temporal_env, settings, tmp_path):
+    client = temporal_env.client
+    mine = fingerprint(settings.resolved_database_url())
+    other = _sibling(settings, tmp_path / "elsewhere")
+    other.data_dir.mkdir()
+    async with build_worker(client, other):
+        await _until_polled(client, other)
+    stopped_at = time.time()
+    # the server still lists the stopped worker: within the window it is taken as live...
+    with pytest.raises(StartupRefused):
+        await check_task_queue(client, settings.temporal_namespace, settings.task_queue, mine)
+    await asyncio.sleep(max(0.0, stopped_at + 2.5 - time.time()))
+    # ...past it, it is not (the default window is longer than the server's long poll)
+    await check_task_queue(client, settings.temporal_namespace, settings.task_queue, mine, live_within_seconds=2.0)
