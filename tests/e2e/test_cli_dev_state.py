@@ -56,6 +56,7 @@ def test_commands_from_another_directory_use_the_detached_dev_servers_data(tmp_p
         assert shown.returncode == 0, _flat(shown)
         assert [op["tool"] for op in json.loads(shown.stdout)["completed_operations"]] == ["cancel_pending_order"]
         assert list(elsewhere.iterdir()) == []  # no second system of record seeded here
+        assert (data_dir / "statekeeper.sqlite").exists()
 
         # the write landed in the dev server's database: a second chat finds the order cancelled
         again = _cli(elsewhere, env, "chat", "--conversation-id", "sor-chat-2",
@@ -70,6 +71,14 @@ def test_commands_from_another_directory_use_the_detached_dev_servers_data(tmp_p
         assert "task queue 'sor-queue' is served by a worker of another system of record" in message
         assert "STATEKEEPER_DATA_DIR" in message and "Traceback" not in message
         assert not (elsewhere / "mine" / "statekeeper.sqlite").exists()
+
+        # a background dev that would serve the queue with another database stops, and says why
+        unaware = dict(env, STATEKEEPER_DEV_STATE_FILE=str(tmp_path / "other-state.json"),
+                       STATEKEEPER_TASK_QUEUE="sor-queue")
+        clash = _cli(elsewhere, unaware, "dev", "--detach")
+        assert clash.returncode == 2, _flat(clash)
+        assert "another system of record" in _flat(clash) and "Traceback" not in clash.stderr
+        assert not (tmp_path / "other-state.json").exists()
 
         # `dev --detach` from elsewhere finds the running one instead of starting another
         second = _cli(elsewhere, env, "dev", "--detach")
