@@ -2,7 +2,8 @@
 #   make venv    create .venv and install the project with its test extras (idempotent)
 #   make demo    start the embedded Temporal server + worker in the background, run the 20 dev
 #                τ-bench tasks offline, print the summary and the Web UI URL
-#   make stop    stop the background server started by make demo
+#   make stop    stop the background server started by make demo (`statekeeper stop` does so
+#                from any directory: the server records itself in the dev state file)
 #   make test    the test suite
 #   make bench   prompt-size and write-path benchmarks, then the τ-bench runner with a JSON report
 #   make clean   build/test caches; make distclean also removes .venv and local data
@@ -33,7 +34,9 @@ $(STAMP): pyproject.toml
 
 # Starts the embedded Temporal dev server (Web UI) and a worker in the background
 # (`statekeeper dev --detach`, kept running so the Web UI can be browsed afterwards;
-# `make stop` ends it), then runs the τ-bench tasks with one more in-process worker.
+# `make stop` ends it), then runs the τ-bench tasks with one more in-process worker on the
+# same system of record (its data directory). Both check the server first: missing search
+# attributes are registered, and a task queue served by another database is refused.
 demo: venv
 	@echo "statekeeper demo: τ-bench tasks from $(DEMO_TASKS), offline stand-in model unless ANTHROPIC_API_KEY is set"
 	$(BIN)/statekeeper dev --detach
