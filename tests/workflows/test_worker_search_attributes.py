@@ -23,6 +23,7 @@ from starter.devserver import temporal_binary, wait_until_reachable
 from starter.preflight import StartupRefused
 from starter.runtime import connect_with_retry, runtime
 from tests.policy_fixtures import EMAIL
+from tests.workflow_harness import NO_APPROVALS
 from workflows.options import CUSTOMER_ID, ORDER_IDS, SEARCH_ATTRIBUTES, STEP
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -70,7 +71,7 @@ async def test_startup_registers_missing_attributes_and_conversations_run(settin
             assert {key.name: registered.get(key.name) for key in SEARCH_ATTRIBUTES} == {
                 key.name: key.indexed_value_type for key in SEARCH_ATTRIBUTES}
             assert registered[ORDER_IDS.name] == IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD_LIST
-            sk = StatekeeperClient(rt.client, settings.task_queue, settings.write_timeout_seconds)
+            sk = StatekeeperClient(rt.client, settings.task_queue, settings.write_timeout_seconds, approvals=NO_APPROVALS)
             cid = await sk.start_conversation(f"attrs-{uuid.uuid4().hex[:6]}")
             reply = await sk.send_message(cid, f"Hi, my email is {EMAIL}")  # upserts CustomerId, Step
             assert reply.status == "active"

@@ -25,6 +25,7 @@ from starter.preflight import StartupRefused, check_task_queue
 from starter.system_of_record import fingerprint, fingerprint_in_identity, worker_identity
 from systems.retail.backend import RetailBackend
 from tests.policy_fixtures import EMAIL, PENDING
+from tests.workflow_harness import NO_APPROVALS
 from worker import build_backend, build_worker, preflight, run_worker
 
 
@@ -83,7 +84,7 @@ async def test_a_worker_on_another_database_refuses_and_the_first_keeps_serving(
         # state intact: the refused worker never polled nor seeded its database; the first one serves
         assert await _pollers(client, settings) == [identity]
         assert not (tmp_path / "elsewhere" / "other.sqlite").exists()
-        sk = StatekeeperClient(client, settings.task_queue, settings.write_timeout_seconds)
+        sk = StatekeeperClient(client, settings.task_queue, settings.write_timeout_seconds, approvals=NO_APPROVALS)
         await _cancel_through(sk, "sor-first-keeps-serving")
         assert _status(backend, PENDING) == "cancelled"
         assert [op.tool for op in (await sk.state("sor-first-keeps-serving")).completed_operations] == [
@@ -106,7 +107,7 @@ async def test_workers_on_the_same_database_scale_out(temporal_env, settings, tm
         try:
             identities = await _until_polled(client, settings, count=2)
             assert len({fingerprint_in_identity(i) for i in identities}) == 1  # one system of record
-            sk = StatekeeperClient(client, settings.task_queue, settings.write_timeout_seconds)
+            sk = StatekeeperClient(client, settings.task_queue, settings.write_timeout_seconds, approvals=NO_APPROVALS)
             await _cancel_through(sk, "sor-scale-out")
             assert second.poll() is None, (tmp_path / "second-worker.log").read_text()
         finally:
