@@ -35,7 +35,8 @@ def test_commands_from_another_directory_use_the_detached_dev_servers_data(tmp_p
     state_file = tmp_path / "state" / "dev.json"
     env = {k: v for k, v in os.environ.items() if not k.startswith("STATEKEEPER_") and k != "ANTHROPIC_API_KEY"}
     env.update(PYTHONPATH=str(ROOT), COLUMNS="300", STATEKEEPER_TEMPORAL_ADDRESS=f"127.0.0.1:{port}",
-               STATEKEEPER_DEV_STATE_FILE=str(state_file))
+               STATEKEEPER_DEV_STATE_FILE=str(state_file),
+               STATEKEEPER_APPROVAL_THRESHOLD="100000")  # the cancel (826.70) needs no supervisor here
     started_env = dict(env, STATEKEEPER_UI_PORT=str(ui_port), STATEKEEPER_TASK_QUEUE="sor-queue")
     try:
         started = _cli(here, started_env, "dev", "--detach")  # default data dir: relative .statekeeper
