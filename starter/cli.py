@@ -1,8 +1,9 @@
-"""The ``statekeeper`` command line: dev, worker, chat, state, taubench, link."""
+"""The ``statekeeper`` command line: dev, worker, api, chat, state, taubench, link."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import sys
@@ -24,6 +25,7 @@ from rich.table import Table
 
 from settings import Settings
 from starter import devstate
+from starter.api_server import api_beside
 from starter.client import ConversationError, client_for
 from starter.devserver import DevServerError
 from starter.links import link
@@ -65,12 +67,16 @@ def dev(detach: bool = typer.Option(False, "--detach", help="Run in the backgrou
         return
 
     async def main() -> None:
-        async with runtime(settings) as rt:
+        async with runtime(settings) as rt, contextlib.AsyncExitStack() as stack:
             where = "started embedded server" if rt.started_server else "using the server already running"
+            try:
+                api_url = await stack.enter_async_context(api_beside(rt.client, settings))
+            except OSError as err:  # e.g. the port is taken: the worker and the Web UI still serve
+                api_url = f"not served ({err}; set STATEKEEPER_API_PORT)"
             console.print(f"[green]statekeeper dev[/]: {where} at {settings.temporal_address}; "
-                          f"Web UI {_ui_url(settings)}; worker on task queue '{settings.task_queue}'"
-                          f"{' (offline stand-in model)' if settings.offline else ''}; data in {settings.data_dir}. "
-                          "Ctrl-C to stop.")
+                          f"Web UI {_ui_url(settings)}; HTTP API {api_url}; worker on task queue "
+                          f"'{settings.task_queue}'{' (offline stand-in model)' if settings.offline else ''}; "
+                          f"data in {settings.data_dir}. Ctrl-C to stop.")
             if record_state:
                 devstate.write(settings, devstate.describe(settings, os.getpid()))
             try:
@@ -99,6 +105,15 @@ def worker() -> None:
 
     with _interruptible():
         asyncio.run(run_worker(_settings()))
+
+
+@app.command()
+def api(host: str = typer.Option("127.0.0.1", help="Interface to listen on."),
+        port: int = typer.Option(8000, help="TCP port.")) -> None:
+    """Serve the HTTP API for backend services (OpenAPI at /docs) against the configured Temporal server."""
+    from starter.api_server import serve
+
+    serve(host, port)
 
 
 @app.command()

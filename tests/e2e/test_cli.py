@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 import urllib.request
 from pathlib import Path
 
@@ -22,9 +23,21 @@ def _cli(env: dict, *args: str, stdin: str | None = None, timeout: float = 120) 
                           capture_output=True, text=True, timeout=timeout)
 
 
+def _get_json(url: str, attempts: int = 100) -> dict:
+    """GET ``url`` until it answers 200 (a worker shows as a poller after its first poll)."""
+    for _ in range(attempts):
+        try:
+            with urllib.request.urlopen(url, timeout=10) as response:
+                return json.loads(response.read())
+        except OSError:  # connection refused, or 503 while the worker's first poll is on its way
+            time.sleep(0.2)
+    raise AssertionError(f"{url} never answered 200")
+
+
 def test_dev_detach_chat_state_stop(tmp_path):
-    port, ui_port = _free_port(), _free_port()
+    port, ui_port, api_port, api2_port = _free_port(), _free_port(), _free_port(), _free_port()
     env = dict(os.environ, STATEKEEPER_TEMPORAL_ADDRESS=f"127.0.0.1:{port}", STATEKEEPER_UI_PORT=str(ui_port),
+               STATEKEEPER_API_PORT=str(api_port),
                STATEKEEPER_DATA_DIR=str(tmp_path / "data"), STATEKEEPER_DEV_STATE_FILE=str(tmp_path / "dev.json"),
                COLUMNS="200", STATEKEEPER_APPROVAL_THRESHOLD="100000")  # the cancel (826.70) needs no supervisor
     env.pop("ANTHROPIC_API_KEY", None)
@@ -45,6 +58,19 @@ def test_dev_detach_chat_state_stop(tmp_path):
         state = json.loads(shown.stdout)
         assert state["customer"]["user_id"] == "raj_sanchez_2970"
         assert [op["tool"] for op in state["completed_operations"]] == ["cancel_pending_order"]
+
+        # `statekeeper dev` serves the HTTP API beside its worker; `statekeeper api` serves it alone
+        assert _get_json(f"http://127.0.0.1:{api_port}/healthz")["status"] == "ok"
+        served = _get_json(f"http://127.0.0.1:{api_port}/conversations/cli-chat")
+        assert served["completed_operations"][0]["tool"] == "cancel_pending_order"
+        alone = subprocess.Popen([sys.executable, "-m", "starter.cli", "api", "--port", str(api2_port)], cwd=ROOT,
+                                 env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            assert _get_json(f"http://127.0.0.1:{api2_port}/healthz")["status"] == "ok"
+            assert "/refunds" in _get_json(f"http://127.0.0.1:{api2_port}/openapi.json")["paths"]
+        finally:
+            alone.terminate()
+            alone.wait(timeout=20)
     finally:
         stopped = _cli(env, "stop")
     assert "stopped" in stopped.stdout
