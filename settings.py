@@ -90,12 +90,16 @@ class Settings(BaseSettings):
         self.data_dir.mkdir(parents=True, exist_ok=True)
         return f"sqlite:///{(self.data_dir / 'statekeeper.sqlite').resolve()}"
 
-    def pseudonym_secret(self) -> str:
+    def pseudonym_secret(self, create: bool = True) -> Optional[str]:
         """The pseudonym key: ``pseudonym_key``, else the data directory's key file (made
-        on first use, mode 0600, so every process sharing the data directory agrees)."""
+        on first use by the worker, mode 0600, so every process sharing the data directory
+        agrees). ``create=False`` (clients): None when there is no key yet, never a new one
+        that would match nothing the workers wrote."""
         if self.pseudonym_key is not None:
             return self.pseudonym_key.get_secret_value()
         path = self.data_dir / "pseudonym.key"
+        if not path.exists() and not create:
+            return None
         if not path.exists():
             self.data_dir.mkdir(parents=True, exist_ok=True)
             try:

@@ -13,15 +13,19 @@ from temporalio.client import Client
 
 from settings import Settings
 from starter.api import create_app
-from starter.client import client_for
+from starter.client import StatekeeperClient, client_for
+from starter.connection import connect
 
-LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
-def serve(host: str, port: int) -> None:
-    """Run the API until interrupted; the app reads ``Settings()`` and connects to Temporal
-    when it starts serving (``starter.api.app``)."""
-    uvicorn.run("starter.api:app", host=host, port=port, log_level="info")
+
+def serve(settings: Settings, host: str, port: int) -> None:
+    """Run the API for ``settings`` until interrupted; it connects to Temporal when it starts
+    serving (and retries on demand while Temporal is unreachable)."""
+    async def connected() -> StatekeeperClient:
+        return client_for(await connect(settings), settings)
+
+    uvicorn.run(create_app(connected), host=host, port=port, log_level="info")
 
 
 @contextlib.asynccontextmanager

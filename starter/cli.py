@@ -62,7 +62,8 @@ def dev(detach: bool = typer.Option(False, "--detach", help="Run in the backgrou
         with _interruptible():
             running = start_detached(settings)
         console.print(f"[green]statekeeper dev[/] running in the background (pid {running.pid}); "
-                      f"Web UI {_ui_url(settings)}; data in {running.data_dir}; logs in {log_path(settings)}; "
+                      f"Web UI {_ui_url(settings)}; HTTP API http://{settings.api_host}:{settings.api_port}; "
+                      f"data in {running.data_dir}; logs in {log_path(settings)}; "
                       "stop it with `statekeeper stop` (from any directory).")
         return
 
@@ -108,12 +109,13 @@ def worker() -> None:
 
 
 @app.command()
-def api(host: str = typer.Option("127.0.0.1", help="Interface to listen on."),
-        port: int = typer.Option(8000, help="TCP port.")) -> None:
+def api(host: Optional[str] = typer.Option(None, help="Interface to listen on (default STATEKEEPER_API_HOST)."),
+        port: Optional[int] = typer.Option(None, help="TCP port (default STATEKEEPER_API_PORT).")) -> None:
     """Serve the HTTP API for backend services (OpenAPI at /docs) against the configured Temporal server."""
     from starter.api_server import serve
 
-    serve(host, port)
+    settings = _settings()
+    serve(settings, host or settings.api_host, settings.api_port if port is None else port)
 
 
 @app.command()

@@ -218,4 +218,5 @@ def client_for(temporal_client: Client, settings: Any) -> StatekeeperClient:
     deadlines = Deadlines(rpc_seconds=settings.rpc_timeout_seconds, accept_seconds=settings.update_accept_seconds,
                           reply_seconds=settings.reply_timeout_seconds)
     return StatekeeperClient(temporal_client, settings.task_queue, settings.write_timeout_seconds,
-                             approvals=approvals, deadlines=deadlines, pseudonym_key=settings.pseudonym_secret())
+                             approvals=approvals, deadlines=deadlines,
+                             pseudonym_key=settings.pseudonym_secret(create=False))

@@ -122,7 +122,8 @@ class ListingCalls(ClientCore):
         if customer_id is not None:
             clause(CUSTOMER_ID.name, customer_id)  # validate the real id before mapping it
             if not self._pseudonym_key:
-                raise ConversationError("listing by customer needs the pseudonym key; it is not configured",
+                raise ConversationError("listing by customer needs the workers' pseudonym key: set "
+                                        "STATEKEEPER_DATA_DIR to their data directory or STATEKEEPER_PSEUDONYM_KEY",
                                         "unavailable")
             parts.append(clause(CUSTOMER_ID.name, customer_pseudonym(customer_id, self._pseudonym_key)))
         for key, value in ((ORDER_IDS, order_id), (STATUS, status), (STEP, step)):

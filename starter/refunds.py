@@ -33,9 +33,10 @@ REQUEST_MEMO = "request"
 
 
 class RefundStatus(BaseModel):
-    """A refund's status: ``running``, ``awaiting_approval``, ``done`` (applied),
-    ``refused`` (a policy or business refusal, ``reason`` says why), ``failed`` or the
-    closed run's Temporal status (``terminated``, ``timed_out``...). ``step`` is the
+    """A refund's status: ``running``, ``awaiting_approval``, ``applied``, ``refused`` (a
+    policy or business refusal, or a supervisor's rejection; ``reason`` says why), or the
+    closed run's Temporal status (``terminated``, ``timed_out``...): the words of the
+    ``Status`` search attribute that ``GET /refunds?status=`` filters on. ``step`` is the
     workflow's current step; ``operation`` and ``order_id`` as requested."""
 
     refund_id: str
@@ -134,7 +135,8 @@ class RefundCalls(ClientCore):
                 outcome: RefundOutcome = await self.bounded(handle.result(rpc_timeout=self.rpc_timeout))
             except RPCError as err:
                 raise unreachable() from err
-            status.status = "done" if outcome.ok else ("refused" if outcome.refused_reason else "failed")
+            # the same words as the Status search attribute the list route filters on
+            status.status = "applied" if outcome.ok else "refused"
             status.reason, status.replayed = outcome.refused_reason, outcome.replayed
         else:
             status.status = description.status.name.lower() if description.status else "unknown"

@@ -99,6 +99,11 @@ class RefundWorkflow(ApprovalGate):
             summary=f"fresh read of {order_id} before {inp.call.name}",
         )
         self._view.amount = amount_from_read(inp.call, read.result)
+        if self._view.pseudonym is None and read.ok:
+            # a standalone request names no customer: the order's owner is the customer, so the
+            # refund is found by customer like the ones a conversation starts
+            self._view.pseudonym = await pseudonym_of(json.loads(read.result).get("user_id", ""))
+            self._view.publish()
         refusal = self._precondition(inp, read)
         if refusal is None and standalone.is_standalone(inp):
             refusal = await standalone.standalone_refusal(inp, read)  # the spec's own policy check

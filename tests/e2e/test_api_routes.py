@@ -156,9 +156,9 @@ async def test_a_standalone_refund_requested_twice_runs_once(stack):
         return status if status["status"] not in ("running", "awaiting_approval") else None
 
     status = await _eventually(done, 20)
-    assert status and status["status"] == "done", status
+    assert status and status["status"] == "applied", status
     third = await http.post("/refunds", json=body)  # after it finished: still the same run
-    assert third.json()["refund_id"] == refund_id and third.json()["status"] == "done"
+    assert third.json()["refund_id"] == refund_id and third.json()["status"] == "applied"
     assert order_details(backend, PENDING)["status"] == "cancelled"
     writes = [e for e in backend.ledger_entries("main") if e["tool"] == "cancel_pending_order"]
     assert len(writes) == 1 and writes[0]["idempotency_key"] == f"cancel_pending_order:{PENDING}:r-1.req"
@@ -167,7 +167,7 @@ async def test_a_standalone_refund_requested_twice_runs_once(stack):
     conflict = await http.post("/refunds", json={**body, "reason": "ordered by mistake"})
     assert conflict.status_code == 409 and "other arguments" in conflict.json()["detail"]
     assert len(backend.ledger_entries("main")) == 1
-    assert (await http.get(f"/refunds/{refund_id}")).json()["status"] == "done"
+    assert (await http.get(f"/refunds/{refund_id}")).json()["status"] == "applied"
 
     listed = await _eventually(lambda: _refund_ids(http, PENDING))
     assert refund_id in listed
