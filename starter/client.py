@@ -76,21 +76,25 @@ class StatekeeperClient(ApprovalCalls, RefundCalls, ListingCalls):
         ``no_worker`` / ``unavailable``."""
         conversation_id = conversation_id or uuid.uuid4().hex
         await self.require_worker()  # before starting: a refused start leaves nothing running
-        start = WithStartWorkflowOperation(
-            SupportWorkflow.run,
-            SupportInput(conversation_id=conversation_id, store=store, write_timeout_seconds=self._write_timeout,
-                         **self._policy()),
-            id=support_workflow_id(conversation_id), task_queue=self._task_queue,
-            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-            id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
-            search_attributes=TypedSearchAttributes([SearchAttributePair(STATUS, "active")]),
-            static_summary=f"support conversation {conversation_id} (store {store})",
-        )
+        def start() -> WithStartWorkflowOperation:
+            # a fresh operation per attempt: the SDK refuses to send one twice, and run_update
+            # sends again (same update id) when a busy worker did not accept the first in time
+            return WithStartWorkflowOperation(
+                SupportWorkflow.run,
+                SupportInput(conversation_id=conversation_id, store=store, write_timeout_seconds=self._write_timeout,
+                             **self._policy()),
+                id=support_workflow_id(conversation_id), task_queue=self._task_queue,
+                id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+                id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+                search_attributes=TypedSearchAttributes([SearchAttributePair(STATUS, "active")]),
+                static_summary=f"support conversation {conversation_id} (store {store})",
+            )
+
         open_id = f"open-{uuid.uuid4().hex}"  # one id per call, the same if it is sent again
         try:
             opened: ConversationOpened = await self.run_update(
                 lambda timeout: self._client.start_update_with_start_workflow(
-                    SupportWorkflow.open, OpenConversation(store=store), start_workflow_operation=start,
+                    SupportWorkflow.open, OpenConversation(store=store), start_workflow_operation=start(),
                     wait_for_stage=WorkflowUpdateStage.ACCEPTED, id=open_id, rpc_timeout=timeout),
                 "starting the conversation")
         except WorkflowAlreadyStartedError as err:

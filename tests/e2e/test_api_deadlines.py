@@ -113,3 +113,19 @@ async def test_unreachable_at_startup_is_a_503_fast():
             response, took = await _timed(http.get(path))
             assert response.status_code == 503 and took < BOUND, (path, response.text, took)
             assert response.json()["detail"] == "Temporal is not reachable"
+
+
+async def test_a_busy_worker_is_given_the_reply_deadline_and_the_start_is_sent_again(temporal_env, settings):
+    # An acceptance deadline no worker can meet: every start and message takes the "busy worker"
+    # path, which sends the same update (and a fresh start operation) again with the reply deadline.
+    from tests.workflow_harness import running_worker
+
+    async with running_worker(temporal_env, settings):
+        client = StatekeeperClient(temporal_env.client, settings.task_queue,
+                                   deadlines=Deadlines(accept_seconds=0.001, reply_seconds=30.0))
+        await StatekeeperClient(temporal_env.client, settings.task_queue).require_worker()  # its first poll
+        cid = f"busy-{uuid.uuid4().hex[:6]}"
+        assert await client.start_conversation(cid) == cid
+        reply = await client.send_message(cid, "Hello there", message_id="m-1")
+        again = await client.send_message(cid, "Hello there", message_id="m-1")
+        assert again == reply and (await client.state(cid)).turn == 1
