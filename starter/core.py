@@ -35,7 +35,7 @@ class Deadlines(BaseModel):
     """An update's acceptance by a worker; beyond it the queue's pollers are checked."""
     reply_seconds: float = 120.0
     """An accepted update's result (a turn: model calls and tools)."""
-    poller_fresh_seconds: float = 120.0
+    poller_fresh_seconds: float = 70.0
     """A poller seen longer ago than this is gone (pollers long-poll for about a minute)."""
 
 

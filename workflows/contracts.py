@@ -164,6 +164,9 @@ class SupportInput(BaseModel):
     cancel: Optional["CancelRequest"] = None
     """A cancel that arrived during the run that continued as new: the next run honours it
     before anything else (it never answers another message)."""
+    answered: dict[str, "AssistantReply"] = Field(default_factory=dict)
+    """The last replies by message id, from the runs before: a message retried after the
+    run continued as new gets its first reply, not a second turn."""
 
 
 class UserMessage(BaseModel):

@@ -160,8 +160,9 @@ async def execute_confirmed(state: ConversationState, pending: PendingConfirmati
         tr.close(state, ConversationStatus.ESCALATED, reason)
         return replies.ESCALATED
     tr.apply_write_result(state, call, operation, key, result.result, result.ok, child_id, undo)
-    if result.ok and spec.execution is Execution.REFUND_WORKFLOW and state.customer is not None:
-        await _refresh_customer(state)
+    if (result.ok and spec.execution is Execution.REFUND_WORKFLOW and state.customer is not None
+            and cancel_requested() is None):  # after a cancel nothing new starts, not even a read
+        await _refresh_customer(state, cancel_requested)
     visibility.publish(state)
     return None
 
@@ -192,14 +193,17 @@ async def _run_refund(state: ConversationState, pending: PendingConfirmation, wr
     return child_id, ToolResult(result=outcome.result, outcome=outcome_kind, replayed=outcome.replayed)
 
 
-async def _refresh_customer(state: ConversationState) -> None:
+async def _refresh_customer(state: ConversationState,
+                            cancel_requested: Callable[[], Optional[CancelRequest]]) -> None:
     """Refunds move gift-card balances: re-read the customer so the next check sees the
     system of record. If that fails the write is still done and recorded; stale balances
     only make the policy stricter until the next read."""
     assert state.customer is not None
     refresh = make_tool_call("get_user_details", {"user_id": state.customer.user_id})
     try:
-        tr.apply_read_result(state, refresh, (await read(state, refresh, "refresh")).result)
+        tr.apply_read_result(state, refresh, (await read(state, refresh, "refresh", cancel_requested)).result)
+    except Interrupted:
+        pass  # cancelled meanwhile: the write is recorded; the balances are only stale
     except ActivityError as err:
         tr.reject(state, Rule.TOOL_ERROR.value, f"refreshing the customer failed: {failure_reason(err)}",
                   tr.proposal_of(refresh))

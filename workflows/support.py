@@ -47,6 +47,11 @@ from workflows.turn import Inbound, TurnContext, run_turn
 from workflows.visibility import Visibility
 
 
+ANSWERED_KEPT = 50
+"""Message ids whose replies a new run still knows: a client retries within minutes, not
+after 50 more messages."""
+
+
 def support_workflow_id(conversation_id: str) -> str:
     """Workflow id of a conversation: one workflow per conversation id."""
     return f"support-{conversation_id}"
@@ -69,13 +74,27 @@ class SupportWorkflow:
         self._turns_this_run = 0
         self._notices: list[str] = []
         """What the user was told outside a turn (approval outcomes), not yet in a reply."""
+        self._answered: dict[str, AssistantReply] = dict(inp.answered)
+        """Replies by message id (update id), carried across continue-as-new: Temporal
+        deduplicates update ids within a run only."""
 
     # --- message passing ------------------------------------------------------
 
     @workflow.update(description="Send one user message {text}; returns the assistant's reply. Use the client's "
                                  "message id as the update id: a retry returns the first reply.")
     async def send_message(self, message: UserMessage) -> AssistantReply:
-        """Deliver one user message; returns the assistant's reply to it."""
+        """Deliver one user message; returns the assistant's reply to it (the recorded reply
+        when this message id was answered in an earlier run)."""
+        update_id = workflow.current_update_info().id
+        if update_id in self._answered:
+            return self._answered[update_id]
+        reply = await self._deliver(message)
+        self._answered[update_id] = reply
+        while len(self._answered) > ANSWERED_KEPT:
+            del self._answered[next(iter(self._answered))]
+        return reply
+
+    async def _deliver(self, message: UserMessage) -> AssistantReply:
         self._next_message_id += 1
         message_id = self._next_message_id
         pending = self._state.pending_confirmation
@@ -199,7 +218,8 @@ class SupportWorkflow:
                 # the history, not the state, is what grows: start a fresh run with the same state;
                 # a cancel that arrives while the handlers finish travels with it
                 await workflow.wait_condition(workflow.all_handlers_finished)
-                workflow.continue_as_new(inp.model_copy(update={"state": state, "cancel": self._cancel}))
+                workflow.continue_as_new(inp.model_copy(update={"state": state, "cancel": self._cancel,
+                                                                "answered": self._answered}))
         if self._cancel is not None and (state.is_open() or interrupted is not None):
             summary = await cancel_conversation(state, self._cancel, inp.write_timeout_seconds)
             self._answer(interrupted, summary)
