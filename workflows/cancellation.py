@@ -12,10 +12,11 @@ that escalation. The user receives a summary of exactly what happened.
 
 from __future__ import annotations
 
-from workflows import replies
+from workflows import keys, replies
 from workflows import transitions as tr
 from workflows.compensation import roll_back
 from workflows.contracts import CancelRequest
+from workflows.execute import open_ticket
 from workflows.state import ConversationState, ConversationStatus, StepStatus
 
 
@@ -26,6 +27,10 @@ async def cancel_conversation(state: ConversationState, request: CancelRequest, 
     if state.is_open():
         if request.rollback:
             not_undone = await roll_back(state, write_timeout_seconds)
+            if not_undone:
+                # a human must look at what the rollback could not restore: one ticket per cancel
+                await open_ticket(state, "Rollback after a cancel could not undo: " + "; ".join(not_undone),
+                                  keys.rollback_ticket_key(state.conversation_id))
         tr.close(state, ConversationStatus.CANCELLED, request.reason)
     return summary(state, not_undone)
 

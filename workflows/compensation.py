@@ -31,6 +31,24 @@ SUBJECT_READS = {"user_id": "get_user_details", "order_id": "get_order_details"}
 """The read that returns a subject's document (its before-image)."""
 
 
+async def _subject_document(state: ConversationState, spec: Any, subject_id: str,
+                            cancel_requested: Callable[[], Optional[CancelRequest]]) -> Optional[dict[str, Any]]:
+    """The subject's document as the system of record holds it now; None when it cannot be read."""
+    read_call = make_tool_call(SUBJECT_READS[spec.subject], {spec.subject: subject_id})
+    handle = workflow.start_activity_method(
+        ToolActivitiesApi.run_read_tool,
+        ReadToolRequest(store=state.store, call=read_call,
+                        scope_user_id=state.customer.user_id if state.customer else None),
+        heartbeat_timeout=HEARTBEAT_TIMEOUT, start_to_close_timeout=READ_TIMEOUT, retry_policy=READ_RETRY,
+        summary=f"read {spec.subject.removesuffix('_id')} for {spec.name}",
+    )
+    try:
+        result = await cancellable(handle, cancel_requested)
+    except ActivityError:
+        return None
+    return json.loads(result.result) if result.ok else None
+
+
 async def before_image(state: ConversationState, call: Any,
                        cancel_requested: Callable[[], Optional[CancelRequest]]) -> Optional[dict[str, Any]]:
     """The compensation arguments of reversible write ``call``, read from the system of
@@ -41,28 +59,16 @@ async def before_image(state: ConversationState, call: Any,
     if spec.tool_class is not ToolClass.REVERSIBLE_WRITE or spec.subject is None:
         return None
     subject_id = call_arguments(call)[spec.subject]
-    read_call = make_tool_call(SUBJECT_READS[spec.subject], {spec.subject: subject_id})
-    handle = workflow.start_activity_method(
-        ToolActivitiesApi.run_read_tool,
-        ReadToolRequest(store=state.store, call=read_call,
-                        scope_user_id=state.customer.user_id if state.customer else None),
-        heartbeat_timeout=HEARTBEAT_TIMEOUT, start_to_close_timeout=READ_TIMEOUT, retry_policy=READ_RETRY,
-        summary=f"before-image of {spec.subject.removesuffix('_id')} for {call.name}",
-    )
-    try:
-        result = await cancellable(handle, cancel_requested)
-    except ActivityError:
-        return None
-    if not result.ok:
-        return None
-    value = json.loads(result.result).get(spec.compensation_from or "")
+    document = await _subject_document(state, spec, subject_id, cancel_requested)
+    value = document.get(spec.compensation_from or "") if document else None
     return {spec.subject: subject_id, **value} if isinstance(value, dict) else None
 
 
 async def roll_back(state: ConversationState, write_timeout_seconds: float) -> list[str]:
-    """Undo every reversible write this conversation applied, newest first. Returns one
-    line per write that could not be undone (for the user's summary); each undone write's
-    step becomes ``compensated``."""
+    """Undo every reversible write this conversation applied, newest first, if what it set
+    is still there (a later change by someone else is never overwritten). Returns one line
+    per write that could not be undone (for the user's summary); each undone write's step
+    becomes ``compensated``."""
     trouble = []
     for op in reversed(state.completed_operations):
         spec = spec_of(op.tool)
@@ -81,6 +87,13 @@ async def roll_back(state: ConversationState, write_timeout_seconds: float) -> l
 
 async def _compensate(state: ConversationState, op: CompletedOperation, tool: str,
                       write_timeout_seconds: float) -> bool:
+    spec = spec_of(op.tool)
+    # Undo only what this write set: if something else changed it since (another
+    # conversation, an agent), restoring the before-image would overwrite that change.
+    now = await _subject_document(state, spec, op.arguments[spec.subject], lambda: None)
+    current = now.get(spec.compensation_from or "") if now else None
+    if not isinstance(current, dict) or any(current.get(k) != v for k, v in op.arguments.items() if k in current):
+        return False
     call = make_tool_call(tool, op.undo_arguments or {})
     key = keys.idempotency_key(call, keys.compensation_operation(op.operation_id))
     try:

@@ -43,6 +43,12 @@ def compensation_operation(operation_id: str) -> str:
     return f"{operation_id}.undo"
 
 
+def rollback_ticket_key(conversation_id: str) -> str:
+    """The ticket opened when a rollback cancel could not undo every reversible write (one
+    per conversation: it is cancelled once)."""
+    return f"rollback:{conversation_id}"
+
+
 def escalation_ticket_key(write_key: str) -> str:
     """The ticket opened when a write's outcome cannot be shown (one per write)."""
     return f"escalate:{write_key}"

@@ -177,3 +177,24 @@ async def test_a_cancel_carried_into_the_next_run_is_honoured_before_any_message
 
 async def _signal_cancel(env, cid: str, request: CancelRequest) -> None:
     await env.client.get_workflow_handle(support_workflow_id(cid)).signal(SupportWorkflow.cancel, request)
+
+
+async def test_a_rollback_never_overwrites_a_later_change_by_someone_else(temporal_env, settings):
+    script = Script([*IDENTIFY, call("get_user_details", user_id=CUSTOMER),
+                     call("modify_user_address", user_id=CUSTOMER, **NEW_ADDRESS), reply("Your address is changed.")])
+    async with running_worker(temporal_env, settings, brain=script) as (client, backend):
+        cid = await _identified(client, script, "cancel-undo-later")
+        assert (await client.send_message(cid, "Change my address to 1 New Street, Austin")).awaiting_confirmation
+        await client.send_message(cid, "yes")
+        later = {**NEW_ADDRESS, "address1": "2 Later Road"}  # another agent changes it afterwards
+        backend.invoke("main", "modify_user_address", {"user_id": CUSTOMER, **later}, idempotency_key="agent-x")
+        await _signal_cancel(temporal_env, cid, CancelRequest(reason="the customer changed their mind",
+                                                              rollback=True))
+        outcome = await asyncio.wait_for(client.outcome(cid), DEADLINE)
+        assert user_details(backend, CUSTOMER)["address"]["address1"] == "2 Later Road"
+        [step] = outcome.state.steps
+        assert step.status == StepStatus.DONE
+        summary = outcome.state.recent_turns[-1].text
+        assert "could not be undone" in summary and "Undone:" not in summary
+        [ticket] = backend.tickets("main")
+        assert "could not undo" in ticket["summary"]
