@@ -54,7 +54,13 @@ def validate_proposal(state: ConversationState, action: Any) -> Verdict:
         check_call(state, action.tool)
     except PolicyViolation as violation:
         return _refuse(violation.rule, violation.reason)
-    return Verdict(accepted=True, needs_confirmation=spec_of(action.tool.name).is_write)
+    spec = spec_of(action.tool.name)
+    order_id = getattr(action.tool.arguments, "order_id", None)
+    if spec.is_write and any(a.order_id == order_id for a in state.pending_approvals()):
+        # one decision per order at a time: a supervisor decides on the write already waiting
+        return _refuse(Rule.AWAITING_APPROVAL, f"a change to order {order_id} already awaits a supervisor's "
+                                               "decision; wait for it before proposing another")
+    return Verdict(accepted=True, needs_confirmation=spec.is_write)
 
 
 def validate_execution(

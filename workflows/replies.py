@@ -43,6 +43,8 @@ _REFUSALS: dict[Rule, str] = {
     Rule.CONVERSATION_CLOSED: "this conversation has ended.",
     Rule.TOOL_ERROR: "our order system did not accept that request.",
     Rule.USER_DECLINED: "you did not confirm it.",
+    Rule.AWAITING_APPROVAL: "a change to that order is already waiting for a supervisor's decision; "
+    "I'll tell you as soon as it is decided.",
 }
 
 

@@ -122,3 +122,13 @@ async def _step_done(client: StatekeeperClient, cid: str) -> bool:
 
 async def _no_step_waiting(client: StatekeeperClient, cid: str) -> bool:
     return not any(s.status is StepStatus.AWAITING_APPROVAL for s in (await client.state(cid)).steps)
+
+
+async def test_a_second_write_on_an_order_awaiting_approval_is_refused(temporal_env, settings):
+    async with running_worker(temporal_env, settings, approvals=ApprovalPolicy()) as (client, backend):
+        cid, approval_id = await _awaiting_approval(client, "one-per-order")
+        again = await client.send_message(cid, f"Please cancel order {PENDING}, I ordered it by mistake")
+        assert again.awaiting_confirmation is None and again.awaiting_approval == approval_id
+        state = await client.state(cid)
+        assert len(state.approvals) == 1 and any(r.rule == "awaiting-approval" for r in state.rejections)
+        assert backend.ledger_entries("main") == []
