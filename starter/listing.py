@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import re
 from typing import Optional
 
@@ -134,7 +135,7 @@ class ListingCalls(ClientCore):
     async def _page(self, query: str, limit: int, token: Optional[str]) -> tuple[list[WorkflowExecution], Optional[str]]:
         if not 1 <= limit <= MAX_PAGE:
             raise ConversationError(f"limit must be between 1 and {MAX_PAGE}", "invalid")
-        raw = _decode_token(token)
+        raw = _decode_token(token, query)
         iterator = self._client.list_workflows(query, page_size=limit, next_page_token=raw,
                                                rpc_timeout=self.rpc_timeout)
         try:
@@ -142,19 +143,38 @@ class ListingCalls(ClientCore):
         except RPCError as err:
             if err.status is RPCStatusCode.INVALID_ARGUMENT:
                 raise ConversationError("invalid list request (filter or page token)", "invalid") from err
+            if raw is not None and err.status not in (RPCStatusCode.UNAVAILABLE, RPCStatusCode.DEADLINE_EXCEEDED):
+                raise ConversationError("next_page_token is not a token this API returned", "invalid") from err
             raise unreachable() from err
         executions = list(iterator.current_page or [])
         following = iterator.next_page_token
-        return executions, base64.urlsafe_b64encode(following).decode() if following else None
+        return executions, _encode_token(following, query) if following else None
 
 
-def _decode_token(token: Optional[str]) -> Optional[bytes]:
+TOKEN_TAG = b"sk1"
+
+
+def _query_tag(query: str) -> bytes:
+    return hashlib.sha256(query.encode("utf-8")).digest()[:8]
+
+
+def _encode_token(raw: bytes, query: str) -> str:
+    """The server's page token, bound to the list's query: a token is only ever sent back
+    with the filter it was made for, and a made-up one is refused before reaching the server."""
+    return base64.urlsafe_b64encode(TOKEN_TAG + _query_tag(query) + raw).decode("ascii")
+
+
+def _decode_token(token: Optional[str], query: str) -> Optional[bytes]:
     if token is None:
         return None
     try:
-        return base64.urlsafe_b64decode(token.encode("ascii"))
+        data = base64.urlsafe_b64decode(token.encode("ascii"))
     except (binascii.Error, ValueError, UnicodeEncodeError) as err:
         raise ConversationError("next_page_token is not a token this API returned", "invalid") from err
+    head = TOKEN_TAG + _query_tag(query)
+    if not data.startswith(head) or len(data) == len(head):
+        raise ConversationError("next_page_token is not a token this API returned for this list", "invalid")
+    return data[len(head):]
 
 
 def _keyword(execution: WorkflowExecution, key) -> Optional[str]:  # noqa: ANN001 (a SearchAttributeKey)

@@ -250,7 +250,10 @@ async def test_lists_filter_by_search_attributes_and_paginate(stack):
         assert {"approval_id": f"support-list-{tag}-2~0123456789ab", "process": "conversation",
                 "process_id": f"list-{tag}-2"} in pending
         for params in ({"customer_id": 'a" OR WorkflowId != "x'}, {"order_id": "#W 1"}, {"status": "é"},
-                       {"limit": 0}, {"limit": 101}, {"next_page_token": "not-a-token!"}):
+                       {"limit": 0}, {"limit": 101}, {"next_page_token": "not-a-token!"},
+                       {"next_page_token": "AAAA"}, {"next_page_token": "\x00\x01"},
+                       {"next_page_token": "eyJ4IjoxfQ=="},  # made-up tokens: refused before the server
+                       {"next_page_token": first["next_page_token"], "status": "ended"}):  # another list's
             response = await http.get("/conversations", params=params)
             assert response.status_code == 422, (params, response.text)
         assert (await http.get("/approvals", params={"status": "approved"})).status_code == 422
