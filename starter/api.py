@@ -44,6 +44,7 @@ from starter.api_models import (
     client_dep,
 )
 from starter.api_processes import router as processes_router
+from starter.body_limit import install_body_limit
 from starter.client import ConversationError, StatekeeperClient
 from starter.errors import status_for
 from starter.listing import MAX_PAGE, Page
@@ -105,13 +106,7 @@ def create_app(client_factory: Optional[ClientFactory] = None) -> FastAPI:
     app.state.ensure_client = ensure_client
     app.include_router(processes_router)
 
-    @app.middleware("http")
-    async def _limit_body(request: Request, call_next: Callable[[Request], Awaitable[Any]]) -> Any:
-        length = request.headers.get("content-length")
-        if length is not None and length.isdigit() and int(length) > MAX_BODY_BYTES:
-            return JSONResponse(status_code=413, content={
-                "detail": f"request body is {length} bytes; the limit is {MAX_BODY_BYTES} bytes"})
-        return await call_next(request)
+    install_body_limit(app, MAX_BODY_BYTES)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid_body(_: Request, err: RequestValidationError) -> JSONResponse:

@@ -126,6 +126,14 @@ async def test_empty_and_oversized_bodies(stack):
     response = await http.post(f"/conversations/{cid}/messages", content=huge,
                                headers={"content-type": "application/json"})
     assert response.status_code == 413 and "limit" in response.json()["detail"]
+
+    async def chunked():  # no Content-Length: the body is counted as it streams in
+        for start in range(0, len(huge), 16_384):
+            yield huge[start:start + 16_384]
+
+    response = await http.post(f"/conversations/{cid}/messages", content=chunked(),
+                               headers={"content-type": "application/json"})
+    assert response.status_code == 413 and "limit" in response.json()["detail"], response.text
     response = await http.post("/conversations", json={"text": "y" * 70_000})
     assert response.status_code == 422
     assert (await http.get(f"/conversations/{cid}")).json()["turn"] == 0
