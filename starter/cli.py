@@ -62,7 +62,7 @@ def dev(detach: bool = typer.Option(False, "--detach", help="Run in the backgrou
         with _interruptible():
             running = start_detached(settings)
         console.print(f"[green]statekeeper dev[/] running in the background (pid {running.pid}); "
-                      f"Web UI {_ui_url(settings)}; HTTP API http://{settings.api_host}:{settings.api_port}; "
+                      f"Web UI {_ui_url(settings)}; HTTP API {running.api_url or 'not served (port taken; see the log)'}; "
                       f"data in {running.data_dir}; logs in {log_path(settings)}; "
                       "stop it with `statekeeper stop` (from any directory).")
         return
@@ -70,8 +70,9 @@ def dev(detach: bool = typer.Option(False, "--detach", help="Run in the backgrou
     async def main() -> None:
         async with runtime(settings) as rt, contextlib.AsyncExitStack() as stack:
             where = "started embedded server" if rt.started_server else "using the server already running"
+            served: Optional[str] = None
             try:
-                api_url = await stack.enter_async_context(api_beside(rt.client, settings))
+                api_url = served = await stack.enter_async_context(api_beside(rt.client, settings))
             except OSError as err:  # e.g. the port is taken: the worker and the Web UI still serve
                 api_url = f"not served ({err}; set STATEKEEPER_API_PORT)"
             console.print(f"[green]statekeeper dev[/]: {where} at {settings.temporal_address}; "
@@ -79,7 +80,7 @@ def dev(detach: bool = typer.Option(False, "--detach", help="Run in the backgrou
                           f"'{settings.task_queue}'{' (offline stand-in model)' if settings.offline else ''}; "
                           f"data in {settings.data_dir}. Ctrl-C to stop.")
             if record_state:
-                devstate.write(settings, devstate.describe(settings, os.getpid()))
+                devstate.write(settings, devstate.describe(settings, os.getpid(), api_url=served))
             try:
                 await asyncio.Event().wait()
             finally:

@@ -24,12 +24,14 @@ from starter.system_of_record import fingerprint
 
 class DevState(BaseModel):
     """A running detached dev server: its process group leader's pid, absolute data directory,
-    Temporal address, Web UI port, namespace, task queue, database fingerprint and start time."""
+    Temporal address, Web UI port, HTTP API URL (None when its port was taken), namespace,
+    task queue, database fingerprint and start time."""
 
     pid: int
     data_dir: Path
     temporal_address: str
     ui_port: int
+    api_url: Optional[str] = None
     temporal_namespace: str
     task_queue: str
     db_fingerprint: str
@@ -47,10 +49,11 @@ def state_file(settings: Settings) -> Path:
     return Path(base) / "statekeeper" / "dev.json"
 
 
-def describe(settings: Settings, pid: int) -> DevState:
-    """The record of a dev server running with ``settings`` as process ``pid``."""
+def describe(settings: Settings, pid: int, api_url: Optional[str] = None) -> DevState:
+    """The record of a dev server running with ``settings`` as process ``pid`` (its HTTP API
+    at ``api_url``, if served)."""
     return DevState(pid=pid, data_dir=settings.data_dir.resolve(), temporal_address=settings.temporal_address,
-                    ui_port=settings.ui_port, temporal_namespace=settings.temporal_namespace,
+                    ui_port=settings.ui_port, api_url=api_url, temporal_namespace=settings.temporal_namespace,
                     task_queue=settings.task_queue, db_fingerprint=fingerprint(settings.resolved_database_url()),
                     default_database=settings.database_url is None, started_at=datetime.now(timezone.utc))
 

@@ -31,13 +31,14 @@ def test_commands_from_another_directory_use_the_detached_dev_servers_data(tmp_p
     here, elsewhere = tmp_path / "project", tmp_path / "elsewhere"
     here.mkdir()
     elsewhere.mkdir()
-    port, ui_port = _free_port(), _free_port()
+    port, ui_port, api_port = _free_port(), _free_port(), _free_port()
     state_file = tmp_path / "state" / "dev.json"
     env = {k: v for k, v in os.environ.items() if not k.startswith("STATEKEEPER_") and k != "ANTHROPIC_API_KEY"}
     env.update(PYTHONPATH=str(ROOT), COLUMNS="300", STATEKEEPER_TEMPORAL_ADDRESS=f"127.0.0.1:{port}",
                STATEKEEPER_DEV_STATE_FILE=str(state_file),
                STATEKEEPER_APPROVAL_THRESHOLD="100000")  # the cancel (826.70) needs no supervisor here
-    started_env = dict(env, STATEKEEPER_UI_PORT=str(ui_port), STATEKEEPER_TASK_QUEUE="sor-queue")
+    started_env = dict(env, STATEKEEPER_UI_PORT=str(ui_port), STATEKEEPER_TASK_QUEUE="sor-queue",
+                       STATEKEEPER_API_PORT=str(api_port))
     try:
         started = _cli(here, started_env, "dev", "--detach")  # default data dir: relative .statekeeper
         assert started.returncode == 0, _flat(started)
@@ -45,6 +46,7 @@ def test_commands_from_another_directory_use_the_detached_dev_servers_data(tmp_p
         data_dir = here / ".statekeeper"
         assert record["data_dir"] == str(data_dir.resolve())  # absolute, whatever the cwd later
         assert record["temporal_address"] == f"127.0.0.1:{port}" and record["ui_port"] == ui_port
+        assert record["api_url"] == f"http://127.0.0.1:{api_port}"
         assert record["task_queue"] == "sor-queue" and len(record["db_fingerprint"]) == 16
         assert "sqlite" not in state_file.read_text()  # the database only as its fingerprint
 
@@ -75,7 +77,7 @@ def test_commands_from_another_directory_use_the_detached_dev_servers_data(tmp_p
 
         # a background dev that would serve the queue with another database stops, and says why
         unaware = dict(env, STATEKEEPER_DEV_STATE_FILE=str(tmp_path / "other-state.json"),
-                       STATEKEEPER_TASK_QUEUE="sor-queue")
+                       STATEKEEPER_TASK_QUEUE="sor-queue", STATEKEEPER_API_PORT=str(_free_port()))
         clash = _cli(elsewhere, unaware, "dev", "--detach")
         assert clash.returncode == 2, _flat(clash)
         assert "another system of record" in _flat(clash) and "Traceback" not in clash.stderr
