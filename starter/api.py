@@ -74,10 +74,11 @@ def create_app(client_factory: Optional[ClientFactory] = None) -> FastAPI:
     async def _default_factory() -> StatekeeperClient:
         # imported here so that importing starter.api does not read settings or connect
         from settings import Settings
+        from starter import devstate
         from starter.client import client_for
         from starter.connection import connect
 
-        settings = Settings()
+        settings = devstate.adopt(Settings())  # the detached dev's data (and pseudonym key), if any
         return client_for(await connect(settings), settings)
 
     factory: ClientFactory = client_factory or _default_factory
