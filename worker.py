@@ -91,12 +91,14 @@ def build_worker(client: Client, settings: Settings, backend: Optional[RetailBac
     if tools is None:
         port = RetailPort(backend or build_backend(settings))
         tools = ToolActivities(tools=port, outbox=port, tickets=port)
+    sor = fingerprint(settings.resolved_database_url())
+    tools.system_of_record = sor  # processes bind to it; calls bound to another database are refused
     model = model or build_model_activities(settings)
     identity = identity or IdentityActivities(settings.pseudonym_secret())
     return Worker(
         client,
         task_queue=settings.task_queue,
-        identity=worker_identity(fingerprint(settings.resolved_database_url())),
+        identity=worker_identity(sor),
         workflows=[SupportWorkflow, RefundWorkflow],
         activities=[model.propose_action, *tools.all(), *identity.all()],
         workflow_runner=workflow_runner(settings.sandbox_project_modules),

@@ -42,6 +42,20 @@ class ToolActivities(ToolActivitiesApi):
         self._tools = tools
         self._outbox = outbox
         self._tickets = tickets
+        self.system_of_record = ""
+        """The fingerprint of the database behind ``tools`` (set by ``worker.build_worker``);
+        empty: not checked."""
+
+    def _check_bound(self, bound: Optional[str]) -> None:
+        # A process bound to another database must never read or write here: refuse before
+        # touching anything (retryable: a worker on the right database may take the retry).
+        if bound and self.system_of_record and bound != self.system_of_record:
+            raise ApplicationError("this worker serves another system of record than the one this process is "
+                                   "bound to; nothing was done", type=ErrorType.WRONG_SYSTEM_OF_RECORD.value)
+
+    def _stamp(self, result: ToolResult) -> ToolResult:
+        result.system_of_record = self.system_of_record or None
+        return result
 
     @activity.defn
     async def run_read_tool(self, req: ReadToolRequest) -> ToolResult:
@@ -49,8 +63,10 @@ class ToolActivities(ToolActivitiesApi):
         (``InvalidArguments``, non-retryable) for a write passed as a read."""
         if spec_of(req.call.name).is_write:
             raise _fatal(ErrorType.INVALID_ARGUMENTS, f"{req.call.name} is not a read tool")
+        self._check_bound(req.system_of_record)
         args = call_arguments(req.call)
-        return await _call(self._tools.invoke, req.store, req.call.name, args, scope_user_id=req.scope_user_id)
+        return self._stamp(await _call(self._tools.invoke, req.store, req.call.name, args,
+                                       scope_user_id=req.scope_user_id))
 
     @activity.defn
     async def run_write_tool(self, req: WriteToolRequest) -> ToolResult:
@@ -61,9 +77,10 @@ class ToolActivities(ToolActivitiesApi):
             raise _fatal(ErrorType.INVALID_ARGUMENTS, f"{req.call.name} is not a write tool")
         if not req.idempotency_key.startswith(f"{req.call.name}:"):
             raise _fatal(ErrorType.INVALID_ARGUMENTS, "idempotency key does not belong to this tool")
+        self._check_bound(req.system_of_record)
         args = call_arguments(req.call)
-        return await _call(self._tools.invoke, req.store, req.call.name, args,
-                           idempotency_key=req.idempotency_key, guard=status_guard(req.call.name, args))
+        return self._stamp(await _call(self._tools.invoke, req.store, req.call.name, args,
+                                       idempotency_key=req.idempotency_key, guard=status_guard(req.call.name, args)))
 
     @activity.defn
     async def find_recorded_write(self, req: WriteToolRequest) -> Optional[ToolResult]:
@@ -71,6 +88,7 @@ class ToolActivities(ToolActivitiesApi):
         or a retried refund must not re-check preconditions its own write already changed).
         Returns the recorded outcome (``replayed=True``) or None; ``IdempotencyKeyConflict``
         (non-retryable) when the key holds another call."""
+        self._check_bound(req.system_of_record)
         return await _call(self._tools.recorded, req.store, req.call.name, call_arguments(req.call),
                            req.idempotency_key)
 

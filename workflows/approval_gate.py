@@ -131,6 +131,7 @@ class ApprovalGate:
             read = await workflow.execute_activity_method(
                 ToolActivitiesApi.run_read_tool,
                 ReadToolRequest(store=inp.store, call=make_tool_call("get_product_details", {"product_id": product_id}),
+                                system_of_record=inp.system_of_record,
                                 scope_user_id=inp.expected_user_id),
                 heartbeat_timeout=HEARTBEAT_TIMEOUT, start_to_close_timeout=READ_TIMEOUT, retry_policy=READ_RETRY,
                 summary=f"read product {product_id} for the approval amount",

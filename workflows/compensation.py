@@ -37,7 +37,7 @@ async def _subject_document(state: ConversationState, spec: Any, subject_id: str
     read_call = make_tool_call(SUBJECT_READS[spec.subject], {spec.subject: subject_id})
     handle = workflow.start_activity_method(
         ToolActivitiesApi.run_read_tool,
-        ReadToolRequest(store=state.store, call=read_call,
+        ReadToolRequest(store=state.store, call=read_call, system_of_record=state.system_of_record,
                         scope_user_id=state.customer.user_id if state.customer else None),
         heartbeat_timeout=HEARTBEAT_TIMEOUT, start_to_close_timeout=READ_TIMEOUT, retry_policy=READ_RETRY,
         summary=f"read {spec.subject.removesuffix('_id')} for {spec.name}",
@@ -98,7 +98,8 @@ async def _compensate(state: ConversationState, op: CompletedOperation, tool: st
     key = keys.idempotency_key(call, keys.compensation_operation(op.operation_id))
     try:
         result = await workflow.execute_activity_method(
-            ToolActivitiesApi.run_write_tool, WriteToolRequest(store=state.store, call=call, idempotency_key=key),
+            ToolActivitiesApi.run_write_tool, WriteToolRequest(store=state.store, call=call, idempotency_key=key,
+                                                            system_of_record=state.system_of_record),
             heartbeat_timeout=HEARTBEAT_TIMEOUT, start_to_close_timeout=timedelta(seconds=write_timeout_seconds),
             retry_policy=WRITE_RETRY, summary=f"undo {op.tool} (rollback)",
         )

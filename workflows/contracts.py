@@ -40,6 +40,8 @@ class ReadToolRequest(BaseModel):
     store: str
     call: ToolCall
     scope_user_id: Optional[str] = None
+    system_of_record: Optional[str] = None
+    """The fingerprint of the database the process is bound to (None: not bound yet)."""
 
 
 class StoreCheckRequest(BaseModel):
@@ -68,6 +70,9 @@ class ToolResult(BaseModel):
     replayed: bool = False
     """True when a write's idempotency key was already in the ledger: the recorded
     result is returned and nothing is applied again."""
+    system_of_record: Optional[str] = None
+    """The fingerprint of the database that answered: the process binds to the first one
+    and every later call carries it, so a worker on another database refuses it."""
 
     @property
     def ok(self) -> bool:
@@ -82,6 +87,8 @@ class WriteToolRequest(BaseModel):
     store: str
     call: ToolCall
     idempotency_key: str
+    system_of_record: Optional[str] = None
+    """The fingerprint of the database the process is bound to (None: not bound yet)."""
 
 
 class PseudonymRequest(BaseModel):
@@ -133,6 +140,8 @@ class RefundInput(BaseModel):
     with the same idempotency key."""
     approvals: ApprovalPolicy = Field(default_factory=ApprovalPolicy)
     approved_by: Optional[str] = None
+    system_of_record: Optional[str] = None
+    """The database fingerprint the parent conversation is bound to (its tool calls carry it)."""
 
 
 class RefundOutcome(BaseModel):

@@ -31,6 +31,10 @@ class ErrorType(str, Enum):
     """A user message the conversation refuses (empty, too large); never enters history."""
     CONVERSATION_FINISHED = "ConversationFinished"
     """A message for a conversation that has ended or is being cancelled."""
+    WRONG_SYSTEM_OF_RECORD = "WrongSystemOfRecord"
+    """The worker that took a tool call serves another database than the one the process
+    is bound to: nothing was done. Retryable (the right worker may take the next attempt);
+    when the attempts run out the call is known not to have applied."""
     APPROVAL_REFUSED = "ApprovalRefused"
     """A supervisor's decision that cannot apply: unknown approval id (or one bound to another
     operation or other arguments), already decided, or expired (``workflows.approvals``)."""

@@ -81,6 +81,13 @@ def _known_not_applied(err: BaseException) -> bool:
     return isinstance(cause, ApplicationError) and cause.type == ErrorType.IDEMPOTENCY_KEY_CONFLICT.value
 
 
+def _wrong_system_of_record(err: BaseException) -> bool:
+    """Every attempt reached a worker on another database, which refused before acting: the
+    write certainly did not apply (``activities.tools``)."""
+    cause = application_cause(err)
+    return isinstance(cause, ApplicationError) and cause.type == ErrorType.WRONG_SYSTEM_OF_RECORD.value
+
+
 async def read(state: ConversationState, call, summary_prefix: str = "",
                cancel_requested: Optional[Callable[[], Optional[CancelRequest]]] = None) -> ToolResult:
     """Run a read tool, scoped to the authenticated customer. Raises ``ActivityError``
@@ -88,13 +95,15 @@ async def read(state: ConversationState, call, summary_prefix: str = "",
     cancel before it finishes (the read is then cancelled)."""
     handle = workflow.start_activity_method(
         ToolActivitiesApi.run_read_tool,
-        ReadToolRequest(store=state.store, call=call,
+        ReadToolRequest(store=state.store, call=call, system_of_record=state.system_of_record,
                         scope_user_id=state.customer.user_id if state.customer else None),
         heartbeat_timeout=HEARTBEAT_TIMEOUT, start_to_close_timeout=READ_TIMEOUT,
         retry_policy=READ_RETRY,
         summary=call_summary(call, summary_prefix),
     )
-    return await (cancellable(handle, cancel_requested) if cancel_requested else handle)
+    result = await (cancellable(handle, cancel_requested) if cancel_requested else handle)
+    tr.bind_system_of_record(state, result)
+    return result
 
 
 async def open_ticket(state: ConversationState, summary: str, ticket_key: str) -> bool:
@@ -142,7 +151,8 @@ async def execute_confirmed(state: ConversationState, pending: PendingConfirmati
         else:
             result = await workflow.execute_activity_method(
                 ToolActivitiesApi.run_write_tool,
-                WriteToolRequest(store=state.store, call=call, idempotency_key=key),
+                WriteToolRequest(store=state.store, call=call, idempotency_key=key,
+                                 system_of_record=state.system_of_record),
                 heartbeat_timeout=HEARTBEAT_TIMEOUT, start_to_close_timeout=timedelta(seconds=write_timeout_seconds),
                 retry_policy=WRITE_RETRY,
                 summary=call_summary(call),
@@ -151,6 +161,9 @@ async def execute_confirmed(state: ConversationState, pending: PendingConfirmati
         if _known_not_applied(err):
             result = ToolResult(result="Error: this step already holds a different change (the conversation was "
                                        "reset); propose the change again to make it", outcome=Outcome.REFUSED)
+        elif _wrong_system_of_record(err):
+            result = ToolResult(result="Error: only workers on another system of record were available; the "
+                                       "change was not made", outcome=Outcome.REFUSED)
         else:
             result = ToolResult(result=failure_reason(err), outcome=Outcome.UNKNOWN)
     if result.outcome is Outcome.UNKNOWN:
@@ -177,7 +190,7 @@ async def _run_refund(state: ConversationState, pending: PendingConfirmation, wr
     refund = RefundInput(store=state.store, operation_id=pending.operation_id, call=call,
                          expected_user_id=state.customer.user_id, notify_email=state.customer.email or None,
                          conversation_id=state.conversation_id, write_timeout_seconds=write_timeout_seconds,
-                         approvals=approvals, approved_by=approved_by)
+                         approvals=approvals, approved_by=approved_by, system_of_record=state.system_of_record)
     for attempt in range(CHILD_START_ATTEMPTS):
         try:
             outcome = await workflow.execute_child_workflow(

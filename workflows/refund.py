@@ -73,7 +73,8 @@ class RefundWorkflow(ApprovalGate):
         self._view = RefundView(call=inp.call, operation_id=inp.operation_id)
         self._view.pseudonym = await pseudonym_of(inp.expected_user_id) if inp.expected_user_id else None
         self._view.publish()
-        write = WriteToolRequest(store=inp.store, call=inp.call, idempotency_key=key)
+        write = WriteToolRequest(store=inp.store, call=inp.call, idempotency_key=key,
+                                 system_of_record=inp.system_of_record)
 
         if spec.outcome_lookup:
             # A run started again for the same operation (a reset, a restarted child) must not
@@ -93,6 +94,7 @@ class RefundWorkflow(ApprovalGate):
         read = await workflow.execute_activity_method(
             ToolActivitiesApi.run_read_tool,
             ReadToolRequest(store=inp.store, call=make_tool_call("get_order_details", {"order_id": order_id}),
+                            system_of_record=inp.system_of_record,
                             scope_user_id=inp.expected_user_id),
             heartbeat_timeout=HEARTBEAT_TIMEOUT, start_to_close_timeout=READ_TIMEOUT,
             retry_policy=READ_RETRY,

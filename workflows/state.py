@@ -68,6 +68,9 @@ class ConversationState(BaseModel):
     schema_version: int = SCHEMA_VERSION
     conversation_id: str
     store: str = "main"
+    system_of_record: Optional[str] = None
+    """Fingerprint of the database that answered this conversation's first tool call; every
+    later call carries it, so a worker on another database refuses instead of acting there."""
     status: ConversationStatus = ConversationStatus.ACTIVE
     turn: int = 0
     customer: Optional[Customer] = None

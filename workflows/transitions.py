@@ -159,6 +159,13 @@ def record_usage(state: ConversationState, model: str, input_tokens: int, output
     state.usage.model = model
 
 
+def bind_system_of_record(state: ConversationState, result: Any) -> None:
+    """Bind the conversation to the database that answered ``result`` (a ``ToolResult``),
+    if it is not bound yet."""
+    if state.system_of_record is None and getattr(result, "system_of_record", None):
+        state.system_of_record = result.system_of_record
+
+
 def apply_read_result(state: ConversationState, call: Any, result: str) -> str:
     """Fold a read tool's result into the state; returns the result as the model may
     see it (another customer's order is withheld: policy one-customer)."""
