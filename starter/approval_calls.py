@@ -28,7 +28,7 @@ def approval_workflow_id(approval_id: str) -> str:
     try:
         return workflow_id_of(approval_id)
     except ValueError as err:
-        raise ConversationError(f"approval {approval_id} does not exist", "not_found") from err
+        raise ConversationError(f"approval {_shown(approval_id)} does not exist", "not_found") from err
 
 
 def decision_payload(approval_id: str, decision: str, approver: str, note: Optional[str]) -> ApprovalDecision:
@@ -39,6 +39,11 @@ def decision_payload(approval_id: str, decision: str, approver: str, note: Optio
     except ValueError as err:
         raise ConversationError("invalid decision: decision is approve or reject; approver is an id of "
                                 "1 to 128 characters; note at most 1000", "invalid") from err
+
+
+def _shown(approval_id: str) -> str:
+    """An approval id as quoted back in an error: caller-supplied text, so bounded."""
+    return approval_id if len(approval_id) <= 80 else approval_id[:77] + "..."
 
 
 class ApprovalCalls(ClientCore):
@@ -68,14 +73,14 @@ class ApprovalCalls(ClientCore):
             if getattr(cause, "type", None) == APPROVAL_REFUSED:
                 raise ConversationError(getattr(cause, "message", "") or "decision refused",
                                         "approval_refused") from err
-            raise ConversationError(f"approval {approval_id} does not exist", "not_found") from err
+            raise ConversationError(f"approval {_shown(approval_id)} does not exist", "not_found") from err
         except RPCError as err:
             text = str(err).lower()
             # a finished process answers NOT_FOUND too ("workflow execution already completed"):
             # its approval existed and can no longer be decided, which is a conflict, not a 404
             if "completed" in text or "closed" in text or "closing" in text:
-                raise ConversationError(f"approval {approval_id} is no longer pending: its process has finished",
+                raise ConversationError(f"approval {_shown(approval_id)} is no longer pending: its process has finished",
                                         "approval_refused") from err
             if err.status is RPCStatusCode.NOT_FOUND or "not found" in text:
-                raise ConversationError(f"approval {approval_id} does not exist", "not_found") from err
+                raise ConversationError(f"approval {_shown(approval_id)} does not exist", "not_found") from err
             raise unreachable() from err
