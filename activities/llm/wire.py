@@ -154,14 +154,19 @@ def validation_summary(err: ValidationError, limit: int = 5) -> str:
 def extract_tool_input(message: Any) -> dict[str, Any]:
     """The ``input`` of the ``propose_action`` ``tool_use`` block of an SDK ``Message``.
 
-    Raises ``MalformedOutput`` when there is no ``tool_use`` block (e.g. a text answer,
-    or ``stop_reason == "max_tokens"`` cut it off), when it names another tool, or when
-    its input is not a JSON object.
+    Raises ``MalformedOutput`` when there is no ``tool_use`` block (e.g. a text answer),
+    when the response stopped for any reason but completing its tool call (``stop_reason``
+    other than ``tool_use``: ``max_tokens``, ``refusal``, ``pause_turn``...), when it names
+    another tool, or when its input is not a JSON object.
     """
     blocks = [b for b in (getattr(message, "content", None) or []) if getattr(b, "type", None) == "tool_use"]
+    stop = getattr(message, "stop_reason", None)
     if not blocks:
-        stop = getattr(message, "stop_reason", None)
         raise MalformedOutput(f"no tool_use block in the response (stop_reason={stop!r})")
+    if stop != "tool_use":
+        # cut off (max_tokens), refused, paused...: an input that still validates may be only
+        # part of what the model meant (1 of 4 items to return), so it is never acted on
+        raise MalformedOutput(f"the response stopped before completing its tool call (stop_reason={stop!r})")
     block = blocks[0]
     if block.name != PROPOSE_TOOL_NAME:
         raise MalformedOutput(f"tool_use names unknown tool {block.name!r}, expected {PROPOSE_TOOL_NAME!r}")

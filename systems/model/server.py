@@ -132,6 +132,10 @@ def offline_app(brain: Optional[Brain] = None, plans: Optional[Plans] = None) ->
             json.dumps([body["model"], prompt_chars], sort_keys=True).encode()
         ).hexdigest()
         output = json.dumps(action, sort_keys=True)
+        # the provider's rule: output that would pass the request's max_tokens stops there
+        # (stop_reason "max_tokens"), with whatever input was produced so far
+        limit = body["max_tokens"] if isinstance(body.get("max_tokens"), int) else None
+        cut = limit is not None and approx_tokens(output) > limit
         return JSONResponse(
             tool_use_message(
                 message_id=f"msg_offline_{digest[:24]}",
@@ -139,8 +143,9 @@ def offline_app(brain: Optional[Brain] = None, plans: Optional[Plans] = None) ->
                 model=body["model"],
                 action=action,
                 input_tokens=approx_tokens(prompt_chars),
-                output_tokens=approx_tokens(output),
+                output_tokens=min(approx_tokens(output), limit) if cut and limit else approx_tokens(output),
                 tool_name=answered_tool_name(body),
+                stop_reason="max_tokens" if cut else "tool_use",
             ),
             headers={"request-id": f"req_offline_{digest[:24]}"},
         )

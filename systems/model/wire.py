@@ -116,15 +116,17 @@ def tool_use_message(
     input_tokens: int,
     output_tokens: int,
     tool_name: str = DEFAULT_TOOL_NAME,
+    stop_reason: str = "tool_use",
 ) -> dict[str, Any]:
-    """A Messages API response body whose only content is one ``tool_use`` of ``tool_name``."""
+    """A Messages API response body whose only content is one ``tool_use`` of ``tool_name``;
+    ``stop_reason`` is ``tool_use`` unless the output ran into the request's ``max_tokens``."""
     return {
         "id": message_id,
         "type": "message",
         "role": "assistant",
         "model": model,
         "content": [{"type": "tool_use", "id": tool_use_id, "name": tool_name, "input": action}],
-        "stop_reason": "tool_use",
+        "stop_reason": stop_reason,
         "stop_sequence": None,
         "usage": {"input_tokens": input_tokens, "output_tokens": output_tokens},
     }

@@ -249,7 +249,7 @@ def test_server_requires_an_api_key(server):
 
 
 def test_server_reply_shape_is_deterministic(server):
-    body = {"model": MODEL, "max_tokens": 10,
+    body = {"model": MODEL, "max_tokens": 1024,
             "messages": [{"role": "user", "content": [{"type": "text", "text": request().snapshot.content}]}]}
     first, second = raw_post(server, body).json(), raw_post(server, body).json()
     assert first == second
@@ -259,6 +259,13 @@ def test_server_reply_shape_is_deterministic(server):
     assert block["type"] == "tool_use" and block["id"].startswith("toolu_") and block["name"] == PROPOSE_TOOL_NAME
     assert block["input"]["kind"] == "tool_call"
     assert first["usage"]["input_tokens"] > 0 and first["usage"]["output_tokens"] > 0
+
+
+def test_server_stops_at_the_requests_max_tokens_as_the_provider_does(server):
+    body = {"model": MODEL, "max_tokens": 4,
+            "messages": [{"role": "user", "content": [{"type": "text", "text": request().snapshot.content}]}]}
+    reply = raw_post(server, body).json()
+    assert reply["stop_reason"] == "max_tokens" and reply["usage"]["output_tokens"] == 4
 
 
 async def test_null_fields_of_other_kinds_are_tolerated(server, brain):

@@ -90,6 +90,18 @@ async def test_text_only_response_is_malformed():
     assert "no tool_use" in err.message
 
 
+@pytest.mark.parametrize("stop_reason", ["max_tokens", "refusal", "pause_turn", "end_turn", None])
+async def test_a_tool_call_that_did_not_complete_is_never_acted_on(stop_reason):
+    # a valid-looking input cut off by max_tokens may hold 1 of the 4 items the user named
+    action = {"kind": "tool_call", "tool": {"name": "return_delivered_order_items", "arguments": {
+        "order_id": "#W7736708", "item_ids": ["1234567890"], "payment_method_id": "credit_card_3362387"}}}
+    body = tool_use_message(message_id="m", tool_use_id="t", model=MODEL, action=action,
+                            input_tokens=1, output_tokens=1, stop_reason=stop_reason)
+    err = await failure(ModelActivities(mock_client(body), model=MODEL), request())
+    assert err.type == "MalformedModelOutput" and not err.non_retryable  # retried, then a rejection
+    assert f"stop_reason={stop_reason!r}" in err.message and "before completing its tool call" in err.message
+
+
 async def test_tool_use_of_another_tool_is_malformed():
     body = tool_use_message(message_id="m", tool_use_id="t", model=MODEL, action={"kind": "end"},
                             input_tokens=1, output_tokens=1)

@@ -1,0 +1,29 @@
+"""Model output integrity: a response that stopped before completing its tool call (here:
+cut off by ``max_tokens``, as the offline stand-in does when the output would pass the
+request's limit) is never acted on: it is retried as malformed output, then recorded as a
+rejection, and the user gets a plain apology.
+
+SupportWorkflow on a real Temporal dev server, a real worker and the offline stand-in
+model over the Anthropic SDK.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from tests.policy_fixtures import EMAIL
+from tests.workflow_harness import running_worker
+from workflows.replies import MODEL_TROUBLE
+
+
+async def test_a_cut_off_proposal_is_never_acted_on(temporal_env, settings):
+    tight = settings.model_copy(update={"model_max_tokens": 8})  # every proposal is longer than 8 tokens
+    async with running_worker(temporal_env, tight) as (client, backend):
+        cid = await client.start_conversation(f"cut-off-{uuid.uuid4().hex[:6]}")
+        reply = await client.send_message(cid, f"Hi, my email is {EMAIL}")
+        assert reply.text == MODEL_TROUBLE
+        state = await client.state(cid)
+        assert state.customer is None and state.observations == []  # the lookup it proposed never ran
+        assert state.rejections and all(r.rule == "malformed-model-output" for r in state.rejections)
+        assert "stop_reason='max_tokens'" in state.rejections[-1].reason
+        assert backend.ledger_entries("main") == []
