@@ -20,12 +20,12 @@ from temporalio import workflow
 
 from workflows import keys, replies
 from workflows import transitions as tr
-from workflows.approval_gate import expiry_ticket_key
 from workflows.approvals import (
     Approval,
     ApprovalPolicy,
     ApprovalStatus,
     expire,
+    expiry_ticket_summary,
     open_approval,
     required_approval,
     variant_prices,
@@ -93,9 +93,7 @@ async def settle_approvals(state: ConversationState, policy: ApprovalPolicy, wri
             reason = "the approval expired undecided; handed to a human agent"
             tr.finish_step(state, confirmed.operation_id, StepStatus.FAILED, reason)
             write_key = keys.idempotency_key(confirmed.call, confirmed.operation_id)
-            await open_ticket(state, f"Approval of {confirmed.call.name} on order {approval.order_id} for "
-                                     f"{approval.amount} expired undecided ({'; '.join(approval.reasons)}). "
-                                     "Decide and act by hand.", expiry_ticket_key(write_key))
+            await open_ticket(state, expiry_ticket_summary(approval), keys.approval_expiry_ticket_key(write_key))
             told.append(replies.approval_expired(confirmed.detail))
     visibility.publish(state)
     return told

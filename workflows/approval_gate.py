@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Optional
 
 from temporalio import workflow
 
+from workflows import keys
 from workflows.actions import make_tool_call
 from workflows.activity_api import ToolActivitiesApi
 from workflows.approvals import (
@@ -26,6 +27,7 @@ from workflows.approvals import (
     apply_decision,
     check_decision,
     expire,
+    expiry_ticket_summary,
     open_approval,
     required_approval,
 )
@@ -37,11 +39,6 @@ from workflows.records import OrderFact
 
 if TYPE_CHECKING:
     from workflows.contracts import RefundInput
-
-
-def expiry_ticket_key(write_key: str) -> str:
-    """The human ticket opened when the approval of the write ``write_key`` expires (one per write)."""
-    return f"approval-expired:{write_key}"
 
 
 class ApprovalGate:
@@ -109,9 +106,8 @@ class ApprovalGate:
                   "handed to a human agent")
         await workflow.execute_activity_method(
             ToolActivitiesApi.open_ticket,
-            TicketRequest(store=inp.store, ticket_key=expiry_ticket_key(write_key), user_id=inp.expected_user_id,
-                          summary=f"Approval of {inp.call.name} on order {approval.order_id} for {approval.amount} "
-                                  f"expired undecided ({'; '.join(approval.reasons)}). Decide and act by hand."),
+            TicketRequest(store=inp.store, ticket_key=keys.approval_expiry_ticket_key(write_key),
+                          user_id=inp.expected_user_id, summary=expiry_ticket_summary(approval)),
             heartbeat_timeout=HEARTBEAT_TIMEOUT, start_to_close_timeout=READ_TIMEOUT, retry_policy=READ_RETRY,
             summary=f"ticket: approval of {inp.call.name} {approval.order_id} expired",
         )

@@ -245,6 +245,12 @@ def apply_decision(approval: Approval, decision: ApprovalDecision, now: datetime
     approval.note = decision.note
 
 
+def expiry_ticket_summary(approval: Approval) -> str:
+    """What the human ticket of an expired ``approval`` says (ids and amounts, no personal data)."""
+    return (f"Approval of {approval.tool} on order {approval.order_id} for {approval.amount} expired undecided "
+            f"({'; '.join(approval.reasons)}). Decide and act by hand.")
+
+
 def expire(approval: Approval, now: datetime) -> None:
     """Mark a still-pending ``approval`` expired at ``now`` (its timer fired undecided)."""
     if approval.status is ApprovalStatus.PENDING:

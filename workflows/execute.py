@@ -74,18 +74,10 @@ def failure_reason(err: BaseException) -> str:
     return f"({kind}): {message}"[:500]
 
 
-def _known_not_applied(err: BaseException) -> bool:
-    """An idempotency-key conflict: the key already holds another call (e.g. after a reset
-    the model proposed something else at the same turn); this call certainly did not apply."""
+def _failed_with(err: BaseException, error_type: ErrorType) -> bool:
+    """True when our activity raised ``error_type`` under the Temporal wrappers of ``err``."""
     cause = application_cause(err)
-    return isinstance(cause, ApplicationError) and cause.type == ErrorType.IDEMPOTENCY_KEY_CONFLICT.value
-
-
-def _wrong_system_of_record(err: BaseException) -> bool:
-    """Every attempt reached a worker on another database, which refused before acting: the
-    write certainly did not apply (``activities.tools``)."""
-    cause = application_cause(err)
-    return isinstance(cause, ApplicationError) and cause.type == ErrorType.WRONG_SYSTEM_OF_RECORD.value
+    return isinstance(cause, ApplicationError) and cause.type == error_type.value
 
 
 async def read(state: ConversationState, call, summary_prefix: str = "",
@@ -158,10 +150,12 @@ async def execute_confirmed(state: ConversationState, pending: PendingConfirmati
                 summary=call_summary(call),
             )
     except (ActivityError, ChildWorkflowError, WorkflowAlreadyStartedError) as err:
-        if _known_not_applied(err):
+        # known not applied: the key already holds another call (e.g. a reset re-proposed the
+        # turn), or every attempt reached a worker on another database, which refused first
+        if _failed_with(err, ErrorType.IDEMPOTENCY_KEY_CONFLICT):
             result = ToolResult(result="Error: this step already holds a different change (the conversation was "
                                        "reset); propose the change again to make it", outcome=Outcome.REFUSED)
-        elif _wrong_system_of_record(err):
+        elif _failed_with(err, ErrorType.WRONG_SYSTEM_OF_RECORD):
             result = ToolResult(result="Error: only workers on another system of record were available; the "
                                        "change was not made", outcome=Outcome.REFUSED)
         else:

@@ -43,6 +43,11 @@ def compensation_operation(operation_id: str) -> str:
     return f"{operation_id}.undo"
 
 
+def approval_expiry_ticket_key(write_key: str) -> str:
+    """The human ticket opened when the approval of the write ``write_key`` expires (one per write)."""
+    return f"approval-expired:{write_key}"
+
+
 def rollback_ticket_key(conversation_id: str) -> str:
     """The ticket opened when a rollback cancel could not undo every reversible write (one
     per conversation: it is cancelled once)."""

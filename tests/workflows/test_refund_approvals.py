@@ -17,7 +17,6 @@ from tests.policy_fixtures import CARD, CUSTOMER, DELIVERED, PENDING
 from tests.workflow_harness import order_details, running_worker
 from workflows import keys
 from workflows.actions import call_digest, make_tool_call
-from workflows.approval_gate import expiry_ticket_key
 from workflows.approvals import ApprovalPolicy, ApprovalStatus, approval_id_for
 from workflows.contracts import RefundInput, RefundOutcome
 from workflows.options import PENDING_APPROVAL
@@ -131,7 +130,7 @@ async def test_expired_approval_opens_a_ticket_and_writes_nothing(temporal_env, 
         assert not outcome.ok and outcome.refused_reason.startswith("approval expired undecided after 2 s")
         assert outcome.approval.status is ApprovalStatus.EXPIRED
         [ticket] = backend.tickets("main")
-        assert ticket["ticket_key"] == expiry_ticket_key(key) == f"approval-expired:{key}"
+        assert ticket["ticket_key"] == keys.approval_expiry_ticket_key(key) == f"approval-expired:{key}"
         assert "826.70" in ticket["summary"] and "@" not in ticket["summary"]
         assert order_details(backend, PENDING)["status"] == "pending" and backend.ledger_entries("main") == []
         assert await pending_attribute(handle) is None
