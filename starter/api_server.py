@@ -17,8 +17,6 @@ from starter.client import StatekeeperClient, client_for
 from starter.connection import connect
 
 
-
-
 def serve(settings: Settings, host: str, port: int) -> None:
     """Run the API for ``settings`` until interrupted; it connects to Temporal when it starts
     serving (and retries on demand while Temporal is unreachable)."""
