@@ -44,6 +44,16 @@ def _spawn_worker(env, settings, tmp_path: Path, fault_args: list[str] | None, l
     return subprocess.Popen(command, cwd=ROOT, env=environment, stdout=log, stderr=subprocess.STDOUT)
 
 
+async def _until_polling(env, settings, timeout: float = 60.0) -> None:
+    """Until a worker polls the task queue: a spawned worker process takes a few seconds to
+    start (more on a loaded machine), and the client starts nothing before one polls."""
+    client = StatekeeperClient(env.client, settings.task_queue)
+    deadline = time.monotonic() + timeout
+    while not await client.worker_polling():
+        assert time.monotonic() < deadline, "the spawned worker never polled the task queue"
+        await asyncio.sleep(0.2)
+
+
 async def _wait_for(path: Path, timeout: float) -> str:
     deadline = time.monotonic() + timeout
     while not path.exists():
@@ -61,6 +71,7 @@ async def test_sigkill_after_commit_then_restart_applies_the_write_once(temporal
     first = _worker_process(temporal_env, settings, tmp_path, fault=True)
     second = None
     try:
+        await _until_polling(temporal_env, settings)
         run = asyncio.create_task(runner.run_task(task))
         key = await _wait_for(tmp_path / "committed.marker", 60)
         assert key.startswith("cancel_pending_order:#W5442520:")
@@ -97,6 +108,7 @@ async def test_worker_killed_during_a_model_call_is_noticed_by_heartbeat(tempora
     marker = tmp_path / "model-called.marker"
     hanging = _spawn_worker(temporal_env, settings, tmp_path, ["hang-model", str(marker)], "worker-hang.log")
     try:
+        await _until_polling(temporal_env, settings)
         client = StatekeeperClient(temporal_env.client, settings.task_queue, approvals=NO_APPROVALS)
         cid = await client.start_conversation("model-kill")
         reply = asyncio.create_task(client.send_message(cid, "Hi, my email is raj.sanchez2046@example.com"))
