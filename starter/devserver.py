@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import AsyncIterator, Optional
 
 from temporalio.api.enums.v1 import IndexedValueType
+from temporalio.client import Client
 from temporalio.common import SearchAttributeKey
 
 from settings import Settings
@@ -81,6 +82,25 @@ def wait_until_reachable(address: str, proc: subprocess.Popen, what: str, log_pa
         time.sleep(0.2)
 
 
+async def wait_until_serving(settings: Settings, proc: subprocess.Popen, log_path: Path,
+                             timeout_seconds: float) -> None:
+    """Wait until the frontend answers a client's ``get_system_info``: it accepts TCP
+    connections a moment before it is healthy ("Frontend is not healthy yet"), and a client
+    that connects in between fails. Raises ``DevServerError`` on exit or timeout."""
+    deadline = time.monotonic() + timeout_seconds
+    while True:
+        try:
+            await Client.connect(settings.temporal_address, namespace=settings.temporal_namespace)
+            return
+        except RuntimeError as err:
+            if proc.poll() is not None:
+                raise DevServerError(f"temporal dev server exited with {proc.returncode}; see {log_path}") from err
+            if time.monotonic() > deadline:
+                raise DevServerError(f"temporal dev server was not healthy within {timeout_seconds:.0f} s; "
+                                     f"see {log_path}") from err
+            await asyncio.sleep(0.2)
+
+
 @contextlib.asynccontextmanager
 async def embedded_temporal(settings: Settings, *, persist: bool = True,
                             startup_timeout_seconds: float = 60.0) -> AsyncIterator[bool]:
@@ -100,6 +120,7 @@ async def embedded_temporal(settings: Settings, *, persist: bool = True,
     try:
         await asyncio.to_thread(wait_until_reachable, settings.temporal_address, proc, "temporal dev server",
                                 log_path, startup_timeout_seconds)
+        await wait_until_serving(settings, proc, log_path, startup_timeout_seconds)
         yield True
     finally:
         proc.terminate()

@@ -46,8 +46,10 @@ async def test_a_write_above_the_threshold_waits_and_runs_once_approved(temporal
         decided = await client.decide_approval(approval_id, "approve", SUPERVISOR, note="checked")
         assert decided.status is ApprovalStatus.APPROVED and decided.approver == SUPERVISOR
         await until(lambda: len(backend.ledger_entries("main")) == 1, "the approved write")
-        await until(lambda: _step_done(client, cid), "the step to finish")
+        # the step is done a workflow task before the user's notice is appended; wait for the notice
+        await until(lambda: _told_latest(client, cid, "A supervisor approved"), "the user to be told")
         state = await client.state(cid)
+        assert [s.status for s in state.steps] == [StepStatus.DONE]
         assert state.approvals[0].approver == SUPERVISOR and state.approvals[0].decided_at is not None
         assert order_details(backend, PENDING)["status"] == "cancelled"
         told = [t.text for t in state.recent_turns if t.role is Role.ASSISTANT][-1]
@@ -116,8 +118,9 @@ async def test_a_cancel_withdraws_the_approval(temporal_env, settings):
         assert backend.ledger_entries("main") == [] and order_details(backend, PENDING)["status"] == "pending"
 
 
-async def _step_done(client: StatekeeperClient, cid: str) -> bool:
-    return [s.status for s in (await client.state(cid)).steps] == [StepStatus.DONE]
+async def _told_latest(client: StatekeeperClient, cid: str, prefix: str) -> bool:
+    told = [t.text for t in (await client.state(cid)).recent_turns if t.role is Role.ASSISTANT]
+    return bool(told) and told[-1].startswith(prefix)
 
 
 async def _no_step_waiting(client: StatekeeperClient, cid: str) -> bool:
