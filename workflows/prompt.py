@@ -38,6 +38,38 @@ ACTION_GUIDE = (
 )
 
 
+PROMPT_VERSION = "2026-11-30"
+"""The prompt version new model calls use. A version names the system prompt's wording and
+the tools offered; every model call records the version it used (the decision log), and
+``statekeeper backtest --prompt-version V`` re-renders recorded state views with another one."""
+
+
+class PromptVersion(BaseModel):
+    """One named prompt: ``withheld_tools`` are left out of the tool catalogue offered to
+    the model (an experiment; the policy still validates whatever comes back)."""
+
+    name: str
+    withheld_tools: frozenset[str] = frozenset()
+    note: str = ""
+
+
+PROMPT_VERSIONS: dict[str, PromptVersion] = {
+    PROMPT_VERSION: PromptVersion(name=PROMPT_VERSION, note="policy, every tool, action guide"),
+}
+
+
+class UnknownPromptVersion(KeyError):
+    """No prompt of that name (``PROMPT_VERSIONS``)."""
+
+
+def prompt_version(name: str) -> PromptVersion:
+    """The prompt named ``name``. Raises ``UnknownPromptVersion``."""
+    try:
+        return PROMPT_VERSIONS[name]
+    except KeyError:
+        raise UnknownPromptVersion(name) from None
+
+
 class ModelSnapshot(BaseModel):
     """What one model call receives: ``system`` (policy + tools + guide) and
     ``content`` (the state view, as text with a machine-readable JSON block)."""
@@ -46,8 +78,10 @@ class ModelSnapshot(BaseModel):
     content: str
 
 
-def tool_catalogue() -> list[dict[str, Any]]:
-    """The tools as ``{name, class, description, parameters}`` (JSON schema of the args)."""
+def tool_catalogue(version: str = PROMPT_VERSION) -> list[dict[str, Any]]:
+    """The tools offered by prompt ``version`` as ``{name, class, description, parameters}``
+    (JSON schema of the args). Raises ``UnknownPromptVersion``."""
+    withheld = prompt_version(version).withheld_tools
     return [
         {
             "name": spec.name,
@@ -56,14 +90,16 @@ def tool_catalogue() -> list[dict[str, Any]]:
             "parameters": spec.args.model_json_schema(),
         }
         for spec in CATALOGUE.values()
+        if spec.name not in withheld
     ]
 
 
-@lru_cache(maxsize=1)
-def render_system() -> str:
-    """Policy + tool catalogue + action guide. Identical for every call, so it is built
-    once per process (JSON-schema generation is not free) and is prompt-cache friendly."""
-    catalogue = json.dumps(tool_catalogue(), sort_keys=True, separators=(",", ":"))
+@lru_cache(maxsize=8)
+def render_system(version: str = PROMPT_VERSION) -> str:
+    """Policy + tool catalogue + action guide of prompt ``version``. Identical for every
+    call, so it is built once per process (JSON-schema generation is not free) and is
+    prompt-cache friendly. Raises ``UnknownPromptVersion``."""
+    catalogue = json.dumps(tool_catalogue(version), sort_keys=True, separators=(",", ":"))
     return (
         "You are the retail support assistant of statekeeper.\n\n## Policy\n"
         f"{policy_text()}\n\n## Tools\n{catalogue}\n\n## How to act\n{ACTION_GUIDE}"
@@ -97,16 +133,29 @@ def state_view(state: ConversationState) -> dict[str, Any]:
     }
 
 
+def render_view_content(view: dict[str, Any]) -> str:
+    """The per-call user content for a state ``view`` (``state_view``): a short
+    human-readable header plus the view as JSON."""
+    text = json.dumps(view, sort_keys=True, separators=(",", ":"))
+    header = [f"Conversation {view['conversation_id']}, user turn {view['turn']}."]
+    if view.get("rejections"):
+        last = view["rejections"][-1]
+        header.append(f"Your last proposal was rejected under [{last['rule']}]: {last['reason']}")
+    return "\n".join(header) + f"\n{STATE_OPEN_TAG}{text}{STATE_CLOSE_TAG}"
+
+
 def render_content(state: ConversationState) -> str:
-    """The per-call user content: a short human-readable header plus the state view."""
-    view = json.dumps(state_view(state), sort_keys=True, separators=(",", ":"))
-    last = state.last_rejection()
-    header = [f"Conversation {state.conversation_id}, user turn {state.turn}."]
-    if last is not None:
-        header.append(f"Your last proposal was rejected under [{last.rule}]: {last.reason}")
-    return "\n".join(header) + f"\n{STATE_OPEN_TAG}{view}{STATE_CLOSE_TAG}"
+    """The per-call user content for ``state`` (``render_view_content`` of its view)."""
+    return render_view_content(state_view(state))
+
+
+def render_request(view: dict[str, Any], version: str = PROMPT_VERSION) -> ModelSnapshot:
+    """The model input for a state ``view`` under prompt ``version``. Pure; raises
+    ``UnknownPromptVersion``. Used by the model activity and by the backtest."""
+    return ModelSnapshot(system=render_system(version), content=render_view_content(view))
 
 
 def render_snapshot(state: ConversationState) -> ModelSnapshot:
-    """Render the model input for ``state``. Pure: equal states give equal snapshots."""
-    return ModelSnapshot(system=render_system(), content=render_content(state))
+    """Render the model input for ``state`` with the current prompt. Pure: equal states
+    give equal snapshots."""
+    return render_request(state_view(state))
