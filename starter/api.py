@@ -15,7 +15,8 @@ Routes (bodies: ``starter.api_models``; refunds and approvals: ``starter.api_pro
     GET  /healthz                                                                     -> 200 / 503
 
 Every refusal is ``{"detail": "<reason>"}``: 422 invalid (bad body, unknown store, empty
-or over-8-KB message), 409 finished / conflict / approval refused, 404 not found, 413
+or over-8-KB message), 409 finished / conflict / approval refused / state incompatible (a
+conversation whose saved state this version cannot load; its run failed), 404 not found, 413
 body too large, 503 Temporal unreachable or no worker polling (the reason says which),
 504 no reply within the deadline. Reasons never carry internal exception names or gRPC text.
 """
@@ -34,6 +35,7 @@ from fastapi.responses import JSONResponse
 from temporalio.service import RPCError
 
 from starter.api_models import (
+    CONVERSATION_REFUSALS,
     MAX_BODY_BYTES,
     CancelAccepted,
     CancelIn,
@@ -144,7 +146,7 @@ def create_app(client_factory: Optional[ClientFactory] = None) -> FastAPI:
         return JSONResponse({"status": "ok", "temporal": "reachable", "task_queue": client.task_queue})
 
     @app.post("/conversations", status_code=status.HTTP_201_CREATED, response_model=ConversationCreated,
-              response_model_exclude_none=True)
+              response_model_exclude_none=True, responses=CONVERSATION_REFUSALS)
     async def start_conversation(body: Optional[StartConversation] = None,
                                  client: StatekeeperClient = Depends(client_dep)) -> ConversationCreated:
         """Start a conversation, idempotent on the caller's id (one run however often it is
@@ -168,7 +170,8 @@ def create_app(client_factory: Optional[ClientFactory] = None) -> FastAPI:
         return await client.list_conversations(customer_id=customer_id, order_id=order_id, status=status,
                                                step=step, limit=limit, next_page_token=next_page_token)
 
-    @app.post("/conversations/{conversation_id}/messages", response_model=AssistantReply)
+    @app.post("/conversations/{conversation_id}/messages", response_model=AssistantReply,
+              responses=CONVERSATION_REFUSALS)
     async def send_message(conversation_id: str, body: MessageIn,
                            client: StatekeeperClient = Depends(client_dep)) -> AssistantReply:
         """Send one user message; waits (bounded) for and returns the assistant's reply."""
@@ -176,7 +179,7 @@ def create_app(client_factory: Optional[ClientFactory] = None) -> FastAPI:
         return await client.send_message(conversation_id, body.text, body.message_id)
 
     @app.post("/conversations/{conversation_id}/cancel", status_code=status.HTTP_202_ACCEPTED,
-              response_model=CancelAccepted)
+              response_model=CancelAccepted, responses=CONVERSATION_REFUSALS)
     async def cancel(conversation_id: str, body: Optional[CancelIn] = None,
                      client: StatekeeperClient = Depends(client_dep)) -> CancelAccepted:
         """Ask the conversation to stop; accepted, not yet done (a running write finishes first)."""
@@ -184,7 +187,7 @@ def create_app(client_factory: Optional[ClientFactory] = None) -> FastAPI:
         await client.cancel(conversation_id, body.reason, rollback=body.rollback)
         return CancelAccepted(conversation_id=conversation_id)
 
-    @app.get("/conversations/{conversation_id}", response_model=ConversationState)
+    @app.get("/conversations/{conversation_id}", response_model=ConversationState, responses=CONVERSATION_REFUSALS)
     async def get_state(conversation_id: str, client: StatekeeperClient = Depends(client_dep)) -> ConversationState:
         """The conversation's typed state (also after it finished, while history is retained)."""
         return await client.state(conversation_id)

@@ -34,6 +34,24 @@ class StartConversation(BaseModel):
     message_id: Optional[str] = Field(default=None, min_length=1, max_length=128, pattern=ID_PATTERN)
 
 
+class Refusal(BaseModel):
+    """Every refusal's body: the reason, written for the caller's user."""
+
+    detail: str
+
+
+CONVERSATION_REFUSALS: dict[int | str, dict[str, object]] = {
+    409: {"model": Refusal, "description": (
+        "The conversation has finished (ended, cancelled, transferred, escalated), the id is taken by "
+        "another request, or its saved state cannot be loaded by this version (state_incompatible: saved "
+        "by a newer version, without a valid schema_version, or invalid after migration; the detail says "
+        "which, and the conversation's run has failed)")},
+    404: {"model": Refusal, "description": "No conversation with this id"},
+    503: {"model": Refusal, "description": "Temporal is not reachable, or no worker polls the task queue"},
+}
+"""OpenAPI ``responses`` of the conversation routes (``starter.api``)."""
+
+
 class ConversationCreated(BaseModel):
     """Response of ``POST /conversations``: ``reply`` is set when the body had ``text``."""
 

@@ -11,7 +11,13 @@ from __future__ import annotations
 import uuid
 from typing import Any, Optional
 
-from temporalio.client import Client, WorkflowUpdateFailedError, WorkflowUpdateStage, WithStartWorkflowOperation
+from temporalio.client import (
+    Client,
+    WithStartWorkflowOperation,
+    WorkflowQueryFailedError,
+    WorkflowUpdateFailedError,
+    WorkflowUpdateStage,
+)
 from temporalio.common import (
     SearchAttributePair,
     TypedSearchAttributes,
@@ -65,15 +71,20 @@ class StatekeeperClient(ApprovalCalls, RefundCalls, ListingCalls):
 
     # --- conversations ---------------------------------------------------------
 
-    async def start_conversation(self, conversation_id: Optional[str] = None, *, store: str = "main") -> str:
+    async def start_conversation(self, conversation_id: Optional[str] = None, *, store: str = "main",
+                                 state: Optional[dict[str, Any]] = None) -> str:
         """Start (or find) a conversation and check its store; returns the conversation id.
+
+        ``state`` resumes a saved conversation (a ``ConversationState`` JSON dump of any
+        released schema version, migrated by the workflow; ignored when the id is running).
 
         Idempotent on the id: a running conversation is kept (one run however often this is
         called); each call checks the store again (a fresh ``open`` update id: a recorded
         result of a finished run must not answer for it). Raises ``ConversationError``: ``invalid`` for a store the system of record
         does not have (the conversation is closed at once), ``conflict`` for an id running
         with another store, ``finished`` for the id of a finished conversation,
-        ``no_worker`` / ``unavailable``."""
+        ``state_incompatible`` when ``state`` (or the saved state of the id's run) cannot be
+        loaded (the reason says why; the run failed), ``no_worker`` / ``unavailable``."""
         conversation_id = conversation_id or uuid.uuid4().hex
         await self.require_worker()  # before starting: a refused start leaves nothing running
         def start() -> WithStartWorkflowOperation:
@@ -82,7 +93,7 @@ class StatekeeperClient(ApprovalCalls, RefundCalls, ListingCalls):
             return WithStartWorkflowOperation(
                 SupportWorkflow.run,
                 SupportInput(conversation_id=conversation_id, store=store, write_timeout_seconds=self._write_timeout,
-                             **self._policy()),
+                             state=state, **self._policy()),
                 id=support_workflow_id(conversation_id), task_queue=self._task_queue,
                 id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
                 id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
@@ -98,24 +109,25 @@ class StatekeeperClient(ApprovalCalls, RefundCalls, ListingCalls):
                     wait_for_stage=WorkflowUpdateStage.ACCEPTED, id=open_id, rpc_timeout=timeout),
                 "starting the conversation")
         except WorkflowAlreadyStartedError as err:
-            raise ConversationError(_finished(conversation_id), "finished") from err
+            raise await self._closed(conversation_id, ConversationError(_finished(conversation_id), "finished")) from err
         except WorkflowUpdateFailedError as err:
-            raise _update_refusal(conversation_id, err) from err
+            raise await self._closed(conversation_id, _update_refusal(conversation_id, err)) from err
         except RPCError as err:
-            raise ConversationError(*_rpc_reason(conversation_id, err)) from err
+            raise await self._closed(conversation_id, ConversationError(*_rpc_reason(conversation_id, err))) from err
         if opened.store != store:
             raise ConversationError(f"conversation {conversation_id} exists with another store; choose a new "
                                     "conversation id", "conflict")
         return conversation_id
 
     async def start_with_message(self, text: str, conversation_id: Optional[str] = None, *, store: str = "main",
-                                 message_id: Optional[str] = None) -> tuple[str, AssistantReply]:
+                                 message_id: Optional[str] = None,
+                                 state: Optional[dict[str, Any]] = None) -> tuple[str, AssistantReply]:
         """Start (or find) a conversation, then send its first message; returns the id and
         the reply. A repeat with the same conversation id (and message id) returns the same
         reply from the same run. Raises as ``start_conversation`` and ``send_message``."""
         message_id = message_id or FIRST_MESSAGE_ID
         try:
-            conversation_id = await self.start_conversation(conversation_id, store=store)
+            conversation_id = await self.start_conversation(conversation_id, store=store, state=state)
         except ConversationError as err:
             if err.kind != "finished" or conversation_id is None:
                 raise
@@ -129,7 +141,8 @@ class StatekeeperClient(ApprovalCalls, RefundCalls, ListingCalls):
         ``message_id`` (generated when None) is the update id: sending the same id again
         returns the original reply and the message is handled once. Raises
         ``ConversationError``: ``invalid_message`` (empty, over 8 KB, not Unicode),
-        ``finished``, ``not_found``, ``timeout``, ``no_worker``, ``unavailable``."""
+        ``finished``, ``state_incompatible``, ``not_found``, ``timeout``, ``no_worker``,
+        ``unavailable``."""
         try:
             text.encode("utf-8")
         except UnicodeEncodeError as err:
@@ -143,28 +156,33 @@ class StatekeeperClient(ApprovalCalls, RefundCalls, ListingCalls):
                                                     rpc_timeout=timeout, result_type=AssistantReply),
                 "the message")
         except WorkflowUpdateFailedError as err:
-            raise _update_refusal(conversation_id, err) from err
+            raise await self._closed(conversation_id, _update_refusal(conversation_id, err)) from err
         except RPCError as err:
-            raise ConversationError(*_rpc_reason(conversation_id, err)) from err
+            raise await self._closed(conversation_id, ConversationError(*_rpc_reason(conversation_id, err))) from err
 
     async def cancel(self, conversation_id: str, reason: Optional[str] = None, rollback: bool = False) -> None:
         """Signal the conversation to stop; a write already running finishes first; with
         ``rollback`` its reversible writes are undone. Raises ``ConversationError``
-        ``finished``, ``not_found`` or ``unavailable``."""
+        ``finished``, ``state_incompatible``, ``not_found`` or ``unavailable``."""
         handle = self._client.get_workflow_handle(support_workflow_id(conversation_id))
         request = CancelRequest(reason=reason, rollback=rollback) if reason else CancelRequest(rollback=rollback)
         try:
             await self.bounded(handle.signal(SupportWorkflow.cancel, request, rpc_timeout=self.rpc_timeout))
         except RPCError as err:
-            raise ConversationError(*_rpc_reason(conversation_id, err)) from err
+            raise await self._closed(conversation_id, ConversationError(*_rpc_reason(conversation_id, err))) from err
 
     async def state(self, conversation_id: str) -> ConversationState:
         """The conversation's typed state (also after it finished, while history is retained).
-        Raises ``ConversationError`` ``not_found``, ``no_worker`` or ``unavailable``."""
+        Raises ``ConversationError`` ``state_incompatible`` (its run failed: its saved state
+        cannot be loaded), ``not_found``, ``no_worker`` or ``unavailable``."""
         handle = self._client.get_workflow_handle(support_workflow_id(conversation_id))
         try:
             return await self.bounded(handle.query(SupportWorkflow.state, result_type=ConversationState,
                                                    rpc_timeout=self.rpc_timeout))
+        except WorkflowQueryFailedError as err:
+            # the workflow refused to answer: only a run whose saved state cannot be loaded does
+            raise await self._closed(conversation_id, ConversationError(
+                f"conversation {conversation_id} could not answer; retry later", "unavailable"), always=True) from err
         except RPCError as err:
             reason, kind = _rpc_reason(conversation_id, err)
             if kind == "unavailable":  # a query needs a worker: say so when none polls
@@ -180,6 +198,15 @@ class StatekeeperClient(ApprovalCalls, RefundCalls, ListingCalls):
         its final status and state."""
         handle = self._client.get_workflow_handle_for(SupportWorkflow.run, support_workflow_id(conversation_id))
         return await handle.result()
+
+    async def _closed(self, conversation_id: str, refusal: ConversationError, always: bool = False) -> ConversationError:
+        """``refusal``, unless the conversation's run failed because its saved state cannot be
+        loaded: then ``state_incompatible`` with the reason (looked up for a ``finished``
+        refusal, or ``always``)."""
+        if refusal.kind != "finished" and not always:
+            return refusal
+        reason = await self.failure_of(support_workflow_id(conversation_id), ErrorType.STATE_INCOMPATIBLE.value)
+        return ConversationError(reason, "state_incompatible") if reason else refusal
 
 
 FINISHED_HINT = "start a new conversation"
@@ -199,6 +226,8 @@ def _update_refusal(conversation_id: str, err: WorkflowUpdateFailedError) -> Con
         return ConversationError(message, "invalid_message")
     if error_type == ErrorType.UNKNOWN_STORE.value:
         return ConversationError(message, "invalid")
+    if error_type == ErrorType.STATE_INCOMPATIBLE.value:
+        return ConversationError(message, "state_incompatible")
     if error_type == ErrorType.CONVERSATION_FINISHED.value or FINISHED_HINT in message:
         return ConversationError(message if FINISHED_HINT in message else _finished(conversation_id), "finished")
     # the workflow closed while the update waited (a cancel race), or a handler failed

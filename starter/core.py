@@ -18,7 +18,14 @@ from pydantic import BaseModel
 from temporalio.api.enums.v1 import TaskQueueKind, TaskQueueType
 from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
-from temporalio.client import Client, WorkflowUpdateHandle, WorkflowUpdateRPCTimeoutOrCancelledError
+from temporalio.client import (
+    Client,
+    WorkflowExecutionStatus,
+    WorkflowFailureError,
+    WorkflowUpdateHandle,
+    WorkflowUpdateRPCTimeoutOrCancelledError,
+)
+from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
 from starter.errors import ConversationError, no_worker, unreachable
@@ -90,6 +97,23 @@ class ClientCore:
             if asyncio.get_running_loop().time() >= deadline:
                 raise no_worker(self._task_queue)
             await asyncio.sleep(0.25)
+
+    async def failure_of(self, workflow_id: str, error_type: str) -> Optional[str]:
+        """The message of the failure that closed the latest run of ``workflow_id`` when that
+        run failed with an ``ApplicationError`` of type ``error_type``; else None (running,
+        closed otherwise, unknown, or Temporal did not answer: the caller's own refusal stands)."""
+        handle = self._client.get_workflow_handle(workflow_id)
+        try:
+            description = await self.bounded(handle.describe(rpc_timeout=self.rpc_timeout))
+            if description.status != WorkflowExecutionStatus.FAILED:
+                return None
+            await self.bounded(handle.result(follow_runs=False, rpc_timeout=self.rpc_timeout))
+        except WorkflowFailureError as err:
+            if isinstance(err.cause, ApplicationError) and err.cause.type == error_type:
+                return err.cause.message
+        except (RPCError, ConversationError):
+            pass
+        return None
 
     async def run_update(self, start: Callable[[timedelta], Awaitable[WorkflowUpdateHandle[Any]]],
                          what: str) -> Any:

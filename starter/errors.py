@@ -13,6 +13,7 @@ KIND_STATUS: dict[str, int] = {
     "finished": 409,          # the conversation ended, was cancelled, transferred or escalated
     "conflict": 409,          # the id is taken by a different request
     "approval_refused": 409,  # unknown approval of a running process, second decision, expired
+    "state_incompatible": 409,  # the conversation's saved state cannot be loaded by this version (its run failed)
     "not_found": 404,
     "timeout": 504,           # accepted, but no answer within the deadline: retry with the same id
     "no_worker": 503,         # Temporal answers, but no worker polls the task queue
@@ -24,8 +25,8 @@ KIND_STATUS: dict[str, int] = {
 class ConversationError(Exception):
     """A refused request. ``str(err)`` is the reason, meant for the caller's user; ``kind``
     is a key of ``KIND_STATUS`` (``invalid``, ``invalid_message``, ``finished``,
-    ``conflict``, ``approval_refused``, ``not_found``, ``timeout``, ``no_worker``,
-    ``unavailable``)."""
+    ``conflict``, ``approval_refused``, ``state_incompatible``, ``not_found``, ``timeout``,
+    ``no_worker``, ``unavailable``)."""
 
     def __init__(self, reason: str, kind: str = "unavailable") -> None:
         super().__init__(reason)

@@ -37,7 +37,7 @@ from enum import Enum
 from typing import Any, Literal, Mapping, Optional
 from urllib.parse import quote, unquote
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 from temporalio.exceptions import ApplicationError
 
 from workflows.actions import call_digest
@@ -81,7 +81,10 @@ class ApprovalPolicy(BaseModel):
 class Approval(BaseModel):
     """One approval request and, once decided, its decision. ``amount`` is decimal
     currency; ``reasons`` say why approval is needed, each prefixed with its rule
-    (``[approval-threshold] ...``). Times are the workflow's clock (UTC)."""
+    (``[approval-threshold] ...``). Times are the workflow's clock (UTC). A record of the
+    conversation state: unknown fields are refused (``workflows.records.Record``)."""
+
+    model_config = ConfigDict(extra="forbid")
 
     approval_id: str
     workflow_id: str

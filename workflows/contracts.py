@@ -6,9 +6,9 @@ Pure pydantic, imported by workflows (inside the sandbox) and by activities.
 from __future__ import annotations
 
 from enum import Enum
-from typing import Optional
+from typing import Any, Optional
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 from workflows.actions import ProposedAction, ToolCall
 from workflows.approvals import Approval, ApprovalPolicy
@@ -159,7 +159,8 @@ class RefundOutcome(BaseModel):
 
 
 class SupportInput(BaseModel):
-    """Input of ``SupportWorkflow``. ``state`` is set only when continuing as new."""
+    """Input of ``SupportWorkflow``. ``state`` is set when continuing as new, or by a caller
+    resuming a saved conversation."""
 
     conversation_id: str
     store: str = "main"
@@ -169,13 +170,23 @@ class SupportInput(BaseModel):
     suggests it because the history is large); the state carries over whole."""
     approvals: ApprovalPolicy = Field(default_factory=ApprovalPolicy)
     """When the conversation's refund-type writes wait for a supervisor (``workflows.approvals``)."""
-    state: Optional["ConversationState"] = None
+    state: Optional[dict[str, Any]] = None
+    """The state to resume, as JSON (``ConversationState.model_dump(mode="json")``) of any
+    schema version: the run loads it with ``workflows.migrations.load_state`` (migrated to
+    the current version), so an old or broken state fails the run with a typed
+    ``StateIncompatible`` error instead of failing to decode. A ``ConversationState`` given
+    here is dumped to JSON."""
     cancel: Optional["CancelRequest"] = None
     """A cancel that arrived during the run that continued as new: the next run honours it
     before anything else (it never answers another message)."""
     answered: dict[str, "AssistantReply"] = Field(default_factory=dict)
     """The last replies by message id, from the runs before: a message retried after the
     run continued as new gets its first reply, not a second turn."""
+
+    @field_validator("state", mode="before")
+    @classmethod
+    def _state_as_json(cls, value: Any) -> Any:
+        return value.model_dump(mode="json") if isinstance(value, BaseModel) else value
 
 
 class UserMessage(BaseModel):

@@ -38,6 +38,11 @@ class ErrorType(str, Enum):
     APPROVAL_REFUSED = "ApprovalRefused"
     """A supervisor's decision that cannot apply: unknown approval id (or one bound to another
     operation or other arguments), already decided, or expired (``workflows.approvals``)."""
+    STATE_INCOMPATIBLE = "StateIncompatible"
+    """A conversation's saved state (its run input) cannot be loaded by this code: saved by a
+    newer version, without a valid ``schema_version``, or invalid after migration
+    (``workflows.migrations``). The run fails, non-retryable; the client's kind is
+    ``state_incompatible``."""
 
 
 TOOL_NON_RETRYABLE = [

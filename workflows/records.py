@@ -8,10 +8,13 @@ import each other. Pure and deterministic: imported inside the workflow sandbox.
 
 from __future__ import annotations
 
+from decimal import Decimal
 from enum import Enum
 from typing import Any, Optional
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
+
+from workflows.money import Money
 
 RECENT_TURNS_KEPT = 12
 """Turns stored in state (the prompt shows fewer); older turns live on only as pinned facts."""
@@ -20,6 +23,14 @@ STEPS_KEPT = 100
 OBSERVATIONS_KEPT = 12
 """Windows kept in the state itself (the workflow history keeps everything): the state is
 carried through continue-as-new, so it must stay small whatever a model or user does."""
+
+
+class Record(BaseModel):
+    """Base of every record of the state: a field this schema does not know is refused, not
+    silently dropped (a state saved by another schema version must be migrated, never
+    half-read; ``workflows.migrations``)."""
+
+    model_config = ConfigDict(extra="forbid")
 
 
 class StepStatus(str, Enum):
@@ -53,7 +64,7 @@ class Role(str, Enum):
     ASSISTANT = "assistant"
 
 
-class Turn(BaseModel):
+class Turn(Record):
     """One message; ``turn`` is the user-turn number it belongs to (1-based)."""
 
     turn: int
@@ -61,7 +72,7 @@ class Turn(BaseModel):
     text: str
 
 
-class PinnedFact(BaseModel):
+class PinnedFact(Record):
     """Something the user stated that the process depends on, kept verbatim forever.
 
     ``kind`` is one of: email, order_id, item_id, payment_method_id, user_id, zip,
@@ -75,17 +86,17 @@ class PinnedFact(BaseModel):
     turn: int
 
 
-class PaymentMethod(BaseModel):
+class PaymentMethod(Record):
     """A customer's payment method as read from the system of record.
-    ``balance`` is the gift-card balance in decimal currency (None for other sources)."""
+    ``balance`` is the gift-card balance, cent ``Decimal`` currency (None for other sources)."""
 
     id: str
     source: str
-    balance: Optional[float] = None
+    balance: Optional[Money] = None
     display: str = ""
 
 
-class Customer(BaseModel):
+class Customer(Record):
     """The one customer this conversation serves (policy: one user per conversation)."""
 
     user_id: str
@@ -100,23 +111,23 @@ class Customer(BaseModel):
     details_loaded: bool = False
 
 
-class OrderItem(BaseModel):
+class OrderItem(Record):
     item_id: str
     product_id: str
     name: str
-    price: float  # decimal currency
+    price: Money
     options: dict[str, Any] = Field(default_factory=dict)
 
 
-class PaymentEntry(BaseModel):
-    """One ``payment_history`` entry; ``amount`` in decimal currency."""
+class PaymentEntry(Record):
+    """One ``payment_history`` entry; ``amount`` in cent ``Decimal`` currency."""
 
     transaction_type: str
-    amount: float
+    amount: Money
     payment_method_id: str
 
 
-class OrderFact(BaseModel):
+class OrderFact(Record):
     """An order as last read from (or written to) the system of record."""
 
     order_id: str
@@ -126,25 +137,25 @@ class OrderFact(BaseModel):
     payment_history: list[PaymentEntry] = Field(default_factory=list)
     payment_method_ids: list[str] = Field(default_factory=list)
     """Payment methods of the order's ``payment`` transactions, in order."""
-    total: float = 0.0
-    """Sum of the items' prices, decimal currency rounded to cents."""
+    total: Money = Decimal("0.00")
+    """Sum of the items' prices, cent ``Decimal`` currency."""
     read_turn: int = 0
 
 
-class Variant(BaseModel):
+class Variant(Record):
     item_id: str
     options: dict[str, Any] = Field(default_factory=dict)
     available: bool
-    price: float
+    price: Money
 
 
-class ProductFact(BaseModel):
+class ProductFact(Record):
     product_id: str
     name: str
     variants: dict[str, Variant] = Field(default_factory=dict)
 
 
-class Step(BaseModel):
+class Step(Record):
     """One business step of the process (e.g. "cancel #W123"), with explicit status."""
 
     step_id: str
@@ -156,7 +167,7 @@ class Step(BaseModel):
     error: Optional[str] = None
 
 
-class Confirmation(BaseModel):
+class Confirmation(Record):
     """The user's explicit yes, bound to the proposal that was awaiting confirmation when
     their message was accepted: its ``operation_id`` and the ``digest`` of its detail."""
 
@@ -166,7 +177,7 @@ class Confirmation(BaseModel):
     verbatim: str
 
 
-class CompletedOperation(BaseModel):
+class CompletedOperation(Record):
     """A write that reached the system of record, with its idempotency key and result."""
 
     operation_id: str
@@ -183,7 +194,7 @@ class CompletedOperation(BaseModel):
     compensated: bool = False
 
 
-class Observation(BaseModel):
+class Observation(Record):
     """The result of a read tool, kept in a bounded window for the model."""
 
     tool: str
@@ -192,7 +203,7 @@ class Observation(BaseModel):
     turn: int
 
 
-class Rejection(BaseModel):
+class Rejection(Record):
     """A proposal the workflow refused, with the policy rule and the reason."""
 
     turn: int
@@ -201,7 +212,7 @@ class Rejection(BaseModel):
     proposal: Optional[dict[str, Any]] = None
 
 
-class Usage(BaseModel):
+class Usage(Record):
     """Model calls made by the conversation, their token counts, and the last model id."""
 
     model_calls: int = 0

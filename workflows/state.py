@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from workflows.actions import ToolCall
 from workflows.approvals import Approval, ApprovalStatus
@@ -35,6 +35,7 @@ from workflows.records import (  # noqa: F401  (re-exported: the state's vocabul
     PaymentMethod,
     PinnedFact,
     ProductFact,
+    Record,
     Rejection,
     Role,
     Step,
@@ -44,10 +45,13 @@ from workflows.records import (  # noqa: F401  (re-exported: the state's vocabul
     Variant,
 )
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+"""The state's schema version, written into every state. Bump it with every change of the
+state's shape or meaning, and add the step from the previous version to
+``workflows.migrations.MIGRATIONS`` (2: money became cent ``Decimal``, was float)."""
 
 
-class PendingConfirmation(BaseModel):
+class PendingConfirmation(Record):
     """A validated consequential write, shown to the user, awaiting their yes.
 
     ``digest`` binds the confirmation to this exact call (``actions.call_digest``).
@@ -62,8 +66,11 @@ class PendingConfirmation(BaseModel):
     proposed_turn: int
 
 
-class ConversationState(BaseModel):
-    """Everything the support process knows; returned by the ``state`` query."""
+class ConversationState(Record):
+    """Everything the support process knows; returned by the ``state`` query. A state
+    saved by another version (a workflow input, a stored dump) is read through
+    ``workflows.migrations.load_state``, never validated directly: an unknown field is
+    refused (``extra="forbid"``), not dropped."""
 
     schema_version: int = SCHEMA_VERSION
     conversation_id: str

@@ -33,6 +33,7 @@ from workflows.approval_flow import next_expiry, ready_to_settle, settle_approva
 from workflows.approvals import Approval, ApprovalDecision, apply_decision, check_decision
 from workflows.cancellation import cancel_conversation
 from workflows.errors import ErrorType
+from workflows.migrations import initial_state
 from workflows.opening import (
     ConversationOpened,
     OpenConversation,
@@ -65,7 +66,8 @@ class SupportWorkflow:
     @workflow.init
     def __init__(self, inp: SupportInput) -> None:
         self._input = inp
-        self._state = inp.state or ConversationState(conversation_id=inp.conversation_id, store=inp.store)
+        # the input state is JSON of any schema version: migrated here, or the run fails (``run``)
+        self._state, self._unloadable = initial_state(inp.conversation_id, inp.store, inp.state)
         self._inbox: list[Inbound] = []
         self._replies: dict[int, AssistantReply] = {}
         self._next_message_id = 0
@@ -107,6 +109,7 @@ class SupportWorkflow:
     @send_message.validator
     def _validate_message(self, message: UserMessage) -> None:
         # A rejected update never enters history: the state stays exactly as it was.
+        self._refuse_unloadable()
         if not message.text.strip():
             raise ApplicationError("message text is empty", type=ErrorType.INVALID_MESSAGE.value, non_retryable=True)
         size = len(message.text.encode("utf-8"))
@@ -134,6 +137,10 @@ class SupportWorkflow:
         return ConversationOpened(conversation_id=self._state.conversation_id, store=self._state.store,
                                   status=self._state.status.value)
 
+    @open.validator
+    def _validate_open(self, request: OpenConversation) -> None:
+        self._refuse_unloadable()
+
     @workflow.update(description="Approve or reject a confirmed write awaiting a supervisor: {approval_id, "
                                  "decision: approve|reject, approver, note?}. Refused for an unknown id, an id "
                                  "bound to another operation, a second decision, an expired approval or a "
@@ -147,6 +154,7 @@ class SupportWorkflow:
 
     @decide_approval.validator
     def _validate_decision(self, decision: ApprovalDecision) -> None:
+        self._refuse_unloadable()
         if self._cancel is not None or not self._state.is_open():
             raise ApplicationError("this conversation has finished; its approvals were withdrawn",
                                    type=ErrorType.APPROVAL_REFUSED.value, non_retryable=True)
@@ -164,8 +172,13 @@ class SupportWorkflow:
     @workflow.query(description="The typed conversation state: customer, orders, steps with statuses, pinned "
                                 "facts, pending confirmation, completed operations, rejections.")
     def state(self) -> ConversationState:
-        """The typed conversation state."""
+        """The typed conversation state (refused when the run's input state could not be loaded)."""
+        self._refuse_unloadable()
         return self._state
+
+    def _refuse_unloadable(self) -> None:
+        if self._unloadable is not None:
+            raise self._unloadable.failure()
 
     # --- main loop ------------------------------------------------------------
 
@@ -173,7 +186,10 @@ class SupportWorkflow:
     async def run(self, inp: SupportInput) -> SupportOutcome:
         """Process messages one at a time until the conversation ends, is transferred,
         escalated or cancelled (continuing as new when the history grows). Raises
-        ``asyncio.CancelledError`` after the cancel path when Temporal cancelled the run."""
+        ``asyncio.CancelledError`` after the cancel path when Temporal cancelled the run, and
+        a non-retryable ``StateIncompatible`` ``ApplicationError`` when the input state cannot
+        be loaded (``workflows.migrations``)."""
+        self._refuse_unloadable()
         serving = asyncio.ensure_future(self._serve(inp))
         try:
             # shielded: Temporal's cancellation must not abandon a write in flight
@@ -218,7 +234,7 @@ class SupportWorkflow:
                 # the history, not the state, is what grows: start a fresh run with the same state;
                 # a cancel that arrives while the handlers finish travels with it
                 await workflow.wait_condition(workflow.all_handlers_finished)
-                workflow.continue_as_new(inp.model_copy(update={"state": state, "cancel": self._cancel,
+                workflow.continue_as_new(inp.model_copy(update={"state": state.model_dump(mode="json"), "cancel": self._cancel,
                                                                 "answered": self._answered}))
         if self._cancel is not None and (state.is_open() or interrupted is not None):
             summary = await cancel_conversation(state, self._cancel, inp.write_timeout_seconds)

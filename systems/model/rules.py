@@ -28,6 +28,7 @@ from systems.model.view import (
     CANCEL_REASONS,
     RULE_MALFORMED_OUTPUT,
     RULE_USER_DECLINED,
+    amount,
     facts,
     observation_of,
     rejection_for,
@@ -141,12 +142,12 @@ def _result_summary(op: dict[str, Any]) -> str:
 def _status_text(order: dict[str, Any]) -> str:
     items = "; ".join(
         f"{i.get('name', '')} ({', '.join(f'{k}: {v}' for k, v in (i.get('options') or {}).items())}) "
-        f"${float(i.get('price', 0)):.2f}"
+        f"${amount(i.get('price')):.2f}"
         for i in order.get("items") or []
     )
     return (
         f"{STATUS_PREFIX} {order['order_id']}: {order.get('status', 'unknown')}. "
-        f"Items: {items or 'none'}. Total ${float(order.get('total', 0)):.2f}."
+        f"Items: {items or 'none'}. Total ${amount(order.get('total')):.2f}."
     )
 
 

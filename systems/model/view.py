@@ -21,6 +21,7 @@ Also the small view helpers both brains share (raw action dicts, evidence look-u
 from __future__ import annotations
 
 import json
+from decimal import Decimal, InvalidOperation
 from typing import Any, Optional
 
 STATE_OPEN_TAG = "<state_json>"
@@ -57,6 +58,18 @@ def parse_state_view(content: str) -> dict[str, Any]:
     if not isinstance(view, dict):
         raise ValueError(f"the {STATE_OPEN_TAG} block is not a JSON object")
     return view
+
+
+def amount(value: Any) -> Decimal:
+    """An amount of money from the view: the state gives it as text (``"826.70"``, schema
+    version 2) or, from older callers, a number (``826.7``); anything else counts 0."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, str, Decimal)):
+        return Decimal(0)
+    try:
+        parsed = Decimal(str(value))
+    except InvalidOperation:
+        return Decimal(0)
+    return parsed if parsed.is_finite() else Decimal(0)
 
 
 def canon(name: str, arguments: Optional[dict[str, Any]]) -> str:

@@ -6,6 +6,8 @@ as it was (compared as JSON before and after).
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 import pytest
 
 from tests.policy_fixtures import (
@@ -264,7 +266,7 @@ def test_out_of_policy_proposal_is_rejected_with_its_rule(kind, action, rule):
 
 def test_gift_card_must_cover_the_price_difference():
     state = authenticated()
-    state.customer.payment_methods[GIFT].balance = 0.5
+    state.customer.payment_methods[GIFT].balance = Decimal("0.50")
     found = [
         (order_id, item["item_id"], vid)
         for order_id in (DELIVERED, DELIVERED_2, PENDING)
@@ -281,7 +283,7 @@ def test_gift_card_must_cover_the_price_difference():
 
 def test_gift_card_must_cover_the_order_total_when_paying_with_it():
     state = authenticated()
-    state.customer.payment_methods[GIFT].balance = 1.0
+    state.customer.payment_methods[GIFT].balance = Decimal("1.00")
     assert_rejected(state, call("modify_pending_order_payment", order_id=PENDING, payment_method_id=GIFT),
                     Rule.MODIFY_PAYMENT)
 

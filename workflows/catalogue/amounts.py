@@ -2,19 +2,18 @@
 ``Decimal`` currency rounded to cents, computed from the typed ``OrderFact`` as just read
 from the system of record; ``workflows.approvals`` compares it with the approval policy.
 
-Prices are stored as floats in the records (the benchmark's data); each is converted
-through its shortest decimal text (``Decimal(str(price))``), so 500.01 stays 500.01.
+Prices in the records are already cent ``Decimal`` (``workflows.money``); prices read
+from the system of record's JSON (floats) go through ``money``, so 500.01 stays 500.01.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from decimal import ROUND_HALF_UP, Decimal
+from decimal import Decimal
 from typing import Any, Mapping
 
+from workflows.money import CENT, money  # noqa: F401  (re-exported: callers import money from here)
 from workflows.records import OrderFact
-
-CENT = Decimal("0.01")
 
 
 class MissingPrice(LookupError):
@@ -25,11 +24,6 @@ class MissingPrice(LookupError):
         super().__init__(item_id)
         self.item_id = item_id
         self.known = known
-
-
-def money(value: Any) -> Decimal:
-    """``value`` (a float, int, str or Decimal of currency) as a Decimal rounded to cents."""
-    return Decimal(str(value)).quantize(CENT, rounding=ROUND_HALF_UP)
 
 
 def item_total(order: OrderFact, args: dict[str, Any], prices: Mapping[str, Decimal]) -> Decimal:

@@ -9,6 +9,7 @@ authentication, one customer, the order read first) run before these, in
 from __future__ import annotations
 
 from collections import Counter
+from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Optional
 
 from workflows.catalogue.spec import StatusRequirement
@@ -144,19 +145,19 @@ def return_items(state: ConversationState, args: dict[str, Any], order: Optional
 
 
 def item_change_difference(state: ConversationState, order: OrderFact, item_ids: list[str],
-                           new_item_ids: list[str]) -> float:
-    """New minus old price of an item change, decimal currency rounded to cents; the
-    figure the user confirms and the one checked against a gift card. Items or variants
-    not in the state count as 0 (the policy rejects such a change before it matters)."""
+                           new_item_ids: list[str]) -> Decimal:
+    """New minus old price of an item change, cent ``Decimal`` currency; the figure the
+    user confirms and the one checked against a gift card. Items or variants not in the
+    state count as 0 (the policy rejects such a change before it matters)."""
     by_item = {item.item_id: item for item in order.items}
-    difference = 0.0
+    difference = Decimal("0.00")
     for old_id, new_id in zip(item_ids, new_item_ids):
         old = by_item.get(old_id)
         product = state.products.get(old.product_id) if old else None
         variant = product.variants.get(new_id) if product else None
         if old is not None and variant is not None:
             difference += variant.price - old.price
-    return round(difference, 2)
+    return difference  # exact: every price is whole cents
 
 
 def items_in_order(order: OrderFact, item_ids: list[str], rule: Rule) -> None:
@@ -168,13 +169,13 @@ def items_in_order(order: OrderFact, item_ids: list[str], rule: Rule) -> None:
                 + (f" {count} times" if available[item_id] else ""))
 
 
-def gift_card_covers(state: ConversationState, method_id: str, amount: float, rule: Rule, what: str) -> None:
-    """A gift card pays ``amount`` (decimal currency) only if its balance covers it."""
+def gift_card_covers(state: ConversationState, method_id: str, amount: Decimal, rule: Rule, what: str) -> None:
+    """A gift card pays ``amount`` (cent ``Decimal`` currency) only if its balance covers it."""
     assert state.customer is not None
     method = state.customer.payment_methods[method_id]
     if method.source != "gift_card" or amount <= 0:
         return
-    balance = method.balance or 0.0
+    balance = method.balance if method.balance is not None else Decimal("0.00")
     if balance < amount:
         raise PolicyViolation(rule, f"gift card {method_id} has {balance:.2f}, not enough to cover {what} "
                                     f"of {amount:.2f}")

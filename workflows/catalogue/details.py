@@ -6,6 +6,7 @@ from model text (policy clause explicit-confirmation).
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from workflows.catalogue.checks import item_change_difference
@@ -14,8 +15,8 @@ if TYPE_CHECKING:
     from workflows.state import ConversationState
 
 
-def money(value: float) -> str:
-    """Decimal currency with 2 places."""
+def money(value: Decimal) -> str:
+    """Currency with 2 places (``Decimal("826.7")`` → ``"826.70"``)."""
     return f"{value:.2f}"
 
 
@@ -58,7 +59,7 @@ def return_items(state: ConversationState, args: dict[str, Any]) -> str:
     """Return items X, Y and refund their total to a method."""
     order = state.orders.get(args["order_id"])
     by_id = {i.item_id: i for i in order.items} if order else {}
-    parts, total = [], 0.0
+    parts, total = [], Decimal("0.00")
     for item_id in args["item_ids"]:
         item = by_id.get(item_id)
         if item:
@@ -66,7 +67,7 @@ def return_items(state: ConversationState, args: dict[str, Any]) -> str:
             total += item.price
         else:
             parts.append(item_id)
-    return (f"Return from order {args['order_id']}: {', '.join(parts)}. Refund {money(round(total, 2))} to "
+    return (f"Return from order {args['order_id']}: {', '.join(parts)}. Refund {money(total)} to "
             f"{method(state, args['payment_method_id'])}.")
 
 
@@ -87,7 +88,7 @@ def item_change(verb: str):
                              f"({money(variant.price)})")
             else:
                 parts.append(f"{old_id} -> {new_id}")
-        difference = item_change_difference(state, order, args["item_ids"], args["new_item_ids"]) if order else 0.0
+        difference = item_change_difference(state, order, args["item_ids"], args["new_item_ids"]) if order else Decimal(0)
         direction = "to pay" if difference > 0 else "to be refunded"
         return (f"{verb} in order {args['order_id']}: {'; '.join(parts)}. Price difference {direction}: "
                 f"{money(abs(difference))} via {method(state, args['payment_method_id'])}. "

@@ -8,9 +8,11 @@ next check reflect the system of record. Folds run only for successful results.
 from __future__ import annotations
 
 import json
+from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from workflows.catalogue.spec import Fold
+from workflows.money import money
 from workflows.records import (
     Customer,
     OrderFact,
@@ -88,7 +90,8 @@ def order(state: ConversationState, args: dict[str, Any], result: str) -> str:
 
 def order_fact(doc: dict[str, Any], read_turn: int = 0) -> OrderFact:
     """The typed order of an order document of the system of record (``get_order_details``),
-    read at user turn ``read_turn``. Raises ``KeyError`` for a document missing a field."""
+    read at user turn ``read_turn``; prices and amounts become cent ``Decimal``s. Raises
+    ``KeyError`` for a document missing a field."""
     history = [PaymentEntry(**{k: entry[k] for k in ("transaction_type", "amount", "payment_method_id")})
                for entry in doc.get("payment_history", [])]
     items = [OrderItem(item_id=i["item_id"], product_id=i["product_id"], name=i["name"], price=i["price"],
@@ -97,7 +100,7 @@ def order_fact(doc: dict[str, Any], read_turn: int = 0) -> OrderFact:
         order_id=doc["order_id"], user_id=doc["user_id"], status=doc["status"], items=items,
         payment_history=history,
         payment_method_ids=[e.payment_method_id for e in history if e.transaction_type == "payment"],
-        total=round(sum(i.price for i in items), 2), read_turn=read_turn,
+        total=money(sum((i.price for i in items), Decimal(0))), read_turn=read_turn,
     )
 
 
