@@ -1,0 +1,277 @@
+"""The state's migration chain (``workflows.migrations``): every step, values preserved,
+and every state it cannot read refused with a typed, readable reason.
+
+The version-1 states here are what v0.1.0 wrote: a state built from the real τ-bench data
+through the workflow's own transitions, dumped to JSON with money as JSON numbers (floats)
+and ``schema_version`` 1.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from decimal import Decimal
+from typing import Any
+
+import pytest
+from temporalio.exceptions import ApplicationError
+
+from systems.model.view import amount
+from tests.policy_fixtures import CARD, DELIVERED, EMAIL, GIFT, PENDING, authenticated, data
+from workflows.contracts import SupportInput
+from workflows.errors import ErrorType
+from workflows.migrations import (
+    MIGRATIONS,
+    OLDEST_VERSION,
+    StateIncompatible,
+    initial_state,
+    load_state,
+    migrate,
+    v1_to_v2,
+)
+from workflows.money import money
+from workflows.state import SCHEMA_VERSION, CompletedOperation, ConversationState, OrderFact
+
+MONEY_PATHS = ("customer.payment_methods.*.balance", "orders.*.total", "orders.*.items.*.price",
+               "orders.*.payment_history.*.amount", "products.*.variants.*.price")
+
+
+def current_state() -> ConversationState:
+    """A populated state: customer with a gift card, three orders, their products, pinned
+    facts and one completed operation."""
+    state = authenticated()
+    state.completed_operations.append(CompletedOperation(
+        operation_id="op-1", idempotency_key=f"cancel_pending_order:{PENDING}:policy-test.t1",
+        tool="cancel_pending_order", arguments={"order_id": PENDING, "reason": "no longer needed"},
+        result='{"status": "cancelled"}', ok=True, turn=1))
+    return state
+
+
+def as_v1(dump: dict[str, Any]) -> dict[str, Any]:
+    """A current JSON dump as v0.1.0 wrote it: ``schema_version`` 1, money as floats."""
+    v1 = copy.deepcopy(dump)
+    v1["schema_version"] = 1
+    for holder, key in money_fields(v1):
+        if holder[key] is not None:
+            holder[key] = float(holder[key])
+    return v1
+
+
+def money_fields(state: dict[str, Any]) -> list[tuple[dict[str, Any], str]]:
+    """(holder, key) of every amount of money in a state dump."""
+    found: list[tuple[dict[str, Any], str]] = []
+    for method in (state.get("customer") or {}).get("payment_methods", {}).values():
+        found.append((method, "balance"))
+    for order in state.get("orders", {}).values():
+        found.append((order, "total"))
+        found += [(item, "price") for item in order["items"]]
+        found += [(entry, "amount") for entry in order["payment_history"]]
+    for product in state.get("products", {}).values():
+        found += [(variant, "price") for variant in product["variants"].values()]
+    return found
+
+
+def refusal(raw: Any) -> str:
+    with pytest.raises(StateIncompatible) as caught:
+        load_state(raw)
+    return caught.value.reason
+
+
+# --- the chain ----------------------------------------------------------------------------
+
+
+def test_the_chain_has_one_step_per_version_up_to_the_current_one():
+    assert OLDEST_VERSION == 1 and SCHEMA_VERSION == 2
+    assert sorted(MIGRATIONS) == list(range(OLDEST_VERSION, SCHEMA_VERSION))
+
+
+def test_step_1_to_2_turns_every_amount_into_cent_text_and_keeps_everything_else():
+    v1 = as_v1(current_state().model_dump(mode="json"))
+    floats = [holder[key] for holder, key in money_fields(v1)]
+    assert len(floats) > 20 and all(isinstance(f, float) for f in floats if f is not None)
+    assert any(f is not None and f != round(f, 1) for f in floats)  # real cents, not only round figures
+    v2 = v1_to_v2(copy.deepcopy(v1))
+    assert v2["schema_version"] == 2
+    texts = [holder[key] for holder, key in money_fields(v2)]
+    for before, after in zip(floats, texts):
+        if before is None:
+            assert after is None  # a credit card has no balance
+        else:
+            assert isinstance(after, str) and after == f"{before:.2f}" and Decimal(after) == Decimal(str(before))
+    # nothing but the amounts and the version changed
+    strip = lambda s: {k: v for k, v in s.items() if k not in ("schema_version", "customer", "orders", "products")}
+    assert strip(v2) == strip(v1)
+    assert v2["customer"]["payment_methods"].keys() == v1["customer"]["payment_methods"].keys()
+
+
+def test_step_1_to_2_keeps_826_70_as_826_70():
+    order = {"order_id": "#W1", "user_id": "u", "status": "pending", "total": 826.7,
+             "items": [{"item_id": "i", "product_id": "p", "name": "n", "price": 826.7}],
+             "payment_history": [{"transaction_type": "payment", "amount": 826.7, "payment_method_id": "pm"}]}
+    v2 = v1_to_v2({"schema_version": 1, "conversation_id": "c", "orders": {"#W1": order}})
+    assert v2["orders"]["#W1"]["total"] == "826.70"
+    assert v2["orders"]["#W1"]["items"][0]["price"] == "826.70"
+    assert v2["orders"]["#W1"]["payment_history"][0]["amount"] == "826.70"
+
+
+def test_a_v1_state_loads_with_its_values_preserved():
+    state = current_state()
+    v1 = as_v1(state.model_dump(mode="json"))
+    loaded = load_state(v1)
+    assert loaded.schema_version == SCHEMA_VERSION
+    assert loaded == state  # every value, money included, equal to what was saved
+    assert len(loaded.completed_operations) == 1 and loaded.completed_operations[0].ok
+    assert len(loaded.pinned_facts) == len(v1["pinned_facts"]) > 0
+    assert loaded.customer is not None and loaded.customer.email == EMAIL
+    assert loaded.customer.payment_methods[GIFT].balance == money(data()["users"][loaded.customer.user_id]
+                                                                  ["payment_methods"][GIFT]["balance"])
+    assert loaded.customer.payment_methods[CARD].balance is None
+    raw_order = data()["orders"][DELIVERED]
+    order = loaded.orders[DELIVERED]
+    assert [item.price for item in order.items] == [money(item["price"]) for item in raw_order["items"]]
+    assert order.total == money(sum(Decimal(str(item["price"])) for item in raw_order["items"]))
+    assert [e.amount for e in order.payment_history] == [money(e["amount"]) for e in raw_order["payment_history"]]
+
+
+def test_loading_does_not_change_the_saved_dict():
+    v1 = as_v1(current_state().model_dump(mode="json"))
+    saved = copy.deepcopy(v1)
+    load_state(v1)
+    migrate(v1)
+    assert v1 == saved
+
+
+def test_a_current_state_round_trips_through_json():
+    state = current_state()
+    dump = json.loads(state.model_dump_json())
+    assert dump["orders"][PENDING]["total"] == str(state.orders[PENDING].total)  # money is text in JSON
+    assert load_state(dump) == state
+
+
+# --- what it refuses ------------------------------------------------------------------------
+
+
+def test_a_newer_version_is_refused_naming_both_versions():
+    reason = refusal(dict(current_state().model_dump(mode="json"), schema_version=99))
+    assert reason.startswith(f"saved by a newer version (99) than this worker understands ({SCHEMA_VERSION})")
+
+
+def test_a_version_older_than_the_chain_is_refused():
+    # the issue's case: a state "from an older schema" (version 0, a field renamed) must not lose data silently
+    v0 = as_v1(current_state().model_dump(mode="json"))
+    v0["schema_version"] = 0
+    v0["operations_completed"] = v0.pop("completed_operations")
+    assert refusal(v0) == "saved with schema version 0, older than the oldest this worker can migrate (1)"
+
+
+@pytest.mark.parametrize("version, expected", [
+    (None, "it has no schema_version"),
+    ("1", "its schema_version must be a whole number, not str"),
+    (1.0, "its schema_version must be a whole number, not float"),
+    (True, "its schema_version must be a whole number, not bool"),
+])
+def test_a_missing_or_invalid_version_is_refused(version, expected):
+    raw = as_v1(current_state().model_dump(mode="json"))
+    if version is None:
+        del raw["schema_version"]
+    else:
+        raw["schema_version"] = version
+    assert refusal(raw).startswith(expected)
+
+
+def test_a_state_that_is_not_an_object_is_refused():
+    assert refusal([1, 2]) == "it is not a JSON object (got list)"
+
+
+def test_a_renamed_field_is_refused_not_dropped():
+    v1 = as_v1(current_state().model_dump(mode="json"))
+    v1["operations_completed"] = v1.pop("completed_operations")
+    v1["facts"] = v1.pop("pinned_facts")
+    reason = refusal(v1)
+    assert "field operations_completed: not a field of schema version 2" in reason
+    assert "field facts: not a field of schema version 2" in reason
+
+
+def test_an_unknown_nested_field_is_refused_with_its_path():
+    dump = current_state().model_dump(mode="json")
+    dump["orders"][PENDING]["items"][0]["colour"] = "red"
+    assert refusal(dump) == (f"saved with schema version 2, it does not validate: field orders.{PENDING}.items.0."
+                             "colour: not a field of schema version 2")
+
+
+def test_a_wrongly_typed_field_is_named_without_its_value():
+    v1 = as_v1(current_state().model_dump(mode="json"))
+    v1["turn"] = "three"
+    v1["orders"][DELIVERED]["items"][1]["price"] = "a lot"
+    v1["customer"]["email"] = 4155550123  # a value that must not reach a log or the Web UI
+    reason = refusal(v1)
+    assert reason.startswith("saved with schema version 1 and migrated to 2, it does not validate: ")
+    assert "field turn: Input should be a valid integer" in reason
+    assert f"field orders.{DELIVERED}.items.1.price: an amount of money must be a number" in reason
+    assert "field customer.email: Input should be a valid string" in reason
+    assert "4155550123" not in reason and "three" not in reason and "a lot" not in reason
+
+
+def test_a_missing_required_field_is_named():
+    dump = current_state().model_dump(mode="json")
+    del dump["conversation_id"]
+    assert refusal(dump).endswith("field conversation_id: required, but missing")
+
+
+def test_many_errors_are_counted_not_listed():
+    dump = current_state().model_dump(mode="json")
+    for index in range(6):
+        dump[f"unknown_{index}"] = index
+    reason = refusal(dump)
+    assert reason.count("field unknown_") == 3 and reason.endswith("and 3 more")
+
+
+def test_the_workflow_failure_is_typed_and_non_retryable():
+    err = StateIncompatible("saved by a newer version (99) than this worker understands (2)")
+    failure = err.failure()
+    assert isinstance(failure, ApplicationError) and failure.non_retryable
+    assert failure.type == ErrorType.STATE_INCOMPATIBLE.value
+    assert failure.message == ("the conversation's saved state cannot be loaded: saved by a newer version (99) "
+                               "than this worker understands (2)")
+
+
+def test_initial_state_is_fresh_loaded_or_a_placeholder_with_the_error():
+    fresh, err = initial_state("c-1", "main", None)
+    assert err is None and fresh == ConversationState(conversation_id="c-1")
+    loaded, err = initial_state("c-1", "main", as_v1(current_state().model_dump(mode="json")))
+    assert err is None and loaded == current_state()
+    placeholder, err = initial_state("c-1", "store-2", {"schema_version": 99})
+    assert isinstance(err, StateIncompatible) and "newer version (99)" in err.reason
+    assert placeholder == ConversationState(conversation_id="c-1", store="store-2")
+
+
+# --- money and the run input -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("value, cents", [(826.7, "826.70"), (500.01, "500.01"), ("826.70", "826.70"),
+                                          (3, "3.00"), (Decimal("0.005"), "0.01"), (" 12.5 ", "12.50")])
+def test_money_fields_hold_cent_decimals(value, cents):
+    order = OrderFact(order_id="#W1", user_id="u", status="pending", total=value)
+    assert order.total == Decimal(cents) and str(order.total) == cents
+    assert json.loads(order.model_dump_json())["total"] == cents
+
+
+@pytest.mark.parametrize("value", ["lots", float("nan"), float("inf"), True, [1], 1e30])
+def test_money_fields_refuse_what_is_not_an_amount(value):
+    with pytest.raises(ValueError):
+        OrderFact(order_id="#W1", user_id="u", status="pending", total=value)
+
+
+def test_the_run_input_carries_the_state_as_json():
+    state = current_state()
+    inp = SupportInput(conversation_id="c", state=state)
+    assert inp.state == state.model_dump(mode="json")
+    assert SupportInput.model_validate_json(inp.model_dump_json()).state == inp.state
+    # a broken state still decodes as an input: the workflow, not the decoder, refuses it
+    assert SupportInput.model_validate({"conversation_id": "c", "state": {"turn": "x"}}).state == {"turn": "x"}
+
+
+@pytest.mark.parametrize("given, expected", [("826.70", Decimal("826.70")), (826.7, Decimal("826.7")),
+                                             (None, Decimal(0)), ("n/a", Decimal(0)), ("NaN", Decimal(0))])
+def test_the_offline_model_reads_money_as_text_or_number(given, expected):
+    assert amount(given) == expected
