@@ -6,7 +6,10 @@ nothing here grows the workflow state: a turn collects its records in workflow m
 (``workflows.journal_log``) and sends them once when the turn is answered. Every record is
 keyed by business identity (conversation, turn, sequence number within the turn), so a
 retried activity, a replay or a reset re-running a turn overwrites rows instead of adding
-them. Pure: imported inside the workflow sandbox.
+them. Strings carry no length limits here on purpose: the workflow must never fail to build
+a record (a validation error in workflow code would stall the conversation); the journal's
+database judges the data, and the activity reports a refusal as non-retryable. Pure:
+imported inside the workflow sandbox.
 """
 
 from __future__ import annotations
@@ -92,9 +95,9 @@ class VerdictRecord(BaseModel):
     turn: int = Field(ge=0)
     call_seq: Optional[int] = Field(default=None, ge=1)
     verdict: Verdict
-    rule: Optional[str] = Field(default=None, max_length=200)
-    reason: Optional[str] = Field(default=None, max_length=2000)
-    outcome: Optional[str] = Field(default=None, max_length=20)
+    rule: Optional[str] = None
+    reason: Optional[str] = None
+    outcome: Optional[str] = None
     """``workflows.contracts.Outcome`` value of a read or an executed write."""
     at: datetime
 
@@ -108,7 +111,7 @@ class TranscriptRecord(BaseModel):
     role: Role
     kind: EntryKind
     text: str
-    message_id: Optional[str] = Field(default=None, max_length=400)
+    message_id: Optional[str] = None
     """The client's message id (the update id) of a user message."""
     at: datetime
 
@@ -118,8 +121,8 @@ class TurnRecord(BaseModel):
     or a cancellation) adds to the journal. ``customer_id`` is the authenticated customer
     at the time (None before authentication), kept for erasure by customer."""
 
-    conversation_id: str = Field(min_length=1, max_length=200)
-    customer_id: Optional[str] = Field(default=None, max_length=200)
+    conversation_id: str
+    customer_id: Optional[str] = None
     turn: Optional[int] = Field(default=None, ge=0)
     """The user turn this record completes (None: notices or a cancellation outside a turn).
     Its rows beyond ``model_calls`` and its last entry are left over from an earlier run of

@@ -38,6 +38,12 @@ JOURNAL_PATCH = "journal-v1"
 so its histories replay without it (and a run that began on v0.1.0 code keeps not making it)."""
 
 
+def journal_patched() -> bool:
+    """True when this run makes the journal's activity call (``JOURNAL_PATCH``): always in
+    new runs, never when replaying a history recorded without it."""
+    return workflow.patched(JOURNAL_PATCH)
+
+
 def operation_turn(operation_id: str) -> int:
     """The user turn that proposed ``operation_id`` (``workflows.keys.operation_id``:
     ``<conversation>.t<turn>``). Raises ValueError for another shape."""
@@ -164,7 +170,7 @@ class JournalLog:
 
     async def send(self, record: TurnRecord) -> None:
         """Write ``record`` (one ``record_turn`` call; see ``flush``)."""
-        if not workflow.patched(JOURNAL_PATCH):
+        if not journal_patched():
             return
         try:
             await workflow.execute_activity_method(

@@ -16,7 +16,8 @@ from sqlalchemy.engine import Engine
 
 metadata = sa.MetaData()
 
-ID = sa.String(200)
+ID = sa.String(1000)
+"""Conversation and customer ids (Temporal's own limit on workflow ids is 1000 characters)."""
 TIME = sa.DateTime(timezone=True)
 
 model_calls = sa.Table(
@@ -57,7 +58,7 @@ transcript = sa.Table(
     sa.Column("role", sa.String(20), nullable=False),
     sa.Column("kind", sa.String(20), nullable=False),
     sa.Column("text", sa.Text, nullable=False),
-    sa.Column("message_id", sa.String(400), nullable=True),
+    sa.Column("message_id", sa.String(1000), nullable=True),
     sa.Column("at", TIME, nullable=False, index=True),
 )
 
