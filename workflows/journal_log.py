@@ -47,7 +47,10 @@ def journal_patched() -> bool:
 def operation_turn(operation_id: str) -> int:
     """The user turn that proposed ``operation_id`` (``workflows.keys.operation_id``:
     ``<conversation>.t<turn>``). Raises ValueError for another shape."""
-    return int(operation_id.rsplit(".t", 1)[1])
+    _, sep, turn = operation_id.rpartition(".t")
+    if not sep or not turn.isdigit():
+        raise ValueError(f"not an operation id: {operation_id!r}")
+    return int(turn)
 
 
 class JournalLog:
@@ -131,8 +134,11 @@ class JournalLog:
         for approval in state.approvals:
             if approval.status is ApprovalStatus.WITHDRAWN and approval.operation_id not in self._withdrawn_told:
                 self._withdrawn_told.add(approval.operation_id)
-                self._verdict(operation_turn(approval.operation_id), None, Verdict.CANCELLED, Rule.CANCELLED.value,
-                              approval.note, None)
+                try:
+                    turn = operation_turn(approval.operation_id)
+                except ValueError:
+                    continue  # not one of ours (never expected): a missing verdict beats a stalled run
+                self._verdict(turn, None, Verdict.CANCELLED, Rule.CANCELLED.value, approval.note, None)
 
     def _verdict(self, turn: int, call_seq: Optional[int], verdict: Verdict, rule: Optional[str],
                  reason: Optional[str], outcome: Optional[Outcome]) -> None:
