@@ -40,11 +40,13 @@ def _store() -> Iterator[JournalStore]:
 
 
 def transcript_text(entries: list[TranscriptEntry]) -> str:
-    """The transcript for people: one block per entry, ``[turn N, time UTC] who: text``."""
+    """The transcript for people: one entry per line, ``[turn N, time UTC] who: text`` (a
+    text's own line breaks continue on lines indented by four spaces)."""
     lines = []
     for e in entries:
         who = "user" if e.role == "user" else ("assistant" if e.kind == "reply" else f"assistant ({e.kind})")
-        lines.append(f"[turn {e.turn}, {e.at.astimezone(timezone.utc):%Y-%m-%d %H:%M:%S} UTC] {who}: {e.text}")
+        text = e.text.replace("\n", "\n    ")
+        lines.append(f"[turn {e.turn}, {e.at.astimezone(timezone.utc):%Y-%m-%d %H:%M:%S} UTC] {who}: {text}")
     return "\n".join(lines) + ("\n" if lines else "")
 
 
