@@ -34,6 +34,7 @@ from workflows.catalogue import spec_of
 from workflows.clauses import Rule
 from workflows.contracts import CancelRequest
 from workflows.execute import execute_confirmed, open_ticket
+from workflows.interrupts import Interrupted
 from workflows.journal import Verdict
 from workflows.journal_log import JournalLog
 from workflows.state import ConversationState, PendingConfirmation, StepStatus
@@ -87,9 +88,12 @@ async def settle_approvals(state: ConversationState, policy: ApprovalPolicy, wri
             try:
                 ended = await execute_confirmed(state, confirmed, write_timeout_seconds, visibility,
                                                 cancel_requested, approvals=policy, approved_by=approval.approver)
-            finally:
+            except Interrupted:
                 if journal is not None:
-                    journal.write_done(state, confirmed)
+                    journal.write_done(state, confirmed)  # cancelled before it ran
+                raise
+            if journal is not None:
+                journal.write_done(state, confirmed)
             told.append(ended or replies.approved(confirmed.detail, _outcome(state, confirmed)))
             if not state.is_open():
                 break

@@ -102,8 +102,10 @@ async def _run_turn(ctx: TurnContext, inbound: Inbound) -> Optional[str]:
                 try:
                     ended = await execute_confirmed(state, pending, ctx.write_timeout_seconds, ctx.visibility,
                                                     ctx.cancel_request, approvals=ctx.approvals)
-                finally:
-                    journal.write_done(state, pending)
+                except Interrupted:
+                    journal.write_done(state, pending)  # cancelled before it ran
+                    raise
+                journal.write_done(state, pending)
                 if ended is not None:
                     return ended
         else:
