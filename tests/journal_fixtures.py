@@ -1,0 +1,34 @@
+"""Journal databases for tests: a SQLite file, or a PostgreSQL database of the test run's
+own (created on the server of ``tests.conftest.POSTGRES_URL``, dropped afterwards)."""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+from pathlib import Path
+from typing import Iterator
+
+import sqlalchemy as sa
+
+from tests.conftest import POSTGRES_URL
+
+
+@contextlib.contextmanager
+def postgres_database() -> Iterator[str]:
+    """A fresh, empty PostgreSQL database; yields its URL, drops it (and its connections) after."""
+    server = sa.make_url(POSTGRES_URL)
+    name = f"journal_{uuid.uuid4().hex[:12]}"
+    admin = sa.create_engine(server, isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as conn:
+            conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
+        yield server.set(database=name).render_as_string(hide_password=False)
+    finally:
+        with admin.connect() as conn:
+            conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        admin.dispose()
+
+
+def sqlite_url(tmp_path: Path) -> str:
+    """A journal SQLite file under ``tmp_path``."""
+    return f"sqlite:///{tmp_path / 'journal.sqlite'}"
