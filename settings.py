@@ -32,6 +32,9 @@ class Settings(BaseSettings):
     data_dir: Path = Path(".statekeeper")
     """Resolved to an absolute path at load, so every process started for it agrees on it."""
     database_url: Optional[str] = None
+    journal_url: Optional[str] = None
+    """SQLAlchemy URL of the journal (decision log and transcript; ``activities.journal``), our
+    own store, never the system of record. None: ``sqlite:///<data_dir>/journal.sqlite``."""
     ui_port: int = 8233
     dev_state_file: Optional[Path] = None
     """Where a detached ``statekeeper dev`` records its settings for commands started from any
@@ -89,6 +92,13 @@ class Settings(BaseSettings):
             return self.database_url
         self.data_dir.mkdir(parents=True, exist_ok=True)
         return f"sqlite:///{(self.data_dir / 'statekeeper.sqlite').resolve()}"
+
+    def resolved_journal_url(self) -> str:
+        """The journal's URL; defaults to ``sqlite:///<data_dir>/journal.sqlite``."""
+        if self.journal_url:
+            return self.journal_url
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        return f"sqlite:///{(self.data_dir / 'journal.sqlite').resolve()}"
 
     def pseudonym_secret(self, create: bool = True) -> Optional[str]:
         """The pseudonym key: ``pseudonym_key``, else the data directory's key file (made

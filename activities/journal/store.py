@@ -1,0 +1,251 @@
+"""``JournalStore``: the decision log and the transcript in our own SQL store (SQLite or
+PostgreSQL; never the system of record).
+
+Writes are upserts keyed by business identity (conversation, turn, sequence number), so a
+retried activity, a replayed workflow or a reset re-running a turn never duplicates a row.
+Reads: ``decisions`` (each model call joined with its verdict, filterable by conversation,
+customer, rule and time), ``export_jsonl``, ``transcript``; retention and erasure:
+``erase_conversation``, ``erase_customer``, ``purge``.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+from typing import IO, Any, Optional
+
+import sqlalchemy as sa
+from pydantic import BaseModel
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import Connection
+
+from activities.journal.tables import TABLES, create_schema, make_engine, model_calls, transcript, verdicts
+from workflows.journal import TurnRecord
+
+
+class ModelCallRecord(BaseModel):
+    """One model call, as the model activity records it. ``view`` is the state view the
+    prompt was rendered from; ``proposal`` the parsed ``ProposedAction`` as JSON (None when
+    the output was malformed or the call failed); ``stop_reason`` the API's (None when no
+    response came)."""
+
+    conversation_id: str
+    turn: int
+    call_seq: int
+    customer_id: Optional[str] = None
+    prompt_version: str
+    model: str
+    view: dict[str, Any]
+    proposal: Optional[dict[str, Any]] = None
+    stop_reason: Optional[str] = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    recorded_at: datetime
+
+
+class DecisionRow(BaseModel):
+    """A model call joined with the workflow's verdict on it (verdict fields None while the
+    turn has not been recorded). Verdict values: ``workflows.journal.Verdict``; ``outcome``:
+    ``workflows.contracts.Outcome`` values."""
+
+    conversation_id: str
+    customer_id: Optional[str] = None
+    turn: int
+    call_seq: int
+    prompt_version: str
+    model: str
+    view: dict[str, Any]
+    proposal: Optional[dict[str, Any]] = None
+    stop_reason: Optional[str] = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    verdict: Optional[str] = None
+    rule: Optional[str] = None
+    reason: Optional[str] = None
+    outcome: Optional[str] = None
+    recorded_at: datetime
+
+
+class TranscriptEntry(BaseModel):
+    """One transcript entry, in conversation order: user turn ``turn``, entry ``seq``.
+    ``role`` user/assistant, ``kind`` message/reply/notice/cancellation
+    (``workflows.journal``); ``message_id`` is the client's id of a user message."""
+
+    conversation_id: str
+    turn: int
+    seq: int
+    role: str
+    kind: str
+    text: str
+    message_id: Optional[str] = None
+    at: datetime
+
+
+class Erased(BaseModel):
+    """Rows removed by an erasure or a purge, per table, and the conversations concerned."""
+
+    conversations: int = 0
+    model_calls: int = 0
+    verdicts: int = 0
+    transcript: int = 0
+
+
+def _utc(value: datetime) -> datetime:
+    # SQLite hands back naive datetimes: they were stored as UTC
+    return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)
+
+
+class JournalStore:
+    """The journal at SQLAlchemy ``url`` (tables created if missing). Thread-safe; every
+    method is one transaction. Raises ``sqlalchemy.exc.SQLAlchemyError`` when the database fails."""
+
+    def __init__(self, url: str) -> None:
+        self.engine = make_engine(url)
+        self._insert = postgresql.insert if self.engine.dialect.name == "postgresql" else sqlite.insert
+        create_schema(self.engine)
+
+    def close(self) -> None:
+        """Release the connection pool."""
+        self.engine.dispose()
+
+    # --- writes -----------------------------------------------------------------------
+
+    def _upsert(self, conn: Connection, table: sa.Table, row: dict[str, Any]) -> None:
+        keys = [c.name for c in table.primary_key.columns]
+        stmt = self._insert(table).values(**row)
+        conn.execute(stmt.on_conflict_do_update(
+            index_elements=keys, set_={k: stmt.excluded[k] for k in row if k not in keys}))
+
+    def record_model_call(self, record: ModelCallRecord) -> None:
+        """Upsert the row of model call (conversation, turn, call_seq): a retried or
+        re-run call overwrites it."""
+        with self.engine.begin() as conn:
+            self._upsert(conn, model_calls, record.model_dump())
+
+    def record_turn(self, record: TurnRecord) -> int:
+        """Upsert a turn's verdicts and transcript entries; returns how many verdicts named
+        no known model call (``call_seq`` None in a turn without recorded calls) and were skipped.
+        With ``record.turn`` set, rows of that turn beyond what it made (``model_calls``, the
+        last transcript entry) are left over from an earlier run of the turn and removed."""
+        skipped = 0
+        cid = record.conversation_id
+        with self.engine.begin() as conn:
+            if record.turn is not None:
+                self._trim(conn, record)
+            for v in record.verdicts:
+                call_seq = v.call_seq if v.call_seq is not None else self._last_call(conn, cid, v.turn)
+                if call_seq is None:
+                    skipped += 1
+                    continue
+                self._upsert(conn, verdicts, {
+                    "conversation_id": cid, "turn": v.turn, "call_seq": call_seq, "customer_id": record.customer_id,
+                    "verdict": v.verdict.value, "rule": v.rule, "reason": v.reason, "outcome": v.outcome,
+                    "recorded_at": v.at})
+            for e in record.transcript:
+                self._upsert(conn, transcript, {
+                    "conversation_id": cid, "turn": e.turn, "seq": e.seq, "customer_id": record.customer_id,
+                    "role": e.role.value, "kind": e.kind.value, "text": e.text, "message_id": e.message_id,
+                    "at": e.at})
+        return skipped
+
+    @staticmethod
+    def _last_call(conn: Connection, cid: str, turn: int) -> Optional[int]:
+        found = [conn.execute(sa.select(sa.func.max(t.c.call_seq)).where(
+            t.c.conversation_id == cid, t.c.turn == turn)).scalar() for t in (model_calls, verdicts)]
+        return max((f for f in found if f is not None), default=None)
+
+    @staticmethod
+    def _trim(conn: Connection, record: TurnRecord) -> None:
+        cid, turn = record.conversation_id, record.turn
+        for table in (model_calls, verdicts):
+            conn.execute(sa.delete(table).where(table.c.conversation_id == cid, table.c.turn == turn,
+                                                table.c.call_seq > record.model_calls))
+        last = max((e.seq for e in record.transcript if e.turn == turn), default=-1)
+        conn.execute(sa.delete(transcript).where(transcript.c.conversation_id == cid, transcript.c.turn == turn,
+                                                 transcript.c.seq > last))
+
+    # --- reads ------------------------------------------------------------------------
+
+    def decisions(self, conversation_id: Optional[str] = None, customer_id: Optional[str] = None,
+                  rule: Optional[str] = None, since: Optional[datetime] = None) -> list[DecisionRow]:
+        """Model calls joined with their verdicts, ordered by conversation, turn and call.
+        Filters combine with AND: ``customer_id`` the authenticated customer at the call,
+        ``rule`` the verdict's policy rule, ``since`` calls recorded at or after it (aware
+        datetime; naive is taken as UTC)."""
+        v = verdicts.c
+        query = sa.select(model_calls, v.verdict, v.rule, v.reason, v.outcome).select_from(
+            model_calls.outerjoin(verdicts, sa.and_(
+                v.conversation_id == model_calls.c.conversation_id, v.turn == model_calls.c.turn,
+                v.call_seq == model_calls.c.call_seq)))
+        if conversation_id is not None:
+            query = query.where(model_calls.c.conversation_id == conversation_id)
+        if customer_id is not None:
+            query = query.where(model_calls.c.customer_id == customer_id)
+        if rule is not None:
+            query = query.where(v.rule == rule)
+        if since is not None:
+            query = query.where(model_calls.c.recorded_at >= _utc(since))
+        query = query.order_by(model_calls.c.conversation_id, model_calls.c.turn, model_calls.c.call_seq)
+        with self.engine.connect() as conn:
+            rows = [dict(r._mapping) for r in conn.execute(query)]
+        return [DecisionRow(**{**r, "recorded_at": _utc(r["recorded_at"])}) for r in rows]
+
+    def export_jsonl(self, file: IO[str], **filters: Any) -> int:
+        """Write ``decisions(**filters)`` to ``file`` as JSON Lines (one ``DecisionRow`` per
+        line); returns the number of rows."""
+        rows = self.decisions(**filters)
+        for row in rows:
+            file.write(json.dumps(row.model_dump(mode="json"), sort_keys=True) + "\n")
+        return len(rows)
+
+    def transcript(self, conversation_id: str) -> list[TranscriptEntry]:
+        """Every recorded entry of a conversation in order (turn, then seq); [] if none."""
+        t = transcript.c
+        query = sa.select(t.conversation_id, t.turn, t.seq, t.role, t.kind, t.text, t.message_id, t.at).where(
+            t.conversation_id == conversation_id).order_by(t.turn, t.seq)
+        with self.engine.connect() as conn:
+            rows = [dict(r._mapping) for r in conn.execute(query)]
+        return [TranscriptEntry(**{**r, "at": _utc(r["at"])}) for r in rows]
+
+    # --- retention and erasure --------------------------------------------------------
+
+    def _erase(self, conn: Connection, ids: set[str]) -> Erased:
+        erased = Erased(conversations=len(ids))
+        for table in TABLES:
+            for chunk in _chunks(sorted(ids)):
+                count = conn.execute(sa.delete(table).where(table.c.conversation_id.in_(chunk))).rowcount
+                setattr(erased, table.name, getattr(erased, table.name) + count)
+        return erased
+
+    def erase_conversation(self, conversation_id: str) -> Erased:
+        """Remove every row of a conversation (decision log and transcript)."""
+        with self.engine.begin() as conn:
+            return self._erase(conn, {conversation_id})
+
+    def erase_customer(self, customer_id: str) -> Erased:
+        """Remove every conversation in which ``customer_id`` was the authenticated customer,
+        whole (its turns before authentication hold their personal data too)."""
+        with self.engine.begin() as conn:
+            ids: set[str] = set()
+            for table in TABLES:
+                ids |= set(conn.execute(sa.select(table.c.conversation_id).where(
+                    table.c.customer_id == customer_id).distinct()).scalars())
+            return self._erase(conn, ids)
+
+    def purge(self, older_than: datetime) -> Erased:
+        """Remove whole conversations whose newest row is older than ``older_than`` (aware
+        datetime; naive is taken as UTC): retention is per conversation, never half of one."""
+        cutoff = _utc(older_than)
+        newest = sa.union_all(
+            sa.select(model_calls.c.conversation_id.label("cid"), model_calls.c.recorded_at.label("at")),
+            sa.select(verdicts.c.conversation_id, verdicts.c.recorded_at),
+            sa.select(transcript.c.conversation_id, transcript.c.at),
+        ).subquery()
+        query = sa.select(newest.c.cid).group_by(newest.c.cid).having(sa.func.max(newest.c.at) < cutoff)
+        with self.engine.begin() as conn:
+            return self._erase(conn, set(conn.execute(query).scalars()))
+
+
+def _chunks(ids: list[str], size: int = 500) -> list[list[str]]:
+    # bounded IN lists: SQLite limits bound parameters per statement
+    return [ids[i:i + size] for i in range(0, len(ids), size)]
