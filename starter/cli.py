@@ -1,4 +1,4 @@
-"""The ``statekeeper`` command line: dev, worker, api, chat, state, taubench, link."""
+"""The ``statekeeper`` command line: dev, worker, api, chat, state, taubench, link, backtest."""
 
 from __future__ import annotations
 
@@ -26,6 +26,7 @@ from rich.table import Table
 from settings import Settings
 from starter import devstate
 from starter.api_server import api_beside
+from starter.backtest_cli import backtest
 from starter.client import ConversationError, client_for
 from starter.devserver import DevServerError
 from starter.links import link
@@ -35,6 +36,7 @@ from starter.taubench import TauBenchRunner, load_tasks, report_json
 
 app = typer.Typer(help="Durable, LLM-driven retail support conversations on Temporal.", no_args_is_help=True)
 app.command()(link)
+app.command()(backtest)
 console = Console()
 
 
