@@ -20,6 +20,8 @@ from temporalio.worker.workflow_sandbox import (
 )
 
 from activities.identity import IdentityActivities
+from activities.journal.activity import JournalActivities
+from activities.journal.store import JournalStore
 from activities.llm.model_activity import ModelActivities, build_client, offline_client
 from activities.retail_port import RetailPort
 from activities.tools import ToolActivities
@@ -80,10 +82,12 @@ def build_model_activities(settings: Settings) -> ModelActivities:
 
 def build_worker(client: Client, settings: Settings, backend: Optional[RetailBackend] = None,
                  model: Optional[ModelActivities] = None, tools: Optional[ToolActivities] = None,
-                 identity: Optional[IdentityActivities] = None) -> Worker:
+                 identity: Optional[IdentityActivities] = None, journal: Optional[JournalStore] = None) -> Worker:
     """A worker for both workflows and all activities on ``settings.task_queue``.
-    ``backend``, ``model``, ``tools`` and ``identity`` default to the ones ``settings``
+    ``backend``, ``model``, ``tools``, ``identity`` and ``journal`` default to the ones ``settings``
     describe (tests pass their own, e.g. ``ToolActivities`` over a fault-injecting port).
+    The journal (decision log and transcript, ``settings.resolved_journal_url()``) gets the
+    model's calls (unless ``model`` brings its own journal) and the workflows' turn records.
     The pseudonym key reaches only ``IdentityActivities``, never a workflow. The worker's
     Temporal identity carries the fingerprint of ``settings``' database
     (``starter.system_of_record``), which ``preflight`` of the next worker on the queue
@@ -94,13 +98,16 @@ def build_worker(client: Client, settings: Settings, backend: Optional[RetailBac
     sor = fingerprint(settings.resolved_database_url())
     tools.system_of_record = sor  # processes bind to it; calls bound to another database are refused
     model = model or build_model_activities(settings)
+    journal = journal or JournalStore(settings.resolved_journal_url())
+    if model.journal is None:
+        model.journal = journal
     identity = identity or IdentityActivities(settings.pseudonym_secret())
     return Worker(
         client,
         task_queue=settings.task_queue,
         identity=worker_identity(sor),
         workflows=[SupportWorkflow, RefundWorkflow],
-        activities=[model.propose_action, *tools.all(), *identity.all()],
+        activities=[model.propose_action, *tools.all(), *identity.all(), *JournalActivities(journal).all()],
         workflow_runner=workflow_runner(settings.sandbox_project_modules),
         max_concurrent_activities=settings.max_concurrent_activities,
         max_concurrent_workflow_tasks=settings.max_concurrent_workflow_tasks,

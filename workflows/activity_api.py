@@ -26,6 +26,7 @@ from workflows.contracts import (
     ToolResult,
     WriteToolRequest,
 )
+from workflows.journal import TurnRecord
 
 
 class ToolActivitiesApi:
@@ -68,6 +69,16 @@ class ModelActivitiesApi:
     @activity.defn
     async def propose_action(self, req: ModelRequest) -> ModelResult:
         """Ask the model for the next ``ProposedAction`` on a snapshot of the state."""
+        raise NotImplementedError
+
+
+class JournalActivitiesApi:
+    """The journal: the decision log's verdicts and the transcript of one turn."""
+
+    @activity.defn
+    async def record_turn(self, record: TurnRecord) -> int:
+        """Upsert a turn's verdicts and transcript entries; returns the verdicts skipped
+        (they named a turn without recorded model calls)."""
         raise NotImplementedError
 
 

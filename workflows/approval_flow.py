@@ -34,6 +34,8 @@ from workflows.catalogue import spec_of
 from workflows.clauses import Rule
 from workflows.contracts import CancelRequest
 from workflows.execute import execute_confirmed, open_ticket
+from workflows.journal import Verdict
+from workflows.journal_log import JournalLog
 from workflows.state import ConversationState, PendingConfirmation, StepStatus
 from workflows.visibility import Visibility
 
@@ -69,10 +71,12 @@ def ready_to_settle(state: ConversationState, now: datetime) -> bool:
 
 
 async def settle_approvals(state: ConversationState, policy: ApprovalPolicy, write_timeout_seconds: float,
-                           visibility: Visibility, cancel_requested: Callable[[], Optional[CancelRequest]]) -> list[str]:
+                           visibility: Visibility, cancel_requested: Callable[[], Optional[CancelRequest]],
+                           journal: Optional[JournalLog] = None) -> list[str]:
     """Act on every decided or expired approval; returns what to tell the user, one
-    sentence per write. Raises ``Interrupted`` when a cancel arrives before an approved
-    write starts (it then never starts)."""
+    sentence per write, and notes each write's verdict in ``journal``. Raises
+    ``Interrupted`` when a cancel arrives before an approved write starts (it then never
+    starts)."""
     now = workflow.now()
     for approval in state.pending_approvals():
         if now >= approval.expires_at:
@@ -80,18 +84,26 @@ async def settle_approvals(state: ConversationState, policy: ApprovalPolicy, wri
     told = []
     for confirmed, approval in tr.take_settled(state):
         if approval.status is ApprovalStatus.APPROVED:
-            ended = await execute_confirmed(state, confirmed, write_timeout_seconds, visibility, cancel_requested,
-                                            approvals=policy, approved_by=approval.approver)
+            try:
+                ended = await execute_confirmed(state, confirmed, write_timeout_seconds, visibility,
+                                                cancel_requested, approvals=policy, approved_by=approval.approver)
+            finally:
+                if journal is not None:
+                    journal.write_done(state, confirmed)
             told.append(ended or replies.approved(confirmed.detail, _outcome(state, confirmed)))
             if not state.is_open():
                 break
         elif approval.status is ApprovalStatus.REJECTED:
             reason = f"a supervisor rejected it ({approval.approver})"
             tr.decline(state, confirmed, Rule.APPROVAL_REJECTED.value, f"{reason}: {confirmed.detail}")
+            if journal is not None:
+                journal.write_verdict(confirmed, Verdict.DECLINED, Rule.APPROVAL_REJECTED.value, reason)
             told.append(replies.approval_rejected(confirmed.detail))
         else:
             reason = "the approval expired undecided; handed to a human agent"
             tr.finish_step(state, confirmed.operation_id, StepStatus.FAILED, reason)
+            if journal is not None:
+                journal.write_verdict(confirmed, Verdict.DECLINED, Rule.APPROVAL_EXPIRED.value, reason)
             write_key = keys.idempotency_key(confirmed.call, confirmed.operation_id)
             await open_ticket(state, expiry_ticket_summary(approval), keys.approval_expiry_ticket_key(write_key))
             told.append(replies.approval_expired(confirmed.detail))

@@ -31,6 +31,7 @@ class Rule(str, Enum):
     USER_DECLINED = "user-declined"
     SUPERSEDED = "superseded-by-newer-message"
     APPROVAL_REJECTED = "approval-rejected"
+    APPROVAL_EXPIRED = "approval-expired"
     AWAITING_APPROVAL = "awaiting-approval"
     CANCELLED = "conversation-cancelled"
 

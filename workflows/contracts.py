@@ -6,21 +6,38 @@ Pure pydantic, imported by workflows (inside the sandbox) and by activities.
 from __future__ import annotations
 
 from enum import Enum
-from typing import Optional
+from typing import Any, Optional
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 from workflows.actions import ProposedAction, ToolCall
 from workflows.approvals import Approval, ApprovalPolicy
+from workflows.journal import TurnRecord
 from workflows.options import DEFAULT_WRITE_TIMEOUT_SECONDS
 from workflows.prompt import ModelSnapshot
 
 
 class ModelRequest(BaseModel):
-    """Input of the ``propose_action`` LLM activity: one stateless model call."""
+    """Input of the ``propose_action`` LLM activity: one stateless model call, model call
+    ``call_seq`` (from 1) of user turn ``turn``. The activity renders ``view`` (the state
+    view, ``workflows.prompt.state_view``) with prompt ``prompt_version`` and records the
+    call in the decision log under (conversation, turn, call_seq).
+
+    ``snapshot`` is the rendered input that v0.1.0 sent instead of the view: kept so that
+    its recorded calls still decode and run (they are not recorded in the decision log)."""
 
     conversation_id: str
-    snapshot: ModelSnapshot
+    turn: int = Field(default=0, ge=0)
+    call_seq: int = Field(default=0, ge=0)
+    prompt_version: Optional[str] = None
+    view: Optional[dict[str, Any]] = None
+    snapshot: Optional[ModelSnapshot] = None
+
+    @model_validator(mode="after")
+    def _has_input(self) -> "ModelRequest":
+        if self.view is None and self.snapshot is None:
+            raise ValueError("a model request needs a view or a snapshot")
+        return self
 
 
 class ModelResult(BaseModel):
@@ -176,6 +193,9 @@ class SupportInput(BaseModel):
     answered: dict[str, "AssistantReply"] = Field(default_factory=dict)
     """The last replies by message id, from the runs before: a message retried after the
     run continued as new gets its first reply, not a second turn."""
+    journal: Optional[TurnRecord] = None
+    """The journal record of the turn the run before answered last, not yet written: the
+    next run writes it first (``workflows.journal_log``)."""
 
 
 class UserMessage(BaseModel):

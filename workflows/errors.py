@@ -35,6 +35,11 @@ class ErrorType(str, Enum):
     """The worker that took a tool call serves another database than the one the process
     is bound to: nothing was done. Retryable (the right worker may take the next attempt);
     when the attempts run out the call is known not to have applied."""
+    INVALID_JOURNAL_RECORD = "InvalidJournalRecord"
+    """The journal's database refused a record's data (too long, wrong type): retrying
+    cannot help; the record is dropped and the conversation goes on."""
+    JOURNAL_UNAVAILABLE = "JournalUnavailable"
+    """The journal's database did not answer (retryable, for a bounded time)."""
     APPROVAL_REFUSED = "ApprovalRefused"
     """A supervisor's decision that cannot apply: unknown approval id (or one bound to another
     operation or other arguments), already decided, or expired (``workflows.approvals``)."""

@@ -69,6 +69,19 @@ IDENTITY_RETRY = RetryPolicy(
 )
 """The pseudonym local activity: pure computation in the worker, so short and few retries."""
 
+JOURNAL_TIMEOUT = timedelta(seconds=10)
+JOURNAL_GIVE_UP = timedelta(seconds=30)
+JOURNAL_RETRY = RetryPolicy(
+    initial_interval=timedelta(milliseconds=500),
+    backoff_coefficient=2.0,
+    maximum_interval=timedelta(seconds=5),
+    maximum_attempts=6,
+    non_retryable_error_types=[ErrorType.INVALID_JOURNAL_RECORD.value],
+)
+"""The journal write (decision log, transcript): upserts, so retries are safe. Bounded
+(``JOURNAL_GIVE_UP`` from schedule to close): the journal is an audit record, not the
+system of record, and a conversation must not stall on it (``workflows.journal_log``)."""
+
 DEFAULT_WRITE_TIMEOUT_SECONDS = 30.0
 MAX_MODEL_STEPS_PER_TURN = 30
 MAX_CONSECUTIVE_REJECTIONS = 4

@@ -43,6 +43,8 @@ from workflows.opening import (
 from workflows.options import MAX_USER_MESSAGE_BYTES
 from workflows.state import ConversationState, Role
 from workflows.interrupts import Interrupted
+from workflows.journal import EntryKind
+from workflows.journal_log import JournalLog
 from workflows.turn import Inbound, TurnContext, run_turn
 from workflows.visibility import Visibility
 
@@ -77,6 +79,8 @@ class SupportWorkflow:
         self._answered: dict[str, AssistantReply] = dict(inp.answered)
         """Replies by message id (update id), carried across continue-as-new: Temporal
         deduplicates update ids within a run only."""
+        self._journal = JournalLog(self._state)
+        """The decision log's verdicts and the transcript of the turn in progress (memory only)."""
 
     # --- message passing ------------------------------------------------------
 
@@ -88,19 +92,19 @@ class SupportWorkflow:
         update_id = workflow.current_update_info().id
         if update_id in self._answered:
             return self._answered[update_id]
-        reply = await self._deliver(message)
+        reply = await self._deliver(message, update_id)
         self._answered[update_id] = reply
         while len(self._answered) > ANSWERED_KEPT:
             del self._answered[next(iter(self._answered))]
         return reply
 
-    async def _deliver(self, message: UserMessage) -> AssistantReply:
+    async def _deliver(self, message: UserMessage, update_id: str) -> AssistantReply:
         self._next_message_id += 1
         message_id = self._next_message_id
         pending = self._state.pending_confirmation
         self._inbox.append(Inbound(message_id=message_id, text=message.text,
                                    seen_operation_id=pending.operation_id if pending else None,
-                                   seen_digest=pending.digest if pending else None))
+                                   seen_digest=pending.digest if pending else None, update_id=update_id))
         await workflow.wait_condition(lambda: message_id in self._replies)
         return self._replies.pop(message_id)
 
@@ -188,8 +192,11 @@ class SupportWorkflow:
         state = self._state
         ctx = TurnContext(state=state, write_timeout_seconds=inp.write_timeout_seconds,
                           cancel_request=lambda: self._cancel, visibility=self._visibility,
-                          newer_message=lambda: bool(self._inbox), approvals=inp.approvals)
+                          newer_message=lambda: bool(self._inbox), approvals=inp.approvals,
+                          journal=self._journal)
         self._visibility.publish(state)
+        if inp.journal is not None:
+            await self._journal.send(inp.journal)
         interrupted: Optional[Inbound] = None
         while state.is_open() and self._cancel is None:
             await self._wait_for_work()
@@ -198,12 +205,13 @@ class SupportWorkflow:
             if ready_to_settle(state, workflow.now()):
                 try:
                     told = await settle_approvals(state, inp.approvals, inp.write_timeout_seconds, self._visibility,
-                                                  lambda: self._cancel)
+                                                  lambda: self._cancel, self._journal)
                 except Interrupted:
                     break
                 for text in told:
                     self._answer(None, text)
                 self._notices += told
+                await self._journal.flush(state)
                 continue
             inbound = self._inbox.pop(0)
             reply_text = await run_turn(ctx, inbound)
@@ -216,17 +224,25 @@ class SupportWorkflow:
                 workflow.info().is_continue_as_new_suggested() or self._turns_this_run >= inp.max_turns_per_run
             ):
                 # the history, not the state, is what grows: start a fresh run with the same state;
-                # a cancel that arrives while the handlers finish travels with it
+                # a cancel that arrives while the handlers finish travels with it, and so does the
+                # turn's journal record (written first thing by the next run: no activity between
+                # the reply and the continue-as-new, when newer messages could slip in)
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 workflow.continue_as_new(inp.model_copy(update={"state": state, "cancel": self._cancel,
-                                                                "answered": self._answered}))
+                                                                "answered": self._answered,
+                                                                "journal": self._journal.take(state)}))
+            await self._journal.flush(state)
         if self._cancel is not None and (state.is_open() or interrupted is not None):
+            self._journal.closing(state)
             summary = await cancel_conversation(state, self._cancel, inp.write_timeout_seconds)
-            self._answer(interrupted, summary)
+            self._answer(interrupted, summary, EntryKind.CANCELLATION)
         for queued in self._inbox:
             self._replies[queued.message_id] = self._reply(replies.finished(state.status.value))
+            self._journal.unanswered_message(queued.text, queued.update_id)
+            self._journal.said(self._replies[queued.message_id].text)
         self._inbox.clear()
         self._visibility.publish(state)
+        await self._journal.flush(state)
         await workflow.wait_condition(workflow.all_handlers_finished)
         return SupportOutcome(status=state.status.value, state=state)
 
@@ -241,9 +257,12 @@ class SupportWorkflow:
         except asyncio.TimeoutError:
             pass  # an approval ran out of time: the loop settles it
 
-    def _answer(self, inbound: Optional[Inbound], text: str) -> None:
-        """Record the assistant's turn and, if a message awaits it, reply to that message."""
+    def _answer(self, inbound: Optional[Inbound], text: str, kind: Optional[EntryKind] = None) -> None:
+        """Record the assistant's turn (and its transcript entry: ``kind``, by default a reply
+        to ``inbound`` or a notice told outside a turn) and, if a message awaits it, reply to
+        that message."""
         tr.add_turn(self._state, Role.ASSISTANT, text)
+        self._journal.said(text, kind or (EntryKind.REPLY if inbound is not None else EntryKind.NOTICE))
         if inbound is not None:
             # outcomes the user was told outside a turn open the next reply they read
             text = " ".join([*self._notices, text])

@@ -23,9 +23,11 @@ from workflows.approvals import ApprovalPolicy
 from workflows.clauses import Rule
 from workflows.confirm import describe, is_no, is_yes
 from workflows.catalogue import spec_of
-from workflows.contracts import CancelRequest, ModelRequest, ModelResult
+from workflows.contracts import CancelRequest, ModelRequest, ModelResult, Outcome
 from workflows.execute import execute_confirmed, failure_reason, open_ticket, read
 from workflows.interrupts import Interrupted, cancellable
+from workflows.journal import Verdict
+from workflows.journal_log import JournalLog
 from workflows.options import (
     HEARTBEAT_TIMEOUT,
     MAX_CONSECUTIVE_REJECTIONS,
@@ -34,7 +36,7 @@ from workflows.options import (
     MODEL_TIMEOUT,
 )
 from workflows.policy import validate_execution, validate_proposal
-from workflows.prompt import render_snapshot
+from workflows.prompt import PROMPT_VERSION, state_view
 from workflows.state import Confirmation, ConversationState, ConversationStatus
 from workflows.visibility import Visibility
 
@@ -49,13 +51,16 @@ class Inbound:
     text: str
     seen_operation_id: Optional[str] = None
     seen_digest: Optional[str] = None
+    update_id: Optional[str] = None
+    """The client's message id (the update's id), for the transcript."""
 
 
 @dataclass
 class TurnContext:
     """What a turn needs from its conversation: the state, the write timeout (seconds),
-    the pending cancel request (if any), whether a newer user message is waiting, and
-    the operators' view."""
+    the pending cancel request (if any), whether a newer user message is waiting, the
+    operators' view, and the journal records of the turn (``call_seq`` of each model call,
+    verdicts, transcript; workflow memory, not state)."""
 
     state: ConversationState
     write_timeout_seconds: float
@@ -63,6 +68,7 @@ class TurnContext:
     visibility: Visibility
     newer_message: Callable[[], bool] = lambda: False
     approvals: ApprovalPolicy = field(default_factory=ApprovalPolicy)
+    journal: Optional[JournalLog] = None
 
 
 async def run_turn(ctx: TurnContext, inbound: Inbound) -> Optional[str]:
@@ -75,8 +81,9 @@ async def run_turn(ctx: TurnContext, inbound: Inbound) -> Optional[str]:
 
 
 async def _run_turn(ctx: TurnContext, inbound: Inbound) -> Optional[str]:
-    state = ctx.state
+    state, journal = ctx.state, _journal(ctx)
     tr.receive_user_message(state, inbound.text)
+    journal.user_message(state.turn, inbound.text, inbound.update_id)
     pending = tr.take_pending(state)
     if pending is not None:
         if is_yes(inbound.text):
@@ -85,23 +92,35 @@ async def _run_turn(ctx: TurnContext, inbound: Inbound) -> Optional[str]:
             verdict = validate_execution(state, pending, confirmation)
             if not verdict.accepted:
                 tr.decline(state, pending, verdict.rule.value, verdict.reason)
+                journal.write_verdict(pending, Verdict.DECLINED, verdict.rule.value, verdict.reason)
             elif request_approval(state, pending, ctx.approvals, workflow.info().workflow_id,
                                   workflow.now()) is not None:
+                journal.write_verdict(pending, Verdict.CONFIRMED, Rule.AWAITING_APPROVAL.value)
                 ctx.visibility.publish(state)
                 return replies.awaiting_approval(pending.detail)
             else:
-                ended = await execute_confirmed(state, pending, ctx.write_timeout_seconds, ctx.visibility,
-                                                ctx.cancel_request, approvals=ctx.approvals)
+                try:
+                    ended = await execute_confirmed(state, pending, ctx.write_timeout_seconds, ctx.visibility,
+                                                    ctx.cancel_request, approvals=ctx.approvals)
+                finally:
+                    journal.write_done(state, pending)
                 if ended is not None:
                     return ended
         else:
             declined = "the user declined" if is_no(inbound.text) else "the user changed the subject"
             tr.decline(state, pending, Rule.USER_DECLINED.value, f"{declined}: {pending.detail}")
+            journal.write_verdict(pending, Verdict.DECLINED, Rule.USER_DECLINED.value, declined)
     return await _agent_loop(ctx)
 
 
+def _journal(ctx: TurnContext) -> JournalLog:
+    if ctx.journal is None:
+        ctx.journal = JournalLog(ctx.state)
+    return ctx.journal
+
+
 async def _agent_loop(ctx: TurnContext) -> Optional[str]:
-    state = ctx.state
+    state, journal = ctx.state, _journal(ctx)
     consecutive_rejections = 0
     for _ in range(MAX_MODEL_STEPS_PER_TURN):
         if ctx.cancel_request() is not None:
@@ -111,8 +130,9 @@ async def _agent_loop(ctx: TurnContext) -> Optional[str]:
             # Interrupt rule (README, "Interrupts"): the user spoke again while the model was
             # thinking; a reply, a write to confirm, an end or a transfer proposed for the older
             # message is discarded and the newer message is answered with the whole state.
-            tr.reject(state, Rule.SUPERSEDED.value, "a newer user message arrived while this was being proposed",
-                      result.action.model_dump(mode="json"))
+            reason = "a newer user message arrived while this was being proposed"
+            tr.reject(state, Rule.SUPERSEDED.value, reason, result.action.model_dump(mode="json"))
+            journal.call_verdict(Verdict.SUPERSEDED, Rule.SUPERSEDED.value, reason)
             return replies.SUPERSEDED
         if result is None:
             consecutive_rejections += 1
@@ -120,6 +140,7 @@ async def _agent_loop(ctx: TurnContext) -> Optional[str]:
             verdict = validate_proposal(state, result.action)
             if not verdict.accepted:
                 tr.reject(state, verdict.rule.value, verdict.reason, result.action.model_dump(mode="json"))
+                journal.call_verdict(Verdict.REJECTED, verdict.rule.value, verdict.reason)
                 consecutive_rejections += 1
             else:
                 consecutive_rejections = 0
@@ -139,21 +160,26 @@ def _is_read(action: Any) -> bool:
 
 async def _propose(ctx: TurnContext) -> Optional[ModelResult]:
     """One model call, cancelled if a cancel arrives meanwhile (raises ``Interrupted``)."""
-    state = ctx.state
+    state, journal = ctx.state, _journal(ctx)
     ctx.visibility.publish(state, "model proposing the next action")
     handle = workflow.start_activity_method(
         ModelActivitiesApi.propose_action,
-        ModelRequest(conversation_id=state.conversation_id, snapshot=render_snapshot(state)),
+        ModelRequest(conversation_id=state.conversation_id, turn=state.turn, call_seq=journal.next_call(),
+                     prompt_version=PROMPT_VERSION, view=state_view(state)),
         heartbeat_timeout=HEARTBEAT_TIMEOUT, start_to_close_timeout=MODEL_TIMEOUT,
         retry_policy=MODEL_RETRY,
         summary=f"model proposes the next action (turn {state.turn})",
     )
     try:
         result = await cancellable(handle, ctx.cancel_request)
+    except Interrupted:
+        journal.call_verdict(Verdict.CANCELLED, Rule.CANCELLED.value, "the model call was cancelled")
+        raise
     except ActivityError as err:
         # the type only: the message may quote model output, which may quote the user
         workflow.logger.warning("model call failed at turn %s: %s", state.turn, type(err.cause).__name__)
-        tr.reject(state, Rule.MALFORMED_OUTPUT.value, f"model call failed {failure_reason(err)}"[:1000])
+        rejection = tr.reject(state, Rule.MALFORMED_OUTPUT.value, f"model call failed {failure_reason(err)}"[:1000])
+        journal.call_verdict(Verdict.MALFORMED, rejection.rule, rejection.reason)
         return None
     tr.record_usage(state, result.model, result.input_tokens, result.output_tokens)
     return result
@@ -162,13 +188,16 @@ async def _propose(ctx: TurnContext) -> Optional[ModelResult]:
 async def _apply(ctx: TurnContext, action: Any, needs_confirmation: bool) -> Optional[str]:
     """Run an accepted action; returns the reply that ends the turn, or None to ask the
     model again. A write (``needs_confirmation``) is only shown, never run, here."""
-    state = ctx.state
+    state, journal = ctx.state, _journal(ctx)
     if action.kind == "reply":
+        journal.call_verdict(Verdict.REPLIED)
         return action.text
     if action.kind == "end":
+        journal.call_verdict(Verdict.ENDED)
         tr.close(state, ConversationStatus.ENDED, "ended by the assistant")
         return action.text
     if action.kind == "transfer_to_human":
+        journal.call_verdict(Verdict.TRANSFERRED)
         await open_ticket(state, action.summary, keys.transfer_ticket_key(state.conversation_id, state.turn))
         tr.close(state, ConversationStatus.TRANSFERRED, "transferred to a human agent")
         return replies.TRANSFERRED
@@ -176,13 +205,20 @@ async def _apply(ctx: TurnContext, action: Any, needs_confirmation: bool) -> Opt
     if not needs_confirmation:
         try:
             result = await read(state, call, cancel_requested=ctx.cancel_request)
+        except Interrupted:
+            journal.call_verdict(Verdict.CANCELLED, Rule.CANCELLED.value, "the read was cancelled")
+            raise
         except ActivityError as err:
             # retries are exhausted (e.g. the database is down): keep the state, tell the user
-            tr.reject(state, Rule.TOOL_ERROR.value, f"{call.name} failed: {failure_reason(err)}", tr.proposal_of(call))
+            rejection = tr.reject(state, Rule.TOOL_ERROR.value, f"{call.name} failed: {failure_reason(err)}",
+                                  tr.proposal_of(call))
+            journal.call_verdict(Verdict.READ_RAN, rejection.rule, rejection.reason, Outcome.UNKNOWN)
             return replies.SYSTEM_UNAVAILABLE
         tr.apply_read_result(state, call, result.result)
+        journal.call_verdict(Verdict.READ_RAN, outcome=result.outcome)
         return None
     operation = keys.operation_id(state.conversation_id, state.turn)
+    journal.call_verdict(Verdict.SHOWN)
     tr.await_confirmation(state, operation, call, describe(state, call))
     ctx.visibility.publish(state)
     return replies.confirmation_prompt(state.pending_confirmation.detail)

@@ -12,6 +12,12 @@ what to do:
   input that fails ``parse_proposed_action``. The RetryPolicy bounds the attempts;
   the workflow then records a rejection.
 
+Each call renders its input from the state view in the request (``render_request(view,
+prompt_version)``) and records itself in the decision log (``activities.journal``): one
+``model_calls`` row per (conversation, turn, call_seq), upserted, so a retried attempt or a
+reset re-running the call overwrites its row; a malformed or failed call is recorded too
+(no proposal). A journal write that fails is logged and the call goes on (see ``_record``).
+
 Each call carries ``metadata.user_id`` = the conversation id (an opaque id; the
 offline stand-in finds a benchmark conversation's plan by it). Offline,
 ``offline_client`` puts the stand-in model (``systems.model``) behind the very same SDK
@@ -20,7 +26,9 @@ call through an in-process ASGI transport; only the transport differs.
 
 from __future__ import annotations
 
-from datetime import timedelta
+import asyncio
+import logging
+from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
 import anthropic
@@ -34,9 +42,13 @@ from activities.llm.wire import MalformedOutput, build_create_kwargs, read_propo
 from workflows.activity_api import ModelActivitiesApi
 from workflows.contracts import ModelRequest, ModelResult
 from workflows.errors import ErrorType
+from workflows.prompt import PROMPT_VERSION, ModelSnapshot, UnknownPromptVersion, render_request
 
 if TYPE_CHECKING:
+    from activities.journal.store import JournalStore
     from systems.model.server import Plans
+
+log = logging.getLogger("statekeeper.model")
 
 REJECTED = ErrorType.MODEL_REQUEST_REJECTED.value
 UNAVAILABLE = ErrorType.MODEL_UNAVAILABLE.value
@@ -122,49 +134,105 @@ def map_api_error(exc: Exception) -> ApplicationError:
     return ApplicationError(f"model call failed: {type(exc).__name__}: {exc}", type=UNAVAILABLE)
 
 
+def _snapshot(req: ModelRequest) -> ModelSnapshot:
+    """The model input of ``req``: its view rendered with its prompt version, or the
+    snapshot a v0.1.0 workflow sent. Raises a non-retryable ``ModelRequestRejected`` for
+    an unknown prompt version (a newer worker's prompt: no retry can render it here)."""
+    if req.view is None:
+        assert req.snapshot is not None  # ModelRequest requires one of them
+        return req.snapshot
+    try:
+        return render_request(req.view, req.prompt_version or PROMPT_VERSION)
+    except UnknownPromptVersion as exc:
+        raise ApplicationError(f"unknown prompt version {exc.args[0]!r}", type=REJECTED, non_retryable=True) from exc
+
+
 class ModelActivities(ModelActivitiesApi):
     """Holds the SDK client; register ``instance.propose_action`` with the worker.
 
     ``client`` must be built with ``max_retries=0`` (``build_client``/``offline_client``);
-    ``max_tokens`` bounds the model's output per call.
+    ``max_tokens`` bounds the model's output per call; ``journal`` (None: not recorded)
+    receives one decision-log row per call.
     """
 
-    def __init__(self, client: AsyncAnthropic, model: str, max_tokens: int = 1024) -> None:
+    def __init__(self, client: AsyncAnthropic, model: str, max_tokens: int = 1024,
+                 journal: Optional["JournalStore"] = None) -> None:
         self.client = client
         self.model = model
         self.max_tokens = max_tokens
+        self.journal = journal
 
     @activity.defn
     async def propose_action(self, req: ModelRequest) -> ModelResult:
-        """Ask the model for the next action on ``req.snapshot``.
+        """Ask the model for the next action on ``req``'s view (or legacy snapshot), and
+        record the call in the journal (also when it fails).
 
         Returns the validated proposal with the responding model id and token usage.
         Raises ``ApplicationError`` of type ModelRequestRejected (non-retryable),
         ModelUnavailable or MalformedModelOutput (both retryable).
         """
+        snapshot = _snapshot(req)
         kwargs = build_create_kwargs(
-            req.snapshot, model=self.model, max_tokens=self.max_tokens, conversation_id=req.conversation_id
+            snapshot, model=self.model, max_tokens=self.max_tokens, conversation_id=req.conversation_id
         )
+        response: Any = None
         try:
-            async with heartbeating():
-                response = await self.client.messages.create(**kwargs)
-        except anthropic.AnthropicError as exc:
-            raise map_api_error(exc) from exc
-        except TypeError as exc:
-            # The SDK raises a bare TypeError when no api key / token is configured.
-            if "authentication method" not in str(exc):
-                raise
-            raise ApplicationError(f"model credentials: {exc}", type=REJECTED, non_retryable=True) from exc
-        try:
-            action = read_proposal(response)
-        except MalformedOutput as exc:
-            raise ApplicationError(
-                str(exc), {"model": response.model, "stop_reason": response.stop_reason}, type=MALFORMED
-            ) from exc
+            try:
+                async with heartbeating():
+                    response = await self.client.messages.create(**kwargs)
+            except anthropic.AnthropicError as exc:
+                raise map_api_error(exc) from exc
+            except TypeError as exc:
+                # The SDK raises a bare TypeError when no api key / token is configured.
+                if "authentication method" not in str(exc):
+                    raise
+                raise ApplicationError(f"model credentials: {exc}", type=REJECTED, non_retryable=True) from exc
+            try:
+                action = read_proposal(response)
+            except MalformedOutput as exc:
+                raise ApplicationError(
+                    str(exc), {"model": response.model, "stop_reason": response.stop_reason}, type=MALFORMED
+                ) from exc
+        except Exception:
+            await self._record(req, response, None)
+            raise
         usage: Any = response.usage
-        return ModelResult(
+        result = ModelResult(
             action=action,
             model=response.model,
             input_tokens=usage.input_tokens or 0,
             output_tokens=usage.output_tokens or 0,
         )
+        await self._record(req, response, result)
+        return result
+
+    async def _record(self, req: ModelRequest, response: Any, result: Optional[ModelResult]) -> None:
+        """Upsert this call's decision-log row (only for requests that carry a view and a
+        ``call_seq``: v0.1.0's snapshots have no key to record under).
+
+        A journal failure never fails the model call: the proposal is what the conversation
+        needs, and failing would spend another model call per retry and stop every
+        conversation while the journal is down. The failure is logged (ids only, no
+        personal data) and the decision-log row is missing for this call."""
+        if self.journal is None or req.view is None or req.call_seq < 1:
+            return
+        from activities.journal.store import ModelCallRecord  # noqa: PLC0415  (SQLAlchemy only when journaling)
+
+        usage: Any = getattr(response, "usage", None)
+        customer = req.view.get("customer") or {}
+        record = ModelCallRecord(
+            conversation_id=req.conversation_id, turn=req.turn, call_seq=req.call_seq,
+            customer_id=customer.get("user_id") if isinstance(customer, dict) else None,
+            prompt_version=req.prompt_version or PROMPT_VERSION,
+            model=getattr(response, "model", None) or self.model, view=req.view,
+            proposal=result.action.model_dump(mode="json") if result else None,
+            stop_reason=getattr(response, "stop_reason", None),
+            input_tokens=getattr(usage, "input_tokens", 0) or 0, output_tokens=getattr(usage, "output_tokens", 0) or 0,
+            recorded_at=datetime.now(timezone.utc),
+        )
+        try:
+            async with heartbeating():
+                await asyncio.to_thread(self.journal.record_model_call, record)
+        except Exception as exc:  # noqa: BLE001  (any journal failure; see above)
+            log.warning("decision log: model call %s.t%d.c%d not recorded: %s", req.conversation_id, req.turn,
+                        req.call_seq, type(exc).__name__)

@@ -67,6 +67,17 @@ class BrainFault(Exception):
         self.headers = headers or {}
 
 
+@dataclass(frozen=True)
+class StoppedEarly:
+    """Returned by a brain to make the server answer as a provider does when generation
+    stopped before the tool call was complete: ``stop_reason`` ``"refusal"`` (a safety
+    refusal) or ``"pause_turn"`` (a long turn paused), with the partial ``action`` as the
+    tool input. Lets tests show such a response is never acted on."""
+
+    stop_reason: str
+    action: dict
+
+
 def offline_brain(view: dict, plan: Optional[dict] = None, offered: Optional[frozenset[str]] = None) -> dict:
     """Default brain: ``scripted_brain`` when the conversation has a plan, else ``rules_brain``.
     ``offered``: the tools the request lets the answer call (None: all); the scripted brain
@@ -137,6 +148,8 @@ def offline_app(brain: Optional[Brain] = None, plans: Optional[Plans] = None) ->
         digest = hashlib.sha256(
             json.dumps([body["model"], prompt_chars], sort_keys=True).encode()
         ).hexdigest()
+        early = action.stop_reason if isinstance(action, StoppedEarly) else None
+        action = action.action if isinstance(action, StoppedEarly) else action
         output = json.dumps(action, sort_keys=True)
         # the provider's rule: output that would pass the request's max_tokens stops there
         # (stop_reason "max_tokens"), with whatever input was produced so far
@@ -151,7 +164,7 @@ def offline_app(brain: Optional[Brain] = None, plans: Optional[Plans] = None) ->
                 input_tokens=approx_tokens(prompt_chars),
                 output_tokens=min(approx_tokens(output), limit) if cut and limit else approx_tokens(output),
                 tool_name=answered_tool_name(body),
-                stop_reason="max_tokens" if cut else "tool_use",
+                stop_reason=early or ("max_tokens" if cut else "tool_use"),
             ),
             headers={"request-id": f"req_offline_{digest[:24]}"},
         )
