@@ -93,11 +93,12 @@ def print_report(report: BacktestReport, show: int = 30) -> None:
     differing = [r for r in report.rows if r.result is not Difference.SAME]
     if differing and show:
         table = Table(title=f"Calls that differ under {report.prompt_version} / {report.model}")
-        for col in ("conversation", "turn.call", "recorded", "verdict", "new", "verdict ", "result"):
-            table.add_column(col)
+        for col in ("conversation", "turn.call", "recorded → verdict", "new → verdict", "difference"):
+            table.add_column(col, overflow="fold")
         for r in differing[:show]:
-            table.add_row(r.conversation_id, f"{r.turn}.{r.call_seq}", describe(r.recorded_proposal),
-                          r.recorded_verdict, describe(r.new_proposal), r.new_verdict, r.result.value)
+            table.add_row(escape(r.conversation_id), f"{r.turn}.{r.call_seq}",
+                          escape(f"{describe(r.recorded_proposal)} → {r.recorded_verdict}"),
+                          escape(f"{describe(r.new_proposal)} → {r.new_verdict}"), r.result.value.replace("_", " "))
         console.print(table)
         if len(differing) > show:
             console.print(f"... and {len(differing) - show} more (see --json)")
