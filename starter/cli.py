@@ -1,5 +1,5 @@
-"""The ``statekeeper`` command line: dev, worker, api, chat, state, taubench, link; the journal's
-transcript, decisions and journal erase/purge (``starter.journal_cli``)."""
+"""The ``statekeeper`` command line: dev, worker, api, chat, state, taubench, link, backtest; the
+journal's transcript, decisions and journal erase/purge (``starter.journal_cli``)."""
 
 from __future__ import annotations
 
@@ -27,6 +27,7 @@ from rich.table import Table
 from settings import Settings
 from starter import devstate
 from starter.api_server import api_beside
+from starter.backtest_cli import backtest
 from starter.client import ConversationError, client_for
 from starter.devserver import DevServerError
 from starter.journal_cli import decisions, journal_app, transcript
@@ -40,6 +41,7 @@ app.command()(link)
 app.command()(transcript)
 app.command()(decisions)
 app.add_typer(journal_app, name="journal")
+app.command()(backtest)
 console = Console()
 
 

@@ -53,8 +53,18 @@ class PromptVersion(BaseModel):
     note: str = ""
 
 
+def _variant(suffix: str, withheld: set[str], note: str) -> PromptVersion:
+    return PromptVersion(name=f"{PROMPT_VERSION}-{suffix}", withheld_tools=frozenset(withheld), note=note)
+
+
 PROMPT_VERSIONS: dict[str, PromptVersion] = {
     PROMPT_VERSION: PromptVersion(name=PROMPT_VERSION, note="policy, every tool, action guide"),
+    # experiments for ``statekeeper backtest``: the offline stand-in does not read prose, so a
+    # variant that makes a difference to it withholds tools (they leave the wire schema too)
+    f"{PROMPT_VERSION}-no-returns": _variant(
+        "no-returns", {"return_delivered_order_items"}, "the current prompt without the return tool"),
+    f"{PROMPT_VERSION}-no-order-reads": _variant(
+        "no-order-reads", {"get_order_details"}, "the current prompt without the order read"),
 }
 
 

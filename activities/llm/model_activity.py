@@ -173,7 +173,8 @@ class ModelActivities(ModelActivitiesApi):
         """
         snapshot = _snapshot(req)
         kwargs = build_create_kwargs(
-            snapshot, model=self.model, max_tokens=self.max_tokens, conversation_id=req.conversation_id
+            snapshot, model=self.model, max_tokens=self.max_tokens, conversation_id=req.conversation_id,
+            prompt_version=req.prompt_version or PROMPT_VERSION,
         )
         response: Any = None
         try:

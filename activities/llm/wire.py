@@ -12,6 +12,10 @@ anyOf at the top level", HTTP 400). ``propose_input_schema()`` therefore flatten
 union into one object schema whose properties are the union of the variants' fields,
 with ``kind`` as an enum. The model's input is still exactly a ``ProposedAction``
 dict, and ``parse_proposed_action`` (pydantic, strict) remains the real validator.
+
+A prompt version (``workflows.prompt.PROMPT_VERSIONS``) may withhold tools: the schema
+of a call then lists only the version's tools under ``tool``, so a provider decoding
+under the schema cannot propose the others (the policy still validates whatever comes back).
 """
 
 from __future__ import annotations
@@ -23,7 +27,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from workflows.actions import parse_proposed_action, proposed_action_json_schema
-from workflows.prompt import ModelSnapshot
+from workflows.prompt import PROMPT_VERSION, ModelSnapshot
+from workflows.prompt import prompt_version as named_prompt
 
 PROPOSE_TOOL_NAME = "propose_action"
 PROPOSE_TOOL_DESCRIPTION = (
@@ -55,8 +60,8 @@ def _merge_property(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in a.items() if k in b and b[k] == v}
 
 
-@functools.lru_cache(maxsize=1)
-def _flattened_schema() -> dict[str, Any]:
+@functools.lru_cache(maxsize=8)
+def _flattened_schema(withheld: frozenset[str] = frozenset()) -> dict[str, Any]:
     union = _strip_discriminators(proposed_action_json_schema())
     defs = union.get("$defs", {})
     kinds: list[str] = []
@@ -74,6 +79,7 @@ def _flattened_schema() -> dict[str, Any]:
             used_by.setdefault(name, []).append(kind)
     for name, kinds_using in used_by.items():
         properties[name]["description"] = "Only with kind " + " or ".join(kinds_using) + "."
+    _withhold(properties, kinds, defs, withheld)
     schema = {
         "type": "object",
         "properties": {"kind": {"type": "string", "enum": kinds}, **properties},
@@ -82,6 +88,21 @@ def _flattened_schema() -> dict[str, Any]:
     }
     schema["$defs"] = {name: defs[name] for name in sorted(_reachable(schema, defs))}
     return schema
+
+
+def _withhold(properties: dict[str, Any], kinds: list[str], defs: dict[str, Any], withheld: frozenset[str]) -> None:
+    """Drop the tool-call variants of the ``withheld`` tools from ``properties["tool"]``
+    (in place); with no tool left, ``tool_call`` leaves the ``kind`` enum as well."""
+    if not withheld:
+        return
+    tool = properties["tool"]
+    offered = [ref for ref in tool["oneOf"]
+               if defs[ref["$ref"].rsplit("/", 1)[-1]]["properties"]["name"].get("const") not in withheld]
+    if offered:
+        tool["oneOf"] = offered
+    else:
+        del properties["tool"]
+        kinds.remove("tool_call")
 
 
 def _reachable(node: Any, defs: dict[str, Any], seen: set[str] | None = None) -> set[str]:
@@ -103,18 +124,19 @@ def _reachable(node: Any, defs: dict[str, Any], seen: set[str] | None = None) ->
     return seen
 
 
-def propose_input_schema() -> dict[str, Any]:
-    """The ``input_schema`` of ``propose_action``: an object schema (no top-level
-    combinator) whose instances are ``ProposedAction`` dicts. Returns a fresh copy."""
-    return copy.deepcopy(_flattened_schema())
+def propose_input_schema(version: str = PROMPT_VERSION) -> dict[str, Any]:
+    """The ``input_schema`` of ``propose_action`` under prompt ``version``: an object schema
+    (no top-level combinator) whose instances are ``ProposedAction`` dicts calling only the
+    version's tools. Returns a fresh copy. Raises ``UnknownPromptVersion``."""
+    return copy.deepcopy(_flattened_schema(named_prompt(version).withheld_tools))
 
 
-def propose_tool_param() -> dict[str, Any]:
-    """The ``tools=[...]`` entry: ``{"name", "description", "input_schema"}``."""
+def propose_tool_param(version: str = PROMPT_VERSION) -> dict[str, Any]:
+    """The ``tools=[...]`` entry of prompt ``version``: ``{"name", "description", "input_schema"}``."""
     return {
         "name": PROPOSE_TOOL_NAME,
         "description": PROPOSE_TOOL_DESCRIPTION,
-        "input_schema": propose_input_schema(),
+        "input_schema": propose_input_schema(version),
     }
 
 
@@ -124,18 +146,21 @@ def forced_tool_choice() -> dict[str, str]:
 
 
 def build_create_kwargs(
-    snapshot: ModelSnapshot, *, model: str, max_tokens: int, conversation_id: str
+    snapshot: ModelSnapshot, *, model: str, max_tokens: int, conversation_id: str,
+    prompt_version: str = PROMPT_VERSION,
 ) -> dict[str, Any]:
     """Keyword arguments of ``client.messages.create`` for one stateless call:
-    ``system`` is the snapshot's system text, the single user message its content, and
+    ``system`` is the snapshot's system text, the single user message its content,
     ``metadata.user_id`` the conversation id (the API's opaque end-user id; the offline
-    stand-in finds a conversation's registered plan by it)."""
+    stand-in finds a conversation's registered plan by it), and the tool's schema offers
+    the tools of ``prompt_version`` (the version the snapshot was rendered with).
+    Raises ``UnknownPromptVersion``."""
     return {
         "model": model,
         "max_tokens": max_tokens,
         "system": snapshot.system,
         "messages": [{"role": "user", "content": snapshot.content}],
-        "tools": [propose_tool_param()],
+        "tools": [propose_tool_param(prompt_version)],
         "tool_choice": forced_tool_choice(),
         "metadata": {"user_id": conversation_id},
     }

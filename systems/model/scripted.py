@@ -12,7 +12,9 @@ variants an item change swaps in. The next action is a pure function of the plan
 the state view (``view.py``), so it is replay-safe and independent of the transcript.
 Progress is found from evidence in the view — completed operations and rejected
 proposals for writes; observations or loaded facts for reads — so it survives the
-bounded observation window.
+bounded observation window. A read the request does not offer (a prompt version that
+withholds it) is skipped, as a read that failed is: the plan goes on and the caller's
+policy decides; a withheld write is left to ``view.honour_offered``.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from systems.model.view import (
     canon,
     is_read,
     observation_of,
+    offers,
     proposal_key,
     reply,
     tool_call,
@@ -49,7 +52,7 @@ def normalise_plan(plan: Any) -> dict[str, Any]:
     return {"user": user, "actions": actions}
 
 
-def _identify(view: dict, plan: dict[str, Any]) -> dict[str, Any]:
+def _identify(view: dict, plan: dict[str, Any], offered: Optional[frozenset[str]] = None) -> dict[str, Any]:
     """Step 1: the first lookup not yet tried: the plan's own, then email, then name+zip."""
     user = plan["user"]
     candidates: list[tuple[str, dict[str, Any]]] = []
@@ -67,7 +70,7 @@ def _identify(view: dict, plan: dict[str, Any]) -> dict[str, Any]:
             )
         )
     for name, args in candidates:
-        if not tried(view, name, args):
+        if offers(offered, name) and not tried(view, name, args):
             return tool_call(name, args)
     return reply(IDENTIFY_TEXT)
 
@@ -86,13 +89,13 @@ def _read_done(view: dict, name: str, kwargs: dict[str, Any]) -> bool:
     return observation_of(view, name, kwargs) is not None
 
 
-def next_plan_index(view: dict, actions: list[dict[str, Any]]) -> int:
+def next_plan_index(view: dict, actions: list[dict[str, Any]], offered: Optional[frozenset[str]] = None) -> int:
     """Index of the next plan action to propose; ``len(actions)`` when all are handled.
 
     A write (or transfer) is handled when a completed operation or a rejected proposal
     equals it; duplicates are matched by count (a failed write, recorded both as an
     operation and as a tool-error rejection, counts once). From just after the highest handled
-    write, reads already done and ``think`` steps are skipped.
+    write, reads already done or not ``offered`` (None: all are) and ``think`` steps are skipped.
     """
     evidence: Counter[str] = Counter()
     failed: Counter[tuple[str, int]] = Counter()
@@ -124,23 +127,27 @@ def next_plan_index(view: dict, actions: list[dict[str, Any]]) -> int:
     j = last_write + 1
     while j < len(actions):
         name, kwargs = actions[j].get("name", ""), actions[j].get("kwargs") or {}
-        if name == "think" or (is_read(name) and _read_done(view, name, kwargs)):
+        if name == "think" or (is_read(name) and (not offers(offered, name) or _read_done(view, name, kwargs))):
             j += 1
             continue
         break
     return j
 
 
-def _prerequisite(view: dict, name: str, kwargs: dict[str, Any]) -> Optional[dict[str, Any]]:
+def _prerequisite(view: dict, name: str, kwargs: dict[str, Any],
+                  offered: Optional[frozenset[str]] = None) -> Optional[dict[str, Any]]:
     """Step 4: the read a write on an order needs first, or None. A read already tried
-    and still missing is not proposed again: the write goes ahead and the workflow decides."""
+    and still missing, or not offered, is not proposed: the write goes ahead and the
+    workflow decides."""
     order_id = kwargs.get("order_id")
     if not order_id:
         return None
     orders = view.get("orders") or {}
     if order_id not in orders:
         args = {"order_id": order_id}
-        return None if tried(view, "get_order_details", args) else tool_call("get_order_details", args)
+        if tried(view, "get_order_details", args) or not offers(offered, "get_order_details"):
+            return None
+        return tool_call("get_order_details", args)
     if name not in ITEM_CHANGE_TOOLS:
         return None
     product_of = {item["item_id"]: item["product_id"] for item in orders[order_id].get("items") or []}
@@ -149,7 +156,7 @@ def _prerequisite(view: dict, name: str, kwargs: dict[str, Any]) -> Optional[dic
         product_id = product_of.get(old)
         if product_id and product_id not in products:
             args = {"product_id": product_id}
-            if not tried(view, "get_product_details", args):
+            if offers(offered, "get_product_details") and not tried(view, "get_product_details", args):
                 return tool_call("get_product_details", args)
     return None
 
@@ -177,8 +184,10 @@ def closing_text(view: dict) -> str:
     return "Summary of this conversation:\n" + "\n".join(lines) + "\nThank you for contacting us. Goodbye."
 
 
-def scripted_brain(view: dict, plan: Optional[dict[str, Any]]) -> dict[str, Any]:
-    """Next raw action (``ProposedAction`` dict) for a benchmark run, from the plan and the view.
+def scripted_brain(view: dict, plan: Optional[dict[str, Any]],
+                   offered: Optional[frozenset[str]] = None) -> dict[str, Any]:
+    """Next raw action (``ProposedAction`` dict) for a benchmark run, from the plan and the
+    view; ``offered`` names the tools the request offers (None: all of them).
 
     Raises ``ValueError`` when there is no plan or it is not of the shape above.
     """
@@ -187,22 +196,24 @@ def scripted_brain(view: dict, plan: Optional[dict[str, Any]]) -> dict[str, Any]
     plan = normalise_plan(plan)
     customer = view.get("customer")
     if customer is None:
-        return _identify(view, plan)
+        return _identify(view, plan, offered)
     if not customer.get("details_loaded"):
         args = {"user_id": customer["user_id"]}
-        if not tried(view, "get_user_details", args):
+        if offers(offered, "get_user_details") and not tried(view, "get_user_details", args):
             return tool_call("get_user_details", args)
     actions = plan["actions"]
-    j = next_plan_index(view, actions)
+    j = next_plan_index(view, actions, offered)
     if j >= len(actions):
         return {"kind": "end", "text": closing_text(view)}
     name, kwargs = actions[j]["name"], actions[j].get("kwargs") or {}
+    if name != TRANSFER_TOOL and not offers(offered, name):
+        return tool_call(name, kwargs)  # a withheld write: no reads for it; honour_offered transfers
     if not is_read(name):
         pending = view.get("pending_confirmation")
         if pending and canon(pending["call"]["name"], pending["call"]["arguments"]) == canon(name, kwargs):
             # Already shown to the customer: ask for the yes instead of proposing it twice.
             return reply(f"Please confirm: {pending.get('detail') or name}. Reply yes to proceed.")
-        needed = _prerequisite(view, name, kwargs)
+        needed = _prerequisite(view, name, kwargs, offered)
         if needed is not None:
             return needed
     return _as_action(name, kwargs)

@@ -15,7 +15,8 @@ The stand-in's own knowledge, held here as plain values rather than imported:
 - ``RULE_MALFORMED_OUTPUT`` / ``RULE_USER_DECLINED``: rule ids it reacts to when it finds
   them in the view's ``rejections``.
 
-Also the small view helpers both brains share (raw action dicts, evidence look-ups).
+Also the small view helpers both brains share (raw action dicts, evidence look-ups), and
+``honour_offered``: what becomes of a call of a tool the request did not offer.
 """
 
 from __future__ import annotations
@@ -85,6 +86,30 @@ def tool_call(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
 def reply(text: str) -> dict[str, Any]:
     """Raw ``reply`` action dict."""
     return {"kind": "reply", "text": text}
+
+
+def transfer(summary: str) -> dict[str, Any]:
+    """Raw ``transfer_to_human`` action dict."""
+    return {"kind": "transfer_to_human", "summary": summary}
+
+
+def offers(offered: Optional[frozenset[str]], name: str) -> bool:
+    """True when the request lets the answer call ``name`` (``offered`` None: no limit)."""
+    return offered is None or name in offered
+
+
+def honour_offered(action: dict[str, Any], offered: Optional[frozenset[str]]) -> dict[str, Any]:
+    """``action`` as a provider decoding under the request's schema can produce it: a call of
+    a tool the request did not offer (``offered``, see ``wire.offered_tool_names``) becomes a
+    transfer to a human agent, which the caller's policy prescribes for a request that cannot
+    be handled with the tools at hand. Other actions pass unchanged."""
+    if action.get("kind") != "tool_call":
+        return action
+    name = str((action.get("tool") or {}).get("name", ""))
+    if offers(offered, name):
+        return action
+    return transfer(f"The customer's request needs {name.replace('_', ' ')}, which I cannot do here; "
+                    "please take over.")
 
 
 def proposal_key(proposal: Optional[dict[str, Any]]) -> Optional[str]:

@@ -6,7 +6,9 @@ The request checks the real API makes that matter to our callers (required field
 one ``tool_use`` block, and the ``{"type": "error", ...}`` error body.
 
 The stand-in only ever answers with a tool call: to the tool the request forces with
-``tool_choice``, else the first tool offered, else ``DEFAULT_TOOL_NAME``.
+``tool_choice``, else the first tool offered, else ``DEFAULT_TOOL_NAME``. Which of the
+caller's own tools that call may name is read from the answered tool's ``input_schema``
+(``offered_tool_names``): a provider decoding under the schema never produces another.
 """
 
 from __future__ import annotations
@@ -91,6 +93,43 @@ def answered_tool_name(body: dict[str, Any]) -> str:
         return str(choice["name"])
     tools = body.get("tools") or []
     return str(tools[0]["name"]) if tools else DEFAULT_TOOL_NAME
+
+
+def _resolve(node: Any, defs: dict[str, Any]) -> Any:
+    ref = node.get("$ref") if isinstance(node, dict) else None
+    if isinstance(ref, str) and ref.startswith("#/$defs/"):
+        return defs.get(ref.rsplit("/", 1)[-1])
+    return node
+
+
+def offered_tool_names(body: dict[str, Any]) -> Optional[frozenset[str]]:
+    """The caller's tool names the answered tool's ``input_schema`` allows under its
+    ``tool`` property: each ``oneOf``/``anyOf`` variant's ``name`` (``const`` or ``enum``).
+    An empty set when its ``kind`` enum leaves out ``tool_call``; None when the request
+    carries no such tool or its schema does not enumerate names (no limit)."""
+    answered = answered_tool_name(body)
+    tool = next((t for t in body.get("tools") or [] if isinstance(t, dict) and t.get("name") == answered), None)
+    schema = tool.get("input_schema") if tool else None
+    if not isinstance(schema, dict) or not isinstance(schema.get("properties"), dict):
+        return None
+    defs = schema.get("$defs") or {}
+    prop = _resolve(schema["properties"].get("tool"), defs)
+    if prop is None:
+        kinds = (schema["properties"].get("kind") or {}).get("enum")
+        return frozenset() if isinstance(kinds, list) and "tool_call" not in kinds else None
+    variants = prop.get("oneOf") or prop.get("anyOf") if isinstance(prop, dict) else None
+    if not isinstance(variants, list):
+        return None
+    names: set[str] = set()
+    for variant in variants:
+        name = ((_resolve(variant, defs) or {}).get("properties") or {}).get("name") or {}
+        if "const" in name:
+            names.add(str(name["const"]))
+        elif isinstance(name.get("enum"), list):
+            names.update(str(v) for v in name["enum"])
+        else:
+            return None  # a variant whose name is free text: the schema does not limit names
+    return frozenset(names)
 
 
 def text_of(content: Any) -> str:
