@@ -23,15 +23,13 @@ from pydantic import ValidationError
 from workflows.actions import parse_proposed_action
 from workflows.approvals import Approval
 from workflows.journal import ACCEPTED_VERDICTS, Verdict
+from workflows.migrations import StateIncompatible, load_state
 from workflows.policy import validate_proposal
 from workflows.state import ConversationState, StepStatus
 
 ACCEPTED = "accepted"
 MALFORMED = "malformed"
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
-_VIEW_ONLY = ("schema_version",)
-"""View keys that are not read back: the view's own schema is the state's at record time."""
-
 
 class Difference(str, Enum):
     """How one re-asked model call compares with the recorded one."""
@@ -56,12 +54,12 @@ def state_from_view(view: dict[str, Any]) -> ConversationState:
     its detail names (only its order matters to the policy: one decision per order at a time).
     Raises ``UnreadableView``.
     """
-    data = {k: v for k, v in view.items() if k not in _VIEW_ONLY}
+    # the view carries the schema version of its state: an older one goes through the same
+    # migration chain a saved state does (workflows.migrations)
     try:
-        state = ConversationState.model_validate(data)
-    except ValidationError as err:
-        raise UnreadableView(f"the view does not load as the current state: {err.error_count()} error(s), "
-                             f"first at {'.'.join(str(p) for p in err.errors()[0]['loc'])}") from err
+        state = load_state(dict(view))
+    except StateIncompatible as err:
+        raise UnreadableView(f"the view does not load as the current state: {err.reason}") from err
     for step in state.steps:
         if step.status is StepStatus.AWAITING_APPROVAL:
             order_id = next((o for o in state.orders if o in step.detail), None)

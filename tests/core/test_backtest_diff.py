@@ -137,3 +137,19 @@ def test_labels_show_no_personal_data():
     assert describe(call("find_user_id_by_email", email=EMAIL)) == "find_user_id_by_email()"
     assert describe(call("get_user_details", user_id=CUSTOMER)) == "get_user_details()"
     assert describe(None) == MALFORMED and describe({"kind": "reply", "text": "hi"}) == "reply"
+
+
+def test_a_view_recorded_under_an_older_state_schema_is_migrated_before_the_policy_judges_it():
+    view = state_view(authenticated())
+    view["schema_version"] = 1  # v1 held money as float
+    for order in view["orders"].values():
+        order["total"] = float(order["total"])
+        for item in order["items"]:
+            item["price"] = float(item["price"])
+    rebuilt = state_from_view(view)
+    assert rebuilt.schema_version == 2 and str(rebuilt.orders[PENDING].total) == "826.70"
+    for proposal in PROPOSALS:
+        assert policy_class(rebuilt, proposal) == policy_class(authenticated(), proposal)
+    view["schema_version"] = 99
+    with pytest.raises(UnreadableView, match="newer version"):
+        state_from_view(view)
