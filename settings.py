@@ -76,6 +76,19 @@ class Settings(BaseSettings):
     """Key of the ``CustomerId`` pseudonyms (``workflows.pseudonym``). None: a random key
     kept in ``<data_dir>/pseudonym.key`` (created 0600 on first use)."""
 
+    codec_enabled: bool = True
+    """Payload encryption (``starter.codec``): every payload sent to Temporal is AES-GCM encrypted."""
+    codec_keys: Optional[SecretStr] = None
+    """``id:base64key,...`` (16/24/32-byte AES keys). None: ``<data_dir>/codec.keys``, which
+    ``statekeeper dev`` creates (0600) when missing; other processes refuse to start without a key."""
+    codec_key_id: Optional[str] = None
+    """The key that encrypts (the others only decrypt: rotation). None: the first listed."""
+    codec_port: int = 8234
+    """Where ``statekeeper dev`` serves the codec server for the Web UI (``codec-server --port``)."""
+    codec_cors_origins: Optional[str] = None
+    """Comma-separated origins allowed to call the codec server. None: the embedded Web UI
+    (``http://127.0.0.1:<ui_port>``, ``http://localhost:<ui_port>``)."""
+
     sandbox_project_modules: bool = False
     """True: the project's workflow modules load inside the workflow sandbox in every run
     (strict, slower; the tests run so); False: they are passed through (see ``worker``)."""

@@ -27,6 +27,7 @@ from activities.retail_port import RetailPort
 from activities.tools import ToolActivities
 from settings import Settings
 from starter.connection import connect
+from starter.logs import configure_logging
 from starter.preflight import StartupRefused, check_task_queue, ensure_search_attributes
 from starter.system_of_record import fingerprint, worker_identity
 from systems.model.plans import PlanBook
@@ -140,7 +141,7 @@ async def run_worker(settings: Optional[Settings] = None, tools: Optional[ToolAc
 
 
 if __name__ == "__main__":
-    logging.basicConfig(level=logging.INFO)
+    configure_logging(logging.INFO)
     try:
         asyncio.run(run_worker())
     except StartupRefused as refused:

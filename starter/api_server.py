@@ -15,17 +15,20 @@ from activities.journal.store import JournalStore
 from settings import Settings
 from starter.api import create_app
 from starter.client import StatekeeperClient, client_for
-from starter.connection import connect
+from starter.connection import connect, data_converter
 
 
 def serve(settings: Settings, host: str, port: int) -> None:
     """Run the API for ``settings`` until interrupted; it connects to Temporal when it starts
-    serving (and retries on demand while Temporal is unreachable)."""
+    serving (and retries on demand while Temporal is unreachable). Raises
+    ``starter.codec.CodecKeyMissing`` at once when encryption is on and has no key."""
+    data_converter(settings)  # refuse to start without a codec key, not on the first request
+
     async def connected() -> StatekeeperClient:
         return client_for(await connect(settings), settings)
 
     uvicorn.run(create_app(connected, lambda: JournalStore(settings.resolved_journal_url())), host=host, port=port,
-                log_level="info")
+                log_level="info", log_config=None)  # records go through the root logger's redaction
 
 
 @contextlib.asynccontextmanager
@@ -37,7 +40,8 @@ async def api_beside(temporal_client: Client, settings: Settings, host: Optional
     port = settings.api_port if port is None else port
     app = create_app(lambda: client_for(temporal_client, settings),
                      lambda: JournalStore(settings.resolved_journal_url()))
-    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on"))
+    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on",
+                                                log_config=None))
     task = asyncio.create_task(server.serve())
     while not server.started:
         if task.done():

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from settings import Settings
 from starter import devstate
-from starter.devserver import DevServerError
+from starter.devserver import DevServerError, private_log
 
 LOG_TAIL_LINES = 15
 """Lines of the background log shown when it fails to start (the reason is in the last ones)."""
@@ -48,7 +48,7 @@ def start_detached(settings: Settings, timeout_seconds: float = 90.0) -> devstat
     if settings.dev_state_file is not None:
         env["STATEKEEPER_DEV_STATE_FILE"] = str(devstate.state_file(settings))
     log = log_path(settings)
-    with open(log, "ab") as out:
+    with private_log(log) as out:
         proc = subprocess.Popen([sys.executable, "-m", "starter.cli", "dev", "--record-state"], env=env,
                                 stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 start_new_session=True)

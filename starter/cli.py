@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import os
 import sys
 import uuid
@@ -29,9 +30,11 @@ from starter import devstate
 from starter.api_server import api_beside
 from starter.backtest_cli import backtest
 from starter.client import ConversationError, client_for
+from starter.codec_server import codec_for_dev, codec_server
 from starter.devserver import DevServerError
 from starter.journal_cli import decisions, journal_app, transcript
 from starter.links import link
+from starter.logs import configure_logging
 from starter.preflight import StartupRefused
 from starter.runtime import runtime
 from starter.taubench import TauBenchRunner, load_tasks, report_json
@@ -42,6 +45,7 @@ app.command()(transcript)
 app.command()(decisions)
 app.add_typer(journal_app, name="journal")
 app.command()(backtest)
+app.command("codec-server")(codec_server)
 console = Console()
 
 
@@ -54,6 +58,13 @@ def _settings() -> Settings:
 
 def _ui_url(settings: Settings) -> str:
     return f"http://127.0.0.1:{settings.ui_port}/namespaces/{settings.temporal_namespace}/workflows"
+
+
+@app.callback()
+def _logging() -> None:
+    """Every command logs warnings and errors to stderr with personal data redacted
+    (``starter.logs``); ``worker``, ``api`` and ``codec-server`` log from INFO."""
+    configure_logging(logging.WARNING)
 
 
 @app.command()
@@ -75,15 +86,16 @@ def dev(detach: bool = typer.Option(False, "--detach", help="Run in the backgrou
         return
 
     async def main() -> None:
-        async with runtime(settings) as rt, contextlib.AsyncExitStack() as stack:
+        async with runtime(settings, create_key=True) as rt, contextlib.AsyncExitStack() as stack:
             where = "started embedded server" if rt.started_server else "using the server already running"
             served: Optional[str] = None
             try:
                 api_url = served = await stack.enter_async_context(api_beside(rt.client, settings))
             except OSError as err:  # e.g. the port is taken: the worker and the Web UI still serve
                 api_url = f"not served ({err}; set STATEKEEPER_API_PORT)"
+            codec_url = await codec_for_dev(stack, settings)
             console.print(f"[green]statekeeper dev[/]: {where} at {settings.temporal_address}; "
-                          f"Web UI {_ui_url(settings)}; HTTP API {api_url}; worker on task queue "
+                          f"Web UI {_ui_url(settings)}; HTTP API {api_url}; codec server {codec_url}; worker on task queue "
                           f"'{settings.task_queue}'{' (offline stand-in model)' if settings.offline else ''}; "
                           f"data in {settings.data_dir}. Ctrl-C to stop.")
             if record_state:
@@ -112,6 +124,7 @@ def worker() -> None:
     """Run a worker against the configured Temporal server."""
     from worker import run_worker
 
+    configure_logging(logging.INFO)  # the startup line ("worker polling ...") is INFO
     with _interruptible():
         asyncio.run(run_worker(_settings()))
 
@@ -122,8 +135,10 @@ def api(host: Optional[str] = typer.Option(None, help="Interface to listen on (d
     """Serve the HTTP API for backend services (OpenAPI at /docs) against the configured Temporal server."""
     from starter.api_server import serve
 
+    configure_logging(logging.INFO)
     settings = _settings()
-    serve(settings, host or settings.api_host, settings.api_port if port is None else port)
+    with _interruptible():
+        serve(settings, host or settings.api_host, settings.api_port if port is None else port)
 
 
 @app.command()

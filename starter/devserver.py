@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import shutil
 import socket
 import subprocess
@@ -51,7 +52,8 @@ def reachable(address: str, timeout_seconds: float = 0.5) -> bool:
 
 
 def dev_server_command(settings: Settings, db_file: Optional[Path]) -> list[str]:
-    """The ``temporal server start-dev`` command line for ``settings``."""
+    """The ``temporal server start-dev`` command line for ``settings`` (with the codec on,
+    the Web UI decodes through ``codec_endpoint(settings)``)."""
     host, port = _host_port(settings.temporal_address)
     cmd = [str(temporal_binary()), "server", "start-dev", "--ip", host, "--port", str(port),
            "--ui-port", str(settings.ui_port), "--log-level", "error"]
@@ -61,7 +63,20 @@ def dev_server_command(settings: Settings, db_file: Optional[Path]) -> list[str]
                 "--sqlite-pragma", "synchronous=normal"]
     for key in SEARCH_ATTRIBUTES:
         cmd += ["--search-attribute", f"{key.name}={attribute_type_name(key)}"]
+    if settings.codec_enabled:  # the Web UI decodes payloads in the browser through the codec server
+        cmd += ["--ui-codec-endpoint", codec_endpoint(settings)]
     return cmd
+
+
+def codec_endpoint(settings: Settings) -> str:
+    """The codec server's URL as the Web UI calls it (``statekeeper dev`` serves it on loopback)."""
+    return f"http://127.0.0.1:{settings.codec_port}"
+
+
+def private_log(path: Path):
+    """``path`` opened for appending, created 0600 (logs can hold ids an operator needs and,
+    in a library's message we did not redact, worse)."""
+    return os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600), "ab")
 
 
 def attribute_type_name(key: SearchAttributeKey) -> str:
@@ -115,8 +130,9 @@ async def embedded_temporal(settings: Settings, *, persist: bool = True,
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     db_file = settings.data_dir / "temporal.sqlite" if persist else None
     log_path = settings.data_dir / "temporal-server.log"
-    log = open(log_path, "ab")
-    proc = subprocess.Popen(dev_server_command(settings, db_file), stdout=log, stderr=subprocess.STDOUT)
+    log = private_log(log_path)
+    # umask 077: the server's database (history, visibility) and its WAL files are created 0600
+    proc = subprocess.Popen(dev_server_command(settings, db_file), stdout=log, stderr=subprocess.STDOUT, umask=0o077)
     try:
         await asyncio.to_thread(wait_until_reachable, settings.temporal_address, proc, "temporal dev server",
                                 log_path, startup_timeout_seconds)

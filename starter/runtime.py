@@ -12,6 +12,7 @@ from temporalio.client import Client
 from settings import Settings
 from starter.connection import connect
 from starter.devserver import embedded_temporal
+from starter.preflight import StartupRefused
 from systems.retail.backend import RetailBackend
 from worker import build_backend, build_worker, preflight
 
@@ -25,11 +26,14 @@ class Runtime(NamedTuple):
     started_server: bool
 
 
-async def connect_with_retry(settings: Settings, attempts: int = 50) -> Client:
-    """Connect to Temporal, retrying while a just-started server finishes booting."""
+async def connect_with_retry(settings: Settings, attempts: int = 50, *, create_key: bool = False) -> Client:
+    """Connect to Temporal, retrying while a just-started server finishes booting
+    (``create_key``: see ``starter.connection.connect``)."""
     for attempt in range(attempts):
         try:
-            return await connect(settings)
+            return await connect(settings, create_key=create_key)
+        except StartupRefused:  # e.g. no codec key: waiting does not help
+            raise
         except RuntimeError:
             if attempt == attempts - 1:
                 raise
@@ -38,15 +42,19 @@ async def connect_with_retry(settings: Settings, attempts: int = 50) -> Client:
 
 
 @contextlib.asynccontextmanager
-async def runtime(settings: Settings, *, with_worker: bool = True) -> AsyncIterator[Runtime]:
+async def runtime(settings: Settings, *, with_worker: bool = True, create_key: bool = False) -> AsyncIterator[Runtime]:
     """Server + client + backend (+ a worker running in this process).
+
+    The payload codec's key is created in the data directory when none is configured if
+    ``create_key`` (``statekeeper dev``) or this call started the embedded server (a local
+    run); otherwise a missing key raises ``starter.codec.CodecKeyMissing``.
 
     Before using the server it runs ``worker.preflight``: missing search attributes are
     registered, and ``StartupRefused`` is raised (nothing started here keeps running) when an
     attribute has the wrong type or, with a worker, when the task queue is served by another
     system of record."""
     async with embedded_temporal(settings) as started:
-        client = await connect_with_retry(settings)
+        client = await connect_with_retry(settings, create_key=create_key or started)
         await preflight(client, settings, serving=with_worker)
         backend = await asyncio.to_thread(build_backend, settings)
         if not with_worker:

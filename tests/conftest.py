@@ -26,6 +26,12 @@ from settings import Settings
 from starter.connection import data_converter
 from workflows.options import SEARCH_ATTRIBUTES
 
+TEST_CODEC_KEYS = "test-2:dGVzdC1jb2RlYy1rZXktMi0wMTIzNDU2Nzg5YWJjZGU=,test-1:dGVzdC1jb2RlYy1rZXktMS0wMTIzNDU2Nzg5YWJjZGU="
+"""Payload encryption is on in every test, as in production: every Settings of this process
+and every process a test starts gets these keys (current ``test-2``, ``test-1`` only decrypts:
+rotation), unless the test removes them to exercise the data directory's key file."""
+os.environ.setdefault("STATEKEEPER_CODEC_KEYS", TEST_CODEC_KEYS)
+
 POSTGRES_URL = os.environ.get("STATEKEEPER_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
 
 

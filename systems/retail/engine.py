@@ -8,7 +8,9 @@ insert-once, and the "is this store seeded" check.
 
 from __future__ import annotations
 
-from contextlib import contextmanager
+import os
+from contextlib import contextmanager, suppress
+from pathlib import Path
 from typing import Any, Iterator
 
 import sqlalchemy as sa
@@ -46,6 +48,19 @@ def _install_sqlite_events(engine: Engine) -> None:
         engine.dispose()  # pooled connections predate the connect hook
 
 
+def _private_sqlite_file(database: Any) -> None:
+    """Create the SQLite file 0600 before SQLite does (it would use the umask, often 0644);
+    SQLite gives its WAL and journal files the database file's mode. An existing file is
+    made 0600 too: it holds customers' personal data."""
+    if not database or database == ":memory:" or str(database).startswith("file:"):
+        return
+    path = Path(database)
+    with suppress(OSError):  # e.g. a missing directory or another owner's file: SQLite says why
+        os.close(os.open(path, os.O_RDONLY | os.O_CREAT, 0o600))
+        if path.stat().st_mode & 0o077:
+            path.chmod(0o600)
+
+
 def make_engine(url: str, **kwargs: Any) -> Engine:
     """Engine for the system of record.
 
@@ -55,6 +70,7 @@ def make_engine(url: str, **kwargs: Any) -> Engine:
     :func:`sqlalchemy.create_engine`.
     """
     if sa.make_url(url).get_backend_name() == "sqlite":
+        _private_sqlite_file(sa.make_url(url).database)
         connect_args = {"check_same_thread": False, "timeout": 30}
         engine = sa.create_engine(url, connect_args=connect_args, **kwargs)
         _install_sqlite_events(engine)

@@ -1,0 +1,188 @@
+"""Payload encryption: an AES-GCM ``PayloadCodec`` with key ids and rotation, and where its
+keys come from. Every payload a client or worker of statekeeper sends to Temporal (inputs,
+results, memos, summaries, current details, failure messages) leaves the process encrypted;
+the Temporal server, its database and anyone reading raw histories see only ciphertext.
+
+Wire format of an encrypted payload: metadata ``encoding: binary/encrypted`` and
+``encryption-key-id: <id>``; data ``nonce (12 bytes) || AES-GCM(serialized inner payload)``
+with the key id as associated data (a ciphertext moved under another key id does not
+decrypt). Payloads without that encoding (recorded before the codec existed, or by a client
+with the codec off) decode unchanged.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import os
+import re
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping, Optional, Sequence
+
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from temporalio.api.common.v1 import Payload
+from temporalio.converter import PayloadCodec
+
+from settings import Settings
+from starter.preflight import StartupRefused
+
+ENCODING = b"binary/encrypted"
+"""The ``encoding`` metadata of an encrypted payload (the value Temporal's samples use)."""
+KEY_ID = "encryption-key-id"
+"""Metadata naming the key that encrypted a payload."""
+NONCE_BYTES = 12
+KEY_ID_PATTERN = re.compile(r"[A-Za-z0-9._-]{1,64}")
+KEY_FILE = "codec.keys"
+"""The key file in the data directory (``id:base64key`` lines, the first is current)."""
+
+
+class CodecKeyError(ValueError):
+    """A key configuration that cannot be used (bad id, bad base64, wrong key length, a
+    current id that is not listed), or a payload that does not decrypt with the keys known
+    (unknown key id, tampered or foreign ciphertext). Messages name key ids, never keys."""
+
+
+class CodecKeyMissing(StartupRefused):
+    """Payload encryption is on and no key is configured (no ``STATEKEEPER_CODEC_KEYS``, no
+    key file in the data directory). Raised before anything talks to Temporal."""
+
+
+@dataclass(frozen=True)
+class Keyring:
+    """AES keys by id (16, 24 or 32 bytes each) and the id that encrypts (``current``);
+    every key decrypts. Rotation: add a new key, make it current, keep the old ones as long
+    as histories encrypted with them are kept."""
+
+    keys: Mapping[str, bytes]
+    current: str
+
+    def __post_init__(self) -> None:
+        if not self.keys:
+            raise CodecKeyError("no codec key is listed")
+        for key_id, key in self.keys.items():
+            if not KEY_ID_PATTERN.fullmatch(key_id):
+                raise CodecKeyError(f"codec key id {key_id!r} is not 1-64 of [A-Za-z0-9._-]")
+            if len(key) not in (16, 24, 32):
+                raise CodecKeyError(f"codec key {key_id!r} is {len(key)} bytes; AES needs 16, 24 or 32")
+        if self.current not in self.keys:
+            raise CodecKeyError(f"the current codec key id {self.current!r} is not among the keys "
+                                f"({', '.join(sorted(self.keys))})")
+
+    @classmethod
+    def parse(cls, text: str, current: Optional[str] = None) -> "Keyring":
+        """Keys from ``id:base64key`` entries separated by commas or newlines (blank entries
+        ignored); ``current`` defaults to the first id. Raises ``CodecKeyError``."""
+        keys: dict[str, bytes] = {}
+        for entry in re.split(r"[,\n]", text):
+            entry = entry.strip()
+            if not entry:
+                continue
+            key_id, sep, encoded = entry.partition(":")
+            if not sep:
+                raise CodecKeyError("a codec key entry is not `id:base64key`")
+            if key_id.strip() in keys:
+                raise CodecKeyError(f"codec key id {key_id.strip()!r} is listed twice")
+            try:
+                keys[key_id.strip()] = base64.b64decode(encoded.strip(), validate=True)
+            except (binascii.Error, ValueError):
+                raise CodecKeyError(f"codec key {key_id.strip()!r} is not valid base64") from None
+        if not keys:
+            raise CodecKeyError("no codec key is listed")
+        return cls(keys=keys, current=current or next(iter(keys)))
+
+    @classmethod
+    def generate(cls) -> "Keyring":
+        """A new keyring of one random 256-bit key with a random id ``dev-<8 hex>``."""
+        key_id = f"dev-{secrets.token_hex(4)}"
+        return cls(keys={key_id: AESGCM.generate_key(bit_length=256)}, current=key_id)
+
+    def dump(self) -> str:
+        """The ``id:base64key`` lines, current first (what ``parse`` reads back)."""
+        ordered = [self.current, *(k for k in self.keys if k != self.current)]
+        return "".join(f"{k}:{base64.b64encode(self.keys[k]).decode()}\n" for k in ordered)
+
+
+class EncryptionCodec(PayloadCodec):
+    """AES-GCM payload codec over a ``Keyring``: encodes with the current key, decodes with
+    whichever key the payload names; passes through payloads it did not encrypt."""
+
+    def __init__(self, keyring: Keyring) -> None:
+        self.keyring = keyring
+        self._ciphers = {key_id: AESGCM(key) for key_id, key in keyring.keys.items()}
+
+    async def encode(self, payloads: Sequence[Payload]) -> list[Payload]:
+        """Each payload serialized and encrypted with the current key (a fresh nonce each)."""
+        key_id = self.keyring.current
+        cipher = self._ciphers[key_id]
+        out = []
+        for payload in payloads:
+            nonce = os.urandom(NONCE_BYTES)
+            sealed = cipher.encrypt(nonce, payload.SerializeToString(), key_id.encode())
+            out.append(Payload(metadata={"encoding": ENCODING, KEY_ID: key_id.encode()}, data=nonce + sealed))
+        return out
+
+    async def decode(self, payloads: Sequence[Payload]) -> list[Payload]:
+        """Each encrypted payload decrypted with the key it names; others unchanged.
+        Raises ``CodecKeyError`` for an unknown key id or a payload that fails to authenticate."""
+        return [self.decrypt(p) if p.metadata.get("encoding") == ENCODING else p for p in payloads]
+
+    def decrypt(self, payload: Payload) -> Payload:
+        """One encrypted payload's inner payload. Raises ``CodecKeyError``."""
+        key_id = payload.metadata.get(KEY_ID, b"").decode("ascii", "replace")
+        cipher = self._ciphers.get(key_id)
+        if cipher is None:
+            raise CodecKeyError(f"a payload is encrypted with codec key {key_id!r}, which is not configured "
+                                f"(known: {', '.join(sorted(self._ciphers))})")
+        data = payload.data
+        try:
+            return Payload.FromString(cipher.decrypt(data[:NONCE_BYTES], data[NONCE_BYTES:], key_id.encode()))
+        except (InvalidTag, ValueError):
+            raise CodecKeyError(f"a payload marked with codec key {key_id!r} does not decrypt with it") from None
+
+
+def key_file(settings: Settings) -> Path:
+    """The data directory's key file (what ``statekeeper dev`` writes when no key is configured)."""
+    return settings.data_dir / KEY_FILE
+
+
+def codec_keyring(settings: Settings, create: bool = False) -> Optional[Keyring]:
+    """The keys of ``settings``: None when the codec is off (``codec_enabled`` false);
+    ``codec_keys`` when set; else the data directory's key file; else, with ``create``
+    (``statekeeper dev`` and the CLI's local runs), a new key written there (mode 0600,
+    race-safe: a concurrent creator's file wins). ``codec_key_id`` picks the current key.
+
+    Raises ``CodecKeyMissing`` without a key and without ``create``, ``CodecKeyError`` for
+    a key configuration that cannot be used."""
+    if not settings.codec_enabled:
+        return None
+    if settings.codec_keys is not None:
+        return Keyring.parse(settings.codec_keys.get_secret_value(), settings.codec_key_id)
+    path = key_file(settings)
+    if not path.exists():
+        if not create:
+            raise CodecKeyMissing(
+                f"payload encryption is on and no key is configured: set STATEKEEPER_CODEC_KEYS "
+                f"(`id:base64key,...`), run `statekeeper dev` once to create {path}, or point "
+                f"STATEKEEPER_DATA_DIR at the data directory that holds it (STATEKEEPER_CODEC_ENABLED=false "
+                f"turns encryption off)")
+        settings.data_dir.mkdir(parents=True, exist_ok=True)
+        # written whole under a private name, then linked in: a reader never sees half a file
+        partial = path.with_name(f".{KEY_FILE}.{os.getpid()}.{secrets.token_hex(4)}")
+        with os.fdopen(os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as handle:
+            handle.write(Keyring.generate().dump())
+        try:
+            os.link(partial, path)
+        except FileExistsError:
+            pass  # another process made it first: use theirs
+        finally:
+            partial.unlink()
+    return Keyring.parse(path.read_text(), settings.codec_key_id)
+
+
+def payload_codec(settings: Settings, create: bool = False) -> Optional[EncryptionCodec]:
+    """The codec for ``settings`` (None when encryption is off); see ``codec_keyring``."""
+    keyring = codec_keyring(settings, create=create)
+    return None if keyring is None else EncryptionCodec(keyring)

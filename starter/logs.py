@@ -1,0 +1,87 @@
+"""Logging for statekeeper's processes, with personal data redacted at every level.
+
+Log records are formatted by the SDK, SQLAlchemy and uvicorn from values we do not control
+(an activity's failure with its arguments, a SQL error with its parameters, a request's query
+string), so redaction works on the formatted text of every record (message, exception and
+stack): e-mail addresses, payment method ids, SQL parameters and the values of personal
+fields (``email``, ``first_name``, ``address1``, ``zip``, ``payment_method_id``, ``user_id``,
+...; in JSON, Python reprs, ``key=value`` and query strings) become placeholders. The ids an
+operator needs (orders, items, conversations, workflow and activity ids) stay.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import Optional
+
+EMAIL = re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}")
+PAYMENT_METHOD = re.compile(r"\b(?:credit_card|debit_card|gift_card|paypal|bank_account|apple_pay)_\d+\b")
+PERSONAL_FIELDS = ("email", "email_lc", "first_name", "last_name", "full_name", "address1", "address2", "city",
+                   "zip", "zip_code", "postal_code", "phone", "payment_method_id", "user_id", "customer_id",
+                   "expected_user_id", "last_four")
+"""Field names whose values are personal: the customer's identity, address and payment
+methods. Matched as whole names."""
+_QUOTED = r"\"(?:[^\"\\]|\\.)*\"|'(?:[^'\\]|\\.)*'"
+PERSONAL_VALUE = re.compile(
+    r"(?P<key>[\"']?\b(?:" + "|".join(PERSONAL_FIELDS) + r")\b[\"']?\s*(?::|=)\s*)"
+    r"(?P<value>" + _QUOTED + r"|[^\s,;)}\]&\"']+)")
+SQL_PARAMETERS = re.compile(r"\[parameters: .*?\](?=\s*(?:\n|\(Background|$))", re.DOTALL)
+REDACTED = "<redacted>"
+
+
+def redact(text: str) -> str:
+    """``text`` with personal data replaced: SQL parameter lists, personal fields' values
+    (``<redacted>``, quotes kept), e-mail addresses (``<email>``) and payment method ids
+    (``<payment_method>``). Idempotent."""
+    text = SQL_PARAMETERS.sub(f"[parameters: {REDACTED}]", text)
+    text = PERSONAL_VALUE.sub(_field, text)
+    text = EMAIL.sub("<email>", text)
+    return PAYMENT_METHOD.sub("<payment_method>", text)
+
+
+def _field(match: re.Match) -> str:
+    value = match.group("value")
+    quote = value[0] if value[:1] in ("'", '"') else ""
+    return f"{match.group('key')}{quote}{REDACTED}{quote}"
+
+
+class RedactingFilter(logging.Filter):
+    """A handler filter that redacts (``redact``) each record's message, exception text and
+    stack before any formatter sees them; it never drops a record."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if getattr(record, "_statekeeper_redacted", False):
+            return True  # a record reaching several handlers is redacted once
+        try:
+            message = record.getMessage()
+        except Exception:  # a broken format string: keep the raw text, redacted
+            message = f"{record.msg} {record.args}"
+        record.msg, record.args = redact(message), None
+        if record.exc_info and not record.exc_text:
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
+        if record.exc_text:
+            record.exc_text = redact(record.exc_text)
+        if record.stack_info:
+            record.stack_info = redact(record.stack_info)
+        record._statekeeper_redacted = True
+        return True
+
+
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+
+def configure_logging(level: int = logging.INFO, stream: Optional[object] = None) -> None:
+    """Log records at ``level`` and above to stderr (or ``stream``) with ``LOG_FORMAT``, every
+    handler of the root logger (and the last-resort handler used when none is configured)
+    redacting personal data. Idempotent; a later call changes the level."""
+    root = logging.getLogger()
+    if not root.handlers:
+        handler = logging.StreamHandler(stream)  # type: ignore[arg-type]
+        handler.setFormatter(logging.Formatter(LOG_FORMAT))
+        root.addHandler(handler)
+    root.setLevel(level)
+    handlers = [*root.handlers, *([logging.lastResort] if logging.lastResort else [])]
+    for handler in handlers:
+        if not any(isinstance(f, RedactingFilter) for f in handler.filters):
+            handler.addFilter(RedactingFilter())
