@@ -16,6 +16,8 @@ import re
 from typing import Optional
 
 EMAIL = re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}")
+USER_ID = re.compile(r"\b[a-z]+_[a-z]+_\d{4}\b")
+"""The reference system's customer ids (``first_last_1234``): they hold the person's name."""
 PAYMENT_METHOD = re.compile(r"\b(?:credit_card|debit_card|gift_card|paypal|bank_account|apple_pay)_\d+\b")
 PERSONAL_FIELDS = ("email", "email_lc", "first_name", "last_name", "full_name", "address1", "address2", "city",
                    "zip", "zip_code", "postal_code", "phone", "payment_method_id", "user_id", "customer_id",
@@ -32,12 +34,13 @@ REDACTED = "<redacted>"
 
 def redact(text: str) -> str:
     """``text`` with personal data replaced: SQL parameter lists, personal fields' values
-    (``<redacted>``, quotes kept), e-mail addresses (``<email>``) and payment method ids
-    (``<payment_method>``). Idempotent."""
+    (``<redacted>``, quotes kept), e-mail addresses (``<email>``), payment method ids
+    (``<payment_method>``) and customer ids (``<user_id>``). Idempotent."""
     text = SQL_PARAMETERS.sub(f"[parameters: {REDACTED}]", text)
     text = PERSONAL_VALUE.sub(_field, text)
     text = EMAIL.sub("<email>", text)
-    return PAYMENT_METHOD.sub("<payment_method>", text)
+    text = PAYMENT_METHOD.sub("<payment_method>", text)
+    return USER_ID.sub("<user_id>", text)
 
 
 def _field(match: re.Match) -> str:

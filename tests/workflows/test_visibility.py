@@ -14,6 +14,7 @@ from google.protobuf.json_format import MessageToDict
 from temporalio.api.sdk.v1 import WorkflowMetadata
 from temporalio.client import WorkflowHandle
 
+from starter.connection import data_converter
 from tests.policy_fixtures import CARD, CUSTOMER, DELIVERED, EMAIL, GIFT, PENDING
 from tests.workflow_harness import ListBrain, call, reply, running_worker
 from workflows.options import CUSTOMER_ID, ORDER_IDS, STATUS, STEP
@@ -25,13 +26,18 @@ PERSONAL = (EMAIL, CUSTOMER, "Sanchez", "Sunset Drive", "92147", "San Diego", CA
 
 async def operator_view(handle: WorkflowHandle) -> str:
     """Everything an operator sees of a run, as text: current details (metadata query),
-    the user metadata of every history event (activity summaries, details) and every
+    the user metadata of every history event (activity summaries, details; decrypted, as
+    the Web UI shows them through the codec server) and every
     search attribute the run set."""
     metadata = await handle.query("__temporal_workflow_metadata", result_type=WorkflowMetadata)
     seen = [metadata.current_details, json.dumps(MessageToDict(metadata.definition))]
+    codec = data_converter().payload_codec  # summaries are encrypted; the Web UI decodes them as here
     async for event in handle.fetch_history_events():
         as_dict = MessageToDict(event)
-        seen.append(json.dumps(as_dict.get("userMetadata", {})))
+        for field in ("summary", "details"):
+            if event.HasField("user_metadata") and event.user_metadata.HasField(field):
+                [plain] = await codec.decode([getattr(event.user_metadata, field)])
+                seen.append(plain.data.decode())
         for attributes in as_dict.values():
             if isinstance(attributes, dict) and "searchAttributes" in attributes:
                 seen.append(json.dumps(attributes["searchAttributes"]))

@@ -114,6 +114,8 @@ async def test_workers_on_the_same_database_scale_out(temporal_env, settings, tm
             second.terminate()
             second.wait(timeout=30)
             log.close()
+    logged = (tmp_path / "second-worker.log").read_text()
+    assert f"worker polling {settings.task_queue}" in logged, logged  # `statekeeper worker` configures logging
     assert _status(backend, PENDING) == "cancelled"
     assert len(backend.ledger_entries("main")) == 1 and backend.duplicate_writes("main") == 0
 

@@ -1,0 +1,90 @@
+"""Logs never hold personal data (``starter.logs``): the texts our processes really log
+(a SQL error with its parameters, an activity failure carrying the user document, an access
+log line with a customer id) lose the customer's email, names, address and payment method
+ids at every level, while the ids an operator needs stay."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+
+import pytest
+
+from starter.logs import RedactingFilter, configure_logging, redact
+from tests.policy_fixtures import CARD, CUSTOMER, EMAIL, GIFT, PENDING, data
+
+USER = data()["users"][CUSTOMER]
+PERSONAL = (EMAIL, CUSTOMER, USER["name"]["first_name"], USER["name"]["last_name"], USER["address"]["address1"],
+            USER["address"]["city"], USER["address"]["zip"], CARD, GIFT)
+
+SQL_ERROR = f"""(sqlite3.OperationalError) database is locked
+[SQL: SELECT users.user_id FROM users WHERE users.email_lc = ?]
+[parameters: ('{EMAIL}',)]
+(Background on this error at: https://sqlalche.me/e/20/e3q8)"""
+ACTIVITY_FAILURE = (f"Completing activity as failed ({{'activity_id': '7', 'activity_type': 'get_user_details', "
+                    f"'workflow_id': 'support-tb-1-3'}}): the user document {USER!r} for order {PENDING}")
+ACCESS_LINE = f'127.0.0.1:5312 - "GET /conversations?customer_id={CUSTOMER}&order_id=%23W4566809 HTTP/1.1" 200'
+SAMPLES = [SQL_ERROR, ACTIVITY_FAILURE, ACCESS_LINE, json.dumps(USER), f"reply to {EMAIL}: refund to {GIFT}",
+           f"user_id={CUSTOMER} payment_method_id: {CARD}"]
+
+
+def leaks(text: str) -> list[str]:
+    return [p for p in PERSONAL if p.lower() in text.lower()]
+
+
+@pytest.mark.parametrize("sample", SAMPLES)
+def test_redaction_removes_personal_values_and_keeps_ids(sample):
+    assert leaks(sample)  # the sample really carries personal data
+    cleaned = redact(sample)
+    assert leaks(cleaned) == []
+    assert redact(cleaned) == cleaned  # idempotent
+    assert (PENDING in cleaned) == (PENDING in sample)  # order ids stay
+    if "activity_type" in sample:
+        assert "get_user_details" in cleaned and "support-tb-1-3" in cleaned
+    if "SELECT" in sample:
+        assert "SELECT users.user_id FROM users" in cleaned and "[parameters: <redacted>]" in cleaned
+
+
+@pytest.mark.parametrize("level", [logging.DEBUG, logging.INFO, logging.WARNING, logging.ERROR, logging.CRITICAL])
+def test_every_level_message_arguments_and_exceptions_are_redacted(level):
+    out = io.StringIO()
+    handler = logging.StreamHandler(out)
+    handler.addFilter(RedactingFilter())
+    second = io.StringIO()
+    also = logging.StreamHandler(second)  # a record reaching two handlers
+    also.addFilter(RedactingFilter())
+    logger = logging.getLogger(f"test.redaction.{level}")
+    logger.propagate = False
+    logger.setLevel(logging.DEBUG)
+    logger.addHandler(handler)
+    logger.addHandler(also)
+    try:
+        try:
+            raise LookupError(f"no order for {EMAIL} ({USER['address']})")
+        except LookupError:
+            logger.log(level, "lookup of %s failed: %r", CUSTOMER, {"payment_method_id": CARD}, exc_info=True,
+                       stack_info=True)
+    finally:
+        logger.removeHandler(handler)
+        logger.removeHandler(also)
+    for text in (out.getvalue(), second.getvalue()):
+        assert "lookup of <user_id> failed" in text
+        assert "LookupError" in text and "Traceback" in text and "Stack (most recent call last)" in text
+        assert leaks(text) == [], text
+
+
+def test_configure_logging_filters_the_root_handlers_and_the_last_resort():
+    root = logging.getLogger()
+    saved = root.handlers[:], root.level
+    out = io.StringIO()
+    try:
+        root.handlers = []
+        configure_logging(logging.INFO, stream=out)
+        configure_logging(logging.INFO, stream=out)  # idempotent: one handler, one filter
+        assert len(root.handlers) == 1 and len(root.handlers[0].filters) == 1
+        assert any(isinstance(f, RedactingFilter) for f in logging.lastResort.filters)
+        logging.getLogger("statekeeper.test").info("worker polling for %s", EMAIL)
+        assert "worker polling for <email>" in out.getvalue()
+    finally:
+        root.handlers, _ = saved[0], root.setLevel(saved[1])
