@@ -15,7 +15,8 @@ import logging
 import re
 from typing import Optional
 
-EMAIL = re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}")
+EMAIL = re.compile(r"[A-Za-z0-9._%+-]+(?:@|%40)[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}")
+"""An e-mail address, also URL-encoded (``%40``: in a request line of the access log)."""
 USER_ID = re.compile(r"\b[a-z]+_[a-z]+_\d{4}\b")
 """The reference system's customer ids (``first_last_1234``): they hold the person's name."""
 PAYMENT_METHOD = re.compile(r"\b(?:credit_card|debit_card|gift_card|paypal|bank_account|apple_pay)_\d+\b")

@@ -14,6 +14,8 @@ import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy.engine import Engine
 
+from systems.retail.engine import private_sqlite_file
+
 metadata = sa.MetaData()
 
 ID = sa.String(1000)
@@ -78,6 +80,7 @@ def make_engine(url: str) -> Engine:
     """Engine for the journal at ``url``: SQLite (a file; WAL, 5 s busy timeout) or
     PostgreSQL (a small pool with pre-ping, 5 s connect timeout)."""
     if sa.make_url(url).get_backend_name() == "sqlite":
+        private_sqlite_file(url)  # transcripts are personal data: 0600, like the system of record
         engine = sa.create_engine(url, connect_args={"check_same_thread": False, "timeout": 5})
         event.listen(engine, "connect", _sqlite_on_connect)
         return engine

@@ -48,10 +48,13 @@ def _install_sqlite_events(engine: Engine) -> None:
         engine.dispose()  # pooled connections predate the connect hook
 
 
-def _private_sqlite_file(database: Any) -> None:
-    """Create the SQLite file 0600 before SQLite does (it would use the umask, often 0644);
-    SQLite gives its WAL and journal files the database file's mode. An existing file is
-    made 0600 too: it holds customers' personal data."""
+def private_sqlite_file(url: str) -> None:
+    """For a SQLite file URL: create the file 0600 before SQLite does (it would use the
+    umask, often 0644); SQLite gives its WAL and journal files the database file's mode. An
+    existing file is made 0600 too: it holds customers' personal data. Other URLs: nothing."""
+    if sa.make_url(url).get_backend_name() != "sqlite":
+        return
+    database = sa.make_url(url).database
     if not database or database == ":memory:" or str(database).startswith("file:"):
         return
     path = Path(database)
@@ -70,7 +73,7 @@ def make_engine(url: str, **kwargs: Any) -> Engine:
     :func:`sqlalchemy.create_engine`.
     """
     if sa.make_url(url).get_backend_name() == "sqlite":
-        _private_sqlite_file(sa.make_url(url).database)
+        private_sqlite_file(url)
         connect_args = {"check_same_thread": False, "timeout": 30}
         engine = sa.create_engine(url, connect_args=connect_args, **kwargs)
         _install_sqlite_events(engine)

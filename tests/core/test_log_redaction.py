@@ -25,7 +25,8 @@ SQL_ERROR = f"""(sqlite3.OperationalError) database is locked
 ACTIVITY_FAILURE = (f"Completing activity as failed ({{'activity_id': '7', 'activity_type': 'get_user_details', "
                     f"'workflow_id': 'support-tb-1-3'}}): the user document {USER!r} for order {PENDING}")
 ACCESS_LINE = f'127.0.0.1:5312 - "GET /conversations?customer_id={CUSTOMER}&order_id=%23W4566809 HTTP/1.1" 200'
-SAMPLES = [SQL_ERROR, ACTIVITY_FAILURE, ACCESS_LINE, json.dumps(USER), f"reply to {EMAIL}: refund to {GIFT}",
+ENCODED_EMAIL = f'127.0.0.1:5313 - "GET /conversations/{EMAIL.replace("@", "%40")} HTTP/1.1" 404'
+SAMPLES = [SQL_ERROR, ACTIVITY_FAILURE, ACCESS_LINE, ENCODED_EMAIL, json.dumps(USER), f"reply to {EMAIL}: refund to {GIFT}",
            f"user_id={CUSTOMER} payment_method_id: {CARD}"]
 
 
