@@ -19,8 +19,9 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable
+from typing import Callable, Iterable, Optional
 
+from temporalio.api.common.v1 import Payload
 from temporalio.api.history.v1 import History
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
@@ -69,19 +70,26 @@ def count_in_text(text: str, needles: Needles) -> Counter:
     return counts
 
 
-def readable(node):
+def readable(node, decrypt: Optional[Callable[[Payload], Payload]] = None):
     """A history's JSON with every payload made readable as the server holds it: a plain
     payload's data and all metadata decoded from base64; an encrypted payload's data
-    replaced by ``<ciphertext>`` (random bytes are no text to search)."""
+    replaced by ``<ciphertext>`` (random bytes are no text to search), or, given ``decrypt``
+    (the codec's), by its decrypted content."""
     if isinstance(node, list):
-        return [readable(n) for n in node]
+        return [readable(n, decrypt) for n in node]
     if not isinstance(node, dict):
         return node
     if isinstance(node.get("metadata"), dict) and ("data" in node or "encoding" in node["metadata"]):
         metadata = {k: _text(v) for k, v in node["metadata"].items()}
-        encrypted = node["metadata"].get("encoding") == ENCRYPTED_B64
-        return {"metadata": metadata, "data": "<ciphertext>" if encrypted else _text(node.get("data", ""))}
-    return {k: readable(v) for k, v in node.items()}
+        if node["metadata"].get("encoding") != ENCRYPTED_B64:
+            return {"metadata": metadata, "data": _text(node.get("data", ""))}
+        if decrypt is None:
+            return {"metadata": metadata, "data": "<ciphertext>"}
+        inner = decrypt(Payload(metadata={k: base64.b64decode(v) for k, v in node["metadata"].items()},
+                                data=base64.b64decode(node.get("data", ""))))
+        return {"metadata": {k: v.decode("utf-8", "replace") for k, v in inner.metadata.items()},
+                "data": inner.data.decode("utf-8", "replace")}
+    return {k: readable(v, decrypt) for k, v in node.items()}
 
 
 def _text(b64: str) -> str:
@@ -91,15 +99,16 @@ def _text(b64: str) -> str:
         return b64
 
 
-async def raw_histories(address: str, namespace: str = "default") -> dict[str, tuple[bytes, str]]:
+async def raw_histories(address: str, namespace: str = "default",
+                        decrypt: Optional[Callable[[Payload], Payload]] = None) -> dict[str, tuple[bytes, str]]:
     """Every workflow run's history as the server gives it to a client WITHOUT the codec:
-    ``{workflow_id/run_id: (serialized proto, readable JSON)}``."""
+    ``{workflow_id/run_id: (serialized proto, readable JSON)}`` (``decrypt``: see ``readable``)."""
     client = await Client.connect(address, namespace=namespace, data_converter=pydantic_data_converter)
     found = {}
     async for execution in client.list_workflows():
         history = await client.get_workflow_handle(execution.id, run_id=execution.run_id).fetch_history()
         raw = History(events=history.events).SerializeToString()
-        found[f"{execution.id}/{execution.run_id}"] = (raw, json.dumps(readable(json.loads(history.to_json()))))
+        found[f"{execution.id}/{execution.run_id}"] = (raw, json.dumps(readable(json.loads(history.to_json()), decrypt)))
     return found
 
 

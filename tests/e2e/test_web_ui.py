@@ -22,6 +22,7 @@ from types import SimpleNamespace
 import pytest
 
 from settings import Settings
+from starter.codec_server import codec_beside
 from starter.connection import connect
 from starter.devserver import embedded_temporal
 from starter.links import list_query, list_url
@@ -104,7 +105,7 @@ async def _list_shows(page, url: str, workflow_id: str, shot: Path) -> None:
 
 async def test_operator_finds_the_pending_conversation_and_reads_its_current_details(tmp_path, playwright_api):
     port, ui_port = _free_port(), _free_port()
-    settings = Settings(temporal_address=f"127.0.0.1:{port}", ui_port=ui_port, data_dir=tmp_path,
+    settings = Settings(temporal_address=f"127.0.0.1:{port}", ui_port=ui_port, data_dir=tmp_path, codec_port=_free_port(),
                         database_url=f"sqlite:///{tmp_path / 'statekeeper.sqlite'}", anthropic_api_key=None,
                         task_queue=f"ui-{uuid.uuid4().hex[:6]}", sandbox_project_modules=True)
     brain = ListBrain([call("find_user_id_by_email", email=EMAIL), call("get_user_details", user_id=CUSTOMER),
@@ -112,7 +113,8 @@ async def test_operator_finds_the_pending_conversation_and_reads_its_current_det
                        reply("I found both orders."),
                        call("cancel_pending_order", order_id=PENDING, reason="no longer needed")])
     ui = f"http://127.0.0.1:{ui_port}"
-    async with embedded_temporal(settings, persist=False) as started:
+    # payloads are encrypted: the Web UI reads them through the codec server, as under `statekeeper dev`
+    async with embedded_temporal(settings, persist=False) as started, codec_beside(settings):
         assert started  # our own server with its Web UI, not one another test left running
         client = await connect(settings)
         approvals = ApprovalPolicy() if PENDING_STEP == "awaiting_approval" else None  # the default threshold
