@@ -68,7 +68,10 @@ def test_commands_from_another_directory_use_the_detached_dev_servers_data(tmp_p
         assert "Please confirm" not in again.stdout
 
         # a worker for another database on that queue refuses, and says how to fix it
-        refused = _cli(elsewhere, dict(env, STATEKEEPER_DATA_DIR=str(elsewhere / "mine")), "worker")
+        # (with the deployment's codec key: without one it would refuse for that reason first)
+        keys = (data_dir / "codec.keys").read_text()
+        refused = _cli(elsewhere, dict(env, STATEKEEPER_DATA_DIR=str(elsewhere / "mine"), STATEKEEPER_CODEC_KEYS=keys),
+                       "worker")
         message = _flat(refused)
         assert refused.returncode == 2, message
         assert "task queue 'sor-queue' is served by a worker of another system of record" in message

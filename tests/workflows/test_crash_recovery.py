@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 from starter.client import StatekeeperClient
+from starter.core import Deadlines
 from starter.taubench import TauBenchRunner, load_tasks
 from worker import build_backend
 
@@ -66,7 +67,11 @@ async def test_sigkill_after_commit_then_restart_applies_the_write_once(temporal
     task = load_tasks(ROOT / "systems" / "retail" / "data" / "tasks_dev.json")[0]
     assert [a["name"] for a in task.actions] == ["cancel_pending_order"]
     backend = build_backend(settings)
-    runner = TauBenchRunner(StatekeeperClient(temporal_env.client, settings.task_queue, write_timeout_seconds=3.0),
+    # A SIGKILL can land while the killed worker holds one of the conversation's workflow
+    # tasks (e.g. an update's, sent as the write commits): queries then wait for that task to
+    # time out (10 s) before the new worker answers, so the runner's RPCs get more than that.
+    runner = TauBenchRunner(StatekeeperClient(temporal_env.client, settings.task_queue, write_timeout_seconds=3.0,
+                                              deadlines=Deadlines(rpc_seconds=30.0)),
                             backend, run_id="crash", keep_stores=True)
     first = _worker_process(temporal_env, settings, tmp_path, fault=True)
     second = None
