@@ -43,27 +43,15 @@ class ModelCallRecord(BaseModel):
     recorded_at: datetime
 
 
-class DecisionRow(BaseModel):
+class DecisionRow(ModelCallRecord):
     """A model call joined with the workflow's verdict on it (verdict fields None while the
     turn has not been recorded). Verdict values: ``workflows.journal.Verdict``; ``outcome``:
     ``workflows.contracts.Outcome`` values."""
 
-    conversation_id: str
-    customer_id: Optional[str] = None
-    turn: int
-    call_seq: int
-    prompt_version: str
-    model: str
-    view: dict[str, Any]
-    proposal: Optional[dict[str, Any]] = None
-    stop_reason: Optional[str] = None
-    input_tokens: int = 0
-    output_tokens: int = 0
     verdict: Optional[str] = None
     rule: Optional[str] = None
     reason: Optional[str] = None
     outcome: Optional[str] = None
-    recorded_at: datetime
 
 
 class TranscriptEntry(BaseModel):
