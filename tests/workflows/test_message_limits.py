@@ -119,7 +119,10 @@ async def test_model_repeating_refused_proposals_does_not_kill_the_conversation(
         return call("modify_user_address", user_id="someone_else_1234", address1=FS * 200, address2=FS * 200,
                     city=FS * 100, state=FS * 100, country=FS * 100, zip=FS * 20)
 
-    async with running_worker(temporal_env, settings, brain=brain) as (client, _):
+    # room for the padded proposal: cut off at 1,024 tokens it would be malformed output,
+    # retried with back-off, instead of the policy rejection this test is about
+    roomy = settings.model_copy(update={"model_max_tokens": 4096})
+    async with running_worker(temporal_env, roomy, brain=brain) as (client, _):
         cid = await client.start_conversation(f"rej-{uuid.uuid4().hex[:6]}")
         sizes = []
         for turn in range(8):
