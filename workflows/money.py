@@ -23,6 +23,9 @@ def money(value: Any) -> Decimal:
     NaN or an infinity."""
     if isinstance(value, bool) or not isinstance(value, (int, float, str, Decimal)):
         raise ValueError(f"an amount of money must be a number, not {type(value).__name__}")
+    if isinstance(value, str) and not value.isascii():
+        # Decimal() reads any Unicode digit ("８２６.７０"): money is written in ASCII digits
+        raise ValueError("an amount of money must be written in ASCII digits")
     try:
         amount = Decimal(str(value).strip())
     except InvalidOperation:
