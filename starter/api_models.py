@@ -24,8 +24,10 @@ control character; ids the API itself accepts are ``ID_PATTERN``."""
 MAX_BODY_BYTES = 128 * 1024
 """Any request body larger than this is refused with 413 before it is parsed."""
 
-MessageText = Annotated[str, Field(min_length=1, max_length=MAX_USER_MESSAGE_BYTES,
-                                   json_schema_extra={"pattern": MESSAGE_PATTERN},
+# Only documented here (maxLength, pattern: at least one visible character), checked by
+# check_message: an empty or oversized text gets the conversation's own words
+# ("message text is empty", "message is 9216 bytes; the limit is 8192 bytes")
+MessageText = Annotated[str, Field(json_schema_extra={"pattern": MESSAGE_PATTERN, "maxLength": MAX_USER_MESSAGE_BYTES},
                                    description="The user's words: at least one visible character, at most "
                                                f"{MAX_USER_MESSAGE_BYTES} bytes of UTF-8, no control characters "
                                                "(tab, line feed and carriage return are text)."),

@@ -27,10 +27,11 @@ class Refusal(BaseModel):
 
 DESCRIPTIONS: dict[int, str] = {
     404: "Not found: no conversation, refund, approval or transcript with this id.",
-    409: "Conflict: the conversation has finished (ended, cancelled, transferred, escalated) or its saved "
-         "state cannot be loaded by this version (state_incompatible: the detail says why; its run failed); "
-         "an id or request id taken by another request; an approval refused (another operation's, already "
-         "decided, expired, its process finished).",
+    409: "Conflict: the conversation has finished (ended, cancelled, transferred, escalated), or its saved "
+         "state cannot be loaded by this version (state_incompatible: saved by a newer version, without a valid "
+         "schema_version, or invalid after migration; the detail says which, and its run failed); an id or "
+         "request id taken by another request; an approval refused (another operation's, already decided, "
+         "expired, its process finished).",
     413: "The request body is over the limit (128 KB), whether declared by Content-Length or streamed.",
     422: "The request is malformed: a body that is not UTF-8 JSON, holds a raw control character or nests "
          f"deeper than {MAX_JSON_DEPTH} levels; a missing, unknown or invalid field, query or path parameter "
