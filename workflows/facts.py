@@ -47,6 +47,12 @@ def _normalise(kind: str, raw: str) -> str:
     return raw
 
 
+def _glued_to_digit(text: str, start: int, end: int) -> bool:
+    """True when a digit of any script touches ``text[start:end]``: "paypal_4566８09" is
+    not the id "paypal_4566" (re.ASCII sees the full-width 8 as a boundary)."""
+    return (start > 0 and text[start - 1].isdecimal()) or (end < len(text) and text[end].isdecimal())
+
+
 def extract_facts(text: str, turn: int) -> list[PinnedFact]:
     """Facts in one user message, in order of kind then position.
 
@@ -54,9 +60,13 @@ def extract_facts(text: str, turn: int) -> list[PinnedFact]:
     """
     facts: list[PinnedFact] = []
     for kind, pattern in _PATTERNS:
-        for count, match in enumerate(pattern.finditer(text)):
+        count = 0
+        for match in pattern.finditer(text):
             if count >= MAX_FACTS_PER_KIND_PER_MESSAGE:
                 break
+            if _glued_to_digit(text, match.start(), match.end()):
+                continue
+            count += 1
             raw = match.group(0)
             facts.append(PinnedFact(kind=kind, value=_normalise(kind, raw), verbatim=raw, turn=turn))
     for count, match in enumerate(_NAME.finditer(text)):
