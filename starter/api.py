@@ -129,7 +129,8 @@ def create_app(client_factory: Optional[ClientFactory] = None,
             log.warning("Temporal not reachable at startup (%s); will retry on demand", type(err).__name__)
         yield
 
-    app = FastAPI(title="statekeeper", version="0.2.0", lifespan=lifespan,
+    # redirect_slashes off: "/conversations/" is a 404 like any unknown path, not an undocumented 307
+    app = FastAPI(title="statekeeper", version="0.2.0", lifespan=lifespan, redirect_slashes=False,
                   description="Durable LLM-driven support conversations and refunds on Temporal.")
     app.state.ensure_client = ensure_client
     app.state.ensure_journal = ensure_journal

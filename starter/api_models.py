@@ -47,7 +47,7 @@ def PathId(name: str, max_length: int = 256) -> object:  # noqa: N802 (a type fa
     """``Annotated[str, Path(...)]`` of an id in the URL path: no control characters or slashes."""
     return Annotated[str, Path(min_length=1, max_length=max_length, json_schema_extra={"pattern": PATH_ID_PATTERN},
                                description=f"The {name}."),
-                     refuse_controls(f"the {name}")]
+                     refuse_controls(f"the {name}", is_id=True)]
 
 
 ConversationId = PathId("conversation id")

@@ -39,7 +39,7 @@ from workflows.opening import ConversationOpened, OpenConversation
 from workflows.options import DEFAULT_WRITE_TIMEOUT_SECONDS, STATUS
 from workflows.state import ConversationState
 from workflows.support import SupportWorkflow, support_workflow_id
-from workflows.user_text import control_problem, message_problem
+from workflows.user_text import control_problem, id_problem, message_problem
 
 __all__ = ["ConversationError", "Deadlines", "StatekeeperClient"]
 
@@ -224,7 +224,7 @@ def _check_ids(**ids: Optional[str]) -> None:
     """Refuse (``invalid``) an id with a control character: it would become part of a
     workflow or update id and of every log line and list that shows it."""
     for name, value in ids.items():
-        problem = control_problem(value, f"the {name.replace('_', ' ')}") if value is not None else None
+        problem = id_problem(value, f"the {name.replace('_', ' ')}") if value is not None else None
         if problem is not None:
             raise ConversationError(problem, "invalid")
 
@@ -253,7 +253,8 @@ def _update_refusal(conversation_id: str, err: WorkflowUpdateFailedError) -> Con
 
 def _rpc_reason(conversation_id: str, err: RPCError) -> tuple[str, str]:
     # the server's message quotes the workflow id, which is caller-chosen text: blank it first
-    text = str(err).replace(support_workflow_id(conversation_id), "<id>").replace(conversation_id, "<id>").lower()
+    # (only the whole workflow id: blanking the bare id "o" would also blank "not found")
+    text = str(err).replace(support_workflow_id(conversation_id), "<id>").lower()
     if "completed" in text or "closed" in text or "closing" in text:
         return _finished(conversation_id), "finished"
     if "not found" in text:

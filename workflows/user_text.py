@@ -22,6 +22,8 @@ from workflows.options import MAX_USER_MESSAGE_BYTES
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff]")
 """A character refused in free text: C0/C1 controls except tab, LF and CR; lone surrogates."""
+_ID_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+"""A character refused in an id: every C0/C1 control."""
 
 FREE_TEXT_PATTERN = r"^[^\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]*$"
 """JSON-schema ``pattern`` of free text (documentation and generated examples; the
@@ -44,6 +46,16 @@ def control_problem(text: str, what: str = "the message") -> Optional[str]:
             "send plain text without control characters")
 
 
+def id_problem(text: str, what: str) -> Optional[str]:
+    """Why the id ``text`` is refused for a control character (tab, line feed and carriage
+    return too: an id is one token), or None."""
+    found = _ID_CONTROL.search(text)
+    if found is None:
+        return control_problem(text, what)  # surrogates
+    return (f"{what} contains a control character (U+{ord(found.group(0)):04X} at position {found.start()}); "
+            "ids are plain text without control characters")
+
+
 def message_problem(text: str) -> Optional[str]:
     """Why the user message ``text`` is refused (empty, a control character, over the byte
     limit), or None when it is acceptable. The same words at every edge."""
@@ -58,11 +70,12 @@ def message_problem(text: str) -> Optional[str]:
     return None
 
 
-def refuse_controls(what: str) -> AfterValidator:
+def refuse_controls(what: str, is_id: bool = False) -> AfterValidator:
     """A pydantic validator (for ``Annotated[str, ...]``) refusing ``control_problem`` text
-    with its reason as the error message (``what`` names the field in it)."""
+    (``id_problem`` with ``is_id``) with its reason as the error message (``what`` names
+    the field in it)."""
     def check(value: str) -> str:
-        problem = control_problem(value, what)
+        problem = id_problem(value, what) if is_id else control_problem(value, what)
         if problem is not None:
             raise PydanticCustomError("control_character", problem)
         return value
