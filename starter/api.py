@@ -229,7 +229,8 @@ def create_app(client_factory: Optional[ClientFactory] = None,
 
     @app.get("/conversations/{conversation_id}", response_model=ConversationState,
              responses=responses_for("GET", "/conversations/{conversation_id}"))
-    async def get_state(conversation_id: ConversationId, client: StatekeeperClient = Depends(client_dep)) -> ConversationState:
+    async def get_state(conversation_id: ConversationId,
+                        client: StatekeeperClient = Depends(client_dep)) -> ConversationState:
         """The conversation's typed state (also after it finished, while history is retained)."""
         return await client.state(conversation_id)
 
