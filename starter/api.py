@@ -15,11 +15,13 @@ Routes (bodies: ``starter.api_models``; refunds and approvals: ``starter.api_pro
     POST /refunds  GET /refunds/{refund_id}  GET /refunds?order_id=  POST /approvals/{id}  GET /approvals?status=pending
     GET  /healthz                                                                     -> 200 / 503
 
-Every refusal is ``{"detail": "<reason>"}``: 422 invalid (bad body, unknown store, empty
+Every refusal is ``{"detail": "<reason>"}``: 422 invalid (a body that is not UTF-8 JSON or
+nests too deep, a bad field, an id or text with a control character, unknown store, empty
 or over-8-KB message), 409 finished / conflict / approval refused / state incompatible (a
 conversation whose saved state this version cannot load; its run failed), 404 not found, 413
 body too large, 503 Temporal unreachable or no worker polling (the reason says which),
 504 no reply within the deadline. Reasons never carry internal exception names or gRPC text.
+Each route's statuses are declared in one place, ``starter.api_responses``.
 """
 
 from __future__ import annotations
@@ -33,22 +35,26 @@ from typing import Any, AsyncIterator, Awaitable, Callable, Optional, Union
 from fastapi import Depends, FastAPI, Query, Request, status
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
 from temporalio.service import RPCError
 
 from starter.api_models import (
-    CONVERSATION_REFUSALS,
     MAX_BODY_BYTES,
     CancelAccepted,
     CancelIn,
     ConversationCreated,
+    ConversationId,
     MessageIn,
     StartConversation,
-    check_text_size,
+    check_message,
     client_dep,
+    filter_query,
+    page_token_query,
 )
 from starter.api_journal import router as journal_router
 from starter.api_processes import router as processes_router
-from starter.body_limit import install_body_limit
+from starter.api_responses import responses_for
+from starter.body_guard import install_body_checks
 from starter.client import ConversationError, StatekeeperClient
 from starter.errors import status_for
 from starter.listing import MAX_PAGE, Page
@@ -123,20 +129,30 @@ def create_app(client_factory: Optional[ClientFactory] = None,
             log.warning("Temporal not reachable at startup (%s); will retry on demand", type(err).__name__)
         yield
 
-    app = FastAPI(title="statekeeper", version="0.2.0", lifespan=lifespan,
+    # redirect_slashes off: "/conversations/" is a 404 like any unknown path, not an undocumented 307
+    app = FastAPI(title="statekeeper", version="0.2.0", lifespan=lifespan, redirect_slashes=False,
                   description="Durable LLM-driven support conversations and refunds on Temporal.")
     app.state.ensure_client = ensure_client
     app.state.ensure_journal = ensure_journal
     app.include_router(processes_router)
     app.include_router(journal_router)
 
-    install_body_limit(app, MAX_BODY_BYTES)
+    install_body_checks(app, MAX_BODY_BYTES)  # 413 over the limit; 422 not UTF-8 JSON or nested too deep
 
     @app.exception_handler(RequestValidationError)
     async def _invalid_body(_: Request, err: RequestValidationError) -> JSONResponse:
         # one shape for every refusal: {"detail": "<reason>"}
         reasons = "; ".join(f"{'.'.join(str(p) for p in e.get('loc', ()))}: {e.get('msg', '')}" for e in err.errors())
         return JSONResponse(status_code=422, content={"detail": f"invalid request: {reasons}"})
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_refusal(_: Request, err: StarletteHTTPException) -> JSONResponse:
+        # FastAPI answers a body it could not parse (other than bad JSON) with a 400; every
+        # malformed request is a 422 here, in the one shape (README, starter.api_responses)
+        if err.status_code == 400:
+            return JSONResponse(status_code=422, content={"detail": "invalid request: the body could not be parsed"})
+        return JSONResponse(status_code=err.status_code, content={"detail": str(err.detail)},
+                            headers=getattr(err, "headers", None))
 
     @app.exception_handler(ConversationError)
     async def _refused(_: Request, err: ConversationError) -> JSONResponse:
@@ -150,7 +166,7 @@ def create_app(client_factory: Optional[ClientFactory] = None,
         return JSONResponse(status_code=status.HTTP_503_SERVICE_UNAVAILABLE,
                             content={"detail": "Temporal request failed; retry later"})
 
-    @app.get("/healthz")
+    @app.get("/healthz", responses=responses_for("GET", "/healthz"))
     async def healthz() -> JSONResponse:
         """200 when Temporal answers and at least one worker polls the task queue; else 503
         naming which is missing."""
@@ -167,7 +183,7 @@ def create_app(client_factory: Optional[ClientFactory] = None,
         return JSONResponse({"status": "ok", "temporal": "reachable", "task_queue": client.task_queue})
 
     @app.post("/conversations", status_code=status.HTTP_201_CREATED, response_model=ConversationCreated,
-              response_model_exclude_none=True, responses=CONVERSATION_REFUSALS)
+              response_model_exclude_none=True, responses=responses_for("POST", "/conversations"))
     async def start_conversation(body: Optional[StartConversation] = None,
                                  client: StatekeeperClient = Depends(client_dep)) -> ConversationCreated:
         """Start a conversation, idempotent on the caller's id (one run however often it is
@@ -177,39 +193,44 @@ def create_app(client_factory: Optional[ClientFactory] = None,
         if body.text is None:
             return ConversationCreated(conversation_id=await client.start_conversation(body.conversation_id,
                                                                                        store=body.store))
-        check_text_size(body.text)
+        check_message(body.text)
         conversation_id, reply = await client.start_with_message(body.text, body.conversation_id, store=body.store,
                                                                  message_id=body.message_id)
         return ConversationCreated(conversation_id=conversation_id, reply=reply)
 
-    @app.get("/conversations", response_model=Page, response_model_exclude_none=False)
-    async def list_conversations(customer_id: Optional[str] = None, order_id: Optional[str] = None,
-                                 status: Optional[str] = None, step: Optional[str] = None,
-                                 limit: int = Query(20, ge=1, le=MAX_PAGE), next_page_token: Optional[str] = None,
+    @app.get("/conversations", response_model=Page, response_model_exclude_none=False,
+             responses=responses_for("GET", "/conversations"))
+    async def list_conversations(customer_id: Optional[str] = filter_query(), order_id: Optional[str] = filter_query(),
+                                 status: Optional[str] = filter_query(), step: Optional[str] = filter_query(),
+                                 limit: int = Query(20, ge=1, le=MAX_PAGE),
+                                 next_page_token: Optional[str] = page_token_query(),
                                  client: StatekeeperClient = Depends(client_dep)) -> Page:
         """Conversations matching every filter (search attributes), newest first, one page."""
         return await client.list_conversations(customer_id=customer_id, order_id=order_id, status=status,
                                                step=step, limit=limit, next_page_token=next_page_token)
 
     @app.post("/conversations/{conversation_id}/messages", response_model=AssistantReply,
-              responses=CONVERSATION_REFUSALS)
-    async def send_message(conversation_id: str, body: MessageIn,
+              responses=responses_for("POST", "/conversations/{conversation_id}/messages"))
+    async def send_message(conversation_id: ConversationId, body: MessageIn,
                            client: StatekeeperClient = Depends(client_dep)) -> AssistantReply:
         """Send one user message; waits (bounded) for and returns the assistant's reply."""
-        check_text_size(body.text)
+        check_message(body.text)
         return await client.send_message(conversation_id, body.text, body.message_id)
 
     @app.post("/conversations/{conversation_id}/cancel", status_code=status.HTTP_202_ACCEPTED,
-              response_model=CancelAccepted, responses=CONVERSATION_REFUSALS)
-    async def cancel(conversation_id: str, body: Optional[CancelIn] = None,
+              response_model=CancelAccepted,
+              responses=responses_for("POST", "/conversations/{conversation_id}/cancel"))
+    async def cancel(conversation_id: ConversationId, body: Optional[CancelIn] = None,
                      client: StatekeeperClient = Depends(client_dep)) -> CancelAccepted:
         """Ask the conversation to stop; accepted, not yet done (a running write finishes first)."""
         body = body or CancelIn()
         await client.cancel(conversation_id, body.reason, rollback=body.rollback)
         return CancelAccepted(conversation_id=conversation_id)
 
-    @app.get("/conversations/{conversation_id}", response_model=ConversationState, responses=CONVERSATION_REFUSALS)
-    async def get_state(conversation_id: str, client: StatekeeperClient = Depends(client_dep)) -> ConversationState:
+    @app.get("/conversations/{conversation_id}", response_model=ConversationState,
+             responses=responses_for("GET", "/conversations/{conversation_id}"))
+    async def get_state(conversation_id: ConversationId,
+                        client: StatekeeperClient = Depends(client_dep)) -> ConversationState:
         """The conversation's typed state (also after it finished, while history is retained)."""
         return await client.state(conversation_id)
 

@@ -17,6 +17,8 @@ from fastapi.responses import PlainTextResponse
 from pydantic import BaseModel
 
 from activities.journal.store import JournalStore, TranscriptEntry
+from starter.api_models import ConversationId
+from starter.api_responses import responses_for
 from starter.journal_cli import transcript_text
 
 router = APIRouter()
@@ -28,12 +30,6 @@ class Transcript(BaseModel):
 
     conversation_id: str
     entries: list[TranscriptEntry]
-
-
-class Refusal(BaseModel):
-    """Every refusal of the API: ``{"detail": "<reason>"}``."""
-
-    detail: str
 
 
 async def journal_dep(request: Request) -> JournalStore:
@@ -51,15 +47,12 @@ def _wants_text(request: Request, format: Optional[str]) -> bool:
     return "text/plain" in accept and "application/json" not in accept
 
 
-@router.get("/conversations/{conversation_id}/transcript", response_model=Transcript, responses={
-    200: {"description": "The transcript: JSON (`Transcript`), or text for people with `?format=text` or "
-                         "`Accept: text/plain` (one line per entry: `[turn N, time UTC] who: text`).",
-          "content": {"text/plain": {"schema": {"type": "string"}}}},
-    404: {"model": Refusal, "description": "No transcript: an unknown conversation, or one erased or purged, "
-                                           "or one without a message yet."},
-    503: {"model": Refusal, "description": "The journal's database is not reachable."},
-})
-async def get_transcript(conversation_id: str, request: Request,
+@router.get("/conversations/{conversation_id}/transcript", response_model=Transcript,
+            responses=responses_for("GET", "/conversations/{conversation_id}/transcript", extra={
+                200: {"description": "The transcript: JSON (`Transcript`), or text for people with `?format=text` "
+                                     "or `Accept: text/plain` (one line per entry: `[turn N, time UTC] who: text`).",
+                      "content": {"text/plain": {"schema": {"type": "string"}}}}}))
+async def get_transcript(conversation_id: ConversationId, request: Request,
                          format: Optional[Literal["json", "text"]] = None,
                          journal: JournalStore = Depends(journal_dep)):
     """The conversation's whole transcript (not only the state's window of recent turns)."""

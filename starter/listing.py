@@ -26,8 +26,11 @@ from workflows.options import CUSTOMER_ID, ORDER_IDS, PENDING_APPROVAL, STATUS, 
 from workflows.pseudonym import PREFIX as PSEUDONYM_PREFIX
 from workflows.pseudonym import customer_pseudonym
 
-FILTER_PATTERN = re.compile(r"^[A-Za-z0-9#][A-Za-z0-9#._:@-]{0,127}$")
+FILTER_VALUE = r"^[A-Za-z0-9#][A-Za-z0-9#._:@-]{0,127}$"
 """A filter value: an id of ASCII letters, digits and ``#._:@-``, at most 128 characters."""
+FILTER_PATTERN = re.compile(FILTER_VALUE, re.ASCII)
+PAGE_TOKEN_VALUE = r"^[A-Za-z0-9_-]{1,4096}={0,2}$"
+"""The shape of the page tokens this client returns (URL-safe base64)."""
 MAX_PAGE = 100
 SUPPORT_PREFIX = "support-"
 

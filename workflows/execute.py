@@ -38,6 +38,7 @@ from workflows.contracts import (
     WriteToolRequest,
 )
 from workflows.errors import ErrorType
+from workflows.failures import ORDER_SYSTEM, application_cause, log_detail, public_reason
 from workflows.interrupts import Interrupted, cancellable
 from workflows.options import HEARTBEAT_TIMEOUT, READ_RETRY, READ_TIMEOUT, WRITE_RETRY
 from workflows.refund import RefundWorkflow
@@ -55,23 +56,12 @@ CHILD_START_BACKOFF = timedelta(seconds=2)
 a new run then finds the first run's outcome in the ledger."""
 
 
-def application_cause(err: BaseException) -> BaseException:
-    """The first ``ApplicationError`` under the Temporal wrappers of a (child workflow →
-    activity → application) failure chain: the error our activity raised, with its type;
-    else the innermost cause."""
-    while not isinstance(err, ApplicationError) and getattr(err, "cause", None) is not None:
-        err = err.cause  # type: ignore[assignment]
-    return err
-
-
-def failure_reason(err: BaseException) -> str:
-    """``(Type): message`` of the error an activity or child raised, without the SQL a
-    database driver quotes: for the state and the model, never for the user."""
-    cause = application_cause(err)
-    kind, message = (cause.type, cause.message) if isinstance(cause, ApplicationError) else (
-        type(cause).__name__, str(cause))
-    message = message.split("[SQL:")[0].split("(Background on this error")[0].strip()
-    return f"({kind}): {message}"[:500]
+def failure_reason(err: BaseException, system: str = ORDER_SYSTEM) -> str:
+    """Why an activity or child of ``system`` failed, worded from the failure's kind
+    (``workflows.failures.public_reason``: "the order system could not be reached"), for the
+    state and the model; the exception's own text goes only to the worker's log, redacted."""
+    workflow.logger.warning("%s failed: %s", system, log_detail(err))
+    return public_reason(err, system)
 
 
 def _failed_with(err: BaseException, error_type: ErrorType) -> bool:
@@ -161,7 +151,7 @@ async def execute_confirmed(state: ConversationState, pending: PendingConfirmati
         else:
             result = ToolResult(result=failure_reason(err), outcome=Outcome.UNKNOWN)
     if result.outcome is Outcome.UNKNOWN:
-        reason = f"{call.name} could not be shown to have completed {result.result}; escalated to a human agent"
+        reason = f"{call.name} could not be shown to have completed ({result.result}); escalated to a human agent"
         tr.finish_step(state, operation, StepStatus.FAILED, reason)
         await open_ticket(state, reason, keys.escalation_ticket_key(key))
         tr.close(state, ConversationStatus.ESCALATED, reason)

@@ -49,7 +49,7 @@ def operation_turn(operation_id: str) -> int:
     """The user turn that proposed ``operation_id`` (``workflows.keys.operation_id``:
     ``<conversation>.t<turn>``). Raises ValueError for another shape."""
     _, sep, turn = operation_id.rpartition(".t")
-    if not sep or not turn.isdigit():
+    if not sep or not (turn.isascii() and turn.isdigit()):
         raise ValueError(f"not an operation id: {operation_id!r}")
     return int(turn)
 

@@ -41,12 +41,12 @@ from workflows.opening import (
     unknown_store,
     unknown_store_reason,
 )
-from workflows.options import MAX_USER_MESSAGE_BYTES
 from workflows.state import ConversationState, Role
 from workflows.interrupts import Interrupted
 from workflows.journal import EntryKind
 from workflows.journal_log import JournalLog
 from workflows.turn import Inbound, TurnContext, run_turn
+from workflows.user_text import message_problem
 from workflows.visibility import Visibility
 
 
@@ -114,12 +114,9 @@ class SupportWorkflow:
     def _validate_message(self, message: UserMessage) -> None:
         # A rejected update never enters history: the state stays exactly as it was.
         self._refuse_unloadable()
-        if not message.text.strip():
-            raise ApplicationError("message text is empty", type=ErrorType.INVALID_MESSAGE.value, non_retryable=True)
-        size = len(message.text.encode("utf-8"))
-        if size > MAX_USER_MESSAGE_BYTES:
-            raise ApplicationError(f"message is {size} bytes; the limit is {MAX_USER_MESSAGE_BYTES} bytes",
-                                   type=ErrorType.INVALID_MESSAGE.value, non_retryable=True)
+        problem = message_problem(message.text)  # empty, a control character, over 8 KB
+        if problem is not None:
+            raise ApplicationError(problem, type=ErrorType.INVALID_MESSAGE.value, non_retryable=True)
         if self._cancel is not None and self._state.is_open():
             raise ApplicationError(f"conversation {self._state.conversation_id} is being cancelled; "
                                    "start a new conversation", type=ErrorType.CONVERSATION_FINISHED.value,
