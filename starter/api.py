@@ -50,7 +50,7 @@ from starter.api_models import (
     check_text_size,
     client_dep,
 )
-from starter.api_guard import Guard, guard_dep
+from starter.api_guard import Authenticate, Guard, document_security, guard_dep
 from starter.api_journal import router as journal_router
 from starter.auth import Access, AccessSource, Permission
 from starter.api_processes import router as processes_router
@@ -159,6 +159,8 @@ def create_app(client_factory: Optional[ClientFactory] = None,
     app.include_router(journal_router)
 
     install_body_limit(app, MAX_BODY_BYTES)
+    app.add_middleware(Authenticate, ensure_access=ensure_access)  # outermost: 401 before anything else
+    document_security(app)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid_body(_: Request, err: RequestValidationError) -> JSONResponse:
@@ -198,8 +200,8 @@ def create_app(client_factory: Optional[ClientFactory] = None,
     @app.post("/conversations", status_code=status.HTTP_201_CREATED, response_model=ConversationCreated,
               response_model_exclude_none=True, responses=CONVERSATION_REFUSALS)
     async def start_conversation(body: Optional[StartConversation] = None,
-                                 client: StatekeeperClient = Depends(client_dep),
-                                 guard: Guard = Depends(guard_dep)) -> ConversationCreated:
+                                 guard: Guard = Depends(guard_dep),
+                                 client: StatekeeperClient = Depends(client_dep)) -> ConversationCreated:
         """Start a conversation, idempotent on the caller's id (one run however often it is
         sent); with ``text``, also send the first message and answer its reply (the same
         reply on a repeat). An unknown store (or another tenant's) is a 422 and leaves
@@ -229,8 +231,8 @@ def create_app(client_factory: Optional[ClientFactory] = None,
     async def list_conversations(customer_id: Optional[str] = None, order_id: Optional[str] = None,
                                  status: Optional[str] = None, step: Optional[str] = None,
                                  limit: int = Query(20, ge=1, le=MAX_PAGE), next_page_token: Optional[str] = None,
-                                 client: StatekeeperClient = Depends(client_dep),
-                                 guard: Guard = Depends(guard_dep)) -> Page:
+                                 guard: Guard = Depends(guard_dep),
+                                 client: StatekeeperClient = Depends(client_dep)) -> Page:
         """The caller's tenant's conversations matching every filter (search attributes),
         newest first, one page (a customer-scoped key: only its customer's)."""
         guard.require(Permission.LIST_CONVERSATIONS)
@@ -241,8 +243,8 @@ def create_app(client_factory: Optional[ClientFactory] = None,
 
     @app.post("/conversations/{conversation_id}/messages", response_model=AssistantReply,
               responses=CONVERSATION_REFUSALS)
-    async def send_message(conversation_id: str, body: MessageIn, client: StatekeeperClient = Depends(client_dep),
-                           guard: Guard = Depends(guard_dep)) -> AssistantReply:
+    async def send_message(conversation_id: str, body: MessageIn, guard: Guard = Depends(guard_dep),
+                           client: StatekeeperClient = Depends(client_dep)) -> AssistantReply:
         """Send one user message; waits (bounded) for and returns the assistant's reply."""
         check_text_size(body.text)
         await guard.conversation(client, conversation_id, Permission.SEND_MESSAGE)
@@ -251,7 +253,7 @@ def create_app(client_factory: Optional[ClientFactory] = None,
     @app.post("/conversations/{conversation_id}/cancel", status_code=status.HTTP_202_ACCEPTED,
               response_model=CancelAccepted, responses=CONVERSATION_REFUSALS)
     async def cancel(conversation_id: str, body: Optional[CancelIn] = None,
-                     client: StatekeeperClient = Depends(client_dep), guard: Guard = Depends(guard_dep)) -> CancelAccepted:
+                     guard: Guard = Depends(guard_dep), client: StatekeeperClient = Depends(client_dep)) -> CancelAccepted:
         """Ask the conversation to stop (operators); accepted, not yet done (a running write finishes first)."""
         body = body or CancelIn()
         await guard.conversation(client, conversation_id, Permission.CANCEL_CONVERSATION)
@@ -259,8 +261,8 @@ def create_app(client_factory: Optional[ClientFactory] = None,
         return CancelAccepted(conversation_id=conversation_id)
 
     @app.get("/conversations/{conversation_id}", response_model=ConversationState, responses=CONVERSATION_REFUSALS)
-    async def get_state(conversation_id: str, client: StatekeeperClient = Depends(client_dep),
-                        guard: Guard = Depends(guard_dep)) -> ConversationState:
+    async def get_state(conversation_id: str, guard: Guard = Depends(guard_dep),
+                        client: StatekeeperClient = Depends(client_dep)) -> ConversationState:
         """The conversation's typed state (also after it finished, while history is retained); audited."""
         await guard.conversation(client, conversation_id, Permission.READ_CONVERSATION)
         await guard.audit("read_state", conversation_id)

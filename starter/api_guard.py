@@ -8,19 +8,23 @@ process; a refusal raises ``ConversationError`` (one ``{"detail"}`` shape for ev
 
 from __future__ import annotations
 
-from typing import Optional
+import logging
+from typing import Any, Awaitable, Callable, Optional
 
-from fastapi import Request
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
 from temporalio.common import SearchAttributePair
 
 from starter.approval_calls import _shown, approval_workflow_id
 from starter.auth import LOCAL_ACTOR, Access, Permission, Principal
 from starter.client import StatekeeperClient
-from starter.errors import ConversationError
+from starter.errors import ConversationError, status_for
 from starter.tenancy import owner_of, start_attributes, visible
 from workflows.opening import unknown_store_reason
 from workflows.pseudonym import customer_pseudonym
 from workflows.support import support_workflow_id
+
+log = logging.getLogger("statekeeper.api")
 
 
 def conversation_missing(conversation_id: str) -> ConversationError:
@@ -111,7 +115,69 @@ class Guard:
         await self.audit(f"list_{what}_by_customer", subject, f"items={count}")
 
 
+OPEN_PATHS = frozenset({"/healthz", "/docs", "/docs/oauth2-redirect", "/redoc", "/openapi.json"})
+"""Paths served without a key: the health check and the API's own documentation."""
+
+
+class Authenticate:
+    """ASGI middleware: ``Authenticate(app, ensure_access)``. Every HTTP request outside
+    ``OPEN_PATHS`` is authenticated before routing, body parsing or any Temporal call, so
+    every route (also one added later) needs a key; a refusal is 401 ``{"detail"}`` with
+    ``WWW-Authenticate: Bearer``. The caller goes to ``guard_dep`` in the request's state."""
+
+    def __init__(self, app: Any, ensure_access: Callable[[], Awaitable[Access]]) -> None:
+        self.app, self.ensure_access = app, ensure_access
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope["path"] in OPEN_PATHS:
+            await self.app(scope, receive, send)
+            return
+        try:
+            access = await self.ensure_access()
+            principal = await access.authenticate(Request(scope))
+        except ConversationError as err:
+            headers = {"WWW-Authenticate": "Bearer"} if err.kind == "unauthenticated" else None
+            await JSONResponse(status_code=status_for(err), content={"detail": str(err)}, headers=headers)(
+                scope, receive, send)
+            return
+        except Exception as err:  # noqa: BLE001 (no keys where needed, key store unreachable: never served)
+            log.warning("authentication unavailable (%s)", type(err).__name__)
+            await JSONResponse(status_code=503, content={"detail": "authentication is not available; retry later"})(
+                scope, receive, send)
+            return
+        scope.setdefault("state", {})["principal"] = principal
+        await self.app(scope, receive, send)
+
+
 async def guard_dep(request: Request) -> Guard:
-    """FastAPI dependency: the request's ``Guard`` (401 when the caller is not authenticated)."""
+    """FastAPI dependency: the request's ``Guard``, from the caller ``Authenticate`` found."""
     access: Access = await request.app.state.ensure_access()
-    return Guard(await access.authenticate(request), access)
+    principal = getattr(request.state, "principal", None)
+    return Guard(principal or await access.authenticate(request), access)
+
+
+def document_security(app: FastAPI) -> None:
+    """Add the API-key schemes and the 401/403 answers to ``app``'s OpenAPI document."""
+    build = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema:
+            return app.openapi_schema
+        schema = build()
+        schema.setdefault("components", {}).setdefault("securitySchemes", {}).update({
+            "bearer": {"type": "http", "scheme": "bearer", "description": "Authorization: Bearer <API key>"},
+            "apiKey": {"type": "apiKey", "in": "header", "name": "X-API-Key"}})
+        refusal = {"application/json": {"schema": {"type": "object", "properties": {"detail": {"type": "string"}},
+                                                   "required": ["detail"]}}}
+        for path, operations in schema.get("paths", {}).items():
+            if path in OPEN_PATHS:
+                continue
+            for operation in operations.values():
+                operation["security"] = [{"bearer": []}, {"apiKey": []}]
+                responses = operation.setdefault("responses", {})
+                responses.setdefault("401", {"description": "No API key, or not a valid one", "content": refusal})
+                responses.setdefault("403", {"description": "The key's role or customer scope does not allow this",
+                                             "content": refusal})
+        return schema
+
+    app.openapi = openapi  # type: ignore[method-assign]

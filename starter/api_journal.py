@@ -65,7 +65,7 @@ def _wants_text(request: Request, format: Optional[str]) -> bool:
 })
 async def get_transcript(conversation_id: str, request: Request,
                          format: Optional[Literal["json", "text"]] = None,
-                         journal: JournalStore = Depends(journal_dep), guard: Guard = Depends(guard_dep),
+                         guard: Guard = Depends(guard_dep), journal: JournalStore = Depends(journal_dep),
                          client: StatekeeperClient = Depends(client_dep)):
     """The conversation's whole transcript (not only the state's window of recent turns); audited.
     Keyed callers read it while the conversation's run is retained (its tenant is on the run)."""

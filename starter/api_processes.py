@@ -29,8 +29,8 @@ router = APIRouter()
 
 
 @router.post("/refunds", status_code=status.HTTP_202_ACCEPTED, response_model=RefundStatus)
-async def request_refund(body: RefundRequest, client: StatekeeperClient = Depends(client_dep),
-                         guard: Guard = Depends(guard_dep)) -> RefundStatus:
+async def request_refund(body: RefundRequest, guard: Guard = Depends(guard_dep),
+                         client: StatekeeperClient = Depends(client_dep)) -> RefundStatus:
     """Start a standalone refund by business identity; a repeated request returns the same
     ``refund_id`` (one run), the same ``request_id`` with other arguments is a 409."""
     guard.require(Permission.REQUEST_REFUND)
@@ -41,8 +41,8 @@ async def request_refund(body: RefundRequest, client: StatekeeperClient = Depend
 @router.get("/refunds", response_model=Page)
 async def list_refunds(order_id: Optional[str] = None, customer_id: Optional[str] = None,
                        status: Optional[str] = None, limit: int = Query(20, ge=1, le=MAX_PAGE),
-                       next_page_token: Optional[str] = None, client: StatekeeperClient = Depends(client_dep),
-                       guard: Guard = Depends(guard_dep)) -> Page:
+                       next_page_token: Optional[str] = None, guard: Guard = Depends(guard_dep),
+                       client: StatekeeperClient = Depends(client_dep)) -> Page:
     """The caller's tenant's refunds (standalone and conversations') matching every filter, one page."""
     guard.require(Permission.READ_REFUNDS)
     page = await client.list_refunds(order_id=order_id, customer_id=customer_id, status=status, limit=limit,
@@ -52,16 +52,16 @@ async def list_refunds(order_id: Optional[str] = None, customer_id: Optional[str
 
 
 @router.get("/refunds/{refund_id}", response_model=RefundStatus)
-async def get_refund(refund_id: str, client: StatekeeperClient = Depends(client_dep),
-                     guard: Guard = Depends(guard_dep)) -> RefundStatus:
+async def get_refund(refund_id: str, guard: Guard = Depends(guard_dep),
+                     client: StatekeeperClient = Depends(client_dep)) -> RefundStatus:
     """A refund's status, step, and (once finished) outcome."""
     await guard.refund(client, refund_id)
     return await client.refund(refund_id)
 
 
 @router.post("/approvals/{approval_id}")
-async def decide_approval(approval_id: str, body: DecisionIn, client: StatekeeperClient = Depends(client_dep),
-                          guard: Guard = Depends(guard_dep)) -> Any:
+async def decide_approval(approval_id: str, body: DecisionIn, guard: Guard = Depends(guard_dep),
+                          client: StatekeeperClient = Depends(client_dep)) -> Any:
     """Approve or reject a pending approval as ``approver`` (operators); answers the decided approval."""
     await guard.approval(client, approval_id)
     return await client.decide_approval(approval_id, body.decision, body.approver, body.note)
@@ -69,8 +69,8 @@ async def decide_approval(approval_id: str, body: DecisionIn, client: Statekeepe
 
 @router.get("/approvals", response_model=Page)
 async def list_approvals(status: Literal["pending"] = "pending", limit: int = Query(20, ge=1, le=MAX_PAGE),
-                         next_page_token: Optional[str] = None, client: StatekeeperClient = Depends(client_dep),
-                         guard: Guard = Depends(guard_dep)) -> Page:
+                         next_page_token: Optional[str] = None, guard: Guard = Depends(guard_dep),
+                         client: StatekeeperClient = Depends(client_dep)) -> Page:
     """The caller's tenant's approvals awaiting a decision (``PendingApproval`` of running
     processes), one page (operators)."""
     guard.require(Permission.LIST_APPROVALS)
