@@ -156,17 +156,6 @@ AccessSource = Callable[[], Access]
 """Builds the app's ``Access`` when it first serves (may do I/O; raises ``StartupRefused``)."""
 
 
-async def caller(request: Request) -> Principal:
-    """FastAPI dependency: the authenticated caller (``Access.authenticate`` of the app)."""
-    access: Access = await request.app.state.ensure_access()
-    return await access.authenticate(request)
-
-
-async def access_of(request: Request) -> Access:
-    """FastAPI dependency: the app's ``Access``."""
-    return await request.app.state.ensure_access()
-
-
 def access_from_settings(settings: Any, host: Optional[str]) -> Access:
     """The ``Access`` of an API serving ``settings`` on ``host``: keys required when any key
     exists; keyless when none does and ``host`` is loopback. ``host`` None (an app whose bind

@@ -20,14 +20,20 @@ import httpx
 import pytest
 import sqlalchemy as sa
 
+from temporalio.worker import Replayer
+
 from settings import Settings
+from starter.connection import data_converter
 from starter.api_server import api_beside
 from starter.audit import AuditLog
 from starter.auth import access_from_settings
 from starter.keys import KeyStore, Role
 from tests.policy_fixtures import CUSTOMER, EMAIL, PENDING
 from tests.workflow_harness import order_details
+from worker import workflow_runner
 from workflows.options import TENANT
+from workflows.refund import RefundWorkflow
+from workflows.support import SupportWorkflow
 from workflows.pseudonym import customer_pseudonym
 
 OTHER_CUSTOMER = "sofia_rossi_8776"
@@ -334,3 +340,10 @@ async def test_a_conversations_refund_child_belongs_to_its_tenant(stack):
     assert description.typed_search_attributes.get(TENANT) == "acme"
     assert (await s.http.get(f"/refunds/{child_id}", headers=s.headers["acme_op"])).status_code == 200
     assert (await s.http.get(f"/refunds/{child_id}", headers=s.headers["op"])).status_code == 404
+    # the patched start of the child replays (the history holds the patch marker)
+    history = await s.temporal.get_workflow_handle(f"support-{cid}").fetch_history()
+    assert any(e.HasField("marker_recorded_event_attributes") and b"tenant-on-refund-child" in e.SerializeToString()
+               for e in history.events)
+    replayer = Replayer(workflows=[SupportWorkflow, RefundWorkflow], data_converter=data_converter(),
+                        workflow_runner=workflow_runner())
+    await replayer.replay_workflow(history)
