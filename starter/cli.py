@@ -27,10 +27,12 @@ from rich.table import Table
 from settings import Settings
 from starter import devstate
 from starter.api_server import api_beside
+from starter.auth import access_from_settings
 from starter.backtest_cli import backtest
 from starter.client import ConversationError, client_for
 from starter.devserver import DevServerError
 from starter.journal_cli import decisions, journal_app, transcript
+from starter.keys_cli import keys_app
 from starter.links import link
 from starter.preflight import StartupRefused
 from starter.runtime import runtime
@@ -41,6 +43,7 @@ app.command()(link)
 app.command()(transcript)
 app.command()(decisions)
 app.add_typer(journal_app, name="journal")
+app.add_typer(keys_app, name="keys")
 app.command()(backtest)
 console = Console()
 
@@ -67,9 +70,11 @@ def dev(detach: bool = typer.Option(False, "--detach", help="Run in the backgrou
         from starter.background import log_path, start_detached
 
         with _interruptible():
+            access = access_from_settings(settings, settings.api_host)  # refused here, not in the background
             running = start_detached(settings)
+        api_url = f"{running.api_url} ({access.describe()})" if running.api_url else "not served (port taken; see the log)"
         console.print(f"[green]statekeeper dev[/] running in the background (pid {running.pid}); "
-                      f"Web UI {_ui_url(settings)}; HTTP API {running.api_url or 'not served (port taken; see the log)'}; "
+                      f"Web UI {_ui_url(settings)}; HTTP API {api_url}; "
                       f"data in {running.data_dir}; logs in {log_path(settings)}; "
                       "stop it with `statekeeper stop` (from any directory).")
         return
@@ -78,10 +83,13 @@ def dev(detach: bool = typer.Option(False, "--detach", help="Run in the backgrou
         async with runtime(settings) as rt, contextlib.AsyncExitStack() as stack:
             where = "started embedded server" if rt.started_server else "using the server already running"
             served: Optional[str] = None
+            access = await asyncio.to_thread(access_from_settings, settings, settings.api_host)
             try:
-                api_url = served = await stack.enter_async_context(api_beside(rt.client, settings))
+                api_url = served = await stack.enter_async_context(api_beside(rt.client, settings, access=access))
             except OSError as err:  # e.g. the port is taken: the worker and the Web UI still serve
                 api_url = f"not served ({err}; set STATEKEEPER_API_PORT)"
+            else:
+                api_url += f" ({access.describe()})"
             console.print(f"[green]statekeeper dev[/]: {where} at {settings.temporal_address}; "
                           f"Web UI {_ui_url(settings)}; HTTP API {api_url}; worker on task queue "
                           f"'{settings.task_queue}'{' (offline stand-in model)' if settings.offline else ''}; "
@@ -123,7 +131,9 @@ def api(host: Optional[str] = typer.Option(None, help="Interface to listen on (d
     from starter.api_server import serve
 
     settings = _settings()
-    serve(settings, host or settings.api_host, settings.api_port if port is None else port)
+    with _interruptible():
+        serve(settings, host or settings.api_host, settings.api_port if port is None else port,
+              announce=lambda line: console.print(escape(line), highlight=False))
 
 
 @app.command()

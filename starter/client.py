@@ -9,7 +9,7 @@ Every call has a deadline (``starter.core.Deadlines``) and raises ``Conversation
 from __future__ import annotations
 
 import uuid
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 from temporalio.client import (
     Client,
@@ -73,11 +73,13 @@ class StatekeeperClient(ApprovalCalls, RefundCalls, ListingCalls):
     # --- conversations ---------------------------------------------------------
 
     async def start_conversation(self, conversation_id: Optional[str] = None, *, store: str = "main",
-                                 state: Optional[dict[str, Any]] = None) -> str:
+                                 state: Optional[dict[str, Any]] = None,
+                                 search_attributes: Sequence[SearchAttributePair] = ()) -> str:
         """Start (or find) a conversation and check its store; returns the conversation id.
 
         ``state`` resumes a saved conversation (a ``ConversationState`` JSON dump of any
         released schema version, migrated by the workflow; ignored when the id is running).
+        ``search_attributes`` are set at the start (e.g. its ``Tenant``, ``starter.tenancy``).
 
         Idempotent on the id: a running conversation is kept (one run however often this is
         called); each call checks the store again (a fresh ``open`` update id: a recorded
@@ -99,7 +101,7 @@ class StatekeeperClient(ApprovalCalls, RefundCalls, ListingCalls):
                 id=support_workflow_id(conversation_id), task_queue=self._task_queue,
                 id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
                 id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
-                search_attributes=TypedSearchAttributes([SearchAttributePair(STATUS, "active")]),
+                search_attributes=TypedSearchAttributes([SearchAttributePair(STATUS, "active"), *search_attributes]),
                 static_summary=f"support conversation {conversation_id} (store {store})",
             )
 
