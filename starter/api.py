@@ -19,12 +19,8 @@ Every route but ``/healthz`` and the OpenAPI pages needs an API key when keys ar
 (``starter.auth``: 401 without a valid one, 403 when its role may not, 404 for another
 tenant's process, as if it did not exist); reads of personal data are audited (``starter.audit``).
 
-Every refusal is ``{"detail": "<reason>"}``: 422 invalid (a body that is not UTF-8 JSON or
-nests too deep, a bad field, an id or text with a control character, unknown store, empty
-or over-8-KB message), 409 finished / conflict / approval refused / state incompatible (a
-conversation whose saved state this version cannot load; its run failed), 404 not found, 413
-body too large, 503 Temporal unreachable or no worker polling (the reason says which),
-504 no reply within the deadline. Reasons never carry internal exception names or gRPC text.
+Every refusal is ``{"detail": "<reason>"}`` (422 invalid, 409 finished / conflict / state
+incompatible, 404, 413, 503, 504; never exception names or gRPC text).
 Each route's statuses are declared in one place, ``starter.api_responses``.
 """
 

@@ -26,6 +26,10 @@ class Refusal(BaseModel):
 
 
 DESCRIPTIONS: dict[int, str] = {
+    401: "An API key is required (Authorization: Bearer <key>) and none, or not a valid one, was sent "
+         "(starter.auth; the keyless loopback dev API never answers it to a loopback caller).",
+    403: "This key's role may not do this (e.g. approving or cancelling needs an operator key; refunds are "
+         "not for customer-scoped keys).",
     404: "Not found: no conversation, refund, approval or transcript with this id.",
     409: "Conflict: the conversation has finished (ended, cancelled, transferred, escalated), or its saved "
          "state cannot be loaded by this version (state_incompatible: saved by a newer version, without a valid "
@@ -45,6 +49,9 @@ DESCRIPTIONS: dict[int, str] = {
 
 COMMON: tuple[int, ...] = (413, 422)
 """Statuses every route may answer: the body checks run before any route (``starter.body_guard``)."""
+
+AUTHENTICATED: tuple[int, ...] = (401, 403)
+"""Statuses of every route behind an API key (all but ``/healthz``; ``starter.api_guard``)."""
 
 ROUTES: dict[tuple[str, str], tuple[int, ...]] = {
     ("GET", "/healthz"): (503,),
@@ -66,7 +73,8 @@ ROUTES: dict[tuple[str, str], tuple[int, ...]] = {
 def statuses_for(method: str, path: str) -> tuple[int, ...]:
     """Every refusal status of route ``method path`` (``COMMON`` first). Raises ``KeyError``
     for a route not declared in ``ROUTES``."""
-    return COMMON + ROUTES[(method.upper(), path)]
+    own = ROUTES[(method.upper(), path)]
+    return COMMON + (own if path == "/healthz" else AUTHENTICATED + own)
 
 
 def responses_for(method: str, path: str, extra: Optional[dict[int, dict[str, Any]]] = None

@@ -18,10 +18,10 @@ import schemathesis
 from hypothesis import HealthCheck, given, settings
 from hypothesis.errors import Unsatisfiable
 from schemathesis.generation.modes import GenerationMode
-from schemathesis.specs.openapi.checks import positive_data_acceptance
+from schemathesis.specs.openapi.checks import ignored_auth, positive_data_acceptance
 
 from starter.api import create_app
-from starter.api_responses import COMMON, ROUTES
+from starter.api_responses import COMMON, ROUTES, statuses_for
 from starter.client import StatekeeperClient
 from tests.live_api import blocking, live_api
 from tests.workflow_harness import running_worker
@@ -42,7 +42,9 @@ def test_the_document_declares_every_status_of_every_route_with_the_refusal_shap
     for (method, path), own in ROUTES.items():
         responses = document["paths"][path][method.lower()]["responses"]
         refusals = {code for code in responses if code not in SUCCESS}
-        assert refusals == {str(code) for code in COMMON + own}, (method, path)
+        assert refusals == {str(code) for code in statuses_for(method, path)}, (method, path)
+        assert set(COMMON + own) <= {int(code) for code in refusals}
+        assert path == "/healthz" or {"401", "403"} <= refusals, (method, path)  # behind an API key
         for code in refusals:
             assert responses[code]["content"]["application/json"]["schema"] == refusal, (method, path, code)
     for method, path in [("POST", "/conversations/{conversation_id}/messages"),
@@ -62,7 +64,9 @@ def _schemathesis(base: str) -> list[str]:
                       suppress_health_check=list(HealthCheck))
             @given(case=operation.as_strategy(generation_mode=mode))
             def check(case: Any) -> None:
-                excluded = []
+                # served keyless on loopback by design (statekeeper dev, no key exists yet);
+                # tests/e2e/test_api_auth.py checks every route's 401/403 once keys exist
+                excluded = [ignored_auth]
                 if mode.is_positive:
                     # What a schema cannot state, made true or left unchecked, each for its reason:
                     if isinstance(case.body, dict) and "store" in case.body:
