@@ -19,9 +19,8 @@ Every route but ``/healthz`` and the OpenAPI pages needs an API key when keys ar
 (``starter.auth``: 401 without a valid one, 403 when its role may not, 404 for another
 tenant's process, as if it did not exist); reads of personal data are audited (``starter.audit``).
 
-Every refusal is ``{"detail": "<reason>"}`` (422 invalid, 409 finished / conflict / state
-incompatible, 404, 413, 503, 504; never exception names or gRPC text).
-Each route's statuses are declared in one place, ``starter.api_responses``.
+Every refusal is ``{"detail": "<reason>"}``, never exception names or gRPC text; each route's
+statuses are declared in one place, ``starter.api_responses``.
 """
 
 from __future__ import annotations
