@@ -76,6 +76,10 @@ class Settings(BaseSettings):
     """Key of the ``CustomerId`` pseudonyms (``workflows.pseudonym``). None: a random key
     kept in ``<data_dir>/pseudonym.key`` (created 0600 on first use)."""
 
+    retention_days: Optional[float] = Field(default=None, gt=0)
+    """Closed conversations older than this many days are purged by ``statekeeper retention
+    purge`` and its schedule (``activities.erasure``). None (default): retention is off."""
+
     sandbox_project_modules: bool = False
     """True: the project's workflow modules load inside the workflow sandbox in every run
     (strict, slower; the tests run so); False: they are passed through (see ``worker``)."""
