@@ -29,7 +29,7 @@ from temporalio.client import (
 )
 from temporalio.service import RPCError, RPCStatusCode
 
-from activities.erasure.service import RunningWork
+from activities.erasure.service import CUSTOMER_ID, ID_RULE, RunningWork
 from settings import Settings
 from starter import devstate
 from starter.connection import connect
@@ -72,6 +72,8 @@ def erase(customer: str = typer.Option(..., "--customer", help="The real custome
     from worker import build_erasure  # late: the worker pulls in every activity
 
     settings = devstate.adopt(Settings())
+    if not CUSTOMER_ID.fullmatch(customer):  # refused before any server is started
+        raise _fail(ID_RULE, 2)
     try:
         pseudonym_key(settings)  # a clear message when there is no key to find their runs with
     except LinkError as err:
@@ -154,13 +156,14 @@ def schedule(every_hours: float = typer.Option(24.0, "--every-hours", min=0.1, h
              delete: bool = typer.Option(False, "--delete", help="Remove the schedule instead.")) -> None:
     """Create or update the Temporal Schedule that runs the retention purge (a worker runs it)."""
     settings = devstate.adopt(Settings())
+    days = None if delete else _retention_days(settings, None)  # refused before connecting
 
     async def main() -> str:
         try:
             client = await connect(settings)
         except RuntimeError as err:
             raise _fail(f"Temporal is not reachable at {settings.temporal_address}: {err}", 2)
-        if delete:
+        if days is None:
             try:
                 await client.get_schedule_handle(SCHEDULE_ID).delete()
             except RPCError as err:
@@ -168,7 +171,6 @@ def schedule(every_hours: float = typer.Option(24.0, "--every-hours", min=0.1, h
                     raise
                 return f"no schedule {SCHEDULE_ID} to delete"
             return f"schedule {SCHEDULE_ID} deleted"
-        days = _retention_days(settings, None)
         created = await ensure_schedule(client, retention_schedule(settings, days, timedelta(hours=every_hours)))
         return (f"schedule {SCHEDULE_ID} {'created' if created else 'updated'}: every {every_hours:g} h, purge closed "
                 f"conversations older than {days:g} day(s), on task queue '{settings.task_queue}'")

@@ -45,6 +45,7 @@ from workflows.retention import PurgeSummary
 
 CUSTOMER_ID = re.compile(r"[A-Za-z0-9#._:@-]{1,128}")
 """A customer id erasure accepts (ASCII; the API's id alphabet)."""
+ID_RULE = "a customer id is 1-128 characters of A-Z a-z 0-9 # . _ : @ -"
 
 
 class AuditSink(Protocol):
@@ -104,7 +105,7 @@ class DataErasure:
         records the refusal) when they have running workflows and not ``terminate_running``;
         database and Temporal errors pass (running it again completes the erasure)."""
         if not CUSTOMER_ID.fullmatch(customer_id):
-            raise ValueError("a customer id is 1-128 characters of A-Z a-z 0-9 # . _ : @ -")
+            raise ValueError(ID_RULE)
         if not self._key:
             raise ValueError("no pseudonym key: the customer's workflows cannot be found")
         pseudonym = customer_pseudonym(customer_id, self._key)
