@@ -212,7 +212,7 @@ class SupportWorkflow:
                           journal=self._journal)
         self._visibility.publish(state)
         if inp.journal is not None:
-            await self._journal.send(inp.journal)
+            self._journal.resend(inp.journal)
         interrupted: Optional[Inbound] = None
         while state.is_open() and self._cancel is None:
             await self._wait_for_work()
@@ -227,7 +227,7 @@ class SupportWorkflow:
                 for text in told:
                     self._answer(None, text)
                 self._notices += told
-                await self._journal.flush(state)
+                self._journal.flush(state)
                 continue
             inbound = self._inbox.pop(0)
             reply_text = await run_turn(ctx, inbound)
@@ -241,13 +241,16 @@ class SupportWorkflow:
             ):
                 # the history, not the state, is what grows: start a fresh run with the same state;
                 # a cancel that arrives while the handlers finish travels with it, and so does the
-                # turn's journal record (written first thing by the next run: no activity between
-                # the reply and the continue-as-new, when newer messages could slip in)
+                # turn's journal record (written first thing by the next run); earlier records
+                # still being written finish first, and a message arriving meanwhile is served here
+                await self._journal.drain()
+                if self._inbox or self._cancel is not None:
+                    continue
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 workflow.continue_as_new(inp.model_copy(update={"state": state.model_dump(mode="json"),
                                                                 "cancel": self._cancel, "answered": self._answered,
                                                                 "journal": self._journal.take(state)}))
-            await self._journal.flush(state)
+            self._journal.flush(state)
         if self._cancel is not None and (state.is_open() or interrupted is not None):
             self._journal.closing(state)
             summary = await cancel_conversation(state, self._cancel, inp.write_timeout_seconds)
@@ -258,7 +261,8 @@ class SupportWorkflow:
             self._journal.said(self._replies[queued.message_id].text)
         self._inbox.clear()
         self._visibility.publish(state)
-        await self._journal.flush(state)
+        self._journal.flush(state)
+        await self._journal.drain()
         await workflow.wait_condition(workflow.all_handlers_finished)
         return SupportOutcome(status=state.status.value, state=state)
 
