@@ -86,6 +86,9 @@ class Settings(BaseSettings):
     api_key_secret: Optional[SecretStr] = None
     """Server secret of the API keys' HMAC-SHA256 digests (``starter.keys``). None: a random
     secret kept in ``<data_dir>/api-key.secret`` (0600, made on first use)."""
+    retention_days: Optional[float] = Field(default=None, gt=0)
+    """Closed conversations older than this many days are purged by ``statekeeper retention
+    purge`` and its schedule (``activities.erasure``). None (default): retention is off."""
 
     sandbox_project_modules: bool = False
     """True: the project's workflow modules load inside the workflow sandbox in every run

@@ -1,5 +1,6 @@
 """The ``statekeeper`` command line: dev, worker, api, chat, state, taubench, link, backtest; the
-journal's transcript, decisions and journal erase/purge (``starter.journal_cli``)."""
+journal's transcript, decisions and journal erase/purge (``starter.journal_cli``); erase and
+retention purge/schedule (``starter.erasure_cli``)."""
 
 from __future__ import annotations
 
@@ -31,6 +32,7 @@ from starter.auth import access_from_settings
 from starter.backtest_cli import backtest
 from starter.client import ConversationError, client_for
 from starter.devserver import DevServerError
+from starter.erasure_cli import erase, retention_app
 from starter.journal_cli import decisions, journal_app, transcript
 from starter.keys_cli import keys_app
 from starter.links import link
@@ -45,6 +47,8 @@ app.command()(decisions)
 app.add_typer(journal_app, name="journal")
 app.add_typer(keys_app, name="keys")
 app.command()(backtest)
+app.command()(erase)
+app.add_typer(retention_app, name="retention")
 console = Console()
 
 

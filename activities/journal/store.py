@@ -5,14 +5,15 @@ Writes are upserts keyed by business identity (conversation, turn, sequence numb
 retried activity, a replayed workflow or a reset re-running a turn never duplicates a row.
 Reads: ``decisions`` (each model call joined with its verdict, filterable by conversation,
 customer, rule and time), ``export_jsonl``, ``transcript``; retention and erasure:
-``erase_conversation``, ``erase_customer``, ``purge``.
+``erase_conversation(s)``, ``erase_customer``, ``purge``, and the ids they would act on
+(``conversations_of_customer``, ``stale_conversations``).
 """
 
 from __future__ import annotations
 
 import json
 from datetime import datetime, timezone
-from typing import IO, Any, Optional
+from typing import IO, Any, Iterable, Optional
 
 import sqlalchemy as sa
 from pydantic import BaseModel
@@ -229,28 +230,47 @@ class JournalStore:
         with self._ready().begin() as conn:
             return self._erase(conn, {conversation_id})
 
+    def erase_conversations(self, conversation_ids: Iterable[str]) -> Erased:
+        """Remove every row of the given conversations, in one transaction."""
+        with self._ready().begin() as conn:
+            return self._erase(conn, set(conversation_ids))
+
+    @staticmethod
+    def _of_customer(conn: Connection, customer_id: str) -> set[str]:
+        return {cid for table in TABLES for cid in conn.execute(sa.select(table.c.conversation_id).where(
+            table.c.customer_id == customer_id).distinct()).scalars()}
+
+    def conversations_of_customer(self, customer_id: str) -> set[str]:
+        """Ids of the conversations in which ``customer_id`` was the authenticated customer."""
+        with self._ready().connect() as conn:
+            return self._of_customer(conn, customer_id)
+
     def erase_customer(self, customer_id: str) -> Erased:
         """Remove every conversation in which ``customer_id`` was the authenticated customer,
         whole (its turns before authentication hold their personal data too)."""
         with self._ready().begin() as conn:
-            ids: set[str] = set()
-            for table in TABLES:
-                ids |= set(conn.execute(sa.select(table.c.conversation_id).where(
-                    table.c.customer_id == customer_id).distinct()).scalars())
-            return self._erase(conn, ids)
+            return self._erase(conn, self._of_customer(conn, customer_id))
 
-    def purge(self, older_than: datetime) -> Erased:
-        """Remove whole conversations whose newest row is older than ``older_than`` (aware
-        datetime; naive is taken as UTC): retention is per conversation, never half of one."""
-        cutoff = _utc(older_than)
+    @staticmethod
+    def _stale(older_than: datetime) -> sa.Select:
         newest = sa.union_all(
             sa.select(model_calls.c.conversation_id.label("cid"), model_calls.c.recorded_at.label("at")),
             sa.select(verdicts.c.conversation_id, verdicts.c.recorded_at),
             sa.select(transcript.c.conversation_id, transcript.c.at),
         ).subquery()
-        query = sa.select(newest.c.cid).group_by(newest.c.cid).having(sa.func.max(newest.c.at) < cutoff)
+        return sa.select(newest.c.cid).group_by(newest.c.cid).having(sa.func.max(newest.c.at) < _utc(older_than))
+
+    def stale_conversations(self, older_than: datetime) -> set[str]:
+        """Ids of the conversations whose newest row is older than ``older_than`` (aware
+        datetime; naive is taken as UTC)."""
+        with self._ready().connect() as conn:
+            return set(conn.execute(self._stale(older_than)).scalars())
+
+    def purge(self, older_than: datetime) -> Erased:
+        """Remove whole conversations whose newest row is older than ``older_than`` (aware
+        datetime; naive is taken as UTC): retention is per conversation, never half of one."""
         with self._ready().begin() as conn:
-            return self._erase(conn, set(conn.execute(query).scalars()))
+            return self._erase(conn, set(conn.execute(self._stale(older_than)).scalars()))
 
 
 def _chunks(ids: list[str], size: int = 500) -> list[list[str]]:
