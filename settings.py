@@ -89,6 +89,20 @@ class Settings(BaseSettings):
     """Comma-separated origins allowed to call the codec server. None: the embedded Web UI
     (``http://127.0.0.1:<ui_port>``, ``http://localhost:<ui_port>``)."""
 
+    # --- API authentication and tenancy (starter.keys, starter.auth, starter.tenancy) ---
+    default_tenant: str = "default"
+    """The tenant of every store not in ``store_tenants``, of runs started without a ``Tenant``
+    (by the CLI, τ-bench, or before tenancy existed) and of the keyless loopback API."""
+    store_tenants: dict[str, str] = {}
+    """Store → tenant (JSON in ``STATEKEEPER_STORE_TENANTS``, e.g. ``{"acme-eu": "acme"}``); a
+    store not listed (``main`` by default) belongs to ``default_tenant``."""
+    api_key_secret: Optional[SecretStr] = None
+    """Server secret of the API keys' HMAC-SHA256 digests (``starter.keys``). None: a random
+    secret kept in ``<data_dir>/api-key.secret`` (0600, made on first use)."""
+    retention_days: Optional[float] = Field(default=None, gt=0)
+    """Closed conversations older than this many days are purged by ``statekeeper retention
+    purge`` and its schedule (``activities.erasure``). None (default): retention is off."""
+
     sandbox_project_modules: bool = False
     """True: the project's workflow modules load inside the workflow sandbox in every run
     (strict, slower; the tests run so); False: they are passed through (see ``worker``)."""
@@ -120,18 +134,34 @@ class Settings(BaseSettings):
         that would match nothing the workers wrote."""
         if self.pseudonym_key is not None:
             return self.pseudonym_key.get_secret_value()
-        path = self.data_dir / "pseudonym.key"
+        return self._secret_file("pseudonym.key", create)
+
+    def api_key_hmac_secret(self, create: bool = True) -> Optional[str]:
+        """The API keys' HMAC secret: ``api_key_secret``, else ``<data_dir>/api-key.secret``
+        (made on first use, 0600). ``create=False``: None when there is none yet."""
+        if self.api_key_secret is not None:
+            return self.api_key_secret.get_secret_value()
+        return self._secret_file("api-key.secret", create)
+
+    def _secret_file(self, name: str, create: bool) -> Optional[str]:
+        """The secret kept in ``<data_dir>/<name>``; made (0600) when missing and ``create``."""
+        path = self.data_dir / name
         if not path.exists() and not create:
             return None
         if not path.exists():
             self.data_dir.mkdir(parents=True, exist_ok=True)
+            # written whole under a temporary name, then linked into place: a process starting
+            # at the same moment reads either no file or the whole secret, never an empty one
+            temporary = path.with_name(f".{name}.{secrets.token_hex(4)}")
+            fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w") as handle:
+                handle.write(secrets.token_hex(32))
             try:
-                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+                os.link(temporary, path)
             except FileExistsError:
                 pass  # another process made it first: read theirs
-            else:
-                with os.fdopen(fd, "w") as handle:
-                    handle.write(secrets.token_hex(32))
+            finally:
+                temporary.unlink()
         return path.read_text().strip()
 
     @property

@@ -19,6 +19,8 @@ from temporalio.worker.workflow_sandbox import (
     SandboxRestrictions,
 )
 
+from activities.erasure.activity import RetentionActivities
+from activities.erasure.service import DataErasure
 from activities.identity import IdentityActivities
 from activities.journal.activity import JournalActivities
 from activities.journal.store import JournalStore
@@ -26,6 +28,7 @@ from activities.llm.model_activity import ModelActivities, build_client, offline
 from activities.retail_port import RetailPort
 from activities.tools import ToolActivities
 from settings import Settings
+from starter.audit import AuditLog
 from starter.connection import connect
 from starter.logs import configure_logging
 from starter.preflight import StartupRefused, check_task_queue, ensure_search_attributes
@@ -33,6 +36,7 @@ from starter.system_of_record import fingerprint, worker_identity
 from systems.model.plans import PlanBook
 from systems.retail.backend import RetailBackend, make_engine
 from workflows.refund import RefundWorkflow
+from workflows.retention import RetentionWorkflow
 from workflows.support import SupportWorkflow
 
 log = logging.getLogger("statekeeper.worker")
@@ -81,6 +85,16 @@ def build_model_activities(settings: Settings) -> ModelActivities:
     return ModelActivities(client, model=model, max_tokens=settings.model_max_tokens)
 
 
+def build_erasure(client: Client, settings: Settings, backend: Optional[RetailBackend] = None,
+                  journal: Optional[JournalStore] = None) -> DataErasure:
+    """Erasure and retention (``activities.erasure``) over ``settings``' system of record,
+    journal and audit log (the journal's database), with the existing pseudonym key (never
+    a new one: it would match no run)."""
+    url = settings.resolved_journal_url()
+    return DataErasure(client, backend or build_backend(settings), journal or JournalStore(url), AuditLog(url),
+                       pseudonym_key=settings.pseudonym_secret(create=False))
+
+
 def build_worker(client: Client, settings: Settings, backend: Optional[RetailBackend] = None,
                  model: Optional[ModelActivities] = None, tools: Optional[ToolActivities] = None,
                  identity: Optional[IdentityActivities] = None, journal: Optional[JournalStore] = None) -> Worker:
@@ -94,7 +108,8 @@ def build_worker(client: Client, settings: Settings, backend: Optional[RetailBac
     (``starter.system_of_record``), which ``preflight`` of the next worker on the queue
     compares with its own."""
     if tools is None:
-        port = RetailPort(backend or build_backend(settings))
+        backend = backend or build_backend(settings)
+        port = RetailPort(backend)
         tools = ToolActivities(tools=port, outbox=port, tickets=port)
     sor = fingerprint(settings.resolved_database_url())
     tools.system_of_record = sor  # processes bind to it; calls bound to another database are refused
@@ -107,8 +122,9 @@ def build_worker(client: Client, settings: Settings, backend: Optional[RetailBac
         client,
         task_queue=settings.task_queue,
         identity=worker_identity(sor),
-        workflows=[SupportWorkflow, RefundWorkflow],
-        activities=[model.propose_action, *tools.all(), *identity.all(), *JournalActivities(journal).all()],
+        workflows=[SupportWorkflow, RefundWorkflow, RetentionWorkflow],
+        activities=[model.propose_action, *tools.all(), *identity.all(), *JournalActivities(journal).all(),
+                    *RetentionActivities(lambda: build_erasure(client, settings, backend, journal)).all()],
         workflow_runner=workflow_runner(settings.sandbox_project_modules),
         max_concurrent_activities=settings.max_concurrent_activities,
         max_concurrent_workflow_tasks=settings.max_concurrent_workflow_tasks,

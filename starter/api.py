@@ -15,11 +15,12 @@ Routes (bodies: ``starter.api_models``; refunds and approvals: ``starter.api_pro
     POST /refunds  GET /refunds/{refund_id}  GET /refunds?order_id=  POST /approvals/{id}  GET /approvals?status=pending
     GET  /healthz                                                                     -> 200 / 503
 
-Every refusal is ``{"detail": "<reason>"}``: 422 invalid (bad body, unknown store, empty
-or over-8-KB message), 409 finished / conflict / approval refused / state incompatible (a
-conversation whose saved state this version cannot load; its run failed), 404 not found, 413
-body too large, 503 Temporal unreachable or no worker polling (the reason says which),
-504 no reply within the deadline. Reasons never carry internal exception names or gRPC text.
+Every route but ``/healthz`` and the OpenAPI pages needs an API key when keys are configured
+(``starter.auth``: 401 without a valid one, 403 when its role may not, 404 for another
+tenant's process, as if it did not exist); reads of personal data are audited (``starter.audit``).
+
+Every refusal is ``{"detail": "<reason>"}``, never exception names or gRPC text; each route's
+statuses are declared in one place, ``starter.api_responses``.
 """
 
 from __future__ import annotations
@@ -33,23 +34,29 @@ from typing import Any, AsyncIterator, Awaitable, Callable, Optional, Union
 from fastapi import Depends, FastAPI, Query, Request, status
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
 from temporalio.service import RPCError
 
 from starter.api_models import (
-    CONVERSATION_REFUSALS,
     MAX_BODY_BYTES,
     CancelAccepted,
     CancelIn,
     ConversationCreated,
+    ConversationId,
     MessageIn,
     StartConversation,
-    check_text_size,
+    check_message,
     client_dep,
+    filter_query,
+    page_token_query,
 )
+from starter.api_guard import Authenticate, Guard, document_security, guard_dep
 from starter.api_journal import router as journal_router
+from starter.auth import Access, AccessSource, Permission
 from starter.api_processes import router as processes_router
-from starter.body_limit import install_body_limit
-from starter.client import ConversationError, StatekeeperClient
+from starter.api_responses import responses_for
+from starter.body_guard import install_body_checks
+from starter.client import FIRST_MESSAGE_ID, ConversationError, StatekeeperClient
 from starter.errors import status_for
 from starter.listing import MAX_PAGE, Page
 from workflows.contracts import AssistantReply
@@ -66,17 +73,20 @@ CONNECT_SECONDS = 5.0
 
 
 def create_app(client_factory: Optional[ClientFactory] = None,
-               journal_factory: Optional[Callable[[], Any]] = None) -> FastAPI:
+               journal_factory: Optional[Callable[[], Any]] = None,
+               access: Union[Access, AccessSource, None] = None) -> FastAPI:
     """Build the API.
 
     ``client_factory`` is called at startup (lifespan) or, when the ASGI server does not run
     lifespan events (``httpx.ASGITransport``) or the first attempt failed, on the next request
     that needs it. ``None`` means: read ``Settings()`` and connect with ``starter.connection``.
     ``journal_factory`` returns the ``JournalStore`` of the transcript route (on first use;
-    ``None``: the one ``Settings()`` names).
+    ``None``: the one ``Settings()`` names). ``access`` (``starter.auth``), or a function
+    building it when the app first serves: ``None`` is the keyless loopback API, auditing
+    into the journal's database (``statekeeper api``/``dev`` pass ``access_from_settings``).
     """
     lock = asyncio.Lock()
-    holder: dict[str, Any] = {"client": None, "journal": None}
+    holder: dict[str, Any] = {"client": None, "journal": None, "access": access if isinstance(access, Access) else None}
 
     async def _default_factory() -> StatekeeperClient:
         # imported here so that importing starter.api does not read settings or connect
@@ -113,8 +123,26 @@ def create_app(client_factory: Optional[ClientFactory] = None,
                     holder["journal"] = await asyncio.to_thread(journal_factory or _default_journal)
         return holder["journal"]
 
+    def _keyless() -> Access:
+        from settings import Settings
+        from starter.audit import AuditLog
+        from starter.tenancy import Tenancy
+
+        url = holder["journal"].engine.url.render_as_string(hide_password=False)
+        return Access(AuditLog(url), Tenancy.from_settings(Settings()))
+
+    async def ensure_access() -> Access:
+        if holder["access"] is None:
+            if access is None:
+                await ensure_journal()
+            async with lock:
+                if holder["access"] is None:
+                    holder["access"] = await asyncio.to_thread(access or _keyless)
+        return holder["access"]
+
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        await ensure_access()  # StartupRefused (no keys where keys are needed) stops the server here
         try:
             await ensure_client()
         except Exception as err:  # noqa: BLE001
@@ -123,14 +151,18 @@ def create_app(client_factory: Optional[ClientFactory] = None,
             log.warning("Temporal not reachable at startup (%s); will retry on demand", type(err).__name__)
         yield
 
-    app = FastAPI(title="statekeeper", version="0.2.0", lifespan=lifespan,
+    # redirect_slashes off: "/conversations/" is a 404 like any unknown path, not an undocumented 307
+    app = FastAPI(title="statekeeper", version="0.2.0", lifespan=lifespan, redirect_slashes=False,
                   description="Durable LLM-driven support conversations and refunds on Temporal.")
     app.state.ensure_client = ensure_client
     app.state.ensure_journal = ensure_journal
+    app.state.ensure_access = ensure_access
     app.include_router(processes_router)
     app.include_router(journal_router)
 
-    install_body_limit(app, MAX_BODY_BYTES)
+    install_body_checks(app, MAX_BODY_BYTES)  # 413 over the limit; 422 not UTF-8 JSON or nested too deep
+    app.add_middleware(Authenticate, ensure_access=ensure_access)  # outermost: 401 before anything else
+    document_security(app)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid_body(_: Request, err: RequestValidationError) -> JSONResponse:
@@ -138,9 +170,19 @@ def create_app(client_factory: Optional[ClientFactory] = None,
         reasons = "; ".join(f"{'.'.join(str(p) for p in e.get('loc', ()))}: {e.get('msg', '')}" for e in err.errors())
         return JSONResponse(status_code=422, content={"detail": f"invalid request: {reasons}"})
 
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_refusal(_: Request, err: StarletteHTTPException) -> JSONResponse:
+        # FastAPI answers a body it could not parse (other than bad JSON) with a 400; every
+        # malformed request is a 422 here, in the one shape (README, starter.api_responses)
+        if err.status_code == 400:
+            return JSONResponse(status_code=422, content={"detail": "invalid request: the body could not be parsed"})
+        return JSONResponse(status_code=err.status_code, content={"detail": str(err.detail)},
+                            headers=getattr(err, "headers", None))
+
     @app.exception_handler(ConversationError)
     async def _refused(_: Request, err: ConversationError) -> JSONResponse:
-        return JSONResponse(status_code=status_for(err), content={"detail": str(err)})
+        headers = {"WWW-Authenticate": "Bearer"} if err.kind == "unauthenticated" else None
+        return JSONResponse(status_code=status_for(err), content={"detail": str(err)}, headers=headers)
 
     @app.exception_handler(RPCError)
     async def _rpc_unavailable(_: Request, err: RPCError) -> JSONResponse:
@@ -150,7 +192,7 @@ def create_app(client_factory: Optional[ClientFactory] = None,
         return JSONResponse(status_code=status.HTTP_503_SERVICE_UNAVAILABLE,
                             content={"detail": "Temporal request failed; retry later"})
 
-    @app.get("/healthz")
+    @app.get("/healthz", responses=responses_for("GET", "/healthz"))
     async def healthz() -> JSONResponse:
         """200 when Temporal answers and at least one worker polls the task queue; else 503
         naming which is missing."""
@@ -167,54 +209,92 @@ def create_app(client_factory: Optional[ClientFactory] = None,
         return JSONResponse({"status": "ok", "temporal": "reachable", "task_queue": client.task_queue})
 
     @app.post("/conversations", status_code=status.HTTP_201_CREATED, response_model=ConversationCreated,
-              response_model_exclude_none=True, responses=CONVERSATION_REFUSALS)
+              response_model_exclude_none=True, responses=responses_for("POST", "/conversations"))
     async def start_conversation(body: Optional[StartConversation] = None,
+                                 guard: Guard = Depends(guard_dep),
                                  client: StatekeeperClient = Depends(client_dep)) -> ConversationCreated:
         """Start a conversation, idempotent on the caller's id (one run however often it is
         sent); with ``text``, also send the first message and answer its reply (the same
-        reply on a repeat). An unknown store is a 422 and leaves nothing running."""
+        reply on a repeat). An unknown store (or another tenant's) is a 422 and leaves
+        nothing running; another tenant's conversation id is a 409."""
         body = body or StartConversation()
+        guard.require(Permission.START_CONVERSATION)
+        attributes = guard.start_attributes(body.store)
+        if body.text is not None:
+            check_message(body.text)
+        if body.conversation_id is not None:
+            await guard.claim(client, body.conversation_id)  # nothing reaches another tenant's run
+        try:
+            conversation_id = await client.start_conversation(body.conversation_id, store=body.store,
+                                                              search_attributes=attributes)
+        except ConversationError as err:
+            # a repeat after the first message ended the conversation still gets its reply
+            if body.text is None or err.kind != "finished" or body.conversation_id is None:
+                raise
+            conversation_id = body.conversation_id
+        await guard.claim(client, conversation_id)  # the id may have been taken meanwhile
         if body.text is None:
-            return ConversationCreated(conversation_id=await client.start_conversation(body.conversation_id,
-                                                                                       store=body.store))
-        check_text_size(body.text)
-        conversation_id, reply = await client.start_with_message(body.text, body.conversation_id, store=body.store,
-                                                                 message_id=body.message_id)
+            return ConversationCreated(conversation_id=conversation_id)
+        reply = await client.send_message(conversation_id, body.text, body.message_id or FIRST_MESSAGE_ID)
         return ConversationCreated(conversation_id=conversation_id, reply=reply)
 
-    @app.get("/conversations", response_model=Page, response_model_exclude_none=False)
-    async def list_conversations(customer_id: Optional[str] = None, order_id: Optional[str] = None,
-                                 status: Optional[str] = None, step: Optional[str] = None,
-                                 limit: int = Query(20, ge=1, le=MAX_PAGE), next_page_token: Optional[str] = None,
+    @app.get("/conversations", response_model=Page, response_model_exclude_none=False,
+             responses=responses_for("GET", "/conversations"))
+    async def list_conversations(customer_id: Optional[str] = filter_query(), order_id: Optional[str] = filter_query(),
+                                 status: Optional[str] = filter_query(), step: Optional[str] = filter_query(),
+                                 limit: int = Query(20, ge=1, le=MAX_PAGE),
+                                 next_page_token: Optional[str] = page_token_query(),
+                                 guard: Guard = Depends(guard_dep),
                                  client: StatekeeperClient = Depends(client_dep)) -> Page:
-        """Conversations matching every filter (search attributes), newest first, one page."""
-        return await client.list_conversations(customer_id=customer_id, order_id=order_id, status=status,
-                                               step=step, limit=limit, next_page_token=next_page_token)
+        """The caller's tenant's conversations matching every filter (search attributes),
+        newest first, one page (a customer-scoped key: only its customer's)."""
+        guard.require(Permission.LIST_CONVERSATIONS)
+        page = await client.list_conversations(customer_id=customer_id, order_id=order_id, status=status, step=step,
+                                               limit=limit, next_page_token=next_page_token, scope=guard.scope())
+        await guard.audit_list(client, "conversations", customer_id, len(page.items))
+        return page
 
     @app.post("/conversations/{conversation_id}/messages", response_model=AssistantReply,
-              responses=CONVERSATION_REFUSALS)
-    async def send_message(conversation_id: str, body: MessageIn,
+              responses=responses_for("POST", "/conversations/{conversation_id}/messages"))
+    async def send_message(conversation_id: ConversationId, body: MessageIn, guard: Guard = Depends(guard_dep),
                            client: StatekeeperClient = Depends(client_dep)) -> AssistantReply:
         """Send one user message; waits (bounded) for and returns the assistant's reply."""
-        check_text_size(body.text)
+        check_message(body.text)
+        await guard.conversation(client, conversation_id, Permission.SEND_MESSAGE)
         return await client.send_message(conversation_id, body.text, body.message_id)
 
     @app.post("/conversations/{conversation_id}/cancel", status_code=status.HTTP_202_ACCEPTED,
-              response_model=CancelAccepted, responses=CONVERSATION_REFUSALS)
-    async def cancel(conversation_id: str, body: Optional[CancelIn] = None,
-                     client: StatekeeperClient = Depends(client_dep)) -> CancelAccepted:
-        """Ask the conversation to stop; accepted, not yet done (a running write finishes first)."""
+              response_model=CancelAccepted,
+              responses=responses_for("POST", "/conversations/{conversation_id}/cancel"))
+    async def cancel(conversation_id: ConversationId, body: Optional[CancelIn] = None,
+                     guard: Guard = Depends(guard_dep), client: StatekeeperClient = Depends(client_dep)) -> CancelAccepted:
+        """Ask the conversation to stop (operators); accepted, not yet done (a running write finishes first)."""
         body = body or CancelIn()
+        await guard.conversation(client, conversation_id, Permission.CANCEL_CONVERSATION)
         await client.cancel(conversation_id, body.reason, rollback=body.rollback)
         return CancelAccepted(conversation_id=conversation_id)
 
-    @app.get("/conversations/{conversation_id}", response_model=ConversationState, responses=CONVERSATION_REFUSALS)
-    async def get_state(conversation_id: str, client: StatekeeperClient = Depends(client_dep)) -> ConversationState:
-        """The conversation's typed state (also after it finished, while history is retained)."""
+    @app.get("/conversations/{conversation_id}", response_model=ConversationState,
+             responses=responses_for("GET", "/conversations/{conversation_id}"))
+    async def get_state(conversation_id: ConversationId, guard: Guard = Depends(guard_dep),
+                        client: StatekeeperClient = Depends(client_dep)) -> ConversationState:
+        """The conversation's typed state (also after it finished, while history is retained); audited."""
+        await guard.conversation(client, conversation_id, Permission.READ_CONVERSATION)
+        await guard.audit("read_state", conversation_id)
         return await client.state(conversation_id)
 
     return app
 
 
-app = create_app()
-"""The served app: ``uvicorn starter.api:app``; settings are read at startup."""
+def _served_access() -> Access:
+    from settings import Settings
+    from starter import devstate
+    from starter.auth import access_from_settings
+
+    # the bind address is not known here: keys are always required
+    return access_from_settings(devstate.adopt(Settings()), host=None)
+
+
+app = create_app(access=_served_access)
+"""The served app: ``uvicorn starter.api:app``; settings are read at startup, and it refuses
+to start without API keys (``statekeeper api`` serves keyless on loopback)."""

@@ -17,6 +17,11 @@ from fastapi.responses import PlainTextResponse
 from pydantic import BaseModel
 
 from activities.journal.store import JournalStore, TranscriptEntry
+from starter.api_guard import Guard, guard_dep
+from starter.api_models import ConversationId, client_dep
+from starter.api_responses import responses_for
+from starter.auth import Permission
+from starter.client import StatekeeperClient
 from starter.journal_cli import transcript_text
 
 router = APIRouter()
@@ -28,12 +33,6 @@ class Transcript(BaseModel):
 
     conversation_id: str
     entries: list[TranscriptEntry]
-
-
-class Refusal(BaseModel):
-    """Every refusal of the API: ``{"detail": "<reason>"}``."""
-
-    detail: str
 
 
 async def journal_dep(request: Request) -> JournalStore:
@@ -51,18 +50,19 @@ def _wants_text(request: Request, format: Optional[str]) -> bool:
     return "text/plain" in accept and "application/json" not in accept
 
 
-@router.get("/conversations/{conversation_id}/transcript", response_model=Transcript, responses={
-    200: {"description": "The transcript: JSON (`Transcript`), or text for people with `?format=text` or "
-                         "`Accept: text/plain` (one line per entry: `[turn N, time UTC] who: text`).",
-          "content": {"text/plain": {"schema": {"type": "string"}}}},
-    404: {"model": Refusal, "description": "No transcript: an unknown conversation, or one erased or purged, "
-                                           "or one without a message yet."},
-    503: {"model": Refusal, "description": "The journal's database is not reachable."},
-})
-async def get_transcript(conversation_id: str, request: Request,
+@router.get("/conversations/{conversation_id}/transcript", response_model=Transcript,
+            responses=responses_for("GET", "/conversations/{conversation_id}/transcript", extra={
+                200: {"description": "The transcript: JSON (`Transcript`), or text for people with `?format=text` "
+                                     "or `Accept: text/plain` (one line per entry: `[turn N, time UTC] who: text`).",
+                      "content": {"text/plain": {"schema": {"type": "string"}}}}}))
+async def get_transcript(conversation_id: ConversationId, request: Request,
                          format: Optional[Literal["json", "text"]] = None,
-                         journal: JournalStore = Depends(journal_dep)):
-    """The conversation's whole transcript (not only the state's window of recent turns)."""
+                         guard: Guard = Depends(guard_dep), journal: JournalStore = Depends(journal_dep),
+                         client: StatekeeperClient = Depends(client_dep)):
+    """The conversation's whole transcript (not only the state's window of recent turns); audited.
+    Keyed callers read it while the conversation's run is retained (its tenant is on the run)."""
+    await guard.conversation(client, conversation_id, Permission.READ_CONVERSATION)
+    await guard.audit("read_transcript", conversation_id, f"format={'text' if _wants_text(request, format) else 'json'}")
     try:
         entries = await asyncio.to_thread(journal.transcript, conversation_id)
     except Exception as err:  # noqa: BLE001 (the database's text stays out of the answer)

@@ -1,25 +1,71 @@
-"""Request and response bodies of the HTTP API (``starter.api``), and the shared
-``client_dep`` dependency of its routers."""
+"""Request and response bodies of the HTTP API (``starter.api``), the types of its path
+ids and free text (ASCII ids, no control characters), and the shared ``client_dep``
+dependency of its routers."""
 
 from __future__ import annotations
 
-from typing import Literal, Optional
+from typing import Annotated, Any, Literal, Optional
 
-from fastapi import HTTPException, Request, status
+from fastapi import HTTPException, Path, Query, Request, status
 from pydantic import BaseModel, ConfigDict, Field
 
 from starter.client import StatekeeperClient
+from starter.listing import FILTER_VALUE, PAGE_TOKEN_VALUE
 from workflows.contracts import AssistantReply
+from workflows.options import MAX_USER_MESSAGE_BYTES
+from workflows.user_text import FREE_TEXT_PATTERN, MESSAGE_PATTERN, message_problem, refuse_controls
 
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:@-]*$"
 """Conversation ids, message ids and store names: URL-path safe, so ``/conversations/{id}`` round-trips."""
+PATH_ID_PATTERN = r"^[^\x00-\x1f\x7f-\x9f/]+$"
+"""An id in a path: any id a backend gave (the Python client takes any text), but never a
+control character; ids the API itself accepts are ``ID_PATTERN``."""
 
-MAX_REQUEST_TEXT_BYTES = 64 * 1024
-"""Messages larger than this are refused here, before they become a Temporal payload.
-Below it the workflow's own limit (8 KB) decides, so there is one source of truth for
-valid messages; this cap only keeps very large bodies off the Temporal server."""
 MAX_BODY_BYTES = 128 * 1024
 """Any request body larger than this is refused with 413 before it is parsed."""
+
+# Only documented here (maxLength, pattern: at least one visible character), checked by
+# check_message: an empty or oversized text gets the conversation's own words
+# ("message text is empty", "message is 9216 bytes; the limit is 8192 bytes")
+MessageText = Annotated[str, Field(json_schema_extra={"pattern": MESSAGE_PATTERN, "maxLength": MAX_USER_MESSAGE_BYTES},
+                                   description="The user's words: at least one visible character, at most "
+                                               f"{MAX_USER_MESSAGE_BYTES} bytes of UTF-8, no control characters "
+                                               "(tab, line feed and carriage return are text)."),
+                        refuse_controls("text")]
+"""A user message as the API takes it; emptiness and the byte limit are ``message_problem``'s."""
+
+
+def FreeText(max_length: int, what: str, min_length: int = 1) -> object:  # noqa: N802 (a type factory)
+    """``Annotated[str, ...]`` of free text (a reason, a note): ``min_length`` to
+    ``max_length`` characters, no control characters."""
+    return Annotated[str, Field(min_length=min_length, max_length=max_length,
+                                json_schema_extra={"pattern": FREE_TEXT_PATTERN}),
+                     refuse_controls(what)]
+
+
+def PathId(name: str, max_length: int = 256) -> object:  # noqa: N802 (a type factory)
+    """``Annotated[str, Path(...)]`` of an id in the URL path: no control characters or slashes."""
+    return Annotated[str, Path(min_length=1, max_length=max_length, json_schema_extra={"pattern": PATH_ID_PATTERN},
+                               description=f"The {name}."),
+                     refuse_controls(f"the {name}", is_id=True)]
+
+
+ConversationId = PathId("conversation id")
+
+
+def filter_query() -> Any:
+    """A list filter parameter (``GET /conversations``, ``GET /refunds``): optional, the
+    same rule as ``starter.listing.clause`` (so the OpenAPI document states it)."""
+    return Query(None, max_length=128, pattern=FILTER_VALUE,
+                 description="An id of ASCII letters, digits and #._:@- (at most 128 characters).")
+
+
+def page_token_query() -> Any:
+    """The ``next_page_token`` parameter of a list: optional, URL-safe base64."""
+    return Query(None, max_length=4100, pattern=PAGE_TOKEN_VALUE,
+                 description="The next_page_token of the previous page of the same list, unchanged.")
+RefundId = PathId("refund id")
+ApprovalId = PathId("approval id", max_length=1100)
 
 
 class StartConversation(BaseModel):
@@ -30,26 +76,8 @@ class StartConversation(BaseModel):
 
     conversation_id: Optional[str] = Field(default=None, min_length=1, max_length=128, pattern=ID_PATTERN)
     store: str = Field(default="main", min_length=1, max_length=64, pattern=ID_PATTERN)
-    text: Optional[str] = None
+    text: Optional[MessageText] = None
     message_id: Optional[str] = Field(default=None, min_length=1, max_length=128, pattern=ID_PATTERN)
-
-
-class Refusal(BaseModel):
-    """Every refusal's body: the reason, written for the caller's user."""
-
-    detail: str
-
-
-CONVERSATION_REFUSALS: dict[int | str, dict[str, object]] = {
-    409: {"model": Refusal, "description": (
-        "The conversation has finished (ended, cancelled, transferred, escalated), the id is taken by "
-        "another request, or its saved state cannot be loaded by this version (state_incompatible: saved "
-        "by a newer version, without a valid schema_version, or invalid after migration; the detail says "
-        "which, and the conversation's run has failed)")},
-    404: {"model": Refusal, "description": "No conversation with this id"},
-    503: {"model": Refusal, "description": "Temporal is not reachable, or no worker polls the task queue"},
-}
-"""OpenAPI ``responses`` of the conversation routes (``starter.api``)."""
 
 
 class ConversationCreated(BaseModel):
@@ -60,13 +88,14 @@ class ConversationCreated(BaseModel):
 
 
 class MessageIn(BaseModel):
-    """Body of ``POST /conversations/{id}/messages``. Emptiness and the 8 KB limit are
-    checked by the workflow, so its reason reaches the caller verbatim. ``message_id``
-    makes a retry safe: the same id returns the first reply and runs once."""
+    """Body of ``POST /conversations/{id}/messages``. The text is refused (422) with the
+    conversation's own words when it is empty, over 8192 bytes or holds a control
+    character (``check_message``). ``message_id`` makes a retry safe: the same id returns
+    the first reply and runs once."""
 
     model_config = ConfigDict(extra="forbid")
 
-    text: str
+    text: MessageText
     message_id: Optional[str] = Field(default=None, min_length=1, max_length=128, pattern=ID_PATTERN)
 
 
@@ -75,7 +104,7 @@ class CancelIn(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    reason: Optional[str] = Field(default=None, min_length=1, max_length=1000)
+    reason: Optional[FreeText(1000, "the reason")] = None  # type: ignore[valid-type]
     """None: the workflow's default reason (``CancelRequest``)."""
     rollback: bool = False
     """True: undo the conversation's reversible writes (address changes) by their
@@ -97,14 +126,16 @@ class DecisionIn(BaseModel):
 
     decision: Literal["approve", "reject"]
     approver: str = Field(min_length=1, max_length=128, pattern=ID_PATTERN)
-    note: Optional[str] = Field(default=None, max_length=1000)
+    note: Optional[FreeText(1000, "the note", min_length=0)] = None  # type: ignore[valid-type]
 
 
-def check_text_size(text: str) -> None:
-    """Refuse (422) a message far over the workflow's limit before it becomes a payload."""
-    size = len(text.encode("utf-8", errors="surrogatepass"))
-    if size > MAX_REQUEST_TEXT_BYTES:
-        raise HTTPException(422, detail=f"message is {size} bytes; the limit is 8192 bytes")
+def check_message(text: str) -> None:
+    """Refuse (422) a message the conversation would refuse (empty, a control character,
+    over 8192 bytes: ``workflows.user_text.message_problem``, the validator's own words),
+    before it becomes a Temporal payload."""
+    problem = message_problem(text)
+    if problem is not None:
+        raise HTTPException(422, detail=problem)
 
 
 async def client_dep(request: Request) -> StatekeeperClient:

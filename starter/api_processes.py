@@ -7,6 +7,8 @@
     GET  /approvals?status=pending&limit=&next_page_token=             -> 200 {items, next_page_token}
 
 Refusals are ``ConversationError``s, turned into ``{"detail"}`` answers by the app's handler.
+Refunds need a tenant-wide key (service or operator), approvals an operator key; another
+tenant's refund or approval is a 404 (``starter.api_guard``).
 """
 
 from __future__ import annotations
@@ -15,48 +17,65 @@ from typing import Any, Literal, Optional
 
 from fastapi import APIRouter, Depends, Query, status
 
-from starter.api_models import DecisionIn, client_dep
+from starter.api_guard import Guard, guard_dep
+from starter.api_models import ApprovalId, DecisionIn, RefundId, client_dep, filter_query, page_token_query
+from starter.api_responses import responses_for
+from starter.auth import Permission
 from starter.client import StatekeeperClient
 from starter.listing import MAX_PAGE, Page
 from starter.refunds import RefundStatus
+from workflows.approvals import Approval
 from workflows.standalone import RefundRequest
 
 router = APIRouter()
 
 
-@router.post("/refunds", status_code=status.HTTP_202_ACCEPTED, response_model=RefundStatus)
-async def request_refund(body: RefundRequest, client: StatekeeperClient = Depends(client_dep)) -> RefundStatus:
+@router.post("/refunds", status_code=status.HTTP_202_ACCEPTED, response_model=RefundStatus,
+             responses=responses_for("POST", "/refunds"))
+async def request_refund(body: RefundRequest, guard: Guard = Depends(guard_dep),
+                         client: StatekeeperClient = Depends(client_dep)) -> RefundStatus:
     """Start a standalone refund by business identity; a repeated request returns the same
     ``refund_id`` (one run), the same ``request_id`` with other arguments is a 409."""
-    return await client.request_refund(body)
+    guard.require(Permission.REQUEST_REFUND)
+    attributes = guard.start_attributes(body.store)[:1]  # the tenant: a refund has no customer scope
+    return await client.request_refund(body, search_attributes=attributes)
 
 
-@router.get("/refunds", response_model=Page)
-async def list_refunds(order_id: Optional[str] = None, customer_id: Optional[str] = None,
-                       status: Optional[str] = None, limit: int = Query(20, ge=1, le=MAX_PAGE),
-                       next_page_token: Optional[str] = None,
+@router.get("/refunds", response_model=Page, responses=responses_for("GET", "/refunds"))
+async def list_refunds(order_id: Optional[str] = filter_query(), customer_id: Optional[str] = filter_query(),
+                       status: Optional[str] = filter_query(), limit: int = Query(20, ge=1, le=MAX_PAGE),
+                       next_page_token: Optional[str] = page_token_query(), guard: Guard = Depends(guard_dep),
                        client: StatekeeperClient = Depends(client_dep)) -> Page:
-    """Refunds (standalone and conversations') matching every filter, one page."""
-    return await client.list_refunds(order_id=order_id, customer_id=customer_id, status=status, limit=limit,
-                                     next_page_token=next_page_token)
+    """The caller's tenant's refunds (standalone and conversations') matching every filter, one page."""
+    guard.require(Permission.READ_REFUNDS)
+    page = await client.list_refunds(order_id=order_id, customer_id=customer_id, status=status, limit=limit,
+                                     next_page_token=next_page_token, scope=guard.scope())
+    await guard.audit_list(client, "refunds", customer_id, len(page.items))
+    return page
 
 
-@router.get("/refunds/{refund_id}", response_model=RefundStatus)
-async def get_refund(refund_id: str, client: StatekeeperClient = Depends(client_dep)) -> RefundStatus:
+@router.get("/refunds/{refund_id}", response_model=RefundStatus, responses=responses_for("GET", "/refunds/{refund_id}"))
+async def get_refund(refund_id: RefundId, guard: Guard = Depends(guard_dep),
+                     client: StatekeeperClient = Depends(client_dep)) -> RefundStatus:
     """A refund's status, step, and (once finished) outcome."""
+    await guard.refund(client, refund_id)
     return await client.refund(refund_id)
 
 
-@router.post("/approvals/{approval_id}")
-async def decide_approval(approval_id: str, body: DecisionIn,
+@router.post("/approvals/{approval_id}", response_model=Approval,
+             responses=responses_for("POST", "/approvals/{approval_id}"))
+async def decide_approval(approval_id: ApprovalId, body: DecisionIn, guard: Guard = Depends(guard_dep),
                           client: StatekeeperClient = Depends(client_dep)) -> Any:
-    """Approve or reject a pending approval as ``approver``; answers the decided approval."""
+    """Approve or reject a pending approval as ``approver`` (operators); answers the decided approval."""
+    await guard.approval(client, approval_id)
     return await client.decide_approval(approval_id, body.decision, body.approver, body.note)
 
 
-@router.get("/approvals", response_model=Page)
+@router.get("/approvals", response_model=Page, responses=responses_for("GET", "/approvals"))
 async def list_approvals(status: Literal["pending"] = "pending", limit: int = Query(20, ge=1, le=MAX_PAGE),
-                         next_page_token: Optional[str] = None,
+                         next_page_token: Optional[str] = page_token_query(), guard: Guard = Depends(guard_dep),
                          client: StatekeeperClient = Depends(client_dep)) -> Page:
-    """Approvals awaiting a decision (``PendingApproval`` of running processes), one page."""
-    return await client.list_pending_approvals(limit=limit, next_page_token=next_page_token)
+    """The caller's tenant's approvals awaiting a decision (``PendingApproval`` of running
+    processes), one page (operators)."""
+    guard.require(Permission.LIST_APPROVALS)
+    return await client.list_pending_approvals(limit=limit, next_page_token=next_page_token, scope=guard.scope())

@@ -1,6 +1,8 @@
 """Serving the HTTP API (``starter.api``) with uvicorn: on its own (``statekeeper api``)
 or beside the worker of ``statekeeper dev``, in the same event loop and over the same
-Temporal client."""
+Temporal client. Both decide its authentication before listening (``starter.auth``): API keys
+when any exists; keyless on a loopback host while none does; any other host without keys
+is refused (``StartupRefused``)."""
 
 from __future__ import annotations
 
@@ -14,34 +16,41 @@ from temporalio.client import Client
 from activities.journal.store import JournalStore
 from settings import Settings
 from starter.api import create_app
+from starter.auth import Access, access_from_settings
 from starter.client import StatekeeperClient, client_for
 from starter.connection import connect, data_converter
 
 
-def serve(settings: Settings, host: str, port: int) -> None:
+def serve(settings: Settings, host: str, port: int, announce=print) -> None:  # noqa: ANN001 (a print-like)
     """Run the API for ``settings`` until interrupted; it connects to Temporal when it starts
-    serving (and retries on demand while Temporal is unreachable). Raises
-    ``starter.codec.CodecKeyMissing`` at once when encryption is on and has no key."""
+    serving (and retries on demand while Temporal is unreachable). Raises ``StartupRefused``
+    before listening on a non-loopback ``host`` without API keys, and
+    (``starter.codec.CodecKeyMissing``) when encryption is on and has no key; ``announce``
+    gets one line saying how callers authenticate."""
     data_converter(settings)  # refuse to start without a codec key, not on the first request
 
     async def connected() -> StatekeeperClient:
         return client_for(await connect(settings), settings)
 
-    uvicorn.run(create_app(connected, lambda: JournalStore(settings.resolved_journal_url())), host=host, port=port,
-                log_level="info", log_config=None)  # records go through the root logger's redaction
+    access = access_from_settings(settings, host)
+    announce(f"statekeeper api on http://{host}:{port}: {access.describe()}")
+    uvicorn.run(create_app(connected, lambda: JournalStore(settings.resolved_journal_url()), access), host=host,
+                port=port, log_level="info", log_config=None)  # records go through the root logger's redaction
 
 
 @contextlib.asynccontextmanager
 async def api_beside(temporal_client: Client, settings: Settings, host: Optional[str] = None,
-                     port: Optional[int] = None) -> AsyncIterator[str]:
+                     port: Optional[int] = None, access: Optional[Access] = None) -> AsyncIterator[str]:
     """Serve the API in this event loop over ``temporal_client`` while the block runs;
-    yields its base URL. Raises ``OSError`` if the port is taken."""
+    yields its base URL. ``access`` None: ``access_from_settings`` for ``host``. Raises
+    ``OSError`` if the port is taken, ``StartupRefused`` for a non-loopback host without keys."""
     host = host or settings.api_host
     port = settings.api_port if port is None else port
+    access = access or await asyncio.to_thread(access_from_settings, settings, host)
     app = create_app(lambda: client_for(temporal_client, settings),
-                     lambda: JournalStore(settings.resolved_journal_url()))
+                     lambda: JournalStore(settings.resolved_journal_url()), access)
     server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on",
-                                                log_config=None))
+                                           log_config=None))
     task = asyncio.create_task(server.serve())
     while not server.started:
         if task.done():

@@ -18,6 +18,7 @@ from starter.core import ClientCore
 from starter.errors import ConversationError, unreachable
 from workflows.approvals import Approval, ApprovalDecision, workflow_id_of
 from workflows.errors import ErrorType
+from workflows.user_text import control_problem
 
 APPROVAL_REFUSED = ErrorType.APPROVAL_REFUSED.value
 
@@ -32,7 +33,11 @@ def approval_workflow_id(approval_id: str) -> str:
 
 
 def decision_payload(approval_id: str, decision: str, approver: str, note: Optional[str]) -> ApprovalDecision:
-    """The update's input, validated here (``invalid`` on a bad field)."""
+    """The update's input, validated here (``invalid`` on a bad field, or a note with a
+    control character)."""
+    problem = control_problem(note, "the note") if note is not None else None
+    if problem is not None:
+        raise ConversationError(problem, "invalid")
     fields = {"approval_id": approval_id, "decision": decision, "approver": approver, "note": note}
     try:
         return ApprovalDecision(**fields)

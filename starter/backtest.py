@@ -183,7 +183,7 @@ def load_decisions(settings: Settings, conversation_id: Optional[str] = None,
     if not _has_table(url, "model_calls"):
         raise BacktestError(f"no decision log at {sa.make_url(url).render_as_string(hide_password=True)}; "
                             "set STATEKEEPER_JOURNAL_URL to the workers' journal")
-    store = JournalStore(url)
+    store = JournalStore(url, create=False)
     try:
         return store.decisions(conversation_id=conversation_id, since=since)
     finally:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
 from typing import Optional
 
@@ -21,6 +21,7 @@ from rich.table import Table
 
 from settings import Settings
 from starter import devstate
+from starter.journal_cli import parse_since as journal_since
 from starter.backtest import BacktestError, BacktestReport, backtest as run_backtest
 from starter.backtest import check_prompt_version, load_decisions, model_client
 from starter.backtest_diff import Difference, describe
@@ -30,15 +31,11 @@ console = Console()
 
 
 def parse_since(value: Optional[str]) -> Optional[datetime]:
-    """``--since`` as an aware datetime: an ISO date (``2026-11-23``, midnight UTC) or date
-    and time (naive is UTC). Raises ``BacktestError`` for anything else."""
-    if value is None:
-        return None
+    """``--since`` (``journal_cli.parse_since``). Raises ``BacktestError`` for a bad value."""
     try:
-        when = datetime.fromisoformat(value)
-    except ValueError:
-        raise BacktestError(f"--since {value!r} is not an ISO date or date-time (e.g. 2026-11-23)") from None
-    return when if when.tzinfo else when.replace(tzinfo=timezone.utc)
+        return journal_since(value)
+    except ValueError as err:
+        raise BacktestError(str(err)) from None
 
 
 def backtest(
@@ -56,7 +53,7 @@ def backtest(
     settings = devstate.adopt(Settings())
     try:
         prompt = check_prompt_version(prompt_version)
-        rows = load_decisions(settings, conversation_id=conversation.removeprefix("support-") if conversation else None,
+        rows = load_decisions(settings, conversation_id=conversation if conversation else None,
                               since=parse_since(since))
         report = asyncio.run(_run(settings, rows, prompt, model, concurrency))
     except BacktestError as err:

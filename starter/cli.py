@@ -1,12 +1,12 @@
 """The ``statekeeper`` command line: dev, worker, api, chat, state, taubench, link, backtest; the
-journal's transcript, decisions and journal erase/purge (``starter.journal_cli``)."""
+journal's transcript, decisions and journal erase/purge (``starter.journal_cli``); erase and
+retention purge/schedule (``starter.erasure_cli``)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import json
-import logging
 import os
 import sys
 import uuid
@@ -28,13 +28,16 @@ from rich.table import Table
 from settings import Settings
 from starter import devstate
 from starter.api_server import api_beside
+from starter.auth import access_from_settings
 from starter.backtest_cli import backtest
 from starter.client import ConversationError, client_for
 from starter.codec_server import codec_for_dev, codec_server
 from starter.devserver import DevServerError
+from starter.erasure_cli import erase, retention_app
 from starter.journal_cli import decisions, journal_app, transcript
+from starter.keys_cli import keys_app
 from starter.links import link
-from starter.logs import configure_logging
+from starter.logs import cli_logging, configure_logging
 from starter.preflight import StartupRefused
 from starter.runtime import runtime
 from starter.taubench import TauBenchRunner, load_tasks, report_json
@@ -44,8 +47,12 @@ app.command()(link)
 app.command()(transcript)
 app.command()(decisions)
 app.add_typer(journal_app, name="journal")
+app.add_typer(keys_app, name="keys")
 app.command()(backtest)
+app.command()(erase)
+app.add_typer(retention_app, name="retention")
 app.command("codec-server")(codec_server)
+app.callback()(cli_logging)
 console = Console()
 
 
@@ -60,13 +67,6 @@ def _ui_url(settings: Settings) -> str:
     return f"http://127.0.0.1:{settings.ui_port}/namespaces/{settings.temporal_namespace}/workflows"
 
 
-@app.callback()
-def _logging() -> None:
-    """Every command logs warnings and errors to stderr with personal data redacted
-    (``starter.logs``); ``worker``, ``api`` and ``codec-server`` log from INFO."""
-    configure_logging(logging.WARNING)
-
-
 @app.command()
 def dev(detach: bool = typer.Option(False, "--detach", help="Run in the background; stop with `statekeeper stop`."),
         record_state: bool = typer.Option(False, "--record-state", hidden=True,
@@ -78,9 +78,11 @@ def dev(detach: bool = typer.Option(False, "--detach", help="Run in the backgrou
         from starter.background import log_path, start_detached
 
         with _interruptible():
+            access = access_from_settings(settings, settings.api_host)  # refused here, not in the background
             running = start_detached(settings)
+        api_url = f"{running.api_url} ({access.describe()})" if running.api_url else "not served (port taken; see the log)"
         console.print(f"[green]statekeeper dev[/] running in the background (pid {running.pid}); "
-                      f"Web UI {_ui_url(settings)}; HTTP API {running.api_url or 'not served (port taken; see the log)'}; "
+                      f"Web UI {_ui_url(settings)}; HTTP API {api_url}; "
                       f"data in {running.data_dir}; logs in {log_path(settings)}; "
                       "stop it with `statekeeper stop` (from any directory).")
         return
@@ -89,10 +91,13 @@ def dev(detach: bool = typer.Option(False, "--detach", help="Run in the backgrou
         async with runtime(settings, create_key=True) as rt, contextlib.AsyncExitStack() as stack:
             where = "started embedded server" if rt.started_server else "using the server already running"
             served: Optional[str] = None
+            access = await asyncio.to_thread(access_from_settings, settings, settings.api_host)
             try:
-                api_url = served = await stack.enter_async_context(api_beside(rt.client, settings))
+                api_url = served = await stack.enter_async_context(api_beside(rt.client, settings, access=access))
             except OSError as err:  # e.g. the port is taken: the worker and the Web UI still serve
                 api_url = f"not served ({err}; set STATEKEEPER_API_PORT)"
+            else:
+                api_url += f" ({access.describe()})"
             codec_url = await codec_for_dev(stack, settings)
             console.print(f"[green]statekeeper dev[/]: {where} at {settings.temporal_address}; "
                           f"Web UI {_ui_url(settings)}; HTTP API {api_url}; codec server {codec_url}; worker on task queue "
@@ -124,7 +129,7 @@ def worker() -> None:
     """Run a worker against the configured Temporal server."""
     from worker import run_worker
 
-    configure_logging(logging.INFO)  # the startup line ("worker polling ...") is INFO
+    configure_logging("INFO")  # the startup line ("worker polling ...") is INFO
     with _interruptible():
         asyncio.run(run_worker(_settings()))
 
@@ -135,10 +140,11 @@ def api(host: Optional[str] = typer.Option(None, help="Interface to listen on (d
     """Serve the HTTP API for backend services (OpenAPI at /docs) against the configured Temporal server."""
     from starter.api_server import serve
 
-    configure_logging(logging.INFO)
+    configure_logging("INFO")
     settings = _settings()
     with _interruptible():
-        serve(settings, host or settings.api_host, settings.api_port if port is None else port)
+        serve(settings, host or settings.api_host, settings.api_port if port is None else port,
+              announce=lambda line: console.print(escape(line), highlight=False))
 
 
 @app.command()

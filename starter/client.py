@@ -9,7 +9,7 @@ Every call has a deadline (``starter.core.Deadlines``) and raises ``Conversation
 from __future__ import annotations
 
 import uuid
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 from temporalio.client import (
     Client,
@@ -39,6 +39,7 @@ from workflows.opening import ConversationOpened, OpenConversation
 from workflows.options import DEFAULT_WRITE_TIMEOUT_SECONDS, STATUS
 from workflows.state import ConversationState
 from workflows.support import SupportWorkflow, support_workflow_id
+from workflows.user_text import control_problem, id_problem, message_problem
 
 __all__ = ["ConversationError", "Deadlines", "StatekeeperClient"]
 
@@ -72,11 +73,13 @@ class StatekeeperClient(ApprovalCalls, RefundCalls, ListingCalls):
     # --- conversations ---------------------------------------------------------
 
     async def start_conversation(self, conversation_id: Optional[str] = None, *, store: str = "main",
-                                 state: Optional[dict[str, Any]] = None) -> str:
+                                 state: Optional[dict[str, Any]] = None,
+                                 search_attributes: Sequence[SearchAttributePair] = ()) -> str:
         """Start (or find) a conversation and check its store; returns the conversation id.
 
         ``state`` resumes a saved conversation (a ``ConversationState`` JSON dump of any
         released schema version, migrated by the workflow; ignored when the id is running).
+        ``search_attributes`` are set at the start (e.g. its ``Tenant``, ``starter.tenancy``).
 
         Idempotent on the id: a running conversation is kept (one run however often this is
         called); each call checks the store again (a fresh ``open`` update id: a recorded
@@ -86,6 +89,7 @@ class StatekeeperClient(ApprovalCalls, RefundCalls, ListingCalls):
         ``state_incompatible`` when ``state`` (or the saved state of the id's run) cannot be
         loaded (the reason says why; the run failed), ``no_worker`` / ``unavailable``."""
         conversation_id = conversation_id or uuid.uuid4().hex
+        _check_ids(conversation_id=conversation_id, store=store)
         await self.require_worker()  # before starting: a refused start leaves nothing running
         def start() -> WithStartWorkflowOperation:
             # a fresh operation per attempt: the SDK refuses to send one twice, and run_update
@@ -97,7 +101,7 @@ class StatekeeperClient(ApprovalCalls, RefundCalls, ListingCalls):
                 id=support_workflow_id(conversation_id), task_queue=self._task_queue,
                 id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
                 id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
-                search_attributes=TypedSearchAttributes([SearchAttributePair(STATUS, "active")]),
+                search_attributes=TypedSearchAttributes([SearchAttributePair(STATUS, "active"), *search_attributes]),
                 static_summary=f"support conversation {conversation_id} (store {store})",
             )
 
@@ -140,13 +144,14 @@ class StatekeeperClient(ApprovalCalls, RefundCalls, ListingCalls):
 
         ``message_id`` (generated when None) is the update id: sending the same id again
         returns the original reply and the message is handled once. Raises
-        ``ConversationError``: ``invalid_message`` (empty, over 8 KB, not Unicode),
-        ``finished``, ``state_incompatible``, ``not_found``, ``timeout``, ``no_worker``,
-        ``unavailable``."""
-        try:
-            text.encode("utf-8")
-        except UnicodeEncodeError as err:
-            raise ConversationError("message is not valid Unicode text (lone surrogate)", "invalid_message") from err
+        ``ConversationError``: ``invalid_message`` (empty, over 8 KB, a control character or
+        a lone surrogate: the update validator's own words, refused here before sending),
+        ``invalid`` (an id with a control character), ``finished``, ``state_incompatible``,
+        ``not_found``, ``timeout``, ``no_worker``, ``unavailable``."""
+        problem = message_problem(text)
+        if problem is not None:
+            raise ConversationError(problem, "invalid_message")
+        _check_ids(conversation_id=conversation_id, message_id=message_id)
         handle = self._client.get_workflow_handle(support_workflow_id(conversation_id))
         update_id = f"msg-{message_id or uuid.uuid4().hex}"
         try:
@@ -163,7 +168,12 @@ class StatekeeperClient(ApprovalCalls, RefundCalls, ListingCalls):
     async def cancel(self, conversation_id: str, reason: Optional[str] = None, rollback: bool = False) -> None:
         """Signal the conversation to stop; a write already running finishes first; with
         ``rollback`` its reversible writes are undone. Raises ``ConversationError``
-        ``finished``, ``state_incompatible``, ``not_found`` or ``unavailable``."""
+        ``finished``, ``state_incompatible``, ``not_found``, ``unavailable`` or ``invalid``
+        (a reason or id with a control character)."""
+        _check_ids(conversation_id=conversation_id)
+        problem = control_problem(reason, "the reason") if reason else None
+        if problem is not None:
+            raise ConversationError(problem, "invalid")
         handle = self._client.get_workflow_handle(support_workflow_id(conversation_id))
         request = CancelRequest(reason=reason, rollback=rollback) if reason else CancelRequest(rollback=rollback)
         try:
@@ -212,6 +222,15 @@ class StatekeeperClient(ApprovalCalls, RefundCalls, ListingCalls):
 FINISHED_HINT = "start a new conversation"
 
 
+def _check_ids(**ids: Optional[str]) -> None:
+    """Refuse (``invalid``) an id with a control character: it would become part of a
+    workflow or update id and of every log line and list that shows it."""
+    for name, value in ids.items():
+        problem = id_problem(value, f"the {name.replace('_', ' ')}") if value is not None else None
+        if problem is not None:
+            raise ConversationError(problem, "invalid")
+
+
 def _finished(conversation_id: str) -> str:
     return f"conversation {conversation_id} has finished; {FINISHED_HINT}"
 
@@ -236,7 +255,8 @@ def _update_refusal(conversation_id: str, err: WorkflowUpdateFailedError) -> Con
 
 def _rpc_reason(conversation_id: str, err: RPCError) -> tuple[str, str]:
     # the server's message quotes the workflow id, which is caller-chosen text: blank it first
-    text = str(err).replace(support_workflow_id(conversation_id), "<id>").replace(conversation_id, "<id>").lower()
+    # (only the whole workflow id: blanking the bare id "o" would also blank "not found")
+    text = str(err).replace(support_workflow_id(conversation_id), "<id>").lower()
     if "completed" in text or "closed" in text or "closing" in text:
         return _finished(conversation_id), "finished"
     if "not found" in text:

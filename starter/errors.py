@@ -14,7 +14,9 @@ KIND_STATUS: dict[str, int] = {
     "conflict": 409,          # the id is taken by a different request
     "approval_refused": 409,  # unknown approval of a running process, second decision, expired
     "state_incompatible": 409,  # the conversation's saved state cannot be loaded by this version (its run failed)
-    "not_found": 404,
+    "not_found": 404,         # also another tenant's process: invisible, not forbidden
+    "unauthenticated": 401,   # no API key, or not a valid one (starter.auth)
+    "forbidden": 403,         # the key's role or customer scope does not allow the action
     "timeout": 504,           # accepted, but no answer within the deadline: retry with the same id
     "no_worker": 503,         # Temporal answers, but no worker polls the task queue
     "unavailable": 503,       # Temporal cannot be reached (or failed the request)
@@ -25,8 +27,8 @@ KIND_STATUS: dict[str, int] = {
 class ConversationError(Exception):
     """A refused request. ``str(err)`` is the reason, meant for the caller's user; ``kind``
     is a key of ``KIND_STATUS`` (``invalid``, ``invalid_message``, ``finished``,
-    ``conflict``, ``approval_refused``, ``state_incompatible``, ``not_found``, ``timeout``,
-    ``no_worker``, ``unavailable``)."""
+    ``conflict``, ``approval_refused``, ``state_incompatible``, ``not_found``, ``unauthenticated``,
+    ``forbidden``, ``timeout``, ``no_worker``, ``unavailable``)."""
 
     def __init__(self, reason: str, kind: str = "unavailable") -> None:
         super().__init__(reason)

@@ -39,13 +39,34 @@ def _store() -> Iterator[JournalStore]:
         store.close()
 
 
+def parse_since(value: Optional[str]) -> Optional[datetime]:
+    """``--since`` as an aware datetime: an ISO date (``2026-11-23``, midnight UTC) or date
+    and time, with or without an offset (naive is UTC). Raises ``ValueError`` for anything else."""
+    if value is None:
+        return None
+    try:
+        when = datetime.fromisoformat(value)
+    except ValueError:
+        raise ValueError(f"--since {value!r} is not an ISO date or date-time (e.g. 2026-11-23)") from None
+    return when if when.tzinfo else when.replace(tzinfo=timezone.utc)
+
+
+def printable(text: str) -> str:
+    """``text`` safe for a terminal: control and other non-printing characters (escape
+    sequences that would retitle or clear an operator's terminal, bidi overrides) are
+    shown as ``\\xNN`` / ``\\uNNNN``; line breaks stay."""
+    return "".join(c if c == "\n" or c.isprintable() else
+                   (f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}") for c in text)
+
+
 def transcript_text(entries: list[TranscriptEntry]) -> str:
     """The transcript for people: one entry per line, ``[turn N, time UTC] who: text`` (a
-    text's own line breaks continue on lines indented by four spaces)."""
+    text's own line breaks continue on lines indented by four spaces; non-printing
+    characters escaped, ``printable``)."""
     lines = []
     for e in entries:
         who = "user" if e.role == "user" else ("assistant" if e.kind == "reply" else f"assistant ({e.kind})")
-        text = e.text.replace("\n", "\n    ")
+        text = printable(e.text).replace("\n", "\n    ")
         lines.append(f"[turn {e.turn}, {e.at.astimezone(timezone.utc):%Y-%m-%d %H:%M:%S} UTC] {who}: {text}")
     return "\n".join(lines) + ("\n" if lines else "")
 
@@ -55,10 +76,9 @@ def transcript_json(conversation_id: str, entries: list[TranscriptEntry]) -> dic
     return {"conversation_id": conversation_id, "entries": [e.model_dump(mode="json") for e in entries]}
 
 
-def transcript(conversation_id: str = typer.Argument(..., help="Conversation id (or workflow id support-ID)."),
+def transcript(conversation_id: str = typer.Argument(..., help="Conversation id (as given when it was started; not the workflow id)."),
                as_json: bool = typer.Option(False, "--json", help="JSON instead of text.")) -> None:
     """Print a conversation's whole transcript: every user message and every reply, with turn and time."""
-    conversation_id = conversation_id.removeprefix("support-")
     with _store() as store:
         entries = store.transcript(conversation_id)
     if not entries:
@@ -82,14 +102,19 @@ def _proposal(row: DecisionRow) -> str:
 def decisions(conversation: Optional[str] = typer.Option(None, "--conversation", help="Only this conversation."),
               customer: Optional[str] = typer.Option(None, "--customer", help="Only this customer (real id)."),
               rule: Optional[str] = typer.Option(None, "--rule", help="Only verdicts under this policy rule."),
-              since: Optional[datetime] = typer.Option(None, "--since", formats=["%Y-%m-%d", "%Y-%m-%dT%H:%M:%S"],
-                                                       help="Only calls recorded since then (UTC)."),
+              since: Optional[str] = typer.Option(None, "--since", help="Only calls recorded at or after this ISO "
+                                                                        "date/time (naive is UTC)."),
               jsonl: Optional[Path] = typer.Option(None, "--jsonl", help="Write the rows as JSON Lines here "
                                                                           "('-': standard output).")) -> None:
     """The decision log: each model call with its prompt version, model, proposal and the verdict on it."""
-    filters = {"conversation_id": conversation.removeprefix("support-") if conversation else None,
+    try:
+        when = parse_since(since)
+    except ValueError as err:
+        typer.echo(f"error: {err}", err=True)
+        raise typer.Exit(2) from None
+    filters = {"conversation_id": conversation if conversation else None,
                "customer_id": customer, "rule": rule,
-               "since": since}
+               "since": when}
     with _store() as store:
         if jsonl is not None:
             if str(jsonl) == "-":
@@ -120,7 +145,7 @@ def erase(conversation: Optional[str] = typer.Option(None, "--conversation", hel
         typer.echo("error: give exactly one of --conversation ID or --customer ID", err=True)
         raise typer.Exit(2)
     with _store() as store:
-        erased = (store.erase_conversation(conversation.removeprefix("support-")) if conversation is not None
+        erased = (store.erase_conversation(conversation) if conversation is not None
                   else store.erase_customer(customer or ""))
     console.print(f"erased {erased.conversations} conversation(s): {erased.model_calls} model calls, "
                   f"{erased.verdicts} verdicts, {erased.transcript} transcript entries")

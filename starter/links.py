@@ -19,10 +19,10 @@ from starter import devstate
 from workflows.options import CUSTOMER_ID, ORDER_IDS
 from workflows.pseudonym import customer_pseudonym
 
-SAFE_VALUE = re.compile(r"[^\"'\\\x00-\x1f\x7f]{1,100}")
+SAFE_VALUE = re.compile(r"[^\"'\\\x00-\x1f\x7f-\x9f]{1,100}")
 """Values we put in a list query: at most 100 characters, no quotes, backslashes or
 control characters (the query language has no escaping we rely on)."""
-BARE_ORDER = re.compile(r"W\d+")
+BARE_ORDER = re.compile(r"W[0-9]+", re.ASCII)
 
 
 class LinkError(ValueError):

@@ -14,7 +14,7 @@ import base64
 import binascii
 import hashlib
 import re
-from typing import Optional
+from typing import Optional, Sequence
 
 from pydantic import BaseModel
 from temporalio.client import WorkflowExecution
@@ -26,8 +26,11 @@ from workflows.options import CUSTOMER_ID, ORDER_IDS, PENDING_APPROVAL, STATUS, 
 from workflows.pseudonym import PREFIX as PSEUDONYM_PREFIX
 from workflows.pseudonym import customer_pseudonym
 
-FILTER_PATTERN = re.compile(r"^[A-Za-z0-9#][A-Za-z0-9#._:@-]{0,127}$")
+FILTER_VALUE = r"^[A-Za-z0-9#][A-Za-z0-9#._:@-]{0,127}$"
 """A filter value: an id of ASCII letters, digits and ``#._:@-``, at most 128 characters."""
+FILTER_PATTERN = re.compile(FILTER_VALUE, re.ASCII)
+PAGE_TOKEN_VALUE = r"^[A-Za-z0-9_-]{1,4096}={0,2}$"
+"""The shape of the page tokens this client returns (URL-safe base64)."""
 MAX_PAGE = 100
 SUPPORT_PREFIX = "support-"
 
@@ -86,27 +89,31 @@ class ListingCalls(ClientCore):
 
     async def list_conversations(self, *, customer_id: Optional[str] = None, order_id: Optional[str] = None,
                                  status: Optional[str] = None, step: Optional[str] = None, limit: int = 20,
-                                 next_page_token: Optional[str] = None) -> Page:
+                                 next_page_token: Optional[str] = None, scope: Sequence[str] = ()) -> Page:
         """Conversations matching every given filter, newest first. ``customer_id`` is the real
-        id (mapped to its pseudonym here). Raises ``ConversationError`` ``invalid`` for a bad
-        filter or page token, ``unavailable``."""
-        parts = ['WorkflowType = "SupportWorkflow"', *self._filters(customer_id, order_id, status, step)]
+        id (mapped to its pseudonym here); ``scope`` are further clauses (the caller's tenant,
+        ``starter.tenancy``). Raises ``ConversationError`` ``invalid`` for a bad filter or page
+        token, ``unavailable``."""
+        parts = ['WorkflowType = "SupportWorkflow"', *self._filters(customer_id, order_id, status, step), *scope]
         executions, token = await self._page(" AND ".join(parts), limit, next_page_token)
         return Page(items=[ConversationItem(conversation_id=e.id.removeprefix(SUPPORT_PREFIX), **_common(e))
                            for e in executions], next_page_token=token)
 
     async def list_refunds(self, *, order_id: Optional[str] = None, customer_id: Optional[str] = None,
                            status: Optional[str] = None, limit: int = 20,
-                           next_page_token: Optional[str] = None) -> Page:
-        """Refund workflows (standalone and conversations' children) matching the filters."""
-        parts = ['WorkflowType = "RefundWorkflow"', *self._filters(customer_id, order_id, status, None)]
+                           next_page_token: Optional[str] = None, scope: Sequence[str] = ()) -> Page:
+        """Refund workflows (standalone and conversations' children) matching the filters
+        and the ``scope`` clauses."""
+        parts = ['WorkflowType = "RefundWorkflow"', *self._filters(customer_id, order_id, status, None), *scope]
         executions, token = await self._page(" AND ".join(parts), limit, next_page_token)
         return Page(items=[RefundItem(refund_id=e.id, pending_approval=_keyword(e, PENDING_APPROVAL), **_common(e))
                            for e in executions], next_page_token=token)
 
-    async def list_pending_approvals(self, *, limit: int = 20, next_page_token: Optional[str] = None) -> Page:
-        """Approvals awaiting a decision, from ``PendingApproval`` of running processes."""
-        query = 'ExecutionStatus = "Running" AND PendingApproval IS NOT NULL'
+    async def list_pending_approvals(self, *, limit: int = 20, next_page_token: Optional[str] = None,
+                                     scope: Sequence[str] = ()) -> Page:
+        """Approvals awaiting a decision, from ``PendingApproval`` of running processes
+        (within the ``scope`` clauses)."""
+        query = " AND ".join(['ExecutionStatus = "Running" AND PendingApproval IS NOT NULL', *scope])
         executions, token = await self._page(query, limit, next_page_token)
         items = []
         for e in executions:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import re
-from typing import Optional
+from typing import Optional, Union
 
 EMAIL = re.compile(r"[A-Za-z0-9._%+-]+(?:@|%40)[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}")
 """An e-mail address, also URL-encoded (``%40``: in a request line of the access log)."""
@@ -75,8 +75,8 @@ class RedactingFilter(logging.Filter):
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 
-def configure_logging(level: int = logging.INFO, stream: Optional[object] = None) -> None:
-    """Log records at ``level`` and above to stderr (or ``stream``) with ``LOG_FORMAT``, every
+def configure_logging(level: Union[int, str] = logging.INFO, stream: Optional[object] = None) -> None:
+    """Log records at ``level`` (``logging.INFO`` or ``"INFO"``) and above to stderr (or ``stream``) with ``LOG_FORMAT``, every
     handler of the root logger (and the last-resort handler used when none is configured)
     redacting personal data. Idempotent; a later call changes the level."""
     root = logging.getLogger()
@@ -89,3 +89,9 @@ def configure_logging(level: int = logging.INFO, stream: Optional[object] = None
     for handler in handlers:
         if not any(isinstance(f, RedactingFilter) for f in handler.filters):
             handler.addFilter(RedactingFilter())
+
+
+def cli_logging() -> None:
+    """The ``statekeeper`` command line's callback: every command logs warnings and errors to
+    stderr, redacted; ``worker``, ``api`` and ``codec-server`` lower the level to INFO."""
+    configure_logging(logging.WARNING)

@@ -8,7 +8,7 @@ with any other field different is a ``conflict``, never a second run.
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 from pydantic import BaseModel, ValidationError
 from temporalio.client import Client, WorkflowExecutionStatus
@@ -58,8 +58,10 @@ class RefundCalls(ClientCore):
     def _policy(self) -> dict[str, Any]:  # overridden by StatekeeperClient
         return {}
 
-    async def request_refund(self, request: RefundRequest) -> RefundStatus:
-        """Start the refund of ``request`` (or find the run of an identical earlier request).
+    async def request_refund(self, request: RefundRequest,
+                             search_attributes: Sequence[SearchAttributePair] = ()) -> RefundStatus:
+        """Start the refund of ``request`` (or find the run of an identical earlier request),
+        with ``search_attributes`` set at its start (e.g. its ``Tenant``).
 
         Raises ``ConversationError``: ``invalid`` (arguments the tool does not take or
         misses), ``conflict`` (the request id was used with other arguments), ``no_worker``,
@@ -80,7 +82,8 @@ class RefundCalls(ClientCore):
                 id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
                 id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
                 memo={DIGEST_MEMO: request.digest(), REQUEST_MEMO: request.model_dump(mode="json")},
-                search_attributes=TypedSearchAttributes([SearchAttributePair(ORDER_IDS, [request.order_id])]),
+                search_attributes=TypedSearchAttributes([SearchAttributePair(ORDER_IDS, [request.order_id]),
+                                                         *search_attributes]),
                 static_summary=f"standalone {request.operation} of order {request.order_id} "
                                f"(request {request.request_id}, store {request.store})",
                 rpc_timeout=self.rpc_timeout))

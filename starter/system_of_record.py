@@ -26,7 +26,7 @@ FINGERPRINT_LENGTH = 16
 """Hex characters kept of the SHA-256 (64 bits: collisions between a handful of databases are
 not a concern; it identifies, it does not protect)."""
 _MARK = "sor:"
-_IN_IDENTITY = re.compile(rf"\b{_MARK}([0-9a-f]{{{FINGERPRINT_LENGTH}}})\b")
+_IN_IDENTITY = re.compile(rf"\b{_MARK}([0-9a-f]{{{FINGERPRINT_LENGTH}}})\b", re.ASCII)
 
 
 def database_identity(database_url: str) -> str:

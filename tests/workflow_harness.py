@@ -46,7 +46,7 @@ async def running_worker(env, settings: Settings, brain: Optional[Callable[[dict
     backend = build_backend(settings)
     model = None
     if brain is not None:
-        model = ModelActivities(offline_client(30.0, brain=brain), model="test-brain")
+        model = ModelActivities(offline_client(30.0, brain=brain), model="test-brain", max_tokens=settings.model_max_tokens)
     port = RetailPort(backend)
     tool_port = PauseAfterWrite(port, *pause_after_write) if pause_after_write else port
     if slow_reads is not None:

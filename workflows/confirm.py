@@ -26,11 +26,23 @@ _NEGATIVE = frozenset({
 })
 
 
+_LONGEST = max(len(phrase) for phrase in _AFFIRMATIVE | _NEGATIVE)
+MAX_CONFIRMATION_CHARS = 4 * _LONGEST + 16
+"""A message longer than this is neither a yes nor a no, whatever it holds: an explicit
+answer is short, and reading a long one costs nothing."""
+# ASCII whitespace only: the set of answers is ASCII, and a yes needs no exotic spacing
+_PUNCTUATION = re.compile(r"[,;:]", re.ASCII)
+_TRAILING = re.compile(r"[.!\s]+$", re.ASCII)
+_SPACES = re.compile(r"\s+", re.ASCII)
+
+
 def _normalise(text: str) -> str:
+    if len(text) > MAX_CONFIRMATION_CHARS:
+        return ""  # in neither set
     text = text.lower().replace("\u2019", "'").replace("\u2018", "'")
-    text = re.sub(r"[,;:]", " ", text)
-    text = re.sub(r"[.!\s]+$", "", text.strip())
-    return re.sub(r"\s+", " ", text)
+    text = _PUNCTUATION.sub(" ", text)
+    text = _TRAILING.sub("", text.strip())
+    return _SPACES.sub(" ", text)
 
 
 def is_yes(text: str) -> bool:

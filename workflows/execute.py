@@ -13,6 +13,7 @@ from datetime import timedelta
 from typing import Callable, Optional
 
 from temporalio import workflow
+from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from temporalio.exceptions import (
     ActivityError,
     ApplicationError,
@@ -38,8 +39,9 @@ from workflows.contracts import (
     WriteToolRequest,
 )
 from workflows.errors import ErrorType
+from workflows.failures import ORDER_SYSTEM, application_cause, log_detail, public_reason
 from workflows.interrupts import Interrupted, cancellable
-from workflows.options import HEARTBEAT_TIMEOUT, READ_RETRY, READ_TIMEOUT, WRITE_RETRY
+from workflows.options import HEARTBEAT_TIMEOUT, READ_RETRY, READ_TIMEOUT, TENANT, WRITE_RETRY
 from workflows.refund import RefundWorkflow
 from workflows.state import (
     ConversationState,
@@ -53,25 +55,17 @@ CHILD_START_ATTEMPTS = 30
 CHILD_START_BACKOFF = timedelta(seconds=2)
 """A refund child whose id is still running (a reset re-executed its parent) is waited for:
 a new run then finds the first run's outcome in the ledger."""
+TENANT_PATCH = "tenant-on-refund-child"
+"""``workflow.patched`` id of passing the conversation's ``Tenant`` to its refund child: a
+start option of the child, guarded so that histories recorded without it replay unchanged."""
 
 
-def application_cause(err: BaseException) -> BaseException:
-    """The first ``ApplicationError`` under the Temporal wrappers of a (child workflow →
-    activity → application) failure chain: the error our activity raised, with its type;
-    else the innermost cause."""
-    while not isinstance(err, ApplicationError) and getattr(err, "cause", None) is not None:
-        err = err.cause  # type: ignore[assignment]
-    return err
-
-
-def failure_reason(err: BaseException) -> str:
-    """``(Type): message`` of the error an activity or child raised, without the SQL a
-    database driver quotes: for the state and the model, never for the user."""
-    cause = application_cause(err)
-    kind, message = (cause.type, cause.message) if isinstance(cause, ApplicationError) else (
-        type(cause).__name__, str(cause))
-    message = message.split("[SQL:")[0].split("(Background on this error")[0].strip()
-    return f"({kind}): {message}"[:500]
+def failure_reason(err: BaseException, system: str = ORDER_SYSTEM) -> str:
+    """Why an activity or child of ``system`` failed, worded from the failure's kind
+    (``workflows.failures.public_reason``: "the order system could not be reached"), for the
+    state and the model; the exception's own text goes only to the worker's log, redacted."""
+    workflow.logger.warning("%s failed: %s", system, log_detail(err))
+    return public_reason(err, system)
 
 
 def _failed_with(err: BaseException, error_type: ErrorType) -> bool:
@@ -161,7 +155,7 @@ async def execute_confirmed(state: ConversationState, pending: PendingConfirmati
         else:
             result = ToolResult(result=failure_reason(err), outcome=Outcome.UNKNOWN)
     if result.outcome is Outcome.UNKNOWN:
-        reason = f"{call.name} could not be shown to have completed {result.result}; escalated to a human agent"
+        reason = f"{call.name} could not be shown to have completed ({result.result}); escalated to a human agent"
         tr.finish_step(state, operation, StepStatus.FAILED, reason)
         await open_ticket(state, reason, keys.escalation_ticket_key(key))
         tr.close(state, ConversationStatus.ESCALATED, reason)
@@ -185,11 +179,12 @@ async def _run_refund(state: ConversationState, pending: PendingConfirmation, wr
                          expected_user_id=state.customer.user_id, notify_email=state.customer.email or None,
                          conversation_id=state.conversation_id, write_timeout_seconds=write_timeout_seconds,
                          approvals=approvals, approved_by=approved_by, system_of_record=state.system_of_record)
+    attributes = _child_attributes()
     for attempt in range(CHILD_START_ATTEMPTS):
         try:
             outcome = await workflow.execute_child_workflow(
                 RefundWorkflow.run, refund, id=child_id, parent_close_policy=workflow.ParentClosePolicy.ABANDON,
-                static_summary=f"{call.name} {order_id}",
+                static_summary=f"{call.name} {order_id}", search_attributes=attributes,
             )
             break
         except WorkflowAlreadyStartedError:
@@ -198,6 +193,16 @@ async def _run_refund(state: ConversationState, pending: PendingConfirmation, wr
             await workflow.sleep(CHILD_START_BACKOFF)
     outcome_kind = Outcome.APPLIED if outcome.ok else Outcome.REFUSED
     return child_id, ToolResult(result=outcome.result, outcome=outcome_kind, replayed=outcome.replayed)
+
+
+def _child_attributes() -> Optional[TypedSearchAttributes]:
+    """The refund child's search attributes: the conversation's ``Tenant`` (set at its start,
+    never upserted, so the same on every replay), that the child belongs to the same tenant;
+    None for a conversation without one, or a history recorded before ``TENANT_PATCH``."""
+    tenant = workflow.info().typed_search_attributes.get(TENANT)
+    if tenant is None or not workflow.patched(TENANT_PATCH):
+        return None
+    return TypedSearchAttributes([SearchAttributePair(TENANT, tenant)])
 
 
 async def _refresh_customer(state: ConversationState,

@@ -12,19 +12,23 @@ import re
 
 from workflows.records import PinnedFact
 
+# ASCII only (re.ASCII, and [0-9] rather than \d): an id is what the system of record can
+# hold, so "#W４５６６８０９" (full-width digits) is not an order id and is never pinned; and
+# the matching is linear in the text (no backtracking over nested structure, no recursion).
 _PATTERNS: list[tuple[str, re.Pattern[str]]] = [
-    ("email", re.compile(r"[A-Za-z0-9._%+-]{1,64}@[A-Za-z0-9.-]{1,190}\.[A-Za-z]{2,24}")),
-    ("order_id", re.compile(r"#?W\d{7}\b")),
-    ("payment_method_id", re.compile(r"\b(?:credit_card|gift_card|paypal)_\d+\b")),
-    ("item_id", re.compile(r"(?<![\d#W])\d{10}(?!\d)")),
-    ("user_id", re.compile(r"\b[a-z]+_[a-z]+_\d{4}\b")),
-    ("zip", re.compile(r"(?<![\d#W])\d{5}(?!\d)")),
-    ("cancel_reason", re.compile(r"no longer needed|ordered by mistake", re.IGNORECASE)),
+    ("email", re.compile(r"[A-Za-z0-9._%+-]{1,64}@[A-Za-z0-9.-]{1,190}\.[A-Za-z]{2,24}", re.ASCII)),
+    ("order_id", re.compile(r"#?W[0-9]{7}\b", re.ASCII)),
+    ("payment_method_id", re.compile(r"\b(?:credit_card|gift_card|paypal)_[0-9]{1,20}\b", re.ASCII)),
+    ("item_id", re.compile(r"(?<![0-9#W])[0-9]{10}(?![0-9])", re.ASCII)),
+    ("user_id", re.compile(r"\b[a-z]{1,40}_[a-z]{1,40}_[0-9]{4}\b", re.ASCII)),
+    ("zip", re.compile(r"(?<![0-9#W])[0-9]{5}(?![0-9])", re.ASCII)),
+    ("cancel_reason", re.compile(r"no longer needed|ordered by mistake", re.IGNORECASE | re.ASCII)),
 ]
 # Plain spaces only and bounded words: "\s" would also match control characters, letting a
 # short message pin a fact of kilobytes.
 _NAME = re.compile(
-    r"\b(?:my name is|i am|i'm|this is) {1,3}([A-Z][a-z]{0,39}) {1,3}([A-Z][a-z]{0,39})\b", re.IGNORECASE
+    r"\b(?:my name is|i am|i'm|this is) {1,3}([A-Z][a-z]{0,39}) {1,3}([A-Z][a-z]{0,39})\b",
+    re.IGNORECASE | re.ASCII,
 )
 
 MAX_FACTS_PER_KIND_PER_MESSAGE = 10
@@ -43,6 +47,12 @@ def _normalise(kind: str, raw: str) -> str:
     return raw
 
 
+def _glued_to_digit(text: str, start: int, end: int) -> bool:
+    """True when a digit of any script touches ``text[start:end]``: "paypal_4566８09" is
+    not the id "paypal_4566" (re.ASCII sees the full-width 8 as a boundary)."""
+    return (start > 0 and text[start - 1].isdecimal()) or (end < len(text) and text[end].isdecimal())
+
+
 def extract_facts(text: str, turn: int) -> list[PinnedFact]:
     """Facts in one user message, in order of kind then position.
 
@@ -50,9 +60,13 @@ def extract_facts(text: str, turn: int) -> list[PinnedFact]:
     """
     facts: list[PinnedFact] = []
     for kind, pattern in _PATTERNS:
-        for count, match in enumerate(pattern.finditer(text)):
+        count = 0
+        for match in pattern.finditer(text):
             if count >= MAX_FACTS_PER_KIND_PER_MESSAGE:
                 break
+            if _glued_to_digit(text, match.start(), match.end()):
+                continue
+            count += 1
             raw = match.group(0)
             facts.append(PinnedFact(kind=kind, value=_normalise(kind, raw), verbatim=raw, turn=turn))
     for count, match in enumerate(_NAME.finditer(text)):

@@ -19,6 +19,7 @@ pass their own).
 
 from __future__ import annotations
 
+import asyncio
 from datetime import datetime
 from typing import Any, Callable, Optional
 
@@ -48,7 +49,7 @@ def operation_turn(operation_id: str) -> int:
     """The user turn that proposed ``operation_id`` (``workflows.keys.operation_id``:
     ``<conversation>.t<turn>``). Raises ValueError for another shape."""
     _, sep, turn = operation_id.rpartition(".t")
-    if not sep or not turn.isdigit():
+    if not sep or not (turn.isascii() and turn.isdigit()):
         raise ValueError(f"not an operation id: {operation_id!r}")
     return int(turn)
 
@@ -66,6 +67,9 @@ class JournalLog:
         self._entries: list[TranscriptRecord] = []
         self._turn_complete = False
         self._withdrawn_told: set[str] = set()
+        self._writing: Optional[asyncio.Task[None]] = None
+        """The last record's write, in the background: the next turn does not wait for the
+        journal (a journal that is down would otherwise hold up every message)."""
 
     # --- transcript -------------------------------------------------------------------
 
@@ -163,16 +167,35 @@ class JournalLog:
         self._verdicts, self._entries, self._turn_complete = [], [], False
         return record
 
-    async def flush(self, state: ConversationState) -> None:
-        """Send what was noted (one ``record_turn`` call; nothing when nothing was noted).
+    def flush(self, state: ConversationState) -> None:
+        """Send what was noted (one ``record_turn`` call; nothing when nothing was noted) in
+        the background, after the records before it (the store trims turns after the one
+        it records, which is right only in turn order); ``drain`` waits for them.
 
         If the journal stays down past ``JOURNAL_GIVE_UP``, or refuses the record's data, the
         record is dropped with a warning and the conversation goes on: the journal is an
         audit record kept beside the process, and the state and the workflow history still
         hold every decision; a conversation that stalled on it would fail the customer."""
         record = self.take(state)
-        if record is not None:
+        if record is None:
+            return
+        before = self._writing
+
+        async def write() -> None:
+            if before is not None:
+                await before
             await self.send(record)
+        self._writing = asyncio.ensure_future(write())
+
+    def resend(self, record: TurnRecord) -> None:
+        """Write ``record`` (carried over continue-as-new) before anything this run sends."""
+        self._writing = asyncio.ensure_future(self.send(record))
+
+    async def drain(self) -> None:
+        """Wait until every record sent so far is written or dropped: before continue-as-new
+        and before the run ends (a write still in flight then would be lost)."""
+        if self._writing is not None:
+            await self._writing
 
     async def send(self, record: TurnRecord) -> None:
         """Write ``record`` (one ``record_turn`` call; see ``flush``)."""

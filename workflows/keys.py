@@ -12,7 +12,7 @@ ends the turn with its confirmation prompt), so ``(conversation, turn)`` names i
 from __future__ import annotations
 
 import hashlib
-from typing import Any
+from typing import Any, NamedTuple, Optional
 
 from workflows.catalogue import spec_of
 
@@ -88,3 +88,49 @@ def standalone_refund_id(store: str, order_id: str, request_id: str) -> str:
     part alone could name two different requests."""
     tag = hashlib.sha256(f"{store}\x00{order_id}\x00{request_id}".encode()).hexdigest()[:10]
     return f"{refund_workflow_id(store, order_id, request_id)}.r{tag}"
+
+
+# --- reading keys back (erasure and retention find a customer's or a conversation's records) ---
+
+
+class KeyRef(NamedTuple):
+    """What a record key refers to: ``conversation`` whose operation made it (None for a
+    standalone request or a key of another form), ``subject`` the order or customer id a
+    write changed (None when the key names no write), ``standalone`` True for a backend's
+    standalone request (operation ``<request_id>.req``)."""
+
+    conversation: Optional[str] = None
+    subject: Optional[str] = None
+    standalone: bool = False
+
+
+_WRAPPED = ("email:", "escalate:", "approval-expired:")
+
+
+def operation_conversation(operation: str) -> Optional[str]:
+    """The conversation of operation ``<conversation>.t<turn>`` or of its compensation
+    (``….undo``); None for a standalone request or any other form."""
+    conversation, sep, turn = operation.removesuffix(".undo").rpartition(".t")
+    return conversation if sep and conversation and turn.isascii() and turn.isdigit() else None
+
+
+def key_ref(key: str) -> KeyRef:
+    """Read back a key this module built: an idempotency key (``{tool}:{subject}:{operation}``),
+    an email, escalation or approval-expiry key around one, a transfer ticket
+    (``transfer:{conversation}:t{turn}``) or a rollback ticket (``rollback:{conversation}``).
+    Anything else gives an empty ``KeyRef``. Never raises."""
+    for prefix in _WRAPPED:
+        if key.startswith(prefix):
+            return key_ref(key[len(prefix):])
+    if key.startswith("transfer:"):
+        conversation, sep, turn = key[len("transfer:"):].rpartition(":t")
+        return KeyRef(conversation=conversation) if sep and conversation and turn.isascii() and turn.isdigit() else KeyRef()
+    if key.startswith("rollback:"):
+        return KeyRef(conversation=key[len("rollback:"):] or None)
+    parts = key.split(":", 2)
+    if len(parts) != 3 or not all(parts):
+        return KeyRef()
+    _tool, subject, operation = parts
+    standalone = operation.endswith(".req")
+    return KeyRef(conversation=None if standalone else operation_conversation(operation),
+                  subject=None if subject == "-" else subject, standalone=standalone)

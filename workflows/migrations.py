@@ -181,11 +181,20 @@ def _message(error: dict[str, Any]) -> str:
 def initial_state(conversation_id: str, store: str,
                   raw: Optional[dict[str, Any]]) -> tuple[ConversationState, Optional[StateIncompatible]]:
     """A run's state: a fresh one for ``conversation_id`` in ``store`` when ``raw`` is None,
-    else ``load_state(raw)``. When that fails: a fresh placeholder and the error (the run
-    fails with it at once, and its handlers refuse with it meanwhile)."""
+    else ``load_state(raw)`` bound to ``conversation_id`` (a saved state resumed under a new
+    id is that conversation's from now on: its journal, operation ids and idempotency keys
+    use the new id). A saved state of another store is refused: its facts were read there.
+    When loading fails: a fresh placeholder and the error (the run fails with it at once,
+    and its handlers refuse with it meanwhile)."""
+    fresh = ConversationState(conversation_id=conversation_id, store=store)
     if raw is None:
-        return ConversationState(conversation_id=conversation_id, store=store), None
+        return fresh, None
     try:
-        return load_state(raw), None
+        state = load_state(raw)
     except StateIncompatible as err:
-        return ConversationState(conversation_id=conversation_id, store=store), err
+        return fresh, err
+    if state.store != store:
+        return fresh, StateIncompatible(f"saved for store {state.store!r}, but this conversation is in store "
+                                        f"{store!r}")
+    state.conversation_id = conversation_id
+    return state, None

@@ -9,20 +9,28 @@ amount is a string such as ``"826.70"``. Pure: imported inside the workflow sand
 
 from __future__ import annotations
 
+import re
 from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 from typing import Annotated, Any
 
 from pydantic import BeforeValidator
 
 CENT = Decimal("0.01")
+AMOUNT_TEXT = re.compile(r"-?[0-9]{1,26}(\.[0-9]{1,2})?")
+"""Money given as text (a saved state's JSON): ASCII digits, at most cents. Text is what a
+person may have edited, so it is taken exactly or refused, never rounded or guessed."""
 
 
 def money(value: Any) -> Decimal:
     """``value`` (a float, int, str or Decimal of currency) as a Decimal rounded to cents
-    (half up). Raises ``ValueError`` for anything else: a bool, text that is not a number,
-    NaN or an infinity."""
+    (half up; text must already be exact cents, ``AMOUNT_TEXT``). Raises ``ValueError`` for
+    anything else: a bool, text that is not a plain decimal with at most two places (digit
+    separators, non-ASCII digits, sub-cent text), NaN or an infinity."""
     if isinstance(value, bool) or not isinstance(value, (int, float, str, Decimal)):
         raise ValueError(f"an amount of money must be a number, not {type(value).__name__}")
+    if isinstance(value, str) and not AMOUNT_TEXT.fullmatch(value.strip()):
+        raise ValueError("an amount of money given as text must be a plain decimal with at most two places, "
+                         "such as 826.70")
     try:
         amount = Decimal(str(value).strip())
     except InvalidOperation:

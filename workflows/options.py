@@ -24,7 +24,10 @@ STATUS = SearchAttributeKey.for_keyword("Status")
 """Business status: active, ended, cancelled, transferred, escalated (refunds: their outcome)."""
 PENDING_APPROVAL = SearchAttributeKey.for_keyword("PendingApproval")
 """The approval id awaiting a supervisor's decision; unset when none is pending."""
-SEARCH_ATTRIBUTES = (CUSTOMER_ID, ORDER_IDS, STEP, STATUS, PENDING_APPROVAL)
+TENANT = SearchAttributeKey.for_keyword("Tenant")
+"""The tenant a process belongs to (``starter.tenancy``): set by the client at start (not a
+command), passed on to a conversation's refund children; unset means the default tenant."""
+SEARCH_ATTRIBUTES = (CUSTOMER_ID, ORDER_IDS, STEP, STATUS, PENDING_APPROVAL, TENANT)
 """Search attributes the workflows set; registered on the embedded dev server."""
 
 HEARTBEAT_TIMEOUT = timedelta(seconds=5)

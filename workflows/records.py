@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from decimal import Decimal
 from enum import Enum
-from typing import Any, Optional
+from typing import Annotated, Any, Optional
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -24,6 +24,12 @@ OBSERVATIONS_KEPT = 12
 """Windows kept in the state itself (the workflow history keeps everything): the state is
 carried through continue-as-new, so it must stay small whatever a model or user does."""
 
+
+
+TurnNumber = Annotated[int, Field(ge=0)]
+"""A conversation turn (0 before the first message): bounded here as in every record built
+from the state (``ModelRequest``, the journal's records), so a saved state with a negative
+turn is refused when it is loaded instead of failing the run's workflow tasks later."""
 
 class Record(BaseModel):
     """Base of every record of the state: a field this schema does not know is refused, not
@@ -67,7 +73,7 @@ class Role(str, Enum):
 class Turn(Record):
     """One message; ``turn`` is the user-turn number it belongs to (1-based)."""
 
-    turn: int
+    turn: TurnNumber
     role: Role
     text: str
 
@@ -83,7 +89,7 @@ class PinnedFact(Record):
     kind: str
     value: str
     verbatim: str
-    turn: int
+    turn: TurnNumber
 
 
 class PaymentMethod(Record):
@@ -101,7 +107,7 @@ class Customer(Record):
 
     user_id: str
     authenticated_via: str  # "email" or "name_zip"
-    authenticated_turn: int
+    authenticated_turn: TurnNumber
     first_name: str = ""
     last_name: str = ""
     email: str = ""
@@ -139,7 +145,7 @@ class OrderFact(Record):
     """Payment methods of the order's ``payment`` transactions, in order."""
     total: Money = Decimal("0.00")
     """Sum of the items' prices, cent ``Decimal`` currency."""
-    read_turn: int = 0
+    read_turn: TurnNumber = 0
 
 
 class Variant(Record):
@@ -161,7 +167,7 @@ class Step(Record):
     step_id: str
     name: str
     status: StepStatus
-    turn: int
+    turn: TurnNumber
     operation_id: Optional[str] = None
     detail: str = ""
     error: Optional[str] = None
@@ -173,7 +179,7 @@ class Confirmation(Record):
 
     operation_id: str
     digest: str
-    turn: int
+    turn: TurnNumber
     verbatim: str
 
 
@@ -186,7 +192,7 @@ class CompletedOperation(Record):
     arguments: dict[str, Any]
     result: str
     ok: bool
-    turn: int
+    turn: TurnNumber
     child_workflow_id: Optional[str] = None
     undo_arguments: Optional[dict[str, Any]] = None
     """A reversible write's compensation arguments (its before-image), read from the system
@@ -200,13 +206,13 @@ class Observation(Record):
     tool: str
     arguments: dict[str, Any]
     result: str
-    turn: int
+    turn: TurnNumber
 
 
 class Rejection(Record):
     """A proposal the workflow refused, with the policy rule and the reason."""
 
-    turn: int
+    turn: TurnNumber
     rule: str
     reason: str
     proposal: Optional[dict[str, Any]] = None

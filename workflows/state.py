@@ -41,6 +41,7 @@ from workflows.records import (  # noqa: F401  (re-exported: the state's vocabul
     Step,
     StepStatus,
     Turn,
+    TurnNumber,
     Usage,
     Variant,
 )
@@ -63,7 +64,7 @@ class PendingConfirmation(Record):
     call: ToolCall
     detail: str
     digest: str
-    proposed_turn: int
+    proposed_turn: TurnNumber
 
 
 class ConversationState(Record):
@@ -79,7 +80,7 @@ class ConversationState(Record):
     """Fingerprint of the database that answered this conversation's first tool call; every
     later call carries it, so a worker on another database refuses instead of acting there."""
     status: ConversationStatus = ConversationStatus.ACTIVE
-    turn: int = 0
+    turn: TurnNumber = 0
     customer: Optional[Customer] = None
     orders: dict[str, OrderFact] = Field(default_factory=dict)
     products: dict[str, ProductFact] = Field(default_factory=dict)

@@ -41,12 +41,12 @@ from workflows.opening import (
     unknown_store,
     unknown_store_reason,
 )
-from workflows.options import MAX_USER_MESSAGE_BYTES
 from workflows.state import ConversationState, Role
 from workflows.interrupts import Interrupted
 from workflows.journal import EntryKind
 from workflows.journal_log import JournalLog
 from workflows.turn import Inbound, TurnContext, run_turn
+from workflows.user_text import message_problem
 from workflows.visibility import Visibility
 
 
@@ -114,12 +114,9 @@ class SupportWorkflow:
     def _validate_message(self, message: UserMessage) -> None:
         # A rejected update never enters history: the state stays exactly as it was.
         self._refuse_unloadable()
-        if not message.text.strip():
-            raise ApplicationError("message text is empty", type=ErrorType.INVALID_MESSAGE.value, non_retryable=True)
-        size = len(message.text.encode("utf-8"))
-        if size > MAX_USER_MESSAGE_BYTES:
-            raise ApplicationError(f"message is {size} bytes; the limit is {MAX_USER_MESSAGE_BYTES} bytes",
-                                   type=ErrorType.INVALID_MESSAGE.value, non_retryable=True)
+        problem = message_problem(message.text)  # empty, a control character, over 8 KB
+        if problem is not None:
+            raise ApplicationError(problem, type=ErrorType.INVALID_MESSAGE.value, non_retryable=True)
         if self._cancel is not None and self._state.is_open():
             raise ApplicationError(f"conversation {self._state.conversation_id} is being cancelled; "
                                    "start a new conversation", type=ErrorType.CONVERSATION_FINISHED.value,
@@ -212,7 +209,7 @@ class SupportWorkflow:
                           journal=self._journal)
         self._visibility.publish(state)
         if inp.journal is not None:
-            await self._journal.send(inp.journal)
+            self._journal.resend(inp.journal)
         interrupted: Optional[Inbound] = None
         while state.is_open() and self._cancel is None:
             await self._wait_for_work()
@@ -227,7 +224,7 @@ class SupportWorkflow:
                 for text in told:
                     self._answer(None, text)
                 self._notices += told
-                await self._journal.flush(state)
+                self._journal.flush(state)
                 continue
             inbound = self._inbox.pop(0)
             reply_text = await run_turn(ctx, inbound)
@@ -241,13 +238,16 @@ class SupportWorkflow:
             ):
                 # the history, not the state, is what grows: start a fresh run with the same state;
                 # a cancel that arrives while the handlers finish travels with it, and so does the
-                # turn's journal record (written first thing by the next run: no activity between
-                # the reply and the continue-as-new, when newer messages could slip in)
+                # turn's journal record (written first thing by the next run); earlier records
+                # still being written finish first, and a message arriving meanwhile is served here
+                await self._journal.drain()
+                if self._inbox or self._cancel is not None:
+                    continue
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 workflow.continue_as_new(inp.model_copy(update={"state": state.model_dump(mode="json"),
                                                                 "cancel": self._cancel, "answered": self._answered,
                                                                 "journal": self._journal.take(state)}))
-            await self._journal.flush(state)
+            self._journal.flush(state)
         if self._cancel is not None and (state.is_open() or interrupted is not None):
             self._journal.closing(state)
             summary = await cancel_conversation(state, self._cancel, inp.write_timeout_seconds)
@@ -258,7 +258,8 @@ class SupportWorkflow:
             self._journal.said(self._replies[queued.message_id].text)
         self._inbox.clear()
         self._visibility.publish(state)
-        await self._journal.flush(state)
+        self._journal.flush(state)
+        await self._journal.drain()
         await workflow.wait_condition(workflow.all_handlers_finished)
         return SupportOutcome(status=state.status.value, state=state)
 

@@ -25,6 +25,7 @@ from workflows.confirm import describe, is_no, is_yes
 from workflows.catalogue import spec_of
 from workflows.contracts import CancelRequest, ModelRequest, ModelResult, Outcome
 from workflows.execute import execute_confirmed, failure_reason, open_ticket, read
+from workflows.failures import MODEL
 from workflows.interrupts import Interrupted, cancellable
 from workflows.journal import Verdict
 from workflows.journal_log import JournalLog
@@ -180,7 +181,7 @@ async def _propose(ctx: TurnContext) -> Optional[ModelResult]:
     except ActivityError as err:
         # the type only: the message may quote model output, which may quote the user
         workflow.logger.warning("model call failed at turn %s: %s", state.turn, type(err.cause).__name__)
-        rejection = tr.reject(state, Rule.MALFORMED_OUTPUT.value, f"model call failed {failure_reason(err)}"[:1000])
+        rejection = tr.reject(state, Rule.MALFORMED_OUTPUT.value, f"model call failed: {failure_reason(err, MODEL)}")
         journal.call_verdict(Verdict.MALFORMED, rejection.rule, rejection.reason)
         return None
     tr.record_usage(state, result.model, result.input_tokens, result.output_tokens)

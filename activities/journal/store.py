@@ -5,19 +5,20 @@ Writes are upserts keyed by business identity (conversation, turn, sequence numb
 retried activity, a replayed workflow or a reset re-running a turn never duplicates a row.
 Reads: ``decisions`` (each model call joined with its verdict, filterable by conversation,
 customer, rule and time), ``export_jsonl``, ``transcript``; retention and erasure:
-``erase_conversation``, ``erase_customer``, ``purge``.
+``erase_conversation(s)``, ``erase_customer``, ``purge``, and the ids they would act on
+(``conversations_of_customer``, ``stale_conversations``).
 """
 
 from __future__ import annotations
 
 import json
 from datetime import datetime, timezone
-from typing import IO, Any, Optional
+from typing import IO, Any, Iterable, Optional
 
 import sqlalchemy as sa
 from pydantic import BaseModel
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.engine import Connection
+from sqlalchemy.engine import Connection, Engine
 
 from activities.journal.tables import TABLES, create_schema, make_engine, model_calls, transcript, verdicts
 from workflows.journal import TurnRecord
@@ -43,27 +44,15 @@ class ModelCallRecord(BaseModel):
     recorded_at: datetime
 
 
-class DecisionRow(BaseModel):
+class DecisionRow(ModelCallRecord):
     """A model call joined with the workflow's verdict on it (verdict fields None while the
     turn has not been recorded). Verdict values: ``workflows.journal.Verdict``; ``outcome``:
     ``workflows.contracts.Outcome`` values."""
 
-    conversation_id: str
-    customer_id: Optional[str] = None
-    turn: int
-    call_seq: int
-    prompt_version: str
-    model: str
-    view: dict[str, Any]
-    proposal: Optional[dict[str, Any]] = None
-    stop_reason: Optional[str] = None
-    input_tokens: int = 0
-    output_tokens: int = 0
     verdict: Optional[str] = None
     rule: Optional[str] = None
     reason: Optional[str] = None
     outcome: Optional[str] = None
-    recorded_at: datetime
 
 
 class TranscriptEntry(BaseModel):
@@ -96,13 +85,24 @@ def _utc(value: datetime) -> datetime:
 
 
 class JournalStore:
-    """The journal at SQLAlchemy ``url`` (tables created if missing). Thread-safe; every
-    method is one transaction. Raises ``sqlalchemy.exc.SQLAlchemyError`` when the database fails."""
+    """The journal at SQLAlchemy ``url`` (tables created if missing, on first use, unless
+    ``create`` is False: readers such as the backtest never write). Thread-safe; every method
+    is one transaction. Raises ``sqlalchemy.exc.SQLAlchemyError`` when the database fails."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, *, create: bool = True) -> None:
         self.engine = make_engine(url)
         self._insert = postgresql.insert if self.engine.dialect.name == "postgresql" else sqlite.insert
-        create_schema(self.engine)
+        self._create = create
+        self._schema_ready = False
+
+    def _ready(self) -> Engine:
+        # the schema is made on first use, not here: a worker must start while the journal's
+        # database is down (it is an audit record; conversations go on without it), and a
+        # failed attempt is simply tried again by the next call
+        if not self._schema_ready and self._create:
+            create_schema(self.engine)
+        self._schema_ready = True
+        return self.engine
 
     def close(self) -> None:
         """Release the connection pool."""
@@ -119,7 +119,7 @@ class JournalStore:
     def record_model_call(self, record: ModelCallRecord) -> None:
         """Upsert the row of model call (conversation, turn, call_seq): a retried or
         re-run call overwrites it."""
-        with self.engine.begin() as conn:
+        with self._ready().begin() as conn:
             self._upsert(conn, model_calls, record.model_dump())
 
     def record_turn(self, record: TurnRecord) -> int:
@@ -129,7 +129,7 @@ class JournalStore:
         last transcript entry) are left over from an earlier run of the turn and removed."""
         skipped = 0
         cid = record.conversation_id
-        with self.engine.begin() as conn:
+        with self._ready().begin() as conn:
             if record.turn is not None:
                 self._trim(conn, record)
             for v in record.verdicts:
@@ -160,6 +160,11 @@ class JournalStore:
         for table in (model_calls, verdicts):
             conn.execute(sa.delete(table).where(table.c.conversation_id == cid, table.c.turn == turn,
                                                 table.c.call_seq > record.model_calls))
+        # turns after this one are from a timeline a reset discarded (records are written in
+        # turn order); model calls of the next turn may already be in, so they stay, and are
+        # overwritten when the new timeline reaches their turn
+        for table in (verdicts, transcript):
+            conn.execute(sa.delete(table).where(table.c.conversation_id == cid, table.c.turn > turn))
         last = max((e.seq for e in record.transcript if e.turn == turn), default=-1)
         conn.execute(sa.delete(transcript).where(transcript.c.conversation_id == cid, transcript.c.turn == turn,
                                                  transcript.c.seq > last))
@@ -186,7 +191,7 @@ class JournalStore:
         if since is not None:
             query = query.where(model_calls.c.recorded_at >= _utc(since))
         query = query.order_by(model_calls.c.conversation_id, model_calls.c.turn, model_calls.c.call_seq)
-        with self.engine.connect() as conn:
+        with self._ready().connect() as conn:
             rows = [dict(r._mapping) for r in conn.execute(query)]
         return [DecisionRow(**{**r, "recorded_at": _utc(r["recorded_at"])}) for r in rows]
 
@@ -203,47 +208,69 @@ class JournalStore:
         t = transcript.c
         query = sa.select(t.conversation_id, t.turn, t.seq, t.role, t.kind, t.text, t.message_id, t.at).where(
             t.conversation_id == conversation_id).order_by(t.turn, t.seq)
-        with self.engine.connect() as conn:
+        with self._ready().connect() as conn:
             rows = [dict(r._mapping) for r in conn.execute(query)]
         return [TranscriptEntry(**{**r, "at": _utc(r["at"])}) for r in rows]
 
     # --- retention and erasure --------------------------------------------------------
 
     def _erase(self, conn: Connection, ids: set[str]) -> Erased:
-        erased = Erased(conversations=len(ids))
+        erased, found = Erased(conversations=0), set()
         for table in TABLES:
             for chunk in _chunks(sorted(ids)):
+                found |= set(conn.execute(sa.select(table.c.conversation_id).where(
+                    table.c.conversation_id.in_(chunk)).distinct()).scalars())
                 count = conn.execute(sa.delete(table).where(table.c.conversation_id.in_(chunk))).rowcount
                 setattr(erased, table.name, getattr(erased, table.name) + count)
+        erased.conversations = len(found)  # those that had rows: erasing twice erases nothing
         return erased
 
     def erase_conversation(self, conversation_id: str) -> Erased:
         """Remove every row of a conversation (decision log and transcript)."""
-        with self.engine.begin() as conn:
+        with self._ready().begin() as conn:
             return self._erase(conn, {conversation_id})
+
+    def erase_conversations(self, conversation_ids: Iterable[str]) -> Erased:
+        """Remove every row of the given conversations, in one transaction."""
+        with self._ready().begin() as conn:
+            return self._erase(conn, set(conversation_ids))
+
+    @staticmethod
+    def _of_customer(conn: Connection, customer_id: str) -> set[str]:
+        return {cid for table in TABLES for cid in conn.execute(sa.select(table.c.conversation_id).where(
+            table.c.customer_id == customer_id).distinct()).scalars()}
+
+    def conversations_of_customer(self, customer_id: str) -> set[str]:
+        """Ids of the conversations in which ``customer_id`` was the authenticated customer."""
+        with self._ready().connect() as conn:
+            return self._of_customer(conn, customer_id)
 
     def erase_customer(self, customer_id: str) -> Erased:
         """Remove every conversation in which ``customer_id`` was the authenticated customer,
         whole (its turns before authentication hold their personal data too)."""
-        with self.engine.begin() as conn:
-            ids: set[str] = set()
-            for table in TABLES:
-                ids |= set(conn.execute(sa.select(table.c.conversation_id).where(
-                    table.c.customer_id == customer_id).distinct()).scalars())
-            return self._erase(conn, ids)
+        with self._ready().begin() as conn:
+            return self._erase(conn, self._of_customer(conn, customer_id))
 
-    def purge(self, older_than: datetime) -> Erased:
-        """Remove whole conversations whose newest row is older than ``older_than`` (aware
-        datetime; naive is taken as UTC): retention is per conversation, never half of one."""
-        cutoff = _utc(older_than)
+    @staticmethod
+    def _stale(older_than: datetime) -> sa.Select:
         newest = sa.union_all(
             sa.select(model_calls.c.conversation_id.label("cid"), model_calls.c.recorded_at.label("at")),
             sa.select(verdicts.c.conversation_id, verdicts.c.recorded_at),
             sa.select(transcript.c.conversation_id, transcript.c.at),
         ).subquery()
-        query = sa.select(newest.c.cid).group_by(newest.c.cid).having(sa.func.max(newest.c.at) < cutoff)
-        with self.engine.begin() as conn:
-            return self._erase(conn, set(conn.execute(query).scalars()))
+        return sa.select(newest.c.cid).group_by(newest.c.cid).having(sa.func.max(newest.c.at) < _utc(older_than))
+
+    def stale_conversations(self, older_than: datetime) -> set[str]:
+        """Ids of the conversations whose newest row is older than ``older_than`` (aware
+        datetime; naive is taken as UTC)."""
+        with self._ready().connect() as conn:
+            return set(conn.execute(self._stale(older_than)).scalars())
+
+    def purge(self, older_than: datetime) -> Erased:
+        """Remove whole conversations whose newest row is older than ``older_than`` (aware
+        datetime; naive is taken as UTC): retention is per conversation, never half of one."""
+        with self._ready().begin() as conn:
+            return self._erase(conn, set(conn.execute(self._stale(older_than)).scalars()))
 
 
 def _chunks(ids: list[str], size: int = 500) -> list[list[str]]:

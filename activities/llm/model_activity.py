@@ -183,6 +183,9 @@ class ModelActivities(ModelActivitiesApi):
                     response = await self.client.messages.create(**kwargs)
             except anthropic.AnthropicError as exc:
                 raise map_api_error(exc) from exc
+            except RecursionError as exc:
+                # the response's JSON nests deeper than the parser recurses: an unusable answer
+                raise ApplicationError("the model's answer is nested too deeply to read", type=MALFORMED) from exc
             except TypeError as exc:
                 # The SDK raises a bare TypeError when no api key / token is configured.
                 if "authentication method" not in str(exc):

@@ -140,9 +140,10 @@ def propose_tool_param(version: str = PROMPT_VERSION) -> dict[str, Any]:
     }
 
 
-def forced_tool_choice() -> dict[str, str]:
-    """``tool_choice`` forcing exactly one call of ``propose_action``."""
-    return {"type": "tool", "name": PROPOSE_TOOL_NAME}
+def forced_tool_choice() -> dict[str, Any]:
+    """``tool_choice`` forcing exactly one call of ``propose_action`` (parallel tool use off:
+    a second call in one response is never wanted, and ``extract_tool_input`` refuses it)."""
+    return {"type": "tool", "name": PROPOSE_TOOL_NAME, "disable_parallel_tool_use": True}
 
 
 def build_create_kwargs(
@@ -182,7 +183,7 @@ def extract_tool_input(message: Any) -> dict[str, Any]:
     Raises ``MalformedOutput`` when there is no ``tool_use`` block (e.g. a text answer),
     when the response stopped for any reason but completing its tool call (``stop_reason``
     other than ``tool_use``: ``max_tokens``, ``refusal``, ``pause_turn``...), when it names
-    another tool, or when its input is not a JSON object.
+    another tool, when it holds more than one tool call, or when its input is not a JSON object.
     """
     blocks = [b for b in (getattr(message, "content", None) or []) if getattr(b, "type", None) == "tool_use"]
     stop = getattr(message, "stop_reason", None)
@@ -192,6 +193,10 @@ def extract_tool_input(message: Any) -> dict[str, Any]:
         # cut off (max_tokens), refused, paused...: an input that still validates may be only
         # part of what the model meant (1 of 4 items to return), so it is never acted on
         raise MalformedOutput(f"the response stopped before completing its tool call (stop_reason={stop!r})")
+    if len(blocks) > 1:
+        # acting on the first of several proposals would drop the rest silently (part of
+        # what the model meant), the same loss as a cut-off input
+        raise MalformedOutput(f"the response holds {len(blocks)} tool calls; exactly one was asked for")
     block = blocks[0]
     if block.name != PROPOSE_TOOL_NAME:
         raise MalformedOutput(f"tool_use names unknown tool {block.name!r}, expected {PROPOSE_TOOL_NAME!r}")

@@ -44,11 +44,11 @@ CAPABILITIES = (
 )
 IDENTIFY = "Before I can help, please tell me your email address, or your first name, last name and zip code."
 STATUS_PREFIX = "Status of order"
-BYE = re.compile(r"\b(bye|goodbye|that's all|that is all|nothing else|no thanks)\b")
+BYE = re.compile(r"\b(bye|goodbye|that's all|that is all|nothing else|no thanks)\b", re.ASCII)
 INTENT_WORDS = (
-    ("cancel", re.compile(r"\bcancel")),
-    ("return", re.compile(r"\breturn")),
-    ("status", re.compile(r"\b(status|where|track)")),
+    ("cancel", re.compile(r"\bcancel", re.ASCII)),
+    ("return", re.compile(r"\breturn", re.ASCII)),
+    ("status", re.compile(r"\b(status|where|track)", re.ASCII)),
 )
 WRITE_TOOL = {"cancel": "cancel_pending_order", "return": "return_delivered_order_items"}
 DONE_VERB = {
@@ -174,7 +174,7 @@ def _return(view: dict, order: dict[str, Any], text: str) -> dict[str, Any]:
         if fact["value"] in in_order and fact["value"] not in pinned:
             pinned.append(fact["value"])
     named = [i["item_id"] for i in order.get("items") or [] if i.get("name") and i["name"].lower() in text.lower()]
-    if re.search(r"\b(all|everything)\b", text.lower()):
+    if re.search(r"\b(all|everything)\b", text.lower(), re.ASCII):
         item_ids = in_order
     else:
         item_ids = pinned or named or in_order

@@ -112,7 +112,7 @@ def offline_app(brain: Optional[Brain] = None, plans: Optional[Plans] = None) ->
         raw = await request.body()
         try:
             body = json.loads(raw)
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, not UTF-8, or nested too deeply
             return _error(400, "invalid_request_error", "request body is not valid JSON")
         problem = request_problem(body)
         if problem:

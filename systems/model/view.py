@@ -55,7 +55,10 @@ def parse_state_view(content: str) -> dict[str, Any]:
     end = content.rfind(STATE_CLOSE_TAG)
     if start < 0 or end < start:
         raise ValueError(f"content has no {STATE_OPEN_TAG} block")
-    view = json.loads(content[start + len(STATE_OPEN_TAG) : end])
+    try:
+        view = json.loads(content[start + len(STATE_OPEN_TAG) : end])
+    except RecursionError:  # the parser recurses per nesting level: too deep is not a view
+        raise ValueError(f"the {STATE_OPEN_TAG} block is nested too deeply") from None
     if not isinstance(view, dict):
         raise ValueError(f"the {STATE_OPEN_TAG} block is not a JSON object")
     return view
@@ -66,6 +69,8 @@ def amount(value: Any) -> Decimal:
     version 2) or, from older callers, a number (``826.7``); anything else counts 0."""
     if isinstance(value, bool) or not isinstance(value, (int, float, str, Decimal)):
         return Decimal(0)
+    if isinstance(value, str) and not value.isascii():
+        return Decimal(0)  # Decimal() would read other scripts' digits
     try:
         parsed = Decimal(str(value))
     except InvalidOperation:

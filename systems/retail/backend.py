@@ -4,7 +4,8 @@
 one database and runs the pure tools of :mod:`systems.retail.tools` against the rows
 each tool declares. Its parts: :mod:`.engine` (engines, transactions), :mod:`.stores`
 (seeding, export, hash), :mod:`.ledger` (the idempotent write path),
-:mod:`.side_channels` (outbox, tickets), :mod:`.loading` (rows in, changes out).
+:mod:`.side_channels` (outbox, tickets), :mod:`.erasure` (forgetting side records),
+:mod:`.loading` (rows in, changes out).
 Methods are synchronous; callers on an event loop wrap them in ``asyncio.to_thread``.
 """
 
@@ -13,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from systems.retail.engine import make_engine
+from systems.retail.erasure import RecordErasure
 from systems.retail.errors import (
     IdempotencyKeyConflict,
     UnknownStoreError,
@@ -40,7 +42,7 @@ __all__ = [
 ]
 
 
-class RetailBackend(Ledger, StoreAdmin, SideChannels):
+class RetailBackend(Ledger, StoreAdmin, SideChannels, RecordErasure):
     """Multi-tenant system of record for the τ-bench retail domain.
 
     ``engine`` should come from :func:`make_engine` (SQLite or PostgreSQL).

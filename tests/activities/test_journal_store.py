@@ -137,10 +137,10 @@ def test_export_jsonl_writes_one_decision_row_per_line(store):
 
 
 def test_transcript_is_in_turn_and_entry_order(store):
+    store.record_turn(TurnRecord(conversation_id="c1", turn=1, transcript=[
+        said(1, 1, "first reply"), said(1, 0, "first", Role.USER, EntryKind.MESSAGE, "m-1")]))
     store.record_turn(TurnRecord(conversation_id="c1", turn=2, transcript=[
         said(2, 1, "second reply"), said(2, 0, "second", Role.USER, EntryKind.MESSAGE, "m-2")]))
-    store.record_turn(TurnRecord(conversation_id="c1", turn=1, transcript=[
-        said(1, 0, "first", Role.USER, EntryKind.MESSAGE, "m-1"), said(1, 1, "first reply")]))
     store.record_turn(TurnRecord(conversation_id="c1", transcript=[said(2, 2, "approved", kind=EntryKind.NOTICE)]))
     entries = store.transcript("c1")
     assert [(e.turn, e.seq, e.role, e.kind, e.text, e.message_id) for e in entries] == [
@@ -159,12 +159,12 @@ def _conversation(store, cid, customer, at):
 
 
 def test_erase_conversation_and_customer(store):
-    _conversation(store, "c1", "u1", T0)
-    _conversation(store, "c2", "u1", T0)
-    _conversation(store, "c3", "u2", T0)
     # a turn of c2 before authentication holds no customer id: erased with its conversation
     store.record_turn(TurnRecord(conversation_id="c2", turn=0, transcript=[said(0, 0, "my name is", Role.USER,
                                                                                  EntryKind.MESSAGE)]))
+    _conversation(store, "c1", "u1", T0)
+    _conversation(store, "c2", "u1", T0)
+    _conversation(store, "c3", "u2", T0)
     erased = store.erase_conversation("c3")
     assert (erased.conversations, erased.model_calls, erased.verdicts, erased.transcript) == (1, 1, 1, 2)
     erased = store.erase_customer("u1")
@@ -215,3 +215,18 @@ async def test_record_turn_activity_writes_and_types_its_failures(store):
     with pytest.raises(ApplicationError) as info:
         await ActivityEnvironment().run(broken.record_turn, record)
     assert info.value.type == "JournalUnavailable" and not info.value.non_retryable
+
+
+def test_recording_an_earlier_turn_again_drops_the_later_turns_of_the_discarded_timeline(store):
+    """After a reset the workflow records turn 1 again: turns 2.. of the timeline the reset
+    discarded go (transcript and verdicts); model calls stay until the new timeline reaches
+    their turn (the next turn's calls may already be in when its predecessor is recorded)."""
+    for turn in (1, 2):
+        store.record_model_call(call(turn=turn, seq=1))
+        store.record_turn(TurnRecord(conversation_id="c1", turn=turn, model_calls=1,
+                                     verdicts=[verdict(turn, 1, Verdict.REPLIED)],
+                                     transcript=[said(turn, 0, f"message {turn}", Role.USER, EntryKind.MESSAGE)]))
+    store.record_turn(TurnRecord(conversation_id="c1", turn=1, model_calls=1, verdicts=[verdict(1, 1, Verdict.REPLIED)],
+                                 transcript=[said(1, 0, "message 1 again", Role.USER, EntryKind.MESSAGE)]))
+    assert [e.text for e in store.transcript("c1")] == ["message 1 again"]
+    assert [(r.turn, r.verdict) for r in store.decisions(conversation_id="c1")] == [(1, "replied"), (2, None)]

@@ -67,7 +67,7 @@ async def test_request_wire_format():
     assert sent["model"] == MODEL and sent["max_tokens"] == 321
     assert sent["system"] == req.snapshot.system
     assert sent["messages"] == [{"role": "user", "content": req.snapshot.content}]
-    assert sent["tool_choice"] == {"type": "tool", "name": PROPOSE_TOOL_NAME}
+    assert sent["tool_choice"] == {"type": "tool", "name": PROPOSE_TOOL_NAME, "disable_parallel_tool_use": True}
     assert sent["metadata"] == {"user_id": req.conversation_id}  # the conversation, as an opaque id
     (tool,) = sent["tools"]
     assert tool["name"] == PROPOSE_TOOL_NAME

@@ -9,10 +9,12 @@ from pathlib import Path
 
 import pytest
 
+from activities.erasure.activity import RetentionActivities
 from activities.identity import IdentityActivities
 from activities.llm.model_activity import ModelActivities
 from activities.tools import ToolActivities
 from workflows.activity_api import IdentityActivitiesApi, ModelActivitiesApi, ToolActivitiesApi
+from workflows.retention import RetentionActivitiesApi
 
 WORKFLOWS = Path(__file__).resolve().parents[2] / "workflows"
 CALLS = {"execute_activity", "start_activity", "execute_activity_method", "start_activity_method",
@@ -41,7 +43,8 @@ def test_the_check_catches_a_name_string(tmp_path: Path):
 
 @pytest.mark.parametrize("api, implementation", [(ToolActivitiesApi, ToolActivities),
                                                  (ModelActivitiesApi, ModelActivities),
-                                                 (IdentityActivitiesApi, IdentityActivities)])
+                                                 (IdentityActivitiesApi, IdentityActivities),
+                                                 (RetentionActivitiesApi, RetentionActivities)])
 def test_every_declared_activity_is_implemented_under_its_name(api, implementation):
     for name, member in vars(api).items():
         declared = getattr(member, "__temporal_activity_definition", None)

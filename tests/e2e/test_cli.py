@@ -44,6 +44,7 @@ def test_dev_detach_chat_state_stop(tmp_path):
     try:
         started = _cli(env, "dev", "--detach")
         assert started.returncode == 0, started.stdout + started.stderr
+        assert "WITHOUT authentication" in " ".join(started.stdout.split())  # no keys: loopback only, said so
         assert reachable(f"127.0.0.1:{port}")
         with urllib.request.urlopen(f"http://127.0.0.1:{ui_port}/namespaces/default/workflows", timeout=30) as page:
             assert page.status == 200  # the Web UI answers while the background server runs

@@ -126,7 +126,7 @@ def test_cli_transcript_text_and_json(served, tmp_path):
     assert shown.returncode == 0, shown.stderr
     lines = shown.stdout.splitlines()
     assert len(lines) == 6 and lines[2].endswith(f"UTC] user: {MESSAGES[1][1]}")
-    as_json = _cli(data, tmp_path, "transcript", f"support-{cid}", "--json")  # the workflow id works too
+    as_json = _cli(data, tmp_path, "transcript", cid, "--json")
     assert as_json.returncode == 0, as_json.stderr
     entries = json.loads(as_json.stdout)["entries"]
     assert [e["message_id"] for e in entries if e["role"] == "user"] == ["msg-j-1", "msg-j-2", "msg-j-3"]

@@ -33,6 +33,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from settings import Settings
 from tests.conftest import temporal_cli
+from tests.histories.scenarios_more import MORE_SCENARIOS
 from tests.policy_fixtures import CUSTOMER, DELIVERED, EMAIL, PENDING
 from tests.workflow_harness import NO_APPROVALS, Script, call, reply, running_worker, until
 from starter.connection import data_converter
@@ -138,7 +139,7 @@ async def standalone_refund(env: WorkflowEnvironment, settings: Settings, save: 
         return [status.refund_id]
 
 
-SCENARIOS = [returns_and_cancels, approval, rollback, continue_as_new, standalone_refund]
+SCENARIOS = [returns_and_cancels, approval, rollback, continue_as_new, standalone_refund, *MORE_SCENARIOS]
 
 
 async def record(version: str) -> Path:

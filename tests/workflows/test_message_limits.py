@@ -24,6 +24,8 @@ from tests.workflow_harness import call, running_worker
 from workflows.support import support_workflow_id
 
 FS = "\x1c"
+PAD = "\t"
+"""Whitespace to "\s" and legal in a message (FS, a control character, is refused at the edge now)."""
 
 
 async def _died(env, cid: str, err: BaseException) -> str:
@@ -86,8 +88,9 @@ async def test_many_legal_messages_do_not_kill_the_conversation(temporal_env, se
 
 
 async def test_legal_messages_with_padded_names_do_not_kill_the_conversation(temporal_env, settings):
-    """Each message is legal (< 8 KB, accepted by the validator): "i am" + 8100 x '\\x1c'
-    (whitespace to the regex) + a new name. workflows/facts.py:26,74 pins the whole span as
+    """Each message is legal (< 8 KB, accepted by the validator): "i am" + 8100 x '\\t'
+    (whitespace to the regex; the review used '\\x1c', now refused as a control character)
+    + a new name. workflows/facts.py:26,74 pins the whole span as
     the fact's verbatim, forever; MAX_PINNED_FACTS counts facts, not bytes. The snapshot
     (activity input) and the state (continue-as-new input) pass Temporal's 2 MB payload
     limit after ~30 messages and the conversation dies."""
@@ -96,7 +99,7 @@ async def test_legal_messages_with_padded_names_do_not_kill_the_conversation(tem
         await client.send_message(cid, f"Hi, my email is {EMAIL}")
         for i in range(40):
             first = "A" + "".join("abcdefghijklmnop"[(i >> k) & 15] for k in range(0, 16, 4))
-            text = "i am" + FS * 8100 + f" {first} Smith"
+            text = "i am" + PAD * 8100 + f" {first} Smith"
             assert len(text.encode()) <= 8192
             try:
                 r = await asyncio.wait_for(client.send_message(cid, text), 60)
@@ -119,7 +122,10 @@ async def test_model_repeating_refused_proposals_does_not_kill_the_conversation(
         return call("modify_user_address", user_id="someone_else_1234", address1=FS * 200, address2=FS * 200,
                     city=FS * 100, state=FS * 100, country=FS * 100, zip=FS * 20)
 
-    async with running_worker(temporal_env, settings, brain=brain) as (client, _):
+    # room for the padded proposal: cut off at 1,024 tokens it would be malformed output,
+    # retried with back-off, instead of the policy rejection this test is about
+    roomy = settings.model_copy(update={"model_max_tokens": 4096})
+    async with running_worker(temporal_env, roomy, brain=brain) as (client, _):
         cid = await client.start_conversation(f"rej-{uuid.uuid4().hex[:6]}")
         sizes = []
         for turn in range(8):

@@ -131,7 +131,7 @@ async def test_a_wrongly_typed_field_fails_the_run_naming_the_field(temporal_env
         # started directly (as an operator's script would): decoding the input no longer fails the task
         await temporal_env.client.start_workflow(SupportWorkflow.run, SupportInput(conversation_id=cid, state=broken),
                                                  id=support_workflow_id(cid), task_queue=settings.task_queue)
-        reason = f"field orders.{PENDING}.total: an amount of money must be a number"
+        reason = f"field orders.{PENDING}.total: an amount of money given as text must be a plain decimal"
         await assert_failed_with(temporal_env, cid, reason)
         await assert_failed_with(temporal_env, cid, "field turn: Input should be a valid integer")
         await assert_every_call_says_why(client, cid, reason)

@@ -94,19 +94,51 @@ _UNARYOPS: dict[type, Callable[[Any], Any]] = {ast.UAdd: operator.pos, ast.USub:
 _MAX_POW_BITS = 100_000
 
 
-def _eval(node: ast.AST) -> Any:
+def _eval(root: ast.AST) -> Any:
     # Same results as the benchmark's eval() over the whitelisted characters, but an
-    # exponent tower like 9**9**9 fails fast instead of hanging the worker.
-    if isinstance(node, ast.Expression):
-        return _eval(node.body)
-    if isinstance(node, ast.Constant):
-        return node.value
+    # exponent tower like 9**9**9 fails fast instead of hanging the worker, and the tree is
+    # walked with an explicit stack: "-----1" nests one level per sign, and evaluating must
+    # not recurse as deep as the text is long.
+    stack: list[tuple[ast.AST, bool]] = [(root, False)]
+    values: list[Any] = []
+    while stack:
+        node, children_done = stack.pop()
+        if isinstance(node, ast.Expression):
+            stack.append((node.body, False))
+        elif isinstance(node, ast.Constant):
+            values.append(node.value)
+        elif not children_done:
+            stack.append((node, True))
+            stack.extend((child, False) for child in reversed(_operands(node)))
+        else:
+            values.append(_combine(node, values))
+    return values[-1]
+
+
+def _operands(node: ast.AST) -> list[ast.AST]:
+    """The sub-expressions evaluated before ``node`` itself, in evaluation order."""
     if isinstance(node, ast.Tuple):
-        return tuple(_eval(e) for e in node.elts)
+        return list(node.elts)
     if isinstance(node, ast.UnaryOp) and type(node.op) in _UNARYOPS:
-        return _UNARYOPS[type(node.op)](_eval(node.operand))
+        return [node.operand]
     if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
-        left, right = _eval(node.left), _eval(node.right)
+        return [node.left, node.right]
+    if isinstance(node, ast.Call):
+        return [node.func]
+    raise SyntaxError("invalid syntax")
+
+
+def _combine(node: ast.AST, values: list[Any]) -> Any:
+    """``node``'s value from its operands' values, popped off the end of ``values``."""
+    if isinstance(node, ast.Tuple):
+        count = len(node.elts)
+        operands = values[len(values) - count:]
+        del values[len(values) - count:]
+        return tuple(operands)
+    if isinstance(node, ast.UnaryOp):
+        return _UNARYOPS[type(node.op)](values.pop())
+    if isinstance(node, ast.BinOp):
+        right, left = values.pop(), values.pop()
         if (
             isinstance(node.op, ast.Pow)
             and isinstance(left, int)
@@ -117,10 +149,8 @@ def _eval(node: ast.AST) -> Any:
             # float() of that integer is what the benchmark would fail on.
             raise OverflowError("int too large to convert to float")
         return _BINOPS[type(node.op)](left, right)
-    if isinstance(node, ast.Call):
-        func = _eval(node.func)
-        raise TypeError(f"'{type(func).__name__}' object is not callable")
-    raise SyntaxError("invalid syntax")
+    func = values.pop()  # a Call: "(2)(3)"
+    raise TypeError(f"'{type(func).__name__}' object is not callable")
 
 
 @read_tool

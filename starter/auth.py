@@ -1,0 +1,182 @@
+"""Who is calling the HTTP API and what they may do.
+
+``Access`` is the app's authentication: with keys (``starter.keys``) every request but
+``/healthz`` and the OpenAPI pages must carry one (``Authorization: Bearer <key>`` or
+``X-API-Key: <key>``), else 401; keyless (``statekeeper dev`` / ``statekeeper api`` on
+loopback while no key exists) every request from a loopback address is the local operator
+of the default tenant, and any other is a 401.
+
+The role matrix (``MATRIX``; README, "API access") says which kind of caller may do what:
+``customer`` (a service key scoped to one customer), ``service``, ``operator``. Tenancy
+(``starter.tenancy``) then hides every other tenant's processes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import logging
+from enum import Enum
+from typing import Any, Callable, Optional
+
+from fastapi import Request
+from pydantic import BaseModel
+
+from starter.audit import AuditLog
+from starter.errors import ConversationError
+from starter.keys import KeyStore, Role
+from starter.tenancy import Tenancy
+
+log = logging.getLogger("statekeeper.auth")
+
+LOCAL_ACTOR = "local"
+"""The actor of the keyless loopback API in audit entries."""
+
+
+class Permission(str, Enum):
+    """Actions of the API that the role matrix governs."""
+
+    START_CONVERSATION = "start a conversation"
+    SEND_MESSAGE = "send a message"
+    READ_CONVERSATION = "read a conversation's state or transcript"
+    LIST_CONVERSATIONS = "list conversations"
+    CANCEL_CONVERSATION = "cancel a conversation"
+    REQUEST_REFUND = "request a refund"
+    READ_REFUNDS = "read or list refunds"
+    LIST_APPROVALS = "list pending approvals"
+    DECIDE_APPROVAL = "approve or reject"
+
+
+_CONVERSING = {Permission.START_CONVERSATION, Permission.SEND_MESSAGE, Permission.READ_CONVERSATION,
+               Permission.LIST_CONVERSATIONS}
+_SERVICE = _CONVERSING | {Permission.REQUEST_REFUND, Permission.READ_REFUNDS}
+MATRIX: dict[str, frozenset[Permission]] = {
+    "customer": frozenset(_CONVERSING),
+    "service": frozenset(_SERVICE),
+    "operator": frozenset(_SERVICE | {Permission.CANCEL_CONVERSATION, Permission.LIST_APPROVALS,
+                                      Permission.DECIDE_APPROVAL}),
+}
+"""Caller kind → what it may do, always within its own tenant. ``customer``: a service key
+scoped to one customer, and only that customer's conversations."""
+
+
+class Principal(BaseModel):
+    """An authenticated caller: ``actor`` names it in the audit log (``key:<key id>`` or
+    ``local``); ``customer`` is the pseudonym a scoped key is bound to."""
+
+    actor: str
+    tenant: str
+    role: Role
+    customer: Optional[str] = None
+
+    @property
+    def kind(self) -> str:
+        """``customer``, ``service`` or ``operator``: the row of ``MATRIX`` that applies."""
+        return "customer" if self.customer is not None else self.role.value
+
+    def may(self, permission: Permission) -> bool:
+        """True if ``MATRIX`` allows this caller ``permission``."""
+        return permission in MATRIX[self.kind]
+
+    def require(self, permission: Permission) -> None:
+        """Raise ``ConversationError`` ``forbidden`` (403) unless the caller may ``permission``."""
+        if not self.may(permission):
+            needs = "an operator key" if permission in MATRIX["operator"] - MATRIX["service"] else "a tenant-wide key"
+            raise ConversationError(f"this key may not {permission.value}: that needs {needs}", "forbidden")
+
+
+def is_loopback(host: Optional[str]) -> bool:
+    """True for a loopback address or ``localhost`` (the only binds allowed without keys)."""
+    if not host:
+        return False
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def presented_key(request: Request) -> Optional[str]:
+    """The key a request carries: ``Authorization: Bearer <key>``, else ``X-API-Key``."""
+    scheme, _, value = request.headers.get("authorization", "").partition(" ")
+    if scheme.lower() == "bearer" and value.strip():
+        return value.strip()
+    return request.headers.get("x-api-key") or None
+
+
+class Access:
+    """``Access(audit, tenancy, keys=None)``: the app's authentication. ``keys`` None is the
+    keyless loopback API. ``audit`` is where reads of personal data are recorded."""
+
+    def __init__(self, audit: AuditLog, tenancy: Tenancy, keys: Optional[KeyStore] = None) -> None:
+        self.audit, self.tenancy, self.keys = audit, tenancy, keys
+
+    @property
+    def keyless(self) -> bool:
+        """True when the API runs without keys (loopback callers only)."""
+        return self.keys is None
+
+    async def authenticate(self, request: Request) -> Principal:
+        """The caller of ``request``. Raises ``ConversationError`` ``unauthenticated`` (401)
+        for a missing, malformed, unknown or revoked key, or a keyless API's non-loopback caller."""
+        if self.keys is None:
+            client = request.client.host if request.client else None
+            if not is_loopback(client):
+                raise ConversationError("this API runs without keys and answers loopback callers only", "unauthenticated")
+            return Principal(actor=LOCAL_ACTOR, tenant=self.tenancy.default_tenant, role=Role.OPERATOR)
+        presented = presented_key(request)
+        if presented is None:
+            raise ConversationError("an API key is required: send 'Authorization: Bearer <key>' or 'X-API-Key: <key>'",
+                                    "unauthenticated")
+        key = await asyncio.to_thread(self.keys.verify, presented)
+        if key is None:
+            raise ConversationError("the API key is not valid (unknown, revoked or mistyped)", "unauthenticated")
+        return Principal(actor=f"key:{key.key_id}", tenant=key.tenant, role=key.role, customer=key.customer)
+
+    async def record(self, principal: Principal, action: str, subject: str, detail: str = "") -> None:
+        """Write an audit entry for ``principal``'s access to ``subject``; raises
+        ``ConversationError`` ``unavailable`` if it cannot be written (nothing is then served)."""
+        try:
+            await asyncio.to_thread(self.audit.record, principal.actor, action, subject,
+                                    f"tenant={principal.tenant} {detail}".strip())
+        except Exception as err:  # noqa: BLE001 (the database's text stays in the log)
+            log.warning("audit entry not written (%s); refusing the read", type(err).__name__)
+            raise ConversationError("the audit log is not reachable; retry later", "unavailable") from err
+
+    def describe(self) -> str:
+        """One line for the startup banner: how callers authenticate."""
+        if self.keys is None:
+            return ("WITHOUT authentication: no API keys are configured, so the API answers loopback callers "
+                    "only, as the default tenant's operator; create keys with `statekeeper keys create`")
+        return "API keys required (Authorization: Bearer <key>)"
+
+
+AccessSource = Callable[[], Access]
+"""Builds the app's ``Access`` when it first serves (may do I/O; raises ``StartupRefused``)."""
+
+
+def access_from_settings(settings: Any, host: Optional[str]) -> Access:
+    """The ``Access`` of an API serving ``settings`` on ``host``: keys required when any key
+    exists; keyless when none does and ``host`` is loopback. ``host`` None (an app whose bind
+    is unknown, such as ``uvicorn starter.api:app``) always needs keys. Keys and audit log live
+    in the journal database. Raises ``StartupRefused`` when keys are needed and none exists."""
+    from starter.preflight import StartupRefused
+
+    url = settings.resolved_journal_url()
+    try:
+        keys = KeyStore(url, settings.api_key_hmac_secret() or "")
+    except ValueError as err:
+        raise StartupRefused("STATEKEEPER_API_KEY_SECRET is set but empty: set it to a long random value "
+                             "(the same for the API and `statekeeper keys`), or unset it") from err
+    audit, tenancy = AuditLog(url), Tenancy.from_settings(settings)
+    if keys.active_count() > 0:
+        return Access(audit, tenancy, keys)
+    keys.close()
+    if host is not None and is_loopback(host):
+        return Access(audit, tenancy)
+    where = f"on {host}" if host is not None else "where its bind address is not known (uvicorn starter.api:app)"
+    raise StartupRefused(
+        f"refusing to serve the API {where} without API keys: anyone who can reach it could read and change "
+        "every conversation. Create a key first (`statekeeper keys create --tenant default --role service`), "
+        "or run `statekeeper api --host 127.0.0.1` (loopback only, keyless)")

@@ -1,0 +1,98 @@
+"""``statekeeper keys``: create, list and revoke the HTTP API's keys (``starter.keys``).
+
+They work on the journal database directly (``Settings.resolved_journal_url()``; a detached
+``statekeeper dev``'s data directory when one runs), with the server secret of
+``Settings.api_key_hmac_secret`` — the API must run with the same database and secret. No
+Temporal server is needed. A new key is printed once, on standard output alone (so a script
+can capture it); it is stored only as a digest.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Iterator, Optional
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from settings import Settings
+from starter import devstate
+from starter.audit import AuditLog
+from starter.keys import KeyStore, Role
+from workflows.pseudonym import customer_pseudonym
+
+keys_app = typer.Typer(help="API keys of the HTTP API: one per calling service, bound to a tenant and a role.",
+                       no_args_is_help=True)
+console = Console(stderr=True)
+
+CLI_ACTOR = "cli"
+"""The actor of key changes in the audit log."""
+
+
+@contextlib.contextmanager
+def _opened() -> Iterator[tuple[Settings, KeyStore, AuditLog]]:
+    settings = devstate.adopt(Settings())
+    try:
+        store = KeyStore(settings.resolved_journal_url(), settings.api_key_hmac_secret() or "")
+    except ValueError as err:
+        console.print(f"[red]error: {escape(str(err))} (STATEKEEPER_API_KEY_SECRET is set but empty)[/]")
+        raise typer.Exit(2)
+    audit = AuditLog(settings.resolved_journal_url())
+    try:
+        yield settings, store, audit
+    finally:
+        store.close()
+        audit.close()
+
+
+@keys_app.command()
+def create(tenant: str = typer.Option(..., "--tenant", help="The tenant the key acts for (e.g. default)."),
+           role: Role = typer.Option(..., "--role", help="service (backends) or operator (approvals, cancels)."),
+           customer: Optional[str] = typer.Option(None, "--customer",
+                                                  help="Scope a service key to this one customer (real id; "
+                                                       "stored as its pseudonym)."),
+           label: str = typer.Option("", "--label", help="A note for people: which service holds the key.")) -> None:
+    """Create a key and print it once (standard output); it is stored only as a digest."""
+    with _opened() as (settings, store, audit):
+        pseudonym = None
+        if customer is not None:
+            # the workers' pseudonym key (made here if none exists yet, in the same data directory)
+            pseudonym = customer_pseudonym(customer, settings.pseudonym_secret() or "")
+        try:
+            record, key = store.create(tenant, role, customer=pseudonym, label=label)
+        except ValueError as err:
+            console.print(f"[red]error: {escape(str(err))}[/]")
+            raise typer.Exit(2)
+        audit.record(CLI_ACTOR, "create_api_key", f"key:{record.key_id}",
+                     f"tenant={record.tenant} role={record.role.value} scoped={pseudonym is not None}")
+    console.print(f"created key {record.key_id} (tenant {record.tenant}, role {record.role.value}"
+                  + (f", customer {pseudonym}" if pseudonym else "") + "). It is shown once; keep it secret:",
+                  highlight=False)
+    print(key)
+
+
+@keys_app.command("list")
+def list_keys(all_keys: bool = typer.Option(False, "--all", help="Also revoked keys.")) -> None:
+    """List the keys (never their secrets): id, tenant, role, customer scope, label, dates."""
+    with _opened() as (_, store, _audit):
+        records = store.keys(include_revoked=all_keys)
+    table = Table(title=f"API keys ({len(records)})")
+    for col in ("key id", "tenant", "role", "customer", "label", "created (UTC)", "revoked (UTC)"):
+        table.add_column(col)
+    for r in records:
+        table.add_row(r.key_id, escape(r.tenant), r.role.value, r.customer or "-", escape(r.label),
+                      f"{r.created_at:%Y-%m-%d %H:%M:%S}", f"{r.revoked_at:%Y-%m-%d %H:%M:%S}" if r.revoked_at else "-")
+    Console().print(table)
+
+
+@keys_app.command()
+def revoke(key_id: str = typer.Argument(..., help="The key id (from `statekeeper keys list`).")) -> None:
+    """Revoke a key at once: the API refuses it from its next request on."""
+    with _opened() as (_, store, audit):
+        if not store.revoke(key_id):
+            console.print(f"[red]error: no active key {escape(key_id)}[/]")
+            raise typer.Exit(1)
+        audit.record(CLI_ACTOR, "revoke_api_key", f"key:{key_id}")
+    console.print(f"revoked key {escape(key_id)}", highlight=False)

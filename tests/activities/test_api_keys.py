@@ -1,0 +1,97 @@
+"""API keys (``starter.keys``) on real SQLite and PostgreSQL: a key verifies only whole and
+under the server secret it was made with, is stored as an HMAC digest (never the key),
+stops working the moment it is revoked; bad tenants and scopes are refused; and the server
+secret file is made once, 0600."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+import threading
+
+import pytest
+import sqlalchemy as sa
+
+from settings import Settings
+from starter.keys import ApiKey, KeyStore, Role
+from tests.journal_fixtures import postgres_database
+
+SECRET = "server-secret-for-tests"
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def url(request, tmp_path):
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'keys.sqlite'}"
+        return
+    with postgres_database() as database:
+        yield database
+
+
+def _rows(store: KeyStore) -> list[dict]:
+    with store.engine.connect() as conn:
+        return [dict(r) for r in conn.execute(sa.text("SELECT * FROM api_keys")).mappings()]
+
+
+def test_a_key_verifies_whole_and_is_stored_as_a_digest(url):
+    store = KeyStore(url, SECRET)
+    record, key = store.create("acme", Role.SERVICE, label="checkout")
+    assert isinstance(record, ApiKey) and record.active and record.tenant == "acme" and record.role is Role.SERVICE
+    found = store.verify(key)
+    assert found is not None and found.key_id == record.key_id and found.label == "checkout"
+    assert found.created_at.tzinfo is not None
+    key_id, secret = key[3:15], key[16:]
+    [row] = _rows(store)
+    assert row["key_id"] == key_id and secret not in " ".join(str(v) for v in row.values())
+    assert row["digest"] == hmac.new(SECRET.encode(), f"{key_id}:{secret}".encode(), hashlib.sha256).hexdigest()
+    wrong = secret[:-1] + ("A" if secret[-1] != "A" else "B")
+    for presented in (f"sk_{key_id}_{wrong}", key[:-1], key + "A", key.upper(), f"sk_{'0' * 12}_{secret}",
+                      "", "Bearer " + key, f"sk_{key_id}_{secret}\n"):
+        assert store.verify(presented) is None, presented
+    # the database alone is not enough: under another server secret the same key fails
+    assert KeyStore(url, "another-secret").verify(key) is None
+    store.close()
+
+
+def test_revoked_at_once_and_listed_only_on_request(url):
+    store = KeyStore(url, SECRET)
+    first, key = store.create("default", Role.OPERATOR)
+    second, other = store.create("default", Role.SERVICE, customer="cust-00ff")
+    assert store.active_count() == 2 and [k.key_id for k in store.keys()] == [first.key_id, second.key_id]
+    assert store.revoke(first.key_id) is True
+    assert store.verify(key) is None and store.verify(other) is not None
+    assert store.revoke(first.key_id) is False and store.revoke("nope") is False
+    assert [k.key_id for k in store.keys()] == [second.key_id] and store.active_count() == 1
+    revoked = {k.key_id: k for k in store.keys(include_revoked=True)}[first.key_id]
+    assert not revoked.active and revoked.revoked_at is not None and revoked.revoked_at.tzinfo is not None
+    assert store.verify(other).customer == "cust-00ff"
+
+
+def test_bad_keys_are_refused_and_nothing_is_stored(url):
+    store = KeyStore(url, SECRET)
+    for tenant, role, customer, reason in (("Acme", Role.SERVICE, None, "tenant"), ("", Role.SERVICE, None, "tenant"),
+                                           ("acme", Role.OPERATOR, "cust-1", "only a service key"),
+                                           ("acme", "admin", None, "admin")):
+        with pytest.raises(ValueError, match=reason):
+            store.create(tenant, role, customer=customer)
+    assert _rows(store) == [] and store.active_count() == 0
+    with pytest.raises(ValueError, match="empty"):
+        KeyStore(url, "")
+
+
+def test_the_server_secret_is_made_once_0600_and_the_setting_wins(tmp_path):
+    settings = Settings(data_dir=tmp_path)
+    assert settings.api_key_hmac_secret(create=False) is None
+    made = []
+    threads = [threading.Thread(target=lambda: made.append(settings.api_key_hmac_secret())) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(set(made)) == 1 and len(made[0]) == 64  # every racer reads the one secret, never an empty one
+    path = tmp_path / "api-key.secret"
+    assert oct(path.stat().st_mode & 0o777) == "0o600" and path.read_text().strip() == made[0]
+    assert [p.name for p in tmp_path.iterdir()] == ["api-key.secret"]  # no temporary file left behind
+    assert Settings(data_dir=tmp_path, api_key_secret="from-env").api_key_hmac_secret() == "from-env"
+    assert os.stat(path).st_size > 0

@@ -1,0 +1,232 @@
+"""Hostile input as a kind, in the pure code: fact pinning, confirmation matching, the
+message rule, the body guard, the offline model's view parsing and the generic failure
+reasons take any text or JSON without raising, recursing or accepting what is not ASCII.
+
+Property-based (hypothesis) with a fixed derandomized seed and a bounded number of
+examples, so a run is the same every time and costs a few seconds; plus a regression
+test for each example of issue 10 (the nested ``<script>`` message, full-width digits,
+NUL, SQL text in a failure).
+"""
+
+from __future__ import annotations
+
+import json
+import unicodedata
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from temporalio.exceptions import ActivityError, ApplicationError, RetryState
+
+from starter.body_guard import MAX_JSON_DEPTH, body_problem, json_depth
+from systems.model.view import parse_state_view
+from systems.retail.tools.read import calculate
+from workflows.confirm import MAX_CONFIRMATION_CHARS, is_no, is_yes
+from workflows.facts import MAX_FACTS_PER_KIND_PER_MESSAGE, extract_facts
+from workflows.failures import MODEL, ORDER_SYSTEM, public_reason, redact
+from workflows.money import money
+from workflows.options import MAX_USER_MESSAGE_BYTES
+from workflows.user_text import control_problem, message_problem
+
+BOUNDED = settings(max_examples=150, derandomize=True, database=None, deadline=None,
+                   suppress_health_check=[HealthCheck.too_slow])
+"""The same examples on every run (derandomize), no example database, at most 150 each."""
+
+NESTED_SCRIPT = "<script>" + "[" * 1200 + "]" * 1200 + "</script>"
+"""The issue's message: legal (2.4 KB) and nested deeper than Python's recursion limit."""
+ID_KINDS = {"order_id", "payment_method_id", "item_id", "user_id", "zip"}
+
+# text that looks like what the patterns look for, mixed with anything
+_PIECES = st.sampled_from(["#W", "W", "#", "_", "@", ".", " ", "my name is ", "i'm ", "credit_card_", "gift_card_",
+                           "[", "]", "{", "}", "<script>", "\x00", "\u00a0", "yes", "no", "４", "٣", "७", "1234567",
+                           "12345", "1234567890", "example.com", "raj_sanchez_", "\u212a", "\u017f"])
+HOSTILE_TEXT = st.one_of(st.text(max_size=400), st.lists(st.one_of(_PIECES, st.text(max_size=5)), max_size=80)
+                         .map("".join))
+
+
+def _is_refused_char(char: str) -> bool:
+    """The reference definition of a refused character: a control (Cc) other than tab, LF
+    and CR, or a surrogate (Cs)."""
+    return (unicodedata.category(char) == "Cc" and char not in "\t\n\r") or unicodedata.category(char) == "Cs"
+
+
+# --- fact pinning ------------------------------------------------------------------------
+
+
+@BOUNDED
+@given(HOSTILE_TEXT)
+def test_fact_pinning_takes_any_text(text):
+    facts = extract_facts(text, 3)
+    kinds = [f.kind for f in facts]
+    assert all(kinds.count(k) <= MAX_FACTS_PER_KIND_PER_MESSAGE for k in set(kinds))
+    for fact in facts:
+        assert fact.verbatim in text and fact.turn == 3 and len(fact.verbatim) <= 300
+        if fact.kind in ID_KINDS:
+            assert fact.value.isascii() and fact.verbatim.isascii(), fact  # never full-width or other digits
+
+
+def test_the_nested_script_message_is_pinned_without_recursion():
+    """Issue 10: a legal 2.4 KB message with a deeply nested <script>[[[…]]]</script> raised
+    a RecursionError in fact pinning and failed the workflow task. Pinning is linear
+    regular expressions: the nesting is text, whatever its depth (here past json's limit)."""
+    with pytest.raises(RecursionError):
+        json.loads(NESTED_SCRIPT[len("<script>"):-len("</script>")])  # what a recursive walker hits
+    deeper = "<script>" + "[" * 4000 + "]" * 4000 + "</script>"
+    assert extract_facts(NESTED_SCRIPT, 1) == [] and extract_facts(deeper, 1) == []
+    facts = extract_facts(f"order #W4566809 {NESTED_SCRIPT} my email is a.b@example.com", 2)
+    assert {(f.kind, f.value) for f in facts} == {("order_id", "#W4566809"), ("email", "a.b@example.com")}
+
+
+@pytest.mark.parametrize("digits", ["４５６６８０９", "٤٥٦٦٨٠٩", "४५६६८०९", "4566８09"])
+def test_ids_with_non_ascii_digits_are_not_pinned(digits):
+    """Issue 10: "#W４５６６８０９" was pinned (\\d matches any Unicode digit), and the
+    conversation kept failing on an id no system holds. Only ASCII digits make an id."""
+    text = f"please cancel #W{digits}, zip {digits[:5]}, item {digits}{digits[:3]}, paypal_{digits}"
+    assert extract_facts(text, 1) == []
+    assert [f.value for f in extract_facts("please cancel #W4566809", 1)] == ["#W4566809"]
+
+
+def test_names_are_ascii_letters_only():
+    # under re.IGNORECASE without re.ASCII, [a-z] also matched the Kelvin sign and the long s
+    assert extract_facts("my name is \u212aelvin Smith", 1) == []
+    assert [f.value for f in extract_facts("my name is Kelvin Smith", 1)] == ["Kelvin Smith"]
+
+
+# --- confirmation matching and the message rule ------------------------------------------
+
+
+@BOUNDED
+@given(HOSTILE_TEXT)
+def test_confirmation_matching_takes_any_text(text):
+    yes, no = is_yes(text), is_no(text)
+    assert not (yes and no)
+    if yes or no:
+        assert len(text) <= MAX_CONFIRMATION_CHARS and not any(_is_refused_char(c) for c in text.strip())
+
+
+def test_a_long_or_nested_message_is_neither_yes_nor_no():
+    assert is_yes("Yes!") and is_no("no thanks.")
+    assert not is_yes("yes" + "!" * 5000) and not is_yes(NESTED_SCRIPT) and not is_yes("yes\x00")
+
+
+@BOUNDED
+@given(st.text(max_size=200))
+def test_the_message_rule_refuses_exactly_the_control_characters(text):
+    refused = any(_is_refused_char(c) for c in text)
+    assert (control_problem(text) is not None) == refused
+    problem = message_problem(text)
+    if not text.strip():
+        assert problem == "message text is empty"
+    elif refused:
+        assert problem is not None and "U+" in problem and text not in problem  # names the code point, not the text
+    else:
+        assert problem is None  # 200 characters are at most 800 bytes
+
+
+def test_nul_is_refused_naming_its_position():
+    assert message_problem("hello\x00there") == ("the message contains a control character (U+0000 at position 5); "
+                                                 "send plain text without control characters")
+    assert "unpaired surrogate" in message_problem("hi \ud800")
+    assert message_problem("tabs\tand\r\nnewlines are text") is None
+    assert "8192" in message_problem("é" * (MAX_USER_MESSAGE_BYTES // 2 + 1))
+
+
+# --- bounded parsing of JSON -------------------------------------------------------------
+
+JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+                    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
+                    max_leaves=40)
+
+
+def _depth(value) -> int:
+    if isinstance(value, list):
+        return 1 + max((_depth(v) for v in value), default=0)
+    if isinstance(value, dict):
+        return 1 + max((_depth(v) for v in value.values()), default=0)
+    return 0
+
+
+@BOUNDED
+@given(JSON)
+def test_json_depth_is_the_documents_depth(value):
+    text = json.dumps(value)
+    assert json_depth(text) == _depth(value)
+    assert body_problem(text.encode()) is None or _depth(value) > MAX_JSON_DEPTH
+
+
+@BOUNDED
+@given(st.binary(max_size=300) | st.text(max_size=300).map(str.encode))
+def test_the_body_guard_takes_any_bytes(body):
+    problem = body_problem(body)
+    assert problem is None or problem.startswith("invalid request: ")
+
+
+@pytest.mark.parametrize("depth", [MAX_JSON_DEPTH + 1, 5000])
+def test_deep_json_is_refused_without_parsing_it(depth):
+    for opener, closer in (("[", "]"), ('{"a":', "}")):
+        body = (opener * depth + "1" + closer * depth).encode()
+        assert "deeper than" in body_problem(body)
+    assert body_problem(json.dumps({"text": NESTED_SCRIPT}).encode()) is None  # brackets in a string are text
+
+
+def test_invalid_utf8_and_raw_controls_are_refused():
+    assert "not valid UTF-8" in body_problem(b'{"text": "\xff\xfe"}')
+    assert "raw control character (U+0000" in body_problem(b'{"text": "a\x00b"}')
+    assert "raw control" in body_problem('{"text": "hi"}'.encode("utf-16-le"))  # UTF-16 JSON looks like this
+
+
+@BOUNDED
+@given(HOSTILE_TEXT)
+def test_the_offline_model_reads_any_content_or_says_why_not(text):
+    for content in (text, f"<state_json>{text}</state_json>", "<state_json>" + "[" * 3000 + "</state_json>"):
+        try:
+            assert isinstance(parse_state_view(content), dict)
+        except ValueError:
+            pass  # the only refusal the server turns into a 400
+
+
+def test_calculate_does_not_recurse_on_nesting():
+    assert calculate({}, "-" * 499 + "1") == "-1.0"
+    assert calculate({}, "+".join(["1"] * 250)) == "250.0"
+    assert calculate({}, "(" * 60 + "2*3" + ")" * 60) == "6.0"
+
+
+def test_money_is_written_in_ascii_digits():
+    assert str(money("826.70")) == "826.70"
+    with pytest.raises(ValueError):
+        money("８２６.７０")
+
+
+# --- generic failure reasons -------------------------------------------------------------
+
+SQL_FAILURE = ('(psycopg.OperationalError) connection to server at "10.20.30.40", port 5432 failed: FATAL\n'
+               "[SQL: SELECT doc FROM users WHERE email_lc = %(email)s]\n"
+               "[parameters: {'email': 'raj.sanchez2046@example.com'}]\n"
+               "(Background on this error at: https://sqlalche.me/e/20/e3q8)")
+
+
+def _activity_error(cause: BaseException) -> ActivityError:
+    err = ActivityError("activity failed", scheduled_event_id=1, started_event_id=2, identity="w",
+                        activity_type="run_read_tool", activity_id="1", retry_state=RetryState.MAXIMUM_ATTEMPTS_REACHED)
+    err.__cause__ = cause
+    return err
+
+
+def test_a_failure_is_worded_from_its_kind_never_from_its_text():
+    """Issue 10: a rejection reason (stored in the state, shown to the model, returned by the
+    API) carried a whole SQL statement with its parameters; connection errors named hosts
+    and ports. The reason now comes from the failure's kind; the text is only logged, redacted."""
+    infrastructure = _activity_error(ApplicationError(SQL_FAILURE, type="OperationalError"))
+    assert public_reason(infrastructure) == "the order system could not be reached"
+    refused = _activity_error(ApplicationError(SQL_FAILURE, type="IdempotencyKeyConflict", non_retryable=True))
+    assert public_reason(refused) == "the order system refused the change: this step already holds a different change"
+    model = _activity_error(ApplicationError("model unavailable: ConnectError: [Errno 111] 10.0.0.1:443",
+                                             type="ModelUnavailable"))
+    assert public_reason(model, MODEL) == "the model could not be reached"
+    malformed = _activity_error(ApplicationError("the response stopped before completing its tool call "
+                                                 "(stop_reason='max_tokens')", type="MalformedModelOutput"))
+    assert "stop_reason='max_tokens'" in public_reason(malformed, MODEL)
+    for text in (public_reason(infrastructure, ORDER_SYSTEM), redact(SQL_FAILURE)):
+        for secret in ("SELECT", "email_lc", "raj.sanchez2046", "parameters"):
+            assert secret not in text
+    assert redact("duplicate key (email_lc)=(a@b.example) DETAIL: Key exists") == "duplicate key '…'"

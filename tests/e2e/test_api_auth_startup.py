@@ -1,0 +1,160 @@
+"""Whether the API may start, and with which authentication, from the outside: the real
+``statekeeper api``, ``statekeeper keys`` and ``uvicorn starter.api:app`` processes over real
+HTTP. No Temporal server runs (the API answers 503 for what needs one, which is enough to
+see 401s and a served request). Also the keyless app's refusal of non-loopback callers.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+import sqlalchemy as sa
+
+from typer.testing import CliRunner
+
+from settings import Settings
+from starter.api import create_app
+from starter.auth import access_from_settings
+from starter.cli import app as cli
+from starter.preflight import StartupRefused
+
+BIN = Path(sys.executable).parent
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> dict[str, str]:
+    """A process environment with its own data directory and dev state file, and a Temporal
+    address nothing listens on."""
+    return {**os.environ, "STATEKEEPER_DATA_DIR": str(tmp_path), "STATEKEEPER_TEMPORAL_ADDRESS": "127.0.0.1:1",
+            "STATEKEEPER_DEV_STATE_FILE": str(tmp_path / "dev.json"), "NO_COLOR": "1", "COLUMNS": "200"}
+
+
+def _run(env: dict[str, str], *args: str):
+    """``statekeeper <args>`` in this process (the key commands need no server): a click Result."""
+    return CliRunner().invoke(cli, list(args), env=env)
+
+
+class Serving:
+    """A server process started with ``command``; its output is read until it listens."""
+
+    def __init__(self, command: list[str], env: dict[str, str], port: int) -> None:
+        self.port, self.output = port, ""
+        self.proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+    def wait_listening(self) -> None:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            assert self.proc.poll() is None, self.finish()
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
+                    return
+            except OSError:
+                time.sleep(0.1)
+        raise AssertionError(f"not listening: {self.finish()}")
+
+    def finish(self) -> str:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+        self.output += self.proc.communicate(timeout=15)[0]
+        return self.output
+
+
+def _refused_to_start(command: list[str], env: dict[str, str], port: int) -> tuple[int, str]:
+    proc = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)
+    with socket.socket() as s:  # and nothing was left listening
+        assert s.connect_ex(("127.0.0.1", port)) != 0
+    return proc.returncode, proc.stdout + proc.stderr
+
+
+def test_a_non_loopback_bind_without_keys_refuses_to_start(env):
+    port = _free_port()
+    code, output = _refused_to_start([str(BIN / "statekeeper"), "api", "--host", "0.0.0.0", "--port", str(port)],
+                                     env, port)
+    assert code == 2 and "refusing to serve the API on 0.0.0.0 without API keys" in " ".join(output.split())
+    assert "Traceback" not in output and "statekeeper keys create" in output
+    # the app served by a bare ASGI server cannot know its bind: without keys it never starts
+    code, output = _refused_to_start([str(BIN / "uvicorn"), "starter.api:app", "--host", "0.0.0.0",
+                                      "--port", str(port)], env, port)
+    assert code != 0 and "without API keys" in output
+    # a revoked key is no key
+    key_id = _run(env, "keys", "create", "--tenant", "default", "--role", "service").stderr.split()[2]
+    assert _run(env, "keys", "revoke", key_id).exit_code == 0
+    settings = Settings(data_dir=env["STATEKEEPER_DATA_DIR"])
+    with pytest.raises(StartupRefused, match="without API keys"):
+        access_from_settings(settings, "0.0.0.0")
+    assert access_from_settings(settings, "127.0.0.1").keyless
+
+
+def test_loopback_without_keys_serves_keyless_and_says_so(env):
+    port = _free_port()
+    server = Serving([str(BIN / "statekeeper"), "api", "--host", "127.0.0.1", "--port", str(port)], env, port)
+    try:
+        server.wait_listening()
+        response = httpx.get(f"http://127.0.0.1:{port}/conversations", timeout=30)
+        assert response.status_code == 503 and "Temporal" in response.json()["detail"]  # served, not refused
+    finally:
+        output = server.finish()
+    assert "WITHOUT authentication" in output and "loopback callers only" in " ".join(output.split())
+
+
+def test_keys_are_created_listed_revoked_and_required_once_they_exist(env, tmp_path):
+    created = _run(env, "keys", "create", "--tenant", "acme", "--role", "operator", "--label", "sup-desk")
+    assert created.exit_code == 0, created.stderr
+    key = created.stdout.strip()  # standard output holds the key alone
+    assert key.startswith("sk_") and len(key) == 3 + 12 + 1 + 43
+    key_id = key[3:15]
+    listed = _run(env, "keys", "list")
+    assert key_id in listed.stdout and "acme" in listed.stdout and "sup-desk" in listed.stdout
+    assert key[16:] not in listed.stdout + listed.stderr
+    with sa.create_engine(f"sqlite:///{tmp_path / 'journal.sqlite'}").connect() as conn:
+        stored = " ".join(str(v) for row in conn.exec_driver_sql("SELECT * FROM api_keys") for v in row)
+    assert key_id in stored and key[16:] not in stored  # a digest, never the secret
+    assert oct((tmp_path / "api-key.secret").stat().st_mode & 0o777) == "0o600"
+    refused = _run(env, "keys", "create", "--tenant", "acme", "--role", "operator", "--customer", "c1")
+    assert refused.exit_code == 2 and "only a service key" in refused.stderr and refused.stdout == ""
+    assert _run(env, "keys", "create", "--tenant", "Bad Tenant!", "--role", "service").exit_code == 2
+
+    port = _free_port()
+    server = Serving([str(BIN / "statekeeper"), "api", "--host", "0.0.0.0", "--port", str(port)], env, port)
+    try:
+        server.wait_listening()
+        url = f"http://127.0.0.1:{port}/conversations"
+        assert httpx.get(url, timeout=30).status_code == 401  # loopback too: keys exist
+        assert httpx.get(url, headers={"Authorization": f"Bearer {key}"}, timeout=30).status_code == 503
+        assert _run(env, "keys", "revoke", key_id).exit_code == 0
+        response = httpx.get(url, headers={"Authorization": f"Bearer {key}"}, timeout=30)
+        assert response.status_code == 401 and "not valid" in response.json()["detail"]  # at once, no restart
+    finally:
+        output = server.finish()
+    assert "API keys required" in output
+    assert _run(env, "keys", "revoke", key_id).exit_code == 1  # already revoked
+    assert key_id not in _run(env, "keys", "list").stdout and key_id in _run(env, "keys", "list", "--all").stdout
+
+
+async def test_the_keyless_app_answers_loopback_callers_only(tmp_path):
+    from activities.journal.store import JournalStore
+
+    def no_temporal():
+        raise RuntimeError("no Temporal server here")
+
+    app = create_app(no_temporal, lambda: JournalStore(f"sqlite:///{tmp_path / 'j.sqlite'}"))
+    for client, status in ((("203.0.113.9", 5000), 401), (("10.1.2.3", 80), 401), (("::1", 9), 503)):
+        transport = httpx.ASGITransport(app=app, client=client, raise_app_exceptions=False)
+        async with httpx.AsyncClient(transport=transport, base_url="http://api.test") as http:
+            response = await http.get("/conversations/c-1")
+        assert response.status_code == status, (client, response.text)
+        if status == 401:
+            assert response.json()["detail"] == "this API runs without keys and answers loopback callers only"

@@ -1,0 +1,52 @@
+"""The journal CLI from the outside (real processes, a real SQLite journal): erasing a
+conversation named ``support-…`` erases that one and no other, and a transcript never
+passes terminal escape sequences to the operator. (From a review.)"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+from activities.journal.store import JournalStore
+from workflows.journal import EntryKind, Role, TranscriptRecord, TurnRecord
+
+ROOT = Path(__file__).resolve().parents[2]
+NOW = datetime(2026, 11, 1, tzinfo=timezone.utc)
+
+
+def _journal(data: Path, conversations: dict[str, str]) -> None:
+    store = JournalStore(f"sqlite:///{data / 'journal.sqlite'}")
+    for cid, text in conversations.items():
+        store.record_turn(TurnRecord(conversation_id=cid, customer_id=f"cust-{cid}", turn=1, transcript=[
+            TranscriptRecord(turn=1, seq=0, role=Role.USER, kind=EntryKind.MESSAGE, text=text, at=NOW)]))
+    store.close()
+
+
+def _cli(data: Path, *args: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, STATEKEEPER_DATA_DIR=str(data), STATEKEEPER_DEV_STATE_FILE=str(data / "none.json"),
+               COLUMNS="250")
+    env.pop("STATEKEEPER_JOURNAL_URL", None)
+    return subprocess.run([sys.executable, "-m", "starter.cli", *args], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=120)
+
+
+def test_erasing_a_conversation_named_support_something_erases_that_one(tmp_path):
+    _journal(tmp_path, {"abc": "I am Alice", "support-abc": "I am Bob"})
+    erased = _cli(tmp_path, "journal", "erase", "--conversation", "support-abc")
+    assert erased.returncode == 0, erased.stderr
+    store = JournalStore(f"sqlite:///{tmp_path / 'journal.sqlite'}")
+    try:
+        assert [e.text for e in store.transcript("abc")] == ["I am Alice"], "another conversation was erased"
+        assert store.transcript("support-abc") == [], "the conversation asked for was left in place"
+    finally:
+        store.close()
+
+
+def test_the_transcript_does_not_pass_terminal_escapes_to_the_operator(tmp_path):
+    _journal(tmp_path, {"esc": "hello \x1b]0;owned\x07\x1b[2J\x1b[31mred"})
+    shown = _cli(tmp_path, "transcript", "esc")
+    assert shown.returncode == 0, shown.stderr
+    assert "\x1b" not in shown.stdout and "\x07" not in shown.stdout

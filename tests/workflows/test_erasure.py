@@ -1,0 +1,135 @@
+"""``statekeeper erase --customer``'s engine (``activities.erasure.DataErasure``) on a real
+Temporal dev server, a real worker, the SQLite system of record and journal: a real
+conversation of the customer (a return with its refund, ledger row and email; a transfer
+with its ticket; journal rows), then erasure leaves nothing of theirs in any store or in
+Temporal (the histories cannot be fetched any more), another customer's conversation is
+untouched, and the audit log holds the erasure. A running conversation makes erasure
+refuse and change nothing, unless told to terminate it."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from temporalio.client import WorkflowExecutionStatus
+
+from activities.erasure.service import RunningWork
+from activities.journal.store import JournalStore
+from starter.audit import AuditLog
+from tests.policy_fixtures import CUSTOMER, EMAIL
+from tests.workflow_harness import running_worker, until
+from tests.workflows.erasure_fixtures import (
+    OTHERS,
+    PERSONAL,
+    cancel_then_transfer,
+    exists,
+    gone,
+    journal_holds,
+    journal_rows,
+    mentioning,
+    own_server,
+    return_then_transfer,
+    side_rows,
+    transfer_on_request,
+)
+from worker import build_erasure
+from workflows.options import CUSTOMER_ID
+from workflows.pseudonym import customer_pseudonym
+
+
+@pytest.fixture(scope="module")
+async def env():
+    server = await own_server()
+    try:
+        yield server
+    finally:
+        await server.shutdown()
+
+
+async def test_erasing_a_customer_leaves_nothing_of_theirs_anywhere(env, settings):
+    raj, sofia = f"erase-raj-{uuid.uuid4().hex[:6]}", f"erase-sofia-{uuid.uuid4().hex[:6]}"
+    async with running_worker(env, settings, brain=transfer_on_request) as (client, backend):
+        await return_then_transfer(client, raj)
+        await cancel_then_transfer(client, sofia)
+        raj_state, sofia_state = await client.state(raj), await client.state(sofia)
+        journal = JournalStore(settings.resolved_journal_url())
+        await journal_holds(journal, raj, 8)
+        await journal_holds(journal, sofia, 8)
+        [refund] = [op.child_workflow_id for op in raj_state.completed_operations]
+        [sofia_refund] = [op.child_workflow_id for op in sofia_state.completed_operations]
+        runs = [f"support-{raj}", refund]
+
+        # before: the scans see the customer in every store (so they can fail)
+        stores = side_rows(backend)
+        assert len(mentioning(stores, PERSONAL)) >= 2 and len(mentioning(journal_rows(journal), PERSONAL)) >= 4
+        assert len(mentioning([r for r in stores if '"to_email"' in r], (EMAIL,))) == 1  # the return's email
+        theirs_in_temporal = [w.id async for w in env.client.list_workflows(
+            f"{CUSTOMER_ID.name} = '{customer_pseudonym(CUSTOMER, settings.pseudonym_secret())}'")]
+        assert sorted(set(theirs_in_temporal)) == sorted(runs)
+        others_stores, others_journal = mentioning(stores, OTHERS), mentioning(journal_rows(journal), OTHERS)
+        assert others_stores and others_journal
+
+        report = await build_erasure(env.client, settings, backend).erase_customer(CUSTOMER, "operator-7")
+
+        pseudonym = customer_pseudonym(CUSTOMER, settings.pseudonym_secret())
+        assert report.pseudonym == pseudonym and report.conversations == 1 and report.terminated == 0
+        assert report.workflow_runs == 2 and report.journal_rows > 0
+        assert report.records.model_dump() == {"ledger_deleted": 1, "ledger_anonymised": 0, "outbox_deleted": 1,
+                                               "tickets_deleted": 1}
+        assert mentioning(side_rows(backend), PERSONAL) == [] and mentioning(journal_rows(journal), PERSONAL) == []
+        assert journal.transcript(raj) == [] and journal.decisions(conversation_id=raj) == []
+        # the other customer's records are exactly as they were
+        assert mentioning(side_rows(backend), OTHERS) == others_stores
+        assert mentioning(journal_rows(journal), OTHERS) == others_journal
+        await gone(env.client, runs)
+        assert await exists(env.client, f"support-{sofia}") and await exists(env.client, sofia_refund)
+        await until(lambda: _none_listed(env.client, pseudonym), "the customer's runs leaving visibility")
+
+        [entry] = AuditLog(settings.resolved_journal_url()).entries(subject=pseudonym)
+        assert (entry.actor, entry.action) == ("operator-7", "erase_customer")
+        assert "conversations=1" in entry.detail and "workflow_runs=2" in entry.detail
+        assert mentioning([entry.model_dump_json()], PERSONAL) == []
+
+        # erasing again finds nothing left and says so
+        again = await build_erasure(env.client, settings, backend).erase_customer(CUSTOMER, "operator-7")
+        assert (again.conversations, again.workflow_runs, again.journal_rows) == (0, 0, 0)
+
+
+async def _none_listed(client, pseudonym: str) -> bool:
+    return [w async for w in client.list_workflows(f"{CUSTOMER_ID.name} = '{pseudonym}'")] == []
+
+
+async def test_a_running_conversation_is_refused_then_terminated_on_request(env, settings):
+    cid = f"erase-running-{uuid.uuid4().hex[:6]}"
+    async with running_worker(env, settings, brain=transfer_on_request) as (client, backend):
+        await client.start_conversation(cid)
+        await client.send_message(cid, f"Hi, my email is {EMAIL}")
+        journal = JournalStore(settings.resolved_journal_url())
+        await journal_holds(journal, cid, 2)
+        before = journal_rows(journal)
+        erasure = build_erasure(env.client, settings, backend)
+        pseudonym = customer_pseudonym(CUSTOMER, settings.pseudonym_secret())
+
+        with pytest.raises(RunningWork) as refused:
+            await erasure.erase_customer(CUSTOMER, "operator-7")
+        assert refused.value.workflow_ids == [f"support-{cid}"] and "--terminate-running" in str(refused.value)
+        handle = env.client.get_workflow_handle(f"support-{cid}")
+        assert (await handle.describe()).status == WorkflowExecutionStatus.RUNNING
+        assert journal_rows(journal) == before  # nothing erased
+        audit = AuditLog(settings.resolved_journal_url())
+        assert [(e.action, e.detail) for e in audit.entries(subject=pseudonym)] == [
+            ("erase_customer_refused", "running_workflows=1")]
+
+        report = await erasure.erase_customer(CUSTOMER, "operator-7", terminate_running=True)
+        assert (report.terminated, report.workflow_runs, report.conversations) == (1, 1, 1)
+        await gone(env.client, [f"support-{cid}"])
+        assert mentioning(journal_rows(journal), PERSONAL) == []
+        assert [e.action for e in audit.entries(subject=pseudonym)] == ["erase_customer_refused", "erase_customer"]
+
+
+@pytest.mark.parametrize("bad", ["", "raj sanchez", "raj'; drop", "x" * 129, "ｒａｊ"])
+async def test_a_malformed_customer_id_is_refused_before_anything(env, settings, bad):
+    settings.pseudonym_secret()  # as a worker makes it
+    with pytest.raises(ValueError, match="customer id"):
+        await build_erasure(env.client, settings).erase_customer(bad, "operator-7")
+    assert AuditLog(settings.resolved_journal_url()).entries() == []

@@ -1,0 +1,165 @@
+"""Hostile messages in running conversations: each example of issue 10 is answered or
+refused with a clear reason, and the conversation's state is exactly as it was (a refused
+message never enters history) or has moved on by that one ordinary turn.
+
+SupportWorkflow on a real Temporal dev server, a real worker and SQLite; the model is
+the offline stand-in or a test brain (faked at its boundary); the database failure is
+injected through the tool port.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any, Optional
+
+import pytest
+import sqlalchemy
+from temporalio.client import WorkflowUpdateFailedError
+
+from activities.ports import Guard
+from starter.client import ConversationError
+from tests.policy_fixtures import CUSTOMER, EMAIL, PENDING
+from tests.workflow_harness import call, reply, running_worker
+from workflows import replies
+from workflows.contracts import ToolResult, UserMessage
+from workflows.support import SupportWorkflow, support_workflow_id
+
+NESTED_SCRIPT = "<script>" + "[" * 1200 + "]" * 1200 + "</script>"
+SQL_TEXT = 'connection to server at "10.20.30.40", port 5432 failed: Connection refused'
+
+
+async def _updates_accepted(env, cid: str) -> int:
+    """How many updates (messages) entered the conversation's history."""
+    history = await env.client.get_workflow_handle(support_workflow_id(cid)).fetch_history()
+    return sum(1 for e in history.events if e.HasField("workflow_execution_update_accepted_event_attributes"))
+
+
+async def test_the_nested_script_message_is_an_ordinary_turn(temporal_env, settings):
+    """Issue 10: a legal 2.4 KB message with a deeply nested <script>[[[…]]]</script> raised
+    a RecursionError in fact pinning, failed the workflow task and turned the next calls
+    into 503s. It is text: answered, pinned nothing, and the next message works."""
+    async with running_worker(temporal_env, settings) as (client, _):
+        cid = await client.start_conversation(f"nested-{uuid.uuid4().hex[:6]}")
+        await client.send_message(cid, f"Hi, my email is {EMAIL}")
+        before = await client.state(cid)
+        answer = await client.send_message(cid, NESTED_SCRIPT)
+        assert answer.status == "active" and answer.turn == before.turn + 1
+        after = await client.state(cid)
+        assert after.pinned_facts == before.pinned_facts and after.recent_turns[-2].text == NESTED_SCRIPT
+        assert after.rejections == before.rejections
+        follow = await client.send_message(cid, f"What is the status of order {PENDING}?")
+        assert follow.status == "active" and PENDING in follow.text
+
+
+async def test_an_id_in_full_width_digits_is_not_pinned_and_the_conversation_goes_on(temporal_env, settings):
+    """Issue 10: "#W４５６６８０９" was pinned as an order id (\\d matches any Unicode digit),
+    and every later turn tried to read it and failed."""
+    async with running_worker(temporal_env, settings) as (client, _):
+        cid = await client.start_conversation(f"fullwidth-{uuid.uuid4().hex[:6]}")
+        await client.send_message(cid, f"Hi, my email is {EMAIL}")
+        first = await client.send_message(cid, "What is the status of order #W４５６６８０９?")
+        state = await client.state(cid)
+        assert [f.kind for f in state.pinned_facts] == ["email"] and "４" not in first.text
+        second = await client.send_message(cid, f"Sorry, I mean {PENDING}: what is its status?")
+        assert second.status == "active" and PENDING in second.text and "４" not in second.text
+        assert PENDING in (await client.state(cid)).orders
+
+
+async def test_nul_is_refused_at_the_client_and_by_the_update_validator(temporal_env, settings):
+    """NUL and other control characters are refused at every edge with a clear reason: the
+    client before sending, and the workflow's update validator for a caller that bypasses
+    the client. A refused update never enters history: the state is exactly as it was."""
+    async with running_worker(temporal_env, settings) as (client, _):
+        cid = await client.start_conversation(f"nul-{uuid.uuid4().hex[:6]}")
+        await client.send_message(cid, f"Hi, my email is {EMAIL}")
+        before, accepted = await client.state(cid), await _updates_accepted(temporal_env, cid)
+        for text in ("hello\x00there", "\x1b[31mred", "bell\x07", "c1\x85control", "lone \ud800"):
+            with pytest.raises(ConversationError) as refused:
+                await client.send_message(cid, text)
+            assert refused.value.kind == "invalid_message" and "U+" in str(refused.value)
+        handle = temporal_env.client.get_workflow_handle(support_workflow_id(cid))
+        with pytest.raises(WorkflowUpdateFailedError) as failed:
+            await handle.execute_update(SupportWorkflow.send_message, UserMessage(text="hello\x00there"),
+                                        id=f"raw-{uuid.uuid4().hex[:6]}")
+        assert failed.value.cause.type == "InvalidMessage"
+        assert "control character (U+0000 at position 5)" in failed.value.cause.message
+        with pytest.raises(ConversationError) as refused:
+            await client.cancel(cid, "bye\x00")
+        assert refused.value.kind == "invalid"
+        assert await _updates_accepted(temporal_env, cid) == accepted
+        assert (await client.state(cid)).model_dump() == before.model_dump()
+        assert (await client.send_message(cid, "tabs\tand\r\nnewlines are fine")).status == "active"
+
+
+class FailingReads:
+    """A ``ToolPort`` whose reads of ``tool`` raise what a database driver raises when its
+    server is gone: SQLAlchemy's text, with the statement, its parameters (the customer's
+    email) and the server's host and port; everything else goes to the port it was
+    ``attach``-ed to (the harness attaches it like ``tests.faults.SlowReads``). ``failing``
+    switches the fault."""
+
+    def __init__(self, tool: str) -> None:
+        self._inner: Any = None
+        self._tool, self.failing = tool, True
+
+    def attach(self, inner: Any) -> "FailingReads":
+        self._inner = inner
+        return self
+
+    def invoke(self, store: str, tool: str, arguments: dict[str, Any], *, idempotency_key: Optional[str] = None,
+               scope_user_id: Optional[str] = None, guard: Optional[Guard] = None) -> ToolResult:
+        if self.failing and tool == self._tool and idempotency_key is None:
+            raise sqlalchemy.exc.OperationalError("SELECT doc FROM users WHERE email_lc = ? AND order_id = ?",
+                                                  (EMAIL, arguments.get("order_id")), Exception(SQL_TEXT))
+        return self._inner.invoke(store, tool, arguments, idempotency_key=idempotency_key,
+                                  scope_user_id=scope_user_id, guard=guard)
+
+    def recorded(self, store: str, tool: str, arguments: dict[str, Any], idempotency_key: str) -> Optional[ToolResult]:
+        return self._inner.recorded(store, tool, arguments, idempotency_key)
+
+    def has_store(self, store: str) -> bool:
+        return self._inner.has_store(store)
+
+
+def _echo_brain(view: dict, plan: Optional[dict] = None) -> dict:
+    """A model that reads the customer and the order, and tells the user the reason of the
+    last refusal word for word (as a real model may) unless asked to try again: whatever a
+    reason holds, users see."""
+    customer = view.get("customer") or {}
+    if not customer:
+        return call("find_user_id_by_email", email=EMAIL)
+    if not customer.get("details_loaded"):
+        return call("get_user_details", user_id=CUSTOMER)
+    if PENDING in (view.get("orders") or {}):
+        return reply(f"Order {PENDING} is loaded.")
+    said = [t["text"] for t in view.get("recent_turns") or [] if t.get("role") == "user"][-1]
+    rejections = view.get("rejections") or []
+    if rejections and "again" not in said:
+        return reply(f"Sorry: {rejections[-1]['reason']}")
+    return call("get_order_details", order_id=PENDING)
+
+
+async def test_database_error_text_reaches_neither_the_state_nor_the_user(temporal_env, settings):
+    """Issue 10: a rejection reason stored in the state (shown to the model, returned by the
+    API) carried a whole SQL statement with its parameters, and connection errors with hosts
+    and ports reached the user's reply. The reason is now the failure's kind; the state is
+    intact and the conversation goes on once the database is back."""
+    failing = FailingReads("get_order_details")
+    async with running_worker(temporal_env, settings, brain=_echo_brain, slow_reads=failing) as (client, _):
+        cid = await client.start_conversation(f"sql-{uuid.uuid4().hex[:6]}")
+        first = await client.send_message(cid, f"Hi, my email is {EMAIL}; where is {PENDING}?")
+        assert first.text == replies.SYSTEM_UNAVAILABLE and first.status == "active"
+        echoed = await client.send_message(cid, "What went wrong?")
+        state = await client.state(cid)
+        reason = state.rejections[-1].reason
+        assert reason == "get_order_details failed: the order system could not be reached"
+        assert echoed.text == f"Sorry: {reason}"
+        shown = json.dumps(state.model_dump(mode="json")) + echoed.text + first.text
+        for secret in ("SELECT", "email_lc", "10.20.30.40", "5432", "OperationalError", "Connection refused"):
+            assert secret not in shown, secret
+        assert state.customer.user_id == CUSTOMER and PENDING not in state.orders
+        failing.failing = False
+        later = await client.send_message(cid, f"Please try {PENDING} again")
+        assert later.text == f"Order {PENDING} is loaded." and PENDING in (await client.state(cid)).orders
+

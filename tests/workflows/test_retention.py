@@ -1,0 +1,152 @@
+"""Retention on a real Temporal dev server (its own: a purge acts on the whole namespace), a
+real worker and the SQLite system of record and journal: ``DataErasure.purge`` removes the
+conversations closed before the cutoff, everywhere (their runs and their refunds' runs, journal
+rows, ledger rows, emails, tickets; a journal-only conversation; an old standalone refund,
+whose ledger row is anonymised), and keeps a conversation still running, one closed since,
+and one that started before the cutoff but closed after it. The Temporal Schedule
+(``statekeeper retention schedule``) starts ``RetentionWorkflow``, which purges through a worker."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime, timedelta, timezone
+
+import pytest
+from temporalio.client import WorkflowExecutionStatus
+
+from activities.journal.store import JournalStore, ModelCallRecord
+from starter.audit import AuditLog
+from starter.erasure_cli import SCHEDULE_ID, ensure_schedule, retention_schedule
+from systems.retail.erasure import ERASED_RESULT
+from tests.policy_fixtures import EMAIL
+from tests.workflow_harness import running_worker, until
+from tests.workflows.erasure_fixtures import (
+    OTHER_EMAIL,
+    OTHER_PENDING,
+    exists,
+    gone,
+    journal_holds,
+    own_server,
+    return_then_transfer,
+    transfer_on_request,
+)
+from worker import build_erasure
+from workflows.retention import PurgeSummary
+from workflows.standalone import RefundRequest
+
+OTHER_PENDING_2 = "#W5500815"
+
+
+@pytest.fixture(scope="module")
+async def env():
+    server = await own_server()
+    try:
+        yield server
+    finally:
+        await server.shutdown()
+
+
+def ghost(journal: JournalStore, cid: str) -> None:
+    """A conversation only the journal remembers (Temporal's own retention dropped it)."""
+    journal.record_model_call(ModelCallRecord(conversation_id=cid, turn=1, call_seq=1, customer_id="someone_1",
+                                              prompt_version="p", model="m", view={},
+                                              recorded_at=datetime(2020, 1, 1, tzinfo=timezone.utc)))
+
+
+async def closed_in_visibility(client, workflow_id: str) -> bool:
+    return [w.status async for w in client.list_workflows(f"WorkflowId = '{workflow_id}'")] == [
+        WorkflowExecutionStatus.COMPLETED]
+
+
+async def test_purge_removes_only_conversations_closed_before_the_cutoff(env, settings):
+    tag = uuid.uuid4().hex[:6]
+    old, late, running, lost = f"old-{tag}", f"late-{tag}", f"running-{tag}", f"lost-{tag}"
+    async with running_worker(env, settings, brain=transfer_on_request) as (client, backend):
+        journal = JournalStore(settings.resolved_journal_url())
+        ghost(journal, lost)
+        await return_then_transfer(client, old)
+        request = await client.request_refund(RefundRequest(request_id=f"r-{tag}", order_id=OTHER_PENDING_2,
+                                                            operation="cancel", reason="no longer needed"))
+        await until(lambda: _applied(client, request.refund_id), "the standalone refund")
+        for cid in (late, running):  # both begin before the cutoff
+            await client.start_conversation(cid)
+        await client.send_message(late, f"Hi, my email is {OTHER_EMAIL}")
+        await client.send_message(running, f"Hi, my email is {EMAIL}")
+        await journal_holds(journal, old, 8)
+        await until(lambda: closed_in_visibility(env.client, f"support-{old}"), "the old conversation closed")
+        cutoff = datetime.now(timezone.utc)
+        # `late` closes after the cutoff: kept whole, with its refund
+        asking = await client.send_message(late, f"Please cancel order {OTHER_PENDING}, I ordered it by mistake")
+        assert asking.awaiting_confirmation, asking.text
+        await client.send_message(late, "yes")
+        assert (await client.send_message(late, "I need a human please")).status == "transferred"
+        [late_refund] = [op.child_workflow_id for op in (await client.state(late)).completed_operations]
+        [old_refund] = [op.child_workflow_id for op in (await client.state(old)).completed_operations]
+        await journal_holds(journal, late, 8)
+        kept_journal = {cid: journal.transcript(cid) for cid in (late, running)}
+        tickets_before = {t["ticket_key"] for t in backend.tickets("main")}
+
+        erasure = build_erasure(env.client, settings, backend)
+        summary = await erasure.purge(cutoff, "retention-test")
+
+        assert summary == PurgeSummary(conversations=2, workflow_runs=3, journal_rows=summary.journal_rows,
+                                       ledger_deleted=1, ledger_anonymised=1, outbox_deleted=1, tickets_deleted=1)
+        assert summary.journal_rows > 8
+        await gone(env.client, [f"support-{old}", old_refund, request.refund_id])
+        for kept in (f"support-{late}", late_refund, f"support-{running}"):
+            assert await exists(env.client, kept), kept
+        handle = env.client.get_workflow_handle(f"support-{running}")
+        assert (await handle.describe()).status == WorkflowExecutionStatus.RUNNING
+        assert journal.transcript(old) == [] and journal.decisions(conversation_id=lost) == []
+        assert {cid: journal.transcript(cid) for cid in (late, running)} == kept_journal
+        assert {t["ticket_key"] for t in backend.tickets("main")} == tickets_before - {f"transfer:{old}:t4"}
+        ledger = {e["idempotency_key"]: e["result"] for e in backend.ledger_entries("main")}
+        assert not [k for k in ledger if old in k]
+        assert ledger[f"cancel_pending_order:{OTHER_PENDING_2}:r-{tag}.req"] == ERASED_RESULT
+        assert ledger[f"cancel_pending_order:{OTHER_PENDING}:{late}.t2"] != ERASED_RESULT
+        assert [m["message_key"] for m in backend.outbox_messages("main")] == []
+
+        [entry] = AuditLog(settings.resolved_journal_url()).entries(subject="retention")
+        assert (entry.actor, entry.action) == ("retention-test", "retention_purge")
+        assert entry.detail.startswith(f"older_than={cutoff:%Y-%m-%dT%H:%M:%SZ} conversations=2 workflow_runs=3")
+
+        again = await erasure.purge(cutoff, "retention-test")  # idempotent: nothing left to remove
+        assert again == PurgeSummary()
+        await client.cancel(running, "test over")
+
+
+async def _applied(client, refund_id: str) -> bool:
+    return (await client.refund(refund_id)).status == "applied"
+
+
+async def test_the_schedule_runs_the_purge_on_a_worker(env, settings):
+    cid = f"scheduled-{uuid.uuid4().hex[:6]}"
+    async with running_worker(env, settings, brain=transfer_on_request) as (client, _):
+        await client.start_conversation(cid)
+        await client.send_message(cid, f"Hi, my email is {EMAIL}")
+        assert (await client.send_message(cid, "I need a human")).status == "transferred"
+        await until(lambda: closed_in_visibility(env.client, f"support-{cid}"), "the conversation closed")
+
+        every = timedelta(days=1)
+        assert await ensure_schedule(env.client, retention_schedule(settings, 1.0, every))
+        assert not await ensure_schedule(env.client, retention_schedule(settings, 1e-6, timedelta(hours=12)))
+        schedule = env.client.get_schedule_handle(SCHEDULE_ID)
+        try:
+            described = await schedule.describe()
+            assert described.schedule.spec.intervals[0].every == timedelta(hours=12)  # updated in place
+            await schedule.trigger()
+            await until(lambda: _purges(env.client), "a RetentionWorkflow run", 30)
+            [run] = [w async for w in env.client.list_workflows("WorkflowType = 'RetentionWorkflow'")]
+            result = await env.client.get_workflow_handle(run.id, run_id=run.run_id,
+                                                          result_type=PurgeSummary).result()
+        finally:
+            await schedule.delete()
+        assert result.conversations >= 1 and result.tickets_deleted >= 1
+        await gone(env.client, [f"support-{cid}"])
+        [entry] = AuditLog(settings.resolved_journal_url()).entries(subject="retention")
+        assert entry.actor == "retention-schedule"
+
+
+async def _purges(client) -> bool:
+    return [w.status async for w in client.list_workflows("WorkflowType = 'RetentionWorkflow'")] == [
+        WorkflowExecutionStatus.COMPLETED]

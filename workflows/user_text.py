@@ -1,0 +1,83 @@
+"""What text from outside may contain: the one rule for user messages and other free text
+(cancel reasons, approval notes), applied at every edge — the Python client, the HTTP API
+and the ``send_message`` update validator — so each refuses the same text with the same words.
+
+A message is refused when it is empty (only whitespace), over ``MAX_USER_MESSAGE_BYTES``
+of UTF-8, or carries a control character: C0 and C1 controls (NUL, ESC, ...) other than
+tab, line feed and carriage return, and lone surrogates (not encodable as UTF-8). Control
+characters have no meaning in a chat message and break what later reads the text (logs,
+terminals, the model's input, search attributes); refusing them at the edge keeps them
+out of the state and the history. Pure: imported inside the workflow sandbox.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Optional
+
+from pydantic import AfterValidator
+from pydantic_core import PydanticCustomError
+
+from workflows.options import MAX_USER_MESSAGE_BYTES
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff]")
+"""A character refused in free text: C0/C1 controls except tab, LF and CR; lone surrogates."""
+_ID_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+"""A character refused in an id: every C0/C1 control."""
+
+FREE_TEXT_PATTERN = r"^[^\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]*$"
+"""JSON-schema ``pattern`` of free text (documentation and generated examples; the
+validation itself is ``control_problem``, which also names the character)."""
+
+MESSAGE_PATTERN = (r"^[^\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]*[^\s\x00-\x1f\x7f-\x9f]"
+                   r"[^\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]*$")
+"""JSON-schema ``pattern`` of a user message: free text with at least one visible character."""
+
+
+def control_problem(text: str, what: str = "the message") -> Optional[str]:
+    """Why ``text`` is refused for a control character, or None. The reason names the
+    character's code point and position (``what`` names the field), never the text."""
+    found = _CONTROL.search(text)
+    if found is None:
+        return None
+    char = found.group(0)
+    kind = "an unpaired surrogate" if "\ud800" <= char <= "\udfff" else "a control character"
+    return (f"{what} contains {kind} (U+{ord(char):04X} at position {found.start()}); "
+            "send plain text without control characters")
+
+
+def id_problem(text: str, what: str) -> Optional[str]:
+    """Why the id ``text`` is refused for a control character (tab, line feed and carriage
+    return too: an id is one token), or None."""
+    found = _ID_CONTROL.search(text)
+    if found is None:
+        return control_problem(text, what)  # surrogates
+    return (f"{what} contains a control character (U+{ord(found.group(0)):04X} at position {found.start()}); "
+            "ids are plain text without control characters")
+
+
+def message_problem(text: str) -> Optional[str]:
+    """Why the user message ``text`` is refused (empty, a control character, over the byte
+    limit), or None when it is acceptable. The same words at every edge."""
+    if not text.strip():
+        return "message text is empty"
+    problem = control_problem(text)
+    if problem is not None:
+        return problem
+    size = len(text.encode("utf-8"))
+    if size > MAX_USER_MESSAGE_BYTES:
+        return f"message is {size} bytes; the limit is {MAX_USER_MESSAGE_BYTES} bytes"
+    return None
+
+
+def refuse_controls(what: str, is_id: bool = False) -> AfterValidator:
+    """A pydantic validator (for ``Annotated[str, ...]``) refusing ``control_problem`` text
+    (``id_problem`` with ``is_id``) with its reason as the error message (``what`` names
+    the field in it)."""
+    def check(value: str) -> str:
+        problem = id_problem(value, what) if is_id else control_problem(value, what)
+        if problem is not None:
+            raise PydanticCustomError("control_character", problem)
+        return value
+
+    return AfterValidator(check)
