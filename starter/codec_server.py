@@ -6,15 +6,18 @@
 the proto3 JSON mapping); the Web UI sends an ``X-Namespace`` header and calls from its own
 origin, so CORS allows the configured origins (default: the embedded Web UI). Served by
 ``statekeeper codec-server`` and, beside the dev server, by ``statekeeper dev``.
+
+Callers authenticate as the HTTP API's do (``starter.auth``): with API keys, an operator key
+(``Authorization: Bearer <key>``; the ``temporal`` CLI's ``--codec-auth``); keyless, loopback
+callers only. Every call is written to the audit log (decrypting is reading personal data).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import ipaddress
 import logging
-from typing import Any, AsyncIterator, Optional, Sequence
+from typing import AsyncIterator, Optional, Sequence
 
 import typer
 import uvicorn
@@ -26,10 +29,15 @@ from temporalio.api.common.v1 import Payloads
 from temporalio.converter import PayloadCodec
 
 from settings import Settings
+from starter.audit import AuditLog
+from starter.auth import Access, access_from_settings
 from starter.body_limit import install_body_limit
 from starter.codec import CodecKeyError, payload_codec
+from starter.errors import ConversationError, status_for
+from starter.keys import Role
 from starter.logs import configure_logging
 from starter.preflight import StartupRefused
+from starter.tenancy import Tenancy
 
 log = logging.getLogger("statekeeper.codec_server")
 
@@ -45,26 +53,38 @@ def cors_origins(settings: Settings) -> list[str]:
     return [f"http://127.0.0.1:{settings.ui_port}", f"http://localhost:{settings.ui_port}"]
 
 
-def codec_app(codec: PayloadCodec, origins: Sequence[str], dependencies: Sequence[Any] = ()) -> FastAPI:
-    """The codec server's app over ``codec``. ``dependencies`` run before each route (e.g. a
-    caller's authentication, ``fastapi.Depends(...)``). A body that is not a JSON ``Payloads`` message gets 422
+def codec_app(codec: PayloadCodec, origins: Sequence[str], access: Access) -> FastAPI:
+    """The codec server's app over ``codec``, its callers authenticated by ``access``: 401
+    without a valid key (or, keyless, from a non-loopback address), 403 for a key that is not
+    a tenant-wide operator's. A body that is not a JSON ``Payloads`` message gets 422
     ``{"detail"}``; a payload that does not decrypt with the configured keys, 422 too (the
-    detail names the key id, never a key)."""
-    app = FastAPI(title="statekeeper codec server", docs_url=None, redoc_url=None, openapi_url=None,
-                  dependencies=list(dependencies))
+    detail names the key id, never a key); 503 when the audit log cannot be written."""
+    app = FastAPI(title="statekeeper codec server", docs_url=None, redoc_url=None, openapi_url=None)
     app.add_middleware(CORSMiddleware, allow_origins=list(origins), allow_methods=["POST"],
                        allow_headers=["content-type", "x-namespace", "authorization"], allow_credentials=True)
     install_body_limit(app, BODY_LIMIT_BYTES)
 
     async def apply(request: Request, encode: bool) -> Response:
         try:
+            principal = await access.authenticate(request)
+            if principal.role is not Role.OPERATOR or principal.customer is not None:
+                raise ConversationError("the codec server needs an operator key", "forbidden")
+        except ConversationError as err:
+            headers = {"WWW-Authenticate": "Bearer"} if err.kind == "unauthenticated" else None
+            return JSONResponse(status_code=status_for(err), content={"detail": str(err)}, headers=headers)
+        try:
             payloads = json_format.Parse(await request.body(), Payloads())
         except (json_format.ParseError, UnicodeDecodeError, RecursionError):
             return JSONResponse(status_code=422, content={"detail": 'the body must be {"payloads": [...]}'})
-        try:
+        namespace = request.headers.get("x-namespace") or "default"
+        try:  # the entry comes first: a decrypted answer never leaves unrecorded
+            await access.record(principal, "codec.encode" if encode else "codec.decode", f"namespace:{namespace}",
+                                f"payloads={len(payloads.payloads)}")
             done = await (codec.encode if encode else codec.decode)(payloads.payloads)
         except CodecKeyError as err:
             return JSONResponse(status_code=422, content={"detail": str(err)})
+        except ConversationError as err:
+            return JSONResponse(status_code=status_for(err), content={"detail": str(err)})
         return Response(json_format.MessageToJson(Payloads(payloads=done)), media_type="application/json")
 
     @app.post("/encode")
@@ -80,21 +100,32 @@ def codec_app(codec: PayloadCodec, origins: Sequence[str], dependencies: Sequenc
     return app
 
 
+def local_access(settings: Settings) -> Access:
+    """Keyless access for ``statekeeper dev``'s codec server: loopback callers only (its Web
+    UI's browser cannot send an API key), every call audited in the journal database."""
+    return Access(AuditLog(settings.resolved_journal_url()), Tenancy.from_settings(settings))
+
+
+def served_access(settings: Settings, host: str) -> Access:
+    """``statekeeper codec-server``'s access: the API's rule (``access_from_settings``): API
+    keys when any exists, keyless on loopback when none does. Raises ``StartupRefused`` on
+    any other bind without keys."""
+    try:
+        return access_from_settings(settings, host)
+    except StartupRefused as refused:
+        if "STATEKEEPER_API_KEY_SECRET" in str(refused):
+            raise
+        raise StartupRefused(
+            f"refusing to serve the codec server on {host} without API keys: anyone who can reach it could "
+            "decrypt every payload. Create an operator key first (`statekeeper keys create --tenant default "
+            "--role operator`), or serve it on 127.0.0.1 (loopback only, keyless)") from None
+
+
 def _codec_or_refuse(settings: Settings) -> PayloadCodec:
     codec = payload_codec(settings)
     if codec is None:
         raise StartupRefused("payload encryption is off (STATEKEEPER_CODEC_ENABLED=false): there is nothing to decode")
     return codec
-
-
-def loopback(host: str) -> bool:
-    """True when ``host`` is a loopback interface (``localhost``, ``127.0.0.0/8``, ``::1``)."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def _server(app: FastAPI, host: str, port: int) -> uvicorn.Server:
@@ -103,12 +134,14 @@ def _server(app: FastAPI, host: str, port: int) -> uvicorn.Server:
 
 
 @contextlib.asynccontextmanager
-async def codec_beside(settings: Settings, host: str = "127.0.0.1", port: Optional[int] = None) -> AsyncIterator[str]:
+async def codec_beside(settings: Settings, host: str = "127.0.0.1", port: Optional[int] = None,
+                       access: Optional[Access] = None) -> AsyncIterator[str]:
     """Serve the codec server in this event loop while the block runs (``statekeeper dev``);
-    yields its base URL. Raises ``OSError`` if the port is taken, ``StartupRefused`` when
-    encryption is off or has no key."""
+    yields its base URL. ``access`` None: ``local_access`` (keyless, loopback callers). Raises
+    ``OSError`` if the port is taken, ``StartupRefused`` when encryption is off or has no key."""
     port = settings.codec_port if port is None else port
-    server = _server(codec_app(_codec_or_refuse(settings), cors_origins(settings)), host, port)
+    access = access or await asyncio.to_thread(local_access, settings)
+    server = _server(codec_app(_codec_or_refuse(settings), cors_origins(settings), access), host, port)
     task = asyncio.create_task(server.serve())
     while not server.started:
         if task.done():
@@ -135,19 +168,18 @@ async def codec_for_dev(stack: contextlib.AsyncExitStack, settings: Settings) ->
         return f"not served ({err}; set STATEKEEPER_CODEC_PORT)"
 
 
-def codec_server(host: str = typer.Option("127.0.0.1", help="Interface to listen on (loopback only)."),
+def codec_server(host: str = typer.Option("127.0.0.1", help="Interface to listen on (other than loopback: API keys required)."),
                  port: Optional[int] = typer.Option(None, help="TCP port (default STATEKEEPER_CODEC_PORT).")) -> None:
-    """Serve the codec server (POST /encode, /decode) for the Web UI with the configured keys."""
+    """Serve the codec server (POST /encode, /decode) for a Web UI with the configured codec keys."""
     from starter.cli import _interruptible, _settings
 
     configure_logging(logging.INFO)
     with _interruptible():
         settings = _settings()
-        if not loopback(host):
-            # it decrypts whatever it is sent: until it checks callers' keys, only this machine reaches it
-            raise StartupRefused(f"the codec server decrypts whatever it is sent; it listens on loopback only, "
-                                 f"not {host} (put an authenticating proxy in front of it)")
         port = settings.codec_port if port is None else port
-        app = codec_app(_codec_or_refuse(settings), cors_origins(settings))
-        log.info("codec server on http://%s:%s for %s", host, port, ", ".join(cors_origins(settings)))
+        codec = _codec_or_refuse(settings)
+        access = served_access(settings, host)
+        app = codec_app(codec, cors_origins(settings), access)
+        log.info("codec server on http://%s:%s for %s; %s", host, port, ", ".join(cors_origins(settings)),
+                 "keyless: loopback callers only" if access.keyless else "operator API keys required")
         asyncio.run(_server(app, host, port).serve())

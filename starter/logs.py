@@ -17,9 +17,9 @@ from typing import Optional, Union
 
 EMAIL = re.compile(r"[A-Za-z0-9._%+-]+(?:@|%40)[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}")
 """An e-mail address, also URL-encoded (``%40``: in a request line of the access log)."""
-USER_ID = re.compile(r"\b[a-z]+_[a-z]+_\d{4}\b")
+USER_ID = re.compile(r"\b[a-z]+_[a-z]+_\d{4}\b", re.ASCII)
 """The reference system's customer ids (``first_last_1234``): they hold the person's name."""
-PAYMENT_METHOD = re.compile(r"\b(?:credit_card|debit_card|gift_card|paypal|bank_account|apple_pay)_\d+\b")
+PAYMENT_METHOD = re.compile(r"\b(?:credit_card|debit_card|gift_card|paypal|bank_account|apple_pay)_\d+\b", re.ASCII)
 PERSONAL_FIELDS = ("email", "email_lc", "first_name", "last_name", "full_name", "address1", "address2", "city",
                    "zip", "zip_code", "postal_code", "phone", "payment_method_id", "user_id", "customer_id",
                    "expected_user_id", "last_four")
@@ -28,8 +28,8 @@ methods. Matched as whole names."""
 _QUOTED = r"\"(?:[^\"\\]|\\.)*\"|'(?:[^'\\]|\\.)*'"
 PERSONAL_VALUE = re.compile(
     r"(?P<key>[\"']?\b(?:" + "|".join(PERSONAL_FIELDS) + r")\b[\"']?\s*(?::|=)\s*)"
-    r"(?P<value>" + _QUOTED + r"|[^\s,;)}\]&\"']+)")
-SQL_PARAMETERS = re.compile(r"\[parameters: .*?\](?=\s*(?:\n|\(Background|$))", re.DOTALL)
+    r"(?P<value>" + _QUOTED + r"|[^\s,;)}\]&\"']+)", re.ASCII)
+SQL_PARAMETERS = re.compile(r"\[parameters: .*?\](?=\s*(?:\n|\(Background|$))", re.DOTALL | re.ASCII)
 REDACTED = "<redacted>"
 
 

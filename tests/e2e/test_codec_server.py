@@ -1,6 +1,7 @@
 """The codec server over real HTTP (``starter.codec_server``): Temporal's remote codec
 protocol as the Web UI speaks it (JSON ``Payloads``, ``X-Namespace``, a CORS preflight from
-the UI's origin), its refusals, and ``statekeeper codec-server`` as a process."""
+the UI's origin), its refusals, the API's authentication (keyless loopback, operator keys)
+with every call audited, and ``statekeeper codec-server`` as a process."""
 
 from __future__ import annotations
 
@@ -16,8 +17,11 @@ import httpx
 import pytest
 
 from settings import Settings
+from starter.audit import AuditLog
 from starter.codec import ENCODING
-from starter.codec_server import BODY_LIMIT_BYTES, codec_beside
+from starter.codec_server import BODY_LIMIT_BYTES, codec_beside, served_access
+from starter.keys import KeyStore, Role
+from starter.preflight import StartupRefused
 from tests.e2e.test_taubench import _free_port
 from tests.policy_fixtures import EMAIL
 
@@ -55,6 +59,47 @@ async def test_encode_then_decode_round_trips_what_the_web_ui_sends(served):
     # payloads recorded before the codec come back as they are
     legacy = await http.post("/decode", json={"payloads": [plain("old")]})
     assert legacy.json() == {"payloads": [plain("old")]}
+    # keyless (dev): the local operator, every call in the audit log, without payload contents
+    entries = AuditLog(settings.resolved_journal_url()).entries(actor="local")
+    assert [(e.action, e.subject) for e in entries] == [("codec.encode", "namespace:default"),
+                                                        ("codec.decode", "namespace:default"),
+                                                        ("codec.decode", "namespace:default")]
+    assert entries[0].detail.endswith("payloads=2") and EMAIL not in str(entries)
+
+
+async def test_with_api_keys_only_an_operator_key_decodes(tmp_path):
+    settings = Settings(data_dir=tmp_path, ui_port=_free_port())
+    keys = KeyStore(settings.resolved_journal_url(), settings.api_key_hmac_secret())
+    operator, operator_key = keys.create("default", Role.OPERATOR)
+    _, service_key = keys.create("default", Role.SERVICE)
+    _, customer_key = keys.create("default", Role.SERVICE, customer="cust-0123")
+    access = served_access(settings, "0.0.0.0")  # keys exist: any bind, every caller needs one
+    assert not access.keyless
+    body = {"payloads": [plain(EMAIL)]}
+    async with codec_beside(settings, port=_free_port(), access=access) as url:
+        async with httpx.AsyncClient(base_url=url, timeout=10) as http:
+            anonymous = await http.post("/encode", json=body)
+            assert anonymous.status_code == 401 and anonymous.headers["www-authenticate"] == "Bearer"
+            wrong = await http.post("/encode", json=body, headers={"Authorization": "Bearer sk_nope_nope"})
+            assert wrong.status_code == 401
+            for key in (service_key, customer_key):
+                refused = await http.post("/encode", json=body, headers={"Authorization": f"Bearer {key}"})
+                assert refused.status_code == 403 and refused.json() == {"detail": "the codec server needs an operator key"}
+            sealed = await http.post("/encode", json=body, headers={"Authorization": f"Bearer {operator_key}"})
+            assert sealed.status_code == 200
+            opened = await http.post("/decode", json=sealed.json(), headers={"X-API-Key": operator_key,
+                                                                               "X-Namespace": "prod"})
+            assert opened.json() == body
+    entries = AuditLog(settings.resolved_journal_url()).entries(actor=f"key:{operator.key_id}")
+    assert [(e.action, e.subject) for e in entries] == [("codec.encode", "namespace:default"),
+                                                        ("codec.decode", "namespace:prod")]
+    assert AuditLog(settings.resolved_journal_url()).entries(actor="local") == []  # refused calls decode nothing
+
+
+def test_a_public_bind_needs_api_keys(tmp_path):
+    with pytest.raises(StartupRefused, match="refusing to serve the codec server on 0.0.0.0 without API keys"):
+        served_access(Settings(data_dir=tmp_path), "0.0.0.0")
+    assert served_access(Settings(data_dir=tmp_path), "127.0.0.1").keyless
 
 
 async def test_the_web_ui_origin_passes_the_preflight_and_another_origin_does_not(served):
@@ -102,7 +147,7 @@ def _cli(env: dict, *args: str) -> subprocess.CompletedProcess:
 def test_the_command_refuses_a_public_bind_and_a_missing_key(tmp_path):
     env = dict(os.environ, STATEKEEPER_DATA_DIR=str(tmp_path), STATEKEEPER_DEV_STATE_FILE=str(tmp_path / "none.json"))
     public = _cli(env, "--host", "0.0.0.0", "--port", str(_free_port()))
-    assert public.returncode == 2 and "loopback only" in public.stdout, public.stdout + public.stderr
+    assert public.returncode == 2 and "without API keys" in " ".join(public.stdout.split()), public.stdout + public.stderr
     env.pop("STATEKEEPER_CODEC_KEYS")
     keyless = _cli(env, "--port", str(_free_port()))
     assert keyless.returncode == 2 and "no key is configured" in keyless.stdout, keyless.stdout + keyless.stderr
@@ -129,4 +174,4 @@ def test_the_command_serves_the_configured_keys(tmp_path):
     finally:
         proc.terminate()
         out, _ = proc.communicate(timeout=20)
-    assert f"codec server on http://127.0.0.1:{port}" in out  # its INFO startup line is printed
+    assert f"codec server on http://127.0.0.1:{port}" in out and "keyless" in out  # its INFO startup line
