@@ -51,7 +51,12 @@ def _install_sqlite_events(engine: Engine) -> None:
 def private_sqlite_file(url: str) -> None:
     """For a SQLite file URL: create the file 0600 before SQLite does (it would use the
     umask, often 0644); SQLite gives its WAL and journal files the database file's mode. An
-    existing file is made 0600 too: it holds customers' personal data. Other URLs: nothing."""
+    existing file (and its WAL files) with wider permissions is narrowed to 0600: it holds
+    customers' personal data. Other URLs: nothing.
+
+    An existing file is never opened here: closing any descriptor of a SQLite file drops the
+    POSIX locks every connection of this process holds on it (SQLite then fails with "disk
+    I/O error"), so only a file that does not exist yet is created, exclusively."""
     if sa.make_url(url).get_backend_name() != "sqlite":
         return
     database = sa.make_url(url).database
@@ -59,9 +64,12 @@ def private_sqlite_file(url: str) -> None:
         return
     path = Path(database)
     with suppress(OSError):  # e.g. a missing directory or another owner's file: SQLite says why
-        os.close(os.open(path, os.O_RDONLY | os.O_CREAT, 0o600))
-        if path.stat().st_mode & 0o077:
-            path.chmod(0o600)
+        if not path.exists():
+            os.close(os.open(path, os.O_RDONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    for file in (path, *(path.with_name(path.name + suffix) for suffix in ("-wal", "-shm", "-journal"))):
+        with suppress(OSError):  # chmod opens no descriptor
+            if file.stat().st_mode & 0o077:
+                file.chmod(0o600)
 
 
 def make_engine(url: str, **kwargs: Any) -> Engine:

@@ -5,12 +5,15 @@ conversation driven over dev's HTTP API is left awaiting a supervisor's approval
 Chromium the Web UI shows the run's input and the activity summaries decrypted (through
 ``POST /decode`` on the codec server) and its current details readable, while the raw history,
 fetched by a client WITHOUT the codec, holds none of the customer's email, name, address or
-payment method ids (and does hold them once decrypted with the key: the scan can fail)."""
+payment method ids (and does hold them once decrypted with the key: the scan can fail); the
+``temporal`` CLI reads that history decrypted with ``--codec-endpoint``."""
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import stat
+import subprocess
 import time
 from collections import Counter
 
@@ -21,7 +24,8 @@ from starter.codec import KEY_FILE
 from starter.connection import data_converter
 from tests.e2e.test_pii_scan import _cli, _env
 from tests.e2e.test_web_ui import CHROMIUM, CHROMIUM_ARGS, playwright_api  # noqa: F401 (fixture)
-from tests.pii_scan import needles_for, raw_histories, scan_histories
+from tests.conftest import temporal_cli
+from tests.pii_scan import ENCRYPTED_B64, needles_for, raw_histories, scan_histories
 from tests.policy_fixtures import CUSTOMER, EMAIL, PENDING, data
 
 
@@ -95,6 +99,12 @@ async def test_the_web_ui_decrypts_through_the_codec_server_and_the_raw_history_
             finally:
                 await browser.close()
 
+        # the temporal CLI reads the same history through the codec server
+        shown = subprocess.run([temporal_cli(), "workflow", "show", "-w", workflow_id, "--output", "json",
+                                "--address", env["STATEKEEPER_TEMPORAL_ADDRESS"], "--codec-endpoint", codec_url],
+                               capture_output=True, text=True, timeout=60)
+        assert shown.returncode == 0, shown.stderr
+        assert ENCRYPTED_B64 not in shown.stdout and base64.b64encode(b"json/plain").decode() in shown.stdout
         histories = await raw_histories(env["STATEKEEPER_TEMPORAL_ADDRESS"])
         # the control: the very same events decrypted with the key dev made
         codec = data_converter(Settings(data_dir=tmp_path / "data", codec_keys=None)).payload_codec
