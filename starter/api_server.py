@@ -19,6 +19,7 @@ from starter.api import create_app
 from starter.auth import Access, access_from_settings
 from starter.client import StatekeeperClient, client_for
 from starter.connection import connect, data_converter
+from starter.serving import serving
 
 
 def serve(settings: Settings, host: str, port: int, announce=print) -> None:  # noqa: ANN001 (a print-like)
@@ -51,16 +52,5 @@ async def api_beside(temporal_client: Client, settings: Settings, host: Optional
                      lambda: JournalStore(settings.resolved_journal_url()), access)
     server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on",
                                            log_config=None))
-    task = asyncio.create_task(server.serve())
-    while not server.started:
-        if task.done():
-            # uvicorn logs why (e.g. the port is taken) and exits its serve loop
-            with contextlib.suppress(SystemExit):
-                task.result()
-            raise OSError(f"the API could not listen on {host}:{port}")
-        await asyncio.sleep(0.05)
-    try:
-        yield f"http://{host}:{port}"
-    finally:
-        server.should_exit = True
-        await task
+    async with serving(server, "API", host, port) as url:
+        yield url

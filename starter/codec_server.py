@@ -37,6 +37,7 @@ from starter.errors import ConversationError, status_for
 from starter.keys import Role
 from starter.logs import configure_logging
 from starter.preflight import StartupRefused
+from starter.serving import serving
 from starter.tenancy import Tenancy
 
 log = logging.getLogger("statekeeper.codec_server")
@@ -142,18 +143,8 @@ async def codec_beside(settings: Settings, host: str = "127.0.0.1", port: Option
     port = settings.codec_port if port is None else port
     access = access or await asyncio.to_thread(local_access, settings)
     server = _server(codec_app(_codec_or_refuse(settings), cors_origins(settings), access), host, port)
-    task = asyncio.create_task(server.serve())
-    while not server.started:
-        if task.done():
-            with contextlib.suppress(SystemExit):  # uvicorn exits its loop when it cannot bind
-                task.result()
-            raise OSError(f"the codec server could not listen on {host}:{port}")
-        await asyncio.sleep(0.05)
-    try:
-        yield f"http://{host}:{port}"
-    finally:
-        server.should_exit = True
-        await task
+    async with serving(server, "codec server", host, port) as url:
+        yield url
 
 
 async def codec_for_dev(stack: contextlib.AsyncExitStack, settings: Settings) -> str:
