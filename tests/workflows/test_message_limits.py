@@ -25,7 +25,7 @@ from workflows.support import support_workflow_id
 
 FS = "\x1c"
 PAD = "\t"
-"""Whitespace to "\s" and legal in a message (FS, a control character, is refused at the edge now)."""
+"""Whitespace to a regex `\\s` and legal in a message (FS, a control character, is refused at the edge now)."""
 
 
 async def _died(env, cid: str, err: BaseException) -> str:
