@@ -16,6 +16,23 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from workflows.options import DEFAULT_WRITE_TIMEOUT_SECONDS
 
 
+
+def write_private_once(path: Path, content: str) -> None:
+    """Create ``path`` (mode 0600, its folder if missing) holding ``content``, unless it
+    exists. Written whole under a private name, then linked into place: a process starting
+    at the same moment sees either no file or the whole content, never a partial one; if
+    another process made it first, theirs stays."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
+    with os.fdopen(os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as handle:
+        handle.write(content)
+    try:
+        os.link(partial, path)
+    except FileExistsError:
+        pass
+    finally:
+        partial.unlink()
+
 class Settings(BaseSettings):
     """Settings of the worker, the CLI and the embedded dev server.
 
@@ -149,19 +166,7 @@ class Settings(BaseSettings):
         if not path.exists() and not create:
             return None
         if not path.exists():
-            self.data_dir.mkdir(parents=True, exist_ok=True)
-            # written whole under a temporary name, then linked into place: a process starting
-            # at the same moment reads either no file or the whole secret, never an empty one
-            temporary = path.with_name(f".{name}.{secrets.token_hex(4)}")
-            fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(fd, "w") as handle:
-                handle.write(secrets.token_hex(32))
-            try:
-                os.link(temporary, path)
-            except FileExistsError:
-                pass  # another process made it first: read theirs
-            finally:
-                temporary.unlink()
+            write_private_once(path, secrets.token_hex(32))
         return path.read_text().strip()
 
     @property

@@ -26,7 +26,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from temporalio.api.common.v1 import Payload
 from temporalio.converter import PayloadCodec
 
-from settings import Settings
+from settings import Settings, write_private_once
 from starter.preflight import StartupRefused
 
 ENCODING = b"binary/encrypted"
@@ -168,17 +168,7 @@ def codec_keyring(settings: Settings, create: bool = False) -> Optional[Keyring]
                 f"(`id:base64key,...`), run `statekeeper dev` once to create {path}, or point "
                 f"STATEKEEPER_DATA_DIR at the data directory that holds it (STATEKEEPER_CODEC_ENABLED=false "
                 f"turns encryption off)")
-        settings.data_dir.mkdir(parents=True, exist_ok=True)
-        # written whole under a private name, then linked in: a reader never sees half a file
-        partial = path.with_name(f".{KEY_FILE}.{os.getpid()}.{secrets.token_hex(4)}")
-        with os.fdopen(os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as handle:
-            handle.write(Keyring.generate().dump())
-        try:
-            os.link(partial, path)
-        except FileExistsError:
-            pass  # another process made it first: use theirs
-        finally:
-            partial.unlink()
+        write_private_once(path, Keyring.generate().dump())
     return Keyring.parse(path.read_text(), settings.codec_key_id)
 
 
