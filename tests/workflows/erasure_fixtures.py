@@ -8,6 +8,7 @@ import asyncio
 import json
 from typing import Optional
 
+import pytest
 import sqlalchemy as sa
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
@@ -109,3 +110,13 @@ async def gone(client: Client, workflow_ids: list[str], seconds: float = 30.0) -
     async def all_gone() -> bool:
         return not any(await asyncio.gather(*(exists(client, w) for w in workflow_ids)))
     await until(all_gone, f"deletion of {workflow_ids}", seconds)
+
+
+@pytest.fixture(scope="module")
+async def env():
+    """The module's own dev server (``own_server``), shut down after the module."""
+    server = await own_server()
+    try:
+        yield server
+    finally:
+        await server.shutdown()

@@ -27,7 +27,7 @@ from tests.workflows.erasure_fixtures import (
     journal_holds,
     journal_rows,
     mentioning,
-    own_server,
+    env,  # noqa: F401  (the module-scoped fixture)
     return_then_transfer,
     side_rows,
     transfer_on_request,
@@ -35,15 +35,6 @@ from tests.workflows.erasure_fixtures import (
 from worker import build_erasure
 from workflows.options import CUSTOMER_ID
 from workflows.pseudonym import customer_pseudonym
-
-
-@pytest.fixture(scope="module")
-async def env():
-    server = await own_server()
-    try:
-        yield server
-    finally:
-        await server.shutdown()
 
 
 async def test_erasing_a_customer_leaves_nothing_of_theirs_anywhere(env, settings):

@@ -26,7 +26,7 @@ from tests.workflows.erasure_fixtures import (
     exists,
     gone,
     journal_holds,
-    own_server,
+    env,  # noqa: F401  (the module-scoped fixture)
     return_then_transfer,
     transfer_on_request,
 )
@@ -35,15 +35,6 @@ from workflows.retention import PurgeSummary
 from workflows.standalone import RefundRequest
 
 OTHER_PENDING_2 = "#W5500815"
-
-
-@pytest.fixture(scope="module")
-async def env():
-    server = await own_server()
-    try:
-        yield server
-    finally:
-        await server.shutdown()
 
 
 def ghost(journal: JournalStore, cid: str) -> None:
