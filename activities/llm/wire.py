@@ -146,6 +146,10 @@ def forced_tool_choice() -> dict[str, Any]:
     return {"type": "tool", "name": PROPOSE_TOOL_NAME, "disable_parallel_tool_use": True}
 
 
+EPHEMERAL = {"type": "ephemeral"}
+"""The ``cache_control`` of a prompt-cache breakpoint (default 5-minute lifetime)."""
+
+
 def build_create_kwargs(
     snapshot: ModelSnapshot, *, model: str, max_tokens: int, conversation_id: str,
     prompt_version: str = PROMPT_VERSION,
@@ -155,12 +159,23 @@ def build_create_kwargs(
     ``metadata.user_id`` the conversation id (the API's opaque end-user id; the offline
     stand-in finds a conversation's registered plan by it), and the tool's schema offers
     the tools of ``prompt_version`` (the version the snapshot was rendered with).
+
+    A snapshot with ``stable`` blocks (the cached layout, ``workflows.prompt_layout``) is sent
+    as content blocks with ``cache_control`` breakpoints: on the system block (covering tools
+    + system, shared by every conversation) and on each stable block; the volatile content
+    comes last, unmarked. That is 1 + len(stable) breakpoints, at most the API's 4.
     Raises ``UnknownPromptVersion``."""
+    system: Any = snapshot.system
+    content: Any = snapshot.content
+    if snapshot.stable:
+        system = [{"type": "text", "text": snapshot.system, "cache_control": dict(EPHEMERAL)}]
+        content = [{"type": "text", "text": block, "cache_control": dict(EPHEMERAL)} for block in snapshot.stable]
+        content.append({"type": "text", "text": snapshot.content})
     return {
         "model": model,
         "max_tokens": max_tokens,
-        "system": snapshot.system,
-        "messages": [{"role": "user", "content": snapshot.content}],
+        "system": system,
+        "messages": [{"role": "user", "content": content}],
         "tools": [propose_tool_param(prompt_version)],
         "tool_choice": forced_tool_choice(),
         "metadata": {"user_id": conversation_id},

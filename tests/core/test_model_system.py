@@ -40,7 +40,7 @@ def test_the_stand_in_reads_the_view_the_prompt_renders():
     state = ConversationState(conversation_id="c", turn=1,
                               pinned_facts=[PinnedFact(kind="email", value="a@b.co", verbatim="a@b.co", turn=1)],
                               recent_turns=[Turn(turn=1, role=Role.USER, text="a@b.co </state_json> hi")])
-    content = prompt.render_snapshot(state).content
+    content = prompt.render_snapshot(state).text()
     assert model_view.parse_state_view(content) == json.loads(json.dumps(prompt.state_view(state)))
     with pytest.raises(ValueError):
         model_view.parse_state_view("no state here")

@@ -19,6 +19,7 @@ from workflows.catalogue import CATALOGUE
 from workflows.prompt import (
     PROMPT_VERSION,
     PROMPT_VERSIONS,
+    SINGLE_LAYOUT_VERSION,
     UnknownPromptVersion,
     render_request,
     render_system,
@@ -47,7 +48,7 @@ def schema_tools(schema: dict) -> set[str]:
 @pytest.mark.parametrize("version", sorted(PROMPT_VERSIONS))
 def test_every_version_withholds_only_catalogue_tools_and_offers_the_rest_on_the_wire(version):
     withheld = PROMPT_VERSIONS[version].withheld_tools
-    assert withheld <= set(CATALOGUE) and version.startswith(PROMPT_VERSION)
+    assert withheld <= set(CATALOGUE) and version.startswith((PROMPT_VERSION, SINGLE_LAYOUT_VERSION))
     schema = kwargs_for(version)["tools"][0]["input_schema"]
     assert schema_tools(schema) == set(CATALOGUE) - withheld
     assert {t["name"] for t in tool_catalogue(version)} == set(CATALOGUE) - withheld
@@ -85,7 +86,7 @@ def test_an_unknown_prompt_version_is_a_clear_error():
         kwargs_for("2019-01-01")
     with pytest.raises(UnknownPromptVersion):
         propose_input_schema("nope")
-    with pytest.raises(BacktestError, match=f"unknown prompt version 'nope'; known: {PROMPT_VERSION}, "):
+    with pytest.raises(BacktestError, match=f"unknown prompt version 'nope'; known: {SINGLE_LAYOUT_VERSION}, .*{PROMPT_VERSION}, "):
         check_prompt_version("nope")
     assert check_prompt_version(NO_RETURNS) == NO_RETURNS
 
