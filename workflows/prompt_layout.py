@@ -6,7 +6,8 @@ after whatever does not. The layout (breakpoints marked ``*``, at most 4 allowed
 
 1. tools + system prompt *: the same for every conversation of a prompt version;
 2. the conversation's records *: ``conversation_id``, ``customer``, ``orders``, ``products``
-   (they change only when a read or write returns new facts);
+   (they change only when a read or write returns new facts; when each order was last read,
+   which changes with every re-read, goes to the volatile block as ``read_turns``);
 3. its pinned facts *: append-only, so a new fact re-writes only this block;
 4. the volatile block, never cached: the turn, status, steps, pending confirmation,
    completed operations, rejections, recent turns, unfolded reads, then the turn header.
@@ -45,8 +46,20 @@ def split_view(view: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any], di
     """``view`` as (records, pinned facts, volatile) dicts: ``RECORD_KEYS``, ``FACT_KEYS``,
     and every other key (so a recorded view of any shape renders whole)."""
     records = {k: view[k] for k in RECORD_KEYS if k in view}
+    read_turns = {}
+    if isinstance(records.get("orders"), dict):
+        orders = {}
+        for order_id, order in records["orders"].items():
+            if isinstance(order, dict) and "read_turn" in order:
+                read_turns[order_id] = order["read_turn"]
+                order = {k: v for k, v in order.items() if k != "read_turn"}
+            orders[order_id] = order
+        records["orders"] = orders
     facts = {k: view[k] for k in FACT_KEYS if k in view}
-    volatile = {k: v for k, v in view.items() if k not in RECORD_KEYS and k not in FACT_KEYS}
+    # an empty list or a null says nothing the model needs; readers treat a missing key as empty
+    volatile = {k: v for k, v in view.items() if k not in RECORD_KEYS and k not in FACT_KEYS and v not in (None, [], {})}
+    if read_turns:
+        volatile["read_turns"] = read_turns
     return records, facts, volatile
 
 

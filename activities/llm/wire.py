@@ -47,8 +47,11 @@ class MalformedOutput(ValueError):
 def _strip_discriminators(node: Any) -> Any:
     # "discriminator" is an OpenAPI keyword, not JSON Schema; the variants already pin
     # their tag with "const", so dropping it loses nothing and avoids an unknown keyword.
+    # A string "title" is pydantic's annotation of each model and field ("Order Id"): it
+    # constrains nothing and would be sent (and paid for) with every call.
     if isinstance(node, dict):
-        return {k: _strip_discriminators(v) for k, v in node.items() if k != "discriminator"}
+        return {k: _strip_discriminators(v) for k, v in node.items()
+                if k != "discriminator" and not (k == "title" and isinstance(v, str))}
     if isinstance(node, list):
         return [_strip_discriminators(v) for v in node]
     return node

@@ -61,7 +61,7 @@ def _text(block: Any) -> str:
     if isinstance(block, dict) and block.get("type") == "text" and isinstance(block.get("text"), str):
         return block["text"]
     unmarked = {k: v for k, v in block.items() if k != "cache_control"} if isinstance(block, dict) else block
-    return json.dumps(unmarked, sort_keys=True)
+    return json.dumps(unmarked, sort_keys=True, separators=(",", ":"))  # layout whitespace is not content
 
 
 def request_blocks(body: dict[str, Any]) -> list[Block]:
