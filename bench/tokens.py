@@ -212,8 +212,8 @@ async def main_async(turn_counts: list[int], window: int, json_out: Optional[str
     console = Console(width=170)
     tasks = ts.cancel_tasks(load_data())
     runs = []
-    for i, turns in enumerate(turn_counts):
-        run = Run(tasks[i % len(tasks)], turns, window)
+    for turns in turn_counts:
+        run = Run(tasks[turns % len(tasks)], turns, window)  # the same task for a length in every release
         await run.play()
         figures = run.figures()
         print_run(console, run, figures)

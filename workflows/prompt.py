@@ -136,13 +136,9 @@ def render_system(version: str = PROMPT_VERSION) -> str:
     call, so it is built once per process (JSON-schema generation is not free) and is
     prompt-cache friendly. Raises ``UnknownPromptVersion``."""
     if prompt_version(version).layout == "cached":
-        # names, classes and descriptions only: the argument schemas are in the tool's input schema
-        brief = [{k: v for k, v in tool.items() if k != "parameters"} for tool in tool_catalogue(version)]
-        return (
-            "You are the retail support assistant of statekeeper.\n\n## Policy\n"
-            f"{policy_text()}\n\n## Tools\n{json.dumps(brief, sort_keys=True, separators=(',', ':'))}\n\n"
-            f"## How to act\n{ACTION_GUIDE}\n{CACHED_ACTION_GUIDE}"
-        )
+        # the tools (class, description, arguments) are described once, in the tool's input schema
+        return ("You are the retail support assistant of statekeeper.\n\n## Policy\n"
+                f"{policy_text()}\n\n## How to act\n{CACHED_ACTION_GUIDE}")
     catalogue = json.dumps(tool_catalogue(version), sort_keys=True, separators=(",", ":"))
     return (
         "You are the retail support assistant of statekeeper.\n\n## Policy\n"

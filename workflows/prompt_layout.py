@@ -5,7 +5,8 @@ each breakpoint by the exact prefix up to it, so whatever changes from call to c
 after whatever does not. The layout (breakpoints marked ``*``, at most 4 allowed):
 
 1. tools + system prompt *: the same for every conversation of a prompt version;
-2. the conversation's records *: ``conversation_id``, ``customer``, ``orders``, ``products``
+2. the conversation's records *: ``conversation_id``, ``schema_version``, ``status`` (they
+   change once in a conversation, if at all), ``customer``, ``orders``, ``products``
    (they change only when a read or write returns new facts; when each order was last read,
    which changes with every re-read, goes to the volatile block as ``read_turns``);
 3. its pinned facts *: append-only, so a new fact re-writes only this block;
@@ -24,15 +25,16 @@ from typing import Any
 
 STATE_OPEN_TAG = "<state_json>"
 STATE_CLOSE_TAG = "</state_json>"
-RECORD_KEYS = ("conversation_id", "customer", "orders", "products")
+RECORD_KEYS = ("conversation_id", "schema_version", "status", "customer", "orders", "products")
 """The view keys of the records block (2)."""
 FACT_KEYS = ("pinned_facts",)
 """The view keys of the pinned-facts block (3); every other key is volatile (4)."""
 CACHED_ACTION_GUIDE = (
-    "The arguments of each tool are defined once, in the input schema of `propose_action`. "
-    "The user message holds the state in three parts: the conversation's records (customer, orders, "
-    "products as read from the system of record), the facts the user stated (pinned verbatim with "
-    "their turn), and the current step (turn, steps, pending confirmation, recent turns, rejections)."
+    "Call `propose_action` exactly once: a tool call (its input schema lists every tool, its class and "
+    "arguments), a reply, a transfer to a human, or the end. You only propose: the workflow checks each "
+    "proposal against the policy and the state, asks the customer to confirm writes, and tells you why "
+    "it rejected one. The state comes in three parts: records (customer, orders, products as read), the "
+    "facts the user stated (verbatim, with their turn), and the current step."
 )
 
 

@@ -27,6 +27,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from workflows.actions import parse_proposed_action, proposed_action_json_schema
+from workflows.catalogue import CATALOGUE
 from workflows.prompt import PROMPT_VERSION, ModelSnapshot
 from workflows.prompt import prompt_version as named_prompt
 
@@ -127,11 +128,37 @@ def _reachable(node: Any, defs: dict[str, Any], seen: set[str] | None = None) ->
     return seen
 
 
+@functools.lru_cache(maxsize=8)
+def _described_schema(withheld: frozenset[str] = frozenset()) -> dict[str, Any]:
+    """The flattened schema as the cached layout offers it: the one place the model reads the
+    tools. Each tool-call variant carries its tool's class and description (the system prompt
+    no longer lists them), its arguments inline (one def fewer per tool), and no ``type``
+    beside a ``const``."""
+    schema = copy.deepcopy(_flattened_schema(withheld))
+    defs = schema["$defs"]
+    for ref in (schema["properties"].get("tool") or {}).get("oneOf", []):
+        call = defs[ref["$ref"].rsplit("/", 1)[-1]]
+        name = call["properties"]["name"]
+        name.pop("type", None)
+        spec = CATALOGUE[name["const"]]
+        call["description"] = f"{spec.tool_class.value}: {spec.description}"
+        arguments = call["properties"]["arguments"].get("$ref")
+        if isinstance(arguments, str):
+            call["properties"]["arguments"] = defs[arguments.rsplit("/", 1)[-1]]
+    body = {k: v for k, v in schema.items() if k != "$defs"}
+    schema["$defs"] = {name: defs[name] for name in sorted(_reachable(body, defs))}
+    return schema
+
+
 def propose_input_schema(version: str = PROMPT_VERSION) -> dict[str, Any]:
     """The ``input_schema`` of ``propose_action`` under prompt ``version``: an object schema
     (no top-level combinator) whose instances are ``ProposedAction`` dicts calling only the
-    version's tools. Returns a fresh copy. Raises ``UnknownPromptVersion``."""
-    return copy.deepcopy(_flattened_schema(named_prompt(version).withheld_tools))
+    version's tools (with their descriptions in the cached layout). Returns a fresh copy.
+    Raises ``UnknownPromptVersion``."""
+    named = named_prompt(version)
+    if named.layout == "cached":
+        return copy.deepcopy(_described_schema(named.withheld_tools))
+    return copy.deepcopy(_flattened_schema(named.withheld_tools))
 
 
 def propose_tool_param(version: str = PROMPT_VERSION) -> dict[str, Any]:

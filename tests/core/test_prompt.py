@@ -6,6 +6,9 @@ hostile but legal (<= 8 KB) messages, in bytes as well as in number of facts.
 
 from __future__ import annotations
 
+import json
+
+from activities.llm.wire import propose_tool_param
 from systems.model.view import parse_state_view  # the consumer of the rendered view
 from tests.policy_fixtures import EMAIL, PENDING, authenticated
 from workflows import transitions as tr
@@ -20,12 +23,14 @@ def test_rendering_is_deterministic():
     assert render_snapshot(authenticated()) == render_snapshot(authenticated())
 
 
-def test_system_prompt_has_every_policy_clause_and_every_tool():
+def test_system_prompt_has_every_policy_clause_and_the_request_every_tool():
     system = render_snapshot(authenticated()).system
     for clause in POLICY_CLAUSES:
         assert f"[{clause}]" in system
+    # the current prompt describes the tools once, in the tool's input schema
+    offered = json.dumps(propose_tool_param())
     for tool in ("cancel_pending_order", "exchange_delivered_order_items", "get_product_details"):
-        assert tool in system
+        assert tool in offered
 
 
 def test_fact_from_turn_4_is_still_in_the_prompt_at_turn_30_while_old_turns_are_gone():
