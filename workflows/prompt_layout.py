@@ -58,8 +58,7 @@ def split_view(view: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any], di
             orders[order_id] = order
         records["orders"] = orders
     facts = {k: view[k] for k in FACT_KEYS if k in view}
-    # an empty list or a null says nothing the model needs; readers treat a missing key as empty
-    volatile = {k: v for k, v in view.items() if k not in RECORD_KEYS and k not in FACT_KEYS and v not in (None, [], {})}
+    volatile = {k: v for k, v in view.items() if k not in RECORD_KEYS and k not in FACT_KEYS}
     if read_turns:
         volatile["read_turns"] = read_turns
     return records, facts, volatile

@@ -66,6 +66,17 @@ def _load(text: str) -> Any:
         raise ValueError(f"the {STATE_OPEN_TAG} block is nested too deeply") from None
 
 
+def _with_read_turns(view: dict[str, Any]) -> dict[str, Any]:
+    """Put each order's ``read_turn`` back (the cached layout sends them apart, in
+    ``read_turns``, so that a re-read leaves the cached records unchanged)."""
+    read_turns, orders = view.pop("read_turns", None), view.get("orders")
+    if isinstance(read_turns, dict) and isinstance(orders, dict):
+        for order_id, turn in read_turns.items():
+            if isinstance(orders.get(order_id), dict):
+                orders[order_id]["read_turn"] = turn
+    return view
+
+
 def parse_state_view(content: str) -> dict[str, Any]:
     """The state view of ``content``: the union of its ``<state_json>`` objects, in order
     (the caller's cached layout splits the view into stable and volatile blocks). A content
@@ -88,7 +99,7 @@ def parse_state_view(content: str) -> dict[str, Any]:
             view: dict[str, Any] = {}
             for part in parts:
                 view.update(part)
-            return view
+            return _with_read_turns(view)
     whole = _load(content[start + len(STATE_OPEN_TAG) : end])
     if not isinstance(whole, dict):
         raise ValueError(f"the {STATE_OPEN_TAG} block is not a JSON object")

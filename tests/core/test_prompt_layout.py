@@ -9,7 +9,7 @@ import json
 from activities.llm.wire import build_create_kwargs
 from systems.model.cache import MAX_BREAKPOINTS, request_blocks
 from systems.model.view import parse_state_view
-from tests.policy_fixtures import PENDING, authenticated
+from tests.policy_fixtures import PENDING, authenticated, read
 from workflows import transitions as tr
 from workflows.prompt import (
     PROMPT_VERSION,
@@ -110,6 +110,7 @@ def test_the_stand_in_reads_the_whole_view_back_from_the_blocks():
     assert parsed["turn"] == state.turn  # a tag the user typed neither closes nor opens a block
     assert parsed["recent_turns"] == view["recent_turns"] and parsed["pinned_facts"] == view["pinned_facts"]
     assert parsed["customer"] == view["customer"]
+    assert parsed == view  # the blocks, merged, are the whole view
 
 
 def test_an_orders_read_turn_leaves_the_cached_records_for_the_volatile_block():
@@ -117,5 +118,15 @@ def test_an_orders_read_turn_leaves_the_cached_records_for_the_volatile_block():
             "turn": 8, "steps": [], "pending_confirmation": None}
     records, facts, volatile = split_view(view)
     assert records["orders"] == {"#W1": {"order_id": "#W1", "status": "pending"}}
-    assert volatile == {"turn": 8, "read_turns": {"#W1": 7}}  # empty and null fields are left out
+    assert volatile == {"turn": 8, "steps": [], "pending_confirmation": None, "read_turns": {"#W1": 7}}
     assert facts == {}
+
+
+def test_re_reading_an_unchanged_order_leaves_the_stable_prefix_identical():
+    state = authenticated()
+    talk(state, "is it still pending?")
+    before = stable_prefix(kwargs(state))
+    read(state, "get_order_details", order_id=PENDING)  # at a later turn: only its read turn changes
+    assert state.orders[PENDING].read_turn == state.turn
+    assert stable_prefix(kwargs(state)) == before
+    assert parse_state_view(render_request(state_view(state)).text())["orders"][PENDING]["read_turn"] == state.turn
