@@ -19,6 +19,9 @@ The conversations come from τ-bench cancel tasks (``../shared/taubench-retail``
 off-topic turns and corrections; the order id stated at turn 4 is what the final cancellation
 acts on, and ``fact_retained`` says whether it is in each strategy's request of that decision.
 
+It replaces ``bench/prompt_size.py`` (characters of one snapshot vs the transcript), which
+measured neither caching nor the whole request.
+
 Run: ``.venv/bin/python bench/tokens.py [--turns 10,100,500] [--window 6] [--json OUT] [--quick]``
 (``--quick``: 10 and 100 turns unless ``--turns`` says otherwise).
 """
