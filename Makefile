@@ -50,7 +50,7 @@ test: venv
 	$(BIN)/pytest -q
 
 bench: venv
-	$(BIN)/python bench/prompt_size.py
+	$(BIN)/python bench/tokens.py
 	$(BIN)/python bench/write_path.py
 	@mkdir -p $(dir $(BENCH_REPORT))
 	$(BIN)/statekeeper taubench --tasks $(BENCH_TASKS) --concurrency $(BENCH_CONCURRENCY) --json $(BENCH_REPORT)

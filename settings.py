@@ -66,6 +66,9 @@ class Settings(BaseSettings):
     offline_model_name: str = "statekeeper-offline-stand-in"
     model_max_tokens: int = 1024
     model_timeout_seconds: float = 50.0
+    token_budget: Optional[int] = Field(default=None, ge=1)
+    """Tokens one conversation's model calls may use in all (input, cache reads and writes,
+    output); past it the conversation is handed to a human agent. None (default): no budget."""
 
     write_timeout_seconds: float = DEFAULT_WRITE_TIMEOUT_SECONDS
     max_concurrent_activities: int = 64

@@ -32,6 +32,10 @@ class ModelRequest(BaseModel):
     prompt_version: Optional[str] = None
     view: Optional[dict[str, Any]] = None
     snapshot: Optional[ModelSnapshot] = None
+    budget_remaining_tokens: Optional[int] = None
+    """Tokens left of the conversation's budget (None: no budget): the activity counts the
+    request first (the provider's token counting) and refuses it with ``TokenBudgetExceeded``
+    when it would not fit."""
 
     @model_validator(mode="after")
     def _has_input(self) -> "ModelRequest":
@@ -41,12 +45,15 @@ class ModelRequest(BaseModel):
 
 
 class ModelResult(BaseModel):
-    """Output of the LLM activity: the typed proposal plus token usage and model id."""
+    """Output of the LLM activity: the typed proposal plus token usage and model id
+    (``input_tokens`` uncached, plus the cache read and cache write input tokens)."""
 
     action: ProposedAction
     model: str
     input_tokens: int = 0
     output_tokens: int = 0
+    cache_read_input_tokens: int = 0
+    cache_creation_input_tokens: int = 0
 
 
 class ReadToolRequest(BaseModel):
@@ -202,6 +209,9 @@ class SupportInput(BaseModel):
     journal: Optional[TurnRecord] = None
     """The journal record of the turn the run before answered last, not yet written: the
     next run writes it first (``workflows.journal_log``)."""
+    token_budget: Optional[int] = Field(default=None, ge=1)
+    """The conversation's token budget (``Settings.token_budget``; None: none): past it the
+    conversation is handed to a human agent (``workflows.budget``)."""
 
     @field_validator("state", mode="before")
     @classmethod

@@ -27,6 +27,8 @@ class ErrorType(str, Enum):
     """The model provider is unreachable or overloaded (retryable)."""
     MALFORMED_MODEL_OUTPUT = "MalformedModelOutput"
     """The model answered, but not with one valid ``ProposedAction`` (retried as a new call)."""
+    TOKEN_BUDGET_EXCEEDED = "TokenBudgetExceeded"
+    """The next model call would pass the conversation's token budget (non-retryable)."""
     INVALID_MESSAGE = "InvalidMessage"
     """A user message the conversation refuses (empty, too large); never enters history."""
     CONVERSATION_FINISHED = "ConversationFinished"

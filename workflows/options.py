@@ -41,7 +41,7 @@ MODEL_RETRY = RetryPolicy(
     backoff_coefficient=2.0,
     maximum_interval=timedelta(seconds=10),
     maximum_attempts=3,
-    non_retryable_error_types=[ErrorType.MODEL_REQUEST_REJECTED.value],
+    non_retryable_error_types=[ErrorType.MODEL_REQUEST_REJECTED.value, ErrorType.TOKEN_BUDGET_EXCEEDED.value],
 )
 """Malformed output is retried as a new model call at most twice; then it becomes a rejection."""
 

@@ -2,9 +2,19 @@
 
 The model sees: the policy, the tool catalogue, the state (customer, orders and
 products read so far, steps, completed operations), every pinned fact, only the last
-``PROMPT_TURNS`` turns, recent tool observations, and the last rejection reason. It
-never sees the full transcript, so the prompt stays bounded however long the
+``PROMPT_TURNS`` turns, the reads not folded into typed state, and the last rejection
+reason. It never sees the full transcript, so the prompt stays bounded however long the
 conversation runs, and a fact pinned at turn 4 is still there at turn 30.
+
+Two layouts, named by the prompt version (``PromptVersion.layout``):
+
+- ``single`` (2026-11-30, kept so recorded calls still render for the backtest): one system
+  string carrying the tool argument schemas, one user message holding the whole view;
+- ``cached`` (current): ordered stable → volatile for the provider's prompt cache
+  (``workflows.prompt_layout``): tools + system (shared by every conversation), the
+  conversation's records, its pinned facts, then the volatile block. Each stable part ends
+  with a cache breakpoint (``ModelSnapshot.stable``); the tool argument schemas appear once,
+  in the ``propose_action`` input schema.
 """
 
 from __future__ import annotations
@@ -13,10 +23,11 @@ import json
 from functools import lru_cache
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from workflows.catalogue import CATALOGUE
 from workflows.policy_text import policy_text
+from workflows.prompt_layout import CACHED_ACTION_GUIDE, STATE_CLOSE_TAG, STATE_OPEN_TAG, render_cached
 from workflows.state import ConversationState
 
 PROMPT_TURNS = 6
@@ -25,8 +36,6 @@ PROMPT_REJECTIONS = 5
 PROMPT_STEPS = 10
 PROMPT_OPERATIONS = 20
 PROMPT_PRODUCTS = 10
-STATE_OPEN_TAG = "<state_json>"
-STATE_CLOSE_TAG = "</state_json>"
 
 ACTION_GUIDE = (
     "Respond by calling the tool `propose_action` exactly once with one of: "
@@ -38,33 +47,43 @@ ACTION_GUIDE = (
 )
 
 
-PROMPT_VERSION = "2026-11-30"
-"""The prompt version new model calls use. A version names the system prompt's wording and
-the tools offered; every model call records the version it used (the decision log), and
-``statekeeper backtest --prompt-version V`` re-renders recorded state views with another one."""
+PROMPT_VERSION = "2026-12-01"
+"""The prompt version new model calls use. A version names the system prompt's wording, its
+layout and the tools offered; every model call records the version it used (the decision log),
+and ``statekeeper backtest --prompt-version V`` re-renders recorded state views with another one."""
+
+SINGLE_LAYOUT_VERSION = "2026-11-30"
+"""The last version of the ``single`` layout (one system string with the argument schemas,
+one user message): still rendered for recorded calls and the backtest."""
 
 
 class PromptVersion(BaseModel):
     """One named prompt: ``withheld_tools`` are left out of the tool catalogue offered to
-    the model (an experiment; the policy still validates whatever comes back)."""
+    the model (an experiment; the policy still validates whatever comes back); ``layout`` is
+    ``single`` or ``cached`` (module docstring)."""
 
     name: str
     withheld_tools: frozenset[str] = frozenset()
     note: str = ""
+    layout: str = "single"
 
 
-def _variant(suffix: str, withheld: set[str], note: str) -> PromptVersion:
-    return PromptVersion(name=f"{PROMPT_VERSION}-{suffix}", withheld_tools=frozenset(withheld), note=note)
+def _versions(base: str, layout: str, note: str) -> dict[str, PromptVersion]:
+    # experiments for ``statekeeper backtest``: the offline stand-in does not read prose, so a
+    # variant that makes a difference to it withholds tools (they leave the wire schema too)
+    variants = {
+        "": (set(), note),
+        "-no-returns": ({"return_delivered_order_items"}, "the prompt without the return tool"),
+        "-no-order-reads": ({"get_order_details"}, "the prompt without the order read"),
+    }
+    return {base + suffix: PromptVersion(name=base + suffix, withheld_tools=frozenset(withheld), note=text,
+                                         layout=layout)
+            for suffix, (withheld, text) in variants.items()}
 
 
 PROMPT_VERSIONS: dict[str, PromptVersion] = {
-    PROMPT_VERSION: PromptVersion(name=PROMPT_VERSION, note="policy, every tool, action guide"),
-    # experiments for ``statekeeper backtest``: the offline stand-in does not read prose, so a
-    # variant that makes a difference to it withholds tools (they leave the wire schema too)
-    f"{PROMPT_VERSION}-no-returns": _variant(
-        "no-returns", {"return_delivered_order_items"}, "the current prompt without the return tool"),
-    f"{PROMPT_VERSION}-no-order-reads": _variant(
-        "no-order-reads", {"get_order_details"}, "the current prompt without the order read"),
+    **_versions(SINGLE_LAYOUT_VERSION, "single", "policy, every tool with its argument schema, action guide"),
+    **_versions(PROMPT_VERSION, "cached", "cache-friendly layout: stable → volatile, argument schemas once"),
 }
 
 
@@ -81,11 +100,18 @@ def prompt_version(name: str) -> PromptVersion:
 
 
 class ModelSnapshot(BaseModel):
-    """What one model call receives: ``system`` (policy + tools + guide) and
-    ``content`` (the state view, as text with a machine-readable JSON block)."""
+    """What one model call receives: ``system`` (policy + tools + guide), ``stable`` (the
+    conversation's stable blocks, each ending with a cache breakpoint; empty in the
+    ``single`` layout) and ``content`` (the volatile rest of the state view). Each part holds
+    machine-readable ``<state_json>`` blocks."""
 
     system: str
     content: str
+    stable: list[str] = Field(default_factory=list)
+
+    def text(self) -> str:
+        """The whole user message: the stable blocks, then the content."""
+        return "".join(self.stable) + self.content
 
 
 def tool_catalogue(version: str = PROMPT_VERSION) -> list[dict[str, Any]]:
@@ -109,6 +135,10 @@ def render_system(version: str = PROMPT_VERSION) -> str:
     """Policy + tool catalogue + action guide of prompt ``version``. Identical for every
     call, so it is built once per process (JSON-schema generation is not free) and is
     prompt-cache friendly. Raises ``UnknownPromptVersion``."""
+    if prompt_version(version).layout == "cached":
+        # the tools (class, description, arguments) are described once, in the tool's input schema
+        return ("You are the retail support assistant of statekeeper.\n\n## Policy\n"
+                f"{policy_text()}\n\n## How to act\n{CACHED_ACTION_GUIDE}")
     catalogue = json.dumps(tool_catalogue(version), sort_keys=True, separators=(",", ":"))
     return (
         "You are the retail support assistant of statekeeper.\n\n## Policy\n"
@@ -155,13 +185,16 @@ def render_view_content(view: dict[str, Any]) -> str:
 
 
 def render_content(state: ConversationState) -> str:
-    """The per-call user content for ``state`` (``render_view_content`` of its view)."""
-    return render_view_content(state_view(state))
+    """The whole per-call user message for ``state`` under the current prompt."""
+    return render_snapshot(state).text()
 
 
 def render_request(view: dict[str, Any], version: str = PROMPT_VERSION) -> ModelSnapshot:
-    """The model input for a state ``view`` under prompt ``version``. Pure; raises
-    ``UnknownPromptVersion``. Used by the model activity and by the backtest."""
+    """The model input for a state ``view`` under prompt ``version`` in its layout. Pure;
+    raises ``UnknownPromptVersion``. Used by the model activity and by the backtest."""
+    if prompt_version(version).layout == "cached":
+        stable, volatile = render_cached(view)
+        return ModelSnapshot(system=render_system(version), stable=stable, content=volatile)
     return ModelSnapshot(system=render_system(version), content=render_view_content(view))
 
 

@@ -219,11 +219,25 @@ class Rejection(Record):
 
 
 class Usage(Record):
-    """Model calls made by the conversation, their token counts, and the last model id."""
+    """Model calls made by the conversation, their token counts, and the last model id.
+
+    ``input_tokens`` are the uncached input tokens (the provider's ``usage.input_tokens``),
+    ``cache_read_input_tokens`` / ``cache_creation_input_tokens`` the input read from / written
+    to the prompt cache, ``output_tokens`` the output: summed over every model call.
+    ``budget_tokens`` is the conversation's token budget (None: none), set from the run's input;
+    past it the conversation is handed to a human (``workflows.budget``)."""
 
     model_calls: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
     model: str = ""
+    cache_read_input_tokens: int = 0
+    cache_creation_input_tokens: int = 0
+    budget_tokens: Optional[int] = Field(default=None, ge=1)
+
+    def total_tokens(self) -> int:
+        """Every token the conversation's model calls processed: uncached input, cache reads,
+        cache writes and output (what a token budget counts)."""
+        return self.input_tokens + self.cache_read_input_tokens + self.cache_creation_input_tokens + self.output_tokens
 
 

@@ -19,6 +19,8 @@ ESCALATED = ("I could not confirm that your request went through, so I have hand
 ENDED = "Thank you, goodbye."
 CANCELLED = "The conversation was cancelled."
 OPERATOR_CANCEL_REASON = "cancelled by an operator (Temporal cancellation)"
+BUDGET_EXCEEDED = ("This conversation has reached the limit of what I can handle automatically, so I have "
+                   "passed it to a human agent, who will pick it up from here. Please hold on.")
 SUPERSEDED = "I see you've sent another message, so I'll answer that one instead."
 
 _REFUSALS: dict[Rule, str] = {

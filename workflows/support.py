@@ -22,6 +22,7 @@ from temporalio.exceptions import ApplicationError
 
 from workflows import replies
 from workflows import transitions as tr
+from workflows.budget import adopt_budget
 from workflows.contracts import (
     AssistantReply,
     CancelRequest,
@@ -203,6 +204,8 @@ class SupportWorkflow:
 
     async def _serve(self, inp: SupportInput) -> SupportOutcome:
         state = self._state
+        if inp.token_budget is not None:  # a run without one keeps what the state carried over
+            adopt_budget(state, inp.token_budget)
         ctx = TurnContext(state=state, write_timeout_seconds=inp.write_timeout_seconds,
                           cancel_request=lambda: self._cancel, visibility=self._visibility,
                           newer_message=lambda: bool(self._inbox), approvals=inp.approvals,

@@ -151,11 +151,14 @@ def close(state: ConversationState, status: ConversationStatus, reason: str) -> 
     state.ended_reason = reason
 
 
-def record_usage(state: ConversationState, model: str, input_tokens: int, output_tokens: int) -> None:
-    """Count one model call and its tokens."""
+def record_usage(state: ConversationState, model: str, input_tokens: int, output_tokens: int,
+                 cache_read_input_tokens: int = 0, cache_creation_input_tokens: int = 0) -> None:
+    """Count one model call and its tokens (uncached input, output, cache read, cache write)."""
     state.usage.model_calls += 1
     state.usage.input_tokens += input_tokens
     state.usage.output_tokens += output_tokens
+    state.usage.cache_read_input_tokens += cache_read_input_tokens
+    state.usage.cache_creation_input_tokens += cache_creation_input_tokens
     state.usage.model = model
 
 
@@ -168,12 +171,17 @@ def bind_system_of_record(state: ConversationState, result: Any) -> None:
 
 def apply_read_result(state: ConversationState, call: Any, result: str) -> str:
     """Fold a read tool's result into the state; returns the result as the model may
-    see it (another customer's order is withheld: policy one-customer)."""
+    see it (another customer's order is withheld: policy one-customer).
+
+    The raw result is kept as an observation only when it was not folded into typed state
+    (an error, a withheld order, a tool without a fold): a folded result is already in the
+    customer, orders or products, and a raw copy would only repeat it in every prompt."""
     args = call_arguments(call)
     fold = spec_of(call.name).fold
     shown = result if is_error(result) or fold is None else fold(state, args, result)
-    state.observations.append(Observation(tool=call.name, arguments=args, result=shown, turn=state.turn))
-    del state.observations[:-OBSERVATIONS_KEPT]
+    if fold is None or is_error(result) or is_error(shown):
+        state.observations.append(Observation(tool=call.name, arguments=args, result=shown, turn=state.turn))
+        del state.observations[:-OBSERVATIONS_KEPT]
     return shown
 
 

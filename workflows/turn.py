@@ -15,7 +15,7 @@ from typing import Any, Callable, Optional
 from temporalio import workflow
 from temporalio.exceptions import ActivityError
 
-from workflows import keys, replies
+from workflows import budget, keys, replies
 from workflows import transitions as tr
 from workflows.activity_api import ModelActivitiesApi
 from workflows.approval_flow import request_approval
@@ -128,7 +128,12 @@ async def _agent_loop(ctx: TurnContext) -> Optional[str]:
     for _ in range(MAX_MODEL_STEPS_PER_TURN):
         if ctx.cancel_request() is not None:
             return None
-        result = await _propose(ctx)
+        try:
+            if budget.over_budget(state) and budget.hand_over_allowed():
+                raise budget.OverBudget()
+            result = await _propose(ctx)
+        except budget.OverBudget:
+            return await budget.hand_over(state)
         if result is not None and ctx.newer_message() and not _is_read(result.action):
             # Interrupt rule (README, "Interrupts"): the user spoke again while the model was
             # thinking; a reply, a write to confirm, an end or a transfer proposed for the older
@@ -168,7 +173,8 @@ async def _propose(ctx: TurnContext) -> Optional[ModelResult]:
     handle = workflow.start_activity_method(
         ModelActivitiesApi.propose_action,
         ModelRequest(conversation_id=state.conversation_id, turn=state.turn, call_seq=journal.next_call(),
-                     prompt_version=PROMPT_VERSION, view=state_view(state)),
+                     prompt_version=PROMPT_VERSION, view=state_view(state),
+                     budget_remaining_tokens=budget.remaining_tokens(state)),
         heartbeat_timeout=HEARTBEAT_TIMEOUT, start_to_close_timeout=MODEL_TIMEOUT,
         retry_policy=MODEL_RETRY,
         summary=f"model proposes the next action (turn {state.turn})",
@@ -179,12 +185,16 @@ async def _propose(ctx: TurnContext) -> Optional[ModelResult]:
         journal.call_verdict(Verdict.CANCELLED, Rule.CANCELLED.value, "the model call was cancelled")
         raise
     except ActivityError as err:
+        if budget.is_budget_refusal(err) and budget.hand_over_allowed():
+            journal.call_verdict(Verdict.TRANSFERRED, "token-budget", budget.BUDGET_REASON)
+            raise budget.OverBudget() from err
         # the type only: the message may quote model output, which may quote the user
         workflow.logger.warning("model call failed at turn %s: %s", state.turn, type(err.cause).__name__)
         rejection = tr.reject(state, Rule.MALFORMED_OUTPUT.value, f"model call failed: {failure_reason(err, MODEL)}")
         journal.call_verdict(Verdict.MALFORMED, rejection.rule, rejection.reason)
         return None
-    tr.record_usage(state, result.model, result.input_tokens, result.output_tokens)
+    tr.record_usage(state, result.model, result.input_tokens, result.output_tokens,
+                    result.cache_read_input_tokens, result.cache_creation_input_tokens)
     return result
 
 

@@ -221,6 +221,17 @@ class Visibility:
             key = "" if "user_id" in last_op.arguments else f", key `{last_op.idempotency_key}`"
             lines.append(f"**Last write:** `{last_op.tool}`" + (f" on `{target}`" if target else "")
                          + (" — applied" if last_op.ok else " — refused") + key)
+        if state.usage.model_calls:
+            lines.append(usage_line(state.usage))
         if state.ended_reason and not state.is_open():
             lines.append(f"**Outcome:** {state.status.value}")
         return "\n\n".join(lines)
+
+
+def usage_line(usage: Any) -> str:
+    """The details' line of a ``Usage``: calls, tokens in all (of the budget, if any), and
+    their kinds (uncached input, cache read, cache write, output) and the model."""
+    budget = f" of a {usage.budget_tokens:,}-token budget" if usage.budget_tokens else ""
+    return (f"**Model usage:** {usage.model_calls} calls, {usage.total_tokens():,} tokens{budget} (input "
+            f"{usage.input_tokens:,}, cache read {usage.cache_read_input_tokens:,}, cache write "
+            f"{usage.cache_creation_input_tokens:,}, output {usage.output_tokens:,}; model `{usage.model}`)")

@@ -51,6 +51,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("statekeeper.model")
 
 REJECTED = ErrorType.MODEL_REQUEST_REJECTED.value
+OVER_BUDGET = ErrorType.TOKEN_BUDGET_EXCEEDED.value
+COUNTED_FIELDS = ("model", "system", "messages", "tools", "tool_choice")
+"""The ``messages.create`` arguments ``messages.count_tokens`` takes (not max_tokens, metadata)."""
 UNAVAILABLE = ErrorType.MODEL_UNAVAILABLE.value
 MALFORMED = ErrorType.MALFORMED_MODEL_OUTPUT.value
 OFFLINE_BASE_URL = "http://offline-model.invalid"
@@ -180,6 +183,7 @@ class ModelActivities(ModelActivitiesApi):
         try:
             try:
                 async with heartbeating():
+                    await self._check_budget(req, kwargs)
                     response = await self.client.messages.create(**kwargs)
             except anthropic.AnthropicError as exc:
                 raise map_api_error(exc) from exc
@@ -206,9 +210,26 @@ class ModelActivities(ModelActivitiesApi):
             model=response.model,
             input_tokens=usage.input_tokens or 0,
             output_tokens=usage.output_tokens or 0,
+            cache_read_input_tokens=getattr(usage, "cache_read_input_tokens", None) or 0,
+            cache_creation_input_tokens=getattr(usage, "cache_creation_input_tokens", None) or 0,
         )
         await self._record(req, response, result)
         return result
+
+    async def _check_budget(self, req: ModelRequest, kwargs: dict[str, Any]) -> None:
+        """With a budget (``req.budget_remaining_tokens``), count the request's input tokens
+        first (``messages.count_tokens``: the provider's count; the offline stand-in's is
+        characters / 4) and raise a non-retryable ``TokenBudgetExceeded`` when the input plus
+        the output bound (``max_tokens``) would not fit the rest. SDK errors propagate."""
+        remaining = req.budget_remaining_tokens
+        if remaining is None:
+            return
+        counted = await self.client.messages.count_tokens(**{k: kwargs[k] for k in COUNTED_FIELDS if k in kwargs})
+        needed = counted.input_tokens + self.max_tokens
+        if needed > remaining:
+            raise ApplicationError(f"the next model call needs up to {needed} tokens; {remaining} are left of the "
+                                   "conversation's budget", {"needed": needed, "remaining": remaining},
+                                   type=OVER_BUDGET, non_retryable=True)
 
     async def _record(self, req: ModelRequest, response: Any, result: Optional[ModelResult]) -> None:
         """Upsert this call's decision-log row (only for requests that carry a view and a

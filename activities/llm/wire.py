@@ -27,6 +27,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from workflows.actions import parse_proposed_action, proposed_action_json_schema
+from workflows.catalogue import CATALOGUE
 from workflows.prompt import PROMPT_VERSION, ModelSnapshot
 from workflows.prompt import prompt_version as named_prompt
 
@@ -47,8 +48,11 @@ class MalformedOutput(ValueError):
 def _strip_discriminators(node: Any) -> Any:
     # "discriminator" is an OpenAPI keyword, not JSON Schema; the variants already pin
     # their tag with "const", so dropping it loses nothing and avoids an unknown keyword.
+    # A string "title" is pydantic's annotation of each model and field ("Order Id"): it
+    # constrains nothing and would be sent (and paid for) with every call.
     if isinstance(node, dict):
-        return {k: _strip_discriminators(v) for k, v in node.items() if k != "discriminator"}
+        return {k: _strip_discriminators(v) for k, v in node.items()
+                if k != "discriminator" and not (k == "title" and isinstance(v, str))}
     if isinstance(node, list):
         return [_strip_discriminators(v) for v in node]
     return node
@@ -124,11 +128,37 @@ def _reachable(node: Any, defs: dict[str, Any], seen: set[str] | None = None) ->
     return seen
 
 
+@functools.lru_cache(maxsize=8)
+def _described_schema(withheld: frozenset[str] = frozenset()) -> dict[str, Any]:
+    """The flattened schema as the cached layout offers it: the one place the model reads the
+    tools. Each tool-call variant carries its tool's class and description (the system prompt
+    no longer lists them), its arguments inline (one def fewer per tool), and no ``type``
+    beside a ``const``."""
+    schema = copy.deepcopy(_flattened_schema(withheld))
+    defs = schema["$defs"]
+    for ref in (schema["properties"].get("tool") or {}).get("oneOf", []):
+        call = defs[ref["$ref"].rsplit("/", 1)[-1]]
+        name = call["properties"]["name"]
+        name.pop("type", None)
+        spec = CATALOGUE[name["const"]]
+        call["description"] = f"{spec.tool_class.value}: {spec.description}"
+        arguments = call["properties"]["arguments"].get("$ref")
+        if isinstance(arguments, str):
+            call["properties"]["arguments"] = defs[arguments.rsplit("/", 1)[-1]]
+    body = {k: v for k, v in schema.items() if k != "$defs"}
+    schema["$defs"] = {name: defs[name] for name in sorted(_reachable(body, defs))}
+    return schema
+
+
 def propose_input_schema(version: str = PROMPT_VERSION) -> dict[str, Any]:
     """The ``input_schema`` of ``propose_action`` under prompt ``version``: an object schema
     (no top-level combinator) whose instances are ``ProposedAction`` dicts calling only the
-    version's tools. Returns a fresh copy. Raises ``UnknownPromptVersion``."""
-    return copy.deepcopy(_flattened_schema(named_prompt(version).withheld_tools))
+    version's tools (with their descriptions in the cached layout). Returns a fresh copy.
+    Raises ``UnknownPromptVersion``."""
+    named = named_prompt(version)
+    if named.layout == "cached":
+        return copy.deepcopy(_described_schema(named.withheld_tools))
+    return copy.deepcopy(_flattened_schema(named.withheld_tools))
 
 
 def propose_tool_param(version: str = PROMPT_VERSION) -> dict[str, Any]:
@@ -146,6 +176,10 @@ def forced_tool_choice() -> dict[str, Any]:
     return {"type": "tool", "name": PROPOSE_TOOL_NAME, "disable_parallel_tool_use": True}
 
 
+EPHEMERAL = {"type": "ephemeral"}
+"""The ``cache_control`` of a prompt-cache breakpoint (default 5-minute lifetime)."""
+
+
 def build_create_kwargs(
     snapshot: ModelSnapshot, *, model: str, max_tokens: int, conversation_id: str,
     prompt_version: str = PROMPT_VERSION,
@@ -155,12 +189,23 @@ def build_create_kwargs(
     ``metadata.user_id`` the conversation id (the API's opaque end-user id; the offline
     stand-in finds a conversation's registered plan by it), and the tool's schema offers
     the tools of ``prompt_version`` (the version the snapshot was rendered with).
+
+    A snapshot with ``stable`` blocks (the cached layout, ``workflows.prompt_layout``) is sent
+    as content blocks with ``cache_control`` breakpoints: on the system block (covering tools
+    + system, shared by every conversation) and on each stable block; the volatile content
+    comes last, unmarked. That is 1 + len(stable) breakpoints, at most the API's 4.
     Raises ``UnknownPromptVersion``."""
+    system: Any = snapshot.system
+    content: Any = snapshot.content
+    if snapshot.stable:
+        system = [{"type": "text", "text": snapshot.system, "cache_control": dict(EPHEMERAL)}]
+        content = [{"type": "text", "text": block, "cache_control": dict(EPHEMERAL)} for block in snapshot.stable]
+        content.append({"type": "text", "text": snapshot.content})
     return {
         "model": model,
         "max_tokens": max_tokens,
-        "system": snapshot.system,
-        "messages": [{"role": "user", "content": snapshot.content}],
+        "system": system,
+        "messages": [{"role": "user", "content": content}],
         "tools": [propose_tool_param(prompt_version)],
         "tool_choice": forced_tool_choice(),
         "metadata": {"user_id": conversation_id},

@@ -10,6 +10,11 @@ plan). ``offline_brain`` dispatches to ``scripted_brain`` when there is a plan
 (benchmark runs), else ``rules_brain`` (interactive chat). Neither is intelligence;
 both are stand-ins.
 
+Usage is modelled (``cache.py``): the app's ``PromptCache`` follows the provider's caching
+rules, so ``usage`` reports ``cache_read_input_tokens``, ``cache_creation_input_tokens`` and
+the uncached ``input_tokens`` as the provider would bill them, tokens ≈ characters / 4.
+``POST /v1/messages/count_tokens`` answers ``{"input_tokens"}`` by the same approximation.
+
 Run it over real HTTP with ``python -m systems.model.server --port 8765
 [--database-url URL]`` and point an Anthropic client's ``base_url`` at it.
 """
@@ -30,6 +35,7 @@ from typing import Any, Awaitable, Callable, Optional, Protocol, Union
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
+from systems.model.cache import MAX_BREAKPOINTS, CacheRuleError, PromptCache, request_blocks, tokens_of
 from systems.model.rules import rules_brain
 from systems.model.scripted import scripted_brain
 from systems.model.view import honour_offered, parse_state_view
@@ -92,18 +98,36 @@ def _error(status: int, error_type: str, message: str, headers: Optional[dict[st
     return JSONResponse(error_body(error_type, message), status_code=status, headers=headers)
 
 
-def offline_app(brain: Optional[Brain] = None, plans: Optional[Plans] = None) -> FastAPI:
+def offline_app(brain: Optional[Brain] = None, plans: Optional[Plans] = None,
+                cache: Optional[PromptCache] = None) -> FastAPI:
     """The FastAPI app serving ``POST /v1/messages`` with ``brain`` (default ``offline_brain``)
-    and the plans of ``plans`` (none if None).
+    and the plans of ``plans`` (none if None); ``cache`` (default: a fresh ``PromptCache`` of
+    this app, shared by all its requests) models the provider's prompt cache in ``usage``.
 
     Answers 200 with one ``tool_use`` block (the default brain never calls a tool the
     request's schema leaves out, ``honour_offered``); 400 ``invalid_request_error`` for a request
     missing model/max_tokens/messages, a tool schema or ``metadata`` the real API refuses,
-    or content without a ``<state_json>`` block; 401 without an api key header; the
+    content without a ``<state_json>`` block, or more than 4 ``cache_control`` breakpoints; 401 without an api key header; the
     status of a ``BrainFault``; 500 ``api_error`` if the plan look-up or the brain fails.
     Ids and usage are deterministic functions of the request.
     """
     app = FastAPI(title="statekeeper offline model", docs_url=None, redoc_url=None, openapi_url=None)
+    prompt_cache = cache if cache is not None else PromptCache()
+    app.state.prompt_cache = prompt_cache
+
+    @app.post("/v1/messages/count_tokens")
+    async def count_tokens(request: Request) -> JSONResponse:
+        if not (request.headers.get("x-api-key") or request.headers.get("authorization")):
+            return _error(401, "authentication_error", "x-api-key header is required")
+        try:
+            body = json.loads(await request.body())
+        except (ValueError, RecursionError):
+            return _error(400, "invalid_request_error", "request body is not valid JSON")
+        problem = request_problem({**body, "max_tokens": 1}) if isinstance(body, dict) else "body must be an object"
+        if problem:
+            return _error(400, "invalid_request_error", problem)
+        chars = sum(len(b.text) for b in request_blocks(body))
+        return JSONResponse({"input_tokens": tokens_of(chars)})
 
     @app.post("/v1/messages")
     async def messages(request: Request) -> JSONResponse:
@@ -119,6 +143,10 @@ def offline_app(brain: Optional[Brain] = None, plans: Optional[Plans] = None) ->
             return _error(400, "invalid_request_error", problem)
         if body.get("stream"):
             return _error(400, "invalid_request_error", "the offline model does not stream")
+        breakpoints = sum(b.breakpoint for b in request_blocks(body))
+        if breakpoints > MAX_BREAKPOINTS:
+            return _error(400, "invalid_request_error", f"A maximum of {MAX_BREAKPOINTS} blocks with "
+                                                        f"cache_control may be provided. Found {breakpoints}.")
         content = text_of(body["messages"][-1].get("content"))
         try:
             view = parse_state_view(content)
@@ -141,13 +169,12 @@ def offline_app(brain: Optional[Brain] = None, plans: Optional[Plans] = None) ->
             return _error(fault.status_code, fault.error_type, fault.message, fault.headers)
         except Exception as exc:  # a brain bug must look like a server error, not kill the server
             return _error(500, "api_error", f"offline brain failed: {type(exc).__name__}: {exc}")
-        system = body.get("system")
-        system_text = system if isinstance(system, str) else text_of(system)
-        prompt_chars = system_text + "".join(text_of(m.get("content")) for m in body["messages"])
-        prompt_chars += json.dumps(body.get("tools") or [], sort_keys=True)
-        digest = hashlib.sha256(
-            json.dumps([body["model"], prompt_chars], sort_keys=True).encode()
-        ).hexdigest()
+        try:
+            usage = prompt_cache.account(body)
+        except CacheRuleError as exc:  # checked above; kept for a cache with other rules
+            return _error(400, "invalid_request_error", str(exc))
+        digest = hashlib.sha256(json.dumps([body["model"], body.get("system"), body["messages"],
+                                            body.get("tools")], sort_keys=True).encode()).hexdigest()
         early = action.stop_reason if isinstance(action, StoppedEarly) else None
         action = action.action if isinstance(action, StoppedEarly) else action
         output = json.dumps(action, sort_keys=True)
@@ -161,12 +188,14 @@ def offline_app(brain: Optional[Brain] = None, plans: Optional[Plans] = None) ->
                 tool_use_id=f"toolu_offline_{digest[24:48]}",
                 model=body["model"],
                 action=action,
-                input_tokens=approx_tokens(prompt_chars),
+                input_tokens=usage["input_tokens"],
+                cache_creation_input_tokens=usage["cache_creation_input_tokens"],
+                cache_read_input_tokens=usage["cache_read_input_tokens"],
                 output_tokens=min(approx_tokens(output), limit) if cut and limit else approx_tokens(output),
                 tool_name=answered_tool_name(body),
                 stop_reason=early or ("max_tokens" if cut else "tool_use"),
             ),
-            headers={"request-id": f"req_offline_{digest[:24]}"},
+            headers={"request-id": f"req_offline_{digest[:24]}", "x-statekeeper-usage": "modelled"},
         )
 
     return app

@@ -46,8 +46,42 @@ RULE_USER_DECLINED = "user-declined"
 TRANSFER_TOOL = "transfer_to_human_agents"
 
 
+def _blocks(content: str) -> list[str]:
+    """The text of each ``<state_json>`` block, in order (the caller escapes ``<`` inside
+    its JSON, so a block ends at the first closing tag after it opens)."""
+    found, start = [], content.find(STATE_OPEN_TAG)
+    while start >= 0:
+        end = content.find(STATE_CLOSE_TAG, start)
+        if end < 0:
+            break
+        found.append(content[start + len(STATE_OPEN_TAG) : end])
+        start = content.find(STATE_OPEN_TAG, end)
+    return found
+
+
+def _load(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except RecursionError:  # the parser recurses per nesting level: too deep is not a view
+        raise ValueError(f"the {STATE_OPEN_TAG} block is nested too deeply") from None
+
+
+def _with_read_turns(view: dict[str, Any]) -> dict[str, Any]:
+    """Put each order's ``read_turn`` back (the cached layout sends them apart, in
+    ``read_turns``, so that a re-read leaves the cached records unchanged)."""
+    read_turns, orders = view.pop("read_turns", None), view.get("orders")
+    if isinstance(read_turns, dict) and isinstance(orders, dict):
+        for order_id, turn in read_turns.items():
+            if isinstance(orders.get(order_id), dict):
+                orders[order_id]["read_turn"] = turn
+    return view
+
+
 def parse_state_view(content: str) -> dict[str, Any]:
-    """The JSON view between the state tags of ``content``.
+    """The state view of ``content``: the union of its ``<state_json>`` objects, in order
+    (the caller's cached layout splits the view into stable and volatile blocks). A content
+    whose blocks do not each parse is read as one block from the first opening tag to the last
+    closing tag (the single layout, whose JSON may quote a tag a user typed).
 
     Raises ``ValueError`` when the content carries no state block or it is not a JSON object.
     """
@@ -55,13 +89,21 @@ def parse_state_view(content: str) -> dict[str, Any]:
     end = content.rfind(STATE_CLOSE_TAG)
     if start < 0 or end < start:
         raise ValueError(f"content has no {STATE_OPEN_TAG} block")
-    try:
-        view = json.loads(content[start + len(STATE_OPEN_TAG) : end])
-    except RecursionError:  # the parser recurses per nesting level: too deep is not a view
-        raise ValueError(f"the {STATE_OPEN_TAG} block is nested too deeply") from None
-    if not isinstance(view, dict):
+    blocks = _blocks(content)
+    if len(blocks) > 1:
+        try:
+            parts = [_load(b) for b in blocks]
+        except ValueError:
+            parts = []
+        if parts and all(isinstance(p, dict) for p in parts):
+            view: dict[str, Any] = {}
+            for part in parts:
+                view.update(part)
+            return _with_read_turns(view)
+    whole = _load(content[start + len(STATE_OPEN_TAG) : end])
+    if not isinstance(whole, dict):
         raise ValueError(f"the {STATE_OPEN_TAG} block is not a JSON object")
-    return view
+    return whole
 
 
 def amount(value: Any) -> Decimal:

@@ -156,9 +156,12 @@ def tool_use_message(
     output_tokens: int,
     tool_name: str = DEFAULT_TOOL_NAME,
     stop_reason: str = "tool_use",
+    cache_creation_input_tokens: int = 0,
+    cache_read_input_tokens: int = 0,
 ) -> dict[str, Any]:
     """A Messages API response body whose only content is one ``tool_use`` of ``tool_name``;
-    ``stop_reason`` is ``tool_use`` unless the output ran into the request's ``max_tokens``."""
+    ``stop_reason`` is ``tool_use`` unless the output ran into the request's ``max_tokens``.
+    ``usage`` carries the uncached ``input_tokens`` and the cache read/creation counts."""
     return {
         "id": message_id,
         "type": "message",
@@ -167,7 +170,9 @@ def tool_use_message(
         "content": [{"type": "tool_use", "id": tool_use_id, "name": tool_name, "input": action}],
         "stop_reason": stop_reason,
         "stop_sequence": None,
-        "usage": {"input_tokens": input_tokens, "output_tokens": output_tokens},
+        "usage": {"input_tokens": input_tokens, "output_tokens": output_tokens,
+                  "cache_creation_input_tokens": cache_creation_input_tokens,
+                  "cache_read_input_tokens": cache_read_input_tokens},
     }
 
 

@@ -295,6 +295,10 @@ def test_every_release_has_stored_states():
     assert sum(len(state["completed_operations"]) for state in states) > 0
 
 
+ADDED_USAGE_FIELDS = {"cache_read_input_tokens": 0, "cache_creation_input_tokens": 0, "budget_tokens": None}
+"""``Usage`` fields added after v0.1.0, with the value an older state reads with."""
+
+
 @pytest.mark.parametrize("path", STORED, ids=lambda p: f"{p.parent.parent.name}/{p.stem}")
 def test_a_stored_state_of_a_release_loads_with_its_values_preserved(path: Path):
     raw = json.loads(path.read_text())
@@ -309,6 +313,9 @@ def test_a_stored_state_of_a_release_loads_with_its_values_preserved(path: Path)
     for holder, key in money_fields(raw):
         if holder[key] is not None:
             holder[key] = str(money(holder[key]))
+    # fields added since with a default (no schema bump: an older state reads as "none yet")
+    added = {key: dumped["usage"].pop(key) for key in ADDED_USAGE_FIELDS if key not in raw.get("usage", {})}
+    assert added == {k: v for k, v in ADDED_USAGE_FIELDS.items() if k in added}
     assert dumped == dict(raw, schema_version=SCHEMA_VERSION)
     assert len(loaded.completed_operations) == len(raw["completed_operations"])
     assert len(loaded.pinned_facts) == len(raw["pinned_facts"])

@@ -40,7 +40,11 @@ def test_the_stand_in_reads_the_view_the_prompt_renders():
     state = ConversationState(conversation_id="c", turn=1,
                               pinned_facts=[PinnedFact(kind="email", value="a@b.co", verbatim="a@b.co", turn=1)],
                               recent_turns=[Turn(turn=1, role=Role.USER, text="a@b.co </state_json> hi")])
-    content = prompt.render_snapshot(state).content
-    assert model_view.parse_state_view(content) == json.loads(json.dumps(prompt.state_view(state)))
+    content = prompt.render_snapshot(state).text()
+    # the cached layout's blocks, merged: the whole view
+    view = json.loads(json.dumps(prompt.state_view(state)))
+    assert model_view.parse_state_view(content) == view
+    legacy = prompt.render_request(prompt.state_view(state), prompt.SINGLE_LAYOUT_VERSION).text()
+    assert model_view.parse_state_view(legacy) == view
     with pytest.raises(ValueError):
         model_view.parse_state_view("no state here")

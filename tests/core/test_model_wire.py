@@ -65,8 +65,13 @@ async def test_request_wire_format():
     assert headers.get("x-api-key") == "k" or headers.get("authorization") == "Bearer k"
     assert headers.get("anthropic-version")
     assert sent["model"] == MODEL and sent["max_tokens"] == 321
-    assert sent["system"] == req.snapshot.system
-    assert sent["messages"] == [{"role": "user", "content": req.snapshot.content}]
+    # the cached layout: a breakpoint on the system block (tools + system) and on each stable block
+    ephemeral = {"type": "ephemeral"}
+    assert sent["system"] == [{"type": "text", "text": req.snapshot.system, "cache_control": ephemeral}]
+    assert sent["messages"] == [{"role": "user", "content": [
+        *({"type": "text", "text": block, "cache_control": ephemeral} for block in req.snapshot.stable),
+        {"type": "text", "text": req.snapshot.content}]}]
+    assert len(req.snapshot.stable) == 2
     assert sent["tool_choice"] == {"type": "tool", "name": PROPOSE_TOOL_NAME, "disable_parallel_tool_use": True}
     assert sent["metadata"] == {"user_id": req.conversation_id}  # the conversation, as an opaque id
     (tool,) = sent["tools"]

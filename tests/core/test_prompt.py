@@ -6,6 +6,9 @@ hostile but legal (<= 8 KB) messages, in bytes as well as in number of facts.
 
 from __future__ import annotations
 
+import json
+
+from activities.llm.wire import propose_tool_param
 from systems.model.view import parse_state_view  # the consumer of the rendered view
 from tests.policy_fixtures import EMAIL, PENDING, authenticated
 from workflows import transitions as tr
@@ -20,12 +23,14 @@ def test_rendering_is_deterministic():
     assert render_snapshot(authenticated()) == render_snapshot(authenticated())
 
 
-def test_system_prompt_has_every_policy_clause_and_every_tool():
+def test_system_prompt_has_every_policy_clause_and_the_request_every_tool():
     system = render_snapshot(authenticated()).system
     for clause in POLICY_CLAUSES:
         assert f"[{clause}]" in system
+    # the current prompt describes the tools once, in the tool's input schema
+    offered = json.dumps(propose_tool_param())
     for tool in ("cancel_pending_order", "exchange_delivered_order_items", "get_product_details"):
-        assert tool in system
+        assert tool in offered
 
 
 def test_fact_from_turn_4_is_still_in_the_prompt_at_turn_30_while_old_turns_are_gone():
@@ -34,7 +39,7 @@ def test_fact_from_turn_4_is_still_in_the_prompt_at_turn_30_while_old_turns_are_
         text = f"please look at order {PENDING}" if turn == 4 else f"small talk number {turn}"
         tr.receive_user_message(state, text)
         tr.add_turn(state, Role.ASSISTANT, f"reply {turn}")
-    view = parse_state_view(render_snapshot(state).content)
+    view = parse_state_view(render_snapshot(state).text())
     assert state.turn == 30
     assert len(view["recent_turns"]) == PROMPT_TURNS
     assert len(state.recent_turns) == RECENT_TURNS_KEPT
@@ -50,14 +55,14 @@ def test_prompt_size_is_bounded_however_long_the_conversation():
     for turn in range(200):
         tr.receive_user_message(state, "x" * 500)
         tr.add_turn(state, Role.ASSISTANT, "y" * 500)
-        sizes.append(len(render_snapshot(state).content))
+        sizes.append(len(render_snapshot(state).text()))
     assert sizes[-1] - sizes[50] < 50  # only the turn numbers grow by a digit
 
 
 def test_last_rejection_reason_is_rendered():
     state = authenticated()
     tr.reject(state, Rule.CANCEL_PENDING_ONLY.value, "order is delivered")
-    content = render_snapshot(state).content
+    content = render_snapshot(state).text()
     assert "[cancel-pending-only]: order is delivered" in content
     assert parse_state_view(content)["rejections"][-1]["rule"] == "cancel-pending-only"
 
@@ -93,7 +98,7 @@ def test_prompt_stays_bounded_with_many_steps_operations_and_rejections():
         tr.start_step(state, f"op-{n}", call.name, "Cancel order " + PENDING, operation_id=f"op-{n}")
         tr.apply_write_result(state, call, f"op-{n}", f"k-{n}", "Error: non-pending order cannot be cancelled", False)
         tr.reject(state, Rule.TOOL_ERROR.value, "Error: non-pending order cannot be cancelled")
-        sizes.append(len(render_snapshot(state).content))
+        sizes.append(len(render_snapshot(state).text()))
     assert sizes[-1] - sizes[100] < 100  # only the counters grow
 
 
@@ -120,7 +125,7 @@ def test_prompt_stays_bounded_under_legal_messages():
         assert len(text.encode()) <= 8192
         tr.receive_user_message(state, text)
         snap = render_snapshot(state)
-        sizes.append(len(snap.system) + len(snap.content))
+        sizes.append(len(snap.system) + len(snap.text()))
     # the prompt keeps 6 turns (<= 48 KB of user text) plus bounded windows: it should
     # not be megabytes. It is: every 5-digit number is pinned forever and rendered.
     assert sizes[-1] < 1_000_000, f"snapshot grew to {sizes[-1]} bytes after 30 legal messages: {sizes[::5]}"
@@ -149,7 +154,7 @@ def test_pinned_facts_bytes_are_bounded_not_just_their_count():
     for i in range(35):
         tr.receive_user_message(state, _name_message(i))
     snap = render_snapshot(state)
-    size = len(snap.system) + len(snap.content)
+    size = len(snap.system) + len(snap.text())
     facts = [f for f in state.pinned_facts if f.kind == "name"]
     assert size < 1_000_000, (f"snapshot is {size} bytes after 35 legal messages; "
                               f"{len(facts)} name facts, verbatim {len(facts[0].verbatim)} chars each")

@@ -9,7 +9,7 @@ import json
 import pytest
 
 import tests.core.test_offline_model as offline
-from activities.llm.wire import _flattened_schema, build_create_kwargs, propose_input_schema
+from activities.llm.wire import _described_schema, _flattened_schema, build_create_kwargs, propose_input_schema
 from starter.backtest import BacktestError, check_prompt_version
 from systems.model.server import offline_brain
 from systems.model.view import honour_offered
@@ -19,6 +19,7 @@ from workflows.catalogue import CATALOGUE
 from workflows.prompt import (
     PROMPT_VERSION,
     PROMPT_VERSIONS,
+    SINGLE_LAYOUT_VERSION,
     UnknownPromptVersion,
     render_request,
     render_system,
@@ -47,7 +48,7 @@ def schema_tools(schema: dict) -> set[str]:
 @pytest.mark.parametrize("version", sorted(PROMPT_VERSIONS))
 def test_every_version_withholds_only_catalogue_tools_and_offers_the_rest_on_the_wire(version):
     withheld = PROMPT_VERSIONS[version].withheld_tools
-    assert withheld <= set(CATALOGUE) and version.startswith(PROMPT_VERSION)
+    assert withheld <= set(CATALOGUE) and version.startswith((PROMPT_VERSION, SINGLE_LAYOUT_VERSION))
     schema = kwargs_for(version)["tools"][0]["input_schema"]
     assert schema_tools(schema) == set(CATALOGUE) - withheld
     assert {t["name"] for t in tool_catalogue(version)} == set(CATALOGUE) - withheld
@@ -60,11 +61,15 @@ def test_the_no_returns_schema_leaves_out_the_return_tool_and_its_argument_model
     assert RETURN not in schema_tools(schema)
     assert not {"ReturnDeliveredOrderItemsCall", "ReturnDeliveredOrderItemsArgs"} & set(schema["$defs"])
     assert RETURN not in json.dumps(schema)
-    assert f'"name":"{RETURN}"' not in render_system(NO_RETURNS)
-    assert f'"name":"{RETURN}"' in render_system(PROMPT_VERSION)
+    assert RETURN not in render_system(NO_RETURNS)
+    assert f'"name":"{RETURN}"' in render_system(SINGLE_LAYOUT_VERSION)  # the single layout lists tools
+    assert f'"name":"{RETURN}"' not in render_system(f"{SINGLE_LAYOUT_VERSION}-no-returns")
     # the current version's request is what it was before versions withheld anything
-    assert propose_input_schema() == propose_input_schema(PROMPT_VERSION) == _flattened_schema()
+    assert propose_input_schema() == propose_input_schema(PROMPT_VERSION) == _described_schema()
+    assert propose_input_schema(SINGLE_LAYOUT_VERSION) == _flattened_schema()
     assert RETURN in schema_tools(propose_input_schema())
+    # the cached layout names each tool's class and description in the schema, the one place
+    assert "write: " in json.dumps(propose_input_schema()) and RETURN not in render_system(PROMPT_VERSION)
 
 
 def test_withholding_every_tool_leaves_no_tool_call_kind():
@@ -85,7 +90,7 @@ def test_an_unknown_prompt_version_is_a_clear_error():
         kwargs_for("2019-01-01")
     with pytest.raises(UnknownPromptVersion):
         propose_input_schema("nope")
-    with pytest.raises(BacktestError, match=f"unknown prompt version 'nope'; known: {PROMPT_VERSION}, "):
+    with pytest.raises(BacktestError, match=f"unknown prompt version 'nope'; known: {SINGLE_LAYOUT_VERSION}, .*{PROMPT_VERSION}, "):
         check_prompt_version("nope")
     assert check_prompt_version(NO_RETURNS) == NO_RETURNS
 

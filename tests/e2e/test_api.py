@@ -114,6 +114,10 @@ async def test_message_authenticates_customer_and_bad_messages_leave_state_uncha
     assert state["customer"] is not None, state
     assert state["customer"]["user_id"] == user_id
     assert state["turn"] == 1
+    # the model calls' usage, with the prompt cache's reads and writes (issue 8, item 5)
+    usage = state["usage"]
+    assert usage["model_calls"] >= 1 and usage["cache_creation_input_tokens"] > 1000
+    assert {"input_tokens", "output_tokens", "cache_read_input_tokens", "model", "budget_tokens"} <= set(usage)
     before = state
 
     # Empty and whitespace-only text: refused by the workflow's update validator.

@@ -1,0 +1,63 @@
+"""Token accounting and the per-conversation budget on a real Temporal dev server: usage with
+cache reads and writes accumulates in the state (the query) and the operators' details; a
+conversation whose next model call would pass its budget is handed to a human agent, with a
+clear reply, a ticket and the transferred status."""
+
+from __future__ import annotations
+
+from temporalio.api.sdk.v1 import WorkflowMetadata
+
+from starter.client import StatekeeperClient
+from tests.policy_fixtures import EMAIL, PENDING
+from tests.workflow_harness import NO_APPROVALS, running_worker
+from workflows import replies
+from workflows.budget import BUDGET_REASON
+
+
+async def details(env, cid: str) -> str:
+    metadata = await env.client.get_workflow_handle(f"support-{cid}").query(
+        "__temporal_workflow_metadata", result_type=WorkflowMetadata)
+    return metadata.current_details
+
+
+async def test_usage_with_cache_reads_and_writes_shows_in_the_query_and_the_details(temporal_env, settings):
+    async with running_worker(temporal_env, settings) as (client, _):
+        cid = await client.start_conversation("usage-shown")
+        await client.send_message(cid, f"Hi, my email is {EMAIL}")
+        first = (await client.state(cid)).usage
+        assert first.model_calls >= 2 and first.model == settings.offline_model_name
+        # the first call wrote the shared prefix; the calls after it read it
+        assert first.cache_creation_input_tokens > 1000 and first.cache_read_input_tokens > 1000
+        assert first.input_tokens > 0 and first.output_tokens > 0 and first.budget_tokens is None
+        await client.send_message(cid, f"What is the status of order {PENDING}?")
+        second = (await client.state(cid)).usage
+        assert second.model_calls > first.model_calls
+        assert second.cache_read_input_tokens > first.cache_read_input_tokens
+        assert second.total_tokens() > first.total_tokens()
+        shown = await details(temporal_env, cid)
+        assert f"**Model usage:** {second.model_calls} calls, {second.total_tokens():,} tokens" in shown
+
+
+async def test_a_conversation_past_its_budget_is_handed_to_a_human(temporal_env, settings):
+    async with running_worker(temporal_env, settings) as (_, backend):
+        client = StatekeeperClient(temporal_env.client, settings.task_queue, settings.write_timeout_seconds,
+                                   approvals=NO_APPROVALS, token_budget=6000)
+        cid = await client.start_conversation("over-budget")
+        # turn 1 needs three calls of about 4,000 tokens each: the second no longer fits
+        reply = await client.send_message(cid, f"Hi, my email is {EMAIL}")
+        assert reply.text == replies.BUDGET_EXCEEDED and reply.status == "transferred"
+        state = await client.state(cid)
+        assert state.status.value == "transferred" and state.ended_reason == BUDGET_REASON
+        assert state.usage.budget_tokens == 6000
+        assert 0 < state.usage.total_tokens() <= 6000 and state.usage.model_calls == 1
+        [ticket] = backend.tickets("main")
+        assert "token budget" in ticket["summary"] and ticket["ticket_key"] == f"transfer:{cid}:t1"
+        assert "of a 6,000-token budget" in await details(temporal_env, cid)
+
+
+async def test_without_a_budget_nothing_is_counted_ahead_or_handed_over(temporal_env, settings):
+    async with running_worker(temporal_env, settings) as (client, backend):
+        cid = await client.start_conversation("no-budget")
+        reply = await client.send_message(cid, f"Hi, my email is {EMAIL}")
+        assert reply.status == "active" and reply.text != replies.BUDGET_EXCEEDED
+        assert backend.tickets("main") == []
