@@ -38,6 +38,7 @@ from starter.journal_cli import decisions, journal_app, transcript
 from starter.keys_cli import keys_app
 from starter.links import link
 from starter.logs import cli_logging, configure_logging
+from starter.health import worker_health
 from starter.migrate_cli import migrate, migrate_journal
 from starter.preflight import StartupRefused
 from starter.runtime import runtime
@@ -54,6 +55,7 @@ app.command()(erase)
 app.add_typer(retention_app, name="retention")
 app.command("codec-server")(codec_server)
 app.command()(migrate)
+app.command("worker-health")(worker_health)
 app.callback()(cli_logging)
 console = Console()
 
