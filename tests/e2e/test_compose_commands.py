@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 import re
 import secrets
-import shutil
 import socket
 import subprocess
 import sys
@@ -173,7 +172,6 @@ def start(processes: list[subprocess.Popen], name: str, argv: list[str], env: di
     return proc, log
 
 
-@pytest.mark.skipif(shutil.which("psql") is None, reason="the journal-db job's psql is not installed")
 def test_every_compose_service_command_runs_and_becomes_healthy(local: Local, processes, tmp_path: Path):
     base = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
 
