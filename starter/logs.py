@@ -15,6 +15,8 @@ import logging
 import re
 from typing import Optional, Union
 
+from opentelemetry import trace
+
 EMAIL = re.compile(r"[A-Za-z0-9._%+-]+(?:@|%40)[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}")
 """An e-mail address, also URL-encoded (``%40``: in a request line of the access log)."""
 USER_ID = re.compile(r"\b[a-z]+_[a-z]+_\d{4}\b", re.ASCII)
@@ -78,11 +80,16 @@ class TraceContextFilter(logging.Filter):
     a record."""
 
     def filter(self, record: logging.LogRecord) -> bool:
+        # no import here: a record logged inside the workflow sandbox would import through it
         if not hasattr(record, "trace_id"):
-            from starter.telemetry import current_trace_id
-
             record.trace_id = current_trace_id() or "-"
         return True
+
+
+def current_trace_id() -> Optional[str]:
+    """The current OpenTelemetry span's trace id as 32 hex digits, None outside any span."""
+    context = trace.get_current_span().get_span_context()
+    return format(context.trace_id, "032x") if context.is_valid else None
 
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s trace_id=%(trace_id)s: %(message)s"

@@ -74,9 +74,3 @@ def telemetry_runtime(settings: Settings) -> Optional[Runtime]:
             _runtimes[key] = Runtime(telemetry=TelemetryConfig(
                 metrics=metrics, global_tags={"service_name": settings.otel_service_name}))
         return _runtimes[key]
-
-
-def current_trace_id() -> Optional[str]:
-    """The current span's trace id as 32 hex digits, None outside any span."""
-    context = trace.get_current_span().get_span_context()
-    return format(context.trace_id, "032x") if context.is_valid else None
