@@ -106,8 +106,8 @@ def test_a_dynamic_config_file_is_provided(services: dict[str, Any]) -> None:
     path = _env(temporal)["DYNAMIC_CONFIG_FILE_PATH"]
     mounts = {m.split(":")[1]: m.split(":")[0] for m in temporal["volumes"]}
     source = mounts["/etc/temporal/config/dynamicconfig"]
-    assert path.startswith("config/dynamicconfig/")  # relative to the image's /etc/temporal
-    local = REPO / source / path.removeprefix("config/dynamicconfig/")
+    assert path.startswith("/etc/temporal/config/dynamicconfig/")
+    local = REPO / source / path.removeprefix("/etc/temporal/config/dynamicconfig/")
     config = yaml.safe_load(local.read_text())
     assert config and all(isinstance(v, list) and all("value" in c for c in v) for v in config.values())
     assert config["limit.maxIDLength"][0]["value"] >= 1000  # our workflow ids
@@ -138,7 +138,8 @@ def test_every_long_running_service_has_a_healthcheck(services: dict[str, Any]) 
         assert check.get("test") and check["test"][0] in ("CMD", "CMD-SHELL"), name
         assert check.get("interval") and check.get("timeout") and int(check.get("retries", 0)) > 0, name
         assert services[name].get("restart") == "unless-stopped", name
-    assert services["temporal"]["healthcheck"]["test"][1:5] == ["temporal", "operator", "cluster", "health"]
+    assert "temporal operator cluster health --address 127.0.0.1:7233" in services["temporal"]["healthcheck"]["test"][1]
+    assert "temporal operator cluster health" in _command_text(services["temporal-setup"])
     assert services["worker"]["healthcheck"]["test"][1:] == ["statekeeper", "worker-health"]
 
 

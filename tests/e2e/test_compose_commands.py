@@ -70,7 +70,7 @@ class Local:
         suffix = uuid.uuid4().hex[:10]
         self.databases = {"statekeeper": f"sk_sor_{suffix}", "statekeeper_journal": f"sk_journal_{suffix}"}
         self.server = sa.make_url(POSTGRES_URL)
-        self.ports = {8000: free_port(), 8234: free_port(), 8080: self.ui_port}
+        self.ports = {8000: free_port(), 8234: free_port(), 8080: self.ui_port, 7233: int(self.temporal.split(":")[1])}
 
     def url(self, compose_url: str) -> str:
         url = sa.make_url(compose_url)
@@ -190,6 +190,7 @@ def test_every_compose_service_command_runs_and_becomes_healthy(local: Local, pr
 
     # one-shot jobs, each twice: they must end, succeed and be idempotent
     setup_env = {**base, **{k: local.argv([v])[0] for k, v in (SERVICES["temporal-setup"]["environment"]).items()}}
+    assert setup_env["TEMPORAL_ADDRESS"] == local.temporal
     for _ in range(2):
         done = run(local.argv(command("temporal-setup")), setup_env)
         assert done.returncode == 0, done.stdout + done.stderr
