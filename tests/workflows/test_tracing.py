@@ -90,3 +90,27 @@ async def test_a_conversation_is_one_trace_from_client_to_activity_and_its_logs_
     assert len(lines) == len(seen) >= 1
     for line, trace_id in zip(lines, seen):
         assert f"trace_id={trace_id}:" in line, line
+
+
+async def test_sdk_metrics_are_served_for_prometheus_when_configured(temporal_env, settings: Settings):
+    import socket
+
+    import httpx
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    address = temporal_env.client.service_client.config.target_host
+    settings = settings.model_copy(update={"temporal_address": address, "metrics_prometheus_address": f"127.0.0.1:{port}"})
+    client = await connect(settings)
+    backend = build_backend(settings)
+    async with build_worker(client, settings, backend):
+        conversations = StatekeeperClient(client, settings.task_queue, settings.write_timeout_seconds,
+                                          approvals=NO_APPROVALS)
+        cid = await conversations.start_conversation(f"metrics-{uuid.uuid4().hex[:6]}")
+        await conversations.send_message(cid, f"Hi, my email is {EMAIL}")
+        async with httpx.AsyncClient() as http:
+            scraped = (await http.get(f"http://127.0.0.1:{port}/metrics")).text
+    assert "temporal_request" in scraped and "temporal_workflow_task" in scraped, scraped[:2000]
+    assert 'service_name="statekeeper"' in scraped
+    assert settings.task_queue in scraped  # the worker's own series
