@@ -39,7 +39,7 @@ from starter.keys_cli import keys_app
 from starter.links import link
 from starter.logs import cli_logging, configure_logging
 from starter.health import worker_health
-from starter.migrate_cli import migrate, migrate_journal
+from starter.migrate_cli import migrate, migrate_for_dev
 from starter.preflight import StartupRefused
 from starter.runtime import runtime
 from starter.taubench import TauBenchRunner, load_tasks, report_json
@@ -92,7 +92,7 @@ def dev(detach: bool = typer.Option(False, "--detach", help="Run in the backgrou
         return
 
     async def main() -> None:
-        await asyncio.to_thread(migrate_journal, settings)  # statekeeper's own schema (Alembic), first
+        await migrate_for_dev(settings)  # statekeeper's own schema (Alembic), first
         async with runtime(settings, create_key=True) as rt, contextlib.AsyncExitStack() as stack:
             where = "started embedded server" if rt.started_server else "using the server already running"
             served: Optional[str] = None

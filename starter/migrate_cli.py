@@ -27,6 +27,18 @@ def migrate_journal(settings: Settings) -> tuple[str | None, str]:
         engine.dispose()
 
 
+async def migrate_for_dev(settings: Settings) -> None:
+    """``statekeeper dev``: migrate the journal database first; if it is unreachable, say so and
+    go on (the journal is an audit record: the stores migrate on first use once it is back)."""
+    import asyncio
+
+    try:
+        await asyncio.to_thread(migrate_journal, settings)
+    except Exception as err:  # noqa: BLE001 - the database's error text may hold its URL
+        console.print(f"[yellow]statekeeper dev: the journal database is not migrated yet ({type(err).__name__}); "
+                      "it will be on first use[/]")
+
+
 def migrate() -> None:
     """Migrate statekeeper's own database (journal, audit log, API keys) to the newest schema."""
     from starter.cli import _interruptible, _settings
