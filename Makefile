@@ -1,5 +1,5 @@
 # statekeeper developer entry points. Everything runs from the project venv (.venv).
-#   make venv    create .venv and install the project with its test extras (idempotent)
+#   make venv    create .venv and install the project with its test and dev extras (idempotent)
 #   make demo    start the embedded Temporal server + worker in the background, run the 20 dev
 #                τ-bench tasks offline, print the summary and the Web UI URL
 #   make stop    stop the background server started by make demo (`statekeeper stop` does so
@@ -29,7 +29,7 @@ venv: $(STAMP)
 # The stamp depends on pyproject.toml: a changed dependency list reinstalls, nothing else does.
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -e '.[test]'
+	$(BIN)/pip install -e '.[test,dev]'
 	touch $(STAMP)
 
 # Starts the embedded Temporal dev server (Web UI) and a worker in the background

@@ -127,6 +127,37 @@ class Settings(BaseSettings):
     """True: the project's workflow modules load inside the workflow sandbox in every run
     (strict, slower; the tests run so); False: they are passed through (see ``worker``)."""
 
+    # --- a secured Temporal (mTLS, API key) and telemetry: starter.connection, starter.telemetry ---
+    temporal_tls: bool = False
+    """True: TLS to Temporal with the system's root CAs (implied by any ``temporal_tls_*`` path
+    or server name; with only ``temporal_api_key`` set the SDK turns TLS on itself)."""
+    temporal_tls_server_ca_cert: Optional[Path] = None
+    """PEM file of the CA that signed the server's certificate (None: the system's roots)."""
+    temporal_tls_client_cert: Optional[Path] = None
+    """PEM file of this client's certificate (mTLS; needs ``temporal_tls_client_key``)."""
+    temporal_tls_client_key: Optional[Path] = None
+    """PEM file of this client's private key (mTLS)."""
+    temporal_tls_server_name: Optional[str] = None
+    """Name to verify the server's certificate against (None: the address's host)."""
+    temporal_api_key: Optional[SecretStr] = None
+    """Temporal Cloud API key (sent as a bearer token; TLS on)."""
+    otel_exporter_otlp_endpoint: Optional[str] = None
+    """OTLP/HTTP traces endpoint, e.g. ``http://otel-collector:4318/v1/traces``. None: spans are
+    still made (the trace id of every log line) but exported nowhere."""
+    otel_service_name: str = "statekeeper"
+    metrics_prometheus_address: Optional[str] = None
+    """``host:port`` where the Temporal SDK's metrics are served for Prometheus (None: off)."""
+    metrics_otlp_endpoint: Optional[str] = None
+    """OTLP/gRPC collector URL the SDK's metrics are pushed to, e.g. ``http://otel-collector:4317`` (None: off)."""
+
+    @field_validator("temporal_tls_server_ca_cert", "temporal_tls_client_cert", "temporal_tls_client_key",
+                     "temporal_tls_server_name", "temporal_api_key", "otel_exporter_otlp_endpoint",
+                     "metrics_prometheus_address", "metrics_otlp_endpoint", mode="before")
+    @classmethod
+    def _empty_is_unset(cls, value: object) -> object:
+        # compose passes an unset variable as "" (``${VAR:-}``): that means "not configured"
+        return None if isinstance(value, str) and not value.strip() else value
+
     @field_validator("data_dir")
     @classmethod
     def _absolute_data_dir(cls, value: Path) -> Path:

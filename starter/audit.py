@@ -20,7 +20,7 @@ from typing import Optional
 import sqlalchemy as sa
 from pydantic import BaseModel
 
-from activities.journal.tables import make_engine
+from activities.journal.tables import create_schema, make_engine
 
 metadata = sa.MetaData()
 
@@ -55,17 +55,13 @@ def _utc(value: datetime) -> datetime:
 
 
 class AuditLog:
-    """The audit log at SQLAlchemy ``url`` (table created if missing). Thread-safe; each
+    """The audit log at SQLAlchemy ``url`` (tables migrated to the newest schema if needed). Thread-safe; each
     call is one transaction. Raises ``sqlalchemy.exc.SQLAlchemyError`` when the database fails
     (a read of personal data whose audit entry cannot be written must not be served)."""
 
     def __init__(self, url: str) -> None:
         self.engine = make_engine(url)
-        with self.engine.begin() as conn:
-            if self.engine.dialect.name == "postgresql":
-                # several processes may start at once; serialize the CREATE TABLE
-                conn.execute(sa.select(sa.func.pg_advisory_xact_lock(sa.func.hashtext("statekeeper-audit"))))
-            metadata.create_all(conn, checkfirst=True)
+        create_schema(self.engine)  # the journal database's migrations (activities.journal.migrate)
 
     def close(self) -> None:
         """Release the connection pool."""

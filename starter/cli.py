@@ -38,6 +38,8 @@ from starter.journal_cli import decisions, journal_app, transcript
 from starter.keys_cli import keys_app
 from starter.links import link
 from starter.logs import cli_logging, configure_logging
+from starter.health import worker_health
+from starter.migrate_cli import migrate, migrate_for_dev
 from starter.preflight import StartupRefused
 from starter.runtime import runtime
 from starter.taubench import TauBenchRunner, load_tasks, report_json
@@ -52,6 +54,8 @@ app.command()(backtest)
 app.command()(erase)
 app.add_typer(retention_app, name="retention")
 app.command("codec-server")(codec_server)
+app.command()(migrate)
+app.command("worker-health")(worker_health)
 app.callback()(cli_logging)
 console = Console()
 
@@ -88,6 +92,7 @@ def dev(detach: bool = typer.Option(False, "--detach", help="Run in the backgrou
         return
 
     async def main() -> None:
+        await migrate_for_dev(settings)  # statekeeper's own schema (Alembic), first
         async with runtime(settings, create_key=True) as rt, contextlib.AsyncExitStack() as stack:
             where = "started embedded server" if rt.started_server else "using the server already running"
             served: Optional[str] = None

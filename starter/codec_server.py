@@ -88,6 +88,11 @@ def codec_app(codec: PayloadCodec, origins: Sequence[str], access: Access) -> Fa
             return JSONResponse(status_code=status_for(err), content={"detail": str(err)})
         return Response(json_format.MessageToJson(Payloads(payloads=done)), media_type="application/json")
 
+    @app.get("/healthz")
+    async def healthz() -> dict[str, str]:
+        """200 while the server runs (docker-compose's healthcheck); no key needed, nothing decrypted."""
+        return {"status": "ok"}
+
     @app.post("/encode")
     async def encode(request: Request) -> Response:
         """Encrypt the payloads with the current key."""

@@ -1,18 +1,23 @@
 """The one place that connects to Temporal: the data converter (pydantic payloads, the
-encryption codec of ``starter.codec``, failure messages encoded with it) and the client.
-Used by the worker, the API, the CLI, the codec server and the tests."""
+encryption codec of ``starter.codec``, failure messages encoded with it), the connection's
+security (TLS, mTLS, API key) and telemetry (tracing interceptor, SDK metrics), and the
+client. Used by the worker, the API, the CLI, the codec server and the tests."""
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Optional
+from pathlib import Path
+from typing import Any, Optional, Union
 
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.converter import DataConverter, DefaultFailureConverterWithEncodedAttributes
+from temporalio.service import TLSConfig
 
 from settings import Settings
 from starter.codec import payload_codec
+from starter.preflight import StartupRefused
+from starter.telemetry import telemetry_runtime, tracing_interceptor
 
 
 def data_converter(settings: Optional[Settings] = None, *, create_key: bool = False) -> DataConverter:
@@ -30,10 +35,51 @@ def data_converter(settings: Optional[Settings] = None, *, create_key: bool = Fa
                                failure_converter_class=DefaultFailureConverterWithEncodedAttributes)
 
 
+def _pem(path: Optional[Path], setting: str) -> Optional[bytes]:
+    if path is None:
+        return None
+    try:
+        return Path(path).expanduser().read_bytes()
+    except OSError as err:
+        raise StartupRefused(f"cannot read {setting} ({path}): {err.strerror or err}") from None
+
+
+def tls_config(settings: Settings) -> Union[TLSConfig, bool, None]:
+    """The ``tls`` argument of ``Client.connect`` for ``settings``: a ``TLSConfig`` when a CA,
+    a client certificate/key or a server name is set (files read now), True for
+    ``temporal_tls`` alone, else None (plain TCP; with an API key the SDK turns TLS on).
+    Raises ``StartupRefused`` for a certificate without its key (or the reverse) or an
+    unreadable file."""
+    s = settings
+    if (s.temporal_tls_client_cert is None) != (s.temporal_tls_client_key is None):
+        raise StartupRefused("mTLS needs both STATEKEEPER_TEMPORAL_TLS_CLIENT_CERT and "
+                             "STATEKEEPER_TEMPORAL_TLS_CLIENT_KEY (one is set without the other)")
+    if not any((s.temporal_tls_server_ca_cert, s.temporal_tls_client_cert, s.temporal_tls_server_name)):
+        return True if s.temporal_tls else None
+    return TLSConfig(server_root_ca_cert=_pem(s.temporal_tls_server_ca_cert, "STATEKEEPER_TEMPORAL_TLS_SERVER_CA_CERT"),
+                     client_cert=_pem(s.temporal_tls_client_cert, "STATEKEEPER_TEMPORAL_TLS_CLIENT_CERT"),
+                     client_private_key=_pem(s.temporal_tls_client_key, "STATEKEEPER_TEMPORAL_TLS_CLIENT_KEY"),
+                     domain=s.temporal_tls_server_name)
+
+
+def connect_options(settings: Settings) -> dict[str, Any]:
+    """Keyword arguments of ``Client.connect`` for ``settings`` other than the address and
+    the data converter: namespace, ``tls`` (``tls_config``), ``api_key``, the tracing
+    interceptor (a worker on the client inherits it) and the metrics ``runtime``."""
+    options: dict[str, Any] = {"namespace": settings.temporal_namespace, "tls": tls_config(settings),
+                               "interceptors": [tracing_interceptor(settings)]}
+    if settings.temporal_api_key is not None:
+        options["api_key"] = settings.temporal_api_key.get_secret_value()
+    runtime = telemetry_runtime(settings)
+    if runtime is not None:
+        options["runtime"] = runtime
+    return options
+
+
 async def connect(settings: Settings, *, create_key: bool = False) -> Client:
-    """A Temporal client for ``settings.temporal_address`` / ``temporal_namespace`` with
-    ``data_converter(settings)``. Raises ``RuntimeError`` when the server cannot be reached,
-    ``CodecKeyMissing`` / ``CodecKeyError`` as ``data_converter``."""
+    """A Temporal client for ``settings.temporal_address`` with ``connect_options(settings)``
+    and ``data_converter(settings)``. Raises ``RuntimeError`` when the server cannot be
+    reached, ``StartupRefused`` for unusable TLS settings, ``CodecKeyMissing`` /
+    ``CodecKeyError`` as ``data_converter``."""
     converter = data_converter(settings, create_key=create_key)
-    return await Client.connect(settings.temporal_address, namespace=settings.temporal_namespace,
-                                data_converter=converter)
+    return await Client.connect(settings.temporal_address, data_converter=converter, **connect_options(settings))

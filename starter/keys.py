@@ -28,7 +28,7 @@ from typing import Optional
 import sqlalchemy as sa
 from pydantic import BaseModel
 
-from activities.journal.tables import make_engine
+from activities.journal.tables import create_schema, make_engine
 
 metadata = sa.MetaData()
 
@@ -90,7 +90,7 @@ def check_tenant(tenant: str) -> str:
 
 
 class KeyStore:
-    """The API keys at SQLAlchemy ``url`` (table created if missing), digested with ``secret``
+    """The API keys at SQLAlchemy ``url`` (tables migrated to the newest schema if needed), digested with ``secret``
     (the server secret; raises ``ValueError`` if empty). Thread-safe; each call is one
     transaction; database failures raise ``sqlalchemy.exc.SQLAlchemyError``."""
 
@@ -99,10 +99,7 @@ class KeyStore:
             raise ValueError("the API keys' server secret is empty")
         self._secret = secret.encode("utf-8")
         self.engine = make_engine(url)
-        with self.engine.begin() as conn:
-            if self.engine.dialect.name == "postgresql":
-                conn.execute(sa.select(sa.func.pg_advisory_xact_lock(sa.func.hashtext("statekeeper-api-keys"))))
-            metadata.create_all(conn, checkfirst=True)
+        create_schema(self.engine)  # the journal database's migrations (activities.journal.migrate)
 
     def close(self) -> None:
         """Release the connection pool."""

@@ -15,6 +15,8 @@ import logging
 import re
 from typing import Optional, Union
 
+from opentelemetry import trace
+
 EMAIL = re.compile(r"[A-Za-z0-9._%+-]+(?:@|%40)[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}")
 """An e-mail address, also URL-encoded (``%40``: in a request line of the access log)."""
 USER_ID = re.compile(r"\b[a-z]+_[a-z]+_\d{4}\b", re.ASCII)
@@ -72,23 +74,49 @@ class RedactingFilter(logging.Filter):
         return True
 
 
-LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+class TraceContextFilter(logging.Filter):
+    """A handler filter that stamps each record with ``trace_id``: the current OpenTelemetry
+    span's trace id (32 hex digits; ``starter.telemetry``), ``-`` outside any span. Never drops
+    a record."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        # no import here: a record logged inside the workflow sandbox would import through it
+        if not hasattr(record, "trace_id"):
+            record.trace_id = current_trace_id() or "-"
+        return True
+
+
+def current_trace_id() -> Optional[str]:
+    """The current OpenTelemetry span's trace id as 32 hex digits, None outside any span."""
+    context = trace.get_current_span().get_span_context()
+    return format(context.trace_id, "032x") if context.is_valid else None
+
+
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s trace_id=%(trace_id)s: %(message)s"
+"""Every line names its trace (``-`` when logged outside a span)."""
+
+
+def log_formatter() -> logging.Formatter:
+    """``LOG_FORMAT``, with ``trace_id`` ``-`` for a record no ``TraceContextFilter`` saw."""
+    return logging.Formatter(LOG_FORMAT, defaults={"trace_id": "-"})
 
 
 def configure_logging(level: Union[int, str] = logging.INFO, stream: Optional[object] = None) -> None:
     """Log records at ``level`` (``logging.INFO`` or ``"INFO"``) and above to stderr (or ``stream``) with ``LOG_FORMAT``, every
     handler of the root logger (and the last-resort handler used when none is configured)
-    redacting personal data. Idempotent; a later call changes the level."""
+    redacting personal data and stamping the trace id. Idempotent; a later call changes the level."""
     root = logging.getLogger()
     if not root.handlers:
         handler = logging.StreamHandler(stream)  # type: ignore[arg-type]
-        handler.setFormatter(logging.Formatter(LOG_FORMAT))
+        handler.setFormatter(log_formatter())
         root.addHandler(handler)
     root.setLevel(level)
     handlers = [*root.handlers, *([logging.lastResort] if logging.lastResort else [])]
     for handler in handlers:
         if not any(isinstance(f, RedactingFilter) for f in handler.filters):
             handler.addFilter(RedactingFilter())
+        if not any(isinstance(f, TraceContextFilter) for f in handler.filters):
+            handler.addFilter(TraceContextFilter())
 
 
 def cli_logging() -> None:

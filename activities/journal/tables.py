@@ -89,9 +89,8 @@ def make_engine(url: str) -> Engine:
 
 
 def create_schema(engine: Engine) -> None:
-    """Create the journal's tables if missing. Several workers may start at once: on
-    PostgreSQL an advisory lock serializes them (SQLite's write lock does so itself)."""
-    with engine.begin() as conn:
-        if engine.dialect.name == "postgresql":
-            conn.execute(sa.select(sa.func.pg_advisory_xact_lock(sa.func.hashtext("statekeeper-journal"))))
-        metadata.create_all(conn, checkfirst=True)
+    """Bring the journal's database to the newest schema: its Alembic migrations
+    (``activities.journal.migrate.upgrade``; idempotent, serialized across processes)."""
+    from activities.journal.migrate import upgrade
+
+    upgrade(engine)

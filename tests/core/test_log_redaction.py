@@ -82,8 +82,9 @@ def test_configure_logging_filters_the_root_handlers_and_the_last_resort():
     try:
         root.handlers = []
         configure_logging(logging.INFO, stream=out)
-        configure_logging(logging.INFO, stream=out)  # idempotent: one handler, one filter
-        assert len(root.handlers) == 1 and len(root.handlers[0].filters) == 1
+        configure_logging(logging.INFO, stream=out)  # idempotent: one handler, one filter of each kind
+        assert len(root.handlers) == 1
+        assert sorted(type(f).__name__ for f in root.handlers[0].filters) == ["RedactingFilter", "TraceContextFilter"]
         assert any(isinstance(f, RedactingFilter) for f in logging.lastResort.filters)
         logging.getLogger("statekeeper.test").info("worker polling for %s", EMAIL)
         assert "worker polling for <email>" in out.getvalue()

@@ -11,6 +11,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import sqlalchemy as sa
+
+from activities.journal.migrate import current_revision, head_revision
 from starter.devserver import reachable
 from tests.e2e.test_taubench import _free_port
 from tests.policy_fixtures import EMAIL, PENDING
@@ -60,6 +63,12 @@ def test_commands_from_another_directory_use_the_detached_dev_servers_data(tmp_p
         assert [op["tool"] for op in json.loads(shown.stdout)["completed_operations"]] == ["cancel_pending_order"]
         assert list(elsewhere.iterdir()) == []  # no second system of record seeded here
         assert (data_dir / "statekeeper.sqlite").exists()
+        # dev migrated statekeeper's own database (Alembic) to the newest revision
+        journal = sa.create_engine(f"sqlite:///{data_dir / 'journal.sqlite'}")
+        try:
+            assert current_revision(journal) == head_revision()
+        finally:
+            journal.dispose()
 
         # the write landed in the dev server's database: a second chat finds the order cancelled
         again = _cli(elsewhere, env, "chat", "--conversation-id", "sor-chat-2",

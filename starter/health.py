@@ -1,0 +1,53 @@
+"""``statekeeper worker-health``: the worker's healthcheck (docker-compose's ``worker``
+service). Healthy when Temporal answers and a worker of this host (its identity
+``<pid>@<hostname> statekeeper ...``, ``starter.system_of_record.worker_identity``) polls
+both the workflow and the activity queue of ``settings.task_queue``. Exit status 0 healthy,
+1 not (with the reason on stderr)."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import time
+from typing import Optional
+
+import typer
+from temporalio.api.enums.v1 import TaskQueueType
+from temporalio.api.taskqueue.v1 import TaskQueue
+from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
+
+from settings import Settings
+from starter.connection import connect
+from starter.preflight import LIVE_POLLER_SECONDS
+
+
+async def worker_problem(settings: Settings, host: Optional[str] = None,
+                         live_within_seconds: float = LIVE_POLLER_SECONDS) -> Optional[str]:
+    """Why no worker of ``host`` (default this machine's hostname) serves ``settings.task_queue``,
+    or None when one polls both its queues within ``live_within_seconds``."""
+    host = host or socket.gethostname()
+    try:
+        client = await connect(settings)
+    except RuntimeError as err:
+        return f"Temporal at {settings.temporal_address} is not reachable ({type(err).__name__})"
+    now = time.time()
+    for queue_type, kind in ((TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW, "workflow"),
+                             (TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY, "activity")):
+        described = await client.workflow_service.describe_task_queue(DescribeTaskQueueRequest(
+            namespace=settings.temporal_namespace, task_queue=TaskQueue(name=settings.task_queue),
+            task_queue_type=queue_type))
+        if not any(f"@{host} statekeeper" in p.identity and now - p.last_access_time.ToSeconds() <= live_within_seconds
+                   for p in described.pollers):
+            return f"no worker of {host} polls the {kind} queue of '{settings.task_queue}'"
+    return None
+
+
+def worker_health() -> None:
+    """Exit 0 when a worker of this host polls the task queue (docker-compose healthcheck), else 1."""
+    from starter.cli import _settings, console
+
+    problem = asyncio.run(worker_problem(_settings()))
+    if problem:
+        console.print(f"unhealthy: {problem}", highlight=False)
+        raise typer.Exit(1)
+    console.print("healthy", highlight=False)
