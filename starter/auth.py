@@ -106,21 +106,28 @@ def presented_key(request: Request) -> Optional[str]:
 
 
 class Access:
-    """``Access(audit, tenancy, keys=None)``: the app's authentication. ``keys`` None is the
-    keyless loopback API. ``audit`` is where reads of personal data are recorded."""
+    """``Access(audit, tenancy, keys=None, keyless_while_none=False)``: the app's
+    authentication. ``keys`` None is the keyless loopback API. With ``keys`` and
+    ``keyless_while_none`` (a loopback bind), the API is keyless only while no active key
+    exists, checked on every request: a key created while it runs is required from the next
+    request on, without a restart. ``audit`` is where reads of personal data are recorded."""
 
-    def __init__(self, audit: AuditLog, tenancy: Tenancy, keys: Optional[KeyStore] = None) -> None:
+    def __init__(self, audit: AuditLog, tenancy: Tenancy, keys: Optional[KeyStore] = None,
+                 keyless_while_none: bool = False) -> None:
         self.audit, self.tenancy, self.keys = audit, tenancy, keys
+        self.keyless_while_none = keyless_while_none and keys is not None
 
     @property
     def keyless(self) -> bool:
-        """True when the API runs without keys (loopback callers only)."""
-        return self.keys is None
+        """True when the API currently runs without keys (loopback callers only)."""
+        if self.keys is None:
+            return True
+        return self.keyless_while_none and self.keys.active_count() == 0
 
     async def authenticate(self, request: Request) -> Principal:
         """The caller of ``request``. Raises ``ConversationError`` ``unauthenticated`` (401)
         for a missing, malformed, unknown or revoked key, or a keyless API's non-loopback caller."""
-        if self.keys is None:
+        if self.keys is None or (self.keyless_while_none and await asyncio.to_thread(self.keys.active_count) == 0):
             client = request.client.host if request.client else None
             if not is_loopback(client):
                 raise ConversationError("this API runs without keys and answers loopback callers only", "unauthenticated")
@@ -146,9 +153,10 @@ class Access:
 
     def describe(self) -> str:
         """One line for the startup banner: how callers authenticate."""
-        if self.keys is None:
+        if self.keyless:
             return ("WITHOUT authentication: no API keys are configured, so the API answers loopback callers "
-                    "only, as the default tenant's operator; create keys with `statekeeper keys create`")
+                    "only, as the default tenant's operator, until a key is created with `statekeeper keys create` "
+                    "(required from the next request on)")
         return "API keys required (Authorization: Bearer <key>)"
 
 
@@ -158,7 +166,8 @@ AccessSource = Callable[[], Access]
 
 def access_from_settings(settings: Any, host: Optional[str]) -> Access:
     """The ``Access`` of an API serving ``settings`` on ``host``: keys required when any key
-    exists; keyless when none does and ``host`` is loopback. ``host`` None (an app whose bind
+    exists; keyless while none does and ``host`` is loopback (checked per request, so a key
+    created while the API runs is required at once). ``host`` None (an app whose bind
     is unknown, such as ``uvicorn starter.api:app``) always needs keys. Keys and audit log live
     in the journal database. Raises ``StartupRefused`` when keys are needed and none exists."""
     from starter.preflight import StartupRefused
@@ -170,11 +179,11 @@ def access_from_settings(settings: Any, host: Optional[str]) -> Access:
         raise StartupRefused("STATEKEEPER_API_KEY_SECRET is set but empty: set it to a long random value "
                              "(the same for the API and `statekeeper keys`), or unset it") from err
     audit, tenancy = AuditLog(url), Tenancy.from_settings(settings)
+    if host is not None and is_loopback(host):
+        return Access(audit, tenancy, keys, keyless_while_none=True)
     if keys.active_count() > 0:
         return Access(audit, tenancy, keys)
     keys.close()
-    if host is not None and is_loopback(host):
-        return Access(audit, tenancy)
     where = f"on {host}" if host is not None else "where its bind address is not known (uvicorn starter.api:app)"
     raise StartupRefused(
         f"refusing to serve the API {where} without API keys: anyone who can reach it could read and change "

@@ -103,8 +103,17 @@ def test_loopback_without_keys_serves_keyless_and_says_so(env):
     server = Serving([str(BIN / "statekeeper"), "api", "--host", "127.0.0.1", "--port", str(port)], env, port)
     try:
         server.wait_listening()
-        response = httpx.get(f"http://127.0.0.1:{port}/conversations", timeout=30)
+        url = f"http://127.0.0.1:{port}/conversations"
+        response = httpx.get(url, timeout=30)
         assert response.status_code == 503 and "Temporal" in response.json()["detail"]  # served, not refused
+        # a key created while it runs is required from the next request on: no restart
+        key = _run(env, "keys", "create", "--tenant", "default", "--role", "service").stdout.strip()
+        assert httpx.get(url, timeout=30).status_code == 401
+        assert httpx.get(url, headers={"Authorization": "Bearer sk_bad"}, timeout=30).status_code == 401
+        assert httpx.get(url, headers={"Authorization": f"Bearer {key}"}, timeout=30).status_code == 503
+        # every key revoked: the loopback bind is keyless again, as at its start
+        assert _run(env, "keys", "revoke", key[3:15]).exit_code == 0
+        assert httpx.get(url, timeout=30).status_code == 503
     finally:
         output = server.finish()
     assert "WITHOUT authentication" in output and "loopback callers only" in " ".join(output.split())
