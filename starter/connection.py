@@ -79,7 +79,21 @@ def connect_options(settings: Settings) -> dict[str, Any]:
 async def connect(settings: Settings, *, create_key: bool = False) -> Client:
     """A Temporal client for ``settings.temporal_address`` with ``connect_options(settings)``
     and ``data_converter(settings)``. Raises ``RuntimeError`` when the server cannot be
-    reached, ``StartupRefused`` for unusable TLS settings, ``CodecKeyMissing`` /
+    reached (``TemporalUnreachable``, a ``StartupRefused``), ``StartupRefused`` for unusable TLS settings, ``CodecKeyMissing`` /
     ``CodecKeyError`` as ``data_converter``."""
     converter = data_converter(settings, create_key=create_key)
-    return await Client.connect(settings.temporal_address, data_converter=converter, **connect_options(settings))
+    options = connect_options(settings)
+    try:
+        return await Client.connect(settings.temporal_address, data_converter=converter, **options)
+    except StartupRefused:
+        raise
+    except RuntimeError as err:  # the SDK's transport text names hosts and library internals
+        raise TemporalUnreachable(
+            f"Temporal is not reachable at {settings.temporal_address} (namespace {settings.temporal_namespace}): "
+            "start it (`statekeeper dev`), or set STATEKEEPER_TEMPORAL_ADDRESS and, for a secured cluster, "
+            "the STATEKEEPER_TEMPORAL_TLS_* / STATEKEEPER_TEMPORAL_API_KEY settings") from err
+
+
+class TemporalUnreachable(StartupRefused):
+    """``connect`` found no Temporal server at the configured address (a ``RuntimeError``, as
+    the SDK raises; the CLI prints the message alone and exits 2)."""

@@ -107,10 +107,11 @@ def purge_report(summary: PurgeSummary) -> str:
             f"emails {s.outbox_deleted}; tickets {s.tickets_deleted}")
 
 
-def _retention_days(settings: Settings, override: Optional[float]) -> float:
+def _retention_days(settings: Settings, override: Optional[float], option: bool = True) -> float:
     days = settings.retention_days if override is None else override
     if days is None:
-        raise _fail("retention is off: set STATEKEEPER_RETENTION_DAYS or pass --older-than-days", 2)
+        hint = " or pass --older-than-days" if option else ""
+        raise _fail(f"retention is off: set STATEKEEPER_RETENTION_DAYS{hint}", 2)
     return days
 
 
@@ -156,7 +157,7 @@ def schedule(every_hours: float = typer.Option(24.0, "--every-hours", min=0.1, h
              delete: bool = typer.Option(False, "--delete", help="Remove the schedule instead.")) -> None:
     """Create or update the Temporal Schedule that runs the retention purge (a worker runs it)."""
     settings = devstate.adopt(Settings())
-    days = None if delete else _retention_days(settings, None)  # refused before connecting
+    days = None if delete else _retention_days(settings, None, option=False)  # refused before connecting
 
     async def main() -> str:
         try:

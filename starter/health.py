@@ -18,7 +18,7 @@ from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 
 from settings import Settings
 from starter.connection import connect
-from starter.preflight import LIVE_POLLER_SECONDS
+from starter.preflight import LIVE_POLLER_SECONDS, StartupRefused
 
 
 async def worker_problem(settings: Settings, host: Optional[str] = None,
@@ -28,8 +28,8 @@ async def worker_problem(settings: Settings, host: Optional[str] = None,
     host = host or socket.gethostname()
     try:
         client = await connect(settings)
-    except RuntimeError as err:
-        return f"Temporal at {settings.temporal_address} is not reachable ({type(err).__name__})"
+    except StartupRefused as refused:  # unreachable, or TLS settings that cannot work: its message says which
+        return str(refused)
     now = time.time()
     for queue_type, kind in ((TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW, "workflow"),
                              (TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY, "activity")):

@@ -10,7 +10,7 @@ from typing import AsyncIterator, NamedTuple
 from temporalio.client import Client
 
 from settings import Settings
-from starter.connection import connect
+from starter.connection import TemporalUnreachable, connect
 from starter.devserver import embedded_temporal
 from starter.preflight import StartupRefused
 from systems.retail.backend import RetailBackend
@@ -32,10 +32,10 @@ async def connect_with_retry(settings: Settings, attempts: int = 50, *, create_k
     for attempt in range(attempts):
         try:
             return await connect(settings, create_key=create_key)
-        except StartupRefused:  # e.g. no codec key: waiting does not help
-            raise
-        except RuntimeError:
-            if attempt == attempts - 1:
+        except RuntimeError as err:
+            # waiting helps while a just-started server boots, not after a refusal (e.g. no codec key)
+            refused = isinstance(err, StartupRefused) and not isinstance(err, TemporalUnreachable)
+            if refused or attempt == attempts - 1:
                 raise
             await asyncio.sleep(0.3)
     raise AssertionError("unreachable")
