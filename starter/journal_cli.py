@@ -127,12 +127,13 @@ def decisions(conversation: Optional[str] = typer.Option(None, "--conversation",
         rows = store.decisions(**filters)
     table = Table(title=f"Decision log ({len(rows)} model calls)")
     for col in ("conversation", "turn", "call", "prompt", "model", "proposal", "stop", "verdict", "rule", "outcome",
-                "tokens in/out"):
+                "tokens in/out", "cache read/write"):
         table.add_column(col)
     for r in rows:
         table.add_row(escape(r.conversation_id), str(r.turn), str(r.call_seq), escape(r.prompt_version),
                       escape(r.model), escape(_proposal(r)), r.stop_reason or "-", r.verdict or "-",
-                      escape(r.rule or "-"), r.outcome or "-", f"{r.input_tokens}/{r.output_tokens}")
+                      escape(r.rule or "-"), r.outcome or "-", f"{r.input_tokens}/{r.output_tokens}",
+                      f"{r.cache_read_input_tokens}/{r.cache_creation_input_tokens}")
     console.print(table)
 
 

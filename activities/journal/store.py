@@ -40,7 +40,10 @@ class ModelCallRecord(BaseModel):
     proposal: Optional[dict[str, Any]] = None
     stop_reason: Optional[str] = None
     input_tokens: int = 0
+    """Input tokens not read from or written to the prompt cache."""
     output_tokens: int = 0
+    cache_read_input_tokens: int = 0
+    cache_creation_input_tokens: int = 0
     recorded_at: datetime
 
 

@@ -35,6 +35,9 @@ model_calls = sa.Table(
     sa.Column("stop_reason", sa.String(50), nullable=True),
     sa.Column("input_tokens", sa.Integer, nullable=False, default=0),
     sa.Column("output_tokens", sa.Integer, nullable=False, default=0),
+    # prompt caching (migration 0002): input_tokens is the uncached rest of the input
+    sa.Column("cache_read_input_tokens", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("cache_creation_input_tokens", sa.Integer, nullable=False, server_default="0"),
     sa.Column("recorded_at", TIME, nullable=False, index=True),
 )
 

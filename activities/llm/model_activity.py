@@ -253,6 +253,8 @@ class ModelActivities(ModelActivitiesApi):
             proposal=result.action.model_dump(mode="json") if result else None,
             stop_reason=getattr(response, "stop_reason", None),
             input_tokens=getattr(usage, "input_tokens", 0) or 0, output_tokens=getattr(usage, "output_tokens", 0) or 0,
+            cache_read_input_tokens=getattr(usage, "cache_read_input_tokens", None) or 0,
+            cache_creation_input_tokens=getattr(usage, "cache_creation_input_tokens", None) or 0,
             recorded_at=datetime.now(timezone.utc),
         )
         try:

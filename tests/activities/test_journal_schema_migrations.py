@@ -152,3 +152,24 @@ def test_statekeeper_migrate_fails_readably_when_the_database_is_unreachable(tmp
     assert done.returncode == 1
     assert "migrating the journal database failed (OperationalError)" in done.stderr
     assert "secret-pw" not in done.stderr + done.stdout and "Traceback" not in done.stderr
+
+
+def test_calls_recorded_before_prompt_caching_keep_their_rows_with_no_cache_tokens(url: str):
+    engine = make_engine(url)
+    try:
+        upgrade(engine, "0001")  # the journal as v0.1 and the first migrated releases left it
+        with engine.begin() as conn:
+            conn.execute(sa.text(
+                "INSERT INTO model_calls (conversation_id, turn, call_seq, prompt_version, model, view, "
+                "input_tokens, output_tokens, recorded_at) "
+                "VALUES ('c-1', 1, 1, '2026-11-30', 'm', '{}', 900, 30, CURRENT_TIMESTAMP)"))
+        from activities.journal import migrate
+        migrate._done.discard(url)
+        upgrade(engine)
+        assert current_revision(engine) == head_revision() == "0002" and schema_diff(engine) == []
+        with engine.connect() as conn:
+            row = conn.execute(sa.text("SELECT input_tokens, cache_read_input_tokens, cache_creation_input_tokens "
+                                       "FROM model_calls")).one()
+        assert tuple(row) == (900, 0, 0)
+    finally:
+        engine.dispose()

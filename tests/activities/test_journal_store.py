@@ -132,7 +132,8 @@ def test_export_jsonl_writes_one_decision_row_per_line(store):
     assert [line["call_seq"] for line in lines] == [1, 2]
     assert lines[0]["proposal"] == {"kind": "reply", "text": "é"} and lines[0]["recorded_at"].startswith("2026-11-01")
     assert set(lines[0]) == {"conversation_id", "customer_id", "turn", "call_seq", "prompt_version", "model", "view",
-                             "proposal", "stop_reason", "input_tokens", "output_tokens", "verdict", "rule", "reason",
+                             "proposal", "stop_reason", "input_tokens", "output_tokens", "cache_read_input_tokens",
+                             "cache_creation_input_tokens", "verdict", "rule", "reason",
                              "outcome", "recorded_at"}
 
 

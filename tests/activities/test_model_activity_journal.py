@@ -48,14 +48,19 @@ def activities(journal, brain) -> ModelActivities:
 async def test_a_call_writes_its_row(journal):
     seen = []
     req = view_request()
-    result = await ActivityEnvironment().run(activities(journal, lambda v, p: seen.append(v) or REPLY).propose_action,
-                                             req)
+    model = activities(journal, lambda v, p: seen.append(v) or REPLY)
+    result = await ActivityEnvironment().run(model.propose_action, req)
     assert seen == [req.view]  # the model got the view, rendered by the activity
     [row] = journal.decisions()
     assert (row.conversation_id, row.turn, row.call_seq, row.customer_id) == ("conv-1", 1, 1, "ab_1")
     assert (row.prompt_version, row.model, row.stop_reason) == (PROMPT_VERSION, MODEL, "tool_use")
     assert row.view == req.view and row.proposal == REPLY
     assert (row.input_tokens, row.output_tokens) == (result.input_tokens, result.output_tokens) and row.input_tokens
+    # the first call writes the shared prefix to the stand-in's prompt cache, a second one reads it
+    assert row.cache_creation_input_tokens == result.cache_creation_input_tokens > 0
+    second = await ActivityEnvironment().run(model.propose_action, req.model_copy(update={"call_seq": 2}))
+    assert second.cache_read_input_tokens > 0
+    assert journal.decisions()[1].cache_read_input_tokens == second.cache_read_input_tokens
     assert row.verdict is None  # the workflow's verdict comes with its turn record
 
 
