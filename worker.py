@@ -95,6 +95,25 @@ def build_erasure(client: Client, settings: Settings, backend: Optional[RetailBa
                        pseudonym_key=settings.pseudonym_secret(create=False))
 
 
+def build_tool_activities(settings: Settings, backend: RetailBackend) -> ToolActivities:
+    """The tool activities over the retail system and, when their URLs are set, the external
+    payments, email and ticketing services (``activities.payments_port``,
+    ``activities.channels_http``), with the dispatch log of the unknown-outcome protocol in
+    the journal's database."""
+    from activities.channels_http import HttpOutbox, HttpTickets
+    from activities.payments_port import HttpPayments
+    from activities.reconcile import DispatchLog
+
+    port = RetailPort(backend)
+    log = DispatchLog(make_engine(settings.resolved_journal_url()))
+    timeout = settings.services_timeout_seconds
+    return ToolActivities(
+        tools=port,
+        outbox=HttpOutbox(settings.email_url, timeout, log) if settings.email_url else port,
+        tickets=HttpTickets(settings.ticketing_url, timeout, log) if settings.ticketing_url else port,
+        payments=HttpPayments(settings.payments_url, timeout, log) if settings.payments_url else None)
+
+
 def build_worker(client: Client, settings: Settings, backend: Optional[RetailBackend] = None,
                  model: Optional[ModelActivities] = None, tools: Optional[ToolActivities] = None,
                  identity: Optional[IdentityActivities] = None, journal: Optional[JournalStore] = None) -> Worker:
@@ -109,8 +128,7 @@ def build_worker(client: Client, settings: Settings, backend: Optional[RetailBac
     compares with its own."""
     if tools is None:
         backend = backend or build_backend(settings)
-        port = RetailPort(backend)
-        tools = ToolActivities(tools=port, outbox=port, tickets=port)
+        tools = build_tool_activities(settings, backend)
     sor = fingerprint(settings.resolved_database_url())
     tools.system_of_record = sor  # processes bind to it; calls bound to another database are refused
     model = model or build_model_activities(settings)

@@ -88,7 +88,10 @@ def dev(detach: bool = typer.Option(False, "--detach", help="Run in the backgrou
         return
 
     async def main() -> None:
-        async with runtime(settings, create_key=True) as rt, contextlib.AsyncExitStack() as stack:
+        from starter.services import external_systems
+
+        async with external_systems(settings) as (served_settings, services_line), \
+                runtime(served_settings, create_key=True) as rt, contextlib.AsyncExitStack() as stack:
             where = "started embedded server" if rt.started_server else "using the server already running"
             served: Optional[str] = None
             access = await asyncio.to_thread(access_from_settings, settings, settings.api_host)
@@ -102,7 +105,7 @@ def dev(detach: bool = typer.Option(False, "--detach", help="Run in the backgrou
             console.print(f"[green]statekeeper dev[/]: {where} at {settings.temporal_address}; "
                           f"Web UI {_ui_url(settings)}; HTTP API {api_url}; codec server {codec_url}; worker on task queue "
                           f"'{settings.task_queue}'{' (offline stand-in model)' if settings.offline else ''}; "
-                          f"data in {settings.data_dir}. Ctrl-C to stop.")
+                          f"data in {settings.data_dir}; {services_line}. Ctrl-C to stop.")
             if record_state:
                 devstate.write(settings, devstate.describe(settings, os.getpid(), api_url=served))
             try:
