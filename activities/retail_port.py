@@ -18,6 +18,7 @@ from systems.retail.backend import SEED_STORE, RetailBackend
 from systems.retail.engine import deadline_scope
 from systems.retail.errors import (
     IdempotencyKeyConflict,
+    InvalidData,
     UnknownStoreError,
     UnknownToolError,
 )
@@ -74,7 +75,7 @@ def _port_errors(tool: str, store: str) -> Iterator[None]:
         raise PortError(ErrorType.UNKNOWN_TOOL, f"the retail system has no tool {tool}") from err
     except UnknownStoreError as err:
         raise PortError(ErrorType.UNKNOWN_STORE, f"unknown store {store}") from err
-    except DataError as err:
+    except (DataError, InvalidData) as err:
         # the database refused the values themselves (e.g. a NUL character on PostgreSQL): a
         # retry fails the same way, and the transaction, effect and ledger row, rolled back
         raise PortError(ErrorType.INVALID_DATA, "the retail system refused the data as invalid") from err

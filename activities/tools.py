@@ -106,8 +106,13 @@ class ToolActivities(ToolActivitiesApi):
         Returns the recorded outcome (``replayed=True``) or None; ``IdempotencyKeyConflict``
         (non-retryable) when the key holds another call."""
         self._check_bound(req.system_of_record)
-        return await _call(self._tools.recorded, req.store, req.call.name, call_arguments(req.call),
-                           req.idempotency_key)
+        args = call_arguments(req.call)
+        recorded = await _call(self._tools.recorded, req.store, req.call.name, args, req.idempotency_key)
+        if recorded is not None:
+            # an applied write is only done once its money moved: found by the payments key, or
+            # moved now if proven absent; ``OutcomeUnknown`` when the payments system cannot say
+            await self._move_money(req, args, recorded)
+        return recorded
 
     @activity.defn
     async def check_store(self, req: StoreCheckRequest) -> bool:

@@ -55,6 +55,11 @@ CHILD_START_ATTEMPTS = 30
 CHILD_START_BACKOFF = timedelta(seconds=2)
 """A refund child whose id is still running (a reset re-executed its parent) is waited for:
 a new run then finds the first run's outcome in the ledger."""
+RECHECK_PATCH = "recheck-ledger-before-escalation"
+"""``workflow.patched`` id of asking the system of record once more, by the write's key, before
+escalating a write whose outcome is unknown (and marking its step ``unknown``, not failed)."""
+TRUTHFUL_TRANSFER_PATCH = "no-transfer-without-ticket"
+"""``workflow.patched`` id of telling the user they were not transferred when no ticket opened."""
 TENANT_PATCH = "tenant-on-refund-child"
 """``workflow.patched`` id of passing the conversation's ``Tenant`` to its refund child: a
 start option of the child, guarded so that histories recorded without it replay unchanged."""
@@ -149,14 +154,20 @@ async def execute_confirmed(state: ConversationState, pending: PendingConfirmati
         if _failed_with(err, ErrorType.IDEMPOTENCY_KEY_CONFLICT):
             result = ToolResult(result="Error: this step already holds a different change (the conversation was "
                                        "reset); propose the change again to make it", outcome=Outcome.REFUSED)
+        elif _failed_with(err, ErrorType.INVALID_DATA):
+            # deterministic: the system refused the values and wrote nothing; said as it is
+            result = ToolResult(result=f"Error: {failure_reason(err)}", outcome=Outcome.REFUSED)
         elif _failed_with(err, ErrorType.WRONG_SYSTEM_OF_RECORD):
             result = ToolResult(result="Error: only workers on another system of record were available; the "
                                        "change was not made", outcome=Outcome.REFUSED)
         else:
             result = ToolResult(result=failure_reason(err), outcome=Outcome.UNKNOWN)
+    if result.outcome is Outcome.UNKNOWN and workflow.patched(RECHECK_PATCH):
+        result = await _recheck(state, call, key) or result
     if result.outcome is Outcome.UNKNOWN:
         reason = f"{call.name} could not be shown to have completed ({result.result}); escalated to a human agent"
-        tr.finish_step(state, operation, StepStatus.FAILED, reason)
+        unknown = StepStatus.UNKNOWN if workflow.patched(RECHECK_PATCH) else StepStatus.FAILED
+        tr.finish_step(state, operation, unknown, reason)
         await open_ticket(state, reason, keys.escalation_ticket_key(key))
         tr.close(state, ConversationStatus.ESCALATED, reason)
         return replies.ESCALATED
@@ -166,6 +177,21 @@ async def execute_confirmed(state: ConversationState, pending: PendingConfirmati
         await _refresh_customer(state, cancel_requested)
     visibility.publish(state)
     return None
+
+
+async def _recheck(state: ConversationState, call, key: str) -> Optional[ToolResult]:
+    """The write's outcome as the system of record holds it under ``key`` (applied or refused),
+    asked once more before anyone is told it failed; None when it holds none or cannot say."""
+    try:
+        return await workflow.execute_activity_method(
+            ToolActivitiesApi.find_recorded_write,
+            WriteToolRequest(store=state.store, call=call, idempotency_key=key, system_of_record=state.system_of_record),
+            heartbeat_timeout=HEARTBEAT_TIMEOUT, start_to_close_timeout=READ_TIMEOUT, retry_policy=READ_RETRY,
+            summary=f"re-check {call.name} by its key before escalating",
+        )
+    except ActivityError as err:
+        workflow.logger.warning("re-check before escalation failed: %s", log_detail(err))
+        return None
 
 
 async def _run_refund(state: ConversationState, pending: PendingConfirmation, write_timeout_seconds: float,
