@@ -21,7 +21,7 @@ from temporalio.exceptions import (
     WorkflowAlreadyStartedError,
 )
 
-from workflows import keys, replies
+from workflows import keys, read_before_write, replies
 from workflows import transitions as tr
 from workflows.actions import make_tool_call
 from workflows.activity_api import ToolActivitiesApi
@@ -172,6 +172,9 @@ async def execute_confirmed(state: ConversationState, pending: PendingConfirmati
         tr.close(state, ConversationStatus.ESCALATED, reason)
         return replies.ESCALATED
     tr.apply_write_result(state, call, operation, key, result.result, result.ok, child_id, undo)
+    if not result.ok and result.result == read_before_write.CHANGED_RESULT:
+        visibility.publish(state)
+        return replies.CHANGED_SINCE_CONFIRMED  # nothing was written; the state tells the model why
     if (result.ok and spec.execution is Execution.REFUND_WORKFLOW and state.customer is not None
             and cancel_requested() is None):  # after a cancel nothing new starts, not even a read
         await _refresh_customer(state, cancel_requested)
@@ -201,10 +204,14 @@ async def _run_refund(state: ConversationState, pending: PendingConfirmation, wr
     call = pending.call
     order_id = call.arguments.order_id
     child_id = keys.refund_workflow_id(state.store, order_id, pending.operation_id)
+    confirmed, method_id = read_before_write.confirmed(state, call)
+    if not workflow.patched(read_before_write.PATCH):
+        confirmed = method_id = None
     refund = RefundInput(store=state.store, operation_id=pending.operation_id, call=call,
                          expected_user_id=state.customer.user_id, notify_email=state.customer.email or None,
                          conversation_id=state.conversation_id, write_timeout_seconds=write_timeout_seconds,
-                         approvals=approvals, approved_by=approved_by, system_of_record=state.system_of_record)
+                         approvals=approvals, approved_by=approved_by, system_of_record=state.system_of_record,
+                         confirmed_fingerprint=confirmed, confirmed_method_id=method_id)
     attributes = _child_attributes()
     for attempt in range(CHILD_START_ATTEMPTS):
         try:

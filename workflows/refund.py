@@ -16,7 +16,7 @@ from typing import Optional
 from temporalio import workflow
 from temporalio.exceptions import ActivityError
 
-from workflows import keys, standalone
+from workflows import keys, read_before_write, standalone
 from workflows.actions import make_tool_call
 from workflows.activity_api import ToolActivitiesApi
 from workflows.approval_gate import ApprovalGate
@@ -115,6 +115,12 @@ class RefundWorkflow(ApprovalGate):
             self._view.outcome = f"refused: {refusal}"
             self._enter("refused", "precondition failed on the fresh read")
             return RefundOutcome(idempotency_key=key, result=f"Error: {refusal}", ok=False, refused_reason=refusal)
+        if refusal is None and inp.confirmed_fingerprint is not None:
+            refusal = await self._changed_since_confirmed(inp, read)
+        if refusal is not None:
+            self._view.outcome = f"refused: {refusal}"
+            self._enter("refused", "the order changed after the user confirmed")
+            return RefundOutcome(idempotency_key=key, result=f"Error: {refusal}", ok=False, refused_reason=refusal)
         approval, refusal = await self._await_approval(inp, read, key)
         if refusal is not None:
             self._view.outcome = f"refused: {refusal}"
@@ -150,6 +156,22 @@ class RefundWorkflow(ApprovalGate):
         self._enter("done" if written.ok else "failed", "write recorded in the system of record")
         return RefundOutcome(idempotency_key=key, result=written.result, ok=written.ok,
                              replayed=written.replayed, notified=notified, approval=approval)
+
+    async def _changed_since_confirmed(self, inp: RefundInput, read: ToolResult) -> Optional[str]:
+        """``read_before_write.CHANGED_REASON`` when the order just read, or the payment method the
+        write uses (read again here), differ from what the user confirmed; else None."""
+        user_doc = None
+        if inp.confirmed_method_id is not None and inp.expected_user_id is not None:
+            user = await workflow.execute_activity_method(
+                ToolActivitiesApi.run_read_tool,
+                ReadToolRequest(store=inp.store, call=make_tool_call("get_user_details", {"user_id": inp.expected_user_id}),
+                                system_of_record=inp.system_of_record, scope_user_id=inp.expected_user_id),
+                heartbeat_timeout=HEARTBEAT_TIMEOUT, start_to_close_timeout=READ_TIMEOUT, retry_policy=READ_RETRY,
+                summary=f"fresh read of the payment method before {inp.call.name}",
+            )
+            user_doc = json.loads(user.result) if user.ok else {}
+        now = read_before_write.fresh(json.loads(read.result), user_doc, inp.confirmed_method_id)
+        return None if now == inp.confirmed_fingerprint else read_before_write.CHANGED_REASON
 
     @staticmethod
     def _precondition(inp: RefundInput, read: ToolResult) -> Optional[str]:

@@ -20,7 +20,7 @@ import sqlalchemy as sa
 
 from tests.journal_fixtures import postgres_database
 from tests.policy_fixtures import CUSTOMER, EMAIL, PENDING
-from tests.service_fixtures import pg_services  # noqa: F401 - fixture
+from tests.service_fixtures import pg_services, services  # noqa: F401 - fixtures
 from tests.workflow_harness import ListBrain, call, order_details, running_worker
 from workflows import replies
 
@@ -99,3 +99,30 @@ async def test_a_row_lock_past_the_write_timeout_never_commits_later(temporal_en
             assert step.status.value == "unknown"
             locker.dispose()
             backend.engine.dispose()
+
+
+async def test_a_reset_after_an_applied_refund_reports_it_applied_and_moves_money_once(
+        temporal_env, settings, services):  # noqa: F811
+    """A reset to before the user's yes starts the refund child again; its fresh read sees the
+    order cancelled. The ledger is asked first (by the write's key, and the payments service
+    by the payments key), so the user hears it applied and the money moved once."""
+    from tests.resets import completed_tasks, reset_to, wait_for_turn
+    from tests.workflows.test_reset_outcomes import CANCEL
+
+    async with running_worker(temporal_env, settings, brain=CANCEL, services=services) as (client, backend):
+        cid = f"reset-svc-{uuid.uuid4().hex[:6]}"
+        await client.start_conversation(cid)
+        await client.send_message(cid, f"Hi, my email is {EMAIL}")
+        assert (await client.send_message(cid, f"cancel {PENDING} please")).awaiting_confirmation
+        point = (await completed_tasks(temporal_env, f"support-{cid}"))[-1]
+        await client.send_message(cid, "yes")
+        [first] = (await client.state(cid)).completed_operations
+        await reset_to(temporal_env, f"support-{cid}", point)
+        await wait_for_turn(client, cid, 2)
+        await client.send_message(cid, "yes")
+        state = await client.state(cid)
+        [again] = state.completed_operations
+        step = next(s for s in state.steps if s.name == "cancel_pending_order")
+    assert again.ok and again.result == first.result and step.status.value == "done"
+    assert backend.duplicate_writes("main") == 0
+    assert len(httpx.get(f"{services['payments']}/operations", params={"reference": PENDING}).json()) == 1
