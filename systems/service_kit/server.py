@@ -25,7 +25,13 @@ class ServiceThread:
         self.host, self.port = host, port or free_port(host)
         self.server = uvicorn.Server(uvicorn.Config(app, host=self.host, port=self.port, log_level="critical",
                                                    lifespan="off"))
-        self._thread = threading.Thread(target=self.server.run, daemon=True)
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        try:
+            self.server.run()
+        except SystemExit:  # uvicorn exits when it cannot listen; start() reports it
+            pass
 
     @property
     def url(self) -> str:
