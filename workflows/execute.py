@@ -9,6 +9,7 @@ hands it to a human (the ticket key derives from the write's idempotency key).
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 from typing import Callable, Optional
 
@@ -131,9 +132,17 @@ async def execute_confirmed(state: ConversationState, pending: PendingConfirmati
     spec = spec_of(call.name)
     tr.finish_step(state, operation, StepStatus.RUNNING)
     visibility.publish(state)
-    undo = await before_image(state, call, cancel_requested)
+    undo, document = await before_image(state, call, cancel_requested)
     if cancel_requested() is not None:
         raise Interrupted()
+    if (document is not None and read_before_write.changed(state, call, document)
+            and workflow.patched(read_before_write.PATCH)):
+        # the order the user confirmed is not the one there now: nothing is written
+        tr.apply_write_result(state, call, operation, key, read_before_write.CHANGED_RESULT, False, None, None)
+        tr.apply_read_result(state, make_tool_call("get_order_details", {"order_id": document["order_id"]}),
+                             json.dumps(document))  # the model sees the order as it is now
+        visibility.publish(state)
+        return replies.CHANGED_SINCE_CONFIRMED
     child_id: Optional[str] = None
     try:
         if spec.execution is Execution.REFUND_WORKFLOW:

@@ -69,3 +69,16 @@ def fresh(order_doc: dict[str, Any], user_doc: Optional[dict[str, Any]], method_
         if raw is not None:
             method = PaymentMethod(id=method_id, source=raw.get("source", ""), balance=raw.get("balance"))
     return fingerprint(order_fact(order_doc), method)
+
+
+def changed(state: Any, call: Any, order_doc: dict[str, Any]) -> bool:
+    """True when ``order_doc`` (just read) is an order of the state whose status, items or
+    payment history differ from the conversation's copy (what the user confirmed). False for
+    another subject (a user's document) or an order the state does not hold."""
+    order = state.orders.get(order_doc.get("order_id") or "") if "payment_history" in order_doc else None
+    if order is None:
+        return False
+    try:
+        return fingerprint(order_fact(order_doc), None) != fingerprint(order, None)
+    except (KeyError, TypeError, ValueError):
+        return False  # not an order document after all: the write's own checks decide

@@ -64,3 +64,23 @@ async def test_an_unchanged_order_is_written(temporal_env, settings, services): 
         assert answer.status == "active" and answer.text != replies.CHANGED_SINCE_CONFIRMED
         assert order_details(backend, PENDING)["status"] == "cancelled"
     assert len(httpx.get(f"{services['payments']}/operations", params={"reference": PENDING}).json()) == 1
+
+
+async def test_an_address_change_on_an_order_changed_after_the_yes_prompt_is_not_written(
+        temporal_env, settings, services):  # noqa: F811
+    brain = ListBrain([call("find_user_id_by_email", email=EMAIL), call("get_user_details", user_id=CUSTOMER),
+                       call("get_order_details", order_id=PENDING),
+                       call("modify_pending_order_address", order_id=PENDING, address1="1 Main St", address2="",
+                            city="Austin", state="TX", country="USA", zip="78701")])
+    async with running_worker(temporal_env, settings, brain=brain, services=services) as (client, backend):
+        before = order_details(backend, PENDING)["address"]
+        cid = await client.start_conversation(f"rbw-addr-{uuid.uuid4().hex[:6]}")
+        assert (await client.send_message(cid, f"my email is {EMAIL}, move {PENDING}")).awaiting_confirmation
+        _adjust_payment(backend, PENDING)
+        answer = await client.send_message(cid, "yes")
+        assert answer.text == replies.CHANGED_SINCE_CONFIRMED
+        assert order_details(backend, PENDING)["address"] == before and backend.ledger_entries("main") == []
+        state = await client.state(cid)
+        # the model now sees the order as it is
+        assert f"{state.orders[PENDING].payment_history[0].amount:.2f}" == \
+            f"{order_details(backend, PENDING)['payment_history'][0]['amount']:.2f}"
