@@ -103,3 +103,23 @@ def test_invalid_data_is_a_deterministic_refusal(services, tmp_path):  # noqa: F
         payments.move("pay:k-5", "#W5", "cancel_pending_order", bad)
     assert raised.value.error_type is ErrorType.INVALID_DATA
     assert payments.operations("#W5") == []
+
+
+def test_concurrent_requests_with_one_key_move_money_once_on_postgresql():
+    """Eight callers race with one Idempotency-Key on PostgreSQL: one operation is recorded and
+    every caller gets its result."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from tests.service_fixtures import postgres_services
+
+    body = {"reference": "#W6", "kind": "cancel_pending_order", "movements": MOVEMENTS}
+    with postgres_services() as urls:
+        def post(_: int) -> httpx.Response:
+            return httpx.post(f"{urls['payments']}/operations", json=body, headers={"Idempotency-Key": "k-6"},
+                              timeout=10)
+
+        with ThreadPoolExecutor(8) as pool:
+            answers = list(pool.map(post, range(8)))
+        assert sorted(a.status_code for a in answers) == [200] * 7 + [201]
+        assert len({a.json()["created_at"] for a in answers}) == 1
+        assert len(httpx.get(f"{urls['payments']}/operations", params={"reference": "#W6"}).json()) == 1
