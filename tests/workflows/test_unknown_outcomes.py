@@ -20,7 +20,7 @@ import sqlalchemy as sa
 
 from tests.journal_fixtures import postgres_database
 from tests.policy_fixtures import CUSTOMER, EMAIL, PENDING
-from tests.service_fixtures import pg_services, services  # noqa: F401 - fixtures
+from tests.service_fixtures import arm, pg_services, services  # noqa: F401 - fixtures
 from tests.workflow_harness import ListBrain, call, order_details, running_worker
 from workflows import replies
 
@@ -126,3 +126,44 @@ async def test_a_reset_after_an_applied_refund_reports_it_applied_and_moves_mone
     assert again.ok and again.result == first.result and step.status.value == "done"
     assert backend.duplicate_writes("main") == 0
     assert len(httpx.get(f"{services['payments']}/operations", params={"reference": PENDING}).json()) == 1
+
+
+async def test_a_payment_whose_outcome_cannot_be_told_is_escalated_not_replayed(temporal_env, settings, tmp_path):
+    """The payments service takes the money request, then goes away before answering; the next
+    attempt finds the request dispatched and cannot ask (the service is down): OutcomeUnknown,
+    never sent again. The conversation re-checks (still cannot tell), marks the step unknown,
+    opens a ticket and tells the user exactly that."""
+    from systems.service_kit.fleet import Fleet, sqlite_databases
+
+    fleet = Fleet(sqlite_databases(tmp_path))
+    urls = fleet.start()
+    try:
+        arm(urls["payments"], "answer_after_timeout", seconds=30.0)
+        brain = ListBrain([call("find_user_id_by_email", email=EMAIL), call("get_user_details", user_id=CUSTOMER),
+                           call("get_order_details", order_id=PENDING),
+                           call("cancel_pending_order", order_id=PENDING, reason="no longer needed")])
+        fast = settings.model_copy(update={"write_timeout_seconds": 3.0})
+        async with running_worker(temporal_env, fast, brain=brain, services=urls) as (client, backend):
+            cid = f"pay-unknown-{uuid.uuid4().hex[:6]}"
+            await client.start_conversation(cid)
+            assert (await client.send_message(cid, f"my email is {EMAIL}, cancel {PENDING}")).awaiting_confirmation
+            yes = asyncio.create_task(client.send_message(cid, "yes"))
+            while httpx.get(f"{urls['payments']}/_faults").json().get("answer_after_timeout") != 1:
+                await asyncio.sleep(0.05)
+            await asyncio.to_thread(fleet.threads["payments"].stop)  # gone before it answers
+            answer = await asyncio.wait_for(yes, 120)
+            assert answer.text == replies.ESCALATED and answer.status == "escalated"
+            state = await client.state(cid)
+            step = next(s for s in state.steps if s.name == "cancel_pending_order")
+            assert step.status.value == "unknown"
+            key = f"cancel_pending_order:{PENDING}:{cid}.t1"
+            tickets = httpx.get(f"{urls['ticketing']}/tickets", params={"reference": f"escalate:{key}"}).json()
+            assert len(tickets) == 1
+            assert [e["ok"] for e in backend.ledger_entries("main")] == [True]  # the order side is recorded
+    finally:
+        fleet.stop()
+    import sqlalchemy as sa_
+    payments = sa_.create_engine(sqlite_databases(tmp_path)["payments"])
+    with payments.connect() as conn:  # sent once, never replayed
+        assert conn.execute(sa_.text("SELECT count(*) FROM payment_operations")).scalar_one() == 1
+    payments.dispose()
