@@ -107,7 +107,7 @@ def dev(detach: bool = typer.Option(False, "--detach", help="Run in the backgrou
                           f"'{settings.task_queue}'{' (offline stand-in model)' if settings.offline else ''}; "
                           f"data in {settings.data_dir}; {services_line}. Ctrl-C to stop.")
             if record_state:
-                devstate.write(settings, devstate.describe(settings, os.getpid(), api_url=served))
+                devstate.write(settings, devstate.describe(served_settings, os.getpid(), api_url=served))
             try:
                 await asyncio.Event().wait()
             finally:
