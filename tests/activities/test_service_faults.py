@@ -123,3 +123,20 @@ def test_concurrent_requests_with_one_key_move_money_once_on_postgresql():
         assert sorted(a.status_code for a in answers) == [200] * 7 + [201]
         assert len({a.json()["created_at"] for a in answers}) == 1
         assert len(httpx.get(f"{urls['payments']}/operations", params={"reference": "#W6"}).json()) == 1
+
+
+@pytest.mark.parametrize("fault", FAULTS)
+def test_each_fault_on_postgresql_then_a_retry_leaves_exactly_one_payment(tmp_path, fault):
+    """The same on PostgreSQL, where ``slow_lock`` holds a real transaction (``pg_sleep``) that
+    the caller's deadline cuts through ``statement_timeout``."""
+    from tests.service_fixtures import postgres_services
+
+    with postgres_services() as urls:
+        payments = HttpPayments(urls["payments"], 2.0, _log(tmp_path))
+        arm(urls["payments"], fault)
+        with deadline_in(1.5), pytest.raises(FIRST_ATTEMPT_RAISES[fault]):
+            payments.move("pay:k-7", "#W7", "cancel_pending_order", MOVEMENTS)
+        assert len(payments.operations("#W7")) == (1 if fault in COMMITTED_BY_FIRST else 0)
+        with deadline_in(5.0):
+            payments.move("pay:k-7", "#W7", "cancel_pending_order", MOVEMENTS)
+        assert len(payments.operations("#W7")) == 1
