@@ -105,7 +105,8 @@ def build_tool_activities(settings: Settings, backend: RetailBackend) -> ToolAct
     from activities.reconcile import DispatchLog
 
     port = RetailPort(backend)
-    log = DispatchLog(make_engine(settings.resolved_journal_url()))
+    external = settings.payments_url or settings.email_url or settings.ticketing_url
+    log = DispatchLog(make_engine(settings.resolved_journal_url())) if external else None
     timeout = settings.services_timeout_seconds
     return ToolActivities(
         tools=port,

@@ -58,8 +58,7 @@ class PaymentsPort(Protocol):
 
 def _brief(operation: dict[str, Any]) -> dict[str, Any]:
     # what the dispatch log keeps of an operation: no payment method ids
-    return {"idempotency_key": operation["idempotency_key"], "reference": operation["reference"],
-            "movements": len(operation["movements"]), "replayed": bool(operation.get("replayed"))}
+    return {"movements": len(operation["movements"]), "replayed": bool(operation.get("replayed"))}
 
 
 class HttpPayments:
