@@ -90,9 +90,13 @@ def build_erasure(client: Client, settings: Settings, backend: Optional[RetailBa
     """Erasure and retention (``activities.erasure``) over ``settings``' system of record,
     journal and audit log (the journal's database), with the existing pseudonym key (never
     a new one: it would match no run)."""
+    from activities.channels_http import HttpOutbox, HttpTickets
+
     url = settings.resolved_journal_url()
+    channels = [*([HttpOutbox(settings.email_url)] if settings.email_url else []),
+                *([HttpTickets(settings.ticketing_url)] if settings.ticketing_url else [])]
     return DataErasure(client, backend or build_backend(settings), journal or JournalStore(url), AuditLog(url),
-                       pseudonym_key=settings.pseudonym_secret(create=False))
+                       pseudonym_key=settings.pseudonym_secret(create=False), channels=channels)
 
 
 def build_tool_activities(settings: Settings, backend: RetailBackend) -> ToolActivities:

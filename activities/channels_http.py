@@ -12,6 +12,7 @@ from typing import Any, Optional
 
 from activities.http_service import ServiceClient
 from activities.reconcile import DispatchLog, reconciled
+from workflows.keys import key_ref
 
 
 class _ByReference:
@@ -24,6 +25,21 @@ class _ByReference:
         """What the service holds for ``reference``, oldest first."""
         found = self.client.get(self.path, params={"reference": reference})
         return [] if found is None else found.json()
+
+    def erase(self, conversations: set[str], *, user_id: Optional[str] = None,
+              emails: frozenset[str] = frozenset()) -> int:
+        """Delete what this service holds for ``conversations`` (references whose key names one
+        of them), the customer ``user_id`` (tickets; references naming them) and ``emails``
+        (messages to them). Returns how many records were deleted."""
+        listed = self.client.get(f"{self.path}/references")
+        references = [r for r in (listed.json() if listed is not None else [])
+                      if (ref := key_ref(r)).conversation in conversations or (user_id and ref.subject == user_id)]
+        body: dict[str, Any] = {"references": references}
+        if self.name == "email":
+            body["to_emails"] = sorted(emails)
+        elif user_id:
+            body["user_ids"] = [user_id]
+        return int(self.client.send("POST", f"{self.path}/erase", json=body).json()["deleted"])
 
     def _once(self, reference: str, body: dict[str, Any]) -> bool:
         def lookup() -> Optional[dict[str, Any]]:

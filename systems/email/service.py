@@ -38,6 +38,14 @@ class Email(BaseModel):
     body: str = Field(max_length=20_000)
 
 
+class Erase(BaseModel):
+    """Body of ``POST /messages/erase``: delete every message with one of ``references`` or
+    sent to one of ``to_emails`` (case-insensitive)."""
+
+    references: list[str] = Field(default_factory=list, max_length=10_000)
+    to_emails: list[str] = Field(default_factory=list, max_length=100)
+
+
 class Sent(Email):
     """A sent email with the service's own id and time."""
 
@@ -68,5 +76,20 @@ def create_app(database_url: str) -> FastAPI:
             rows = conn.execute(sa.select(messages).where(messages.c.reference == reference)
                                 .order_by(messages.c.message_id)).all()
         return [Sent(**row._mapping) for row in rows]
+
+    @app.get("/messages/references", response_model=list[str])
+    def references() -> list[str]:
+        """Every business reference the service holds (the erasure of a conversation's records)."""
+        with effects.engine.connect() as conn:
+            return list(conn.execute(sa.select(messages.c.reference).distinct()).scalars())
+
+    @app.post("/messages/erase")
+    def erase(body: Erase) -> dict[str, int]:
+        """Delete the messages ``body`` names (a customer's erasure); returns how many."""
+        lowered = [e.lower() for e in body.to_emails]
+        with effects.engine.begin() as conn:
+            deleted = conn.execute(messages.delete().where(sa.or_(
+                messages.c.reference.in_(body.references), sa.func.lower(messages.c.to_email).in_(lowered))))
+        return {"deleted": deleted.rowcount}
 
     return app

@@ -36,6 +36,14 @@ class TicketIn(BaseModel):
     summary: str = Field(max_length=20_000)
 
 
+class Erase(BaseModel):
+    """Body of ``POST /tickets/erase``: delete every ticket with one of ``references`` or for
+    one of ``user_ids``."""
+
+    references: list[str] = Field(default_factory=list, max_length=10_000)
+    user_ids: list[str] = Field(default_factory=list, max_length=100)
+
+
 class Ticket(TicketIn):
     """An opened ticket with the service's id and time."""
 
@@ -66,5 +74,19 @@ def create_app(database_url: str) -> FastAPI:
             rows = conn.execute(sa.select(tickets).where(tickets.c.reference == reference)
                                 .order_by(tickets.c.ticket_id)).all()
         return [Ticket(**row._mapping) for row in rows]
+
+    @app.get("/tickets/references", response_model=list[str])
+    def references() -> list[str]:
+        """Every business reference the service holds (the erasure of a conversation's records)."""
+        with effects.engine.connect() as conn:
+            return list(conn.execute(sa.select(tickets.c.reference).distinct()).scalars())
+
+    @app.post("/tickets/erase")
+    def erase(body: Erase) -> dict[str, int]:
+        """Delete the tickets ``body`` names (a customer's erasure); returns how many."""
+        with effects.engine.begin() as conn:
+            deleted = conn.execute(tickets.delete().where(sa.or_(
+                tickets.c.reference.in_(body.references), tickets.c.user_id.in_(body.user_ids))))
+        return {"deleted": deleted.rowcount}
 
     return app
