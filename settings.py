@@ -123,6 +123,17 @@ class Settings(BaseSettings):
     """Closed conversations older than this many days are purged by ``statekeeper retention
     purge`` and its schedule (``activities.erasure``). None (default): retention is off."""
 
+    payments_url: Optional[str] = None
+    email_url: Optional[str] = None
+    ticketing_url: Optional[str] = None
+    """Base URLs of the external payments, email and ticketing services (``systems/``; started
+    by ``statekeeper dev``). None: no payments mirror, and emails and tickets go to the retail
+    database's side channels (the tests' default)."""
+    services_port: int = 8301
+    """``statekeeper dev`` serves payments, email and ticketing on this port and the next two."""
+    services_timeout_seconds: float = 10.0
+    """Timeout of one request to an external service (also bounded by the activity's own)."""
+
     sandbox_project_modules: bool = False
     """True: the project's workflow modules load inside the workflow sandbox in every run
     (strict, slower; the tests run so); False: they are passed through (see ``worker``)."""

@@ -90,9 +90,33 @@ def build_erasure(client: Client, settings: Settings, backend: Optional[RetailBa
     """Erasure and retention (``activities.erasure``) over ``settings``' system of record,
     journal and audit log (the journal's database), with the existing pseudonym key (never
     a new one: it would match no run)."""
+    from activities.channels_http import HttpOutbox, HttpTickets
+
     url = settings.resolved_journal_url()
+    channels = [*([HttpOutbox(settings.email_url)] if settings.email_url else []),
+                *([HttpTickets(settings.ticketing_url)] if settings.ticketing_url else [])]
     return DataErasure(client, backend or build_backend(settings), journal or JournalStore(url), AuditLog(url),
-                       pseudonym_key=settings.pseudonym_secret(create=False))
+                       pseudonym_key=settings.pseudonym_secret(create=False), channels=channels)
+
+
+def build_tool_activities(settings: Settings, backend: RetailBackend) -> ToolActivities:
+    """The tool activities over the retail system and, when their URLs are set, the external
+    payments, email and ticketing services (``activities.payments_port``,
+    ``activities.channels_http``), with the dispatch log of the unknown-outcome protocol in
+    the journal's database."""
+    from activities.channels_http import HttpOutbox, HttpTickets
+    from activities.payments_port import HttpPayments
+    from activities.reconcile import DispatchLog
+
+    port = RetailPort(backend)
+    external = settings.payments_url or settings.email_url or settings.ticketing_url
+    log = DispatchLog(make_engine(settings.resolved_journal_url())) if external else None
+    timeout = settings.services_timeout_seconds
+    return ToolActivities(
+        tools=port,
+        outbox=HttpOutbox(settings.email_url, timeout, log) if settings.email_url else port,
+        tickets=HttpTickets(settings.ticketing_url, timeout, log) if settings.ticketing_url else port,
+        payments=HttpPayments(settings.payments_url, timeout, log) if settings.payments_url else None)
 
 
 def build_worker(client: Client, settings: Settings, backend: Optional[RetailBackend] = None,
@@ -109,8 +133,7 @@ def build_worker(client: Client, settings: Settings, backend: Optional[RetailBac
     compares with its own."""
     if tools is None:
         backend = backend or build_backend(settings)
-        port = RetailPort(backend)
-        tools = ToolActivities(tools=port, outbox=port, tickets=port)
+        tools = build_tool_activities(settings, backend)
     sor = fingerprint(settings.resolved_database_url())
     tools.system_of_record = sor  # processes bind to it; calls bound to another database are refused
     model = model or build_model_activities(settings)

@@ -10,10 +10,15 @@ from __future__ import annotations
 from contextlib import contextmanager
 from typing import Any, Iterator, Optional
 
+from sqlalchemy.exc import DataError
+
+from activities import deadline
 from activities.ports import Guard, PortError
 from systems.retail.backend import SEED_STORE, RetailBackend
+from systems.retail.engine import deadline_scope
 from systems.retail.errors import (
     IdempotencyKeyConflict,
+    InvalidData,
     UnknownStoreError,
     UnknownToolError,
 )
@@ -50,22 +55,30 @@ class RetailPort:
 
     def enqueue_email(self, store: str, message_key: str, to_email: str, subject: str, body: str) -> bool:
         """See ``activities.ports.OutboxPort``."""
-        return self.backend.enqueue_email(store, message_key, to_email, subject, body)
+        with _port_errors("email", store):
+            return self.backend.enqueue_email(store, message_key, to_email, subject, body)
 
     def open_ticket(self, store: str, ticket_key: str, user_id: Optional[str], summary: str) -> bool:
         """See ``activities.ports.TicketPort``."""
-        return self.backend.open_ticket(store, ticket_key, user_id, summary)
+        with _port_errors("ticket", store):
+            return self.backend.open_ticket(store, ticket_key, user_id, summary)
 
 
 @contextmanager
 def _port_errors(tool: str, store: str) -> Iterator[None]:
-    """The system's own errors as ``PortError`` kinds; anything else passes (infrastructure)."""
+    """The system's own errors as ``PortError`` kinds; anything else passes (infrastructure).
+    Its transactions end before the current attempt's deadline (``activities.deadline``)."""
     try:
-        yield
+        with deadline_scope(deadline.current()):
+            yield
     except UnknownToolError as err:
         raise PortError(ErrorType.UNKNOWN_TOOL, f"the retail system has no tool {tool}") from err
     except UnknownStoreError as err:
         raise PortError(ErrorType.UNKNOWN_STORE, f"unknown store {store}") from err
+    except (DataError, InvalidData) as err:
+        # the database refused the values themselves (e.g. a NUL character on PostgreSQL): a
+        # retry fails the same way, and the transaction, effect and ledger row, rolled back
+        raise PortError(ErrorType.INVALID_DATA, "the retail system refused the data as invalid") from err
     except IdempotencyKeyConflict as err:
         # the same key with another tool or arguments: retrying cannot help
         raise PortError(ErrorType.IDEMPOTENCY_KEY_CONFLICT, str(err)) from err

@@ -15,7 +15,9 @@ from typing import Any, Callable, Optional, TypeVar
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities.deadline import attempt_deadline
 from activities.heartbeat import heartbeating
+from activities.payments_port import PaymentsPort, money_movements, payments_key
 from activities.ports import Guard, OutboxPort, PortError, TicketPort, ToolPort
 from workflows.actions import call_arguments
 from workflows.activity_api import ToolActivitiesApi
@@ -35,13 +37,16 @@ T = TypeVar("T")
 
 
 class ToolActivities(ToolActivitiesApi):
-    """The tool activities over injected ports (``tools``, ``outbox``, ``tickets``);
+    """The tool activities over injected ports (``tools``, ``outbox``, ``tickets``, and
+    ``payments``: when given, the money a write moved is moved there too, once per key);
     register ``instance.all()`` with the worker."""
 
-    def __init__(self, tools: ToolPort, outbox: OutboxPort, tickets: TicketPort) -> None:
+    def __init__(self, tools: ToolPort, outbox: OutboxPort, tickets: TicketPort,
+                 payments: Optional[PaymentsPort] = None) -> None:
         self._tools = tools
         self._outbox = outbox
         self._tickets = tickets
+        self._payments = payments
         self.system_of_record = ""
         """The fingerprint of the database behind ``tools`` (set by ``worker.build_worker``);
         empty: not checked."""
@@ -79,8 +84,20 @@ class ToolActivities(ToolActivitiesApi):
             raise _fatal(ErrorType.INVALID_ARGUMENTS, "idempotency key does not belong to this tool")
         self._check_bound(req.system_of_record)
         args = call_arguments(req.call)
-        return self._stamp(await _call(self._tools.invoke, req.store, req.call.name, args,
-                                       idempotency_key=req.idempotency_key, guard=status_guard(req.call.name, args)))
+        result = await _call(self._tools.invoke, req.store, req.call.name, args,
+                             idempotency_key=req.idempotency_key, guard=status_guard(req.call.name, args))
+        await self._move_money(req, args, result)
+        return self._stamp(result)
+
+    async def _move_money(self, req: WriteToolRequest, args: dict[str, Any], result: ToolResult) -> None:
+        # The order (system of record) already records the movements; the payments service
+        # moves them, under a key derived from the write's. A retried write gets the recorded
+        # order, hence the same movements under the same key: the money moves once.
+        movements = money_movements(req.call.name, result.result) if result.ok else None
+        if self._payments is None or not movements:
+            return
+        await _call(self._payments.move, payments_key(req.idempotency_key), args["order_id"], req.call.name,
+                    movements)
 
     @activity.defn
     async def find_recorded_write(self, req: WriteToolRequest) -> Optional[ToolResult]:
@@ -89,8 +106,13 @@ class ToolActivities(ToolActivitiesApi):
         Returns the recorded outcome (``replayed=True``) or None; ``IdempotencyKeyConflict``
         (non-retryable) when the key holds another call."""
         self._check_bound(req.system_of_record)
-        return await _call(self._tools.recorded, req.store, req.call.name, call_arguments(req.call),
-                           req.idempotency_key)
+        args = call_arguments(req.call)
+        recorded = await _call(self._tools.recorded, req.store, req.call.name, args, req.idempotency_key)
+        if recorded is not None:
+            # an applied write is only done once its money moved: found by the payments key, or
+            # moved now if proven absent; ``OutcomeUnknown`` when the payments system cannot say
+            await self._move_money(req, args, recorded)
+        return recorded
 
     @activity.defn
     async def check_store(self, req: StoreCheckRequest) -> bool:
@@ -117,8 +139,9 @@ class ToolActivities(ToolActivitiesApi):
 
 async def _call(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     try:
-        async with heartbeating():
-            return await asyncio.to_thread(fn, *args, **kwargs)
+        with attempt_deadline():  # the work ends before Temporal gives up on this attempt
+            async with heartbeating():
+                return await asyncio.to_thread(fn, *args, **kwargs)
     except PortError as err:
         raise _fatal(err.error_type, str(err)) from err
 

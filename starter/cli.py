@@ -5,9 +5,7 @@ retention purge/schedule (``starter.erasure_cli``)."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
-import os
 import sys
 import uuid
 from pathlib import Path
@@ -27,11 +25,10 @@ from rich.table import Table
 
 from settings import Settings
 from starter import devstate
-from starter.api_server import api_beside
-from starter.auth import access_from_settings
 from starter.backtest_cli import backtest
 from starter.client import ConversationError, client_for
-from starter.codec_server import codec_for_dev, codec_server
+from starter.codec_server import codec_server
+from starter.dev_cli import dev, stop
 from starter.devserver import DevServerError
 from starter.erasure_cli import erase, retention_app
 from starter.journal_cli import decisions, journal_app, transcript
@@ -39,12 +36,14 @@ from starter.keys_cli import keys_app
 from starter.links import link
 from starter.logs import cli_logging, configure_logging
 from starter.health import worker_health
-from starter.migrate_cli import migrate, migrate_for_dev
+from starter.migrate_cli import migrate
 from starter.preflight import StartupRefused
 from starter.runtime import runtime
 from starter.taubench import TauBenchRunner, load_tasks, report_json
 
 app = typer.Typer(help="Durable, LLM-driven retail support conversations on Temporal.", no_args_is_help=True)
+app.command()(dev)
+app.command()(stop)
 app.command()(link)
 app.command()(transcript)
 app.command()(decisions)
@@ -69,64 +68,6 @@ def _settings() -> Settings:
 
 def _ui_url(settings: Settings) -> str:
     return f"http://127.0.0.1:{settings.ui_port}/namespaces/{settings.temporal_namespace}/workflows"
-
-
-@app.command()
-def dev(detach: bool = typer.Option(False, "--detach", help="Run in the background; stop with `statekeeper stop`."),
-        record_state: bool = typer.Option(False, "--record-state", hidden=True,
-                                          help="Record this process in the dev state file once its worker polls "
-                                               "(what --detach runs in the background).")) -> None:
-    """Run the embedded Temporal dev server (SQLite, Web UI) and a worker until Ctrl-C."""
-    settings = _settings()
-    if detach:
-        from starter.background import log_path, start_detached
-
-        with _interruptible():
-            access = access_from_settings(settings, settings.api_host)  # refused here, not in the background
-            running = start_detached(settings)
-        api_url = f"{running.api_url} ({access.describe()})" if running.api_url else "not served (port taken; see the log)"
-        console.print(f"[green]statekeeper dev[/] running in the background (pid {running.pid}); "
-                      f"Web UI {_ui_url(settings)}; HTTP API {api_url}; "
-                      f"data in {running.data_dir}; logs in {log_path(settings)}; "
-                      "stop it with `statekeeper stop` (from any directory).")
-        return
-
-    async def main() -> None:
-        await migrate_for_dev(settings)  # statekeeper's own schema (Alembic), first
-        async with runtime(settings, create_key=True) as rt, contextlib.AsyncExitStack() as stack:
-            where = "started embedded server" if rt.started_server else "using the server already running"
-            served: Optional[str] = None
-            access = await asyncio.to_thread(access_from_settings, settings, settings.api_host)
-            try:
-                api_url = served = await stack.enter_async_context(api_beside(rt.client, settings, access=access))
-            except OSError as err:  # e.g. the port is taken: the worker and the Web UI still serve
-                api_url = f"not served ({err}; set STATEKEEPER_API_PORT)"
-            else:
-                api_url += f" ({access.describe()})"
-            codec_url = await codec_for_dev(stack, settings)
-            console.print(f"[green]statekeeper dev[/]: {where} at {settings.temporal_address}; "
-                          f"Web UI {_ui_url(settings)}; HTTP API {api_url}; codec server {codec_url}; worker on task queue "
-                          f"'{settings.task_queue}'{' (offline stand-in model)' if settings.offline else ''}; "
-                          f"data in {settings.data_dir}. Ctrl-C to stop.")
-            if record_state:
-                devstate.write(settings, devstate.describe(settings, os.getpid(), api_url=served))
-            try:
-                await asyncio.Event().wait()
-            finally:
-                if record_state:
-                    devstate.remove(settings, os.getpid())
-
-    with _interruptible():
-        asyncio.run(main())
-
-
-@app.command()
-def stop() -> None:
-    """Stop the `statekeeper dev --detach` recorded in the dev state file (from any directory)."""
-    from starter.background import stop_detached
-
-    settings = _settings()
-    console.print("stopped." if stop_detached(settings) else "no background `statekeeper dev` is running.")
 
 
 @app.command()

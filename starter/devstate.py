@@ -39,6 +39,10 @@ class DevState(BaseModel):
     """True when the database is the SQLite file in ``data_dir`` (adopting the data directory
     then means adopting the database); False for an explicit ``STATEKEEPER_DATABASE_URL``."""
     started_at: datetime
+    payments_url: Optional[str] = None
+    email_url: Optional[str] = None
+    ticketing_url: Optional[str] = None
+    """The external services the dev worker uses: every worker on its task queue must use the same."""
 
 
 def state_file(settings: Settings) -> Path:
@@ -55,7 +59,9 @@ def describe(settings: Settings, pid: int, api_url: Optional[str] = None) -> Dev
     return DevState(pid=pid, data_dir=settings.data_dir.resolve(), temporal_address=settings.temporal_address,
                     ui_port=settings.ui_port, api_url=api_url, temporal_namespace=settings.temporal_namespace,
                     task_queue=settings.task_queue, db_fingerprint=fingerprint(settings.resolved_database_url()),
-                    default_database=settings.database_url is None, started_at=datetime.now(timezone.utc))
+                    default_database=settings.database_url is None, started_at=datetime.now(timezone.utc),
+                    payments_url=settings.payments_url, email_url=settings.email_url,
+                    ticketing_url=settings.ticketing_url)
 
 
 def write(settings: Settings, state: DevState) -> None:
@@ -100,7 +106,7 @@ def alive(pid: int) -> bool:
         return True
 
 
-ADOPTED = ("data_dir", "task_queue", "ui_port", "temporal_namespace")
+ADOPTED = ("data_dir", "task_queue", "ui_port", "temporal_namespace", "payments_url", "email_url", "ticketing_url")
 
 
 def adopt(settings: Settings) -> Settings:

@@ -19,7 +19,7 @@ from settings import Settings
 from starter.client import StatekeeperClient
 from systems.retail.backend import RetailBackend
 from tests.faults import PauseAfterWrite, SlowReads
-from worker import build_backend, build_worker
+from worker import build_backend, build_tool_activities, build_worker
 from workflows.approvals import ApprovalPolicy
 
 
@@ -33,6 +33,7 @@ async def running_worker(env, settings: Settings, brain: Optional[Callable[[dict
                          slow_reads: Optional[SlowReads] = None,
                          approvals: Optional[ApprovalPolicy] = None,
                          journal: Optional[JournalStore] = None,
+                         services: Optional[dict[str, str]] = None,
                          ) -> AsyncIterator[tuple[StatekeeperClient, RetailBackend]]:
     """A worker in this process; ``brain(view, plan)`` replaces the offline model's decisions
     (the model is the outside system we fake at its boundary; everything else is real). A
@@ -42,7 +43,8 @@ async def running_worker(env, settings: Settings, brain: Optional[Callable[[dict
     attached here to this worker's port) slows chosen reads (``tests.faults``).
     The client starts conversations with ``approvals`` (default ``NO_APPROVALS``: tests of
     other subjects are not held up by supervisors; approval tests pass their policy). ``journal``
-    replaces the worker's journal (default: the SQLite file ``settings`` names)."""
+    replaces the worker's journal (default: the SQLite file ``settings`` names). ``services``
+    ({name: base URL} of payments, email, ticketing) puts emails, tickets and money there."""
     backend = build_backend(settings)
     model = None
     if brain is not None:
@@ -52,6 +54,11 @@ async def running_worker(env, settings: Settings, brain: Optional[Callable[[dict
     if slow_reads is not None:
         tool_port = slow_reads.attach(tool_port)
     tools = ToolActivities(tools=tool_port, outbox=port, tickets=port)
+    if services is not None:  # the external services (tests.service_fixtures) behind their adapters
+        external = build_tool_activities(settings.model_copy(update={f"{n}_url": u for n, u in services.items()}),
+                                         backend)
+        tools = ToolActivities(tools=tool_port, outbox=external._outbox, tickets=external._tickets,
+                               payments=external._payments)
     async with build_worker(env.client, settings, backend, model=model, tools=tools, journal=journal):
         yield StatekeeperClient(env.client, settings.task_queue, settings.write_timeout_seconds,
                                 approvals=approvals or NO_APPROVALS), backend

@@ -46,6 +46,8 @@ def summary(state: ConversationState, not_undone: list[str]) -> str:
     for label, items in (("Done", kept), ("Undone", details(StepStatus.COMPENSATED)),
                          ("Done but could not be undone (a human agent will follow up)", not_undone),
                          ("Did not go through", details(StepStatus.FAILED)),
+                         ("Not known whether it went through (a human agent is checking)",
+                          details(StepStatus.UNKNOWN)),
                          ("Not done", details(StepStatus.CANCELLED))):
         if items:
             parts.append(f"{label}: {'; '.join(items)}")

@@ -50,18 +50,20 @@ async def _subject_document(state: ConversationState, spec: Any, subject_id: str
 
 
 async def before_image(state: ConversationState, call: Any,
-                       cancel_requested: Callable[[], Optional[CancelRequest]]) -> Optional[dict[str, Any]]:
+                       cancel_requested: Callable[[], Optional[CancelRequest]]
+                       ) -> tuple[Optional[dict[str, Any]], Optional[dict[str, Any]]]:
     """The compensation arguments of reversible write ``call``, read from the system of
     record right before it runs; None for other writes or when the read fails (the write
     still runs; a later rollback reports that it could not be undone). Raises
-    ``Interrupted`` when a cancel arrives during the read (the write then never starts)."""
+    ``Interrupted`` when a cancel arrives during the read (the write then never starts).
+    Returns (those arguments, the subject's document as read, for read-before-write)."""
     spec = spec_of(call.name)
     if spec.tool_class is not ToolClass.REVERSIBLE_WRITE or spec.subject is None:
-        return None
+        return None, None
     subject_id = call_arguments(call)[spec.subject]
     document = await _subject_document(state, spec, subject_id, cancel_requested)
     value = document.get(spec.compensation_from or "") if document else None
-    return {spec.subject: subject_id, **value} if isinstance(value, dict) else None
+    return ({spec.subject: subject_id, **value} if isinstance(value, dict) else None), document
 
 
 async def roll_back(state: ConversationState, write_timeout_seconds: float) -> list[str]:

@@ -166,6 +166,10 @@ class RefundInput(BaseModel):
     approved_by: Optional[str] = None
     system_of_record: Optional[str] = None
     """The database fingerprint the parent conversation is bound to (its tool calls carry it)."""
+    confirmed_fingerprint: Optional[str] = None
+    """What the user confirmed (``workflows.read_before_write``): when set, the write runs only
+    if the order (and ``confirmed_method_id``'s payment method) read right before it match."""
+    confirmed_method_id: Optional[str] = None
 
 
 class RefundOutcome(BaseModel):

@@ -45,6 +45,12 @@ class ErrorType(str, Enum):
     APPROVAL_REFUSED = "ApprovalRefused"
     """A supervisor's decision that cannot apply: unknown approval id (or one bound to another
     operation or other arguments), already decided, or expired (``workflows.approvals``)."""
+    INVALID_DATA = "InvalidData"
+    """A system refused the data of a request as invalid (e.g. a NUL character PostgreSQL
+    cannot store, a constraint): deterministic, nothing was written; reported as what it is."""
+    OUTCOME_UNKNOWN = "OutcomeUnknown"
+    """A request to an external system may or may not have taken effect and asking the system
+    afterwards could not tell: never replayed automatically; the step is escalated."""
     STATE_INCOMPATIBLE = "StateIncompatible"
     """A conversation's saved state (its run input) cannot be loaded by this code: saved by a
     newer version, without a valid ``schema_version``, or invalid after migration
@@ -57,5 +63,7 @@ TOOL_NON_RETRYABLE = [
     ErrorType.INVALID_ARGUMENTS.value,
     ErrorType.UNKNOWN_STORE.value,
     ErrorType.IDEMPOTENCY_KEY_CONFLICT.value,
+    ErrorType.INVALID_DATA.value,
+    ErrorType.OUTCOME_UNKNOWN.value,
 ]
 """Deterministic tool-activity failures: a retry would fail the same way."""

@@ -9,6 +9,7 @@ hands it to a human (the ticket key derives from the write's idempotency key).
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 from typing import Callable, Optional
 
@@ -21,7 +22,7 @@ from temporalio.exceptions import (
     WorkflowAlreadyStartedError,
 )
 
-from workflows import keys, replies
+from workflows import keys, read_before_write, replies
 from workflows import transitions as tr
 from workflows.actions import make_tool_call
 from workflows.activity_api import ToolActivitiesApi
@@ -55,6 +56,11 @@ CHILD_START_ATTEMPTS = 30
 CHILD_START_BACKOFF = timedelta(seconds=2)
 """A refund child whose id is still running (a reset re-executed its parent) is waited for:
 a new run then finds the first run's outcome in the ledger."""
+RECHECK_PATCH = "recheck-ledger-before-escalation"
+"""``workflow.patched`` id of asking the system of record once more, by the write's key, before
+escalating a write whose outcome is unknown (and marking its step ``unknown``, not failed)."""
+TRUTHFUL_TRANSFER_PATCH = "no-transfer-without-ticket"
+"""``workflow.patched`` id of telling the user they were not transferred when no ticket opened."""
 TENANT_PATCH = "tenant-on-refund-child"
 """``workflow.patched`` id of passing the conversation's ``Tenant`` to its refund child: a
 start option of the child, guarded so that histories recorded without it replay unchanged."""
@@ -126,9 +132,17 @@ async def execute_confirmed(state: ConversationState, pending: PendingConfirmati
     spec = spec_of(call.name)
     tr.finish_step(state, operation, StepStatus.RUNNING)
     visibility.publish(state)
-    undo = await before_image(state, call, cancel_requested)
+    undo, document = await before_image(state, call, cancel_requested)
     if cancel_requested() is not None:
         raise Interrupted()
+    if (document is not None and read_before_write.changed(state, call, document)
+            and workflow.patched(read_before_write.PATCH)):
+        # the order the user confirmed is not the one there now: nothing is written
+        tr.apply_write_result(state, call, operation, key, read_before_write.CHANGED_RESULT, False, None, None)
+        tr.apply_read_result(state, make_tool_call("get_order_details", {"order_id": document["order_id"]}),
+                             json.dumps(document))  # the model sees the order as it is now
+        visibility.publish(state)
+        return replies.CHANGED_SINCE_CONFIRMED
     child_id: Optional[str] = None
     try:
         if spec.execution is Execution.REFUND_WORKFLOW:
@@ -149,23 +163,47 @@ async def execute_confirmed(state: ConversationState, pending: PendingConfirmati
         if _failed_with(err, ErrorType.IDEMPOTENCY_KEY_CONFLICT):
             result = ToolResult(result="Error: this step already holds a different change (the conversation was "
                                        "reset); propose the change again to make it", outcome=Outcome.REFUSED)
+        elif _failed_with(err, ErrorType.INVALID_DATA):
+            # deterministic: the system refused the values and wrote nothing; said as it is
+            result = ToolResult(result=f"Error: {failure_reason(err)}", outcome=Outcome.REFUSED)
         elif _failed_with(err, ErrorType.WRONG_SYSTEM_OF_RECORD):
             result = ToolResult(result="Error: only workers on another system of record were available; the "
                                        "change was not made", outcome=Outcome.REFUSED)
         else:
             result = ToolResult(result=failure_reason(err), outcome=Outcome.UNKNOWN)
+    if result.outcome is Outcome.UNKNOWN and workflow.patched(RECHECK_PATCH):
+        result = await _recheck(state, call, key) or result
     if result.outcome is Outcome.UNKNOWN:
         reason = f"{call.name} could not be shown to have completed ({result.result}); escalated to a human agent"
-        tr.finish_step(state, operation, StepStatus.FAILED, reason)
+        unknown = StepStatus.UNKNOWN if workflow.patched(RECHECK_PATCH) else StepStatus.FAILED
+        tr.finish_step(state, operation, unknown, reason)
         await open_ticket(state, reason, keys.escalation_ticket_key(key))
         tr.close(state, ConversationStatus.ESCALATED, reason)
         return replies.ESCALATED
     tr.apply_write_result(state, call, operation, key, result.result, result.ok, child_id, undo)
+    if not result.ok and result.result == read_before_write.CHANGED_RESULT:
+        visibility.publish(state)
+        return replies.CHANGED_SINCE_CONFIRMED  # nothing was written; the state tells the model why
     if (result.ok and spec.execution is Execution.REFUND_WORKFLOW and state.customer is not None
             and cancel_requested() is None):  # after a cancel nothing new starts, not even a read
         await _refresh_customer(state, cancel_requested)
     visibility.publish(state)
     return None
+
+
+async def _recheck(state: ConversationState, call, key: str) -> Optional[ToolResult]:
+    """The write's outcome as the system of record holds it under ``key`` (applied or refused),
+    asked once more before anyone is told it failed; None when it holds none or cannot say."""
+    try:
+        return await workflow.execute_activity_method(
+            ToolActivitiesApi.find_recorded_write,
+            WriteToolRequest(store=state.store, call=call, idempotency_key=key, system_of_record=state.system_of_record),
+            heartbeat_timeout=HEARTBEAT_TIMEOUT, start_to_close_timeout=READ_TIMEOUT, retry_policy=READ_RETRY,
+            summary=f"re-check {call.name} by its key before escalating",
+        )
+    except ActivityError as err:
+        workflow.logger.warning("re-check before escalation failed: %s", log_detail(err))
+        return None
 
 
 async def _run_refund(state: ConversationState, pending: PendingConfirmation, write_timeout_seconds: float,
@@ -175,10 +213,14 @@ async def _run_refund(state: ConversationState, pending: PendingConfirmation, wr
     call = pending.call
     order_id = call.arguments.order_id
     child_id = keys.refund_workflow_id(state.store, order_id, pending.operation_id)
+    confirmed, method_id = read_before_write.confirmed(state, call)
+    if not workflow.patched(read_before_write.PATCH):
+        confirmed = method_id = None
     refund = RefundInput(store=state.store, operation_id=pending.operation_id, call=call,
                          expected_user_id=state.customer.user_id, notify_email=state.customer.email or None,
                          conversation_id=state.conversation_id, write_timeout_seconds=write_timeout_seconds,
-                         approvals=approvals, approved_by=approved_by, system_of_record=state.system_of_record)
+                         approvals=approvals, approved_by=approved_by, system_of_record=state.system_of_record,
+                         confirmed_fingerprint=confirmed, confirmed_method_id=method_id)
     attributes = _child_attributes()
     for attempt in range(CHILD_START_ATTEMPTS):
         try:

@@ -32,6 +32,9 @@ _REFUSED: dict[str, str] = {
                                               "change",
     ErrorType.WRONG_SYSTEM_OF_RECORD.value: "{system} could not be reached: only workers on another system of "
                                             "record were available",
+    ErrorType.INVALID_DATA.value: "{system} refused the data as invalid (such as a control character); nothing "
+                                  "was changed",
+    ErrorType.OUTCOME_UNKNOWN.value: "{system} could not say whether the change was made",
     ErrorType.MODEL_REQUEST_REJECTED.value: "{system} refused the request",
     ErrorType.MODEL_UNAVAILABLE.value: "{system} could not be reached",
 }

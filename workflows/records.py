@@ -41,8 +41,8 @@ class Record(BaseModel):
 
 class StepStatus(str, Enum):
     """Status of a business step: pending (awaiting confirmation), awaiting_approval
-    (confirmed, waiting for a supervisor), running, done, cancelled, failed, or compensated
-    (done, then undone by its compensation after a rollback cancel)."""
+    (confirmed, waiting for a supervisor), running, done, cancelled, failed, compensated
+    (done, then undone by its compensation after a rollback cancel), or unknown (escalated)."""
 
     PENDING = "pending"
     RUNNING = "running"
@@ -51,6 +51,8 @@ class StepStatus(str, Enum):
     FAILED = "failed"
     COMPENSATED = "compensated"
     AWAITING_APPROVAL = "awaiting_approval"
+    UNKNOWN = "unknown"
+    """Ran, but whether it took effect could not be shown: escalated to a human, never replayed."""
 
 
 class ConversationStatus(str, Enum):

@@ -14,13 +14,15 @@ from datetime import timedelta
 from typing import Optional
 
 from temporalio import workflow
+from temporalio.exceptions import ActivityError
 
-from workflows import keys, standalone
+from workflows import keys, read_before_write, standalone
 from workflows.actions import make_tool_call
 from workflows.activity_api import ToolActivitiesApi
 from workflows.approval_gate import ApprovalGate
 from workflows.catalogue import spec_of
 from workflows.catalogue.checks import status_refusal
+from workflows.failures import log_detail
 from workflows.contracts import (
     EmailRequest,
     ReadToolRequest,
@@ -113,6 +115,12 @@ class RefundWorkflow(ApprovalGate):
             self._view.outcome = f"refused: {refusal}"
             self._enter("refused", "precondition failed on the fresh read")
             return RefundOutcome(idempotency_key=key, result=f"Error: {refusal}", ok=False, refused_reason=refusal)
+        if refusal is None and inp.confirmed_fingerprint is not None:
+            refusal = await self._changed_since_confirmed(inp, read)
+        if refusal is not None:
+            self._view.outcome = f"refused: {refusal}"
+            self._enter("refused", "the order changed after the user confirmed")
+            return RefundOutcome(idempotency_key=key, result=f"Error: {refusal}", ok=False, refused_reason=refusal)
         approval, refusal = await self._await_approval(inp, read, key)
         if refusal is not None:
             self._view.outcome = f"refused: {refusal}"
@@ -131,7 +139,7 @@ class RefundWorkflow(ApprovalGate):
         notified = False
         if written.ok and spec.notify and inp.notify_email:
             self._enter("notify", f"Emailing the customer about their {spec.notify}")
-            notified = await workflow.execute_activity_method(
+            notified = await _notify(
                 ToolActivitiesApi.send_customer_email,
                 EmailRequest(
                     store=inp.store,
@@ -149,6 +157,22 @@ class RefundWorkflow(ApprovalGate):
         return RefundOutcome(idempotency_key=key, result=written.result, ok=written.ok,
                              replayed=written.replayed, notified=notified, approval=approval)
 
+    async def _changed_since_confirmed(self, inp: RefundInput, read: ToolResult) -> Optional[str]:
+        """``read_before_write.CHANGED_REASON`` when the order just read, or the payment method the
+        write uses (read again here), differ from what the user confirmed; else None."""
+        user_doc = None
+        if inp.confirmed_method_id is not None and inp.expected_user_id is not None:
+            user = await workflow.execute_activity_method(
+                ToolActivitiesApi.run_read_tool,
+                ReadToolRequest(store=inp.store, call=make_tool_call("get_user_details", {"user_id": inp.expected_user_id}),
+                                system_of_record=inp.system_of_record, scope_user_id=inp.expected_user_id),
+                heartbeat_timeout=HEARTBEAT_TIMEOUT, start_to_close_timeout=READ_TIMEOUT, retry_policy=READ_RETRY,
+                summary=f"fresh read of the payment method before {inp.call.name}",
+            )
+            user_doc = json.loads(user.result) if user.ok else {}
+        now = read_before_write.fresh(json.loads(read.result), user_doc, inp.confirmed_method_id)
+        return None if now == inp.confirmed_fingerprint else read_before_write.CHANGED_REASON
+
     @staticmethod
     def _precondition(inp: RefundInput, read: ToolResult) -> Optional[str]:
         if not read.ok:
@@ -160,6 +184,22 @@ class RefundWorkflow(ApprovalGate):
         failed = status_refusal(spec.name, spec.status, order["order_id"], order.get("status", ""),
                                 len(order.get("payment_history", [])))
         return f"{failed[1]} ({failed[0].value})" if failed else None
+
+
+EMAIL_FAILURE_PATCH = "refund-survives-email-failure"
+"""``workflow.patched`` id: an email that could not be sent (or whose sending is unknown) no
+longer fails a refund whose write is applied; the write's outcome is reported as it is."""
+
+
+async def _notify(*args, **kwargs) -> bool:
+    """Send the customer email; False when it could not be (the write stays applied)."""
+    try:
+        return await workflow.execute_activity_method(*args, **kwargs)
+    except ActivityError as err:
+        if not workflow.patched(EMAIL_FAILURE_PATCH):
+            raise
+        workflow.logger.warning("customer email failed: %s", log_detail(err))
+        return False
 
 
 def _notification_body(kind: str, order_id: str, result: str) -> str:

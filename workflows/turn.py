@@ -24,7 +24,7 @@ from workflows.clauses import Rule
 from workflows.confirm import describe, is_no, is_yes
 from workflows.catalogue import spec_of
 from workflows.contracts import CancelRequest, ModelRequest, ModelResult, Outcome
-from workflows.execute import execute_confirmed, failure_reason, open_ticket, read
+from workflows.execute import TRUTHFUL_TRANSFER_PATCH, execute_confirmed, failure_reason, open_ticket, read
 from workflows.failures import MODEL
 from workflows.interrupts import Interrupted, cancellable
 from workflows.journal import Verdict
@@ -211,7 +211,10 @@ async def _apply(ctx: TurnContext, action: Any, needs_confirmation: bool) -> Opt
         return action.text
     if action.kind == "transfer_to_human":
         journal.call_verdict(Verdict.TRANSFERRED)
-        await open_ticket(state, action.summary, keys.transfer_ticket_key(state.conversation_id, state.turn))
+        opened = await open_ticket(state, action.summary, keys.transfer_ticket_key(state.conversation_id, state.turn))
+        if not opened and workflow.patched(TRUTHFUL_TRANSFER_PATCH):
+            # no ticket, no transfer: the user is told so and the conversation goes on
+            return replies.TRANSFER_FAILED
         tr.close(state, ConversationStatus.TRANSFERRED, "transferred to a human agent")
         return replies.TRANSFERRED
     call = action.tool

@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import re
 from datetime import datetime, timezone
-from typing import Optional, Protocol
+from typing import Any, Optional, Protocol, Sequence
 
 from pydantic import BaseModel
 from temporalio.client import Client
@@ -94,10 +94,24 @@ class DataErasure:
     ``CustomerId`` (needed by ``erase_customer`` only)."""
 
     def __init__(self, client: Client, backend: RetailBackend, journal: JournalStore, audit: AuditSink,
-                 pseudonym_key: Optional[str] = None) -> None:
+                 pseudonym_key: Optional[str] = None, channels: Sequence[Any] = ()) -> None:
         self.runs = TemporalRuns(client)
         self.client, self.backend, self.journal, self.audit = client, backend, journal, audit
         self._key = pseudonym_key
+        self.channels = list(channels)
+        """The external email and ticketing services' adapters (``activities.channels_http``):
+        their records of the erased conversations and customer go too."""
+
+    def _erase_channels(self, counts: RecordCounts, conversations: set[str], customer_id: Optional[str] = None
+                        ) -> RecordCounts:
+        emails = frozenset()
+        if customer_id is not None and self.channels:
+            emails = frozenset(fp.email for fp in self.backend.customer_footprint(customer_id).values() if fp.email)
+        for channel in self.channels:
+            deleted = channel.erase(conversations, user_id=customer_id, emails=emails)
+            field = "outbox_deleted" if channel.name == "email" else "tickets_deleted"
+            setattr(counts, field, getattr(counts, field) + deleted)
+        return counts
 
     async def erase_customer(self, customer_id: str, actor: str, *, terminate_running: bool = False) -> ErasureReport:
         """Erase ``customer_id``'s data everywhere (see the module). Raises ``ValueError`` for
@@ -124,6 +138,7 @@ class DataErasure:
             await self._terminate(run)
         records = await asyncio.to_thread(lambda: forget(self.backend, customer_records(
             self.backend, customer_id, conversations)))
+        records = await asyncio.to_thread(self._erase_channels, records, conversations, customer_id)
         journal = await asyncio.to_thread(self.journal.erase_conversations, conversations)
         report = ErasureReport(pseudonym=pseudonym, conversations=len(conversations), terminated=len(running),
                                workflow_runs=await self.runs.delete(runs), journal_rows=_journal_rows(journal),
@@ -158,7 +173,7 @@ class DataErasure:
         def side_records() -> RecordCounts:
             found = conversation_records(self.backend, conversations) + expired_request_records(self.backend,
                                                                                                 older_than)
-            return forget(self.backend, found)
+            return self._erase_channels(forget(self.backend, found), conversations)
 
         records = await asyncio.to_thread(side_records)
         journal = await asyncio.to_thread(self.journal.erase_conversations, conversations)

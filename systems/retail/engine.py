@@ -9,7 +9,9 @@ insert-once, and the "is this store seeded" check.
 from __future__ import annotations
 
 import os
+import time
 from contextlib import contextmanager, suppress
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -22,6 +24,26 @@ from systems.retail.errors import UnknownStoreError
 from systems.retail.schema import Product
 
 _BEGIN = "statekeeper_sqlite_begin"
+TX_DEADLINE: ContextVar["float | None"] = ContextVar("retail_tx_deadline", default=None)
+"""The caller's deadline (Unix seconds) for transactions started in this context: set with
+:func:`deadline_scope`."""
+
+
+class DeadlinePassed(Exception):
+    """The caller's deadline passed before commit: the transaction was rolled back."""
+
+
+@contextmanager
+def deadline_scope(deadline: "float | None") -> Iterator[None]:
+    """Transactions in the block end before ``deadline`` (Unix seconds; None: no bound): on
+    PostgreSQL ``statement_timeout`` and ``lock_timeout`` are the time left, and on either
+    database a transaction still open at the deadline rolls back (``DeadlinePassed``) instead
+    of committing for a caller that has given up."""
+    token = TX_DEADLINE.set(deadline)
+    try:
+        yield
+    finally:
+        TX_DEADLINE.reset(token)
 _products = Product.__table__
 
 
@@ -109,8 +131,22 @@ class Database:
         with self.engine.connect() as conn:
             if write and self._sqlite:
                 conn = conn.execution_options(**{_BEGIN: "IMMEDIATE"})
+            deadline = TX_DEADLINE.get()
             with conn.begin():
+                if deadline is not None:
+                    self._bound(conn, deadline)
                 yield conn
+                if deadline is not None and time.time() > deadline:
+                    raise DeadlinePassed("the caller's deadline passed before commit; rolled back")
+
+    def _bound(self, conn: Connection, deadline: float) -> None:
+        left = deadline - time.time()
+        if left <= 0:
+            raise DeadlinePassed("the caller's deadline passed before the transaction began")
+        if self._pg:
+            ms = max(1, int(left * 1000))
+            conn.exec_driver_sql(f"SET LOCAL statement_timeout = {ms}")
+            conn.exec_driver_sql(f"SET LOCAL lock_timeout = {ms}")
 
     def _lock_store(self, conn: Connection, store: str) -> None:
         # Serializes seeding/dropping of one store across PostgreSQL sessions;

@@ -19,3 +19,8 @@ class UnknownStoreError(KeyError):
 class IdempotencyKeyConflict(ValueError):
     """The key was already used for a different tool or different arguments (or, for a
     customer-scoped write, a different scope)."""
+
+
+class InvalidData(ValueError):
+    """A write's arguments hold data the system never stores (a control character such as
+    NUL in a text field): refused before anything is written, on every database alike."""

@@ -15,7 +15,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
 from systems.retail.engine import Database
-from systems.retail.errors import IdempotencyKeyConflict
+from systems.retail.errors import IdempotencyKeyConflict, InvalidData
 from systems.retail.loading import load_for_tool, save_changed
 from systems.retail.outcome import WriteOutcome, is_refusal
 from systems.retail.schema import LedgerEntry
@@ -46,6 +46,20 @@ def _call_digest(kwargs: dict[str, Any], scope_user_id: str | None) -> str:
     return args_digest({"arguments": kwargs, "scope_user_id": scope_user_id})
 
 
+def _require_clean(value: Any) -> None:
+    # PostgreSQL cannot store NUL in text, and no field of an order or a user is meant to
+    # hold control characters: refused as what it is, never retried, never half-written
+    if isinstance(value, str):
+        if any((ord(c) < 32 and c not in "\t\n\r") or 127 <= ord(c) < 160 for c in value):
+            raise InvalidData("a text argument holds a control character")
+    elif isinstance(value, dict):
+        for item in value.values():
+            _require_clean(item)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            _require_clean(item)
+
+
 class Ledger(Database):
     """Idempotent writes and the ledger that records them."""
 
@@ -70,13 +84,15 @@ class Ledger(Database):
         the tool (another customer's order is "not found"); the scope is part of what
         the key records.
 
-        Raises :class:`UnknownToolError`, ``ValueError`` for a READ tool,
+        Raises :class:`InvalidData` for a control character in a text argument (tab, line
+        feed and carriage return are text), :class:`UnknownToolError`, ``ValueError`` for a READ tool,
         :class:`UnknownStoreError`, :class:`IdempotencyKeyConflict` if the key was
         recorded for a different tool or arguments.
         """
         spec = tool_spec(tool)
         if spec.is_read:
             raise ValueError(f"{tool} is a read; use read()")
+        _require_clean(kwargs)
         digest = _call_digest(kwargs, scope_user_id)
         try:
             outcome = self._apply(store, spec, kwargs, idempotency_key, digest, guard, scope_user_id)

@@ -44,6 +44,7 @@ def _env(tmp_path: Path, codec: bool) -> dict:
                STATEKEEPER_DEV_STATE_FILE=str(tmp_path / "dev.json"),
                STATEKEEPER_TEMPORAL_ADDRESS=f"127.0.0.1:{_free_port()}", STATEKEEPER_UI_PORT=str(_free_port()),
                STATEKEEPER_API_PORT=str(_free_port()), STATEKEEPER_CODEC_PORT=str(_free_port()),
+               STATEKEEPER_SERVICES_PORT=str(_free_port()),
                STATEKEEPER_CODEC_ENABLED=str(codec).lower())
     return env
 

@@ -1,0 +1,89 @@
+"""The payments port and its HTTP adapter (``systems.payments`` over ``httpx``).
+
+Money moves in two systems: the retail store (the system of record for orders) appends the
+movements to the order's ``payment_history`` exactly as τ-bench does (so its hashes match),
+and the payments service moves the money, once per idempotency key. The movements a write
+made are read back from the order it returned (``money_movements``), so a retried write,
+which gets the recorded order, asks for the same movements under the same key.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Optional, Protocol
+
+from activities.http_service import ServiceClient
+from activities.reconcile import DispatchLog, reconciled
+
+MONEY_TOOLS = {
+    # tool → how many of the order's last payment_history entries the write appended
+    "cancel_pending_order": lambda history: len(history) // 2,  # one refund per earlier entry
+    "modify_pending_order_items": lambda history: 1,
+    "modify_pending_order_payment": lambda history: 2,  # the new payment, the old one's refund
+}
+"""The writes that move money now (returns and exchanges only request it: τ-bench moves
+nothing for them)."""
+
+
+def payments_key(write_key: str) -> str:
+    """The payments service's ``Idempotency-Key`` for the money of write ``write_key``."""
+    return f"pay:{write_key}"
+
+
+def money_movements(tool: str, result: str) -> Optional[list[dict[str, Any]]]:
+    """The movements (``{transaction_type, amount, payment_method_id}``, amounts as decimal
+    text) that write ``tool`` appended to the order it returned as ``result`` (JSON); None
+    for a tool that moves no money or a result that is not an order."""
+    count = MONEY_TOOLS.get(tool)
+    if count is None:
+        return None
+    try:
+        history = json.loads(result)["payment_history"]
+    except (ValueError, KeyError, TypeError):
+        return None
+    appended = history[len(history) - count(history):]
+    return [{"transaction_type": m["transaction_type"], "amount": f"{float(m['amount']):.2f}",
+             "payment_method_id": m["payment_method_id"]} for m in appended]
+
+
+class PaymentsPort(Protocol):
+    """Moves money exactly once per key."""
+
+    def move(self, key: str, reference: str, kind: str, movements: list[dict[str, Any]]) -> dict[str, Any]:
+        """Move ``movements`` for ``reference`` (an order id) once per ``key``; returns the
+        recorded operation (``replayed`` True when it was already done). Raises ``PortError``
+        (invalid data, key conflict), ``OutcomeUnknown``, or a retryable failure."""
+        ...
+
+
+def _brief(operation: dict[str, Any]) -> dict[str, Any]:
+    # what the dispatch log keeps of an operation: no payment method ids
+    return {"movements": len(operation["movements"]), "replayed": bool(operation.get("replayed"))}
+
+
+class HttpPayments:
+    """``HttpPayments(base_url, timeout_seconds, log)``: ``PaymentsPort`` over the payments
+    service; ``log`` is the dispatch log of the unknown-outcome protocol (optional)."""
+
+    def __init__(self, base_url: str, timeout_seconds: float = 10.0, log: Optional[DispatchLog] = None) -> None:
+        self.client = ServiceClient(base_url, "payments", timeout_seconds)
+        self.log = log
+
+    def move(self, key: str, reference: str, kind: str, movements: list[dict[str, Any]]) -> dict[str, Any]:
+        """See ``PaymentsPort.move``."""
+        body = {"reference": reference, "kind": kind, "movements": movements}
+
+        def lookup() -> Optional[dict[str, Any]]:
+            found = self.client.get(f"/operations/{key}")
+            return None if found is None else _brief(found.json())
+
+        def dispatch() -> dict[str, Any]:
+            return _brief(self.client.send("POST", "/operations", json=body, headers={"Idempotency-Key": key}).json())
+
+        result, replayed = reconciled("payments", key, lookup, dispatch, self.log)
+        return {**result, "replayed": replayed or bool(result.get("replayed"))}
+
+    def operations(self, reference: str) -> list[dict[str, Any]]:
+        """Every operation recorded for ``reference`` (tests, duplicate counts)."""
+        found = self.client.get("/operations", params={"reference": reference})
+        return [] if found is None else found.json()

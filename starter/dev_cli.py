@@ -1,0 +1,80 @@
+"""``statekeeper dev`` and ``statekeeper stop``: the embedded Temporal dev server with a worker,
+the HTTP API, the codec server and the external services, in the foreground or detached."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+from typing import Optional
+
+import typer
+
+from starter import devstate
+from starter.api_server import api_beside
+from starter.auth import access_from_settings
+from starter.codec_server import codec_for_dev
+from starter.migrate_cli import migrate_for_dev
+from starter.runtime import runtime
+
+
+def dev(detach: bool = typer.Option(False, "--detach", help="Run in the background; stop with `statekeeper stop`."),
+        record_state: bool = typer.Option(False, "--record-state", hidden=True,
+                                          help="Record this process in the dev state file once its worker polls "
+                                               "(what --detach runs in the background).")) -> None:
+    """Run the embedded Temporal dev server (SQLite, Web UI) and a worker until Ctrl-C."""
+    from starter.cli import _interruptible, _settings, _ui_url, console
+
+    settings = _settings()
+    if detach:
+        from starter.background import log_path, start_detached
+
+        with _interruptible():
+            access = access_from_settings(settings, settings.api_host)  # refused here, not in the background
+            running = start_detached(settings)
+        api_url = f"{running.api_url} ({access.describe()})" if running.api_url else "not served (port taken; see the log)"
+        console.print(f"[green]statekeeper dev[/] running in the background (pid {running.pid}); "
+                      f"Web UI {_ui_url(settings)}; HTTP API {api_url}; "
+                      f"data in {running.data_dir}; logs in {log_path(settings)}; "
+                      "stop it with `statekeeper stop` (from any directory).")
+        return
+
+    async def main() -> None:
+        from starter.services import external_systems
+
+        await migrate_for_dev(settings)  # statekeeper's own schema (Alembic), first
+        async with external_systems(settings) as (served_settings, services_line), \
+                runtime(served_settings, create_key=True) as rt, contextlib.AsyncExitStack() as stack:
+            where = "started embedded server" if rt.started_server else "using the server already running"
+            served: Optional[str] = None
+            access = await asyncio.to_thread(access_from_settings, settings, settings.api_host)
+            try:
+                api_url = served = await stack.enter_async_context(api_beside(rt.client, settings, access=access))
+            except OSError as err:  # e.g. the port is taken: the worker and the Web UI still serve
+                api_url = f"not served ({err}; set STATEKEEPER_API_PORT)"
+            else:
+                api_url += f" ({access.describe()})"
+            codec_url = await codec_for_dev(stack, settings)
+            console.print(f"[green]statekeeper dev[/]: {where} at {settings.temporal_address}; "
+                          f"Web UI {_ui_url(settings)}; HTTP API {api_url}; codec server {codec_url}; worker on task queue "
+                          f"'{settings.task_queue}'{' (offline stand-in model)' if settings.offline else ''}; "
+                          f"data in {settings.data_dir}; {services_line}. Ctrl-C to stop.")
+            if record_state:
+                devstate.write(settings, devstate.describe(served_settings, os.getpid(), api_url=served))
+            try:
+                await asyncio.Event().wait()
+            finally:
+                if record_state:
+                    devstate.remove(settings, os.getpid())
+
+    with _interruptible():
+        asyncio.run(main())
+
+
+def stop() -> None:
+    """Stop the `statekeeper dev --detach` recorded in the dev state file (from any directory)."""
+    from starter.background import stop_detached
+    from starter.cli import _settings, console
+
+    settings = _settings()
+    console.print("stopped." if stop_detached(settings) else "no background `statekeeper dev` is running.")

@@ -1,0 +1,1 @@
+"""The simulated email service: sends customer emails; no idempotency keys."""

@@ -1,0 +1,1 @@
+"""The simulated payments service: moves money for cancellations, payment changes and refunds."""

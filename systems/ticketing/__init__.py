@@ -1,0 +1,1 @@
+"""The simulated ticketing service: human hand-offs."""

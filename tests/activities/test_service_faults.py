@@ -1,0 +1,142 @@
+"""The external services over real HTTP, each fault kind against each service's adapter:
+what the caller is told, and that the effect exists exactly once after the next attempt
+(the unknown-outcome protocol asks the service by key or reference before sending again).
+
+Real payments, email and ticketing services (uvicorn, SQLite files) and the real adapters.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+import pytest
+
+from activities.channels_http import HttpOutbox, HttpTickets
+from activities.deadline import deadline_in
+from activities.payments_port import HttpPayments
+from activities.ports import PortError
+from activities.reconcile import Ambiguous, DispatchLog, NotDone, OutcomeUnknown
+from systems.retail.engine import make_engine
+from tests.service_fixtures import arm, services  # noqa: F401 - fixture
+from workflows.errors import ErrorType
+
+FAULTS = ("http_5xx", "fail_before_commit", "commit_then_drop", "answer_after_timeout", "slow_lock")
+FIRST_ATTEMPT_RAISES = {"http_5xx": NotDone, "fail_before_commit": Ambiguous, "commit_then_drop": Ambiguous,
+                        "answer_after_timeout": Ambiguous, "slow_lock": NotDone}  # the service honours the deadline: 504
+COMMITTED_BY_FIRST = {"commit_then_drop", "answer_after_timeout"}
+MOVEMENTS = [{"transaction_type": "refund", "amount": "54.04", "payment_method_id": "credit_card_1"}]
+
+
+def _log(tmp_path: Path) -> DispatchLog:
+    return DispatchLog(make_engine(f"sqlite:///{tmp_path / 'dispatch.sqlite'}"))
+
+
+def _adapters(services: dict[str, str], tmp_path: Path):  # noqa: F811
+    log = _log(tmp_path)
+    return {
+        "payments": (HttpPayments(services["payments"], 2.0, log),
+                     lambda a: a.move("pay:k-1", "#W1", "cancel_pending_order", MOVEMENTS),
+                     lambda a: len(a.operations("#W1"))),
+        "email": (HttpOutbox(services["email"], 2.0, log),
+                  lambda a: a.enqueue_email("s", "email:k-1", "a@example.com", "subject", "body"),
+                  lambda a: len(a.sent("email:k-1"))),
+        "ticketing": (HttpTickets(services["ticketing"], 2.0, log),
+                      lambda a: a.open_ticket("s", "escalate:k-1", "user_1", "summary"),
+                      lambda a: len(a.sent("escalate:k-1"))),
+    }
+
+
+@pytest.mark.parametrize("fault", FAULTS)
+@pytest.mark.parametrize("system", ["payments", "email", "ticketing"])
+def test_each_fault_then_a_retry_leaves_exactly_one_effect(services, tmp_path, system, fault):  # noqa: F811
+    adapter, effect, count = _adapters(services, tmp_path)[system]
+    arm(services[system], fault)
+    with deadline_in(1.5), pytest.raises(FIRST_ATTEMPT_RAISES[fault]):
+        effect(adapter)
+    assert count(adapter) == (1 if fault in COMMITTED_BY_FIRST else 0)  # nothing commits late
+    with deadline_in(5.0):
+        effect(adapter)  # the next attempt: asks first, then sends only if absent
+    assert count(adapter) == 1
+    with deadline_in(5.0):
+        effect(adapter)  # and again: still one
+    assert count(adapter) == 1
+
+
+def test_a_slow_lock_never_commits_after_the_callers_deadline(services, tmp_path):  # noqa: F811
+    payments = HttpPayments(services["payments"], 5.0, _log(tmp_path))
+    arm(services["payments"], "slow_lock", seconds=3.0)
+    with deadline_in(1.0), pytest.raises((Ambiguous, NotDone)):
+        payments.move("pay:k-2", "#W2", "cancel_pending_order", MOVEMENTS)
+    import time
+    time.sleep(3.0)  # the lock's holder has finished by now: it rolled back
+    assert payments.operations("#W2") == []
+
+
+def test_a_repeated_idempotency_key_returns_the_first_result(services):  # noqa: F811
+    body = {"reference": "#W3", "kind": "cancel_pending_order", "movements": MOVEMENTS}
+    first = httpx.post(f"{services['payments']}/operations", json=body, headers={"Idempotency-Key": "k-3"})
+    again = httpx.post(f"{services['payments']}/operations", json=body, headers={"Idempotency-Key": "k-3"})
+    assert (first.status_code, again.status_code) == (201, 200)
+    assert again.json()["created_at"][:19] == first.json()["created_at"][:19] and again.json()["replayed"]
+    other = httpx.post(f"{services['payments']}/operations", json={**body, "movements": []},
+                       headers={"Idempotency-Key": "k-3"})
+    assert other.status_code == 409
+    assert httpx.get(f"{services['payments']}/operations/k-3").status_code == 200
+    assert httpx.get(f"{services['payments']}/operations/k-absent").status_code == 404
+
+
+def test_an_unreachable_system_after_a_dispatch_is_outcome_unknown(services, tmp_path):  # noqa: F811
+    log = _log(tmp_path)
+    log.mark("email:email:k-4", "email", "dispatched")  # an earlier attempt sent it, then lost the answer
+    outbox = HttpOutbox("http://127.0.0.1:9", 1.0, log)  # nothing listens there
+    with pytest.raises(OutcomeUnknown) as raised:
+        outbox.enqueue_email("s", "email:k-4", "a@example.com", "s", "b")
+    assert raised.value.error_type is ErrorType.OUTCOME_UNKNOWN
+    assert isinstance(raised.value, PortError)
+
+
+def test_invalid_data_is_a_deterministic_refusal(services, tmp_path):  # noqa: F811
+    payments = HttpPayments(services["payments"], 2.0, _log(tmp_path))
+    bad = [{"transaction_type": "refund", "amount": "-1.00", "payment_method_id": "x"}]
+    with pytest.raises(PortError) as raised:
+        payments.move("pay:k-5", "#W5", "cancel_pending_order", bad)
+    assert raised.value.error_type is ErrorType.INVALID_DATA
+    assert payments.operations("#W5") == []
+
+
+def test_concurrent_requests_with_one_key_move_money_once_on_postgresql():
+    """Eight callers race with one Idempotency-Key on PostgreSQL: one operation is recorded and
+    every caller gets its result."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from tests.service_fixtures import postgres_services
+
+    body = {"reference": "#W6", "kind": "cancel_pending_order", "movements": MOVEMENTS}
+    with postgres_services() as urls:
+        def post(_: int) -> httpx.Response:
+            return httpx.post(f"{urls['payments']}/operations", json=body, headers={"Idempotency-Key": "k-6"},
+                              timeout=10)
+
+        with ThreadPoolExecutor(8) as pool:
+            answers = list(pool.map(post, range(8)))
+        assert sorted(a.status_code for a in answers) == [200] * 7 + [201]
+        assert len({a.json()["created_at"] for a in answers}) == 1
+        assert len(httpx.get(f"{urls['payments']}/operations", params={"reference": "#W6"}).json()) == 1
+
+
+@pytest.mark.parametrize("fault", FAULTS)
+def test_each_fault_on_postgresql_then_a_retry_leaves_exactly_one_payment(tmp_path, fault):
+    """The same on PostgreSQL, where ``slow_lock`` holds a real transaction (``pg_sleep``) that
+    the caller's deadline cuts through ``statement_timeout``."""
+    from tests.service_fixtures import postgres_services
+
+    with postgres_services() as urls:
+        payments = HttpPayments(urls["payments"], 2.0, _log(tmp_path))
+        arm(urls["payments"], fault)
+        with deadline_in(1.5), pytest.raises(FIRST_ATTEMPT_RAISES[fault]):
+            payments.move("pay:k-7", "#W7", "cancel_pending_order", MOVEMENTS)
+        assert len(payments.operations("#W7")) == (1 if fault in COMMITTED_BY_FIRST else 0)
+        with deadline_in(5.0):
+            payments.move("pay:k-7", "#W7", "cancel_pending_order", MOVEMENTS)
+        assert len(payments.operations("#W7")) == 1
