@@ -29,7 +29,7 @@ from workflows.errors import ErrorType
 T = TypeVar("T")
 
 _metadata = sa.MetaData()
-_dispatches = sa.Table(
+_dispatches = sa.Table(  # in the journal's database, under its migrations (revision 0003)
     "effect_dispatches", _metadata,
     sa.Column("effect_key", sa.String(64), primary_key=True),  # SHA-256 hex of the key
     sa.Column("system", sa.String(50), nullable=False),
@@ -37,6 +37,11 @@ _dispatches = sa.Table(
     sa.Column("result", sa.Text, nullable=True),
     sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
 )
+
+
+def dispatch_table() -> sa.Table:
+    """The ``effect_dispatches`` table (for the journal's migrations)."""
+    return _dispatches
 
 
 class Ambiguous(Exception):
@@ -67,11 +72,13 @@ class DispatchLog:
 
     def __init__(self, engine: sa.engine.Engine) -> None:
         self.engine = engine
-        self._ready = False  # the table is made on first use: a worker starts while the database is down
+        self._ready = False  # migrated on first use: a worker starts while the database is down
 
     def _schema(self) -> None:
         if not self._ready:
-            _metadata.create_all(self.engine)
+            from activities.journal.migrate import upgrade  # noqa: PLC0415  (Alembic only when used)
+
+            upgrade(self.engine)
             self._ready = True
 
     def status(self, key: str) -> tuple[Optional[str], Any]:

@@ -34,11 +34,12 @@ def owned_metadata() -> sa.MetaData:
     """Every table statekeeper owns in the journal's database, in one ``MetaData`` (what the
     revisions must produce; ``alembic`` compares against it)."""
     from activities.journal.tables import TABLES
+    from activities.reconcile import dispatch_table
     from starter.audit import audit_log
     from starter.keys import api_keys
 
     combined = sa.MetaData()
-    for table in (*TABLES, audit_log, api_keys):
+    for table in (*TABLES, audit_log, api_keys, dispatch_table()):
         table.to_metadata(combined)
     return combined
 
