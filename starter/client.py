@@ -29,7 +29,7 @@ from temporalio.service import RPCError
 
 from starter.approval_calls import ApprovalCalls
 from starter.core import Deadlines
-from starter.errors import ConversationError, unreachable
+from starter.errors import ConversationError, outcome_unknown, unreachable
 from starter.listing import ListingCalls
 from starter.refunds import RefundCalls
 from workflows.approvals import ApprovalPolicy
@@ -150,23 +150,33 @@ class StatekeeperClient(ApprovalCalls, RefundCalls, ListingCalls):
         ``ConversationError``: ``invalid_message`` (empty, over 8 KB, a control character or
         a lone surrogate: the update validator's own words, refused here before sending),
         ``invalid`` (an id with a control character), ``finished``, ``state_incompatible``,
-        ``not_found``, ``timeout``, ``no_worker``, ``unavailable``."""
+        ``not_found``, ``timeout``, ``no_worker``, and ``outcome_unknown`` when Temporal stopped
+        answering while the message was on its way (``err.message_id`` names the id to send it
+        again with, the generated one included)."""
         problem = message_problem(text)
         if problem is not None:
             raise ConversationError(problem, "invalid_message")
         _check_ids(conversation_id=conversation_id, message_id=message_id)
         handle = self._client.get_workflow_handle(support_workflow_id(conversation_id))
-        update_id = f"msg-{message_id or uuid.uuid4().hex}"
+        message_id = message_id or uuid.uuid4().hex
+        update_id = f"msg-{message_id}"
         try:
             return await self.run_update(
                 lambda timeout: handle.start_update(SupportWorkflow.send_message, UserMessage(text=text),
                                                     wait_for_stage=WorkflowUpdateStage.ACCEPTED, id=update_id,
                                                     rpc_timeout=timeout, result_type=AssistantReply),
                 "the message")
+        except ConversationError as err:
+            if err.kind == "unavailable":  # it may have landed before the server stopped answering
+                raise outcome_unknown(message_id) from err
+            raise
         except WorkflowUpdateFailedError as err:
             raise await self._closed(conversation_id, _update_refusal(conversation_id, err)) from err
         except RPCError as err:
-            raise await self._closed(conversation_id, ConversationError(*_rpc_reason(conversation_id, err))) from err
+            refusal = ConversationError(*_rpc_reason(conversation_id, err))
+            if refusal.kind == "unavailable":
+                raise outcome_unknown(message_id) from err
+            raise await self._closed(conversation_id, refusal) from err
 
     async def cancel(self, conversation_id: str, reason: Optional[str] = None, rollback: bool = False) -> None:
         """Signal the conversation to stop; a write already running finishes first; with

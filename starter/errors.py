@@ -20,6 +20,7 @@ KIND_STATUS: dict[str, int] = {
     "timeout": 504,           # accepted, but no answer within the deadline: retry with the same id
     "no_worker": 503,         # Temporal answers, but no worker polls the task queue
     "unavailable": 503,       # Temporal cannot be reached (or failed the request)
+    "outcome_unknown": 503,   # a message may or may not have landed: send it again with the same message id
 }
 """``ConversationError.kind`` → HTTP status; a kind not listed is a 503."""
 
@@ -28,11 +29,12 @@ class ConversationError(Exception):
     """A refused request. ``str(err)`` is the reason, meant for the caller's user; ``kind``
     is a key of ``KIND_STATUS`` (``invalid``, ``invalid_message``, ``finished``,
     ``conflict``, ``approval_refused``, ``state_incompatible``, ``not_found``, ``unauthenticated``,
-    ``forbidden``, ``timeout``, ``no_worker``, ``unavailable``)."""
+    ``forbidden``, ``timeout``, ``no_worker``, ``unavailable``, ``outcome_unknown``).
+    ``message_id``: for ``outcome_unknown``, the id to send the message again with."""
 
-    def __init__(self, reason: str, kind: str = "unavailable") -> None:
+    def __init__(self, reason: str, kind: str = "unavailable", message_id: str | None = None) -> None:
         super().__init__(reason)
-        self.kind = kind
+        self.kind, self.message_id = kind, message_id
 
 
 def status_for(err: ConversationError) -> int:
@@ -49,3 +51,13 @@ def no_worker(task_queue: str) -> ConversationError:
 def unreachable(what: str = "Temporal") -> ConversationError:
     """The server did not answer within the deadline, or refused the connection."""
     return ConversationError(f"{what} is not reachable; retry later", "unavailable")
+
+
+def outcome_unknown(message_id: str) -> ConversationError:
+    """Temporal stopped answering while a message was on its way: it may have been handled.
+    The message id is its update id, so sending it again with ``message_id`` returns the
+    reply of the one run instead of running it twice (issue 7 item 5)."""
+    return ConversationError(
+        f'Temporal is not reachable, so whether the message was received is unknown; send it again with '
+        f'message_id "{message_id}": it is handled at most once and the retry returns its reply',
+        "outcome_unknown", message_id=message_id)

@@ -8,17 +8,19 @@ one this module starts and stops to play "Temporal went down").
 
 from __future__ import annotations
 
+import re
 import sys
 import time
 import uuid
 from pathlib import Path
 
 import httpx
+import pytest
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
 from starter.api import create_app
-from starter.client import Deadlines, StatekeeperClient
+from starter.client import ConversationError, Deadlines, StatekeeperClient
 from starter.connection import data_converter
 from workflows.contracts import SupportInput
 from workflows.options import SEARCH_ATTRIBUTES
@@ -101,6 +103,20 @@ async def test_temporal_down_is_a_503_within_the_deadline(tmp_path: Path):
             assert response.status_code == 503 and took < BOUND, (path, response.status_code, response.text, took)
             detail = response.json()["detail"]
             assert "not reachable" in detail and "RPCError" not in detail and "grpc" not in detail.lower()
+        # (through the API a message is refused by the guard's lookup first: nothing was sent,
+        # so "retry later" is the truth there)
+    # the client sends at once: the message may have landed before the server went away, so the
+    # caller learns the id to send it again with (generated when it gave none), not "retry later"
+    with pytest.raises(ConversationError) as refused:
+        await client.send_message("c-1", "yes")
+    assert refused.value.kind == "outcome_unknown" and re.fullmatch("[0-9a-f]{32}", refused.value.message_id)
+    assert f'send it again with message_id "{refused.value.message_id}"' in str(refused.value)
+    with pytest.raises(ConversationError) as refused:
+        await client.send_message("c-1", "yes", message_id="m-7")
+    assert refused.value.kind == "outcome_unknown" and refused.value.message_id == "m-7"
+    with pytest.raises(ConversationError) as refused:
+        await client.state("c-1")  # a read changes nothing: plainly unavailable
+    assert refused.value.kind == "unavailable" and refused.value.message_id is None
 
 
 async def test_unreachable_at_startup_is_a_503_fast():
