@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import signal
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from typing import Optional
 
 from temporalio.client import Client
@@ -37,6 +40,7 @@ from systems.model.plans import PlanBook
 from systems.retail.backend import RetailBackend, make_engine
 from workflows.refund import RefundWorkflow
 from workflows.retention import RetentionWorkflow
+from workflows.options import GRACEFUL_SHUTDOWN, STICKY_SCHEDULE_TO_START
 from workflows.support import SupportWorkflow
 
 log = logging.getLogger("statekeeper.worker")
@@ -128,6 +132,8 @@ def build_worker(client: Client, settings: Settings, backend: Optional[RetailBac
         workflow_runner=workflow_runner(settings.sandbox_project_modules),
         max_concurrent_activities=settings.max_concurrent_activities,
         max_concurrent_workflow_tasks=settings.max_concurrent_workflow_tasks,
+        sticky_queue_schedule_to_start_timeout=STICKY_SCHEDULE_TO_START,
+        graceful_shutdown_timeout=GRACEFUL_SHUTDOWN,
     )
 
 
@@ -151,15 +157,65 @@ async def run_worker(settings: Optional[Settings] = None, tools: Optional[ToolAc
     client = await connect(settings)
     await preflight(client, settings)
     worker = build_worker(client, settings, tools=tools, model=model)
+    # one thread per activity slot: an activity that got a slot never queues for a thread
+    # (the default pool has cores + 4 threads) while its start-to-close timer runs
+    asyncio.get_running_loop().set_default_executor(
+        ThreadPoolExecutor(max_workers=settings.max_concurrent_activities, thread_name_prefix="activity"))
     log.info("worker polling %s on %s (offline model: %s)", settings.task_queue, settings.temporal_address,
              settings.offline)
-    await worker.run()
+    await run_until_signalled(worker)
 
 
-if __name__ == "__main__":
-    configure_logging(logging.INFO)
+async def run_until_signalled(worker: Worker) -> None:
+    """Run ``worker`` until it fails or SIGTERM/SIGINT arrives; then shut it down gracefully
+    (``GRACEFUL_SHUTDOWN``: no new tasks are polled, running activities get that long to
+    finish, then they are cancelled). Outside the main thread signals are not caught and only
+    cancellation stops the worker."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    caught = []
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        try:
+            loop.add_signal_handler(sig, stop.set)
+            caught.append(sig)
+        except (ValueError, RuntimeError, NotImplementedError):
+            pass  # not the main thread (or no signal support): the caller cancels instead
+    running = asyncio.ensure_future(worker.run())
+    stopping = asyncio.ensure_future(stop.wait())
     try:
-        asyncio.run(run_worker())
+        await asyncio.wait({running, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        if not running.done():
+            log.info("signal received: shutting down (activities get %.0f s to finish)",
+                     GRACEFUL_SHUTDOWN.total_seconds())
+            await worker.shutdown()
+        await running
+    finally:
+        stopping.cancel()
+        for sig in caught:
+            loop.remove_signal_handler(sig)
+
+
+def main() -> None:
+    """``python worker.py``: run a worker until SIGTERM/SIGINT. Exits 2 when startup is refused.
+    After a graceful shutdown the process exits at once, without joining the threads still
+    running a database call (a write stuck on a lock would otherwise hold the exit for ever):
+    a write's transaction either committed, and its retry with the same idempotency key finds
+    the ledger row, or it rolls back when the connection closes."""
+    configure_logging(logging.INFO)
+    # not asyncio.run: its shutdown joins the default executor's threads, i.e. waits for a
+    # database call that may never return
+    loop = asyncio.new_event_loop()
+    try:
+        loop.run_until_complete(run_worker())
     except StartupRefused as refused:
         log.error("worker not started: %s", refused)
         sys.exit(2)
+    log.info("worker stopped")
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main()

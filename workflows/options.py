@@ -30,10 +30,26 @@ command), passed on to a conversation's refund children; unset means the default
 SEARCH_ATTRIBUTES = (CUSTOMER_ID, ORDER_IDS, STEP, STATUS, PENDING_APPROVAL, TENANT)
 """Search attributes the workflows set; registered on the embedded dev server."""
 
-HEARTBEAT_TIMEOUT = timedelta(seconds=5)
-"""Every activity heartbeats each second while it waits (``activities.heartbeat``): a worker
-that dies mid-call is noticed after this, not after the start-to-close timeout."""
-HEARTBEAT_INTERVAL_SECONDS = 1.0
+HEARTBEAT_TIMEOUT = timedelta(seconds=3)
+"""Every activity heartbeats while it waits (``activities.heartbeat``): a worker that dies
+mid-call is noticed after this, not after the start-to-close timeout. The SDK sends at most
+one heartbeat per 0.8 × this, so a dead worker is noticed 0.6-3 s after it died; with
+``STICKY_SCHEDULE_TO_START`` a reply arrives within about 5 s of a SIGKILL (bench/turns.py)."""
+HEARTBEAT_INTERVAL_SECONDS = 0.5
+"""How often ``activities.heartbeat`` calls ``activity.heartbeat`` (the SDK throttles what it sends)."""
+
+STICKY_SCHEDULE_TO_START = timedelta(seconds=1)
+"""``Worker(sticky_queue_schedule_to_start_timeout=)``: a workflow task waits this long on the
+sticky queue of the worker that last ran the conversation before any worker may take it (the
+SDK default, 5 s, is what a user waits after that worker died). A live worker polls its sticky
+queue continuously, so a second only misses when it is overloaded; the cost of a miss is one
+full-history replay on whichever worker takes the task."""
+
+GRACEFUL_SHUTDOWN = timedelta(seconds=10)
+"""``Worker(graceful_shutdown_timeout=)``: on SIGTERM/SIGINT running activities get this long to
+finish (a model call, a write) before they are cancelled; then the process exits even if a
+write's database thread is still busy (``worker.main``): that write either committed (its
+retry finds the ledger row) or rolled back."""
 
 MODEL_TIMEOUT = timedelta(seconds=60)
 MODEL_RETRY = RetryPolicy(
@@ -45,7 +61,9 @@ MODEL_RETRY = RetryPolicy(
 )
 """Malformed output is retried as a new model call at most twice; then it becomes a rejection."""
 
-READ_TIMEOUT = timedelta(seconds=15)
+READ_TIMEOUT = timedelta(seconds=3)
+"""A read takes under a millisecond (bench/write_path.py); 3 s from start covers a slow
+database under load, and a hung connection or a dead worker costs seconds, not 15 s."""
 READ_RETRY = RetryPolicy(
     initial_interval=timedelta(milliseconds=200),
     backoff_coefficient=2.0,
