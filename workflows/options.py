@@ -73,7 +73,7 @@ READ_RETRY = RetryPolicy(
 )
 
 WRITE_RETRY = RetryPolicy(
-    initial_interval=timedelta(milliseconds=500),
+    initial_interval=timedelta(milliseconds=200),
     backoff_coefficient=2.0,
     maximum_interval=timedelta(seconds=10),
     maximum_attempts=5,
