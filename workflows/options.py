@@ -103,6 +103,12 @@ JOURNAL_RETRY = RetryPolicy(
 (``JOURNAL_GIVE_UP`` from schedule to close): the journal is an audit record, not the
 system of record, and a conversation must not stall on it (``workflows.journal_log``)."""
 
+JOURNAL_LOCAL_TIMEOUT = timedelta(seconds=2)
+JOURNAL_LOCAL_RETRY = RetryPolicy(maximum_attempts=1)
+"""The journal write as a local activity, tried once inside the workflow task that answered the
+turn (one history event instead of six; the reply waits for it, a few milliseconds); when it
+fails for want of the database the activity above takes over in the background."""
+
 DEFAULT_WRITE_TIMEOUT_SECONDS = 30.0
 MAX_MODEL_STEPS_PER_TURN = 30
 MAX_CONSECUTIVE_REJECTIONS = 4
