@@ -13,7 +13,7 @@ import os
 import signal
 import sys
 from concurrent.futures import ThreadPoolExecutor
-from typing import Optional
+from typing import Awaitable, Callable, Optional
 
 from temporalio.client import Client
 from temporalio.worker import Worker
@@ -195,18 +195,19 @@ async def run_until_signalled(worker: Worker) -> None:
             loop.remove_signal_handler(sig)
 
 
-def main() -> None:
-    """``python worker.py``: run a worker until SIGTERM/SIGINT. Exits 2 when startup is refused.
-    After a graceful shutdown the process exits at once, without joining the threads still
-    running a database call (a write stuck on a lock would otherwise hold the exit for ever):
-    a write's transaction either committed, and its retry with the same idempotency key finds
-    the ledger row, or it rolls back when the connection closes."""
+def main(run: Optional[Callable[[], Awaitable[None]]] = None) -> None:
+    """``python worker.py``: run a worker (``run()``, default ``run_worker()``) until
+    SIGTERM/SIGINT. Exits 2 when startup is refused. After a graceful shutdown the process
+    exits at once, without joining the threads still running a database call (a write stuck
+    on a lock would otherwise hold the exit for ever): a write's transaction either committed,
+    and its retry with the same idempotency key finds the ledger row, or it rolls back when
+    the connection closes."""
     configure_logging(logging.INFO)
     # not asyncio.run: its shutdown joins the default executor's threads, i.e. waits for a
     # database call that may never return
     loop = asyncio.new_event_loop()
     try:
-        loop.run_until_complete(run_worker())
+        loop.run_until_complete((run or run_worker)())
     except StartupRefused as refused:
         log.error("worker not started: %s", refused)
         sys.exit(2)

@@ -90,21 +90,24 @@ async def conversation(client: Any, store: str, email: str, order_id: str, laten
         latencies.append(time.perf_counter() - start)
 
 
-async def activity_timeouts(temporal: Any, since: float) -> int:
-    """Activity attempts that followed a timeout, in the support workflows started since ``since``."""
+async def timeouts(temporal: Any, since: float) -> tuple[int, int]:
+    """(activity attempts that followed a timeout, workflow task timeouts) in the support
+    workflows started since ``since``."""
     from temporalio.api.enums.v1 import EventType  # noqa: PLC0415
 
-    count = 0
+    count = tasks = 0
     query = f"WorkflowType = 'SupportWorkflow' AND StartTime > '{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(since))}'"
     async for execution in temporal.list_workflows(query):
         history = await temporal.get_workflow_handle(execution.id, run_id=execution.run_id).fetch_history()
         for event in history.events:
             if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT:
                 count += 1
+            elif event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT:
+                tasks += 1
             elif event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED:
                 failure = event.activity_task_started_event_attributes.last_failure
                 count += failure.HasField("timeout_failure_info")
-    return count
+    return count, tasks
 
 
 async def concurrency_run(temporal: Any, env: dict[str, str], backend: Any, stores: list[str], tmp: Path,
@@ -139,11 +142,12 @@ async def concurrency_run(temporal: Any, env: dict[str, str], backend: Any, stor
     failed = [r for r in results if isinstance(r, BaseException)]
     writes = sum(len(backend.ledger_entries(s)) for s in stores) - sum(ledger_before.values())
     turns = len(latencies)
+    activity_timeouts, task_timeouts = await timeouts(temporal, since)
     ordered = sorted(latencies) or [0.0]
     return {"conversations": len(picks), "workers": workers, "turns": turns, "failed": len(failed),
             "turns_per_second": turns / wall, "turns_per_cpu_second": turns / cpu if cpu else 0.0,
             "p50_turn_seconds": statistics.median(ordered),
             "p95_turn_seconds": ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))],
-            "activity_timeouts": await activity_timeouts(temporal, since),
+            "activity_timeouts": activity_timeouts, "workflow_task_timeouts": task_timeouts,
             "writes": writes, "duplicates": sum(backend.duplicate_writes(s) for s in stores),
             "code": "current" if root == ROOT else root.name}

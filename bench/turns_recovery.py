@@ -79,15 +79,17 @@ async def recover_once(temporal: Any, env: dict[str, str], backend: Any, store: 
 
 
 async def recovery(temporal: Any, env: dict[str, str], backend: Any, store: str, tmp: Path, repeats: int,
-                   kinds: tuple[str, ...] = ("model", "read", "write")) -> dict[str, dict[str, float]]:
-    """``{kind: {"p50", "p95", "n", "max", "exactly_once"}}`` over ``repeats`` kills each."""
+                   kinds: tuple[str, ...] = ("model", "read", "write"), standby: bool = False,
+                   first_pick: int = 0) -> dict[str, dict[str, float]]:
+    """``{kind: {"p50", "p95", "n", "max", "exactly_once"}}`` over ``repeats`` kills each
+    (``standby``: seconds from the kill, with another worker already running)."""
     picks = pending_orders([store])
     out: dict[str, dict[str, float]] = {}
-    used = 0
+    used = first_pick
     for kind in kinds:
         times, once = [], 0
         for _ in range(repeats):
-            seconds, effects = await recover_once(temporal, env, backend, store, picks[used], kind, tmp)
+            seconds, effects = await recover_once(temporal, env, backend, store, picks[used], kind, tmp, standby)
             used += 1
             times.append(seconds)
             once += effects == 1

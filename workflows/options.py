@@ -45,6 +45,14 @@ SDK default, 5 s, is what a user waits after that worker died). A live worker po
 queue continuously, so a second only misses when it is overloaded; the cost of a miss is one
 full-history replay on whichever worker takes the task."""
 
+CONVERSATION_TASK_TIMEOUT = timedelta(seconds=4)
+"""A conversation's workflow task timeout (start option; the server's default is 10 s). A
+conversation's reads run as local activities inside a workflow task (``workflows.execute``),
+so a worker killed during a read, or while it holds any of the conversation's workflow tasks,
+is noticed after this. A task that runs longer (a slow local activity) is kept alive by the
+SDK's workflow-task heartbeat at 80 % of it; a replay slower than this on an overloaded worker
+would be retried (bench/turns.py counts workflow task timeouts)."""
+
 GRACEFUL_SHUTDOWN = timedelta(seconds=10)
 """``Worker(graceful_shutdown_timeout=)``: on SIGTERM/SIGINT running activities get this long to
 finish (a model call, a write) before they are cancelled; then the process exits even if a
