@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Awaitable, Callable, Optional
 
 from temporalio.client import Client
-from temporalio.worker import Worker
+from temporalio.worker import UnsandboxedWorkflowRunner, Worker, WorkflowRunner
 from temporalio.worker.workflow_sandbox import (
     SandboxedWorkflowRunner,
     SandboxRestrictions,
@@ -55,11 +55,14 @@ through by default, and the test suite runs every workflow fully sandboxed
 (``Settings.sandbox_project_modules``), where the sandbox checks them for non-determinism."""
 
 
-def workflow_runner(sandbox_project_modules: bool = True) -> SandboxedWorkflowRunner:
+def workflow_runner(sandbox_project_modules: bool = True, sandboxed: bool = True) -> WorkflowRunner:
     """The workflow sandbox with default restrictions. Third-party modules are passed
     through; the project's own (``PROJECT_MODULES``) load inside the sandbox when
     ``sandbox_project_modules`` (the strict mode the tests and the replayer use), else they
-    are passed through too (the worker's default, for speed)."""
+    are passed through too (the worker's default, for speed). ``sandboxed`` False: no sandbox
+    (``Settings.workflow_sandbox``)."""
+    if not sandboxed:
+        return UnsandboxedWorkflowRunner()
     shared = PASSTHROUGH_MODULES if sandbox_project_modules else PASSTHROUGH_MODULES + PROJECT_MODULES
     return SandboxedWorkflowRunner(restrictions=SandboxRestrictions.default.with_passthrough_modules(*shared))
 
@@ -129,7 +132,7 @@ def build_worker(client: Client, settings: Settings, backend: Optional[RetailBac
         workflows=[SupportWorkflow, RefundWorkflow, RetentionWorkflow],
         activities=[model.propose_action, *tools.all(), *identity.all(), *JournalActivities(journal).all(),
                     *RetentionActivities(lambda: build_erasure(client, settings, backend, journal)).all()],
-        workflow_runner=workflow_runner(settings.sandbox_project_modules),
+        workflow_runner=workflow_runner(settings.sandbox_project_modules, settings.workflow_sandbox),
         max_concurrent_activities=settings.max_concurrent_activities,
         max_concurrent_workflow_tasks=settings.max_concurrent_workflow_tasks,
         sticky_queue_schedule_to_start_timeout=STICKY_SCHEDULE_TO_START,

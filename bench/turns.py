@@ -114,6 +114,20 @@ async def per_turn(temporal, tmp: Path, turns: int) -> tuple[dict, dict]:
     return {k: statistics.median(v) * 1000 for k, v in times.items()}, history
 
 
+async def _uncompressed(temporal):
+    """A client like ``temporal`` whose codec seals payloads uncompressed (``EncryptionCodec``)."""
+    import dataclasses  # noqa: PLC0415
+
+    from temporalio.client import Client  # noqa: PLC0415
+
+    from starter.codec import EncryptionCodec  # noqa: PLC0415
+
+    converter = dataclasses.replace(temporal.data_converter, payload_codec=EncryptionCodec(
+        temporal.data_converter.payload_codec.keyring, compress=False))
+    return await Client.connect(temporal.service_client.config.target_host, namespace=temporal.namespace,
+                                data_converter=converter)
+
+
 def baseline_tree(rev: str, tmp: Path) -> Path:
     """``rev`` checked out beside this one (``git worktree add --detach``)."""
     path = tmp / f"baseline-{rev}"
@@ -151,20 +165,30 @@ async def main(args: argparse.Namespace) -> dict:
         report["system_of_record"] = database.split(":")[0]
         store = f"rec{uuid.uuid4().hex[:6]}"
         backend.seed_store(store)
-        report["recovery_seconds"] = await recovery(temporal, worker_env, backend, store, tmp, args.repeats)
-        report["failover_seconds"] = await recovery(temporal, worker_env, backend, store, tmp, args.repeats,
-                                                    standby=True, first_pick=3 * args.repeats)
+        report["recovery_seconds"], report["failover_seconds"] = {}, {}
+        if args.repeats:
+            report["recovery_seconds"] = await recovery(temporal, worker_env, backend, store, tmp, args.repeats)
+            report["failover_seconds"] = await recovery(temporal, worker_env, backend, store, tmp, args.repeats,
+                                                        standby=True, first_pick=3 * args.repeats)
         if args.baseline:
             baseline = baseline_tree(args.baseline, tmp)
         report["concurrency"] = []
         for conversations in args.conversations:
             for workers in args.workers:
-                for root in [ROOT, *([baseline] if baseline and workers == 1 else [])]:
+                variants = [("current", ROOT, {})]
+                if args.unsandboxed:
+                    variants.append(("current-unsandboxed", ROOT, {"STATEKEEPER_WORKFLOW_SANDBOX": "false"}))
+                if baseline and workers == 1:
+                    variants.append((f"baseline-{args.baseline}", baseline, {}))
+                for label, root, extra in variants:
+                    # the baseline's codec predates compression: its client must not compress
+                    client = temporal if root == ROOT else await _uncompressed(temporal)
                     stores = [f"c{uuid.uuid4().hex[:6]}" for _ in range(-(-conversations // 274))]
                     for s in stores:
                         backend.seed_store(s)
-                    row = await concurrency_run(temporal, worker_env, backend, stores, tmp, conversations, workers,
-                                                root)
+                    row = await concurrency_run(client, {**worker_env, **extra}, backend, stores, tmp, conversations,
+                                                workers, root)
+                    row["code"] = label
                     report["concurrency"].append(row)
                     print(row, flush=True)
     finally:
@@ -206,13 +230,13 @@ def show(report: dict) -> None:
                     str(r["writes"]),
                     str(r["duplicates"]))
     console.print(con)
-    base = [r for r in report["concurrency"] if r["code"] != "current"]
+    base = [r for r in report["concurrency"] if r["code"].startswith("baseline")]
     for b in base:
-        cur = next((r for r in report["concurrency"] if r["code"] == "current" and r["workers"] == b["workers"]
-                    and r["conversations"] == b["conversations"]), None)
-        if cur and b["turns_per_cpu_second"]:
-            console.print(f"turns/CPU-s at {b['conversations']} conversations, {b['workers']} worker: current / "
-                          f"{b['code']} = {cur['turns_per_cpu_second'] / b['turns_per_cpu_second']:.2f}x")
+        for cur in [r for r in report["concurrency"] if r["code"].startswith("current") and r["workers"] == b["workers"]
+                    and r["conversations"] == b["conversations"]]:
+            if b["turns_per_cpu_second"]:
+                console.print(f"turns/CPU-s at {b['conversations']} conversations, {b['workers']} worker: {cur['code']} / "
+                              f"{b['code']} = {cur['turns_per_cpu_second'] / b['turns_per_cpu_second']:.2f}x")
 
 
 def cli() -> None:
@@ -220,13 +244,15 @@ def cli() -> None:
     parser.add_argument("--quick", action="store_true", help="a reduced run (under two minutes)")
     parser.add_argument("--json", help="write the figures to this file")
     parser.add_argument("--baseline", help="also run the concurrency rows (1 worker) on this commit")
+    parser.add_argument("--unsandboxed", action="store_true",
+                        help="also run each concurrency row with STATEKEEPER_WORKFLOW_SANDBOX=false")
     parser.add_argument("--turns", type=int, default=20, help="turns timed for the per-turn latency")
-    parser.add_argument("--repeats", type=int, default=10, help="SIGKILLs per kind")
+    parser.add_argument("--repeats", type=int, default=10, help="SIGKILLs per kind and mode (0: no recovery runs)")
     parser.add_argument("--conversations", default="50,200,500")
     parser.add_argument("--workers", default="1,2,4")
     args = parser.parse_args()
     if args.quick:
-        args.turns, args.repeats, args.conversations, args.workers = 8, 2, "20", "1,2"
+        args.turns, args.repeats, args.conversations, args.workers = 8, 1, "20", "1,2"
     args.conversations = [int(c) for c in str(args.conversations).split(",")]
     args.workers = [int(w) for w in str(args.workers).split(",")]
     report = asyncio.run(main(args))

@@ -129,14 +129,17 @@ async def concurrency_run(temporal: Any, env: dict[str, str], backend: Any, stor
         picks = pending_orders(stores)[:conversations]
         ledger_before = {s: len(backend.ledger_entries(s)) for s in stores}
         servers = server_pids()
-        cpu_before = sum(cpu_seconds(p.pid) for p in procs) + sum(cpu_seconds(p) for p in servers)
+        worker_before = sum(cpu_seconds(p.pid) for p in procs)
+        server_before = sum(cpu_seconds(p) for p in servers)
         latencies: list[float] = []
         since = time.time() - 1
         start = time.perf_counter()
         results = await asyncio.gather(*(conversation(client, *pick, latencies) for pick in picks),
                                        return_exceptions=True)
         wall = time.perf_counter() - start
-        cpu = sum(cpu_seconds(p.pid) for p in procs) + sum(cpu_seconds(p) for p in servers) - cpu_before
+        worker_cpu = sum(cpu_seconds(p.pid) for p in procs) - worker_before
+        server_cpu = sum(cpu_seconds(p) for p in servers) - server_before
+        cpu = worker_cpu + server_cpu
     finally:
         stop(procs)
     failed = [r for r in results if isinstance(r, BaseException)]
@@ -146,8 +149,9 @@ async def concurrency_run(temporal: Any, env: dict[str, str], backend: Any, stor
     ordered = sorted(latencies) or [0.0]
     return {"conversations": len(picks), "workers": workers, "turns": turns, "failed": len(failed),
             "turns_per_second": turns / wall, "turns_per_cpu_second": turns / cpu if cpu else 0.0,
+            "worker_cpu_seconds": worker_cpu, "server_cpu_seconds": server_cpu,
             "p50_turn_seconds": statistics.median(ordered),
             "p95_turn_seconds": ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))],
             "activity_timeouts": activity_timeouts, "workflow_task_timeouts": task_timeouts,
             "writes": writes, "duplicates": sum(backend.duplicate_writes(s) for s in stores),
-            "code": "current" if root == ROOT else root.name}
+            "code": "current" if root == ROOT else root.name}  # the caller names the variant

@@ -121,8 +121,11 @@ class EncryptionCodec(PayloadCodec):
     """AES-GCM payload codec over a ``Keyring``: encodes with the current key, decodes with
     whichever key the payload names; passes through payloads it did not encrypt."""
 
-    def __init__(self, keyring: Keyring) -> None:
+    def __init__(self, keyring: Keyring, compress: bool = True) -> None:
         self.keyring = keyring
+        self.compress = compress
+        """False: seal payloads uncompressed, for readers that predate ``COMPRESSED`` (a
+        process of an older release on the same task queue); decoding handles both."""
         self._ciphers = {key_id: AESGCM(key) for key_id, key in keyring.keys.items()}
 
     async def encode(self, payloads: Sequence[Payload]) -> list[Payload]:
@@ -132,7 +135,8 @@ class EncryptionCodec(PayloadCodec):
         out = []
         for payload in payloads:
             nonce = os.urandom(NONCE_BYTES)
-            sealed = cipher.encrypt(nonce, _compressed(payload.SerializeToString()), key_id.encode())
+            serialized = payload.SerializeToString()
+            sealed = cipher.encrypt(nonce, _compressed(serialized) if self.compress else serialized, key_id.encode())
             out.append(Payload(metadata={"encoding": ENCODING, KEY_ID: key_id.encode()}, data=nonce + sealed))
         return out
 
@@ -199,4 +203,4 @@ def codec_keyring(settings: Settings, create: bool = False) -> Optional[Keyring]
 def payload_codec(settings: Settings, create: bool = False) -> Optional[EncryptionCodec]:
     """The codec for ``settings`` (None when encryption is off); see ``codec_keyring``."""
     keyring = codec_keyring(settings, create=create)
-    return None if keyring is None else EncryptionCodec(keyring)
+    return None if keyring is None else EncryptionCodec(keyring, compress=settings.codec_compress)
