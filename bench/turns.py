@@ -226,7 +226,7 @@ def show(report: dict) -> None:
     for r in report["concurrency"]:
         con.add_row(r["code"], str(r["conversations"]), str(r["workers"]), str(r["turns"]), str(r["failed"]),
                     f"{r['turns_per_second']:.1f}", f"{r['turns_per_cpu_second']:.2f}", f"{r['p50_turn_seconds']:.2f}",
-                    f"{r['p95_turn_seconds']:.2f}", str(r["activity_timeouts"]), str(r["workflow_task_timeouts"]),
+                    f"{r['p95_turn_seconds']:.2f}", str(r["activity_timeouts"]), _kinds(r["workflow_task_timeouts"]),
                     str(r["writes"]),
                     str(r["duplicates"]))
     console.print(con)
@@ -237,6 +237,13 @@ def show(report: dict) -> None:
             if b["turns_per_cpu_second"]:
                 console.print(f"turns/CPU-s at {b['conversations']} conversations, {b['workers']} worker: {cur['code']} / "
                               f"{b['code']} = {cur['turns_per_cpu_second'] / b['turns_per_cpu_second']:.2f}x")
+
+
+def _kinds(counts) -> str:
+    """``{"schedule_to_start": 3, ...}`` as ``3 sticky / 0 late``; an int as it is."""
+    if isinstance(counts, int):
+        return str(counts)
+    return f"{counts.get('schedule_to_start', 0)} sticky / {counts.get('start_to_close', 0)} late"
 
 
 def cli() -> None:

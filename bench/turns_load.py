@@ -17,6 +17,7 @@ import subprocess
 import sys
 import time
 import uuid
+from collections import Counter
 from pathlib import Path
 from typing import Any, Optional
 
@@ -90,12 +91,13 @@ async def conversation(client: Any, store: str, email: str, order_id: str, laten
         latencies.append(time.perf_counter() - start)
 
 
-async def timeouts(temporal: Any, since: float) -> tuple[int, int]:
-    """(activity attempts that followed a timeout, workflow task timeouts) in the support
-    workflows started since ``since``."""
-    from temporalio.api.enums.v1 import EventType  # noqa: PLC0415
+async def timeouts(temporal: Any, since: float) -> tuple[int, dict[str, int]]:
+    """(activity attempts that followed a timeout, workflow task timeouts by kind:
+    ``schedule_to_start`` = a sticky queue's task moved to the shared queue, ``start_to_close``
+    = a task not completed in time) in the support workflows started since ``since``."""
+    from temporalio.api.enums.v1 import EventType, TimeoutType  # noqa: PLC0415
 
-    count = tasks = 0
+    count, tasks = 0, Counter()
     query = f"WorkflowType = 'SupportWorkflow' AND StartTime > '{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(since))}'"
     async for execution in temporal.list_workflows(query):
         history = await temporal.get_workflow_handle(execution.id, run_id=execution.run_id).fetch_history()
@@ -103,11 +105,12 @@ async def timeouts(temporal: Any, since: float) -> tuple[int, int]:
             if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT:
                 count += 1
             elif event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT:
-                tasks += 1
+                kind = event.workflow_task_timed_out_event_attributes.timeout_type
+                tasks[TimeoutType.Name(kind).removeprefix("TIMEOUT_TYPE_").lower()] += 1
             elif event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED:
                 failure = event.activity_task_started_event_attributes.last_failure
                 count += failure.HasField("timeout_failure_info")
-    return count, tasks
+    return count, dict(tasks)
 
 
 async def concurrency_run(temporal: Any, env: dict[str, str], backend: Any, stores: list[str], tmp: Path,
