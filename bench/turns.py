@@ -7,10 +7,14 @@ and worker count: every comparison measured in the same run, on one Temporal dev
 - ``history``: events and bytes (as stored: payloads encrypted and compressed by the codec)
   per such turn, from the conversation's history.
 - ``recovery_seconds``: restart-to-reply after a SIGKILL during a model call, a read and a
-  write (``bench/turns_recovery.py``), p50/p95 of N, with the effects counted.
-- ``concurrency``: C conversations at once on W worker processes (``bench/turns_load.py``);
-  with ``--baseline REV`` the same rows for that commit's code (checked out with
-  ``git worktree add`` into a temporary directory) in the same run.
+  write (``bench/turns_recovery.py``), p50/p95 of N, with the effects counted: from starting
+  a new worker process (its Python startup included); ``failover_seconds``: from the kill,
+  with another worker already polling.
+- ``concurrency``: C conversations at once on W worker processes (``bench/turns_load.py``),
+  each authenticating, reading an order, cancelling it and confirming; with ``--baseline REV``
+  the same rows (1 worker) for that commit's code (checked out with ``git worktree add`` into
+  a temporary directory) in the same run; ``--unsandboxed`` adds rows of workers without the
+  workflow sandbox (``Settings.workflow_sandbox``).
 
 Run: ``.venv/bin/python bench/turns.py [--quick] [--json OUT] [--baseline b96e830]``. The
 offline stand-in model answers (``bench.turns_worker.brain``); figures are wall-clock on
