@@ -5,7 +5,7 @@
 #   make stop    stop the background server started by make demo (`statekeeper stop` does so
 #                from any directory: the server records itself in the dev state file)
 #   make test    the test suite
-#   make bench   prompt-size and write-path benchmarks, then the τ-bench runner with a JSON report
+#   make bench   prompt-size, write-path and turns (--quick) benchmarks, then the τ-bench runner with a JSON report
 #   make clean   build/test caches; make distclean also removes .venv and local data
 
 PYTHON ?= python3
@@ -52,6 +52,7 @@ test: venv
 bench: venv
 	$(BIN)/python bench/tokens.py
 	$(BIN)/python bench/write_path.py
+	$(BIN)/python bench/turns.py --quick
 	@mkdir -p $(dir $(BENCH_REPORT))
 	$(BIN)/statekeeper taubench --tasks $(BENCH_TASKS) --concurrency $(BENCH_CONCURRENCY) --json $(BENCH_REPORT)
 

@@ -103,6 +103,9 @@ class Settings(BaseSettings):
     ``statekeeper dev`` creates (0600) when missing; other processes refuse to start without a key."""
     codec_key_id: Optional[str] = None
     """The key that encrypts (the others only decrypt: rotation). None: the first listed."""
+    codec_compress: bool = True
+    """Compress payloads before sealing them (``starter.codec``). Every release since it decodes
+    both; set false while processes of an older release still serve the task queue."""
     codec_port: int = 8234
     """Where ``statekeeper dev`` serves the codec server for the Web UI (``codec-server --port``)."""
     codec_cors_origins: Optional[str] = None
@@ -137,6 +140,11 @@ class Settings(BaseSettings):
     sandbox_project_modules: bool = False
     """True: the project's workflow modules load inside the workflow sandbox in every run
     (strict, slower; the tests run so); False: they are passed through (see ``worker``)."""
+    workflow_sandbox: bool = True
+    """False: the worker runs workflows without the sandbox (``worker.workflow_runner``): the
+    guard against non-deterministic code then lives in CI alone (every workflow test and the
+    replayer run fully sandboxed). It saves the sandbox's per-activation and per-payload cost
+    (bench/turns.py measures both)."""
 
     # --- a secured Temporal (mTLS, API key) and telemetry: starter.connection, starter.telemetry ---
     temporal_tls: bool = False

@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import signal
 import sys
-from typing import Optional
+from concurrent.futures import ThreadPoolExecutor
+from typing import Awaitable, Callable, Optional
 
 from temporalio.client import Client
-from temporalio.worker import Worker
+from temporalio.worker import UnsandboxedWorkflowRunner, Worker, WorkflowRunner
 from temporalio.worker.workflow_sandbox import (
     SandboxedWorkflowRunner,
     SandboxRestrictions,
@@ -37,6 +40,7 @@ from systems.model.plans import PlanBook
 from systems.retail.backend import RetailBackend, make_engine
 from workflows.refund import RefundWorkflow
 from workflows.retention import RetentionWorkflow
+from workflows.options import GRACEFUL_SHUTDOWN, STICKY_SCHEDULE_TO_START
 from workflows.support import SupportWorkflow
 
 log = logging.getLogger("statekeeper.worker")
@@ -51,11 +55,14 @@ through by default, and the test suite runs every workflow fully sandboxed
 (``Settings.sandbox_project_modules``), where the sandbox checks them for non-determinism."""
 
 
-def workflow_runner(sandbox_project_modules: bool = True) -> SandboxedWorkflowRunner:
+def workflow_runner(sandbox_project_modules: bool = True, sandboxed: bool = True) -> WorkflowRunner:
     """The workflow sandbox with default restrictions. Third-party modules are passed
     through; the project's own (``PROJECT_MODULES``) load inside the sandbox when
     ``sandbox_project_modules`` (the strict mode the tests and the replayer use), else they
-    are passed through too (the worker's default, for speed)."""
+    are passed through too (the worker's default, for speed). ``sandboxed`` False: no sandbox
+    (``Settings.workflow_sandbox``)."""
+    if not sandboxed:
+        return UnsandboxedWorkflowRunner()
     shared = PASSTHROUGH_MODULES if sandbox_project_modules else PASSTHROUGH_MODULES + PROJECT_MODULES
     return SandboxedWorkflowRunner(restrictions=SandboxRestrictions.default.with_passthrough_modules(*shared))
 
@@ -148,9 +155,11 @@ def build_worker(client: Client, settings: Settings, backend: Optional[RetailBac
         workflows=[SupportWorkflow, RefundWorkflow, RetentionWorkflow],
         activities=[model.propose_action, *tools.all(), *identity.all(), *JournalActivities(journal).all(),
                     *RetentionActivities(lambda: build_erasure(client, settings, backend, journal)).all()],
-        workflow_runner=workflow_runner(settings.sandbox_project_modules),
+        workflow_runner=workflow_runner(settings.sandbox_project_modules, settings.workflow_sandbox),
         max_concurrent_activities=settings.max_concurrent_activities,
         max_concurrent_workflow_tasks=settings.max_concurrent_workflow_tasks,
+        sticky_queue_schedule_to_start_timeout=STICKY_SCHEDULE_TO_START,
+        graceful_shutdown_timeout=GRACEFUL_SHUTDOWN,
     )
 
 
@@ -174,15 +183,66 @@ async def run_worker(settings: Optional[Settings] = None, tools: Optional[ToolAc
     client = await connect(settings)
     await preflight(client, settings)
     worker = build_worker(client, settings, tools=tools, model=model)
+    # one thread per activity slot: an activity that got a slot never queues for a thread
+    # (the default pool has cores + 4 threads) while its start-to-close timer runs
+    asyncio.get_running_loop().set_default_executor(
+        ThreadPoolExecutor(max_workers=settings.max_concurrent_activities, thread_name_prefix="activity"))
     log.info("worker polling %s on %s (offline model: %s)", settings.task_queue, settings.temporal_address,
              settings.offline)
-    await worker.run()
+    await run_until_signalled(worker)
 
 
-if __name__ == "__main__":
-    configure_logging(logging.INFO)
+async def run_until_signalled(worker: Worker) -> None:
+    """Run ``worker`` until it fails or SIGTERM/SIGINT arrives; then shut it down gracefully
+    (``GRACEFUL_SHUTDOWN``: no new tasks are polled, running activities get that long to
+    finish, then they are cancelled). Outside the main thread signals are not caught and only
+    cancellation stops the worker."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    caught = []
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        try:
+            loop.add_signal_handler(sig, stop.set)
+            caught.append(sig)
+        except (ValueError, RuntimeError, NotImplementedError):
+            pass  # not the main thread (or no signal support): the caller cancels instead
+    running = asyncio.ensure_future(worker.run())
+    stopping = asyncio.ensure_future(stop.wait())
     try:
-        asyncio.run(run_worker())
+        await asyncio.wait({running, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        if not running.done():
+            log.info("signal received: shutting down (activities get %.0f s to finish)",
+                     GRACEFUL_SHUTDOWN.total_seconds())
+            await worker.shutdown()
+        await running
+    finally:
+        stopping.cancel()
+        for sig in caught:
+            loop.remove_signal_handler(sig)
+
+
+def main(run: Optional[Callable[[], Awaitable[None]]] = None) -> None:
+    """``python worker.py``: run a worker (``run()``, default ``run_worker()``) until
+    SIGTERM/SIGINT. Exits 2 when startup is refused. After a graceful shutdown the process
+    exits at once, without joining the threads still running a database call (a write stuck
+    on a lock would otherwise hold the exit for ever): a write's transaction either committed,
+    and its retry with the same idempotency key finds the ledger row, or it rolls back when
+    the connection closes."""
+    configure_logging(logging.INFO)
+    # not asyncio.run: its shutdown joins the default executor's threads, i.e. waits for a
+    # database call that may never return
+    loop = asyncio.new_event_loop()
+    try:
+        loop.run_until_complete((run or run_worker)())
     except StartupRefused as refused:
         log.error("worker not started: %s", refused)
         sys.exit(2)
+    log.info("worker stopped")
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main()

@@ -15,8 +15,9 @@ from workflows.options import HEARTBEAT_INTERVAL_SECONDS
 @contextlib.asynccontextmanager
 async def heartbeating(interval_seconds: float = HEARTBEAT_INTERVAL_SECONDS) -> AsyncIterator[None]:
     """Heartbeat every ``interval_seconds`` until the block ends (outside an activity, e.g.
-    when a test calls the method directly, it does nothing)."""
-    if not activity.in_activity():
+    when a test calls the method directly, and in a local activity, it does nothing)."""
+    if not activity.in_activity() or activity.info().is_local:
+        # a local activity does not heartbeat: its workflow task's timeout covers it
         yield
         return
 

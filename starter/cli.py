@@ -73,11 +73,12 @@ def _ui_url(settings: Settings) -> str:
 @app.command()
 def worker() -> None:
     """Run a worker against the configured Temporal server."""
-    from worker import run_worker
+    from worker import main, run_worker
 
-    configure_logging("INFO")  # the startup line ("worker polling ...") is INFO
-    with _interruptible():
-        asyncio.run(run_worker(_settings()))
+    settings = _settings()
+    # like `python worker.py`: graceful shutdown on SIGTERM/SIGINT, then exit without joining a
+    # database thread that may never return
+    main(lambda: run_worker(settings))
 
 
 @app.command()

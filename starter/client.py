@@ -36,7 +36,7 @@ from workflows.approvals import ApprovalPolicy
 from workflows.contracts import AssistantReply, CancelRequest, SupportInput, SupportOutcome, UserMessage
 from workflows.errors import ErrorType
 from workflows.opening import ConversationOpened, OpenConversation
-from workflows.options import DEFAULT_WRITE_TIMEOUT_SECONDS, STATUS
+from workflows.options import CONVERSATION_TASK_TIMEOUT, DEFAULT_WRITE_TIMEOUT_SECONDS, STATUS
 from workflows.state import ConversationState
 from workflows.support import SupportWorkflow, support_workflow_id
 from workflows.user_text import control_problem, id_problem, message_problem
@@ -106,6 +106,7 @@ class StatekeeperClient(ApprovalCalls, RefundCalls, ListingCalls):
                 id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
                 search_attributes=TypedSearchAttributes([SearchAttributePair(STATUS, "active"), *search_attributes]),
                 static_summary=f"support conversation {conversation_id} (store {store})",
+                task_timeout=CONVERSATION_TASK_TIMEOUT,
             )
 
         open_id = f"open-{uuid.uuid4().hex}"  # one id per call, the same if it is sent again

@@ -19,6 +19,7 @@ from temporalio.exceptions import (
     ActivityError,
     ApplicationError,
     ChildWorkflowError,
+    FailureError,
     WorkflowAlreadyStartedError,
 )
 
@@ -61,6 +62,11 @@ RECHECK_PATCH = "recheck-ledger-before-escalation"
 escalating a write whose outcome is unknown (and marking its step ``unknown``, not failed)."""
 TRUTHFUL_TRANSFER_PATCH = "no-transfer-without-ticket"
 """``workflow.patched`` id of telling the user they were not transferred when no ticket opened."""
+LOCAL_READS_PATCH = "local-reads"
+"""``workflow.patched`` id of running a conversation's reads as local activities: a read takes
+under a millisecond, and as an activity it cost a server round trip, a workflow task and six
+history events (bench/turns.py); as a local activity it runs inside the workflow task that
+asked for it and leaves one marker. Histories recorded before it replay with activities."""
 TENANT_PATCH = "tenant-on-refund-child"
 """``workflow.patched`` id of passing the conversation's ``Tenant`` to its refund child: a
 start option of the child, guarded so that histories recorded without it replay unchanged."""
@@ -85,15 +91,29 @@ async def read(state: ConversationState, call, summary_prefix: str = "",
     """Run a read tool, scoped to the authenticated customer. Raises ``ActivityError``
     when its retries run out, and ``Interrupted`` when ``cancel_requested`` reports a
     cancel before it finishes (the read is then cancelled)."""
-    handle = workflow.start_activity_method(
-        ToolActivitiesApi.run_read_tool,
-        ReadToolRequest(store=state.store, call=call, system_of_record=state.system_of_record,
-                        scope_user_id=state.customer.user_id if state.customer else None),
-        heartbeat_timeout=HEARTBEAT_TIMEOUT, start_to_close_timeout=READ_TIMEOUT,
-        retry_policy=READ_RETRY,
-        summary=call_summary(call, summary_prefix),
-    )
-    result = await (cancellable(handle, cancel_requested) if cancel_requested else handle)
+    request = ReadToolRequest(store=state.store, call=call, system_of_record=state.system_of_record,
+                              scope_user_id=state.customer.user_id if state.customer else None)
+    if workflow.patched(LOCAL_READS_PATCH):
+        handle = workflow.start_local_activity_method(
+            ToolActivitiesApi.run_read_tool, request, start_to_close_timeout=READ_TIMEOUT,
+            retry_policy=READ_RETRY, summary=call_summary(call, summary_prefix),
+        )
+    else:
+        handle = workflow.start_activity_method(
+            ToolActivitiesApi.run_read_tool, request,
+            heartbeat_timeout=HEARTBEAT_TIMEOUT, start_to_close_timeout=READ_TIMEOUT,
+            retry_policy=READ_RETRY,
+            summary=call_summary(call, summary_prefix),
+        )
+    try:
+        result = await (cancellable(handle, cancel_requested) if cancel_requested else handle)
+    except ActivityError:
+        raise
+    except FailureError as err:
+        # a local activity's failure (an ApplicationError, a timeout) arrives without its
+        # ActivityError wrapper: callers catch one
+        raise ActivityError(f"{call.name} failed", scheduled_event_id=0, started_event_id=0, identity="",
+                            activity_type="run_read_tool", activity_id="", retry_state=None) from err
     tr.bind_system_of_record(state, result)
     return result
 

@@ -24,19 +24,33 @@ from datetime import datetime
 from typing import Any, Callable, Optional
 
 from temporalio import workflow
-from temporalio.exceptions import ActivityError
+from temporalio.exceptions import ActivityError, FailureError
 
 from workflows.activity_api import JournalActivitiesApi
 from workflows.approvals import ApprovalStatus
 from workflows.clauses import Rule
 from workflows.contracts import Outcome
 from workflows.journal import EntryKind, Role, TranscriptRecord, TurnRecord, Verdict, VerdictRecord
-from workflows.options import HEARTBEAT_TIMEOUT, JOURNAL_GIVE_UP, JOURNAL_RETRY, JOURNAL_TIMEOUT
+from workflows.errors import ErrorType
+from workflows.options import (
+    HEARTBEAT_TIMEOUT,
+    JOURNAL_GIVE_UP,
+    JOURNAL_LOCAL_RETRY,
+    JOURNAL_LOCAL_TIMEOUT,
+    JOURNAL_RETRY,
+    JOURNAL_TIMEOUT,
+)
 from workflows.state import ConversationState, ConversationStatus, PendingConfirmation
 
 JOURNAL_PATCH = "journal-v1"
 """``workflow.patched`` id of the ``record_turn`` activity call: v0.1.0 made no such call,
 so its histories replay without it (and a run that began on v0.1.0 code keeps not making it)."""
+
+
+JOURNAL_LOCAL_PATCH = "journal-local"
+"""``workflow.patched`` id of writing the record as a local activity first (one marker event
+instead of an activity's three events and the workflow task its completion needs); histories
+recorded before it replay with the activity alone."""
 
 
 def journal_patched() -> bool:
@@ -201,12 +215,25 @@ class JournalLog:
         """Write ``record`` (one ``record_turn`` call; see ``flush``)."""
         if not journal_patched():
             return
+        summary = f"journal: turn {record.turn if record.turn is not None else self.turn}"
+        if workflow.patched(JOURNAL_LOCAL_PATCH):
+            try:
+                await workflow.execute_local_activity_method(
+                    JournalActivitiesApi.record_turn, record, start_to_close_timeout=JOURNAL_LOCAL_TIMEOUT,
+                    retry_policy=JOURNAL_LOCAL_RETRY, summary=summary)
+                return
+            except FailureError as err:  # a local activity's failure may come without its ActivityError wrapper
+                if _cause_name(err) == ErrorType.INVALID_JOURNAL_RECORD.value:
+                    workflow.logger.warning("journal record of turn %s dropped (%d verdicts, %d entries): %s",
+                                            record.turn, len(record.verdicts), len(record.transcript),
+                                            _cause_name(err))
+                    return
+                # the journal's database did not answer: the activity retries in the background
         try:
             await workflow.execute_activity_method(
                 JournalActivitiesApi.record_turn, record,
                 start_to_close_timeout=JOURNAL_TIMEOUT, schedule_to_close_timeout=JOURNAL_GIVE_UP,
-                heartbeat_timeout=HEARTBEAT_TIMEOUT, retry_policy=JOURNAL_RETRY,
-                summary=f"journal: turn {record.turn if record.turn is not None else self.turn}",
+                heartbeat_timeout=HEARTBEAT_TIMEOUT, retry_policy=JOURNAL_RETRY, summary=summary,
             )
         except ActivityError as err:
             # ids and counts only: the record holds the user's words

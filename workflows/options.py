@@ -30,10 +30,34 @@ command), passed on to a conversation's refund children; unset means the default
 SEARCH_ATTRIBUTES = (CUSTOMER_ID, ORDER_IDS, STEP, STATUS, PENDING_APPROVAL, TENANT)
 """Search attributes the workflows set; registered on the embedded dev server."""
 
-HEARTBEAT_TIMEOUT = timedelta(seconds=5)
-"""Every activity heartbeats each second while it waits (``activities.heartbeat``): a worker
-that dies mid-call is noticed after this, not after the start-to-close timeout."""
-HEARTBEAT_INTERVAL_SECONDS = 1.0
+HEARTBEAT_TIMEOUT = timedelta(seconds=3)
+"""Every activity heartbeats while it waits (``activities.heartbeat``): a worker that dies
+mid-call is noticed after this, not after the start-to-close timeout. The SDK sends at most
+one heartbeat per 0.8 × this, so a dead worker is noticed 0.6-3 s after it died; with
+``STICKY_SCHEDULE_TO_START`` a reply arrives within about 5 s of a SIGKILL (bench/turns.py)."""
+HEARTBEAT_INTERVAL_SECONDS = 0.5
+"""How often ``activities.heartbeat`` calls ``activity.heartbeat`` (the SDK throttles what it sends)."""
+
+STICKY_SCHEDULE_TO_START = timedelta(seconds=1)
+"""``Worker(sticky_queue_schedule_to_start_timeout=)``: a workflow task waits this long on the
+sticky queue of the worker that last ran the conversation before any worker may take it (the
+SDK default, 5 s, is what a user waits after that worker died). A live worker polls its sticky
+queue continuously, so a second only misses when it is overloaded; the cost of a miss is one
+full-history replay on whichever worker takes the task."""
+
+CONVERSATION_TASK_TIMEOUT = timedelta(seconds=4)
+"""A conversation's workflow task timeout (start option; the server's default is 10 s). A
+conversation's reads run as local activities inside a workflow task (``workflows.execute``),
+so a worker killed during a read, or while it holds any of the conversation's workflow tasks,
+is noticed after this. A task that runs longer (a slow local activity) is kept alive by the
+SDK's workflow-task heartbeat at 80 % of it; a replay slower than this on an overloaded worker
+would be retried (bench/turns.py counts workflow task timeouts)."""
+
+GRACEFUL_SHUTDOWN = timedelta(seconds=10)
+"""``Worker(graceful_shutdown_timeout=)``: on SIGTERM/SIGINT running activities get this long to
+finish (a model call, a write) before they are cancelled; then the process exits even if a
+write's database thread is still busy (``worker.main``): that write either committed (its
+retry finds the ledger row) or rolled back."""
 
 MODEL_TIMEOUT = timedelta(seconds=60)
 MODEL_RETRY = RetryPolicy(
@@ -45,7 +69,9 @@ MODEL_RETRY = RetryPolicy(
 )
 """Malformed output is retried as a new model call at most twice; then it becomes a rejection."""
 
-READ_TIMEOUT = timedelta(seconds=15)
+READ_TIMEOUT = timedelta(seconds=3)
+"""A read takes under a millisecond (bench/write_path.py); 3 s from start covers a slow
+database under load, and a hung connection or a dead worker costs seconds, not 15 s."""
 READ_RETRY = RetryPolicy(
     initial_interval=timedelta(milliseconds=200),
     backoff_coefficient=2.0,
@@ -55,7 +81,7 @@ READ_RETRY = RetryPolicy(
 )
 
 WRITE_RETRY = RetryPolicy(
-    initial_interval=timedelta(milliseconds=500),
+    initial_interval=timedelta(milliseconds=200),
     backoff_coefficient=2.0,
     maximum_interval=timedelta(seconds=10),
     maximum_attempts=5,
@@ -84,6 +110,12 @@ JOURNAL_RETRY = RetryPolicy(
 """The journal write (decision log, transcript): upserts, so retries are safe. Bounded
 (``JOURNAL_GIVE_UP`` from schedule to close): the journal is an audit record, not the
 system of record, and a conversation must not stall on it (``workflows.journal_log``)."""
+
+JOURNAL_LOCAL_TIMEOUT = timedelta(seconds=2)
+JOURNAL_LOCAL_RETRY = RetryPolicy(maximum_attempts=1)
+"""The journal write as a local activity, tried once inside the workflow task that answered the
+turn (one history event instead of six; the reply waits for it, a few milliseconds); when it
+fails for want of the database the activity above takes over in the background."""
 
 DEFAULT_WRITE_TIMEOUT_SECONDS = 30.0
 MAX_MODEL_STEPS_PER_TURN = 30

@@ -249,7 +249,8 @@ class SupportWorkflow:
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 workflow.continue_as_new(inp.model_copy(update={"state": state.model_dump(mode="json"),
                                                                 "cancel": self._cancel, "answered": self._answered,
-                                                                "journal": self._journal.take(state)}))
+                                                                "journal": self._journal.take(state)}),
+                                          task_timeout=workflow.info().task_timeout)
             self._journal.flush(state)
         if self._cancel is not None and (state.is_open() or interrupted is not None):
             self._journal.closing(state)

@@ -96,6 +96,7 @@ class JournalStore:
         self.engine = make_engine(url)
         self._insert = postgresql.insert if self.engine.dialect.name == "postgresql" else sqlite.insert
         self._create = create
+        self._upserts: dict[tuple[str, tuple[str, ...]], Any] = {}
         self._schema_ready = False
 
     def _ready(self) -> Engine:
@@ -114,10 +115,19 @@ class JournalStore:
     # --- writes -----------------------------------------------------------------------
 
     def _upsert(self, conn: Connection, table: sa.Table, row: dict[str, Any]) -> None:
-        keys = [c.name for c in table.primary_key.columns]
-        stmt = self._insert(table).values(**row)
-        conn.execute(stmt.on_conflict_do_update(
-            index_elements=keys, set_={k: stmt.excluded[k] for k in row if k not in keys}))
+        conn.execute(self._upsert_statement(table, tuple(row)), row)
+
+    def _upsert_statement(self, table: sa.Table, columns: tuple[str, ...]) -> Any:
+        # one statement per (table, columns), values bound at execution: built and compiled
+        # once, where a statement with the values in it was compiled on every call
+        found = self._upserts.get((table.name, columns))
+        if found is None:
+            keys = [c.name for c in table.primary_key.columns]
+            stmt = self._insert(table)
+            found = stmt.on_conflict_do_update(index_elements=keys,
+                                               set_={k: stmt.excluded[k] for k in columns if k not in keys})
+            self._upserts[(table.name, columns)] = found
+        return found
 
     def record_model_call(self, record: ModelCallRecord) -> None:
         """Upsert the row of model call (conversation, turn, call_seq): a retried or

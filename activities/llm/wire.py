@@ -162,11 +162,13 @@ def propose_input_schema(version: str = PROMPT_VERSION) -> dict[str, Any]:
 
 
 def propose_tool_param(version: str = PROMPT_VERSION) -> dict[str, Any]:
-    """The ``tools=[...]`` entry of prompt ``version``: ``{"name", "description", "input_schema"}``."""
+    """The ``tools=[...]`` entry of prompt ``version``: ``{"name", "description", "input_schema"}``.
+    The schema is the cached one, not a copy (a deep copy of it cost milliseconds of CPU per
+    model call): do not mutate it; the SDK copies what it sends."""
     return {
         "name": PROPOSE_TOOL_NAME,
         "description": PROPOSE_TOOL_DESCRIPTION,
-        "input_schema": propose_input_schema(version),
+        "input_schema": _flattened_schema(named_prompt(version).withheld_tools),
     }
 
 

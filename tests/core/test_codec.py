@@ -16,6 +16,7 @@ from temporalio.exceptions import ApplicationError
 
 from settings import Settings
 from starter.codec import (
+    COMPRESSED,
     ENCODING,
     KEY_FILE,
     KEY_ID,
@@ -54,6 +55,17 @@ async def test_a_value_leaves_encrypted_under_the_current_key_and_comes_back(tmp
     # id) + the inner payload's framing; 86 bytes here, whatever the value's size
     [plain] = await pydantic_data_converter.encode([value])
     assert 0 < payload.ByteSize() - plain.ByteSize() <= 100
+
+
+async def test_a_large_payload_is_compressed_inside_the_seal_and_a_small_one_is_not():
+    codec = EncryptionCodec(Keyring(keys={"k1": K1}, current="k1"))
+    big = Payload(metadata={"encoding": b"json/plain"}, data=b'{"orders": [' + b'{"status": "pending"},' * 200 + b'{}]}')
+    small = Payload(metadata={"encoding": b"json/plain"}, data=b'"hi"')
+    sealed_big, sealed_small = await codec.encode([big, small])
+    assert len(sealed_big.data) < len(big.data) / 5  # JSON compresses; ciphertext would not
+    assert COMPRESSED not in sealed_big.data and b"status" not in sealed_big.data  # the marker is sealed too
+    assert len(sealed_small.data) > len(small.data)  # nonce and tag, no zlib header
+    assert await codec.decode([sealed_big, sealed_small]) == [big, small]
 
 
 async def test_rotation_encrypts_with_the_new_key_and_still_decrypts_the_old_one():

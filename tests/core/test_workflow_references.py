@@ -61,3 +61,15 @@ def test_strict_runner_loads_the_project_inside_the_sandbox_and_the_fast_one_sha
     fast = workflow_runner(sandbox_project_modules=False).restrictions.passthrough_modules
     assert "pydantic" in strict and not set(PROJECT_MODULES) & set(strict)
     assert set(PROJECT_MODULES) <= set(fast)
+
+
+def test_workers_run_sandboxed_unless_the_setting_turns_the_sandbox_off():
+    from temporalio.worker import UnsandboxedWorkflowRunner
+    from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
+
+    from settings import Settings
+    from worker import workflow_runner
+
+    assert Settings(_env_file=None).workflow_sandbox is True
+    assert isinstance(workflow_runner(sandbox_project_modules=False), SandboxedWorkflowRunner)
+    assert isinstance(workflow_runner(sandbox_project_modules=False, sandboxed=False), UnsandboxedWorkflowRunner)

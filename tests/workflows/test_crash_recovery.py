@@ -133,3 +133,68 @@ async def test_worker_killed_during_a_model_call_is_noticed_by_heartbeat(tempora
                and e.activity_task_started_event_attributes.attempt > 1]
     assert started, "the model call was not retried"
     assert started[0].last_failure.timeout_failure_info.timeout_type == TimeoutType.TIMEOUT_TYPE_HEARTBEAT
+
+
+async def test_worker_killed_during_a_read_is_replaced_and_the_turn_answered_once(temporal_env, settings, tmp_path):
+    """Reads run as local activities inside a workflow task: a worker SIGKILLed in the middle
+    of one is noticed at the conversation's workflow task timeout, the next worker runs the
+    read again (a read changes nothing) and the message gets one reply."""
+    from temporalio.api.enums.v1 import EventType
+
+    from tests.policy_fixtures import EMAIL, PENDING
+    from tests.workflow_harness import NO_APPROVALS, running_worker
+    from workflows.state import Role
+
+    marker = tmp_path / "read-started.marker"
+    hanging = _spawn_worker(temporal_env, settings, tmp_path, ["hang-read", str(marker)], "worker-read.log")
+    try:
+        await _until_polling(temporal_env, settings)
+        client = StatekeeperClient(temporal_env.client, settings.task_queue, approvals=NO_APPROVALS)
+        cid = await client.start_conversation("read-kill")
+        reply = asyncio.create_task(client.send_message(cid, f"Hi, my email is {EMAIL}. Where is order {PENDING}?"))
+        await _wait_for(marker, 60)
+        hanging.send_signal(signal.SIGKILL)
+        hanging.wait(10)
+        async with running_worker(temporal_env, settings):
+            answer = await asyncio.wait_for(reply, 120)
+            state = await client.state(cid)
+    finally:
+        if hanging.poll() is None:
+            hanging.kill()
+            hanging.wait(10)
+    assert answer.status == "active" and answer.text
+    assert PENDING in state.orders  # the read ran on the new worker and was folded
+    assert [t.turn for t in state.recent_turns if t.role is Role.ASSISTANT] == [1]  # one reply
+    history = await temporal_env.client.get_workflow_handle(f"support-{cid}").fetch_history()
+    assert any(e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT for e in history.events)
+
+
+async def test_sigterm_during_a_write_stops_the_worker_and_the_next_one_applies_it_once(temporal_env, settings,
+                                                                                       tmp_path):
+    """A worker asked to stop (SIGTERM) while a write's database thread is busy does not hang:
+    running activities get the graceful-shutdown time, then the process exits without joining
+    that thread. The write had committed; the next worker's retry finds its idempotency key."""
+    task = load_tasks(ROOT / "systems" / "retail" / "data" / "tasks_dev.json")[0]
+    backend = build_backend(settings)
+    runner = TauBenchRunner(StatekeeperClient(temporal_env.client, settings.task_queue, write_timeout_seconds=30.0,
+                                              deadlines=Deadlines(rpc_seconds=30.0)),
+                            backend, run_id="sigterm", keep_stores=True)
+    first = _worker_process(temporal_env, settings, tmp_path, fault=True)  # its write thread sleeps 600 s
+    second = None
+    try:
+        await _until_polling(temporal_env, settings)
+        run = asyncio.create_task(runner.run_task(task))
+        key = await _wait_for(tmp_path / "committed.marker", 60)
+        first.send_signal(signal.SIGTERM)
+        code = await asyncio.to_thread(first.wait, 60)  # graceful shutdown (10 s) and exit; not 600 s
+        assert code == 0
+        second = _worker_process(temporal_env, settings, tmp_path, fault=False)
+        result = await asyncio.wait_for(run, 120)
+    finally:
+        for proc in (first, second):
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+                proc.wait(10)
+    assert result.passed and result.writes == 1 and result.duplicate_writes == 0, result.reason
+    [entry] = backend.ledger_entries(f"tb-sigterm-{task.task_index}")
+    assert entry["idempotency_key"] == key

@@ -1,0 +1,276 @@
+"""Per-turn latency, history per turn, recovery after a SIGKILL, and throughput by concurrency
+and worker count: every comparison measured in the same run, on one Temporal dev server.
+
+- ``per_turn_ms``: median wall time of a turn with one read (model → read → model → reply)
+  for statekeeper (a worker in this process, production sandbox settings), a bare Temporal
+  workflow with the same round trips (``bench/turns_bare.py``) and the same loop in process.
+- ``history``: events and bytes (as stored: payloads encrypted and compressed by the codec)
+  per such turn, from the conversation's history.
+- ``recovery_seconds``: restart-to-reply after a SIGKILL during a model call, a read and a
+  write (``bench/turns_recovery.py``), p50/p95 of N, with the effects counted: from starting
+  a new worker process (its Python startup included); ``failover_seconds``: from the kill,
+  with another worker already polling.
+- ``concurrency``: C conversations at once on W worker processes (``bench/turns_load.py``),
+  each authenticating, reading an order, cancelling it and confirming; with ``--baseline REV``
+  the same rows (1 worker) for that commit's code (checked out with ``git worktree add`` into
+  a temporary directory) in the same run; ``--unsandboxed`` adds rows of workers without the
+  workflow sandbox (``Settings.workflow_sandbox``).
+
+Run: ``.venv/bin/python bench/turns.py [--quick] [--json OUT] [--baseline b96e830]``. The
+offline stand-in model answers (``bench.turns_worker.brain``); figures are wall-clock on
+whatever else the machine runs at the time, so compare rows of one run, not runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("STATEKEEPER_CODEC_KEYS", "bench-1:YmVuY2gtY29kZWMta2V5LTAxMjM0NTY3ODlhYmNkZWY=")
+
+from rich.console import Console  # noqa: E402
+from rich.table import Table  # noqa: E402
+
+POSTGRES = os.environ.get("STATEKEEPER_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
+
+
+def _postgres_database() -> str | None:
+    """A fresh PostgreSQL database for this run (None when PostgreSQL is not reachable)."""
+    try:
+        from sqlalchemy import create_engine, text  # noqa: PLC0415
+
+        name = f"bench_turns_{uuid.uuid4().hex[:8]}"
+        engine = create_engine(POSTGRES, isolation_level="AUTOCOMMIT")
+        with engine.connect() as conn:
+            conn.execute(text(f"CREATE DATABASE {name}"))
+        engine.dispose()
+        return POSTGRES.rsplit("/", 1)[0] + "/" + name
+    except Exception as err:  # noqa: BLE001 - no server: SQLite instead, said in the output
+        print(f"PostgreSQL not reachable ({type(err).__name__}); the system of record is SQLite")
+        return None
+
+
+async def per_turn(temporal, tmp: Path, turns: int) -> tuple[dict, dict]:
+    """``(per_turn_ms, history)`` for statekeeper, bare and in-process (see the module docstring)."""
+    from temporalio.worker import Worker  # noqa: PLC0415
+
+    from activities.llm.model_activity import ModelActivities, offline_client  # noqa: PLC0415
+    from activities.retail_port import RetailPort  # noqa: PLC0415
+    from activities.tools import ToolActivities  # noqa: PLC0415
+    from bench.turns_bare import BareActivities, BareWorkflow, in_process_turn  # noqa: PLC0415
+    from bench.turns_worker import brain  # noqa: PLC0415
+    from settings import Settings  # noqa: PLC0415
+    from starter.client import StatekeeperClient  # noqa: PLC0415
+    from tests.workflow_harness import NO_APPROVALS  # noqa: PLC0415
+    from worker import build_backend, build_worker  # noqa: PLC0415
+
+    settings = Settings(database_url=f"sqlite:///{tmp / 'latency.sqlite'}", data_dir=tmp,
+                        task_queue=f"lat-{uuid.uuid4().hex[:6]}", anthropic_api_key=None)
+    backend = build_backend(settings)
+    model = ModelActivities(offline_client(30.0, brain=brain), model="bench-brain")
+    port = RetailPort(backend)
+    tools = ToolActivities(tools=port, outbox=port, tickets=port)
+    acts = BareActivities(model, tools)
+    order = "#W7736708"
+    times: dict[str, list[float]] = {"statekeeper": [], "bare": [], "in_process": []}
+    async with build_worker(temporal, settings, backend, model=model, tools=tools):
+        client = StatekeeperClient(temporal, settings.task_queue, approvals=NO_APPROVALS)
+        cid = await client.start_conversation(f"lat-{uuid.uuid4().hex[:6]}")
+        await client.send_message(cid, "Hi, my email is raj.sanchez2046@example.com")
+        handle = temporal.get_workflow_handle(f"support-{cid}")
+        marks = []
+        for _ in range(turns):
+            await asyncio.sleep(0.3)  # the turn's journal write lands in this turn's events
+            marks.append(len((await handle.fetch_history()).events))
+            start = time.perf_counter()
+            await client.send_message(cid, f"order {order}")
+            times["statekeeper"].append(time.perf_counter() - start)
+        await asyncio.sleep(0.5)
+        events = (await handle.fetch_history()).events
+        marks.append(len(events))
+    spans = [(a, b) for a, b in zip(marks, marks[1:])]
+    history = {"events_per_turn": statistics.median(b - a for a, b in spans),
+               "bytes_per_turn": statistics.median(sum(e.ByteSize() for e in events[a:b]) for a, b in spans)}
+    queue = f"bare-{uuid.uuid4().hex[:6]}"
+    async with Worker(temporal, task_queue=queue, workflows=[BareWorkflow],
+                      activities=[acts.bare_model, acts.bare_read]):
+        bare = await temporal.start_workflow(BareWorkflow.run, id=f"bare-{uuid.uuid4().hex[:6]}", task_queue=queue)
+        for _ in range(turns):
+            start = time.perf_counter()
+            await bare.execute_update(BareWorkflow.turn, f"order {order}")
+            times["bare"].append(time.perf_counter() - start)
+        await bare.signal(BareWorkflow.finish)
+    for turn in range(turns):
+        start = time.perf_counter()
+        await in_process_turn(acts, f"order {order}", turn + 1)
+        times["in_process"].append(time.perf_counter() - start)
+    return {k: statistics.median(v) * 1000 for k, v in times.items()}, history
+
+
+async def _uncompressed(temporal):
+    """A client like ``temporal`` whose codec seals payloads uncompressed (``EncryptionCodec``)."""
+    import dataclasses  # noqa: PLC0415
+
+    from temporalio.client import Client  # noqa: PLC0415
+
+    from starter.codec import EncryptionCodec  # noqa: PLC0415
+
+    converter = dataclasses.replace(temporal.data_converter, payload_codec=EncryptionCodec(
+        temporal.data_converter.payload_codec.keyring, compress=False))
+    return await Client.connect(temporal.service_client.config.target_host, namespace=temporal.namespace,
+                                data_converter=converter)
+
+
+def baseline_tree(rev: str, tmp: Path) -> Path:
+    """``rev`` checked out beside this one (``git worktree add --detach``)."""
+    path = tmp / f"baseline-{rev}"
+    subprocess.run(["git", "worktree", "add", "--detach", str(path), rev], cwd=ROOT, check=True,
+                   capture_output=True)
+    return path
+
+
+async def main(args: argparse.Namespace) -> dict:
+    from temporalio.testing import WorkflowEnvironment  # noqa: PLC0415
+
+    from bench.turns_load import concurrency_run  # noqa: PLC0415
+    from bench.turns_recovery import recovery  # noqa: PLC0415
+    from settings import Settings  # noqa: PLC0415
+    from starter.connection import data_converter  # noqa: PLC0415
+    from systems.retail.backend import RetailBackend, make_engine  # noqa: PLC0415
+    from workflows.options import SEARCH_ATTRIBUTES  # noqa: PLC0415
+
+    tmp = Path(tempfile.mkdtemp(prefix="bench-turns-"))
+    env = await WorkflowEnvironment.start_local(
+        dev_server_existing_path=str(Path(sys.executable).parent / "temporal"), data_converter=data_converter(),
+        search_attributes=list(SEARCH_ATTRIBUTES), dev_server_log_level="error")
+    report: dict = {}
+    baseline = None
+    try:
+        temporal = env.client
+        report["per_turn_ms"], report["history"] = await per_turn(temporal, tmp, args.turns)
+        database = _postgres_database() or f"sqlite:///{tmp / 'sor.sqlite'}"
+        worker_env = {"STATEKEEPER_TEMPORAL_ADDRESS": temporal.service_client.config.target_host,
+                      "STATEKEEPER_DATABASE_URL": database, "STATEKEEPER_JOURNAL_URL": database,
+                      "STATEKEEPER_DATA_DIR": str(tmp), "STATEKEEPER_CODEC_KEYS": os.environ["STATEKEEPER_CODEC_KEYS"]}
+        worker_env.pop("ANTHROPIC_API_KEY", None)
+        backend = RetailBackend(make_engine(Settings(database_url=database).resolved_database_url()))
+        backend.create_schema()
+        report["system_of_record"] = database.split(":")[0]
+        store = f"rec{uuid.uuid4().hex[:6]}"
+        backend.seed_store(store)
+        report["recovery_seconds"], report["failover_seconds"] = {}, {}
+        if args.repeats:
+            report["recovery_seconds"] = await recovery(temporal, worker_env, backend, store, tmp, args.repeats)
+            report["failover_seconds"] = await recovery(temporal, worker_env, backend, store, tmp, args.repeats,
+                                                        standby=True, first_pick=3 * args.repeats)
+        if args.baseline:
+            baseline = baseline_tree(args.baseline, tmp)
+        report["concurrency"] = []
+        for conversations in args.conversations:
+            for workers in args.workers:
+                variants = [("current", ROOT, {})]
+                if args.unsandboxed:
+                    variants.append(("current-unsandboxed", ROOT, {"STATEKEEPER_WORKFLOW_SANDBOX": "false"}))
+                if baseline and workers == 1:
+                    variants.append((f"baseline-{args.baseline}", baseline, {}))
+                for label, root, extra in variants:
+                    # the baseline's codec predates compression: its client must not compress
+                    client = temporal if root == ROOT else await _uncompressed(temporal)
+                    stores = [f"c{uuid.uuid4().hex[:6]}" for _ in range(-(-conversations // 274))]
+                    for s in stores:
+                        backend.seed_store(s)
+                    row = await concurrency_run(client, {**worker_env, **extra}, backend, stores, tmp, conversations,
+                                                workers, root)
+                    row["code"] = label
+                    report["concurrency"].append(row)
+                    print(row, flush=True)
+    finally:
+        if baseline is not None:
+            subprocess.run(["git", "worktree", "remove", "--force", str(baseline)], cwd=ROOT, capture_output=True)
+        await env.shutdown()
+    return report
+
+
+def show(report: dict) -> None:
+    console = Console(width=150)
+    lat = Table(title="Per-turn latency, one read (ms, median)")
+    for col in ("statekeeper", "bare Temporal", "in process", "statekeeper / bare"):
+        lat.add_column(col, justify="right")
+    p = report["per_turn_ms"]
+    lat.add_row(f"{p['statekeeper']:.1f}", f"{p['bare']:.1f}", f"{p['in_process']:.1f}",
+                f"{p['statekeeper'] / p['bare']:.2f}x")
+    console.print(lat)
+    h = report["history"]
+    console.print(f"History per turn with one read: {h['events_per_turn']} events, {h['bytes_per_turn']:.0f} bytes "
+                  "(as stored, codec on)")
+    rec = Table(title="Reply after a SIGKILL (s): restart = from starting a new worker process (its Python "
+                      "startup included); failover = from the kill, another worker already running")
+    for col in ("during", "mode", "n", "p50", "p95", "max", "exactly one effect"):
+        rec.add_column(col, justify="right")
+    for mode, key in (("restart", "recovery_seconds"), ("failover", "failover_seconds")):
+        for kind, r in report[key].items():
+            rec.add_row(kind, mode, str(r["n"]), f"{r['p50']:.2f}", f"{r['p95']:.2f}", f"{r['max']:.2f}",
+                        f"{r['exactly_once']}/{r['n']}")
+    console.print(rec)
+    con = Table(title=f"Concurrency ({report['system_of_record']} system of record)")
+    for col in ("code", "conversations", "workers", "turns", "failed", "turns/s", "turns/CPU-s", "p50 s", "p95 s",
+                "activity timeouts", "task timeouts", "writes", "duplicates"):
+        con.add_column(col, justify="right")
+    for r in report["concurrency"]:
+        con.add_row(r["code"], str(r["conversations"]), str(r["workers"]), str(r["turns"]), str(r["failed"]),
+                    f"{r['turns_per_second']:.1f}", f"{r['turns_per_cpu_second']:.2f}", f"{r['p50_turn_seconds']:.2f}",
+                    f"{r['p95_turn_seconds']:.2f}", str(r["activity_timeouts"]), _kinds(r["workflow_task_timeouts"]),
+                    str(r["writes"]),
+                    str(r["duplicates"]))
+    console.print(con)
+    base = [r for r in report["concurrency"] if r["code"].startswith("baseline")]
+    for b in base:
+        for cur in [r for r in report["concurrency"] if r["code"].startswith("current") and r["workers"] == b["workers"]
+                    and r["conversations"] == b["conversations"]]:
+            if b["turns_per_cpu_second"]:
+                console.print(f"turns/CPU-s at {b['conversations']} conversations, {b['workers']} worker: {cur['code']} / "
+                              f"{b['code']} = {cur['turns_per_cpu_second'] / b['turns_per_cpu_second']:.2f}x")
+
+
+def _kinds(counts) -> str:
+    """``{"schedule_to_start": 3, ...}`` as ``3 sticky / 0 late``; an int as it is."""
+    if isinstance(counts, int):
+        return str(counts)
+    return f"{counts.get('schedule_to_start', 0)} sticky / {counts.get('start_to_close', 0)} late"
+
+
+def cli() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="a reduced run (under two minutes)")
+    parser.add_argument("--json", help="write the figures to this file")
+    parser.add_argument("--baseline", help="also run the concurrency rows (1 worker) on this commit")
+    parser.add_argument("--unsandboxed", action="store_true",
+                        help="also run each concurrency row with STATEKEEPER_WORKFLOW_SANDBOX=false")
+    parser.add_argument("--turns", type=int, default=20, help="turns timed for the per-turn latency")
+    parser.add_argument("--repeats", type=int, default=10, help="SIGKILLs per kind and mode (0: no recovery runs)")
+    parser.add_argument("--conversations", default="50,200,500")
+    parser.add_argument("--workers", default="1,2,4")
+    args = parser.parse_args()
+    if args.quick:
+        args.turns, args.repeats, args.conversations, args.workers = 8, 1, "20", "1,2"
+    args.conversations = [int(c) for c in str(args.conversations).split(",")]
+    args.workers = [int(w) for w in str(args.workers).split(",")]
+    report = asyncio.run(main(args))
+    show(report)
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    cli()

@@ -1,0 +1,160 @@
+"""Worker processes, CPU accounting and the concurrency runs of ``bench/turns.py``.
+
+A run starts W worker processes (``bench/turns_worker.py``) on one Temporal dev server and
+one system of record (PostgreSQL when reachable, else SQLite), runs C conversations at once
+(each: authenticate, read an order, cancel it and confirm), and reports turns per second,
+turns per CPU-second (workers + the Temporal server, from ``/proc``), p50/p95 turn latency,
+activity timeouts (from the histories) and duplicate effects (from the ledger).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+import uuid
+from collections import Counter
+from pathlib import Path
+from typing import Any, Optional
+
+ROOT = Path(__file__).resolve().parent.parent
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` and its reaped children (0 when gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return sum(int(f) for f in fields[11:15]) / TICKS
+
+
+def server_pids() -> list[int]:
+    """The Temporal dev server processes started by this process (``temporal`` children)."""
+    pids = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:
+            continue
+        name = text[text.find("(") + 1:text.rfind(")")]
+        ppid = int(text.rsplit(")", 1)[1].split()[1])
+        if ppid == os.getpid() and name.startswith("temporal"):
+            pids.append(int(stat.parent.name))
+    return pids
+
+
+def spawn_worker(env: dict[str, str], log: Path, root: Path = ROOT, fault: Optional[str] = None,
+                 marker: Optional[Path] = None) -> subprocess.Popen:
+    """A bench worker process on ``env`` (``STATEKEEPER_*``), code from ``root``."""
+    command = [sys.executable, str(ROOT / "bench" / "turns_worker.py"), "--root", str(root)]
+    if fault:
+        command += ["--fault", fault, "--marker", str(marker)]
+    return subprocess.Popen(command, cwd=root, env={**os.environ, **env}, stdout=log.open("ab"),
+                            stderr=subprocess.STDOUT)
+
+
+def stop(procs: list[subprocess.Popen]) -> None:
+    """SIGKILL and reap ``procs`` (the bench's own processes only)."""
+    for proc in procs:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(10)
+
+
+def pending_orders(stores: list[str]) -> list[tuple[str, str, str]]:
+    """``(store, email, order_id)`` per conversation that can cancel an order: one customer per
+    order with a single payment, each store a fresh copy of the τ-bench data."""
+    data = ROOT / "systems" / "retail" / "data"
+    users = json.loads((data / "users.json").read_text())
+    orders = json.loads((data / "orders.json").read_text())
+    picks: dict[str, str] = {}
+    for order_id, order in orders.items():
+        if order["status"] == "pending" and len(order["payment_history"]) == 1:
+            picks.setdefault(order["user_id"], order_id)
+    return [(store, users[u]["email"], o) for store in stores for u, o in sorted(picks.items())]
+
+
+async def conversation(client: Any, store: str, email: str, order_id: str, latencies: list[float],
+                       read_turns: int = 1) -> None:
+    """One conversation: authenticate, read the order ``read_turns`` times, cancel it, confirm."""
+    cid = await client.start_conversation(f"bench-{uuid.uuid4().hex[:10]}", store=store)
+    messages = [f"Hi, my email is {email}", *[f"order {order_id}"] * read_turns, f"cancel {order_id}", "yes"]
+    for text in messages:
+        start = time.perf_counter()
+        await client.send_message(cid, text)
+        latencies.append(time.perf_counter() - start)
+
+
+async def timeouts(temporal: Any, since: float) -> tuple[int, dict[str, int]]:
+    """(activity attempts that followed a timeout, workflow task timeouts by kind:
+    ``schedule_to_start`` = a sticky queue's task moved to the shared queue, ``start_to_close``
+    = a task not completed in time) in the support workflows started since ``since``."""
+    from temporalio.api.enums.v1 import EventType, TimeoutType  # noqa: PLC0415
+
+    count, tasks = 0, Counter()
+    query = f"WorkflowType = 'SupportWorkflow' AND StartTime > '{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(since))}'"
+    async for execution in temporal.list_workflows(query):
+        history = await temporal.get_workflow_handle(execution.id, run_id=execution.run_id).fetch_history()
+        for event in history.events:
+            if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT:
+                count += 1
+            elif event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT:
+                kind = event.workflow_task_timed_out_event_attributes.timeout_type
+                tasks[TimeoutType.Name(kind).removeprefix("TIMEOUT_TYPE_").lower()] += 1
+            elif event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED:
+                failure = event.activity_task_started_event_attributes.last_failure
+                count += failure.HasField("timeout_failure_info")
+    return count, dict(tasks)
+
+
+async def concurrency_run(temporal: Any, env: dict[str, str], backend: Any, stores: list[str], tmp: Path,
+                          conversations: int, workers: int, root: Path = ROOT) -> dict[str, Any]:
+    """One row of the concurrency table (see the module docstring)."""
+    from starter.client import StatekeeperClient  # noqa: PLC0415
+    from starter.core import Deadlines  # noqa: PLC0415
+    from tests.workflow_harness import NO_APPROVALS  # noqa: PLC0415
+
+    queue = f"bench-{uuid.uuid4().hex[:8]}"
+    env = {**env, "STATEKEEPER_TASK_QUEUE": queue}
+    procs = [spawn_worker(env, tmp / f"worker-{queue}-{i}.log", root) for i in range(workers)]
+    client = StatekeeperClient(temporal, queue, approvals=NO_APPROVALS,
+                               deadlines=Deadlines(rpc_seconds=60, reply_seconds=600, accept_seconds=60))
+    try:
+        while not await client.worker_polling():
+            await asyncio.sleep(0.2)
+        await asyncio.sleep(1.0)  # every process polling
+        picks = pending_orders(stores)[:conversations]
+        ledger_before = {s: len(backend.ledger_entries(s)) for s in stores}
+        servers = server_pids()
+        worker_before = sum(cpu_seconds(p.pid) for p in procs)
+        server_before = sum(cpu_seconds(p) for p in servers)
+        latencies: list[float] = []
+        since = time.time() - 1
+        start = time.perf_counter()
+        results = await asyncio.gather(*(conversation(client, *pick, latencies) for pick in picks),
+                                       return_exceptions=True)
+        wall = time.perf_counter() - start
+        worker_cpu = sum(cpu_seconds(p.pid) for p in procs) - worker_before
+        server_cpu = sum(cpu_seconds(p) for p in servers) - server_before
+        cpu = worker_cpu + server_cpu
+    finally:
+        stop(procs)
+    failed = [r for r in results if isinstance(r, BaseException)]
+    writes = sum(len(backend.ledger_entries(s)) for s in stores) - sum(ledger_before.values())
+    turns = len(latencies)
+    activity_timeouts, task_timeouts = await timeouts(temporal, since)
+    ordered = sorted(latencies) or [0.0]
+    return {"conversations": len(picks), "workers": workers, "turns": turns, "failed": len(failed),
+            "turns_per_second": turns / wall, "turns_per_cpu_second": turns / cpu if cpu else 0.0,
+            "worker_cpu_seconds": worker_cpu, "server_cpu_seconds": server_cpu,
+            "p50_turn_seconds": statistics.median(ordered),
+            "p95_turn_seconds": ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))],
+            "activity_timeouts": activity_timeouts, "workflow_task_timeouts": task_timeouts,
+            "writes": writes, "duplicates": sum(backend.duplicate_writes(s) for s in stores),
+            "code": "current" if root == ROOT else root.name}  # the caller names the variant
