@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from typing import Any, Optional, Protocol
+from urllib.parse import quote
 
 from activities.http_service import ServiceClient
 from activities.reconcile import DispatchLog, reconciled
@@ -74,14 +75,19 @@ class HttpPayments:
         body = {"reference": reference, "kind": kind, "movements": movements}
 
         def lookup() -> Optional[dict[str, Any]]:
-            found = self.client.get(f"/operations/{key}")
-            return None if found is None else _brief(found.json())
+            return self.find(key)
 
         def dispatch() -> dict[str, Any]:
             return _brief(self.client.send("POST", "/operations", json=body, headers={"Idempotency-Key": key}).json())
 
         result, replayed = reconciled("payments", key, lookup, dispatch, self.log)
         return {**result, "replayed": replayed or bool(result.get("replayed"))}
+
+    def find(self, key: str) -> Optional[dict[str, Any]]:
+        """The operation recorded under ``key`` (brief), or None when the service has none."""
+        # keys hold '#' (order ids): unquoted, httpx would send the rest as a URL fragment
+        found = self.client.get(f"/operations/{quote(key, safe='')}")
+        return None if found is None else _brief(found.json())
 
     def operations(self, reference: str) -> list[dict[str, Any]]:
         """Every operation recorded for ``reference`` (tests, duplicate counts)."""

@@ -113,7 +113,7 @@ def create_app(database_url: str) -> FastAPI:
             response.status_code = 200
         return result
 
-    @app.get("/operations/{key}", response_model=Recorded)
+    @app.get("/operations/{key:path}", response_model=Recorded)
     def lookup(key: str) -> Recorded:
         """The operation recorded under ``key``; 404 when none is (proven absent)."""
         with effects.engine.connect() as conn:

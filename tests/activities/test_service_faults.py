@@ -140,3 +140,15 @@ def test_each_fault_on_postgresql_then_a_retry_leaves_exactly_one_payment(tmp_pa
         with deadline_in(5.0):
             payments.move("pay:k-7", "#W7", "cancel_pending_order", MOVEMENTS)
         assert len(payments.operations("#W7")) == 1
+
+
+def test_an_operation_is_found_by_its_key_whatever_the_key_holds(services, tmp_path):  # noqa: F811
+    # real keys hold '#' (order ids), ':' and '.'; a '#' sent unquoted cut the lookup's path, so
+    # every retry after an ambiguous failure was re-sent instead of found (adversarial review)
+    payments = HttpPayments(services["payments"], 2.0, _log(tmp_path))
+    key = "pay:cancel_pending_order:#W4566809:desk-43.t3/x"
+    assert payments.find(key) is None
+    with deadline_in(5.0):
+        moved = payments.move(key, "#W4566809", "cancel_pending_order", MOVEMENTS)
+    assert moved["movements"] == len(MOVEMENTS) and payments.find(key)["movements"] == len(MOVEMENTS)
+    assert payments.find(key.replace("#", "%23")) is None  # the key itself, not a decoded variant
