@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Optional
 
 import typer
+from pydantic import ValidationError
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import (
@@ -62,8 +63,14 @@ console = Console()
 def _settings() -> Settings:
     """The settings of a command: the environment's, completed from a detached dev server
     running at the same address (``starter.devstate.adopt``), so a command started in another
-    directory uses its system of record instead of seeding a new one."""
-    return devstate.adopt(Settings())
+    directory uses its system of record instead of seeding a new one. An invalid setting ends
+    the command with one line per setting and status 2, not a validation traceback."""
+    try:
+        return devstate.adopt(Settings())
+    except ValidationError as err:
+        problems = "; ".join(f"STATEKEEPER_{'_'.join(map(str, e['loc'])).upper()}: {e['msg']}" for e in err.errors())
+        console.print(f"[red]statekeeper: invalid setting: {escape(problems)}[/]", highlight=False)
+        raise typer.Exit(2) from None
 
 
 def _ui_url(settings: Settings) -> str:

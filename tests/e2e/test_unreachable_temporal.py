@@ -1,4 +1,5 @@
-"""Commands started with no Temporal server at the configured address, as real processes:
+"""Commands started with no Temporal server at the configured address, or with an invalid
+setting, as real processes:
 each says what is wrong and how to fix it, exits 2 (1 for the healthcheck), and shows no
 traceback, exception name or transport-library text (README follower: `statekeeper worker`
 printed a rich traceback with ``tonic::transport::Error``)."""
@@ -48,3 +49,12 @@ def test_a_certificate_without_its_key_is_named_by_the_healthcheck(env, tmp_path
     output = " ".join((done.stdout + done.stderr).split())
     assert done.returncode == 1 and "STATEKEEPER_TEMPORAL_TLS_CLIENT_KEY" in output, output
     assert "not reachable" not in output and not [leak for leak in LEAKS if leak in output], output
+
+
+@pytest.mark.parametrize("command", [["api", "--port", "1"], ["worker"], ["state", "c-1"]])
+def test_an_invalid_setting_is_one_line_naming_it(env, command):
+    done = subprocess.run([str(BIN / "statekeeper"), *command], capture_output=True, text=True, timeout=60,
+                          env={**env, "STATEKEEPER_TOKEN_BUDGET": "0"})
+    output = " ".join((done.stdout + done.stderr).split())
+    assert done.returncode == 2 and "invalid setting: STATEKEEPER_TOKEN_BUDGET" in output, output
+    assert "Traceback" not in output and "ValidationError" not in output and "pydantic" not in output, output
