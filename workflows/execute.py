@@ -41,7 +41,7 @@ from workflows.contracts import (
     WriteToolRequest,
 )
 from workflows.errors import ErrorType
-from workflows.failures import ORDER_SYSTEM, application_cause, log_detail, public_reason
+from workflows.failures import ORDER_SYSTEM, TICKET_SYSTEM, application_cause, log_detail, public_reason
 from workflows.interrupts import Interrupted, cancellable
 from workflows.options import HEARTBEAT_TIMEOUT, READ_RETRY, READ_TIMEOUT, TENANT, WRITE_RETRY
 from workflows.refund import RefundWorkflow
@@ -131,7 +131,7 @@ async def open_ticket(state: ConversationState, summary: str, ticket_key: str) -
             summary="open a human-agent ticket",
         )
     except ActivityError as err:
-        tr.reject(state, Rule.TOOL_ERROR.value, f"opening the ticket failed: {failure_reason(err)}")
+        tr.reject(state, Rule.TOOL_ERROR.value, f"opening the ticket failed: {failure_reason(err, TICKET_SYSTEM)}")
         return False
 
 
@@ -197,9 +197,10 @@ async def execute_confirmed(state: ConversationState, pending: PendingConfirmati
         reason = f"{call.name} could not be shown to have completed ({result.result}); escalated to a human agent"
         unknown = StepStatus.UNKNOWN if workflow.patched(RECHECK_PATCH) else StepStatus.FAILED
         tr.finish_step(state, operation, unknown, reason)
-        await open_ticket(state, reason, keys.escalation_ticket_key(key))
-        tr.close(state, ConversationStatus.ESCALATED, reason)
-        return replies.ESCALATED
+        opened = await open_ticket(state, reason, keys.escalation_ticket_key(key))
+        tr.close(state, ConversationStatus.ESCALATED, reason if opened else f"{reason}; no ticket could be opened")
+        # without a ticket no human has the case yet: operators find it by its Step and Status
+        return replies.ESCALATED if opened else replies.ESCALATED_WITHOUT_TICKET
     tr.apply_write_result(state, call, operation, key, result.result, result.ok, child_id, undo)
     if not result.ok and result.result == read_before_write.CHANGED_RESULT:
         visibility.publish(state)

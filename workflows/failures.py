@@ -22,6 +22,7 @@ from temporalio.exceptions import TimeoutError as TemporalTimeout
 from workflows.errors import ErrorType
 
 ORDER_SYSTEM = "the order system"
+TICKET_SYSTEM = "the ticketing system"
 MODEL = "the model"
 
 _REFUSED: dict[str, str] = {

@@ -16,6 +16,9 @@ COULD_NOT_FINISH = "Sorry, I could not finish that request. Could you tell me ag
 MODEL_TROUBLE = "Sorry, I'm having trouble working out the next step right now. Could you say again what you need?"
 ESCALATED = ("I could not confirm that your request went through, so I have handed it to a human agent, "
              "who will check it and get back to you. Nothing will be done twice.")
+ESCALATED_WITHOUT_TICKET = ("I could not confirm that your request went through, and I could not open a case "
+                            "with a human agent just now either. Nothing will be done twice; please contact us "
+                            "again so that someone can check it.")
 TRANSFER_FAILED = ("I could not hand you over to a human agent just now, so you have not been transferred. "
                    "Please try again in a moment, or tell me what you need.")
 CHANGED_SINCE_CONFIRMED = ("Your order or payment method changed after you confirmed, so I have not made that "

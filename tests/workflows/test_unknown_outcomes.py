@@ -167,3 +167,38 @@ async def test_a_payment_whose_outcome_cannot_be_told_is_escalated_not_replayed(
     with payments.connect() as conn:  # sent once, never replayed
         assert conn.execute(sa_.text("SELECT count(*) FROM payment_operations")).scalar_one() == 1
     payments.dispose()
+
+
+async def test_an_escalation_without_a_ticket_does_not_promise_a_human(temporal_env, settings, tmp_path):
+    """Payments cannot tell and the ticketing service refuses every request (adversarial review:
+    the user was told a human agent had the case, while no ticket existed). The user is told
+    that no case could be opened; the state says so, with the ticketing system named."""
+    from systems.service_kit.fleet import Fleet, sqlite_databases
+
+    fleet = Fleet(sqlite_databases(tmp_path))
+    urls = fleet.start()
+    try:
+        arm(urls["payments"], "answer_after_timeout", seconds=30.0)
+        arm(urls["ticketing"], "http_5xx", count=100)
+        brain = ListBrain([call("find_user_id_by_email", email=EMAIL), call("get_user_details", user_id=CUSTOMER),
+                           call("get_order_details", order_id=PENDING),
+                           call("cancel_pending_order", order_id=PENDING, reason="no longer needed")])
+        fast = settings.model_copy(update={"write_timeout_seconds": 3.0})
+        async with running_worker(temporal_env, fast, brain=brain, services=urls) as (client, backend):
+            cid = f"no-ticket-{uuid.uuid4().hex[:6]}"
+            await client.start_conversation(cid)
+            assert (await client.send_message(cid, f"my email is {EMAIL}, cancel {PENDING}")).awaiting_confirmation
+            yes = asyncio.create_task(client.send_message(cid, "yes"))
+            while httpx.get(f"{urls['payments']}/_faults").json().get("answer_after_timeout") != 1:
+                await asyncio.sleep(0.05)
+            await asyncio.to_thread(fleet.threads["payments"].stop)
+            answer = await asyncio.wait_for(yes, 120)
+            assert answer.status == "escalated" and answer.text == replies.ESCALATED_WITHOUT_TICKET
+            assert "human agent" not in answer.text.split(",")[0] and "could not open a case" in answer.text
+            state = await client.state(cid)
+            assert state.ended_reason.endswith("no ticket could be opened")
+            assert any("opening the ticket failed: the ticketing system" in r.reason for r in state.rejections)
+            key = f"cancel_pending_order:{PENDING}:{cid}.t1"
+            assert httpx.get(f"{urls['ticketing']}/tickets", params={"reference": f"escalate:{key}"}).json() == []
+    finally:
+        fleet.stop()
