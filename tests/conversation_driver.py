@@ -21,13 +21,15 @@ from workflows import keys, replies
 from workflows import transitions as tr
 from workflows.approval_flow import _outcome, ready_to_settle, request_approval
 from workflows.approvals import ApprovalPolicy, ApprovalStatus, expire, expiry_ticket_summary
-from workflows.actions import make_tool_call
+from workflows.actions import call_arguments, make_tool_call
 from workflows.catalogue import Execution, ToolClass, spec_of
 from workflows.catalogue.checks import status_refusal
 from workflows.cancellation import summary
 from workflows.clauses import Rule
+from workflows.compensation import usable_before_image
 from workflows.confirm import describe, is_no, is_yes
 from workflows.contracts import CancelRequest, Outcome, ToolResult
+from workflows.execute import escalation_summary
 from workflows.options import MAX_CONSECUTIVE_REJECTIONS, MAX_MODEL_STEPS_PER_TURN
 from workflows.policy import validate_execution, validate_proposal
 from workflows.state import (
@@ -39,7 +41,7 @@ from workflows.state import (
     StepStatus,
 )
 
-from tests.conversation_sim import Fate, SimSystem
+from tests.conversation_sim import Fate, SimSystem, identity
 
 WORKFLOW_ID = "support-prop"
 START = datetime(2026, 1, 1, tzinfo=timezone.utc)
@@ -80,10 +82,10 @@ class Driver:
     """The proposal the last reply asked the user to confirm (what the user last saw)."""
     flights: list[tuple[str, str, str]] = field(default_factory=list)
     """Every write started: (operation id, call digest, idempotency key)."""
-    confirmed: list[tuple[str, str]] = field(default_factory=list)
-    """Every write the user's yes let through ``validate_execution``: (operation id, key)."""
+    confirmed: list[tuple[str, str, str]] = field(default_factory=list)
+    """Every write the user's yes let through ``validate_execution``: (operation id, key, effect identity)."""
     claims: list[tuple[str, str, str]] = field(default_factory=list)
-    """What the user was told about a write: (claim, key, text); claim done, undone or not_done."""
+    """What the user was told about a write: (claim, effect identity, text); claim done, undone or not_done."""
 
     # --- what the workflow says -------------------------------------------------
     def notify(self, text: str) -> None:
@@ -124,7 +126,8 @@ class Driver:
         if not verdict.accepted:
             tr.decline(state, pending, verdict.rule.value, verdict.reason)
             return
-        self.confirmed.append((pending.operation_id, keys.idempotency_key(pending.call, pending.operation_id)))
+        key = keys.idempotency_key(pending.call, pending.operation_id)
+        self.confirmed.append((pending.operation_id, key, identity(key, call_arguments(pending.call))))
         if request_approval(state, pending, self.policy, WORKFLOW_ID, self.now) is not None:
             self.answer(replies.awaiting_approval(pending.detail))
         else:
@@ -207,12 +210,13 @@ class Driver:
         if result.outcome is Outcome.UNKNOWN:
             reason = f"{call.name} could not be shown to have completed ({result.result}); escalated to a human agent"
             tr.finish_step(state, operation, StepStatus.FAILED, reason)
-            self.sim.ticket(keys.escalation_ticket_key(flight.key), reason)
+            withdrawn = [c.detail for c in state.awaiting_approval]
+            self.sim.ticket(keys.escalation_ticket_key(flight.key), escalation_summary(reason, withdrawn))
             tr.close(state, ConversationStatus.ESCALATED, reason)
-            ended = replies.ESCALATED
+            ended = replies.escalated(withdrawn)
         else:
             tr.apply_write_result(state, call, operation, flight.key, result.result, result.ok,
-                                  None, flight.undo)
+                                  None, usable_before_image(call, flight.undo, result.replayed))
             if result.ok and spec.execution is Execution.REFUND_WORKFLOW and self.cancel is None:
                 refresh = make_tool_call("get_user_details", {"user_id": state.customer.user_id})
                 tr.apply_read_result(state, refresh, self.sim.read(refresh).result)
@@ -224,7 +228,8 @@ class Driver:
             if ended is None:
                 outcome = _outcome(state, flight.pending)
                 ended = replies.approved(flight.pending.detail, outcome)
-                self.claims.append(("done" if outcome is None else "not_done", flight.key, ended))
+                self.claims.append(("done" if outcome is None else "not_done",
+                                    identity(flight.key, call_arguments(call)), ended))
             self.notify(ended)
             if not state.is_open():
                 self.settling = []  # ``settle_approvals`` stops at a closed conversation
@@ -257,13 +262,13 @@ class Driver:
                 reason = f"a supervisor rejected it ({approval.approver})"
                 tr.decline(self.state, confirmed, Rule.APPROVAL_REJECTED.value, f"{reason}: {confirmed.detail}")
                 self.notify(replies.approval_rejected(confirmed.detail))
-                self.claims.append(("not_done", write_key, self.told[-1]))
+                self.claims.append(("not_done", identity(write_key, call_arguments(confirmed.call)), self.told[-1]))
             else:
                 tr.finish_step(self.state, confirmed.operation_id, StepStatus.FAILED,
                                "the approval expired undecided; handed to a human agent")
                 self.sim.ticket(keys.approval_expiry_ticket_key(write_key), expiry_ticket_summary(approval))
                 self.notify(replies.approval_expired(confirmed.detail))
-                self.claims.append(("not_done", write_key, self.told[-1]))
+                self.claims.append(("not_done", identity(write_key, call_arguments(confirmed.call)), self.told[-1]))
 
     # --- a cancel (``cancellation.cancel_conversation`` and ``compensation.roll_back``) ----
     def request_cancel(self, request: CancelRequest) -> None:
@@ -291,14 +296,15 @@ class Driver:
         said = {StepStatus.DONE: "done", StepStatus.COMPENSATED: "undone", StepStatus.FAILED: "not_done",
                 StepStatus.CANCELLED: "not_done"}
         for step in state.steps:
-            key = ops[step.operation_id].idempotency_key if step.operation_id in ops else self.key_of(step.operation_id)
+            done = ops.get(step.operation_id)
+            key = identity(done.idempotency_key, done.arguments) if done else self.key_of(step.operation_id)
             claim = "done" if step.detail in not_undone else said.get(step.status)
             if key is not None and claim is not None and not (step.error or "").endswith("escalated to a human agent"):
                 self.claims.append((claim, key, text))
 
     def key_of(self, operation: Optional[str]) -> Optional[str]:
-        """The idempotency key of a confirmed operation, if it was confirmed."""
-        return next((key for op, key in self.confirmed if op == operation), None)
+        """The effect identity of a confirmed operation, if it was confirmed."""
+        return next((effect for op, _, effect in self.confirmed if op == operation), None)
 
     def _roll_back(self) -> list[str]:
         trouble = []

@@ -59,6 +59,11 @@ class Call:
     """What the caller was doing (``flight:<key>``, ``compensation``), set by the driver."""
 
 
+def identity(key: str, arguments: dict[str, Any]) -> str:
+    """One write effect: its idempotency key and the digest of its arguments."""
+    return f"{key}|{args_digest(arguments)}"
+
+
 @lru_cache
 def _customer_data() -> str:
     """The customer's slice of the benchmark data (their user, orders and products), as JSON."""
@@ -76,6 +81,9 @@ class SimSystem:
     data: dict[str, Any] = field(default_factory=lambda: json.loads(_customer_data()))
     ledger: dict[str, tuple[str, str, bool]] = field(default_factory=dict)
     applied: Counter = field(default_factory=Counter)
+    effects: Counter = field(default_factory=Counter)
+    """Applied effects by ``identity(key, arguments)``: a key holds one call, so a reset that
+    re-proposes another call at the same turn is refused as a conflict, not confused with it."""
     tickets: dict[str, str] = field(default_factory=dict)
     calls: list[Call] = field(default_factory=list)
     before: dict[str, Any] = field(default_factory=dict)
@@ -130,6 +138,7 @@ class SimSystem:
         self.ledger[key] = (digest, result, ok)
         if ok:
             self.applied[key] += 1
+            self.effects[identity(key, args)] += 1
             if before is not None:
                 self.before[key] = before
         if fate is Fate.UNKNOWN_COMMITTED:

@@ -28,7 +28,7 @@ from workflows.activity_api import ToolActivitiesApi
 from workflows.catalogue import Execution, spec_of
 from workflows.approvals import ApprovalPolicy
 from workflows.clauses import Rule
-from workflows.compensation import before_image
+from workflows.compensation import before_image, usable_before_image
 from workflows.contracts import (
     CancelRequest,
     Outcome,
@@ -109,6 +109,14 @@ async def open_ticket(state: ConversationState, summary: str, ticket_key: str) -
         return False
 
 
+def escalation_summary(reason: str, withdrawn: list[str]) -> str:
+    """The escalation ticket's summary: why, and the confirmed writes (their details) that
+    were awaiting a supervisor and are withdrawn by the escalation."""
+    if not withdrawn:
+        return reason
+    return f"{reason}. Also confirmed by the user, awaiting approval, not made: {'; '.join(withdrawn)}"
+
+
 async def execute_confirmed(state: ConversationState, pending: PendingConfirmation, write_timeout_seconds: float,
                             visibility: Visibility,
                             cancel_requested: Callable[[], Optional[CancelRequest]] = lambda: None,
@@ -157,10 +165,13 @@ async def execute_confirmed(state: ConversationState, pending: PendingConfirmati
     if result.outcome is Outcome.UNKNOWN:
         reason = f"{call.name} could not be shown to have completed ({result.result}); escalated to a human agent"
         tr.finish_step(state, operation, StepStatus.FAILED, reason)
-        await open_ticket(state, reason, keys.escalation_ticket_key(key))
+        # confirmed writes awaiting a supervisor are withdrawn by the close: the human and the user hear of them
+        withdrawn = [c.detail for c in state.awaiting_approval]
+        await open_ticket(state, escalation_summary(reason, withdrawn), keys.escalation_ticket_key(key))
         tr.close(state, ConversationStatus.ESCALATED, reason)
-        return replies.ESCALATED
-    tr.apply_write_result(state, call, operation, key, result.result, result.ok, child_id, undo)
+        return replies.escalated(withdrawn)
+    tr.apply_write_result(state, call, operation, key, result.result, result.ok, child_id,
+                          usable_before_image(call, undo, result.replayed))
     if (result.ok and spec.execution is Execution.REFUND_WORKFLOW and state.customer is not None
             and cancel_requested() is None):  # after a cancel nothing new starts, not even a read
         await _refresh_customer(state, cancel_requested)

@@ -61,6 +61,16 @@ def refused(rule: str) -> str:
     return f"Sorry, I can't do that: {sentence}"
 
 
+def escalated(withdrawn: "list[str]") -> str:
+    """The reply when a write's outcome could not be shown and the conversation escalated;
+    ``withdrawn``: details of confirmed writes still awaiting a supervisor, which the
+    escalation withdraws (they are not made; the human agent's ticket lists them too)."""
+    if not withdrawn:
+        return ESCALATED
+    return (f"{ESCALATED} These requests were still waiting for a supervisor's approval and have not been "
+            f"made; the agent will pick them up too: {'; '.join(withdrawn)}")
+
+
 def awaiting_approval(detail: str) -> str:
     """The reply to a yes whose write waits for a supervisor's decision."""
     return (f"Thank you. This needs a supervisor's approval before I can do it: {detail} "

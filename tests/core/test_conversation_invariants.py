@@ -24,7 +24,7 @@ from decimal import Decimal
 from functools import lru_cache
 
 import pytest
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 from temporalio.exceptions import ApplicationError
@@ -48,6 +48,9 @@ TEXTS = {
     "yes_but": "yes but only the first item",
     "unrelated": "Actually, what is your return policy?",
 }
+
+KINDS = ["yes", "benign", "yes", "no", "yes_but", "unrelated", "yes"]
+"""What the user says, an explicit yes more often (the hard cases start with a confirmed write)."""
 
 READS = [("get_order_details", {"order_id": PENDING}), ("get_order_details", {"order_id": DELIVERED}),
          ("get_user_details", {"user_id": CUSTOMER})]
@@ -126,13 +129,26 @@ class ConversationMachine(RuleBasedStateMachine):
         return TEXTS[kind], pending.operation_id if pending else None, pending.digest if pending else None
 
     @precondition(lambda self: self.idle())
-    @rule(kind=st.sampled_from(sorted(TEXTS)))
+    @rule(kind=st.sampled_from(KINDS))
     def user_says(self, kind: str) -> None:
         text, op, digest = self._send(kind)
         self.snapshots.append({"message": (text, op, digest), "state": self.d.state.model_dump_json(),
                                "prompt": self.d.last_reply_prompt, "confirmed": len(self.d.confirmed),
                                "flights": len(self.d.flights)})
         self.d.message(text, op, digest)
+
+    @precondition(lambda self: self.idle())
+    @rule(kind=st.sampled_from(KINDS), reads=st.lists(st.integers(0, len(READS) - 1), max_size=2),
+          final=st.integers(-1, len(WRITES) - 1))
+    def user_turn(self, kind: str, reads: list[int], final: int) -> None:
+        """A whole turn in one step: the message, the model's reads, then a write proposal
+        (``final`` >= 0) or a reply; it stops early when the turn ends or a write goes in flight."""
+        self.user_says(kind)
+        for i in reads:
+            if self.thinking():
+                self.model_reads(i)
+        if self.thinking():
+            self.model_proposes_write(final) if final >= 0 else self.model_replies()
 
     @precondition(lambda self: self.thinking() and self.d.newer is None)
     @rule(kind=st.sampled_from(sorted(TEXTS)))
@@ -209,7 +225,8 @@ class ConversationMachine(RuleBasedStateMachine):
             self.d.settle()
 
     # --- cancels and resets -------------------------------------------------------
-    @precondition(lambda self: self.d.state.is_open() and self.d.cancel is None)
+    # a cancel only matters once something was confirmed: earlier, it would end most runs before they reach a write
+    @precondition(lambda self: self.d.state.is_open() and self.d.cancel is None and self.d.confirmed)
     @rule(rollback=st.booleans())
     def cancel(self, rollback: bool) -> None:
         self.cancel_mark = len(self.sim.calls)
@@ -235,6 +252,22 @@ class ConversationMachine(RuleBasedStateMachine):
         d.message(*snap["message"])
         for op, _, key in d.flights[flights:]:
             assert first.get(op, key) == key, f"the re-executed turn computed another key for {op}"
+
+    def teardown(self) -> None:
+        """What the run reached (``--hypothesis-show-statistics``): the rules must reach the hard cases."""
+        if not hasattr(self, "d"):
+            return
+        state = self.d.state
+        event(f"writes started: {min(len(self.d.flights), 3)}")
+        event(f"status: {state.status.value}")
+        if self.resets and self.d.flights:
+            event("reset re-executed a yes")
+        if any(op.compensated for op in state.completed_operations):
+            event("rollback compensated a write")
+        for approval in state.approvals:
+            event(f"approval {approval.status.value}")
+        if any(t.startswith("escalate:") for t in self.sim.tickets):
+            event("unknown outcome escalated")
 
     # --- invariants -----------------------------------------------------------------
     @invariant()
@@ -269,7 +302,7 @@ class ConversationMachine(RuleBasedStateMachine):
         d, state = self.d, self.d.state
         ops = {op.operation_id: op for op in state.completed_operations}
         approvals = {a.operation_id: a for a in state.approvals}
-        for op, key in d.confirmed:
+        for op, key, _ in d.confirmed:
             if d.in_flight is not None and d.in_flight.key == key:
                 continue
             if op in ops:
@@ -286,6 +319,12 @@ class ConversationMachine(RuleBasedStateMachine):
             if approval.status is ApprovalStatus.EXPIRED:
                 assert f"approval-expired:{key}" in self.sim.tickets, f"{key} expired without a ticket"
                 continue
+            if approval.status is ApprovalStatus.WITHDRAWN and state.status is ConversationStatus.ESCALATED:
+                # another write's unknown outcome escalated: the human's ticket and the user both hear of it
+                detail = next(s.detail for s in state.steps if s.operation_id == op)
+                assert any(detail in text for text in self.sim.tickets.values()), f"{key} withdrawn, not in a ticket"
+                assert any(detail in text for text in d.said), f"{key} withdrawn without telling the user"
+                continue
             # approved but never run, or withdrawn: only a cancel may stop it, and the summary says "Not done"
             assert state.status is ConversationStatus.CANCELLED, (
                 f"{key} ({approval.status.value}) was dropped when the conversation became {state.status.value}")
@@ -294,13 +333,14 @@ class ConversationMachine(RuleBasedStateMachine):
     def the_user_is_told_only_what_happened(self) -> None:
         if not hasattr(self, "d"):
             return
-        for claim, key, text in self.d.claims:
-            applied = self.sim.applied[key]
+        for claim, effect, text in self.d.claims:
+            applied = self.sim.effects[effect]
             if claim == "done":
-                assert applied == 1, f"told done but {key} did not apply: {text}"
+                assert applied == 1, f"told done but {effect} did not apply: {text}"
             elif claim == "not_done":
-                assert applied == 0, f"told not done but {key} applied: {text}"
+                assert applied == 0, f"told not done but {effect} applied: {text}"
             else:
+                key = effect.split("|")[0]
                 op = next(o for o in reversed(self.d.state.completed_operations) if o.idempotency_key == key)
                 table = "users" if "user_id" in op.arguments else "orders"
                 subject = op.arguments.get("user_id") or op.arguments["order_id"]
@@ -316,7 +356,7 @@ class ConversationMachine(RuleBasedStateMachine):
 
 
 ConversationMachine.TestCase.settings = settings(
-    derandomize=True, max_examples=300, stateful_step_count=40, deadline=None,
+    derandomize=True, max_examples=800, stateful_step_count=50, deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
 )
 test_conversation_invariants = ConversationMachine.TestCase
