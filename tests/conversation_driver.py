@@ -206,6 +206,7 @@ class Driver:
             result = self._refund(flight, fate)
         else:
             result = self.sim.write(call, flight.key, fate)
+        self.sim.tag = ""  # what follows is not the write in flight
         ended = None
         if result.outcome is Outcome.UNKNOWN:
             reason = f"{call.name} could not be shown to have completed ({result.result}); escalated to a human agent"
@@ -220,7 +221,6 @@ class Driver:
             if result.ok and spec.execution is Execution.REFUND_WORKFLOW and self.cancel is None:
                 refresh = make_tool_call("get_user_details", {"user_id": state.customer.user_id})
                 tr.apply_read_result(state, refresh, self.sim.read(refresh).result)
-        self.sim.tag = ""
         if flight.source == "turn":
             if ended is not None:
                 self.answer(ended)

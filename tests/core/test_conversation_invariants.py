@@ -98,7 +98,7 @@ def _opening_state() -> str:
 class ConversationMachine(RuleBasedStateMachine):
     """One conversation against one simulated system of record."""
 
-    @initialize(threshold=st.sampled_from([Decimal("500.00"), Decimal("100000.00")]))
+    @initialize(threshold=st.sampled_from([Decimal("500.00"), Decimal("0.00"), Decimal("100000.00")]))
     def start(self, threshold: Decimal) -> None:
         self.sim = SimSystem()
         self.d = Driver(ConversationState.model_validate_json(_opening_state()), self.sim,
@@ -356,7 +356,7 @@ class ConversationMachine(RuleBasedStateMachine):
 
 
 ConversationMachine.TestCase.settings = settings(
-    derandomize=True, max_examples=800, stateful_step_count=50, deadline=None,
+    derandomize=True, max_examples=1000, stateful_step_count=50, deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
 )
 test_conversation_invariants = ConversationMachine.TestCase
