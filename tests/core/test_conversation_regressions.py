@@ -9,11 +9,15 @@
 2. A write's unknown outcome escalated the conversation while another confirmed write
    waited for a supervisor: the close withdrew the approval, and neither the user nor the
    human's ticket heard of it. The escalation now names it to both.
+3. Not fixed (strict xfail): a reset to before the yes re-parks an approved write that
+   applied; a rejection then tells the user nothing was changed.
 """
 
 from __future__ import annotations
 
 from decimal import Decimal
+
+import pytest
 
 from tests.conversation_sim import CUSTOMER, Fate
 from tests.core.test_conversation_invariants import ConversationMachine, OTHER_ADDRESS, WRITES
@@ -119,3 +123,28 @@ def test_escalation_texts_without_withdrawn_writes_are_unchanged():
     assert replies.escalated([]) == replies.ESCALATED
     assert escalation_summary("why", []) == "why"
     assert "cancel it" in escalation_summary("why", ["cancel it"])
+
+
+RETURN_ALL = next(i for i, (name, args) in enumerate(WRITES)
+                  if name == "return_delivered_order_items" and len(args["item_ids"]) > 1)
+
+
+@pytest.mark.xfail(strict=True, reason="known gap (issue 7 items 4 and 6): after a reset to before the yes, the "
+                                       "re-parked approval is settled without asking the ledger")
+def test_a_rejection_after_a_reset_does_not_deny_an_applied_write():
+    # 3. found by the machine, not fixed here: a reset re-executes the yes of a write that a supervisor
+    # approved and that applied; the re-executed yes parks it for approval again, a supervisor rejects,
+    # and the user is told "nothing was changed" although the refund was made. A fix needs a ledger
+    # lookup (an activity, under workflow.patched) before a rejection, expiry or cancel is told.
+    m = _machine()
+    m.user_says("benign")
+    m.model_proposes_write(RETURN_ALL)  # 980.87: above the threshold
+    m.user_says("yes")
+    m.supervisor_decides(approve=True, last=False)
+    m.write_meets(Fate.OK)
+    key = m.d.flights[-1][2]
+    assert m.sim.applied[key] == 1
+    m.reset_and_re_execute_a_yes(_First())
+    assert m.d.state.pending_approvals()  # parked again
+    m.supervisor_decides(approve=False, last=False)
+    assert "nothing was changed" not in m.d.said[-1] and "nothing was changed" not in " ".join(m.d.told)
