@@ -66,6 +66,22 @@ async def before_image(state: ConversationState, call: Any,
     return ({spec.subject: subject_id, **value} if isinstance(value, dict) else None), document
 
 
+def usable_before_image(call: Any, undo: Optional[dict[str, Any]], replayed: bool) -> Optional[dict[str, Any]]:
+    """The compensation arguments to keep for reversible write ``call`` once its result is
+    in: ``undo`` as read by ``before_image``, or None when it cannot be trusted.
+
+    When the system of record replayed a recorded result (``replayed``), the write had
+    applied before this attempt: after a reset re-executed the turn, the before-image was
+    read from the write's own result, and undoing with it would restore nothing while the
+    user is told the change was undone. Such an image holds exactly what the write set,
+    so it is dropped (a rollback then reports the write as not undone, and a human follows
+    up); an image that differs was read before the write applied and is kept."""
+    if undo is None or not replayed:
+        return undo
+    args = call_arguments(call)
+    return None if all(args.get(name) == value for name, value in undo.items()) else undo
+
+
 async def roll_back(state: ConversationState, write_timeout_seconds: float) -> list[str]:
     """Undo every reversible write this conversation applied, newest first, if what it set
     is still there (a later change by someone else is never overwritten). Returns one line

@@ -30,7 +30,7 @@ from workflows.activity_api import ToolActivitiesApi
 from workflows.catalogue import Execution, spec_of
 from workflows.approvals import ApprovalPolicy
 from workflows.clauses import Rule
-from workflows.compensation import before_image
+from workflows.compensation import before_image, usable_before_image
 from workflows.contracts import (
     CancelRequest,
     Outcome,
@@ -135,6 +135,14 @@ async def open_ticket(state: ConversationState, summary: str, ticket_key: str) -
         return False
 
 
+def escalation_summary(reason: str, withdrawn: list[str]) -> str:
+    """The escalation ticket's summary: why, and the confirmed writes (their details) that
+    were awaiting a supervisor and are withdrawn by the escalation."""
+    if not withdrawn:
+        return reason
+    return f"{reason}. Also confirmed by the user, awaiting approval, not made: {'; '.join(withdrawn)}"
+
+
 async def execute_confirmed(state: ConversationState, pending: PendingConfirmation, write_timeout_seconds: float,
                             visibility: Visibility,
                             cancel_requested: Callable[[], Optional[CancelRequest]] = lambda: None,
@@ -197,11 +205,14 @@ async def execute_confirmed(state: ConversationState, pending: PendingConfirmati
         reason = f"{call.name} could not be shown to have completed ({result.result}); escalated to a human agent"
         unknown = StepStatus.UNKNOWN if workflow.patched(RECHECK_PATCH) else StepStatus.FAILED
         tr.finish_step(state, operation, unknown, reason)
-        opened = await open_ticket(state, reason, keys.escalation_ticket_key(key))
+        # confirmed writes awaiting a supervisor are withdrawn by the close: the human and the user hear of them
+        withdrawn = [c.detail for c in state.awaiting_approval]
+        opened = await open_ticket(state, escalation_summary(reason, withdrawn), keys.escalation_ticket_key(key))
         tr.close(state, ConversationStatus.ESCALATED, reason if opened else f"{reason}; no ticket could be opened")
         # without a ticket no human has the case yet: operators find it by its Step and Status
-        return replies.ESCALATED if opened else replies.ESCALATED_WITHOUT_TICKET
-    tr.apply_write_result(state, call, operation, key, result.result, result.ok, child_id, undo)
+        return replies.escalated(withdrawn, ticket_opened=opened)
+    tr.apply_write_result(state, call, operation, key, result.result, result.ok, child_id,
+                          usable_before_image(call, undo, result.replayed))
     if not result.ok and result.result == read_before_write.CHANGED_RESULT:
         visibility.publish(state)
         return replies.CHANGED_SINCE_CONFIRMED  # nothing was written; the state tells the model why

@@ -68,6 +68,19 @@ def refused(rule: str) -> str:
     return f"Sorry, I can't do that: {sentence}"
 
 
+def escalated(withdrawn: "list[str]", ticket_opened: bool = True) -> str:
+    """The reply when a write's outcome could not be shown and the conversation escalated;
+    ``withdrawn``: details of confirmed writes still awaiting a supervisor, which the
+    escalation withdraws (they are not made; the human agent's ticket lists them too).
+    ``ticket_opened`` False: no human has the case, and the reply promises none."""
+    first = ESCALATED if ticket_opened else ESCALATED_WITHOUT_TICKET
+    if not withdrawn:
+        return first
+    who = "the agent will pick them up too" if ticket_opened else "please ask for them again"
+    return (f"{first} These requests were still waiting for a supervisor's approval and have not been "
+            f"made; {who}: {'; '.join(withdrawn)}")
+
+
 def awaiting_approval(detail: str) -> str:
     """The reply to a yes whose write waits for a supervisor's decision."""
     return (f"Thank you. This needs a supervisor's approval before I can do it: {detail} "

@@ -1,0 +1,150 @@
+"""Plain regression tests of the failing examples found by the conversation invariants
+(tests/core/test_conversation_invariants.py), each shrunk to its steps.
+
+1. A reset re-executed a confirmed address change whose first run had committed (its
+   outcome was unknown and escalated): the before-image was read after the write, so a
+   later rollback wrote the new address back and told the user "Undone" while the old
+   address was never restored. ``usable_before_image`` now drops such an image: the
+   rollback reports the change as done and not undone, and opens a ticket.
+2. A write's unknown outcome escalated the conversation while another confirmed write
+   waited for a supervisor: the close withdrew the approval, and neither the user nor the
+   human's ticket heard of it. The escalation now names it to both.
+3. Not fixed (strict xfail): a reset to before the yes re-parks an approved write that
+   applied; a rejection then tells the user nothing was changed.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+import pytest
+
+from tests.conversation_sim import CUSTOMER, Fate
+from tests.core.test_conversation_invariants import ConversationMachine, OTHER_ADDRESS, WRITES
+from workflows import replies
+from workflows.actions import make_tool_call
+from workflows.approvals import ApprovalStatus
+from workflows.compensation import usable_before_image
+from workflows.execute import escalation_summary
+from workflows.state import ConversationStatus, StepStatus
+
+USER_ADDRESS = WRITES.index(("modify_user_address", {"user_id": CUSTOMER, **OTHER_ADDRESS}))
+CANCEL = next(i for i, (name, args) in enumerate(WRITES)
+              if name == "cancel_pending_order" and args["reason"] == "no longer needed")
+
+
+class _First:
+    """A ``data`` argument for the reset rule that picks the first saved yes."""
+
+    def draw(self, strategy):
+        return strategy.elements[0] if hasattr(strategy, "elements") else 0
+
+
+def _machine(threshold: str = "500.00") -> ConversationMachine:
+    machine = ConversationMachine()
+    machine.start(threshold=Decimal(threshold))
+    return machine
+
+
+def _check(machine: ConversationMachine) -> None:
+    machine.no_write_without_the_users_yes_to_its_detail()
+    machine.at_most_one_applied_effect_per_key()
+    machine.nothing_new_starts_after_a_cancel()
+    machine.every_confirmed_write_ends_applied_refused_or_escalated()
+    machine.the_user_is_told_only_what_happened()
+
+
+def test_a_rollback_after_a_reset_does_not_claim_to_undo_what_it_cannot():
+    m = _machine()
+    m.user_says("benign")
+    m.model_proposes_write(USER_ADDRESS)
+    m.user_says("yes")
+    m.write_meets(Fate.UNKNOWN_COMMITTED)  # committed, the answer lost: escalated
+    assert m.d.state.status is ConversationStatus.ESCALATED
+    m.reset_and_re_execute_a_yes(_First())  # the operator resets to before the yes
+    m.write_meets(Fate.OK)  # the ledger answers with the first run's result
+    op = m.d.state.completed_operations[-1]
+    assert op.ok and op.undo_arguments is None  # the image read after the write is not kept
+    m.model_replies()
+    m.cancel(rollback=True)
+    said = m.d.said[-1]
+    assert "Undone" not in said and "could not be undone" in said
+    assert any(key.startswith("rollback:") for key in m.sim.tickets)
+    assert m.sim.data["users"][CUSTOMER]["address"]["address1"] == OTHER_ADDRESS["address1"]
+    _check(m)
+
+
+def test_a_first_run_rollback_still_undoes():
+    m = _machine()
+    m.user_says("benign")
+    m.model_proposes_write(USER_ADDRESS)
+    m.user_says("yes")
+    m.write_meets(Fate.LOST_THEN_RETRIED)  # replayed, but the image was read before the write
+    m.model_replies()
+    before = m.sim.before[m.d.flights[-1][2]]
+    m.cancel(rollback=True)
+    assert "Undone" in m.d.said[-1]
+    assert m.sim.data["users"][CUSTOMER]["address"] == before
+    _check(m)
+
+
+def test_usable_before_image():
+    call = make_tool_call("modify_user_address", {"user_id": CUSTOMER, **OTHER_ADDRESS})
+    old = {"user_id": CUSTOMER, **OTHER_ADDRESS, "address1": "557 Sunset Drive"}
+    same = {"user_id": CUSTOMER, **OTHER_ADDRESS}
+    assert usable_before_image(call, old, replayed=False) == old
+    assert usable_before_image(call, same, replayed=False) == same  # first application: a no-op change
+    assert usable_before_image(call, old, replayed=True) == old  # read before the first attempt applied
+    assert usable_before_image(call, same, replayed=True) is None  # read after the write had applied
+    assert usable_before_image(call, None, replayed=True) is None
+
+
+def test_an_escalation_names_the_writes_awaiting_a_supervisor():
+    m = _machine()
+    m.user_says("benign")
+    m.model_proposes_write(CANCEL)  # 826.70: above the 500.00 threshold
+    m.user_says("yes")
+    assert m.d.state.pending_approvals()
+    detail = m.d.state.awaiting_approval[0].detail
+    m.user_says("benign")
+    m.model_proposes_write(USER_ADDRESS)
+    m.user_says("yes")
+    m.write_meets(Fate.UNKNOWN_COMMITTED)
+    state = m.d.state
+    assert state.status is ConversationStatus.ESCALATED
+    assert state.approvals[0].status is ApprovalStatus.WITHDRAWN
+    assert next(s for s in state.steps if s.detail == detail).status is StepStatus.CANCELLED
+    assert m.d.said[-1].startswith(replies.ESCALATED) and detail in m.d.said[-1]
+    assert any(detail in summary for key, summary in m.sim.tickets.items() if key.startswith("escalate:"))
+    _check(m)
+
+
+def test_escalation_texts_without_withdrawn_writes_are_unchanged():
+    assert replies.escalated([]) == replies.ESCALATED
+    assert escalation_summary("why", []) == "why"
+    assert "cancel it" in escalation_summary("why", ["cancel it"])
+
+
+RETURN_ALL = next(i for i, (name, args) in enumerate(WRITES)
+                  if name == "return_delivered_order_items" and len(args["item_ids"]) > 1)
+
+
+@pytest.mark.xfail(strict=True, reason="known gap (issue 7 items 4 and 6): after a reset to before the yes, the "
+                                       "re-parked approval is settled without asking the ledger")
+def test_a_rejection_after_a_reset_does_not_deny_an_applied_write():
+    # 3. found by the machine, not fixed here: a reset re-executes the yes of a write that a supervisor
+    # approved and that applied; the re-executed yes parks it for approval again, a supervisor rejects,
+    # and the user is told "nothing was changed" although the refund was made. A fix needs a ledger
+    # lookup (an activity, under workflow.patched) before a rejection, expiry or cancel is told.
+    m = _machine()
+    m.user_says("benign")
+    m.model_proposes_write(RETURN_ALL)  # 980.87: above the threshold
+    m.user_says("yes")
+    m.supervisor_decides(approve=True, last=False)
+    m.write_meets(Fate.OK)
+    key = m.d.flights[-1][2]
+    assert m.sim.applied[key] == 1
+    m.reset_and_re_execute_a_yes(_First())
+    assert m.d.state.pending_approvals()  # parked again
+    m.supervisor_decides(approve=False, last=False)
+    assert "nothing was changed" not in m.d.said[-1] and "nothing was changed" not in " ".join(m.d.told)
