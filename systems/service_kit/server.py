@@ -23,8 +23,11 @@ class ServiceThread:
 
     def __init__(self, app: Any, host: str = "127.0.0.1", port: Optional[int] = None) -> None:
         self.host, self.port = host, port or free_port(host)
-        self.server = uvicorn.Server(uvicorn.Config(app, host=self.host, port=self.port, log_level="critical",
-                                                   lifespan="off"))
+        # log_config=None: uvicorn configures no handlers of its own, so its records (a failed
+        # request's traceback quotes SQL parameters) reach the process's root logger and its
+        # redaction; no log_level either: it would reset the levels of the other servers in the process
+        self.server = uvicorn.Server(uvicorn.Config(app, host=self.host, port=self.port, log_level=None,
+                                                   log_config=None, access_log=False, lifespan="off"))
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self) -> None:

@@ -1,0 +1,44 @@
+"""A failed request to an external service is logged through the process's root logger and
+its redaction (starter.logs), never by handlers of uvicorn's own: the dev process serves
+the services beside its worker, and a SQLite "database is locked" traceback under load once
+wrote a payment method id from the SQL parameters into dev.log (the PII scan found it)."""
+
+from __future__ import annotations
+
+import io
+import logging
+
+import httpx
+from fastapi import FastAPI
+
+from starter.logs import configure_logging
+from systems.service_kit.server import ServiceThread
+
+SECRET = "paypal_1038468"
+
+
+def test_a_services_failure_is_logged_redacted():
+    app = FastAPI()
+
+    @app.get("/boom")
+    def boom() -> None:
+        raise RuntimeError(f"(sqlite3.OperationalError) database is locked\n[SQL: INSERT INTO payment_operations "
+                           f"VALUES (?)]\n[parameters: ('[{{\"payment_method_id\": \"{SECRET}\"}}]',)]")
+
+    stream = io.StringIO()
+    root = logging.getLogger()
+    saved_handlers, saved_level = root.handlers[:], root.level
+    root.handlers = []
+    try:
+        configure_logging("INFO", stream=stream)
+        server = ServiceThread(app).start()
+        try:
+            response = httpx.get(f"http://{server.host}:{server.port}/boom", timeout=10)
+        finally:
+            server.stop()
+    finally:
+        root.handlers, root.level = saved_handlers, saved_level
+    logged = stream.getvalue()
+    assert response.status_code == 500
+    assert "database is locked" in logged  # the failure is logged, for operators
+    assert SECRET not in logged, logged
