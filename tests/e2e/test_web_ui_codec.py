@@ -84,10 +84,11 @@ async def test_the_web_ui_decrypts_through_the_codec_server_and_the_raw_history_
                     if request.url.startswith(f"{codec_url}/decode") else None)
             try:
                 await page.goto(f"{ui}/namespaces/default/workflows/{workflow_id}")
-                text = await _text_until(page, f"get_order_details {PENDING}")
+                # reads are local activities (a marker, no timeline row): the model call's summary shows
+                text = await _text_until(page, "model proposes the next action")
                 await page.screenshot(path=str(tmp_path / "decrypted-input.png"), full_page=True)
                 assert f'"conversation_id": "{cid}"' in text and '"store": "main"' in text  # the decrypted input
-                assert f"get_order_details {PENDING}" in text  # an activity summary, decrypted
+                assert "model proposes the next action (turn 1)" in text  # an activity summary, decrypted
                 assert "binary/encrypted" not in text
                 assert decoded_by_codec  # the browser itself called the codec server
                 await page.get_by_text("User Metadata").first.click()
