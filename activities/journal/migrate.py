@@ -73,10 +73,15 @@ def upgrade(engine: Engine, revision: str = "head") -> None:
     key = engine.url.render_as_string(hide_password=False)
     if revision == "head" and key in _done:
         return
-    with engine.begin() as conn:
-        if engine.dialect.name == "postgresql":
-            conn.execute(sa.select(sa.func.pg_advisory_xact_lock(sa.func.hashtext(LOCK_NAME))))
-        command.upgrade(alembic_config(conn), revision)
-    if revision == "head":
-        with _done_lock:
+    # one migration at a time in this process: Alembic's ``op`` and ``context`` are module-wide
+    # proxies, so threads migrating at once (the first model calls of a worker, each opening
+    # the journal) broke each other's runs (KeyError); other processes wait on the database lock
+    with _done_lock:
+        if revision == "head" and key in _done:
+            return
+        with engine.begin() as conn:
+            if engine.dialect.name == "postgresql":
+                conn.execute(sa.select(sa.func.pg_advisory_xact_lock(sa.func.hashtext(LOCK_NAME))))
+            command.upgrade(alembic_config(conn), revision)
+        if revision == "head":
             _done.add(key)

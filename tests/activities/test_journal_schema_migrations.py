@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,7 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 
 from activities.journal.migrate import current_revision, head_revision, owned_metadata, upgrade
-from activities.journal.store import JournalStore
+from activities.journal.store import JournalStore, ModelCallRecord
 from activities.journal.tables import make_engine, metadata as journal_metadata
 from starter.audit import AuditLog
 from tests.journal_fixtures import postgres_database, sqlite_url
@@ -173,3 +174,20 @@ def test_calls_recorded_before_prompt_caching_keep_their_rows_with_no_cache_toke
         assert tuple(row) == (900, 0, 0)
     finally:
         engine.dispose()
+
+
+def test_threads_opening_a_new_journal_at_once_all_succeed(url: str):
+    # a worker's first model calls each open the journal in their own thread; Alembic's
+    # module-wide proxies made simultaneous migrations fail each other (KeyError, CI)
+    from concurrent.futures import ThreadPoolExecutor
+
+    store = JournalStore(url)
+    try:
+        records = [ModelCallRecord(conversation_id=f"c-{i}", turn=1, call_seq=1, prompt_version="p", model="m",
+                                   view={}, recorded_at=datetime.now(timezone.utc)) for i in range(12)]
+        with ThreadPoolExecutor(12) as pool:
+            list(pool.map(store.record_model_call, records))
+        assert {r.conversation_id for r in store.decisions()} == {f"c-{i}" for i in range(12)}
+        assert current_revision(store.engine) == head_revision()
+    finally:
+        store.close()
