@@ -162,8 +162,8 @@ def schedule(every_hours: float = typer.Option(24.0, "--every-hours", min=0.1, h
     async def main() -> str:
         try:
             client = await connect(settings)
-        except RuntimeError as err:
-            raise _fail(f"Temporal is not reachable at {settings.temporal_address}: {err}", 2)
+        except RuntimeError as err:  # TemporalUnreachable: its message names the address and the fix
+            raise _fail(str(err), 2)
         if days is None:
             try:
                 await client.get_schedule_handle(SCHEDULE_ID).delete()
