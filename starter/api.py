@@ -235,6 +235,7 @@ def create_app(client_factory: Optional[ClientFactory] = None,
         if body.text is None:
             return ConversationCreated(conversation_id=conversation_id)
         reply = await client.send_message(conversation_id, body.text, body.message_id or FIRST_MESSAGE_ID)
+        reply = await guard.scoped_reply(client, conversation_id, reply)  # another customer's data: a 404
         return ConversationCreated(conversation_id=conversation_id, reply=reply)
 
     @app.get("/conversations", response_model=Page, response_model_exclude_none=False,
@@ -260,7 +261,8 @@ def create_app(client_factory: Optional[ClientFactory] = None,
         """Send one user message; waits (bounded) for and returns the assistant's reply."""
         check_message(body.text)
         await guard.conversation(client, conversation_id, Permission.SEND_MESSAGE)
-        return await client.send_message(conversation_id, body.text, body.message_id)
+        reply = await client.send_message(conversation_id, body.text, body.message_id)
+        return await guard.scoped_reply(client, conversation_id, reply)
 
     @app.post("/conversations/{conversation_id}/cancel", status_code=status.HTTP_202_ACCEPTED,
               response_model=CancelAccepted,
@@ -287,11 +289,10 @@ def create_app(client_factory: Optional[ClientFactory] = None,
 
 def _served_access() -> Access:
     from settings import Settings
-    from starter import devstate
-    from starter.auth import access_from_settings
+    from starter import auth, devstate
 
     # the bind address is not known here: keys are always required
-    return access_from_settings(devstate.adopt(Settings()), host=None)
+    return auth.access_from_settings(devstate.adopt(Settings()), host=None)
 
 
 app = create_app(access=_served_access)

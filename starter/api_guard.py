@@ -59,6 +59,26 @@ class Guard:
         if owner is None and p.actor != LOCAL_ACTOR:
             raise missing
 
+    async def scoped_reply(self, client: StatekeeperClient, conversation_id: str, reply: Any) -> Any:
+        """``reply``, if the caller may still see the conversation after the message. A
+        customer-scoped key's conversation that authenticated another customer (its
+        ``CustomerId`` now names them) is cancelled and the reply withheld as a 404, as for any
+        other customer's conversation: the reply may hold that customer's orders."""
+        p = self.principal
+        if p.customer is None:
+            return reply
+        missing = conversation_missing(conversation_id)
+        try:
+            await visible(client, self.tenancy, support_workflow_id(conversation_id), p.tenant, p.customer, missing)
+        except ConversationError:
+            try:
+                await client.cancel(conversation_id, reason="its customer-scoped key may not serve another customer")
+            except ConversationError:
+                pass  # already ended: nothing more runs for it either way
+            await self.audit("withheld_reply", conversation_id, "another customer authenticated")
+            raise
+        return reply
+
     async def claim(self, client: StatekeeperClient, conversation_id: str) -> None:
         """A conversation id being started must be free or the caller's own: another
         tenant's (or customer's) is a 409, and nothing is sent to it."""

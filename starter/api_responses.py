@@ -55,7 +55,7 @@ AUTHENTICATED: tuple[int, ...] = (401, 403)
 
 ROUTES: dict[tuple[str, str], tuple[int, ...]] = {
     ("GET", "/healthz"): (503,),
-    ("POST", "/conversations"): (409, 503, 504),
+    ("POST", "/conversations"): (404, 409, 503, 504),  # 404: a scoped key reaching another customer
     ("GET", "/conversations"): (503,),
     ("GET", "/conversations/{conversation_id}"): (404, 409, 503, 504),
     ("POST", "/conversations/{conversation_id}/messages"): (404, 409, 503, 504),

@@ -347,3 +347,21 @@ async def test_a_conversations_refund_child_belongs_to_its_tenant(stack):
     replayer = Replayer(workflows=[SupportWorkflow, RefundWorkflow], data_converter=data_converter(),
                         workflow_runner=workflow_runner())
     await replayer.replay_workflow(history)
+
+
+async def test_a_scoped_conversation_that_authenticates_another_customer_withholds_the_reply(stack):
+    # adversarial review: a key scoped to raj opened a conversation as sofia and got her order back
+    s = stack
+    cid = f"scoped-{uuid.uuid4().hex[:8]}"
+    text = "Hi, my email is sofia.rossi2645@example.com. What is the status of order #W5918442?"
+    response = await s.http.post("/conversations", json={"conversation_id": cid, "text": text},
+                                 headers=s.headers["raj"])
+    assert response.status_code == 404, response.text
+    assert "W5918442" not in response.text and "sofia" not in response.text.lower()
+    state = await _state(s, cid, "op")  # an operator sees why: it was cancelled, nothing more runs
+    assert state["status"] == "cancelled" and state["customer"]["user_id"] == OTHER_CUSTOMER
+    entries = s.audit.entries(subject=cid)
+    assert (f"key:{s.ids['raj']}", "withheld_reply") in {(e.actor, e.action) for e in entries}
+    # the same key's own conversations go on as before
+    mine = await _conversation(s, "raj", text=f"Hi, my email is {EMAIL}")
+    assert mine["reply"] and (await _state(s, mine["conversation_id"], "raj"))["customer"]["user_id"] == CUSTOMER
