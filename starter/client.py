@@ -33,7 +33,8 @@ from starter.errors import ConversationError, outcome_unknown, unreachable
 from starter.listing import ListingCalls
 from starter.refunds import RefundCalls
 from workflows.approvals import ApprovalPolicy
-from workflows.contracts import AssistantReply, CancelRequest, SupportInput, SupportOutcome, UserMessage
+from workflows.contracts import (AssistantReply, CancelRequest, SupportInput, SupportOutcome, UserMessage,
+                                 message_digest)
 from workflows.errors import ErrorType
 from workflows.opening import ConversationOpened, OpenConversation
 from workflows.options import CONVERSATION_TASK_TIMEOUT, DEFAULT_WRITE_TIMEOUT_SECONDS, STATUS
@@ -162,11 +163,15 @@ class StatekeeperClient(ApprovalCalls, RefundCalls, ListingCalls):
         message_id = message_id or uuid.uuid4().hex
         update_id = f"msg-{message_id}"
         try:
-            return await self.run_update(
+            reply: AssistantReply = await self.run_update(
                 lambda timeout: handle.start_update(SupportWorkflow.send_message, UserMessage(text=text),
                                                     wait_for_stage=WorkflowUpdateStage.ACCEPTED, id=update_id,
                                                     rpc_timeout=timeout, result_type=AssistantReply),
                 "the message")
+            if reply.message_digest not in (None, message_digest(text)):  # None: a reply of an older release
+                raise ConversationError(f'message id "{message_id}" was already used for another message, which '
+                                        "was the one handled; send this one with a new message id", "conflict")
+            return reply
         except ConversationError as err:
             if err.kind == "unavailable":  # it may have landed before the server stopped answering
                 raise outcome_unknown(message_id) from err

@@ -5,6 +5,8 @@ Pure pydantic, imported by workflows (inside the sandbox) and by activities.
 
 from __future__ import annotations
 
+import hashlib
+
 from enum import Enum
 from typing import Any, Optional
 
@@ -239,6 +241,14 @@ class AssistantReply(BaseModel):
     status: str
     awaiting_confirmation: Optional[str] = None
     awaiting_approval: Optional[str] = None
+    message_digest: Optional[str] = None
+    """``message_digest`` of the message this replies to: a client that sent another text
+    under the same message id learns its message was not the one handled (409)."""
+
+
+def message_digest(text: str) -> str:
+    """16 hex characters of the SHA-256 of ``text`` (UTF-8): which message a reply answers."""
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
 class CancelRequest(BaseModel):

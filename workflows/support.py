@@ -23,13 +23,7 @@ from temporalio.exceptions import ApplicationError
 from workflows import replies
 from workflows import transitions as tr
 from workflows.budget import adopt_budget
-from workflows.contracts import (
-    AssistantReply,
-    CancelRequest,
-    SupportInput,
-    SupportOutcome,
-    UserMessage,
-)
+from workflows.contracts import AssistantReply, CancelRequest, SupportInput, SupportOutcome, UserMessage, message_digest
 from workflows.approval_flow import next_expiry, ready_to_settle, settle_approvals
 from workflows.approvals import Approval, ApprovalDecision, apply_decision, check_decision
 from workflows.cancellation import cancel_conversation
@@ -288,12 +282,12 @@ class SupportWorkflow:
             # outcomes the user was told outside a turn open the next reply they read
             text = " ".join([*self._notices, text])
             self._notices = []
-            self._replies[inbound.message_id] = self._reply(text)
+            self._replies[inbound.message_id] = self._reply(text, inbound.text)
         self._visibility.publish(self._state)
 
-    def _reply(self, text: str) -> AssistantReply:
-        pending = self._state.pending_confirmation
-        waiting = self._state.pending_approvals()
+    def _reply(self, text: str, message: Optional[str] = None) -> AssistantReply:
+        pending, waiting = self._state.pending_confirmation, self._state.pending_approvals()
         return AssistantReply(text=text, turn=self._state.turn, status=self._state.status.value,
                               awaiting_confirmation=pending.detail if pending else None,
-                              awaiting_approval=waiting[-1].approval_id if waiting else None)
+                              awaiting_approval=waiting[-1].approval_id if waiting else None,
+                              message_digest=None if message is None else message_digest(message))

@@ -30,3 +30,22 @@ async def test_a_message_retried_after_continue_as_new_is_handled_once(temporal_
         assert state.turn == 1 and sum(t.role.value == "user" for t in state.recent_turns) == 1
         other = await client.send_message(cid, "What can you do?", message_id="m-2")
         assert other.turn == 2
+
+
+async def test_another_text_under_a_used_message_id_is_a_conflict_not_the_old_reply(temporal_env, settings):
+    # adversarial review: "no" sent under the id of an earlier "cancel it" got that message's
+    # confirmation prompt back, so the user believed they had declined
+    from starter.errors import ConversationError
+
+    async with running_worker(temporal_env, settings) as (client, backend):
+        cid = f"msg-reuse-{uuid.uuid4().hex[:6]}"
+        await client.start_conversation(cid)
+        first = await client.send_message(cid, f"Hi, my email is {EMAIL}", message_id="q1")
+        try:
+            await client.send_message(cid, "no", message_id="q1")
+        except ConversationError as err:
+            assert err.kind == "conflict" and 'message id "q1" was already used' in str(err)
+        else:
+            raise AssertionError("a reused message id with another text was answered")
+        assert (await client.send_message(cid, f"Hi, my email is {EMAIL}", message_id="q1")) == first  # a true retry
+        assert (await client.state(cid)).turn == 1  # the other text was never handled
