@@ -10,27 +10,17 @@ from __future__ import annotations
 import uuid
 
 import httpx
-import pytest
 
 from tests.policy_fixtures import CUSTOMER, EMAIL
 from tests.service_fixtures import services  # noqa: F401 - fixture
 from tests.workflow_harness import running_worker
 from tests.workflows.erasure_fixtures import (
     cancel_then_transfer,
-    own_server,
+    env,  # noqa: F401  (the module-scoped fixture)
     return_then_transfer,
     transfer_on_request,
 )
 from worker import build_erasure
-
-
-@pytest.fixture(scope="module")
-async def env():
-    server = await own_server()
-    try:
-        yield server
-    finally:
-        await server.shutdown()
 
 
 def _held(services: dict[str, str], service: str, path: str, reference: str) -> list[dict]:  # noqa: F811

@@ -139,19 +139,10 @@ async def test_a_payment_whose_outcome_cannot_be_told_is_escalated_not_replayed(
     urls = fleet.start()
     try:
         arm(urls["payments"], "answer_after_timeout", seconds=30.0)
-        brain = ListBrain([call("find_user_id_by_email", email=EMAIL), call("get_user_details", user_id=CUSTOMER),
-                           call("get_order_details", order_id=PENDING),
-                           call("cancel_pending_order", order_id=PENDING, reason="no longer needed")])
         fast = settings.model_copy(update={"write_timeout_seconds": 3.0})
-        async with running_worker(temporal_env, fast, brain=brain, services=urls) as (client, backend):
+        async with running_worker(temporal_env, fast, brain=ListBrain(CANCEL_BRAIN), services=urls) as (client, backend):
             cid = f"pay-unknown-{uuid.uuid4().hex[:6]}"
-            await client.start_conversation(cid)
-            assert (await client.send_message(cid, f"my email is {EMAIL}, cancel {PENDING}")).awaiting_confirmation
-            yes = asyncio.create_task(client.send_message(cid, "yes"))
-            while httpx.get(f"{urls['payments']}/_faults").json().get("answer_after_timeout") != 1:
-                await asyncio.sleep(0.05)
-            await asyncio.to_thread(fleet.threads["payments"].stop)  # gone before it answers
-            answer = await asyncio.wait_for(yes, 120)
+            answer = await _yes_while_payments_vanish(client, fleet, urls, cid)
             assert answer.text == replies.ESCALATED and answer.status == "escalated"
             state = await client.state(cid)
             step = next(s for s in state.steps if s.name == "cancel_pending_order")
@@ -180,19 +171,10 @@ async def test_an_escalation_without_a_ticket_does_not_promise_a_human(temporal_
     try:
         arm(urls["payments"], "answer_after_timeout", seconds=30.0)
         arm(urls["ticketing"], "http_5xx", count=100)
-        brain = ListBrain([call("find_user_id_by_email", email=EMAIL), call("get_user_details", user_id=CUSTOMER),
-                           call("get_order_details", order_id=PENDING),
-                           call("cancel_pending_order", order_id=PENDING, reason="no longer needed")])
         fast = settings.model_copy(update={"write_timeout_seconds": 3.0})
-        async with running_worker(temporal_env, fast, brain=brain, services=urls) as (client, backend):
+        async with running_worker(temporal_env, fast, brain=ListBrain(CANCEL_BRAIN), services=urls) as (client, _):
             cid = f"no-ticket-{uuid.uuid4().hex[:6]}"
-            await client.start_conversation(cid)
-            assert (await client.send_message(cid, f"my email is {EMAIL}, cancel {PENDING}")).awaiting_confirmation
-            yes = asyncio.create_task(client.send_message(cid, "yes"))
-            while httpx.get(f"{urls['payments']}/_faults").json().get("answer_after_timeout") != 1:
-                await asyncio.sleep(0.05)
-            await asyncio.to_thread(fleet.threads["payments"].stop)
-            answer = await asyncio.wait_for(yes, 120)
+            answer = await _yes_while_payments_vanish(client, fleet, urls, cid)
             assert answer.status == "escalated" and answer.text == replies.ESCALATED_WITHOUT_TICKET
             assert "human agent" not in answer.text.split(",")[0] and "could not open a case" in answer.text
             state = await client.state(cid)
@@ -202,3 +184,20 @@ async def test_an_escalation_without_a_ticket_does_not_promise_a_human(temporal_
             assert httpx.get(f"{urls['ticketing']}/tickets", params={"reference": f"escalate:{key}"}).json() == []
     finally:
         fleet.stop()
+
+
+async def _yes_while_payments_vanish(client, fleet, urls, cid: str):
+    """Confirm a cancel of PENDING; once payments holds the request unanswered, stop the
+    service: returns the reply to the yes."""
+    await client.start_conversation(cid)
+    assert (await client.send_message(cid, f"my email is {EMAIL}, cancel {PENDING}")).awaiting_confirmation
+    yes = asyncio.create_task(client.send_message(cid, "yes"))
+    while httpx.get(f"{urls['payments']}/_faults").json().get("answer_after_timeout") != 1:
+        await asyncio.sleep(0.05)
+    await asyncio.to_thread(fleet.threads["payments"].stop)  # gone before it answers
+    return await asyncio.wait_for(yes, 120)
+
+
+CANCEL_BRAIN = [call("find_user_id_by_email", email=EMAIL), call("get_user_details", user_id=CUSTOMER),
+                call("get_order_details", order_id=PENDING),
+                call("cancel_pending_order", order_id=PENDING, reason="no longer needed")]
