@@ -26,9 +26,13 @@ def test_a_services_failure_is_logged_redacted():
                            f"VALUES (?)]\n[parameters: ('[{{\"payment_method_id\": \"{SECRET}\"}}]',)]")
 
     stream = io.StringIO()
-    root = logging.getLogger()
-    saved_handlers, saved_level = root.handlers[:], root.level
-    root.handlers = []
+    root, uvicorn_log, uvicorn_error = (logging.getLogger(n) for n in ("", "uvicorn", "uvicorn.error"))
+    saved = [(lg, lg.handlers[:], lg.level, lg.propagate) for lg in (root, uvicorn_log, uvicorn_error)]
+    # as in the dev process, where nothing configured uvicorn's loggers (another test's server
+    # with uvicorn's default config leaves them with handlers of their own, not propagating)
+    for lg in (root, uvicorn_log, uvicorn_error):
+        lg.handlers, lg.propagate = [], True
+        lg.setLevel(logging.NOTSET)
     try:
         configure_logging("INFO", stream=stream)
         server = ServiceThread(app).start()
@@ -36,8 +40,12 @@ def test_a_services_failure_is_logged_redacted():
             response = httpx.get(f"http://{server.host}:{server.port}/boom", timeout=10)
         finally:
             server.stop()
+        # the service configured none of uvicorn's loggers itself
+        assert uvicorn_log.handlers == [] and uvicorn_log.propagate and uvicorn_error.level == logging.NOTSET
     finally:
-        root.handlers, root.level = saved_handlers, saved_level
+        for lg, handlers, level, propagate in saved:
+            lg.handlers, lg.propagate = handlers, propagate
+            lg.setLevel(level)
     logged = stream.getvalue()
     assert response.status_code == 500
     assert "database is locked" in logged  # the failure is logged, for operators
