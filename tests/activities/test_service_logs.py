@@ -5,14 +5,13 @@ wrote a payment method id from the SQL parameters into dev.log (the PII scan fou
 
 from __future__ import annotations
 
-import io
 import logging
 
 import httpx
 from fastapi import FastAPI
 
-from starter.logs import configure_logging
 from systems.service_kit.server import ServiceThread
+from tests.log_capture import root_log
 
 SECRET = "paypal_1038468"
 
@@ -25,16 +24,10 @@ def test_a_services_failure_is_logged_redacted():
         raise RuntimeError(f"(sqlite3.OperationalError) database is locked\n[SQL: INSERT INTO payment_operations "
                            f"VALUES (?)]\n[parameters: ('[{{\"payment_method_id\": \"{SECRET}\"}}]',)]")
 
-    stream = io.StringIO()
-    root, uvicorn_log, uvicorn_error = (logging.getLogger(n) for n in ("", "uvicorn", "uvicorn.error"))
-    saved = [(lg, lg.handlers[:], lg.level, lg.propagate) for lg in (root, uvicorn_log, uvicorn_error)]
+    uvicorn_log, uvicorn_error = logging.getLogger("uvicorn"), logging.getLogger("uvicorn.error")
     # as in the dev process, where nothing configured uvicorn's loggers (another test's server
     # with uvicorn's default config leaves them with handlers of their own, not propagating)
-    for lg in (root, uvicorn_log, uvicorn_error):
-        lg.handlers, lg.propagate = [], True
-        lg.setLevel(logging.NOTSET)
-    try:
-        configure_logging("INFO", stream=stream)
+    with root_log("INFO", "uvicorn", "uvicorn.error") as stream:
         server = ServiceThread(app).start()
         try:
             response = httpx.get(f"http://{server.host}:{server.port}/boom", timeout=10)
@@ -42,10 +35,6 @@ def test_a_services_failure_is_logged_redacted():
             server.stop()
         # the service configured none of uvicorn's loggers itself
         assert uvicorn_log.handlers == [] and uvicorn_log.propagate and uvicorn_error.level == logging.NOTSET
-    finally:
-        for lg, handlers, level, propagate in saved:
-            lg.handlers, lg.propagate = handlers, propagate
-            lg.setLevel(level)
     logged = stream.getvalue()
     assert response.status_code == 500
     assert "database is locked" in logged  # the failure is logged, for operators

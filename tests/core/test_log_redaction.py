@@ -12,6 +12,7 @@ import logging
 import pytest
 
 from starter.logs import RedactingFilter, configure_logging, redact
+from tests.log_capture import root_log
 from tests.policy_fixtures import CARD, CUSTOMER, EMAIL, GIFT, PENDING, data
 
 USER = data()["users"][CUSTOMER]
@@ -77,16 +78,10 @@ def test_every_level_message_arguments_and_exceptions_are_redacted(level):
 
 def test_configure_logging_filters_the_root_handlers_and_the_last_resort():
     root = logging.getLogger()
-    saved = root.handlers[:], root.level
-    out = io.StringIO()
-    try:
-        root.handlers = []
-        configure_logging(logging.INFO, stream=out)
+    with root_log(logging.INFO) as out:
         configure_logging(logging.INFO, stream=out)  # idempotent: one handler, one filter of each kind
         assert len(root.handlers) == 1
         assert sorted(type(f).__name__ for f in root.handlers[0].filters) == ["RedactingFilter", "TraceContextFilter"]
         assert any(isinstance(f, RedactingFilter) for f in logging.lastResort.filters)
         logging.getLogger("statekeeper.test").info("worker polling for %s", EMAIL)
         assert "worker polling for <email>" in out.getvalue()
-    finally:
-        root.handlers, _ = saved[0], root.setLevel(saved[1])

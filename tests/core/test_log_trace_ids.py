@@ -3,22 +3,16 @@ an OpenTelemetry span (``starter.telemetry``), ``trace_id=-`` outside any."""
 
 from __future__ import annotations
 
-import io
 import logging
 import re
 
 from opentelemetry.sdk.trace import TracerProvider
 
-from starter.logs import configure_logging
+from tests.log_capture import root_log
 
 
 def test_log_lines_carry_the_current_trace_id_or_a_dash():
-    root = logging.getLogger()
-    saved = root.handlers[:], root.level
-    out = io.StringIO()
-    try:
-        root.handlers = []
-        configure_logging(logging.INFO, stream=out)
+    with root_log(logging.INFO) as out:
         log = logging.getLogger("statekeeper.test")
         log.info("outside any span")
         tracer = TracerProvider().get_tracer("test")
@@ -29,8 +23,6 @@ def test_log_lines_carry_the_current_trace_id_or_a_dash():
         assert re.search(r" INFO statekeeper\.test trace_id=-: outside any span$", lines[0]), lines[0]
         assert lines[1].endswith(f"statekeeper.test trace_id={expected}: inside a span for <email>"), lines[1]
         assert re.fullmatch(r"[0-9a-f]{32}", expected) and expected != "0" * 32
-    finally:
-        root.handlers, _ = saved[0], root.setLevel(saved[1])
 
 
 def test_a_record_no_filter_saw_still_formats():
