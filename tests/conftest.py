@@ -35,6 +35,17 @@ os.environ.setdefault("STATEKEEPER_CODEC_KEYS", TEST_CODEC_KEYS)
 POSTGRES_URL = os.environ.get("STATEKEEPER_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
 
 
+@pytest.fixture(scope="session")
+def pg_run_url():
+    """This pytest process's own PostgreSQL database (created at first use, dropped at the end):
+    tests that need PostgreSQL as a shared system of record use it, never the tables of the
+    server's ``test`` database, so parallel test processes (``-n``) never share a table."""
+    from tests.journal_fixtures import postgres_database
+
+    with postgres_database() as url:
+        yield url
+
+
 def temporal_cli() -> str:
     return str(Path(sys.executable).parent / "temporal")
 

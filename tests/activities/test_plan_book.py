@@ -14,7 +14,6 @@ import pytest
 
 from systems.model.plans import PlanBook
 from systems.retail.backend import make_engine
-from tests.conftest import POSTGRES_URL
 from worker import build_model_activities
 from workflows import prompt
 from workflows.contracts import ModelRequest
@@ -23,7 +22,7 @@ from workflows.state import ConversationState, PinnedFact, Role, Turn
 
 @pytest.fixture(params=["sqlite", "postgresql"])
 def db_url(request, tmp_path) -> str:
-    return f"sqlite:///{tmp_path / 'model.db'}" if request.param == "sqlite" else POSTGRES_URL
+    return f"sqlite:///{tmp_path / 'model.db'}" if request.param == "sqlite" else request.getfixturevalue("pg_run_url")
 
 
 PLAN = {"user": {"email": "a@b.co"}, "actions": [{"name": "cancel_pending_order",

@@ -39,7 +39,8 @@ CANCEL_HASH = "7799ecf069695b50801836738ce907e1ae43174964dc610d726c89a7ce06808e"
 
 
 @pytest.fixture(scope="module")
-def pg_url() -> str:
+def pg_url(request) -> str:
+    """The run's own PostgreSQL database (``pg_run_url``), after checking the server answers."""
     try:
         engine = sa.create_engine(PG_URL)
         with engine.connect() as conn:
@@ -49,7 +50,7 @@ def pg_url() -> str:
         if os.environ.get("STATEKEEPER_SKIP_POSTGRES") == "1":
             pytest.skip(f"PostgreSQL unreachable and STATEKEEPER_SKIP_POSTGRES=1: {e}")
         pytest.fail(f"PostgreSQL unreachable at {PG_URL} (set STATEKEEPER_SKIP_POSTGRES=1 to skip): {e}")
-    return PG_URL
+    return request.getfixturevalue("pg_run_url")
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

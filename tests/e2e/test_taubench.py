@@ -105,11 +105,9 @@ def test_cli_runs_a_task_file_with_reads_and_outputs_and_writes_the_json_report(
     assert "τ-bench summary" in proc.stdout and "Failed tasks" in proc.stdout and "approvals" in proc.stdout
 
 
-async def test_dev_tasks_on_postgresql(temporal_env, settings):
+async def test_dev_tasks_on_postgresql(temporal_env, settings, pg_run_url):
     """The same conversations with PostgreSQL as the system of record (row locks, ledger)."""
-    from tests.conftest import POSTGRES_URL
-
-    pg_settings = settings.model_copy(update={"database_url": POSTGRES_URL})
+    pg_settings = settings.model_copy(update={"database_url": pg_run_url})
     tasks = load_tasks(DEV_TASKS)[:8]
     async with running_worker(temporal_env, pg_settings) as (client, backend):
         report = await TauBenchRunner(client, backend, run_id=f"pg{os.getpid()}").run(tasks, concurrency=8)
