@@ -4,7 +4,7 @@
 #                τ-bench tasks offline, print the summary and the Web UI URL
 #   make stop    stop the background server started by make demo (`statekeeper stop` does so
 #                from any directory: the server records itself in the dev state file)
-#   make test    the test suite
+#   make test    the test suite (two processes: TEST_WORKERS=0 for one)
 #   make bench   prompt-size, write-path and turns (--quick) benchmarks, then the τ-bench runner with a JSON report
 #   make clean   build/test caches; make distclean also removes .venv and local data
 
@@ -46,8 +46,13 @@ demo: venv
 stop: venv
 	$(BIN)/statekeeper stop
 
+# Two test processes, each with its own Temporal dev server and PostgreSQL database, one test
+# file at a time (a file's module fixtures are set up once): most tests wait on servers and
+# timers, not the CPU. TEST_WORKERS=0 runs in one process.
+TEST_WORKERS ?= 2
+
 test: venv
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 bench: venv
 	$(BIN)/python bench/tokens.py
