@@ -17,7 +17,8 @@ ledger, or found by reference), ``resolved`` (an operator resolved its unknown o
 result and the system cannot be asked) or ``unproven`` (e.g. sent to a system without keys
 and no reference match). The verdict is ``resume`` when the original input decodes, the run
 is not finished normally, and every write is deduplicated or resolved; else ``refuse``, with
-the reasons. ``resume(client, report)`` resets to the last completed workflow task only on a
+the reasons. Only the current run is read: a reset re-runs nothing of the runs before a
+continue-as-new. ``resume(client, report)`` resets to the last completed workflow task only on a
 ``resume`` verdict. Signals and updates the server recorded after that point are re-applied
 (the default): a message accepted in the task that is re-run is delivered again, so its turn
 runs again under the same turn number and its write under the same key.
@@ -169,6 +170,9 @@ def _retail_write(inv: Invoked, systems: Systems, escalated: set[str], resolved:
         return _effect(inv, "retail", key, "unknown", "; ".join(unknown), evidence)
     if problem:
         return _effect(inv, "retail", key, "unproven", problem, evidence)
+    if recorded is None and inv.ended == "completed":
+        return _effect(inv, "retail", key, "unproven", "it completed, but the retail ledger holds nothing under its "
+                       "key (another database?)", evidence)
     return _effect(inv, "retail", key, "deduplicated",
                    "keyed: the retail system applies a key once (a re-run returns the recorded result)", evidence)
 

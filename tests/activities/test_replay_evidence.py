@@ -88,6 +88,11 @@ def test_money_found_by_its_key_or_never_dispatched_is_deduplicated(log):
     assert quiet.status == "deduplicated" and "retail ledger: not recorded" in quiet.evidence
 
 
+def test_a_completed_write_the_ledger_does_not_hold_is_unproven(log):
+    effect = _one(_write(), Systems(backend=Ledger(None), log=log))
+    assert effect.status == "unproven" and "holds nothing under its key" in effect.reason
+
+
 def test_an_outcome_unknown_failure_stays_unknown_even_when_the_ledger_holds_nothing(log):
     effect = _one(_write("failed", "OutcomeUnknown"), Systems(backend=Ledger(None), log=log))
     assert effect.status == "unknown" and "OutcomeUnknown" in effect.reason
