@@ -5,6 +5,7 @@
     GET  /refunds?order_id=&customer_id=&status=&limit=&next_page_token= -> 200 {items, next_page_token}
     POST /approvals/{approval_id} {decision, approver, note?}          -> 200 Approval
     GET  /approvals?status=pending&limit=&next_page_token=             -> 200 {items, next_page_token}
+    POST /conversations/{id}/resolutions  (``starter.api_operators``, included here)
 
 Refusals are ``ConversationError``s, turned into ``{"detail"}`` answers by the app's handler.
 Refunds need a tenant-wide key (service or operator), approvals an operator key; another
@@ -18,6 +19,7 @@ from typing import Any, Literal, Optional
 from fastapi import APIRouter, Depends, Query, status
 
 from starter.api_guard import Guard, guard_dep
+from starter.api_operators import router as operators_router
 from starter.api_models import ApprovalId, DecisionIn, RefundId, client_dep, filter_query, page_token_query
 from starter.api_responses import responses_for
 from starter.auth import Permission
@@ -28,6 +30,7 @@ from workflows.approvals import Approval
 from workflows.standalone import RefundRequest
 
 router = APIRouter()
+router.include_router(operators_router)  # operators' resolutions of unknown outcomes
 
 
 @router.post("/refunds", status_code=status.HTTP_202_ACCEPTED, response_model=RefundStatus,

@@ -35,7 +35,8 @@ DESCRIPTIONS: dict[int, str] = {
          "state cannot be loaded by this version (state_incompatible: saved by a newer version, without a valid "
          "schema_version, or invalid after migration; the detail says which, and its run failed); an id or "
          "request id taken by another request; an approval refused (another operation's, already decided, "
-         "expired, its process finished).",
+         "expired, its process finished); a resolution refused (no such step, not unknown, already resolved, "
+         "the conversation finished).",
     413: "The request body is over the limit (128 KB), whether declared by Content-Length or streamed.",
     422: "The request is malformed: a body that is not UTF-8 JSON, holds a raw control character or nests "
          f"deeper than {MAX_JSON_DEPTH} levels; a missing, unknown or invalid field, query or path parameter "
@@ -61,6 +62,7 @@ ROUTES: dict[tuple[str, str], tuple[int, ...]] = {
     ("POST", "/conversations/{conversation_id}/messages"): (404, 409, 503, 504),
     ("POST", "/conversations/{conversation_id}/cancel"): (404, 409, 503),
     ("GET", "/conversations/{conversation_id}/transcript"): (404, 503),
+    ("POST", "/conversations/{conversation_id}/resolutions"): (404, 409, 503, 504),
     ("POST", "/refunds"): (409, 503),
     ("GET", "/refunds"): (503,),
     ("GET", "/refunds/{refund_id}"): (404, 503),

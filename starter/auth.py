@@ -45,6 +45,7 @@ class Permission(str, Enum):
     READ_REFUNDS = "read or list refunds"
     LIST_APPROVALS = "list pending approvals"
     DECIDE_APPROVAL = "approve or reject"
+    RESOLVE_OUTCOME = "resolve an unknown outcome"
 
 
 _CONVERSING = {Permission.START_CONVERSATION, Permission.SEND_MESSAGE, Permission.READ_CONVERSATION,
@@ -54,7 +55,7 @@ MATRIX: dict[str, frozenset[Permission]] = {
     "customer": frozenset(_CONVERSING),
     "service": frozenset(_SERVICE),
     "operator": frozenset(_SERVICE | {Permission.CANCEL_CONVERSATION, Permission.LIST_APPROVALS,
-                                      Permission.DECIDE_APPROVAL}),
+                                      Permission.DECIDE_APPROVAL, Permission.RESOLVE_OUTCOME}),
 }
 """Caller kind → what it may do, always within its own tenant. ``customer``: a service key
 scoped to one customer, and only that customer's conversations."""

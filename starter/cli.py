@@ -1,6 +1,7 @@
 """The ``statekeeper`` command line: dev, worker, api, chat, state, taubench, link, backtest; the
 journal's transcript, decisions and journal erase/purge (``starter.journal_cli``); erase and
-retention purge/schedule (``starter.erasure_cli``)."""
+retention purge/schedule (``starter.erasure_cli``); replay-check, resume and resolve
+(``starter.replay_cli``)."""
 
 from __future__ import annotations
 
@@ -39,6 +40,7 @@ from starter.logs import cli_logging, configure_logging
 from starter.health import worker_health
 from starter.migrate_cli import migrate
 from starter.preflight import StartupRefused
+from starter.replay_cli import replay_check, resolve, resume
 from starter.runtime import runtime
 from starter.taubench import TauBenchRunner, load_tasks, report_json
 
@@ -56,6 +58,9 @@ app.add_typer(retention_app, name="retention")
 app.command("codec-server")(codec_server)
 app.command()(migrate)
 app.command("worker-health")(worker_health)
+app.command("replay-check")(replay_check)
+app.command()(resume)
+app.command()(resolve)
 app.callback()(cli_logging)
 console = Console()
 

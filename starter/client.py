@@ -32,6 +32,7 @@ from starter.core import Deadlines
 from starter.errors import ConversationError, outcome_unknown, unreachable
 from starter.listing import ListingCalls
 from starter.refunds import RefundCalls
+from starter.resolution_calls import ResolutionCalls
 from workflows.approvals import ApprovalPolicy
 from workflows.contracts import (AssistantReply, CancelRequest, SupportInput, SupportOutcome, UserMessage,
                                  message_digest)
@@ -48,7 +49,7 @@ FIRST_MESSAGE_ID = "first"
 """Message id of the first message sent with the start when the caller gave none."""
 
 
-class StatekeeperClient(ApprovalCalls, RefundCalls, ListingCalls):
+class StatekeeperClient(ApprovalCalls, RefundCalls, ListingCalls, ResolutionCalls):
     """``StatekeeperClient(temporal_client, task_queue, write_timeout_seconds, approvals=None,
     deadlines=None, pseudonym_key=None)``.
 

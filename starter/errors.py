@@ -13,6 +13,7 @@ KIND_STATUS: dict[str, int] = {
     "finished": 409,          # the conversation ended, was cancelled, transferred or escalated
     "conflict": 409,          # the id is taken by a different request
     "approval_refused": 409,  # unknown approval of a running process, second decision, expired
+    "resolution_refused": 409,  # an operator's resolution of a step that is not unknown, or a second one
     "state_incompatible": 409,  # the conversation's saved state cannot be loaded by this version (its run failed)
     "not_found": 404,         # also another tenant's process: invisible, not forbidden
     "unauthenticated": 401,   # no API key, or not a valid one (starter.auth)

@@ -73,3 +73,29 @@ class PauseAfterWrite:
 
     def has_store(self, store: str) -> bool:
         return self._inner.has_store(store)
+
+
+class UnknownWrites:
+    """A ``ToolPort`` whose writes fail as the unknown-outcome protocol's ``OutcomeUnknown``
+    (the system could not say whether the effect happened) while ``armed``; nothing is
+    written. Reads, lookups and stores delegate to ``inner``."""
+
+    def __init__(self, inner: ToolPort) -> None:
+        self._inner = inner
+        self.armed = True
+
+    def invoke(self, store: str, tool: str, arguments: dict[str, Any], *, idempotency_key: Optional[str] = None,
+               scope_user_id: Optional[str] = None, guard: Optional[Guard] = None) -> ToolResult:
+        from activities.reconcile import OutcomeUnknown
+
+        if idempotency_key is not None and self.armed:
+            raise OutcomeUnknown("the payments system could not say whether an earlier attempt took effect")
+        return self._inner.invoke(store, tool, arguments, idempotency_key=idempotency_key,
+                                  scope_user_id=scope_user_id, guard=guard)
+
+    def recorded(self, store: str, tool: str, arguments: dict[str, Any], idempotency_key: str
+                 ) -> Optional[ToolResult]:
+        return self._inner.recorded(store, tool, arguments, idempotency_key)
+
+    def has_store(self, store: str) -> bool:
+        return self._inner.has_store(store)

@@ -34,6 +34,7 @@ async def running_worker(env, settings: Settings, brain: Optional[Callable[[dict
                          approvals: Optional[ApprovalPolicy] = None,
                          journal: Optional[JournalStore] = None,
                          services: Optional[dict[str, str]] = None,
+                         wrap_port: Optional[Callable[[Any], Any]] = None,
                          ) -> AsyncIterator[tuple[StatekeeperClient, RetailBackend]]:
     """A worker in this process; ``brain(view, plan)`` replaces the offline model's decisions
     (the model is the outside system we fake at its boundary; everything else is real). A
@@ -44,7 +45,8 @@ async def running_worker(env, settings: Settings, brain: Optional[Callable[[dict
     The client starts conversations with ``approvals`` (default ``NO_APPROVALS``: tests of
     other subjects are not held up by supervisors; approval tests pass their policy). ``journal``
     replaces the worker's journal (default: the SQLite file ``settings`` names). ``services``
-    ({name: base URL} of payments, email, ticketing) puts emails, tickets and money there."""
+    ({name: base URL} of payments, email, ticketing) puts emails, tickets and money there.
+    ``wrap_port(port)`` wraps the tool port last (a fault of ``tests.faults``)."""
     backend = build_backend(settings)
     model = None
     if brain is not None:
@@ -53,6 +55,8 @@ async def running_worker(env, settings: Settings, brain: Optional[Callable[[dict
     tool_port = PauseAfterWrite(port, *pause_after_write) if pause_after_write else port
     if slow_reads is not None:
         tool_port = slow_reads.attach(tool_port)
+    if wrap_port is not None:
+        tool_port = wrap_port(tool_port)
     tools = ToolActivities(tools=tool_port, outbox=port, tickets=port)
     if services is not None:  # the external services (tests.service_fixtures) behind their adapters
         external = build_tool_activities(settings.model_copy(update={f"{n}_url": u for n, u in services.items()}),

@@ -215,6 +215,9 @@ class SupportInput(BaseModel):
     journal: Optional[TurnRecord] = None
     """The journal record of the turn the run before answered last, not yet written: the
     next run writes it first (``workflows.journal_log``)."""
+    resolution_wait_seconds: float = Field(default=7 * 86400.0, ge=0)
+    """How long an escalated unknown outcome waits for an operator's resolution before the run
+    completes as escalated (``workflows.resolution``; 0: it does not wait)."""
     token_budget: Optional[int] = Field(default=None, ge=1)
     """The conversation's token budget (``Settings.token_budget``; None: none): past it the
     conversation is handed to a human agent (``workflows.budget``)."""

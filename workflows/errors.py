@@ -45,6 +45,9 @@ class ErrorType(str, Enum):
     APPROVAL_REFUSED = "ApprovalRefused"
     """A supervisor's decision that cannot apply: unknown approval id (or one bound to another
     operation or other arguments), already decided, or expired (``workflows.approvals``)."""
+    RESOLUTION_REFUSED = "ResolutionRefused"
+    """An operator's resolution of an unknown outcome that cannot apply: no such step, a step
+    whose outcome is not unknown, or one already resolved (``workflows.resolution``)."""
     INVALID_DATA = "InvalidData"
     """A system refused the data of a request as invalid (e.g. a NUL character PostgreSQL
     cannot store, a constraint): deterministic, nothing was written; reported as what it is."""

@@ -8,6 +8,7 @@ import each other. Pure and deterministic: imported inside the workflow sandbox.
 
 from __future__ import annotations
 
+from datetime import datetime
 from decimal import Decimal
 from enum import Enum
 from typing import Annotated, Any, Optional
@@ -243,3 +244,17 @@ class Usage(Record):
         return self.input_tokens + self.cache_read_input_tokens + self.cache_creation_input_tokens + self.output_tokens
 
 
+class OutcomeResolution(Record):
+    """An operator's resolution of a step whose outcome was unknown (escalated): after
+    checking the system, ``applied`` or ``not_applied``. ``operator`` is the name the operator
+    gave, ``actor`` the authenticated caller that sent it (``key:<id>``, ``local``, ``cli``);
+    ``resolved_at`` the workflow's clock (UTC); ``told`` what the user was told."""
+
+    step_id: str
+    operation_id: Optional[str] = None
+    outcome: str
+    operator: str
+    actor: Optional[str] = None
+    note: str
+    resolved_at: datetime
+    told: str

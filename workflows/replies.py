@@ -114,3 +114,12 @@ def finished(status: str) -> str:
 def confirmation_prompt(detail: str) -> str:
     """The message that asks for confirmation of ``detail``."""
     return f"Please confirm: {detail} Reply 'yes' to proceed or 'no' to stop."
+
+
+def resolved(detail: str, applied: bool) -> str:
+    """What the user is told when an operator, having checked the system, resolved the
+    escalated request ``detail`` whose outcome was unknown (``applied`` or not)."""
+    if applied:
+        return f"A colleague checked your request, and it went through: {detail} How else can I help?"
+    return (f"A colleague checked your request, and it did not go through; nothing was changed: {detail} "
+            "You can ask me to try again.")

@@ -29,6 +29,7 @@ from workflows.records import (  # noqa: F401  (re-exported: the state's vocabul
     ConversationStatus,
     Customer,
     Observation,
+    OutcomeResolution,
     OrderFact,
     OrderItem,
     PaymentEntry,
@@ -49,7 +50,9 @@ from workflows.records import (  # noqa: F401  (re-exported: the state's vocabul
 SCHEMA_VERSION = 2
 """The state's schema version, written into every state. Bump it with every change of the
 state's shape or meaning, and add the step from the previous version to
-``workflows.migrations.MIGRATIONS`` (2: money became cent ``Decimal``, was float)."""
+``workflows.migrations.MIGRATIONS`` (2: money became cent ``Decimal``, was float). A field
+added with a default that an older state reads as "none yet" needs no bump (``Usage``'s
+cache and budget fields, ``resolutions``)."""
 
 
 class PendingConfirmation(Record):
@@ -95,6 +98,8 @@ class ConversationState(Record):
     """Every approval this conversation asked for, pending or decided (approver and time)."""
     completed_operations: list[CompletedOperation] = Field(default_factory=list)
     rejections: list[Rejection] = Field(default_factory=list)
+    resolutions: list[OutcomeResolution] = Field(default_factory=list)
+    """Operators' resolutions of steps whose outcome was unknown (``workflows.resolution``)."""
     usage: Usage = Field(default_factory=Usage)
     ended_reason: Optional[str] = None
 

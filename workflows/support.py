@@ -2,7 +2,8 @@
 its main loop.
 
 Messages arrive by the ``send_message`` update, which returns the assistant's reply;
-``cancel`` is a signal; ``decide_approval`` is an update; ``state`` is a query. Handlers only enqueue: the main loop
+``cancel`` is a signal; ``decide_approval`` and ``resolve_outcome`` (``workflows.resolution``)
+are updates; ``state`` is a query. Handlers only enqueue: the main loop
 processes one message at a time (``workflows.turn``), so turns never interleave and a
 message that arrives while an activity runs waits its turn, in order. The state object,
 not the transcript, is the record; it carries over continue-as-new, and so does a cancel.
@@ -29,6 +30,7 @@ from workflows.approvals import Approval, ApprovalDecision, apply_decision, chec
 from workflows.cancellation import cancel_conversation
 from workflows.errors import ErrorType
 from workflows.migrations import initial_state
+from workflows.resolution import ResolutionGate
 from workflows.opening import (
     ConversationOpened,
     OpenConversation,
@@ -56,7 +58,7 @@ def support_workflow_id(conversation_id: str) -> str:
 
 
 @workflow.defn
-class SupportWorkflow:
+class SupportWorkflow(ResolutionGate):
     """Input ``SupportInput``; returns ``SupportOutcome`` when the conversation ends,
     is transferred, escalated or cancelled."""
 
@@ -208,7 +210,8 @@ class SupportWorkflow:
         if inp.journal is not None:
             self._journal.resend(inp.journal)
         interrupted: Optional[Inbound] = None
-        while state.is_open() and self._cancel is None:
+        # an escalated unknown outcome waits for an operator's resolution, then goes on (workflows.resolution)
+        while (state.is_open() or await self._await_resolution(inp.resolution_wait_seconds)) and self._cancel is None:
             await self._wait_for_work()
             if self._cancel is not None:
                 break

@@ -26,6 +26,7 @@ EXPECTED = {
     P.READ_REFUNDS:           (False, True, True),
     P.LIST_APPROVALS:         (False, False, True),
     P.DECIDE_APPROVAL:        (False, False, True),
+    P.RESOLVE_OUTCOME:        (False, False, True),
 }
 CALLERS = (Principal(actor="key:a", tenant="t", role=Role.SERVICE, customer="cust-1"),
            Principal(actor="key:b", tenant="t", role=Role.SERVICE),

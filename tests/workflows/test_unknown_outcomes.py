@@ -151,6 +151,14 @@ async def test_a_payment_whose_outcome_cannot_be_told_is_escalated_not_replayed(
             tickets = httpx.get(f"{urls['ticketing']}/tickets", params={"reference": f"escalate:{key}"}).json()
             assert len(tickets) == 1
             assert [e["ok"] for e in backend.ledger_entries("main")] == [True]  # the order side is recorded
+            # replay-check refuses it: the payments request was dispatched and cannot be told
+            from starter.replay_check import Systems, check
+            systems = Systems.from_settings(fast.model_copy(update={f"{n}_url": u for n, u in urls.items()}))
+            report = await check(temporal_env.client, cid, systems)
+            systems.close()
+            [write] = [e for e in report.effects if e.activity == "run_write_tool"]  # in the refund child
+            assert report.verdict == "refuse" and write.status == "unknown" and write.key == key
+            assert f"payments: pay:{key} dispatched without a recorded result" in write.reason
     finally:
         fleet.stop()
     import sqlalchemy as sa_

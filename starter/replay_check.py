@@ -1,0 +1,298 @@
+"""The safe-replay decision (issue 7 item 6): may a conversation's run be resumed — reset to
+its last completed workflow task and run on — without any effect happening twice?
+
+``check(client, conversation_id, systems)`` reads the run's history (``starter.replay_history``)
+and its refund children's, and asks the systems of every write it invoked:
+
+- retail writes: the retail ledger by idempotency key (the system applies a key once: the
+  effect and its ledger row commit together), and for writes that move money the payments
+  service by ``pay:{key}`` (it honours ``Idempotency-Key``) and the dispatch log;
+- emails and tickets: by their key where the retail side channels keep them (keyed), or by
+  business reference in the email and ticketing services (which take no keys);
+- reads, model calls and journal records are harmless to run again.
+
+Each write is ``deduplicated`` (keyed in a system that honours the key, recorded in a
+ledger, or found by reference), ``resolved`` (an operator resolved its unknown outcome),
+``unknown`` (failed with ``OutcomeUnknown``, escalated, or dispatched without a recorded
+result and the system cannot be asked) or ``unproven`` (e.g. sent to a system without keys
+and no reference match). The verdict is ``resume`` when the original input decodes, the run
+is not finished normally, and every write is deduplicated or resolved; else ``refuse``, with
+the reasons. Only the current run is read: a reset re-runs nothing of the runs before a
+continue-as-new. ``resume(client, report)`` resets to the last completed workflow task only on a
+``resume`` verdict. Signals and updates the server recorded after that point are re-applied
+(the default): a message accepted in the task that is re-run is delivered again, so its turn
+runs again under the same turn number and its write under the same key.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Any, Literal, Optional
+
+from pydantic import BaseModel
+from temporalio.api.common.v1 import WorkflowExecution
+from temporalio.api.workflowservice.v1 import ResetWorkflowExecutionRequest
+from temporalio.client import Client, WorkflowExecutionStatus
+
+from activities.payments_port import MONEY_TOOLS, payments_key
+from starter.replay_history import Invoked, RunHistory, read_run
+from workflows.actions import call_arguments
+from workflows.errors import ErrorType
+from workflows.support import support_workflow_id
+
+Status = Literal["deduplicated", "harmless", "resolved", "unknown", "unproven"]
+SAFE = ("deduplicated", "harmless", "resolved")
+FINISHED = {WorkflowExecutionStatus.COMPLETED: "completed", WorkflowExecutionStatus.CANCELED: "was cancelled",
+            WorkflowExecutionStatus.CONTINUED_AS_NEW: "continued as new"}
+
+
+class EffectReport(BaseModel):
+    """One write the run (or a refund child) invoked: where, which key in which system, how
+    its activity ended, what the systems hold, and its ``status`` with the ``reason``."""
+
+    workflow_id: str
+    event_id: int
+    activity: str
+    system: str
+    key: Optional[str]
+    ended: str
+    failure_type: Optional[str] = None
+    evidence: list[str] = []
+    status: Status
+    reason: str
+
+
+class ReplayReport(BaseModel):
+    """The decision: ``verdict`` resume|refuse with ``reasons``; ``reset_event_id``: the last
+    completed workflow task of run ``run_id`` (what ``resume`` resets to)."""
+
+    conversation_id: str
+    workflow_id: str
+    run_id: Optional[str] = None
+    run_status: Optional[str] = None
+    input_known: bool = False
+    input_problem: Optional[str] = None
+    effects: list[EffectReport] = []
+    harmless: dict[str, int] = {}
+    """Activities that change nothing (or upsert by key), by type: how many were invoked."""
+    verdict: Literal["resume", "refuse"] = "refuse"
+    reasons: list[str] = []
+    reset_event_id: Optional[int] = None
+
+
+@dataclass
+class Systems:
+    """Where the evidence is: the retail backend (ledger, side channels), the dispatch log and
+    the HTTP adapters of the external services (None: not configured)."""
+
+    backend: Any
+    log: Any = None
+    payments: Any = None
+    outbox: Any = None
+    tickets: Any = None
+
+    @classmethod
+    def from_settings(cls, settings: Any) -> "Systems":
+        """The systems a worker with ``settings`` writes to (``worker.build_tool_activities``),
+        opened for reading only (nothing is created or seeded)."""
+        from activities.channels_http import HttpOutbox, HttpTickets
+        from activities.journal.tables import make_engine
+        from activities.payments_port import HttpPayments
+        from activities.reconcile import DispatchLog
+        from systems.retail.backend import RetailBackend, make_engine as retail_engine
+
+        external = settings.payments_url or settings.email_url or settings.ticketing_url
+        return cls(backend=RetailBackend(retail_engine(settings.resolved_database_url())),  # read only: no seeding
+                   log=DispatchLog(make_engine(settings.resolved_journal_url())) if external else None,
+                   payments=HttpPayments(settings.payments_url) if settings.payments_url else None,
+                   outbox=HttpOutbox(settings.email_url) if settings.email_url else None,
+                   tickets=HttpTickets(settings.ticketing_url) if settings.ticketing_url else None)
+
+    def close(self) -> None:
+        """Release the database connections."""
+        self.backend.engine.dispose()
+        if self.log is not None:
+            self.log.engine.dispose()
+
+
+def _ask(what: str, fn: Any) -> tuple[Any, Optional[str]]:
+    """(answer, None), or (None, "<what> cannot be asked (<error kind>)")."""
+    try:
+        return fn(), None
+    except Exception as err:  # noqa: BLE001 - any failure to answer: cannot tell
+        return None, f"{what} cannot be asked ({type(err).__name__})"
+
+
+def _dispatched(systems: Systems, key: str) -> bool:
+    """True when the dispatch log holds ``key`` as sent without a recorded result."""
+    if systems.log is None:
+        return False
+    found, problem = _ask("the dispatch log", lambda: systems.log.status(key))
+    return problem is None and found[0] == "dispatched"
+
+
+def _effect(inv: Invoked, system: str, key: Optional[str], status: Status, reason: str,
+            evidence: list[str]) -> EffectReport:
+    return EffectReport(workflow_id=inv.workflow_id, event_id=inv.event_id, activity=inv.activity, system=system,
+                        key=key, ended=inv.ended, failure_type=inv.failure_type, evidence=evidence, status=status,
+                        reason=reason)
+
+
+def _retail_write(inv: Invoked, systems: Systems, escalated: set[str], resolved: set[str]) -> EffectReport:
+    req = inv.request
+    key, tool = req.idempotency_key, req.call.name
+    evidence: list[str] = []
+    unknown: list[str] = []
+    if key in escalated:
+        unknown.append(f"escalated as unknown (ticket escalate:{key})")
+    if inv.failure_type == ErrorType.OUTCOME_UNKNOWN.value:
+        unknown.append("failed with OutcomeUnknown: the system could not say whether it took effect")
+    recorded, problem = _ask("the retail ledger", lambda: systems.backend.recorded(
+        req.store, tool, call_arguments(req.call), key))
+    if problem and "IdempotencyKeyConflict" in problem:
+        evidence.append("the key holds another call in the retail ledger (a re-run is refused)")
+        problem = None
+    elif problem:
+        evidence.append(problem)
+    else:
+        evidence.append("retail ledger: " + ("not recorded" if recorded is None else
+                                             "recorded applied" if recorded.ok else "recorded refused"))
+    if systems.payments is not None and tool in MONEY_TOOLS and (recorded is None or recorded.ok):
+        pay = payments_key(key)
+        found, asked = _ask("the payments service", lambda: systems.payments.find(pay))
+        evidence.append(asked or f"payments {pay}: {'found' if found else 'absent'} (keys honoured)")
+        if asked and _dispatched(systems, pay):
+            unknown.append(f"payments: {pay} dispatched without a recorded result, and {asked}")
+    if ref_operation(key) in resolved:
+        return _effect(inv, "retail", key, "resolved", "its unknown outcome was resolved by an operator", evidence)
+    if unknown:
+        return _effect(inv, "retail", key, "unknown", "; ".join(unknown), evidence)
+    if problem:
+        return _effect(inv, "retail", key, "unproven", problem, evidence)
+    if recorded is None and inv.ended == "completed":
+        return _effect(inv, "retail", key, "unproven", "it completed, but the retail ledger holds nothing under its "
+                       "key (another database?)", evidence)
+    return _effect(inv, "retail", key, "deduplicated",
+                   "keyed: the retail system applies a key once (a re-run returns the recorded result)", evidence)
+
+
+def _message(inv: Invoked, systems: Systems) -> EffectReport:
+    req = inv.request
+    email = inv.activity == "send_customer_email"
+    key = req.message_key if email else req.ticket_key
+    service = systems.outbox if email else systems.tickets
+    if service is None:  # the retail side channels: one row per key (race-safe insert)
+        rows, problem = _ask("the retail side channels", lambda: (
+            systems.backend.outbox_messages(req.store) if email else systems.backend.tickets(req.store)))
+        system = "retail outbox" if email else "retail tickets"
+        if problem:
+            return _effect(inv, system, key, "unproven", problem, [problem])
+        found = sum(1 for r in rows if r["message_key" if email else "ticket_key"] == key)
+        return _effect(inv, system, key, "deduplicated", "keyed: recorded at most once per key",
+                       [f"{system}: {found} under its key"])
+    system = "email" if email else "ticketing"
+    sent, problem = _ask(f"the {system} service", lambda: service.sent(key))
+    if problem:
+        status: Status = "unknown" if _dispatched(systems, f"{system}:{key}") else "unproven"
+        return _effect(inv, system, key, status, f"no keys, and {problem}", [problem])
+    evidence = [f"{system}: {len(sent)} found by reference"]
+    if sent:
+        return _effect(inv, system, key, "deduplicated", "found by reference: a re-run asks first and sends nothing",
+                       evidence)
+    if inv.ended == "completed":
+        return _effect(inv, system, key, "unproven", "no keys, and no reference match for a send that completed",
+                       evidence)
+    return _effect(inv, system, key, "deduplicated", "not sent (no reference match): a re-run asks first", evidence)
+
+
+def ref_operation(key: str) -> str:
+    """The operation (``<conversation>.t<turn>``, its step id) of a write key ``{tool}:{subject}:{operation}``."""
+    return key.split(":", 2)[-1]
+
+
+def classify(runs: list[RunHistory], systems: Systems) -> tuple[list[EffectReport], dict[str, int]]:
+    """The writes of ``runs`` (the conversation's run, then its children), classified, and
+    the harmless activities counted by type."""
+    escalated = {inv.request.ticket_key.removeprefix("escalate:") for run in runs for inv in run.invoked
+                 if inv.activity == "open_ticket" and inv.request is not None
+                 and inv.request.ticket_key.startswith("escalate:")}
+    resolved = {step for run in runs for step in run.resolved_steps}
+    effects, harmless = [], {}
+    for run in runs:
+        harmless["local activities (reads, journal)"] = harmless.get("local activities (reads, journal)", 0) + \
+            run.local_activities
+        for inv in run.invoked:
+            if not inv.is_write:
+                harmless[inv.activity] = harmless.get(inv.activity, 0) + 1
+            elif inv.request is None:
+                effects.append(_effect(inv, "?", None, "unproven", "its input does not decode", []))
+            elif inv.activity == "run_write_tool":
+                effects.append(_retail_write(inv, systems, escalated, resolved))
+            else:
+                effects.append(_message(inv, systems))
+    return effects, {k: v for k, v in harmless.items() if v}
+
+
+async def check(client: Client, conversation_id: str, systems: Systems) -> ReplayReport:
+    """The ``ReplayReport`` of a conversation's current run (``conversation_id`` or its
+    workflow id ``support-<id>``). Never raises for what it finds; ``RPCError`` when Temporal
+    cannot be asked."""
+    conversation_id = conversation_id.removeprefix("support-")
+    workflow_id = support_workflow_id(conversation_id)
+    report = ReplayReport(conversation_id=conversation_id, workflow_id=workflow_id)
+    handle = client.get_workflow_handle(workflow_id)
+    try:
+        described = await handle.describe()
+    except Exception as err:  # noqa: BLE001 - not found, or another refusal of Temporal
+        report.reasons = [f"no run of this conversation can be read ({type(err).__name__})"]
+        return report
+    report.run_id, status = described.run_id, described.status
+    report.run_status = status.name.lower() if status else None
+    run = await read_run(await client.get_workflow_handle(workflow_id, run_id=described.run_id).fetch_history(),
+                         client.data_converter)
+    report.input_known, report.input_problem = run.input is not None, run.input_problem
+    runs, reasons = [run], []
+    for child in run.children:
+        try:
+            runs.append(await read_run(await client.get_workflow_handle(child).fetch_history(),
+                                       client.data_converter, input_model=None))
+        except Exception as err:  # noqa: BLE001
+            reasons.append(f"the history of refund {child} cannot be read ({type(err).__name__})")
+    report.effects, report.harmless = classify(runs, systems)
+    if status in FINISHED:
+        reasons.append(f"the run {FINISHED[status]}: there is nothing to resume")
+    if not report.input_known:
+        reasons.append(f"the original input is not known: {run.input_problem or 'no start event'}")
+    reasons += [f"{e.activity} {e.key or ''} ({e.system}): {e.status}: {e.reason}" for e in report.effects
+                if e.status not in SAFE]
+    if not run.reset_points:
+        reasons.append("no workflow task completed: there is no point to reset to")
+    report.reset_event_id = run.reset_points[-1] if run.reset_points else None
+    report.verdict = "refuse" if reasons else "resume"
+    report.reasons = reasons or [
+        f"every write is deduplicated or resolved ({len(report.effects)}); the rest only reads: reset to "
+        f"workflow task event {report.reset_event_id}"]
+    return report
+
+
+class ResumeRefused(Exception):
+    """``resume`` on a ``refuse`` verdict: nothing was changed; ``reasons`` say why."""
+
+    def __init__(self, reasons: list[str]) -> None:
+        super().__init__("; ".join(reasons))
+        self.reasons = reasons
+
+
+async def resume(client: Client, report: ReplayReport, identity: str = "statekeeper resume") -> str:
+    """Reset the report's run to its last completed workflow task (``reset_event_id``);
+    returns the new run's id. Raises ``ResumeRefused`` unless the verdict is ``resume``
+    (nothing is changed then), ``RPCError`` when Temporal refuses the reset."""
+    if report.verdict != "resume" or report.reset_event_id is None:
+        raise ResumeRefused(report.reasons)
+    answer = await client.workflow_service.reset_workflow_execution(ResetWorkflowExecutionRequest(
+        namespace=client.namespace,
+        workflow_execution=WorkflowExecution(workflow_id=report.workflow_id, run_id=report.run_id or ""),
+        reason=f"{identity}: safe-replay verdict resume", workflow_task_finish_event_id=report.reset_event_id,
+        request_id=str(uuid.uuid4()), identity=identity))  # signals and updates after the point: re-applied
+    return answer.run_id

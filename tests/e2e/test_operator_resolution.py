@@ -1,0 +1,125 @@
+"""Operators resolve an escalated unknown outcome through the HTTP API and the CLI, and the
+CLI's ``replay-check`` and ``resume`` refuse such a run (issue 7 item 6). Real Temporal
+server, worker, retail system, API with keys; the write fails as ``OutcomeUnknown`` at the
+tool port (``tests.faults.UnknownWrites``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+
+import httpx
+from typer.testing import CliRunner
+
+from starter.api import create_app
+from starter.auth import access_from_settings
+from starter.cli import app
+from starter.keys import KeyStore, Role
+from tests.faults import UnknownWrites
+from tests.policy_fixtures import CUSTOMER, EMAIL, PENDING
+from tests.workflow_harness import ListBrain, call, running_worker
+
+TOOL = "modify_pending_order_address"
+ADDRESS = dict(order_id=PENDING, address1="1 Replay Road", address2="", city="Austin", state="TX", country="USA",
+               zip="78701")
+
+
+def _brain() -> ListBrain:
+    return ListBrain([call("find_user_id_by_email", email=EMAIL), call("get_user_details", user_id=CUSTOMER),
+                      call("get_order_details", order_id=PENDING), call(TOOL, **ADDRESS)])
+
+
+async def _escalated(client, prefix: str) -> tuple[str, str]:
+    """A conversation whose confirmed address change's outcome is unknown: (id, its step id)."""
+    cid = f"{prefix}-{uuid.uuid4().hex[:6]}"
+    await client.start_conversation(cid)
+    assert (await client.send_message(cid, f"my email is {EMAIL}, ship {PENDING} to Austin")).awaiting_confirmation
+    assert (await client.send_message(cid, "yes")).status == "escalated"
+    [step] = [s for s in (await client.state(cid)).steps if s.status.value == "unknown"]
+    return cid, step.step_id
+
+
+async def test_an_operator_key_resolves_over_http_and_bad_requests_change_nothing(temporal_env, settings):
+    keys = KeyStore(settings.resolved_journal_url(), settings.api_key_hmac_secret())
+    _, operator = keys.create("default", Role.OPERATOR, label="ops")
+    _, service = keys.create("default", Role.SERVICE, label="backend")
+    access = access_from_settings(settings, "127.0.0.1")
+    async with running_worker(temporal_env, settings, brain=_brain(), wrap_port=UnknownWrites) as (client, _):
+        cid, step_id = await _escalated(client, "api-resolve")
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=create_app(lambda: client, access=access)),
+                                     base_url="http://statekeeper.test", timeout=60.0) as http:
+            def post(conversation: str, who: str, **body):
+                fields = {"step_id": step_id, "outcome": "not_applied", "operator": "op-7",
+                          "note": "no such change in the order system", **body}
+                return http.post(f"/conversations/{conversation}/resolutions", json=fields,
+                                 headers={"Authorization": f"Bearer {who}"})
+
+            refusals = [(await post(cid, service), 403, "may not resolve an unknown outcome"),
+                        (await post("no-such-conversation", operator), 404, "does not exist"),
+                        (await post(cid, operator, step_id=f"{cid}.t99"), 409, "has no step"),
+                        (await post(cid, operator, outcome="maybe"), 422, ""),
+                        (await post(cid, operator, operator="two words"), 422, "")]
+            for response, code, words in refusals:
+                assert response.status_code == code and words in response.json()["detail"], response.text
+            intact = (await http.get(f"/conversations/{cid}", headers={"Authorization": f"Bearer {operator}"})).json()
+            assert intact["status"] == "escalated" and intact["resolutions"] == []
+
+            done = await post(cid, operator)
+            assert done.status_code == 200, done.text
+            body = done.json()
+            assert (body["outcome"], body["operator"]) == ("not_applied", "op-7")
+            assert body["actor"].startswith("key:") and "did not go through" in body["told"]
+            again = await post(cid, operator, outcome="applied")
+            assert again.status_code == 409 and "already resolved as not_applied by op-7" in again.json()["detail"]
+
+            state = (await http.get(f"/conversations/{cid}", headers={"Authorization": f"Bearer {operator}"})).json()
+            step = next(s for s in state["steps"] if s["step_id"] == step_id)
+            assert state["status"] == "active" and step["status"] == "failed"
+            assert step["error"] == "not applied, checked by operator op-7: no such change in the order system"
+            assert [r["actor"] for r in state["resolutions"]] == [body["actor"]]
+            told = await http.post(f"/conversations/{cid}/messages", json={"text": "so what now?"},
+                                   headers={"Authorization": f"Bearer {service}"})
+            assert told.status_code == 200 and told.json()["text"].startswith(body["told"])
+
+
+def _cli(env: dict, *args: str):
+    return CliRunner().invoke(app, list(args), env={"COLUMNS": "300", **env})
+
+
+async def test_the_cli_refuses_to_resume_an_unknown_outcome_and_resolves_it(temporal_env, settings):
+    env = {"STATEKEEPER_TEMPORAL_ADDRESS": temporal_env.client.service_client.config.target_host,
+           "STATEKEEPER_DATABASE_URL": settings.database_url, "STATEKEEPER_DATA_DIR": str(settings.data_dir),
+           "STATEKEEPER_TASK_QUEUE": settings.task_queue}
+    async with running_worker(temporal_env, settings, brain=_brain(), wrap_port=UnknownWrites) as (client, _):
+        cid, step_id = await _escalated(client, "cli-resolve")
+        handle = temporal_env.client.get_workflow_handle(f"support-{cid}")
+        before = len((await handle.fetch_history()).events)
+
+        checked = await asyncio.to_thread(_cli, env, "replay-check", cid, "--json")
+        assert checked.exit_code == 1, checked.output
+        report = json.loads(checked.output)
+        assert report["verdict"] == "refuse" and report["input_known"] is True
+        assert any("OutcomeUnknown" in r for r in report["reasons"])
+        table = await asyncio.to_thread(_cli, env, "replay-check", cid)
+        assert table.exit_code == 1 and "verdict: refuse" in table.output and "unknown" in table.output
+
+        refused = await asyncio.to_thread(_cli, env, "resume", cid)
+        assert refused.exit_code == 1 and "refused; nothing was changed" in refused.output, refused.output
+        assert len((await handle.fetch_history()).events) == before
+
+        wrong = await asyncio.to_thread(_cli, env, "resolve", cid, "--step", "nope", "--outcome", "applied",
+                                        "--operator", "op-1", "--note", "checked")
+        assert wrong.exit_code == 1 and "has no step nope" in wrong.output, wrong.output
+        resolved = await asyncio.to_thread(_cli, env, "resolve", cid, "--step", step_id, "--outcome", "applied",
+                                           "--operator", "op-1", "--note", "seen in the order system")
+        assert resolved.exit_code == 0 and "resolved as applied by op-1" in resolved.output, resolved.output
+        state = await client.state(cid)
+        assert state.status.value == "active" and [(r.operator, r.actor) for r in state.resolutions] == [("op-1", "cli")]
+        twice = await asyncio.to_thread(_cli, env, "resolve", cid, "--step", step_id, "--outcome", "applied",
+                                        "--operator", "op-1", "--note", "again")
+        assert twice.exit_code == 1 and "already resolved" in twice.output
+
+        resumable = await asyncio.to_thread(_cli, env, "replay-check", cid, "--json")
+        assert resumable.exit_code == 0 and json.loads(resumable.output)["verdict"] == "resume", resumable.output

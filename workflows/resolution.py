@@ -1,0 +1,141 @@
+"""An operator resolves an escalated unknown outcome (issue 7 item 6).
+
+A write whose outcome could not be shown leaves its step ``unknown``, opens a ticket and
+escalates the conversation (``workflows.execute``). Under ``RESOLUTION_PATCH`` the
+conversation then waits (up to ``SupportInput.resolution_wait_seconds``) instead of
+completing: an operator who checked the system sends the ``resolve_outcome`` update —
+``applied`` or ``not_applied``, with their name and a note — and the step becomes ``done``
+or ``failed``, the resolution (who, when, what the user was told) is kept in the state's
+``resolutions``, the user is told, and, once no unknown step is left, the conversation is
+active again and goes on from there. The validator refuses an unknown step id, a step whose
+outcome is not unknown and a second resolution (``ErrorType.RESOLUTION_REFUSED``); a
+refused update never enters history.
+
+Pure functions plus ``ResolutionGate``, the mixin of ``SupportWorkflow`` holding the update;
+deterministic, imported inside the workflow sandbox.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import datetime
+from typing import Any, Literal, Optional
+
+from pydantic import BaseModel, Field
+from temporalio import workflow
+from temporalio.exceptions import ApplicationError
+
+from workflows import replies
+from workflows.approvals import APPROVER_PATTERN
+from workflows.errors import ErrorType
+from workflows.records import ConversationStatus, OutcomeResolution, Step, StepStatus
+
+RESOLUTION_PATCH = "operator-resolves-unknown"
+"""``workflow.patched`` id of waiting for an operator's resolution after escalating an
+unknown outcome (histories recorded before it complete at the escalation, as they did)."""
+
+
+class ResolveOutcome(BaseModel):
+    """Input of the ``resolve_outcome`` update: the step (``Step.step_id``, as in the state),
+    what the operator found in the system, their name (an id like an approver's), a note
+    (1-1000 characters) and, set by the API or CLI, the authenticated caller."""
+
+    step_id: str = Field(min_length=1, max_length=300)
+    outcome: Literal["applied", "not_applied"]
+    operator: str = Field(min_length=1, max_length=128, pattern=APPROVER_PATTERN)
+    note: str = Field(min_length=1, max_length=1000)
+    actor: Optional[str] = Field(default=None, max_length=200)
+
+
+def _refused(message: str) -> ApplicationError:
+    return ApplicationError(message, type=ErrorType.RESOLUTION_REFUSED.value, non_retryable=True)
+
+
+def unresolved(state: Any) -> list[Step]:
+    """The state's steps whose outcome is unknown and not yet resolved."""
+    return [s for s in state.steps if s.status is StepStatus.UNKNOWN]
+
+
+def check_resolution(state: Any, request: ResolveOutcome) -> Step:
+    """The step ``request`` resolves. Raises ``ApplicationError`` ``ResolutionRefused``
+    (non-retryable) when no step has that id, the step was already resolved, or its outcome
+    is not unknown (each says which)."""
+    step = next((s for s in state.steps if s.step_id == request.step_id), None)
+    if step is None:
+        raise _refused(f"this conversation has no step {request.step_id}")
+    earlier = next((r for r in state.resolutions if r.step_id == step.step_id), None)
+    if earlier is not None:
+        raise _refused(f"step {step.step_id} was already resolved as {earlier.outcome} by {earlier.operator}")
+    if step.status is not StepStatus.UNKNOWN:
+        raise _refused(f"step {step.step_id} is {step.status.value}, not unknown: only an unknown outcome "
+                       "can be resolved")
+    return step
+
+
+def apply_resolution(state: Any, step: Step, request: ResolveOutcome, now: datetime) -> OutcomeResolution:
+    """Resolve ``step`` (checked by ``check_resolution``): done or failed with the operator's
+    note, the resolution recorded, and the conversation re-opened when it was escalated and
+    no unknown step is left. Returns the record (``told``: what the user is told)."""
+    applied = request.outcome == "applied"
+    step.status = StepStatus.DONE if applied else StepStatus.FAILED
+    step.error = None if applied else f"not applied, checked by operator {request.operator}: {request.note}"
+    record = OutcomeResolution(step_id=step.step_id, operation_id=step.operation_id, outcome=request.outcome,
+                               operator=request.operator, actor=request.actor, note=request.note,
+                               resolved_at=now, told=replies.resolved(step.detail or step.name, applied))
+    state.resolutions.append(record)
+    if state.status is ConversationStatus.ESCALATED and not unresolved(state):
+        state.status = ConversationStatus.ACTIVE
+        state.ended_reason = None
+    return record
+
+
+class ResolutionGate:
+    """Mixin of ``SupportWorkflow``: the ``resolve_outcome`` update and ``_await_resolution``
+    for its main loop. The workflow provides ``_state``, ``_cancel``, ``_notices``,
+    ``_visibility``, ``_answer(inbound, text)`` and ``_refuse_unloadable()``."""
+
+    _state: Any
+    _cancel: Any
+    _notices: list[str]
+    _visibility: Any
+
+    def _answer(self, inbound: Any, text: str, kind: Any = None) -> None:  # pragma: no cover - the workflow's
+        raise NotImplementedError
+
+    def _refuse_unloadable(self) -> None:  # pragma: no cover - the workflow's
+        raise NotImplementedError
+
+    @workflow.update(description="An operator resolves a step whose outcome was unknown: {step_id, outcome: "
+                                 "applied|not_applied, operator, note}. The user is told and the conversation "
+                                 "goes on. Refused for an unknown step, a step that is not unknown, or a second "
+                                 "resolution.")
+    def resolve_outcome(self, request: ResolveOutcome) -> OutcomeResolution:
+        """Apply the operator's resolution; returns its record (what the user was told)."""
+        step = check_resolution(self._state, request)  # again: two accepted in one task both passed
+        record = apply_resolution(self._state, step, request, workflow.now())
+        self._answer(None, record.told)
+        self._notices.append(record.told)  # opens the user's next reply as well
+        return record
+
+    @resolve_outcome.validator
+    def _validate_resolution(self, request: ResolveOutcome) -> None:
+        self._refuse_unloadable()
+        check_resolution(self._state, request)
+
+    async def _await_resolution(self, wait_seconds: float) -> bool:
+        """After the main loop: an escalated conversation with an unresolved unknown step
+        waits up to ``wait_seconds`` for an operator (or a cancel). True when a resolution
+        re-opened it (the loop goes on); False at once for anything else, for a history
+        recorded before ``RESOLUTION_PATCH``, or when the wait ran out."""
+        state = self._state
+        if state.status is not ConversationStatus.ESCALATED or self._cancel is not None or not unresolved(state):
+            return False
+        if not workflow.patched(RESOLUTION_PATCH) or wait_seconds <= 0:
+            return False
+        self._visibility.publish(state)
+        try:
+            await workflow.wait_condition(lambda: state.is_open() or self._cancel is not None,
+                                          timeout=wait_seconds, timeout_summary="operator resolution")
+        except asyncio.TimeoutError:
+            return False
+        return state.is_open() and self._cancel is None
