@@ -17,8 +17,6 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-import pytest
-
 from tests.conversation_sim import CUSTOMER, Fate
 from tests.core.test_conversation_invariants import ConversationMachine, OTHER_ADDRESS, WRITES
 from workflows import replies
