@@ -53,10 +53,10 @@ class RefundWorkflow(ApprovalGate):
         self._view: Optional[RefundView] = None
 
     @workflow.query(description="The refund's current step: starting, ledger, fresh_read, refused, execute, "
-                                "notify, done or failed.")
+                                "notify, done, failed or escalated.")
     def step(self) -> str:
         """The refund's current step: ledger, fresh_read, refused, awaiting_approval, execute, notify,
-        done or failed."""
+        done, failed, or escalated (a standalone request whose outcome could not be shown)."""
         return self._step
 
     def _enter(self, step: str, detail: str) -> None:
