@@ -35,7 +35,7 @@ from starter.audit import AuditLog
 from starter.connection import connect
 from starter.logs import configure_logging
 from starter.preflight import StartupRefused, check_task_queue, ensure_search_attributes
-from starter.system_of_record import fingerprint, worker_identity
+from starter.system_of_record import SERVICES, fingerprint, services_fingerprint, worker_identity
 from systems.model.plans import PlanBook
 from systems.retail.backend import RetailBackend, make_engine
 from workflows.refund import RefundWorkflow
@@ -151,7 +151,7 @@ def build_worker(client: Client, settings: Settings, backend: Optional[RetailBac
     return Worker(
         client,
         task_queue=settings.task_queue,
-        identity=worker_identity(sor),
+        identity=worker_identity(sor, configured_services(settings)),
         workflows=[SupportWorkflow, RefundWorkflow, RetentionWorkflow],
         activities=[model.propose_action, *tools.all(), *identity.all(), *JournalActivities(journal).all(),
                     *RetentionActivities(lambda: build_erasure(client, settings, backend, journal)).all()],
@@ -171,7 +171,13 @@ async def preflight(client: Client, settings: Settings, *, serving: bool = True)
     await ensure_search_attributes(client, settings.temporal_namespace)
     if serving:
         await check_task_queue(client, settings.temporal_namespace, settings.task_queue,
-                               fingerprint(settings.resolved_database_url()))
+                               fingerprint(settings.resolved_database_url()), services=configured_services(settings))
+
+
+def configured_services(settings: Settings) -> str:
+    """The services fingerprint of ``settings``' payments, email and ticketing URLs, which
+    every worker of a task queue must share (``starter.preflight.check_task_queue``)."""
+    return services_fingerprint({name: getattr(settings, f"{name}_url") for name in SERVICES})
 
 
 async def run_worker(settings: Optional[Settings] = None, tools: Optional[ToolActivities] = None,

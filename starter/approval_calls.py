@@ -15,7 +15,7 @@ from temporalio.client import Client, WorkflowUpdateFailedError, WorkflowUpdateS
 from temporalio.service import RPCError, RPCStatusCode
 
 from starter.core import ClientCore
-from starter.errors import ConversationError, unreachable
+from starter.errors import ConversationError, outcome_unknown, unreachable
 from workflows.approvals import Approval, ApprovalDecision, workflow_id_of
 from workflows.errors import ErrorType
 from workflows.user_text import control_problem
@@ -63,7 +63,8 @@ class ApprovalCalls(ClientCore):
         The update id is the decision itself, so a retried identical call returns the first
         answer. Raises ``ConversationError``: ``not_found`` (no such approval or process),
         ``approval_refused`` (the validator's reason: another operation's id, already
-        decided, expired), ``invalid``, ``no_worker``, ``unavailable``."""
+        decided, expired), ``invalid``, ``no_worker``, and ``outcome_unknown`` when Temporal
+        stopped answering while the decision was on its way (send the same decision again)."""
         workflow_id = approval_workflow_id(approval_id)
         payload = decision_payload(approval_id, decision, approver, note)
         handle = self._client.get_workflow_handle(workflow_id)
@@ -72,7 +73,8 @@ class ApprovalCalls(ClientCore):
                 lambda timeout: handle.start_update(
                     "decide_approval", payload, wait_for_stage=WorkflowUpdateStage.ACCEPTED,
                     id=f"decide-{approval_id}-{decision}-{approver}", rpc_timeout=timeout, result_type=Approval),
-                "the decision")
+                "the decision", unknown=outcome_unknown(
+                    "the decision", f"send the same decision again ({decision} by {approver})"))
         except WorkflowUpdateFailedError as err:
             cause = err.cause
             if getattr(cause, "type", None) == APPROVAL_REFUSED:

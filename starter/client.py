@@ -29,7 +29,7 @@ from temporalio.service import RPCError
 
 from starter.approval_calls import ApprovalCalls
 from starter.core import Deadlines
-from starter.errors import ConversationError, outcome_unknown, unreachable
+from starter.errors import ConversationError, message_outcome_unknown, unreachable
 from starter.listing import ListingCalls
 from starter.refunds import RefundCalls
 from starter.resolution_calls import ResolutionCalls
@@ -168,22 +168,15 @@ class StatekeeperClient(ApprovalCalls, RefundCalls, ListingCalls, ResolutionCall
                 lambda timeout: handle.start_update(SupportWorkflow.send_message, UserMessage(text=text),
                                                     wait_for_stage=WorkflowUpdateStage.ACCEPTED, id=update_id,
                                                     rpc_timeout=timeout, result_type=AssistantReply),
-                "the message")
+                "the message", unknown=message_outcome_unknown(message_id))
             if reply.message_digest not in (None, message_digest(text)):  # None: a reply of an older release
                 raise ConversationError(f'message id "{message_id}" was already used for another message, which '
                                         "was the one handled; send this one with a new message id", "conflict")
             return reply
-        except ConversationError as err:
-            if err.kind == "unavailable":  # it may have landed before the server stopped answering
-                raise outcome_unknown(message_id) from err
-            raise
         except WorkflowUpdateFailedError as err:
             raise await self._closed(conversation_id, _update_refusal(conversation_id, err)) from err
-        except RPCError as err:
-            refusal = ConversationError(*_rpc_reason(conversation_id, err))
-            if refusal.kind == "unavailable":
-                raise outcome_unknown(message_id) from err
-            raise await self._closed(conversation_id, refusal) from err
+        except RPCError as err:  # a definite refusal (unclear ones are outcome_unknown: run_update)
+            raise await self._closed(conversation_id, ConversationError(*_rpc_reason(conversation_id, err))) from err
 
     async def cancel(self, conversation_id: str, reason: Optional[str] = None, rollback: bool = False) -> None:
         """Signal the conversation to stop; a write already running finishes first; with

@@ -31,6 +31,9 @@ from temporalio.service import RPCError, RPCStatusCode
 from starter.errors import ConversationError, no_worker, unreachable
 
 T = TypeVar("T")
+UNCLEAR_RPC = (RPCStatusCode.UNAVAILABLE, RPCStatusCode.DEADLINE_EXCEEDED, RPCStatusCode.CANCELLED,
+               RPCStatusCode.UNKNOWN, RPCStatusCode.INTERNAL)
+"""RPC failures after which an update may or may not have reached the server."""
 
 
 class Deadlines(BaseModel):
@@ -116,15 +119,30 @@ class ClientCore:
         return None
 
     async def run_update(self, start: Callable[[timedelta], Awaitable[WorkflowUpdateHandle[Any]]],
-                         what: str) -> Any:
+                         what: str, unknown: Optional[ConversationError] = None) -> Any:
         """Send an update with ``start(rpc_timeout)`` (waiting for the ACCEPTED stage) and
         return its result. ``start`` must use the same update id on every call.
 
         Not accepted within ``accept_seconds``: ``no_worker`` when no worker polls the queue;
         else the worker is busy and the update may take up to ``reply_seconds`` to be
         accepted and as long again to answer, then ``timeout`` (sending the same update id
-        again returns the result once it exists). Temporal unreachable: ``unavailable``.
-        ``WorkflowUpdateFailedError`` and other ``RPCError``s pass through for the caller."""
+        again returns the result once it exists). Temporal unreachable: ``unavailable`` — or,
+        when the update id comes from the caller, ``unknown`` (an ``errors.outcome_unknown``:
+        it may have landed; the same id again is handled at most once). ``WorkflowUpdateFailedError``
+        and other ``RPCError``s pass through for the caller."""
+        try:
+            return await self._run_update(start, what)
+        except ConversationError as err:
+            if unknown is not None and err.kind == "unavailable":
+                raise unknown from err
+            raise
+        except RPCError as err:
+            if unknown is not None and err.status in UNCLEAR_RPC:
+                raise unknown from err
+            raise
+
+    async def _run_update(self, start: Callable[[timedelta], Awaitable[WorkflowUpdateHandle[Any]]],
+                          what: str) -> Any:
         accept, reply = self.deadlines.accept_seconds, self.deadlines.reply_seconds
         try:
             try:

@@ -21,7 +21,7 @@ KIND_STATUS: dict[str, int] = {
     "timeout": 504,           # accepted, but no answer within the deadline: retry with the same id
     "no_worker": 503,         # Temporal answers, but no worker polls the task queue
     "unavailable": 503,       # Temporal cannot be reached (or failed the request)
-    "outcome_unknown": 503,   # a message may or may not have landed: send it again with the same message id
+    "outcome_unknown": 503,   # an update (a message, a decision) may or may not have landed: send it again, same id
 }
 """``ConversationError.kind`` → HTTP status; a kind not listed is a 503."""
 
@@ -54,11 +54,16 @@ def unreachable(what: str = "Temporal") -> ConversationError:
     return ConversationError(f"{what} is not reachable; retry later", "unavailable")
 
 
-def outcome_unknown(message_id: str) -> ConversationError:
-    """Temporal stopped answering while a message was on its way: it may have been handled.
-    The message id is its update id, so sending it again with ``message_id`` returns the
-    reply of the one run instead of running it twice (issue 7 item 5)."""
+def outcome_unknown(what: str, retry: str, message_id: str | None = None) -> ConversationError:
+    """Temporal stopped answering while an update with a caller-supplied id (``what``: "the
+    message", "the decision") was on its way: it may have been handled. Its id is the update
+    id, so sending it again as ``retry`` says returns the answer of the one run instead of
+    running it twice (issue 7 item 5). ``message_id``: for a message, the id to send it with."""
     return ConversationError(
-        f'Temporal is not reachable, so whether the message was received is unknown; send it again with '
-        f'message_id "{message_id}": it is handled at most once and the retry returns its reply',
-        "outcome_unknown", message_id=message_id)
+        f"Temporal is not reachable, so whether {what} was received is unknown; {retry}: it is handled at "
+        "most once and the retry returns its answer", "outcome_unknown", message_id=message_id)
+
+
+def message_outcome_unknown(message_id: str) -> ConversationError:
+    """``outcome_unknown`` of a user message: send it again with ``message_id``."""
+    return outcome_unknown("the message", f'send it again with message_id "{message_id}"', message_id)

@@ -6,14 +6,14 @@ clear message instead of failing every task later:
   workflow task that upserts one fails ("unexpected workflow task failure", the cause only in
   a WARN line of the worker log).
 - ``check_task_queue``: no live worker of the task queue serves another system of record
-  (``starter.system_of_record``).
+  or reaches other external services (``starter.system_of_record``).
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from typing import Iterable, Sequence
+from typing import Iterable, Optional, Sequence
 
 from temporalio.api.enums.v1 import IndexedValueType, TaskQueueType
 from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest, ListSearchAttributesRequest
@@ -24,7 +24,7 @@ from temporalio.common import SearchAttributeKey
 from temporalio.service import RPCError
 
 from starter.devserver import attribute_type_name
-from starter.system_of_record import fingerprint_in_identity
+from starter.system_of_record import fingerprint_in_identity, services_difference, services_in_identity
 from workflows.options import SEARCH_ATTRIBUTES
 
 log = logging.getLogger("statekeeper.preflight")
@@ -87,9 +87,12 @@ def _describe(keys: Iterable[SearchAttributeKey]) -> str:
 
 
 async def check_task_queue(client: Client, namespace: str, task_queue: str, db_fingerprint: str,
-                           live_within_seconds: float = LIVE_POLLER_SECONDS) -> None:
+                           live_within_seconds: float = LIVE_POLLER_SECONDS,
+                           services: Optional[str] = None) -> None:
     """Refuse to serve ``task_queue`` when a live poller of its workflow or activity queue
-    carries another system-of-record fingerprint than ``db_fingerprint``.
+    carries another system-of-record fingerprint than ``db_fingerprint``, or (``services``
+    given) another services fingerprint (``starter.system_of_record.services_fingerprint``):
+    a worker without the payments URL would skip the payments mirror of the refunds it runs.
 
     Pollers with the same fingerprint are welcome (scale-out: several workers on one
     database); pollers without one (not a statekeeper worker of this version) are logged and
@@ -116,3 +119,13 @@ async def check_task_queue(client: Client, namespace: str, task_queue: str, db_f
                     "Use the same data directory or database (STATEKEEPER_DATA_DIR / STATEKEEPER_DATABASE_URL) "
                     "as that worker, or another task queue (STATEKEEPER_TASK_QUEUE). If that worker has just "
                     f"stopped, start again after {live_within_seconds:.0f} s.")
+            theirs = services_in_identity(poller.identity)
+            if services is not None and theirs is not None and theirs != services:
+                raise StartupRefused(
+                    f"task queue '{task_queue}' is served by a worker configured with other external services "
+                    f"(its {kind} poller, last seen {max(age, 0):.0f} s ago): "
+                    f"{services_difference(theirs, services)}. Every worker of a queue must reach the same "
+                    "payments, email and ticketing services, or refunds run by one of them skip what the other "
+                    "records. Start this worker with the same STATEKEEPER_PAYMENTS_URL, STATEKEEPER_EMAIL_URL and "
+                    "STATEKEEPER_TICKETING_URL as that worker, or on another task queue (STATEKEEPER_TASK_QUEUE). "
+                    f"If that worker has just stopped, start again after {live_within_seconds:.0f} s.")

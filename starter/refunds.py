@@ -34,7 +34,9 @@ REQUEST_MEMO = "request"
 
 class RefundStatus(BaseModel):
     """A refund's status: ``running``, ``awaiting_approval``, ``applied``, ``refused`` (a
-    policy or business refusal, or a supervisor's rejection; ``reason`` says why), or the
+    policy or business refusal, or a supervisor's rejection; ``reason`` says why),
+    ``escalated`` (its outcome could not be shown: a ticket hands it to a human; ``reason``
+    says why and whether the ticket opened), or the
     closed run's Temporal status (``terminated``, ``timed_out``...): the words of the
     ``Status`` search attribute that ``GET /refunds?status=`` filters on. ``step`` is the
     workflow's current step; ``operation`` and ``order_id`` as requested."""
@@ -139,8 +141,8 @@ class RefundCalls(ClientCore):
             except RPCError as err:
                 raise unreachable() from err
             # the same words as the Status search attribute the list route filters on
-            status.status = "applied" if outcome.ok else "refused"
-            status.reason, status.replayed = outcome.refused_reason, outcome.replayed
+            status.status = "applied" if outcome.ok else "escalated" if outcome.escalated else "refused"
+            status.reason, status.replayed = outcome.escalation_reason or outcome.refused_reason, outcome.replayed
         else:
             status.status = description.status.name.lower() if description.status else "unknown"
         return status, memo

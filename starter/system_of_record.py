@@ -5,6 +5,11 @@ would confirm a cancel in the wrong system of record, silently. The worker's Tem
 carries a fingerprint of its database (``worker_identity``), which ``starter.preflight`` reads
 back from the queue's pollers before a new worker starts.
 
+Every worker of a task queue must also reach the same external services (payments, email,
+ticketing): a worker started without the payments URL would skip the payments mirror of the
+refunds it runs, silently. The identity carries ``svc:<flags><hash>`` too
+(``services_fingerprint``: which services are configured, in clear, and a hash of where).
+
 The fingerprint is a hash of the database's identity, never the URL itself: a URL may hold
 a password. The password is left out of the hash too (it does not name the database), and a
 SQLite file is named by its absolute path on this host (the same path on two machines is
@@ -18,7 +23,8 @@ import os
 import re
 import socket
 from pathlib import Path
-from typing import Optional
+from typing import Mapping, Optional
+from urllib.parse import urlsplit
 
 from sqlalchemy.engine import make_url
 
@@ -55,9 +61,52 @@ def fingerprint(database_url: str) -> str:
     return hashlib.sha256(database_identity(database_url).encode()).hexdigest()[:FINGERPRINT_LENGTH]
 
 
-def worker_identity(db_fingerprint: str) -> str:
-    """The Temporal worker identity: the SDK's default ``pid@host`` plus ``sor:<fingerprint>``."""
-    return f"{os.getpid()}@{socket.gethostname()} statekeeper {_MARK}{db_fingerprint}"
+SERVICES = ("payments", "email", "ticketing")
+"""The external services a worker may be configured with (``Settings.<name>_url``)."""
+_SVC_MARK = "svc:"
+_SVC_IN_IDENTITY = re.compile(rf"\b{_SVC_MARK}([pet-]{{3}}[0-9a-f]{{12}})\b", re.ASCII)
+
+
+def _service_identity(url: Optional[str]) -> str:
+    """Where a service is reached, without credentials, path case or a trailing slash."""
+    if not url:
+        return ""
+    parts = urlsplit(url.strip())
+    port = parts.port or {"http": 80, "https": 443}.get(parts.scheme.lower(), 0)
+    return f"{parts.scheme.lower()}://{(parts.hostname or '').lower()}:{port}{parts.path.rstrip('/')}"
+
+
+def services_fingerprint(urls: Mapping[str, Optional[str]]) -> str:
+    """The services fingerprint of ``urls`` ({service name: base URL or None}): one character
+    per service of ``SERVICES`` (its initial when configured, ``-`` when not), then 12 hex
+    characters of the SHA-256 of where each is reached (no credentials)."""
+    flags = "".join(name[0] if urls.get(name) else "-" for name in SERVICES)
+    where = "|".join(_service_identity(urls.get(name)) for name in SERVICES)
+    return flags + hashlib.sha256(where.encode()).hexdigest()[:12]
+
+
+def services_in_identity(identity: str) -> Optional[str]:
+    """The services fingerprint a ``worker_identity`` carries; None for an older worker."""
+    found = _SVC_IN_IDENTITY.search(identity)
+    return found.group(1) if found else None
+
+
+def services_difference(theirs: str, ours: str) -> str:
+    """What differs between two services fingerprints, in words an operator can act on
+    (which service one worker has and the other lacks; else that the URLs differ)."""
+    said = []
+    for i, name in enumerate(SERVICES):
+        if theirs[i] != ours[i]:
+            has, lacks = ("that worker", "this one") if theirs[i] != "-" else ("this worker", "that one")
+            said.append(f"{has} uses a {name} service and {lacks} has none (STATEKEEPER_{name.upper()}_URL)")
+    return "; ".join(said) or "both use the same services at different URLs"
+
+
+def worker_identity(db_fingerprint: str, services: Optional[str] = None) -> str:
+    """The Temporal worker identity: the SDK's default ``pid@host`` plus ``sor:<fingerprint>``
+    and, when given, ``svc:<services fingerprint>``."""
+    extra = f" {_SVC_MARK}{services}" if services else ""
+    return f"{os.getpid()}@{socket.gethostname()} statekeeper {_MARK}{db_fingerprint}{extra}"
 
 
 def fingerprint_in_identity(identity: str) -> Optional[str]:

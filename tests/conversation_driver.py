@@ -19,7 +19,7 @@ from typing import Any, Optional
 
 from workflows import keys, replies
 from workflows import transitions as tr
-from workflows.approval_flow import _outcome, ready_to_settle, request_approval
+from workflows.approval_flow import _outcome, needs_approval, ready_to_settle, record_recorded, request_approval
 from workflows.approvals import ApprovalPolicy, ApprovalStatus, expire, expiry_ticket_summary
 from workflows.actions import call_arguments, make_tool_call
 from workflows.catalogue import Execution, ToolClass, spec_of
@@ -128,6 +128,10 @@ class Driver:
             return
         key = keys.idempotency_key(pending.call, pending.operation_id)
         self.confirmed.append((pending.operation_id, key, identity(key, call_arguments(pending.call))))
+        if needs_approval(state, pending, self.policy):  # ``recorded_before_approval``: the ledger first
+            recorded = self.sim.recorded(pending.call, key)
+            if recorded is not None:  # a reset re-executed the yes of a write that ran: recorded, not parked
+                return record_recorded(state, pending, recorded)
         if request_approval(state, pending, self.policy, WORKFLOW_ID, self.now) is not None:
             self.answer(replies.awaiting_approval(pending.detail))
         else:

@@ -9,6 +9,11 @@ settles it outside any user turn: approved → the write runs (its refund child 
 who approved, so it does not ask again); rejected → nothing is written; expired → a
 human ticket is opened. The user is told each outcome (an assistant turn, and the
 start of the reply to their next message).
+
+Before a write is parked, the ledger is asked by its key (``LEDGER_BEFORE_APPROVAL_PATCH``):
+a reset to before the user's yes re-executes it, and a write that a supervisor approved and
+that applied in the first run is recorded as applied, never parked for a second decision
+whose rejection, expiry or cancel would tell the user it was not made.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from datetime import datetime
 from typing import Callable, Optional
 
 from temporalio import workflow
+from temporalio.exceptions import ActivityError
 
 from workflows import keys, replies
 from workflows import transitions as tr
@@ -30,15 +36,62 @@ from workflows.approvals import (
     required_approval,
     variant_prices,
 )
+from workflows.activity_api import ToolActivitiesApi
 from workflows.catalogue import spec_of
 from workflows.clauses import Rule
-from workflows.contracts import CancelRequest
+from workflows.contracts import CancelRequest, ToolResult, WriteToolRequest
 from workflows.execute import execute_confirmed, open_ticket
 from workflows.interrupts import Interrupted
 from workflows.journal import Verdict
 from workflows.journal_log import JournalLog
+from workflows.options import HEARTBEAT_TIMEOUT, READ_RETRY, READ_TIMEOUT
 from workflows.state import ConversationState, PendingConfirmation, StepStatus
 from workflows.visibility import Visibility
+
+
+LEDGER_BEFORE_APPROVAL_PATCH = "ledger-before-approval"
+"""``workflow.patched`` id of asking the ledger, by the write's key, before parking a
+confirmed write for a supervisor (``recorded_before_approval``)."""
+
+
+def needs_approval(state: ConversationState, confirmed: PendingConfirmation, policy: ApprovalPolicy) -> bool:
+    """True when ``request_approval`` would park ``confirmed`` (pure; nothing recorded)."""
+    if spec_of(confirmed.call.name).approval_amount is None:
+        return False
+    order = state.orders.get(getattr(confirmed.call.arguments, "order_id", ""))
+    return order is not None and required_approval(confirmed.call, order, policy,
+                                                   variant_prices(state.products)) is not None
+
+
+async def recorded_before_approval(state: ConversationState, confirmed: PendingConfirmation,
+                                   policy: ApprovalPolicy) -> Optional[ToolResult]:
+    """The ledger's result for a write that needs a supervisor and already holds one under
+    its key (a reset re-executed the yes of a write that was approved and ran), else None.
+    Asks only for writes that need approval, in runs recorded after
+    ``LEDGER_BEFORE_APPROVAL_PATCH``; a failed lookup returns None (the write is parked,
+    and its refund child asks the ledger first once approved)."""
+    if not needs_approval(state, confirmed, policy) or not workflow.patched(LEDGER_BEFORE_APPROVAL_PATCH):
+        return None
+    call = confirmed.call
+    try:
+        return await workflow.execute_activity_method(
+            ToolActivitiesApi.find_recorded_write,
+            WriteToolRequest(store=state.store, call=call, idempotency_key=keys.idempotency_key(call, confirmed.operation_id),
+                             system_of_record=state.system_of_record),
+            heartbeat_timeout=HEARTBEAT_TIMEOUT, start_to_close_timeout=READ_TIMEOUT, retry_policy=READ_RETRY,
+            summary=f"ask the ledger for {call.name} before asking a supervisor",
+        )
+    except ActivityError as err:
+        workflow.logger.warning("ledger lookup before approval failed: %s", type(err.cause).__name__)
+        return None
+
+
+def record_recorded(state: ConversationState, confirmed: PendingConfirmation, recorded: ToolResult) -> None:
+    """Record the ledger's result for ``confirmed`` as its outcome (replayed, no before-image)."""
+    call, operation = confirmed.call, confirmed.operation_id
+    child = keys.refund_workflow_id(state.store, getattr(call.arguments, "order_id", ""), operation)
+    tr.apply_write_result(state, call, operation, keys.idempotency_key(call, operation), recorded.result,
+                          recorded.ok, child, None)
 
 
 def request_approval(state: ConversationState, confirmed: PendingConfirmation, policy: ApprovalPolicy,

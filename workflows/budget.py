@@ -11,7 +11,9 @@ cache writes, output). It is checked twice:
   refuses it with a non-retryable ``TokenBudgetExceeded`` when it would not fit the rest.
 
 Either way the conversation takes the existing transfer path (a human-agent ticket, status
-transferred) and the user is told why (``replies.BUDGET_EXCEEDED``). The hand-off is a new
+transferred) and the user is told why (``replies.budget_exceeded``), after what the writes
+confirmed in this turn did: a hand-off right after a write must not hide its outcome (the
+ticket lists them too). The hand-off is a new
 command sequence, guarded by ``workflow.patched(BUDGET_PATCH)``; histories recorded before it
 never had a budget, so they never reach it.
 """
@@ -66,11 +68,27 @@ def hand_over_allowed() -> bool:
     return workflow.patched(BUDGET_PATCH)
 
 
+def writes_this_turn(state: ConversationState) -> tuple[list[str], list[str]]:
+    """The details of the writes that reached the system of record in the current turn:
+    (applied, refused)."""
+    details = {s.operation_id: s.detail for s in state.steps if s.operation_id}
+    done: list[str] = []
+    not_done: list[str] = []
+    for op in state.completed_operations:
+        if op.turn == state.turn:
+            (done if op.ok else not_done).append(details.get(op.operation_id, op.tool))
+    return done, not_done
+
+
 async def hand_over(state: ConversationState) -> str:
-    """Hand the conversation to a human agent (ticket, status transferred); returns the reply."""
+    """Hand the conversation to a human agent (ticket, status transferred); returns the reply,
+    which first tells the outcome of this turn's writes (``writes_this_turn``)."""
     used = state.usage.total_tokens()
+    done, not_done = writes_this_turn(state)
     summary = (f"The conversation reached its token budget ({used} of {state.usage.budget_tokens} tokens) "
-               f"at turn {state.turn}; please take over.")
+               f"at turn {state.turn}; please take over."
+               + (f" Done this turn: {'; '.join(done)}." if done else "")
+               + (f" Refused this turn: {'; '.join(not_done)}." if not_done else ""))
     await open_ticket(state, summary, keys.transfer_ticket_key(state.conversation_id, state.turn))
     tr.close(state, ConversationStatus.TRANSFERRED, BUDGET_REASON)
-    return replies.BUDGET_EXCEEDED
+    return replies.budget_exceeded(done, not_done)

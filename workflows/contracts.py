@@ -186,6 +186,11 @@ class RefundOutcome(BaseModel):
     refused_reason: Optional[str] = None
     notified: bool = False
     approval: Optional[Approval] = None
+    escalated: bool = False
+    """A standalone request whose write's outcome could not be shown: a ticket was opened
+    (``workflows.standalone.escalate_unknown``); nothing is replayed automatically."""
+    escalation_reason: Optional[str] = None
+    """Why it escalated, and whether the ticket opened, worded for the caller (no internals)."""
 
 
 class SupportInput(BaseModel):

@@ -53,10 +53,10 @@ class RefundWorkflow(ApprovalGate):
         self._view: Optional[RefundView] = None
 
     @workflow.query(description="The refund's current step: starting, ledger, fresh_read, refused, execute, "
-                                "notify, done or failed.")
+                                "notify, done, failed or escalated.")
     def step(self) -> str:
         """The refund's current step: ledger, fresh_read, refused, awaiting_approval, execute, notify,
-        done or failed."""
+        done, failed, or escalated (a standalone request whose outcome could not be shown)."""
         return self._step
 
     def _enter(self, step: str, detail: str) -> None:
@@ -129,13 +129,25 @@ class RefundWorkflow(ApprovalGate):
                                  approval=approval)
 
         self._enter("execute", f"`{key}`")
-        written = await workflow.execute_activity_method(
-            ToolActivitiesApi.run_write_tool,
-            write,
-            heartbeat_timeout=HEARTBEAT_TIMEOUT, start_to_close_timeout=timedelta(seconds=inp.write_timeout_seconds),
-            retry_policy=WRITE_RETRY,
-            summary=f"{inp.call.name} {order_id}",
-        )
+        try:
+            written = await workflow.execute_activity_method(
+                ToolActivitiesApi.run_write_tool,
+                write,
+                heartbeat_timeout=HEARTBEAT_TIMEOUT,
+                start_to_close_timeout=timedelta(seconds=inp.write_timeout_seconds),
+                retry_policy=WRITE_RETRY,
+                summary=f"{inp.call.name} {order_id}",
+            )
+        except ActivityError as err:
+            # a conversation's child fails and its parent escalates; a standalone request has no
+            # parent: it escalates itself (ledger re-check, ticket, status ``escalated``)
+            if not standalone.is_standalone(inp) or not workflow.patched(standalone.ESCALATE_PATCH):
+                raise
+            escalated = await standalone.escalate_unknown(inp, write, read, err)
+            self._view.outcome = escalated.escalation_reason or outcome_text(escalated.ok, escalated.result, True)
+            self._enter("escalated" if escalated.escalated else ("done" if escalated.ok else "failed"),
+                        "outcome unknown: handed to a human agent" if escalated.escalated else "found in the ledger")
+            return escalated
         notified = False
         if written.ok and spec.notify and inp.notify_email:
             self._enter("notify", f"Emailing the customer about their {spec.notify}")

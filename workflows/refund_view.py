@@ -7,7 +7,9 @@ decided with the approver), outcome. Ids only: no customer id, email, name, addr
 payment method id (issue 6, item 5).
 
 ``Status`` of a refund: ``running`` until it finishes, then ``applied`` or ``refused``
-(a business refusal: precondition, approval rejected or expired, the system's error).
+(a business refusal: precondition, approval rejected or expired, the system's error), or
+``escalated`` (a standalone request whose outcome could not be shown: a ticket hands it to
+a human).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from temporalio import workflow
 from workflows.options import CUSTOMER_ID, ORDER_IDS, STATUS, STEP
 from workflows.visibility import describe_call, when
 
-FINAL_STATUS = {"done": "applied", "refused": "refused", "failed": "refused"}
+FINAL_STATUS = {"done": "applied", "refused": "refused", "failed": "refused", "escalated": "escalated"}
 """``Status`` by final step; any other step is ``running``."""
 NOTE_CHARS = 300
 
@@ -79,7 +81,7 @@ class RefundView:
 
     @property
     def status(self) -> str:
-        """``running``, ``applied`` or ``refused``."""
+        """``running``, ``applied``, ``refused`` or ``escalated``."""
         return FINAL_STATUS.get(self.step, "running")
 
     def enter(self, step: str, note: str = "", approvals: Sequence[Any] = ()) -> None:

@@ -106,6 +106,14 @@ def approval_expired(detail: str) -> str:
             f"get back to you. Nothing has been changed yet: {detail}")
 
 
+def budget_exceeded(done: "list[str]", not_done: "list[str]") -> str:
+    """The budget hand-off's reply, first telling what this turn's confirmed writes did:
+    ``done`` and ``not_done`` are their details (the system's reasons stay in the state)."""
+    told = [*([f"Your request is done: {'; '.join(done)}"] if done else []),
+            *([f"Your request did not go through: {'; '.join(not_done)}"] if not_done else [])]
+    return " ".join([*told, BUDGET_EXCEEDED])
+
+
 def finished(status: str) -> str:
     """The reply to a message queued behind the end of the conversation."""
     return f"The conversation is {status}."

@@ -10,6 +10,12 @@ and ``check``, ``workflows.policy.check_call``) against a state built from fresh
 the order, its owner and the products concerned — so, e.g., a refund to a payment
 method that is not the customer's is refused exactly as in a conversation.
 
+A request has no conversation to escalate it: when its write's outcome cannot be shown
+(the retries ran out, or the payments system could not say), ``escalate_unknown`` does
+what a conversation does — asks the ledger once more by the key, else opens a ticket keyed
+by the write (``keys.escalation_ticket_key``) and ends ``escalated`` with the reason;
+nothing is replayed. A deterministic refusal (invalid data, a key conflict) is ``refused``.
+
 Pure models and workflow code (activities by reference): imported inside the sandbox.
 """
 
@@ -21,13 +27,16 @@ from typing import Any, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field
 from temporalio import workflow
+from temporalio.exceptions import ActivityError, ApplicationError
 
 from workflows import keys
 from workflows.actions import make_tool_call
 from workflows.activity_api import ToolActivitiesApi
 from workflows.catalogue import folds
 from workflows.clauses import PolicyViolation
-from workflows.contracts import ReadToolRequest, RefundInput, ToolResult
+from workflows.contracts import ReadToolRequest, RefundInput, RefundOutcome, TicketRequest, ToolResult, WriteToolRequest
+from workflows.errors import ErrorType
+from workflows.failures import ORDER_SYSTEM, application_cause, log_detail, public_reason
 from workflows.options import DEFAULT_WRITE_TIMEOUT_SECONDS, HEARTBEAT_TIMEOUT, READ_RETRY, READ_TIMEOUT
 from workflows.policy import check_call
 from workflows.records import Customer
@@ -143,3 +152,49 @@ async def _read(store: str, tool: str, arguments: dict[str, Any], user_id: str) 
         heartbeat_timeout=HEARTBEAT_TIMEOUT, start_to_close_timeout=READ_TIMEOUT, retry_policy=READ_RETRY,
         summary=call_summary(call, "standalone request:"),  # personal arguments left out
     )
+
+
+ESCALATE_PATCH = "standalone-refund-escalates"
+"""``workflow.patched`` id of ``escalate_unknown``: runs recorded before it failed instead."""
+KNOWN_NOT_APPLIED = (ErrorType.INVALID_DATA.value, ErrorType.IDEMPOTENCY_KEY_CONFLICT.value,
+                     ErrorType.WRONG_SYSTEM_OF_RECORD.value)
+"""Failures after which the write is known not to have been made: refused, not escalated."""
+
+
+async def escalate_unknown(inp: RefundInput, write: WriteToolRequest, read: ToolResult,
+                           err: ActivityError) -> RefundOutcome:
+    """The outcome of a standalone write whose activity failed with ``err`` (retries run out,
+    ``OutcomeUnknown``...): refused when the failure proves nothing was written; the
+    ledger's result if it holds one under the key; else escalated, with a ticket opened
+    for the order's owner (``read``: the fresh read) and the reason stated."""
+    key = write.idempotency_key
+    reason = public_reason(err, ORDER_SYSTEM)
+    workflow.logger.warning("standalone %s failed: %s", inp.call.name, log_detail(err))
+    cause = application_cause(err)
+    if isinstance(cause, ApplicationError) and cause.type in KNOWN_NOT_APPLIED:
+        return RefundOutcome(idempotency_key=key, result=f"Error: {reason}", ok=False, refused_reason=reason)
+    options = dict(heartbeat_timeout=HEARTBEAT_TIMEOUT, start_to_close_timeout=READ_TIMEOUT, retry_policy=READ_RETRY)
+    try:
+        recorded = await workflow.execute_activity_method(
+            ToolActivitiesApi.find_recorded_write, write, summary=f"re-check {inp.call.name} by its key", **options)
+    except ActivityError as again:
+        workflow.logger.warning("re-check before escalation failed: %s", log_detail(again))
+        recorded = None
+    if recorded is not None:
+        return RefundOutcome(idempotency_key=key, result=recorded.result, ok=recorded.ok, replayed=True,
+                             refused_reason=None if recorded.ok else recorded.result.removeprefix("Error: "))
+    why = (f"{inp.call.name} of order {inp.call.arguments.order_id} could not be shown to have completed "
+           f"({reason}); escalated to a human agent")
+    owner = json.loads(read.result).get("user_id") if read.ok else None
+    try:
+        opened = await workflow.execute_activity_method(
+            ToolActivitiesApi.open_ticket,
+            TicketRequest(store=inp.store, ticket_key=keys.escalation_ticket_key(key), user_id=owner,
+                          summary=f"{why} (request {inp.operation_id})"),
+            summary="open a human-agent ticket", **options)
+    except ActivityError as failed:
+        workflow.logger.warning("escalation ticket failed: %s", log_detail(failed))
+        opened = False
+    stated = why if opened else f"{why}; no ticket could be opened"
+    return RefundOutcome(idempotency_key=key, result=f"Error: {stated}", ok=False, escalated=True,
+                         escalation_reason=stated)

@@ -18,7 +18,7 @@ from temporalio.exceptions import ActivityError
 from workflows import budget, keys, replies
 from workflows import transitions as tr
 from workflows.activity_api import ModelActivitiesApi
-from workflows.approval_flow import request_approval
+from workflows.approval_flow import record_recorded, recorded_before_approval, request_approval
 from workflows.approvals import ApprovalPolicy
 from workflows.clauses import Rule
 from workflows.confirm import describe, is_no, is_yes
@@ -91,9 +91,14 @@ async def _run_turn(ctx: TurnContext, inbound: Inbound) -> Optional[str]:
             confirmation = Confirmation(operation_id=inbound.seen_operation_id or "",
                                         digest=inbound.seen_digest or "", turn=state.turn, verbatim=inbound.text)
             verdict = validate_execution(state, pending, confirmation)
+            recorded = await recorded_before_approval(state, pending, ctx.approvals) if verdict.accepted else None
             if not verdict.accepted:
                 tr.decline(state, pending, verdict.rule.value, verdict.reason)
                 journal.write_verdict(pending, Verdict.DECLINED, verdict.rule.value, verdict.reason)
+            elif recorded is not None:  # a reset re-executed this yes: the write ran, approved, in the first run
+                record_recorded(state, pending, recorded)
+                journal.write_done(state, pending)
+                ctx.visibility.publish(state)
             elif request_approval(state, pending, ctx.approvals, workflow.info().workflow_id,
                                   workflow.now()) is not None:
                 journal.write_verdict(pending, Verdict.CONFIRMED, Rule.AWAITING_APPROVAL.value)

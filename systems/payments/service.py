@@ -3,7 +3,9 @@ changes and refunds, exactly once per ``Idempotency-Key``.
 
 - ``POST /operations`` (header ``Idempotency-Key``, body ``MoneyOperation``): 201 with the
   ``Recorded`` operation; the same key again returns the first result (200, ``replayed``),
-  the same key with another body is a 409. 422 for invalid data (e.g. NUL on PostgreSQL).
+  the same key with another body is a 409. 422 for invalid data: a NUL character, no
+  movements (an operation moves money), a field out of bounds; 413 for a body over
+  ``systems.service_kit.limits.MAX_BODY_BYTES``. Nothing is stored for either.
 - ``GET /operations/{key}``: the recorded operation or 404 (proven absent).
 - ``GET /operations?reference=``: every operation for a business reference (an order id).
 
@@ -24,6 +26,7 @@ from pydantic import BaseModel, Field
 from sqlalchemy.engine import Connection
 
 from systems.service_kit.app import service_app
+from systems.service_kit.limits import Text
 
 metadata = sa.MetaData()
 operations = sa.Table(
@@ -43,16 +46,16 @@ class Movement(BaseModel):
 
     transaction_type: Literal["payment", "refund"]
     amount: Decimal = Field(ge=0, max_digits=14, decimal_places=2)
-    payment_method_id: str = Field(min_length=1, max_length=200)
+    payment_method_id: Text = Field(min_length=1, max_length=200)
 
 
 class MoneyOperation(BaseModel):
     """What to move: ``reference`` (the order id), ``kind`` (the business operation, e.g.
     ``cancel_pending_order``) and its ``movements`` in order."""
 
-    reference: str = Field(min_length=1, max_length=200)
-    kind: str = Field(min_length=1, max_length=100)
-    movements: list[Movement] = Field(max_length=100)
+    reference: Text = Field(min_length=1, max_length=200)
+    kind: Text = Field(min_length=1, max_length=100)
+    movements: list[Movement] = Field(min_length=1, max_length=100)
 
 
 class Recorded(MoneyOperation):
@@ -81,7 +84,7 @@ def create_app(database_url: str) -> FastAPI:
 
     @app.post("/operations", status_code=201, response_model=Recorded)
     def move(op: MoneyOperation, request: Request, response: Response,
-             idempotency_key: str = Header(min_length=1, max_length=300)) -> Recorded:
+             idempotency_key: Text = Header(min_length=1, max_length=300)) -> Recorded:
         """Move the money of ``op`` once per ``Idempotency-Key``."""
         digest = _digest(op)
 
@@ -114,7 +117,7 @@ def create_app(database_url: str) -> FastAPI:
         return result
 
     @app.get("/operations/{key:path}", response_model=Recorded)
-    def lookup(key: str) -> Recorded:
+    def lookup(key: Text) -> Recorded:
         """The operation recorded under ``key``; 404 when none is (proven absent)."""
         with effects.engine.connect() as conn:
             found = _recorded(conn, key)
@@ -123,7 +126,7 @@ def create_app(database_url: str) -> FastAPI:
         return found
 
     @app.get("/operations", response_model=list[Recorded])
-    def by_reference(reference: str) -> list[Recorded]:
+    def by_reference(reference: Text) -> list[Recorded]:
         """Every operation for ``reference``, oldest first."""
         with effects.engine.connect() as conn:
             keys = conn.execute(sa.select(operations.c.idempotency_key).where(operations.c.reference == reference)

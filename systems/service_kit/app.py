@@ -10,6 +10,7 @@ from sqlalchemy.engine import Engine
 from systems.retail.engine import make_engine
 from systems.service_kit.effects import DropConnection, Effects
 from systems.service_kit.faults import ArmFaults, FaultBoard
+from systems.service_kit.limits import BodyLimit
 
 
 class DropMiddleware:
@@ -33,7 +34,8 @@ class DropMiddleware:
 
 def service_app(title: str, url: str, metadata: Any) -> tuple[FastAPI, Effects]:
     """A FastAPI app named ``title`` on the database at ``url`` (SQLite file or PostgreSQL;
-    ``metadata``'s tables are created), with ``POST/GET/DELETE /_faults``. Returns the app
+    ``metadata``'s tables are created), with ``POST/GET/DELETE /_faults`` and request bodies
+    of at most ``limits.MAX_BODY_BYTES`` (413 above). Returns the app
     and its ``Effects`` (how the service's routes run their writes)."""
     engine: Engine = make_engine(url)
     metadata.create_all(engine)
@@ -41,6 +43,7 @@ def service_app(title: str, url: str, metadata: Any) -> tuple[FastAPI, Effects]:
     effects = Effects(engine, board)
     app = FastAPI(title=title)
     app.add_middleware(DropMiddleware)
+    app.add_middleware(BodyLimit)  # outermost: an oversized body is refused before anything else
     app.state.effects = effects
 
     @app.post("/_faults", status_code=204)

@@ -1,21 +1,24 @@
 """The ticketing service (FastAPI, its own database): human hand-offs. ``POST /tickets``
 opens one ticket (no idempotency keys); ``GET /tickets?reference=`` finds the tickets opened
-for a business reference, which is how a caller learns whether an ambiguous open happened.
+for a business reference, which is how a caller learns whether an ambiguous open happened;
+``GET /tickets/references`` and ``POST /tickets/erase`` (by reference or customer) serve
+erasure. The routes are ``systems.service_kit.store``'s, shared with the email service.
 
-Faults and deadlines: ``systems.service_kit``.
+Faults, deadlines and what is accepted (no NUL, bounded bodies): ``systems.service_kit``.
 """
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Optional
 
 import sqlalchemy as sa
-from fastapi import FastAPI, Request
+from fastapi import FastAPI
 from pydantic import BaseModel, Field
-from sqlalchemy.engine import Connection
 
 from systems.service_kit.app import service_app
+from systems.service_kit.limits import Text
+from systems.service_kit.store import Owners, erase_model, reference_store
 
 metadata = sa.MetaData()
 tickets = sa.Table(
@@ -31,17 +34,15 @@ tickets = sa.Table(
 class TicketIn(BaseModel):
     """A hand-off: ``reference`` (the caller's business reference), the customer, a summary."""
 
-    reference: str = Field(min_length=1, max_length=300)
-    user_id: Optional[str] = Field(default=None, max_length=200)
-    summary: str = Field(max_length=20_000)
+    reference: Text = Field(min_length=1, max_length=300)
+    user_id: Optional[Text] = Field(default=None, max_length=200)
+    summary: Text = Field(max_length=20_000)
 
 
-class Erase(BaseModel):
-    """Body of ``POST /tickets/erase``: delete every ticket with one of ``references`` or for
-    one of ``user_ids``."""
-
-    references: list[str] = Field(default_factory=list, max_length=10_000)
-    user_ids: list[str] = Field(default_factory=list, max_length=100)
+OWNERS = Owners(field="user_ids", column="user_id")
+Erase = erase_model("Erase", OWNERS)
+"""Body of ``POST /tickets/erase``: delete every ticket with one of ``references`` or for
+one of ``user_ids``."""
 
 
 class Ticket(TicketIn):
@@ -54,39 +55,5 @@ class Ticket(TicketIn):
 def create_app(database_url: str) -> FastAPI:
     """The ticketing app on ``database_url`` (SQLite file or PostgreSQL)."""
     app, effects = service_app("ticketing", database_url, metadata)
-
-    @app.post("/tickets", status_code=201, response_model=Ticket)
-    def open_ticket(ticket: TicketIn, request: Request) -> Ticket:
-        """Open ``ticket`` (always a new one)."""
-
-        def work(conn: Connection) -> Ticket:
-            now = datetime.now(timezone.utc)
-            new_id = conn.execute(tickets.insert().values(**ticket.model_dump(), created_at=now)
-                                  .returning(tickets.c.ticket_id)).scalar_one()
-            return Ticket(**ticket.model_dump(), ticket_id=new_id, created_at=now)
-
-        return effects.run(request, work)
-
-    @app.get("/tickets", response_model=list[Ticket])
-    def search(reference: str) -> list[Ticket]:
-        """Every ticket opened for this reference, oldest first (empty: none)."""
-        with effects.engine.connect() as conn:
-            rows = conn.execute(sa.select(tickets).where(tickets.c.reference == reference)
-                                .order_by(tickets.c.ticket_id)).all()
-        return [Ticket(**row._mapping) for row in rows]
-
-    @app.get("/tickets/references", response_model=list[str])
-    def references() -> list[str]:
-        """Every business reference the service holds (the erasure of a conversation's records)."""
-        with effects.engine.connect() as conn:
-            return list(conn.execute(sa.select(tickets.c.reference).distinct()).scalars())
-
-    @app.post("/tickets/erase")
-    def erase(body: Erase) -> dict[str, int]:
-        """Delete the tickets ``body`` names (a customer's erasure); returns how many."""
-        with effects.engine.begin() as conn:
-            deleted = conn.execute(tickets.delete().where(sa.or_(
-                tickets.c.reference.in_(body.references), tickets.c.user_id.in_(body.user_ids))))
-        return {"deleted": deleted.rowcount}
-
+    reference_store(app, effects, "tickets", tickets, "ticket_id", TicketIn, Ticket, OWNERS, Erase)
     return app

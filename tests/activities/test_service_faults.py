@@ -79,7 +79,8 @@ def test_a_repeated_idempotency_key_returns_the_first_result(services):  # noqa:
     again = httpx.post(f"{services['payments']}/operations", json=body, headers={"Idempotency-Key": "k-3"})
     assert (first.status_code, again.status_code) == (201, 200)
     assert again.json()["created_at"][:19] == first.json()["created_at"][:19] and again.json()["replayed"]
-    other = httpx.post(f"{services['payments']}/operations", json={**body, "movements": []},
+    other = httpx.post(f"{services['payments']}/operations",  # another amount (an empty operation is a 422)
+                       json={**body, "movements": [{**MOVEMENTS[0], "amount": "1.00"}]},
                        headers={"Idempotency-Key": "k-3"})
     assert other.status_code == 409
     assert httpx.get(f"{services['payments']}/operations/k-3").status_code == 200

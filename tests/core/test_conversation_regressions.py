@@ -9,15 +9,13 @@
 2. A write's unknown outcome escalated the conversation while another confirmed write
    waited for a supervisor: the close withdrew the approval, and neither the user nor the
    human's ticket heard of it. The escalation now names it to both.
-3. Not fixed (strict xfail): a reset to before the yes re-parks an approved write that
-   applied; a rejection then tells the user nothing was changed.
+3. A reset to before the yes re-parked an approved write that applied; a rejection then
+   told the user nothing was changed. The ledger is now asked before a write is parked.
 """
 
 from __future__ import annotations
 
 from decimal import Decimal
-
-import pytest
 
 from tests.conversation_sim import CUSTOMER, Fate
 from tests.core.test_conversation_invariants import ConversationMachine, OTHER_ADDRESS, WRITES
@@ -129,13 +127,12 @@ RETURN_ALL = next(i for i, (name, args) in enumerate(WRITES)
                   if name == "return_delivered_order_items" and len(args["item_ids"]) > 1)
 
 
-@pytest.mark.xfail(strict=True, reason="known gap (issue 7 items 4 and 6): after a reset to before the yes, the "
-                                       "re-parked approval is settled without asking the ledger")
 def test_a_rejection_after_a_reset_does_not_deny_an_applied_write():
-    # 3. found by the machine, not fixed here: a reset re-executes the yes of a write that a supervisor
-    # approved and that applied; the re-executed yes parks it for approval again, a supervisor rejects,
-    # and the user is told "nothing was changed" although the refund was made. A fix needs a ledger
-    # lookup (an activity, under workflow.patched) before a rejection, expiry or cancel is told.
+    # 3. found by the machine: a reset re-executed the yes of a write that a supervisor approved and
+    # that applied; the re-executed yes parked it for approval again, a supervisor rejected, and the
+    # user was told "nothing was changed" although the refund was made. The ledger is now asked
+    # before a write is parked (``recorded_before_approval``): it is recorded as applied, never
+    # parked, so no rejection, expiry or cancel can deny it.
     m = _machine()
     m.user_says("benign")
     m.model_proposes_write(RETURN_ALL)  # 980.87: above the threshold
@@ -145,6 +142,24 @@ def test_a_rejection_after_a_reset_does_not_deny_an_applied_write():
     key = m.d.flights[-1][2]
     assert m.sim.applied[key] == 1
     m.reset_and_re_execute_a_yes(_First())
-    assert m.d.state.pending_approvals()  # parked again
+    assert not m.d.state.pending_approvals()  # not parked again: no supervisor is asked twice
+    op = m.d.state.completed_operations[-1]
+    assert op.idempotency_key == key and op.ok and op.undo_arguments is None
+    assert next(s for s in m.d.state.steps if s.operation_id == op.operation_id).status is StepStatus.DONE
+    m.model_replies()
+    m.cancel(rollback=False)
+    assert m.sim.applied[key] == 1
+    assert "nothing was changed" not in " ".join(m.d.said) and "nothing was changed" not in " ".join(m.d.told)
+    _check(m)
+
+
+def test_a_first_yes_still_parks_for_a_supervisor():
+    # the ledger holds nothing under the key: the write waits for a supervisor as before
+    m = _machine()
+    m.user_says("benign")
+    m.model_proposes_write(RETURN_ALL)
+    m.user_says("yes")
+    assert m.d.state.pending_approvals() and any(c.kind == "lookup" for c in m.sim.calls)
     m.supervisor_decides(approve=False, last=False)
-    assert "nothing was changed" not in m.d.said[-1] and "nothing was changed" not in " ".join(m.d.told)
+    assert "nothing was changed" in m.d.told[-1]  # nothing ran: the rejection is told as it is
+    _check(m)

@@ -90,3 +90,22 @@ def test_no_adoption_for_another_address_or_a_dead_process(tmp_path):
     assert devstate.state_file(dead).exists()
     devstate.remove(dead, 2 ** 22 + 12345)
     assert not devstate.state_file(dead).exists()
+
+
+def test_the_services_fingerprint_names_which_services_and_hides_where():
+    from starter.system_of_record import services_difference, services_fingerprint, services_in_identity
+
+    full = {"payments": "http://pay.internal:8001/", "email": "http://mail:8002", "ticketing": "http://t:8003"}
+    value = services_fingerprint(full)
+    assert value.startswith("pet") and len(value) == 15
+    assert services_fingerprint({**full, "payments": "HTTP://user:pw@PAY.internal:8001"}) == value  # same service
+    assert services_fingerprint({**full, "payments": "http://pay.internal:9001"}) != value
+    without = services_fingerprint({**full, "payments": None})
+    assert without.startswith("-et")
+    identity = worker_identity(fingerprint(PG), value)
+    assert services_in_identity(identity) == value and fingerprint_in_identity(identity) == fingerprint(PG)
+    assert "pay.internal" not in identity and services_in_identity(worker_identity(fingerprint(PG))) is None
+    assert "that worker uses a payments service and this one has none" in services_difference(value, without)
+    assert "this worker uses a payments service" in services_difference(without, value)
+    assert services_difference(value, services_fingerprint({**full, "email": "http://m2"})) == (
+        "both use the same services at different URLs")

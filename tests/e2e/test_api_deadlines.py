@@ -114,6 +114,10 @@ async def test_temporal_down_is_a_503_within_the_deadline(tmp_path: Path):
     with pytest.raises(ConversationError) as refused:
         await client.send_message("c-1", "yes", message_id="m-7")
     assert refused.value.kind == "outcome_unknown" and refused.value.message_id == "m-7"
+    with pytest.raises(ConversationError) as refused:  # a decision's update id is the decision itself
+        await client.decide_approval("support-c-1~0123456789ab", "approve", "sup")
+    assert refused.value.kind == "outcome_unknown" and "send the same decision again (approve by sup)" in str(
+        refused.value)
     with pytest.raises(ConversationError) as refused:
         await client.state("c-1")  # a read changes nothing: plainly unavailable
     assert refused.value.kind == "unavailable" and refused.value.message_id is None

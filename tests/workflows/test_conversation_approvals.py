@@ -94,6 +94,8 @@ async def test_an_undecided_approval_expires_to_a_human_ticket(temporal_env, set
                                   approvals=ApprovalPolicy(timeout_seconds=2.0))
         cid, approval_id = await _awaiting_approval(short, "expire")
         await until(lambda: _no_step_waiting(client, cid), "the approval to expire")
+        # the step fails before the ticket is opened; the user's notice follows the ticket
+        await until(lambda: _last_turn_has(client, cid, "handed it to a human agent"), "the expiry notice")
         state = await client.state(cid)
         assert state.approvals[0].status is ApprovalStatus.EXPIRED
         assert [s.status for s in state.steps] == [StepStatus.FAILED]
@@ -121,6 +123,10 @@ async def test_a_cancel_withdraws_the_approval(temporal_env, settings):
 async def _told_latest(client: StatekeeperClient, cid: str, prefix: str) -> bool:
     told = [t.text for t in (await client.state(cid)).recent_turns if t.role is Role.ASSISTANT]
     return bool(told) and told[-1].startswith(prefix)
+
+
+async def _last_turn_has(client: StatekeeperClient, cid: str, text: str) -> bool:
+    return text in (await client.state(cid)).recent_turns[-1].text
 
 
 async def _no_step_waiting(client: StatekeeperClient, cid: str) -> bool:

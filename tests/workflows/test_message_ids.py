@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import uuid
 
-from tests.policy_fixtures import EMAIL
-from tests.workflow_harness import NO_APPROVALS, running_worker
+from tests.policy_fixtures import CUSTOMER, EMAIL, PENDING
+from tests.workflow_harness import NO_APPROVALS, ListBrain, call, order_details, running_worker
 from workflows.contracts import SupportInput
 from workflows.support import SupportWorkflow, support_workflow_id
 
@@ -49,3 +49,27 @@ async def test_another_text_under_a_used_message_id_is_a_conflict_not_the_old_re
             raise AssertionError("a reused message id with another text was answered")
         assert (await client.send_message(cid, f"Hi, my email is {EMAIL}", message_id="q1")) == first  # a true retry
         assert (await client.state(cid)).turn == 1  # the other text was never handled
+
+
+async def test_a_retried_yes_does_not_confirm_the_write_its_lost_reply_proposed(temporal_env, settings):
+    """Issue 7, "Why" 1: the reply to a "yes" was lost (the call failed with a transport error)
+    and that reply proposed a second write; the client sends the "yes" again. With the same
+    message id the retry returns the first reply (the second write still awaiting its own yes)
+    and nothing runs twice or newly."""
+    new_address = dict(address1="1 Elm St", address2="", city="Austin", state="TX", country="USA", zip="78701")
+    brain = ListBrain([call("find_user_id_by_email", email=EMAIL), call("get_user_details", user_id=CUSTOMER),
+                       call("get_order_details", order_id=PENDING),
+                       call("cancel_pending_order", order_id=PENDING, reason="no longer needed"),
+                       call("modify_user_address", user_id=CUSTOMER, **new_address)])
+    async with running_worker(temporal_env, settings, brain=brain) as (client, backend):
+        cid = await client.start_conversation(f"retried-yes-{uuid.uuid4().hex[:6]}")
+        assert (await client.send_message(cid, f"my email is {EMAIL}, cancel {PENDING}")).awaiting_confirmation
+        first = await client.send_message(cid, "yes", message_id="yes-1")
+        assert first.awaiting_confirmation and "1 Elm St" in first.awaiting_confirmation  # the second write, shown
+        again = await client.send_message(cid, "yes", message_id="yes-1")  # the client's retry
+        assert again == first
+        state = await client.state(cid)
+        assert state.turn == 2 and [op.tool for op in state.completed_operations] == ["cancel_pending_order"]
+        assert [e["tool"] for e in backend.ledger_entries("main")] == ["cancel_pending_order"]
+        assert state.pending_confirmation is not None  # still awaiting the user's own yes
+        assert order_details(backend, PENDING)["status"] == "cancelled"

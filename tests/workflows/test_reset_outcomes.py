@@ -9,7 +9,9 @@ again. The effect keys come from business identity (conversation, turn, order), 
   precondition its own write changed;
 - a refund child still running when its parent is reset is waited for, not a failure;
 - a different change confirmed at the same turn after the reset is a known non-application
-  (the key holds another call), not an escalation of an "unknown" outcome.
+  (the key holds another call), not an escalation of an "unknown" outcome;
+- a write a supervisor approved and that applied is found in the ledger when the reset
+  re-executes its yes, not parked for a second approval.
 """
 
 from __future__ import annotations
@@ -142,3 +144,42 @@ async def test_a_different_change_at_the_same_turn_after_a_reset_is_not_an_escal
     assert state.last_rejection().rule == "tool-error"
     assert order_details(backend, PENDING)["address"]["city"] == "Austin"  # the key's first call stands
     assert backend.duplicate_writes("main") == 0
+
+
+async def test_reset_after_an_approved_and_applied_refund_does_not_ask_a_supervisor_again(temporal_env, settings):
+    """The reset re-executes the yes of a cancel that a supervisor approved and that applied: the
+    ledger is asked before the write is parked (``recorded_before_approval``), so it is recorded
+    as applied and no second approval is opened (whose rejection would tell the user "nothing
+    was changed")."""
+    from starter.client import StatekeeperClient
+    from tests.workflow_harness import until
+    from workflows.approvals import ApprovalPolicy
+
+    async with running_worker(temporal_env, settings, brain=CANCEL) as (_, backend):
+        client = StatekeeperClient(temporal_env.client, settings.task_queue, settings.write_timeout_seconds,
+                                   approvals=ApprovalPolicy())  # 826.70 is above the 500.00 threshold
+        cid = await client.start_conversation(f"reset-approved-{uuid.uuid4().hex[:6]}")
+        await client.send_message(cid, f"Hi, my email is {EMAIL}")
+        assert (await client.send_message(cid, f"cancel {PENDING} please")).awaiting_confirmation
+        point = (await completed_tasks(temporal_env, f"support-{cid}"))[-1]  # after the proposal
+        parked = await client.send_message(cid, "yes")
+        assert parked.awaiting_approval
+        await client.decide_approval(parked.awaiting_approval, "approve", "alice")
+
+        async def applied() -> bool:
+            return bool((await client.state(cid)).completed_operations)
+        await until(applied, "the approved cancel to run")
+        [first] = (await client.state(cid)).completed_operations
+        assert first.ok and order_details(backend, PENDING)["status"] == "cancelled"
+
+        await reset_to(temporal_env, f"support-{cid}", point)
+        await wait_for_turn(client, cid, 2)
+        again_reply = await client.send_message(cid, "yes")
+        state = await client.state(cid)
+    assert again_reply.awaiting_approval is None and "supervisor" not in again_reply.text
+    assert state.pending_approvals() == [] and state.approvals == []
+    [again] = state.completed_operations
+    assert again.ok and again.idempotency_key == first.idempotency_key and again.result == first.result
+    assert next(s for s in state.steps if s.name == "cancel_pending_order").status.value == "done"
+    assert backend.duplicate_writes("main") == 0
+    assert len([e for e in backend.ledger_entries("main") if e["tool"] == "cancel_pending_order"]) == 1

@@ -8,8 +8,8 @@ from __future__ import annotations
 from temporalio.api.sdk.v1 import WorkflowMetadata
 
 from starter.client import StatekeeperClient
-from tests.policy_fixtures import EMAIL, PENDING
-from tests.workflow_harness import NO_APPROVALS, running_worker
+from tests.policy_fixtures import CUSTOMER, EMAIL, PENDING
+from tests.workflow_harness import NO_APPROVALS, ListBrain, call, order_details, running_worker
 from workflows import replies
 from workflows.budget import BUDGET_REASON
 
@@ -61,3 +61,45 @@ async def test_without_a_budget_nothing_is_counted_ahead_or_handed_over(temporal
         reply = await client.send_message(cid, f"Hi, my email is {EMAIL}")
         assert reply.status == "active" and reply.text != replies.BUDGET_EXCEEDED
         assert backend.tickets("main") == []
+
+
+CANCEL_ACTIONS = [("find_user_id_by_email", {"email": EMAIL}), ("get_user_details", {"user_id": CUSTOMER}),
+                  ("get_order_details", {"order_id": PENDING}),
+                  ("cancel_pending_order", {"order_id": PENDING, "reason": "no longer needed"})]
+
+
+async def _cancel_turns(temporal_env, settings, cid: str, budget: int):
+    """Turn 1 shows a cancel of PENDING, turn 2 confirms it; returns (client, yes reply or None, backend)."""
+    brain = ListBrain([call(name, **arguments) for name, arguments in CANCEL_ACTIONS])
+    async with running_worker(temporal_env, settings, brain=brain) as (_, backend):
+        client = StatekeeperClient(temporal_env.client, settings.task_queue, settings.write_timeout_seconds,
+                                   approvals=NO_APPROVALS, token_budget=budget)
+        await client.start_conversation(cid)
+        assert (await client.send_message(cid, f"my email is {EMAIL}, cancel {PENDING}")).awaiting_confirmation
+        used = (await client.state(cid)).usage.total_tokens()
+        answer = await client.send_message(cid, "yes")
+        return used, answer, await client.state(cid), backend
+
+
+async def test_a_hand_off_right_after_a_write_still_tells_what_was_applied(temporal_env, settings, tmp_path):
+    """The budget runs out on the model call right after a confirmed cancel: the hand-off's reply
+    (and the human's ticket) say the cancel was done, not only that the conversation is transferred."""
+    measure = settings.model_copy(update={"data_dir": tmp_path / "measure",  # an order not yet cancelled
+                                          "database_url": f"sqlite:///{tmp_path / 'measure.sqlite'}"})
+    used, _, _, _ = await _cancel_turns(temporal_env, measure, "budget-measure-1", 10**9)
+    # the same two turns with room for turn 1 and not for one more model call, which reserves its
+    # input plus the output bound (max_tokens) first: each call of turn 1 needs less than what it used
+    budget = used + settings.model_max_tokens - 1
+    _, answer, state, backend = await _cancel_turns(temporal_env, settings, "budget-after-w-1", budget)
+    assert answer.status == "transferred" and answer.text.endswith(replies.BUDGET_EXCEEDED)
+    [step] = [s for s in state.steps if s.name == "cancel_pending_order"]
+    assert step.status.value == "done" and answer.text.startswith(f"Your request is done: {step.detail}")
+    assert order_details(backend, PENDING)["status"] == "cancelled"
+    [ticket] = backend.tickets("main")
+    assert f"Done this turn: {step.detail}" in ticket["summary"]
+
+
+def test_the_hand_off_reply_names_done_and_refused_writes_and_nothing_else():
+    assert replies.budget_exceeded([], []) == replies.BUDGET_EXCEEDED
+    said = replies.budget_exceeded(["cancel A"], ["return B"])
+    assert said == f"Your request is done: cancel A Your request did not go through: return B {replies.BUDGET_EXCEEDED}"

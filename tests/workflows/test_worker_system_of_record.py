@@ -154,3 +154,24 @@ async def test_a_stopped_worker_counts_only_within_the_live_window(temporal_env,
     await asyncio.sleep(max(0.0, stopped_at + 2.5 - time.time()))
     # ...past it, it is not (the default window is longer than the server's long poll)
     await check_task_queue(client, settings.temporal_namespace, settings.task_queue, mine, live_within_seconds=2.0)
+
+
+async def test_a_worker_without_the_payments_url_refuses_to_join_a_queue_that_has_it(temporal_env, settings):
+    """Same database, other services: a worker started without STATEKEEPER_PAYMENTS_URL would
+    run refunds without their payments mirror; it refuses before it polls, naming what differs."""
+    client = temporal_env.client
+    address = {"temporal_address": _address(temporal_env)}
+    mirrored = settings.model_copy(update={"payments_url": "http://127.0.0.1:1/", **address})
+    async with build_worker(client, mirrored, build_backend(mirrored)):
+        [identity] = await _until_polled(client, settings)
+        with pytest.raises(StartupRefused) as refused:
+            await run_worker(settings.model_copy(update=address))
+        message = str(refused.value)
+        assert f"task queue '{settings.task_queue}'" in message and "other external services" in message
+        assert "that worker uses a payments service and this one has none" in message
+        assert "STATEKEEPER_PAYMENTS_URL" in message and "127.0.0.1" not in message  # no URL
+        assert await _pollers(client, settings) == [identity]  # the refused worker never polled
+        with pytest.raises(StartupRefused, match="both use the same services at different URLs"):
+            await run_worker(mirrored.model_copy(update={"payments_url": "http://127.0.0.1:2"}))
+        # the same services (the URL written another way) join: the check itself passes
+        await preflight(client, mirrored.model_copy(update={"payments_url": "HTTP://127.0.0.1:1"}))

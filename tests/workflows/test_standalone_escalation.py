@@ -1,0 +1,62 @@
+"""A standalone refund (``POST /refunds``, ``RefundWorkflow`` without a conversation) whose
+payment outcome cannot be shown escalates like a conversation (issue 7, item 3): the ledger
+is asked once more, a ticket keyed by the write is opened, and the refund's status is
+``escalated`` with the reason stated; the payment is never sent again. Real parts: a
+Temporal dev server, a worker, the retail store and the external services over HTTP.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+import httpx
+import sqlalchemy as sa
+
+from systems.service_kit.fleet import Fleet, sqlite_databases
+from tests.policy_fixtures import PENDING
+from tests.service_fixtures import arm
+from tests.workflow_harness import running_worker
+from workflows import keys
+from workflows.standalone import RefundRequest
+
+
+async def _settled(client, refund_id: str):
+    """The refund's status once its run has closed."""
+    for _ in range(600):
+        status = await client.refund(refund_id)
+        if status.status not in ("running", "awaiting_approval"):
+            return status
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"refund {refund_id} still running")
+
+
+async def test_a_standalone_refund_whose_payment_cannot_be_told_is_escalated(temporal_env, settings, tmp_path):
+    fleet = Fleet(sqlite_databases(tmp_path))
+    urls = fleet.start()
+    try:
+        arm(urls["payments"], "answer_after_timeout", seconds=30.0)
+        fast = settings.model_copy(update={"write_timeout_seconds": 3.0})
+        async with running_worker(temporal_env, fast, services=urls) as (client, backend):
+            request = RefundRequest(request_id=f"esc-{uuid.uuid4().hex[:6]}", order_id=PENDING, operation="cancel",
+                                    reason="no longer needed")
+            started = await client.request_refund(request)
+            while httpx.get(f"{urls['payments']}/_faults").json().get("answer_after_timeout") != 1:
+                await asyncio.sleep(0.05)
+            await asyncio.to_thread(fleet.threads["payments"].stop)  # gone before it answers
+            status = await _settled(client, started.refund_id)
+            assert status.status == "escalated", status
+            assert "could not be shown to have completed" in status.reason and "escalated" in status.reason
+            assert "Error" not in status.reason and "OutcomeUnknown" not in status.reason
+            key = f"cancel_pending_order:{PENDING}:{keys.standalone_operation_id(request.request_id)}"
+            tickets = httpx.get(f"{urls['ticketing']}/tickets", params={"reference": f"escalate:{key}"}).json()
+            assert len(tickets) == 1
+            assert status.step == "escalated"
+            assert (await client.refund(started.refund_id)).status == "escalated"  # stable on a second read
+            backend.engine.dispose()
+    finally:
+        fleet.stop()
+    payments = sa.create_engine(sqlite_databases(tmp_path)["payments"])
+    with payments.connect() as conn:  # sent once, never replayed
+        assert conn.execute(sa.text("SELECT count(*) FROM payment_operations")).scalar_one() == 1
+    payments.dispose()
