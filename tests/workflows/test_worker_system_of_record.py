@@ -47,11 +47,15 @@ async def _pollers(client, settings: Settings, kind=TaskQueueType.TASK_QUEUE_TYP
     return [p.identity for p in described.pollers]
 
 
-async def _until_polled(client, settings: Settings, count: int = 1) -> list[str]:
-    for _ in range(100):
+async def _until_polled(client, settings: Settings, count: int = 1, seconds: float = 10.0,
+                        process: subprocess.Popen | None = None) -> list[str]:
+    """The queue's poller identities once ``count`` poll; fails after ``seconds`` or as soon as
+    ``process`` (the worker being waited for) exits."""
+    for _ in range(int(seconds * 10)):
         found = await _pollers(client, settings)
         if len(found) >= count:
             return found
+        assert process is None or process.poll() is None, "the worker process exited"
         await asyncio.sleep(0.1)
     raise AssertionError(f"no {count} pollers on {settings.task_queue}")
 
@@ -105,7 +109,8 @@ async def test_workers_on_the_same_database_scale_out(temporal_env, settings, tm
         second = subprocess.Popen([sys.executable, "-m", "starter.cli", "worker"], cwd=ROOT, env=env,
                                   stdout=log, stderr=subprocess.STDOUT)
         try:
-            identities = await _until_polled(client, settings, count=2)
+            # a new process imports the worker first: seconds on a loaded CI machine
+            identities = await _until_polled(client, settings, count=2, seconds=90, process=second)
             assert len({fingerprint_in_identity(i) for i in identities}) == 1  # one system of record
             sk = StatekeeperClient(client, settings.task_queue, settings.write_timeout_seconds, approvals=NO_APPROVALS)
             await _cancel_through(sk, "sor-scale-out")
