@@ -2,6 +2,8 @@
 HTTP semantics (httpx ASGI transport) against a real Temporal dev server, a real worker
 and a SQLite system of record. Each refusal is checked together with the state it must
 leave intact (the conversation's turn count, the ledger, the order, the runs started).
+A cancel sent twice while a write runs keeps the first (202 both), a message after it is a
+409, and a cancel once the conversation finished is a 409.
 
 Deadlines, "no worker polling" and "Temporal down" are tests/e2e/test_api_deadlines.py.
 """
@@ -288,3 +290,41 @@ async def test_approval_decisions_are_refused_for_unknown_ids(stack):
         response = await http.post(f"/approvals/support-{cid}~0123456789ab", json=bad)
         assert response.status_code == 422, (bad, response.text)
     assert (await http.get(f"/conversations/{cid}")).json()["turn"] == 0
+
+
+async def test_cancel_twice_while_a_write_runs_keeps_the_first_and_refuses_later_messages(temporal_env, settings,
+                                                                                            tmp_path):
+    from tests.workflow_harness import running_worker, until
+
+    marker = tmp_path / "committed.marker"
+    async with running_worker(temporal_env, settings, pause_after_write=(2.0, marker)) as (client, backend):
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=create_app(lambda: client),
+                                                                   raise_app_exceptions=False),
+                                     base_url="http://statekeeper.test", timeout=60.0) as http:
+            started = await http.post("/conversations", json={"text": f"Hi, my email is {EMAIL}"})
+            cid = started.json()["conversation_id"]
+            messages, cancel = f"/conversations/{cid}/messages", f"/conversations/{cid}/cancel"
+            shown = await http.post(messages, json={"text": f"Please cancel order {PENDING}, I ordered it by mistake"})
+            assert shown.json()["awaiting_confirmation"], shown.text
+            yes = asyncio.ensure_future(http.post(messages, json={"text": "yes"}))
+            await until(lambda: (marker.exists()), "the write's commit")
+            first = await http.post(cancel, json={"reason": "customer hung up"})
+            second = await http.post(cancel, json={"reason": "changed my mind", "rollback": True})
+            assert (first.status_code, second.status_code) == (202, 202), (first.text, second.text)
+            late = await http.post(messages, json={"text": "are you still there?"})
+            assert late.status_code == 409 and "start a new conversation" in late.json()["detail"]
+            answer = (await asyncio.wait_for(yes, 30)).json()
+            assert answer["status"] == "cancelled" and f"Done: Cancel order {PENDING}" in answer["text"]
+            state = (await http.get(f"/conversations/{cid}")).json()
+            assert state["status"] == "cancelled" and state["ended_reason"] == "customer hung up"  # the first wins
+            assert [s["status"] for s in state["steps"]] == ["done"] and state["turn"] == 3
+            assert order_details(backend, PENDING)["status"] == "cancelled"
+            assert len(backend.ledger_entries("main")) == 1
+            finished = await _eventually(lambda: _closed(http, cancel), 10)
+            assert finished.status_code == 409, finished.text  # a cancel once finished
+            assert (await http.get(f"/conversations/{cid}")).json() == state  # intact
+
+
+async def _closed(http: httpx.AsyncClient, cancel_path: str):
+    response = await http.post(cancel_path, json={})
+    return response if response.status_code != 202 else None
