@@ -24,9 +24,11 @@ from starter.api import create_app
 from starter.client import StatekeeperClient
 from tests.policy_fixtures import CARD, CUSTOMER, EMAIL, PENDING
 from tests.workflow_harness import order_details
-from workflows.contracts import SupportInput
+from workflows.actions import make_tool_call
+from workflows.contracts import RefundInput, SupportInput
 from workflows.options import CUSTOMER_ID, ORDER_IDS, PENDING_APPROVAL, STATUS, STEP
 from workflows.pseudonym import customer_pseudonym
+from workflows.refund import RefundWorkflow
 from workflows.support import SupportWorkflow
 
 KEY = "test-pseudonym-key"
@@ -267,9 +269,44 @@ async def test_lists_filter_by_search_attributes_and_paginate(stack):
             response = await http.get("/conversations", params=params)
             assert response.status_code == 422, (params, response.text)
         assert (await http.get("/approvals", params={"status": "approved"})).status_code == 422
+        await _refunds_filter_like_conversations(http, client, customer, order, tag, started)
     finally:
         for handle in started:
             await handle.terminate("test finished")
+
+
+async def _refunds_filter_like_conversations(http, client: Client, customer: str, order: str, tag: str,
+                                             started: list) -> None:
+    """GET /refunds by customer, order, status and step, paginated (runs on an idle queue)."""
+    for i, step in enumerate(("awaiting_approval", "awaiting_approval", "done")):
+        call = make_tool_call("cancel_pending_order", {"order_id": order, "reason": "no longer needed"})
+        refund_id = f"refund-main-W{tag}-{i}"
+        attributes = [SearchAttributePair(CUSTOMER_ID, customer_pseudonym(customer, KEY)),
+                      SearchAttributePair(ORDER_IDS, [order]), SearchAttributePair(STEP, step),
+                      SearchAttributePair(STATUS, "applied" if step == "done" else "running")]
+        started.append(await client.start_workflow(
+            RefundWorkflow.run, RefundInput(store="main", operation_id=f"{tag}.r{i}", call=call), id=refund_id,
+            task_queue=f"idle-{tag}", search_attributes=TypedSearchAttributes(attributes)))
+
+    async def refunds(**params):
+        response = await http.get("/refunds", params={"customer_id": customer, **params})
+        assert response.status_code == 200, response.text
+        return response.json()
+
+    async def all_three():
+        body = await refunds()
+        return body if len(body["items"]) == 3 else None
+
+    assert await _eventually(all_three, 15)
+    waiting = await refunds(order_id=order, step="awaiting_approval", status="running")
+    assert {i["refund_id"] for i in waiting["items"]} == {f"refund-main-W{tag}-0", f"refund-main-W{tag}-1"}
+    assert all(i["customer_id"] == customer_pseudonym(customer, KEY) for i in waiting["items"])
+    assert [i["refund_id"] for i in (await refunds(step="done"))["items"]] == [f"refund-main-W{tag}-2"]
+    first = await refunds(limit=2)
+    rest = await refunds(limit=2, next_page_token=first["next_page_token"])
+    assert len(first["items"]) == 2 and len(rest["items"]) == 1 and not rest["next_page_token"]
+    for params in ({"step": 'done" OR Step != "x'}, {"order_id": "#W 1"}, {"limit": 0}):
+        assert (await http.get("/refunds", params=params)).status_code == 422, params
 
 
 async def _full(page):
