@@ -22,7 +22,7 @@ from temporalio.common import SearchAttributePair, TypedSearchAttributes
 
 from starter.api import create_app
 from starter.client import StatekeeperClient
-from tests.policy_fixtures import CARD, CUSTOMER, EMAIL, PENDING
+from tests.policy_fixtures import CARD, CUSTOMER, DELIVERED, EMAIL, PENDING
 from tests.workflow_harness import order_details
 from workflows.actions import make_tool_call
 from workflows.contracts import RefundInput, SupportInput
@@ -219,6 +219,32 @@ async def test_a_standalone_refund_runs_the_tools_own_policy_checks(stack):
         assert "Error" not in response.json()["detail"]  # no exception names
     assert (await http.get("/refunds/refund-main-W4566809-b1.r0000000000")).status_code == 404
     assert order_details(backend, PENDING) == before
+
+
+async def test_standalone_return_exchange_and_item_change_apply_once_each(stack):
+    http, backend, _ = stack
+    requests = {  # operation -> (body, the order's status afterwards); amounts below every approval rule
+        "return": ({"order_id": DELIVERED, "item_ids": ["1096508426"], "payment_method_id": CARD},
+                   "return requested"),
+        "exchange": ({"order_id": "#W1067251", "item_ids": ["6452271382"], "new_item_ids": ["9580569596"],
+                      "payment_method_id": CARD}, "exchange requested"),
+        "modify_items": ({"order_id": PENDING, "item_ids": ["1569829406"], "new_item_ids": ["6901578702"],
+                          "payment_method_id": CARD}, "pending (item modified)"),
+    }
+    ids = {}
+    for operation, (body, _) in requests.items():
+        response = await http.post("/refunds", json={"request_id": f"{operation}-1", "operation": operation, **body})
+        assert response.status_code == 202, response.text
+        ids[operation] = response.json()["refund_id"]
+    for operation, (body, order_status) in requests.items():
+        status = await _eventually(lambda: _finished(http, ids[operation]), 20)
+        assert status and status["status"] == "applied", (operation, status)
+        assert order_details(backend, body["order_id"])["status"] == order_status
+    assert order_details(backend, PENDING)["items"][0]["item_id"] == "6901578702"
+    keys = sorted(e["idempotency_key"] for e in backend.ledger_entries("main"))
+    assert keys == sorted(["exchange_delivered_order_items:#W1067251:exchange-1.req",
+                           f"modify_pending_order_items:{PENDING}:modify_items-1.req",
+                           f"return_delivered_order_items:{DELIVERED}:return-1.req"])
 
 
 async def _finished(http: httpx.AsyncClient, refund_id: str):
