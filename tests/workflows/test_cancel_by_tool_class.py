@@ -19,10 +19,12 @@ from temporalio.exceptions import CancelledError
 
 from starter.client import ConversationError
 from tests.faults import SlowReads
+from tests.port_faults import FaultyPort
 from tests.policy_fixtures import CARD, CUSTOMER, DELIVERED, EMAIL, PENDING
 from tests.workflow_harness import SLOW, Script, call, order_details, reply, running_worker, until, user_details
 from workflows.approvals import ApprovalPolicy, ApprovalStatus
 from workflows.contracts import CancelRequest, SupportInput
+from workflows import replies
 from workflows.replies import OPERATOR_CANCEL_REASON
 from workflows.state import ConversationState, StepStatus
 from workflows.support import SupportWorkflow, support_workflow_id
@@ -142,6 +144,37 @@ async def test_cancel_during_an_irreversible_write_awaits_it_and_reports_it(temp
         assert order_details(backend, PENDING)["status"] == "pending"
         assert [e["tool"] for e in backend.ledger_entries("main")] == ["return_delivered_order_items"]
         assert script.calls == calls_before  # nothing new started: no model call after the write
+
+
+async def test_a_write_in_flight_whose_outcome_is_unknown_is_still_escalated_after_a_cancel(temporal_env, settings):
+    # the retail system fails every attempt of the cancel (5, the write's retry policy): the
+    # outcome is unknown, so the one thing a cancel still lets start is its escalation ticket
+    port = FaultyPort()
+    port.arm("cancel_pending_order", "http_5xx", count=5)
+    script = Script([*IDENTIFY, call("get_order_details", order_id=PENDING),
+                     call("cancel_pending_order", order_id=PENDING, reason="ordered by mistake")])
+    async with running_worker(temporal_env, settings, brain=script, slow_reads=port) as (client, backend):
+        cid = await _identified(client, script, "cancel-unknown")
+        assert (await client.send_message(cid, f"Cancel {PENDING}, I ordered it by mistake")).awaiting_confirmation
+        calls_before = script.calls
+        yes = asyncio.ensure_future(client.send_message(cid, "yes"))
+        await until(lambda: (len(port.hits) >= 1), "the write's first failed attempt")
+        await client.cancel(cid, "the customer hung up")
+        answer = await asyncio.wait_for(yes, DEADLINE)
+        # escalated (a human must check the write), and the user hears of the cancel too
+        assert answer.status == "escalated" and answer.text.startswith("The conversation was cancelled.")
+        assert f"Not known whether it went through (a human agent is checking): Cancel order {PENDING}" in answer.text
+        assert answer.text.endswith(replies.escalated([], ticket_opened=True))
+        state = await _state(client, cid)
+        [step] = state.steps
+        assert step.status == StepStatus.UNKNOWN and state.status.value == "escalated"
+        assert state.ended_reason.endswith("escalated to a human agent; cancel requested meanwhile: the customer hung up")
+        assert state.recent_turns[-1].text == answer.text
+        [ticket] = backend.tickets("main")
+        assert ticket["ticket_key"] == f"escalate:cancel_pending_order:{PENDING}:{cid}.t2"
+        assert len(port.hits) == 5 and backend.ledger_entries("main") == []
+        assert order_details(backend, PENDING)["status"] == "pending"
+        assert script.calls == calls_before  # no model call, no read, no other write or ticket
 
 
 @pytest.mark.parametrize("rollback", [True, False])
