@@ -2,7 +2,7 @@
 
     POST /refunds                 RefundRequest                        -> 202 {refund_id, status, ...}
     GET  /refunds/{refund_id}                                          -> 200 RefundStatus
-    GET  /refunds?order_id=&customer_id=&status=&limit=&next_page_token= -> 200 {items, next_page_token}
+    GET  /refunds?order_id=&customer_id=&status=&step=&limit=&next_page_token= -> 200 {items, next_page_token}
     POST /approvals/{approval_id} {decision, approver, note?}          -> 200 Approval
     GET  /approvals?status=pending&limit=&next_page_token=             -> 200 {items, next_page_token}
     POST /conversations/{id}/resolutions  (``starter.api_operators``, included here)
@@ -46,12 +46,13 @@ async def request_refund(body: RefundRequest, guard: Guard = Depends(guard_dep),
 
 @router.get("/refunds", response_model=Page, responses=responses_for("GET", "/refunds"))
 async def list_refunds(order_id: Optional[str] = filter_query(), customer_id: Optional[str] = filter_query(),
-                       status: Optional[str] = filter_query(), limit: int = Query(20, ge=1, le=MAX_PAGE),
+                       status: Optional[str] = filter_query(), step: Optional[str] = filter_query(),
+                       limit: int = Query(20, ge=1, le=MAX_PAGE),
                        next_page_token: Optional[str] = page_token_query(), guard: Guard = Depends(guard_dep),
                        client: StatekeeperClient = Depends(client_dep)) -> Page:
     """The caller's tenant's refunds (standalone and conversations') matching every filter, one page."""
     guard.require(Permission.READ_REFUNDS)
-    page = await client.list_refunds(order_id=order_id, customer_id=customer_id, status=status, limit=limit,
+    page = await client.list_refunds(order_id=order_id, customer_id=customer_id, status=status, step=step, limit=limit,
                                      next_page_token=next_page_token, scope=guard.scope())
     await guard.audit_list(client, "refunds", customer_id, len(page.items))
     return page

@@ -100,11 +100,11 @@ class ListingCalls(ClientCore):
                            for e in executions], next_page_token=token)
 
     async def list_refunds(self, *, order_id: Optional[str] = None, customer_id: Optional[str] = None,
-                           status: Optional[str] = None, limit: int = 20,
+                           status: Optional[str] = None, step: Optional[str] = None, limit: int = 20,
                            next_page_token: Optional[str] = None, scope: Sequence[str] = ()) -> Page:
-        """Refund workflows (standalone and conversations' children) matching the filters
-        and the ``scope`` clauses."""
-        parts = ['WorkflowType = "RefundWorkflow"', *self._filters(customer_id, order_id, status, None), *scope]
+        """Refund workflows (standalone and conversations' children) matching every given
+        filter (``step``: e.g. ``awaiting_approval``, ``done``) and the ``scope`` clauses."""
+        parts = ['WorkflowType = "RefundWorkflow"', *self._filters(customer_id, order_id, status, step), *scope]
         executions, token = await self._page(" AND ".join(parts), limit, next_page_token)
         return Page(items=[RefundItem(refund_id=e.id, pending_approval=_keyword(e, PENDING_APPROVAL), **_common(e))
                            for e in executions], next_page_token=token)

@@ -12,6 +12,10 @@ that escalation. The user receives a summary of exactly what happened.
 
 from __future__ import annotations
 
+from typing import Optional
+
+from temporalio import workflow
+
 from workflows import keys, replies
 from workflows import transitions as tr
 from workflows.compensation import roll_back
@@ -33,6 +37,24 @@ async def cancel_conversation(state: ConversationState, request: CancelRequest, 
                                   keys.rollback_ticket_key(state.conversation_id))
         tr.close(state, ConversationStatus.CANCELLED, request.reason)
     return summary(state, not_undone)
+
+
+ESCALATED_WHILE_CANCELLING_PATCH = "cancel-summary-on-escalation"
+"""Since this patch, a write whose outcome turned out unknown while a cancel was pending is
+still escalated (the one thing a cancel lets start), and the user's reply and the state also
+say that the conversation was cancelled (before: only the escalation was said)."""
+
+
+def escalated_while_cancelling(state: ConversationState, request: Optional[CancelRequest], reply: str) -> str:
+    """The reply to a turn that ended escalated: prefixed with the cancel's summary, and the
+    cancel's reason added to ``state.ended_reason``, when a cancel was pending; ``reply``
+    unchanged otherwise (the status stays ``escalated``: a human must check the write)."""
+    if request is None or state.status is not ConversationStatus.ESCALATED:
+        return reply
+    if not workflow.patched(ESCALATED_WHILE_CANCELLING_PATCH):
+        return reply
+    state.ended_reason = f"{state.ended_reason}; cancel requested meanwhile: {request.reason}"
+    return f"{summary(state, [])} {reply}"
 
 
 def summary(state: ConversationState, not_undone: list[str]) -> str:

@@ -1,9 +1,6 @@
 """Approval decisions over HTTP on a real standalone refund above the threshold: the
 refund waits with ``PendingApproval``; a decision for another operation's approval id is
 a 409 and changes nothing; the right id approved by a named approver runs the write once.
-
-Needs ``workflows.approvals`` (the approvals feature of issue 6): skipped until it is
-merged, then it runs in every suite.
 """
 
 from __future__ import annotations
@@ -12,13 +9,11 @@ import asyncio
 from decimal import Decimal
 
 import httpx
-import pytest
 
 from starter.api import create_app
 from starter.client import StatekeeperClient
 from tests.workflow_harness import order_details
-
-approvals = pytest.importorskip("workflows.approvals")
+from workflows import approvals
 
 ORDER = "#W5918442"  # sofia_rossi_8776, pending, one payment, items worth 1463.70
 

@@ -58,7 +58,9 @@ async def test_no_worker_polling_is_a_503_naming_it_and_starts_nothing(temporal_
         cid = f"idle-{uuid.uuid4().hex[:8]}"
         for path, body in (("/conversations", {"conversation_id": cid}),
                            ("/conversations", {"conversation_id": cid, "text": "hello"}),
-                           ("/refunds", {"request_id": "r-1", "order_id": "#W4566809", "operation": "cancel",
+                           # a request id of its own: the session's server may hold another test's r-1, which
+                           # a repeat rightly answers from that run without any worker
+                           ("/refunds", {"request_id": f"r-{cid}", "order_id": "#W4566809", "operation": "cancel",
                                          "reason": "no longer needed"})):
             response, took = await _timed(http.post(path, json=body))
             assert response.status_code == 503 and took < BOUND, (path, response.text, took)
@@ -73,7 +75,9 @@ async def test_no_worker_polling_is_a_503_naming_it_and_starts_nothing(temporal_
                                                  id=workflow_id, task_queue=queue)
         before = await _history_length(temporal_env.client, workflow_id)
         for method, path, body in (("POST", f"/conversations/{cid}/messages", {"text": "hi", "message_id": "m1"}),
-                                   ("GET", f"/conversations/{cid}", None)):
+                                   ("GET", f"/conversations/{cid}", None),
+                                   ("POST", f"/approvals/{workflow_id}~0123456789ab",
+                                    {"decision": "approve", "approver": "sup-1"})):
             response, took = await _timed(http.request(method, path, json=body))
             assert response.status_code == 503 and took < BOUND, (path, response.text, took)
             assert "no worker is polling" in response.json()["detail"]

@@ -2,6 +2,8 @@
 HTTP semantics (httpx ASGI transport) against a real Temporal dev server, a real worker
 and a SQLite system of record. Each refusal is checked together with the state it must
 leave intact (the conversation's turn count, the ledger, the order, the runs started).
+A cancel sent twice while a write runs keeps the first (202 both), a message after it is a
+409, and a cancel once the conversation finished is a 409.
 
 Deadlines, "no worker polling" and "Temporal down" are tests/e2e/test_api_deadlines.py.
 """
@@ -20,11 +22,13 @@ from temporalio.common import SearchAttributePair, TypedSearchAttributes
 
 from starter.api import create_app
 from starter.client import StatekeeperClient
-from tests.policy_fixtures import CARD, CUSTOMER, EMAIL, PENDING
+from tests.policy_fixtures import CARD, CUSTOMER, DELIVERED, EMAIL, PENDING
 from tests.workflow_harness import order_details
-from workflows.contracts import SupportInput
+from workflows.actions import make_tool_call
+from workflows.contracts import RefundInput, SupportInput
 from workflows.options import CUSTOMER_ID, ORDER_IDS, PENDING_APPROVAL, STATUS, STEP
 from workflows.pseudonym import customer_pseudonym
+from workflows.refund import RefundWorkflow
 from workflows.support import SupportWorkflow
 
 KEY = "test-pseudonym-key"
@@ -217,6 +221,32 @@ async def test_a_standalone_refund_runs_the_tools_own_policy_checks(stack):
     assert order_details(backend, PENDING) == before
 
 
+async def test_standalone_return_exchange_and_item_change_apply_once_each(stack):
+    http, backend, _ = stack
+    requests = {  # operation -> (body, the order's status afterwards); amounts below every approval rule
+        "return": ({"order_id": DELIVERED, "item_ids": ["1096508426"], "payment_method_id": CARD},
+                   "return requested"),
+        "exchange": ({"order_id": "#W1067251", "item_ids": ["6452271382"], "new_item_ids": ["9580569596"],
+                      "payment_method_id": CARD}, "exchange requested"),
+        "modify_items": ({"order_id": PENDING, "item_ids": ["1569829406"], "new_item_ids": ["6901578702"],
+                          "payment_method_id": CARD}, "pending (item modified)"),
+    }
+    ids = {}
+    for operation, (body, _) in requests.items():
+        response = await http.post("/refunds", json={"request_id": f"{operation}-1", "operation": operation, **body})
+        assert response.status_code == 202, response.text
+        ids[operation] = response.json()["refund_id"]
+    for operation, (body, order_status) in requests.items():
+        status = await _eventually(lambda: _finished(http, ids[operation]), 20)
+        assert status and status["status"] == "applied", (operation, status)
+        assert order_details(backend, body["order_id"])["status"] == order_status
+    assert order_details(backend, PENDING)["items"][0]["item_id"] == "6901578702"
+    keys = sorted(e["idempotency_key"] for e in backend.ledger_entries("main"))
+    assert keys == sorted(["exchange_delivered_order_items:#W1067251:exchange-1.req",
+                           f"modify_pending_order_items:{PENDING}:modify_items-1.req",
+                           f"return_delivered_order_items:{DELIVERED}:return-1.req"])
+
+
 async def _finished(http: httpx.AsyncClient, refund_id: str):
     status = (await http.get(f"/refunds/{refund_id}")).json()
     return status if status["status"] not in ("running", "awaiting_approval") else None
@@ -265,9 +295,44 @@ async def test_lists_filter_by_search_attributes_and_paginate(stack):
             response = await http.get("/conversations", params=params)
             assert response.status_code == 422, (params, response.text)
         assert (await http.get("/approvals", params={"status": "approved"})).status_code == 422
+        await _refunds_filter_like_conversations(http, client, customer, order, tag, started)
     finally:
         for handle in started:
             await handle.terminate("test finished")
+
+
+async def _refunds_filter_like_conversations(http, client: Client, customer: str, order: str, tag: str,
+                                             started: list) -> None:
+    """GET /refunds by customer, order, status and step, paginated (runs on an idle queue)."""
+    for i, step in enumerate(("awaiting_approval", "awaiting_approval", "done")):
+        call = make_tool_call("cancel_pending_order", {"order_id": order, "reason": "no longer needed"})
+        refund_id = f"refund-main-W{tag}-{i}"
+        attributes = [SearchAttributePair(CUSTOMER_ID, customer_pseudonym(customer, KEY)),
+                      SearchAttributePair(ORDER_IDS, [order]), SearchAttributePair(STEP, step),
+                      SearchAttributePair(STATUS, "applied" if step == "done" else "running")]
+        started.append(await client.start_workflow(
+            RefundWorkflow.run, RefundInput(store="main", operation_id=f"{tag}.r{i}", call=call), id=refund_id,
+            task_queue=f"idle-{tag}", search_attributes=TypedSearchAttributes(attributes)))
+
+    async def refunds(**params):
+        response = await http.get("/refunds", params={"customer_id": customer, **params})
+        assert response.status_code == 200, response.text
+        return response.json()
+
+    async def all_three():
+        body = await refunds()
+        return body if len(body["items"]) == 3 else None
+
+    assert await _eventually(all_three, 15)
+    waiting = await refunds(order_id=order, step="awaiting_approval", status="running")
+    assert {i["refund_id"] for i in waiting["items"]} == {f"refund-main-W{tag}-0", f"refund-main-W{tag}-1"}
+    assert all(i["customer_id"] == customer_pseudonym(customer, KEY) for i in waiting["items"])
+    assert [i["refund_id"] for i in (await refunds(step="done"))["items"]] == [f"refund-main-W{tag}-2"]
+    first = await refunds(limit=2)
+    rest = await refunds(limit=2, next_page_token=first["next_page_token"])
+    assert len(first["items"]) == 2 and len(rest["items"]) == 1 and not rest["next_page_token"]
+    for params in ({"step": 'done" OR Step != "x'}, {"order_id": "#W 1"}, {"limit": 0}):
+        assert (await http.get("/refunds", params=params)).status_code == 422, params
 
 
 async def _full(page):
@@ -288,3 +353,41 @@ async def test_approval_decisions_are_refused_for_unknown_ids(stack):
         response = await http.post(f"/approvals/support-{cid}~0123456789ab", json=bad)
         assert response.status_code == 422, (bad, response.text)
     assert (await http.get(f"/conversations/{cid}")).json()["turn"] == 0
+
+
+async def test_cancel_twice_while_a_write_runs_keeps_the_first_and_refuses_later_messages(temporal_env, settings,
+                                                                                            tmp_path):
+    from tests.workflow_harness import running_worker, until
+
+    marker = tmp_path / "committed.marker"
+    async with running_worker(temporal_env, settings, pause_after_write=(2.0, marker)) as (client, backend):
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=create_app(lambda: client),
+                                                                   raise_app_exceptions=False),
+                                     base_url="http://statekeeper.test", timeout=60.0) as http:
+            started = await http.post("/conversations", json={"text": f"Hi, my email is {EMAIL}"})
+            cid = started.json()["conversation_id"]
+            messages, cancel = f"/conversations/{cid}/messages", f"/conversations/{cid}/cancel"
+            shown = await http.post(messages, json={"text": f"Please cancel order {PENDING}, I ordered it by mistake"})
+            assert shown.json()["awaiting_confirmation"], shown.text
+            yes = asyncio.ensure_future(http.post(messages, json={"text": "yes"}))
+            await until(lambda: (marker.exists()), "the write's commit")
+            first = await http.post(cancel, json={"reason": "customer hung up"})
+            second = await http.post(cancel, json={"reason": "changed my mind", "rollback": True})
+            assert (first.status_code, second.status_code) == (202, 202), (first.text, second.text)
+            late = await http.post(messages, json={"text": "are you still there?"})
+            assert late.status_code == 409 and "start a new conversation" in late.json()["detail"]
+            answer = (await asyncio.wait_for(yes, 30)).json()
+            assert answer["status"] == "cancelled" and f"Done: Cancel order {PENDING}" in answer["text"]
+            state = (await http.get(f"/conversations/{cid}")).json()
+            assert state["status"] == "cancelled" and state["ended_reason"] == "customer hung up"  # the first wins
+            assert [s["status"] for s in state["steps"]] == ["done"] and state["turn"] == 3
+            assert order_details(backend, PENDING)["status"] == "cancelled"
+            assert len(backend.ledger_entries("main")) == 1
+            finished = await _eventually(lambda: _closed(http, cancel), 10)
+            assert finished.status_code == 409, finished.text  # a cancel once finished
+            assert (await http.get(f"/conversations/{cid}")).json() == state  # intact
+
+
+async def _closed(http: httpx.AsyncClient, cancel_path: str):
+    response = await http.post(cancel_path, json={})
+    return response if response.status_code != 202 else None

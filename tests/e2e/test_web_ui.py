@@ -5,7 +5,7 @@ with its Web UI (``starter.devserver``), a real worker and a conversation left p
 The operator opens the run and reads its current step in Current Details (Markdown
 rendered in an iframe), then finds the run in the workflow list filtered by ``OrderIds``
 and by the customer's pseudonym (the links ``statekeeper link`` prints). Screenshots go to
-the test's output folder; with ``STATEKEEPER_SAVE_SCREENSHOTS=1`` the two the README shows
+the test's output folder; with ``STATEKEEPER_SAVE_SCREENSHOTS=1`` the three the README shows
 are copied to ``docs/img/``.
 """
 
@@ -150,5 +150,5 @@ async def test_operator_finds_the_pending_conversation_and_reads_its_current_det
                     await browser.close()
     if os.environ.get("STATEKEEPER_SAVE_SCREENSHOTS") == "1":
         DOCS_IMG.mkdir(parents=True, exist_ok=True)
-        for name in ("current-details.png", "list-by-customer.png"):
+        for name in ("current-details.png", "list-by-customer.png", "list-by-order.png"):
             shutil.copy(tmp_path / name, DOCS_IMG / f"web-ui-{name}")

@@ -17,10 +17,14 @@ import pytest
 from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError
 from temporalio.exceptions import CancelledError
 
+from starter.client import ConversationError
 from tests.faults import SlowReads
-from tests.policy_fixtures import CUSTOMER, EMAIL, PENDING
+from tests.port_faults import FaultyPort
+from tests.policy_fixtures import CARD, CUSTOMER, DELIVERED, EMAIL, PENDING
 from tests.workflow_harness import SLOW, Script, call, order_details, reply, running_worker, until, user_details
+from workflows.approvals import ApprovalPolicy, ApprovalStatus
 from workflows.contracts import CancelRequest, SupportInput
+from workflows import replies
 from workflows.replies import OPERATOR_CANCEL_REASON
 from workflows.state import ConversationState, StepStatus
 from workflows.support import SupportWorkflow, support_workflow_id
@@ -29,6 +33,7 @@ DEADLINE = 20.0
 """Far below the minute a slow step takes: a reply within it proves the call was cancelled."""
 
 IDENTIFY = [call("find_user_id_by_email", email=EMAIL), reply("Hello Raj, how can I help?")]
+NOTEBOOK = "6574183535"  # 28.14 in DELIVERED: a return below any approval rule
 NEW_ADDRESS = dict(address1="1 New Street", address2="", city="Austin", state="TX", country="USA", zip="78701")
 
 
@@ -76,29 +81,45 @@ async def test_cancel_during_a_model_call_stops_it_and_calls_the_model_no_more(t
         assert script.calls == 3 and backend.ledger_entries("main") == []
 
 
-async def test_cancel_during_a_read_stops_it(temporal_env, settings):
+@pytest.mark.parametrize("how", ["signal", "temporal"])
+async def test_cancel_during_a_read_stops_it(temporal_env, settings, how):
     script = Script([*IDENTIFY, call("get_order_details", order_id=PENDING)])
     slow = SlowReads(30.0, frozenset({"get_order_details"}))
     async with running_worker(temporal_env, settings, brain=script, slow_reads=slow) as (client, backend):
-        cid = await _identified(client, script, "cancel-read")
+        cid = await _identified(client, script, f"cancel-read-{how}")
         message = asyncio.ensure_future(client.send_message(cid, f"What is the status of {PENDING}?"))
         await until(lambda: (slow.started == 1), "the slow read")
-        await client.cancel(cid, "the customer hung up")
+        if how == "signal":
+            await client.cancel(cid, "the customer hung up")
+        else:
+            await _cancel_natively(temporal_env, cid)
+        # a read is a local activity: the cancel reaches the workflow when its task heartbeats or
+        # the read's 3 s attempt ends (README, "Interrupts and cancellation"), not after 30 s
         answer = await asyncio.wait_for(message, DEADLINE)
         assert answer.status == "cancelled" and "Nothing had been changed." in answer.text
         state = await _state(client, cid)
-        assert PENDING not in state.orders and script.calls == 3  # no model call after the cancel
+        assert state.status.value == "cancelled" and state.steps == []
+        assert state.ended_reason == ("the customer hung up" if how == "signal" else OPERATOR_CANCEL_REASON)
+        assert PENDING not in state.orders and script.calls == 3  # its result unused; no model call after
+        assert backend.ledger_entries("main") == []
 
 
 @pytest.mark.parametrize("how", ["signal", "temporal"])
 async def test_cancel_during_an_irreversible_write_awaits_it_and_reports_it(temporal_env, settings, tmp_path, how):
+    # a cancel of #W4566809 (826.70, above the default 500.00) waits for a supervisor; then the
+    # return of one notebook (28.14) runs, and the cancel arrives while it is in flight
     marker = tmp_path / "committed.marker"
     script = Script([*IDENTIFY, call("get_order_details", order_id=PENDING),
-                     call("cancel_pending_order", order_id=PENDING, reason="ordered by mistake")])
-    async with running_worker(temporal_env, settings, brain=script, pause_after_write=(2.0, marker)) as (
-            client, backend):
+                     call("cancel_pending_order", order_id=PENDING, reason="ordered by mistake"),
+                     call("get_user_details", user_id=CUSTOMER), call("get_order_details", order_id=DELIVERED),
+                     call("return_delivered_order_items", order_id=DELIVERED, item_ids=[NOTEBOOK],
+                          payment_method_id=CARD)])
+    async with running_worker(temporal_env, settings, brain=script, pause_after_write=(2.0, marker),
+                              approvals=ApprovalPolicy()) as (client, backend):
         cid = await _identified(client, script, f"cancel-write-{how}")
-        shown = await client.send_message(cid, f"Cancel {PENDING}, I ordered it by mistake")
+        assert (await client.send_message(cid, f"Cancel {PENDING}, I ordered it by mistake")).awaiting_confirmation
+        assert (await client.send_message(cid, "yes")).awaiting_approval
+        shown = await client.send_message(cid, f"Also return the notebook from {DELIVERED}")
         assert shown.awaiting_confirmation
         calls_before = script.calls
         yes = asyncio.ensure_future(client.send_message(cid, "yes"))
@@ -108,13 +129,52 @@ async def test_cancel_during_an_irreversible_write_awaits_it_and_reports_it(temp
         else:
             await _cancel_natively(temporal_env, cid)
         answer = await asyncio.wait_for(yes, DEADLINE)
-        assert answer.status == "cancelled" and f"Done: Cancel order {PENDING}" in answer.text
+        reason = "the customer hung up" if how == "signal" else OPERATOR_CANCEL_REASON
+        assert answer.status == "cancelled" and f"Done: Return from order {DELIVERED}" in answer.text
+        assert f"Not done: Cancel order {PENDING}" in answer.text
         state = await _state(client, cid)
         [op] = state.completed_operations
-        assert op.ok and [s.status for s in state.steps] == [StepStatus.DONE]
-        assert order_details(backend, PENDING)["status"] == "cancelled"
-        assert len(backend.ledger_entries("main")) == 1
+        assert op.ok and op.tool == "return_delivered_order_items"
+        cancel_step, return_step = state.steps
+        assert (return_step.status, return_step.error) == (StepStatus.DONE, None)  # awaited: completed once
+        assert (cancel_step.status, cancel_step.error) == (StepStatus.CANCELLED, reason)  # the remaining step
+        assert [a.status for a in state.approvals] == [ApprovalStatus.WITHDRAWN]
+        assert state.ended_reason == reason and state.recent_turns[-1].text == answer.text
+        assert order_details(backend, DELIVERED)["status"] == "return requested"
+        assert order_details(backend, PENDING)["status"] == "pending"
+        assert [e["tool"] for e in backend.ledger_entries("main")] == ["return_delivered_order_items"]
         assert script.calls == calls_before  # nothing new started: no model call after the write
+
+
+async def test_a_write_in_flight_whose_outcome_is_unknown_is_still_escalated_after_a_cancel(temporal_env, settings):
+    # the retail system fails every attempt of the cancel (5, the write's retry policy): the
+    # outcome is unknown, so the one thing a cancel still lets start is its escalation ticket
+    port = FaultyPort()
+    port.arm("cancel_pending_order", "http_5xx", count=5)
+    script = Script([*IDENTIFY, call("get_order_details", order_id=PENDING),
+                     call("cancel_pending_order", order_id=PENDING, reason="ordered by mistake")])
+    async with running_worker(temporal_env, settings, brain=script, slow_reads=port) as (client, backend):
+        cid = await _identified(client, script, "cancel-unknown")
+        assert (await client.send_message(cid, f"Cancel {PENDING}, I ordered it by mistake")).awaiting_confirmation
+        calls_before = script.calls
+        yes = asyncio.ensure_future(client.send_message(cid, "yes"))
+        await until(lambda: (len(port.hits) >= 1), "the write's first failed attempt")
+        await client.cancel(cid, "the customer hung up")
+        answer = await asyncio.wait_for(yes, DEADLINE)
+        # escalated (a human must check the write), and the user hears of the cancel too
+        assert answer.status == "escalated" and answer.text.startswith("The conversation was cancelled.")
+        assert f"Not known whether it went through (a human agent is checking): Cancel order {PENDING}" in answer.text
+        assert answer.text.endswith(replies.escalated([], ticket_opened=True))
+        state = await _state(client, cid)
+        [step] = state.steps
+        assert step.status == StepStatus.UNKNOWN and state.status.value == "escalated"
+        assert state.ended_reason.endswith("escalated to a human agent; cancel requested meanwhile: the customer hung up")
+        assert state.recent_turns[-1].text == answer.text
+        [ticket] = backend.tickets("main")
+        assert ticket["ticket_key"] == f"escalate:cancel_pending_order:{PENDING}:{cid}.t2"
+        assert len(port.hits) == 5 and backend.ledger_entries("main") == []
+        assert order_details(backend, PENDING)["status"] == "pending"
+        assert script.calls == calls_before  # no model call, no read, no other write or ticket
 
 
 @pytest.mark.parametrize("rollback", [True, False])
@@ -159,6 +219,41 @@ async def test_a_cancel_survives_continue_as_new(temporal_env, settings):
         latest = temporal_env.client.get_workflow_handle_for(SupportWorkflow.run, support_workflow_id(cid))
         assert (await latest.result()).status == "cancelled"
         assert (await latest.describe()).run_id != handle.first_execution_run_id
+
+
+@pytest.mark.parametrize("how", ["signal", "temporal"])
+async def test_a_cancel_during_the_turn_that_continues_as_new_stays_cancelled(temporal_env, settings, how):
+    # issue 6: a cancel arriving while the model thinks in the turn after which the run would
+    # continue as new (here the first: max_turns_per_run=1) was lost, and the next run kept answering
+    script = Script([call("find_user_id_by_email", email=EMAIL), SLOW])
+    async with running_worker(temporal_env, settings, brain=script) as (client, backend):
+        cid = f"cancel-at-can-{how}-{uuid.uuid4().hex[:6]}"
+        first = await temporal_env.client.start_workflow(
+            SupportWorkflow.run, SupportInput(conversation_id=cid, max_turns_per_run=1),
+            id=support_workflow_id(cid), task_queue=settings.task_queue)
+        message = asyncio.ensure_future(client.send_message(cid, f"Hi, my email is {EMAIL}"))
+        await until(lambda: (script.calls == 2), "the slow model call of the last turn of the run")
+        if how == "signal":
+            await client.cancel(cid, "the customer hung up")
+        else:
+            await _cancel_natively(temporal_env, cid)
+        answer = await asyncio.wait_for(message, DEADLINE)
+        assert answer.status == "cancelled" and "Nothing had been changed." in answer.text
+        latest = temporal_env.client.get_workflow_handle_for(SupportWorkflow.run, support_workflow_id(cid))
+        description = await latest.describe()
+        assert description.run_id == first.first_execution_run_id  # no next run was started
+        if how == "temporal":
+            assert description.status == WorkflowExecutionStatus.CANCELED
+        else:
+            assert (await latest.result()).status == "cancelled"
+            assert description.status == WorkflowExecutionStatus.COMPLETED
+        with pytest.raises(ConversationError) as refused:
+            await client.send_message(cid, "are you still there?")
+        assert refused.value.kind == "finished"
+        state = await _state(client, cid)
+        assert state.status.value == "cancelled" and state.customer is not None and state.turn == 1
+        await until(lambda: (script.cancelled == 1), "the model call's cancellation")
+        assert script.calls == 2 and backend.ledger_entries("main") == []
 
 
 async def test_a_cancel_carried_into_the_next_run_is_honoured_before_any_message(temporal_env, settings):
