@@ -131,7 +131,7 @@ async def run(args: argparse.Namespace, on_update: Optional[Callable[[dict], Non
                             data_dir=tmp, codec_keys=os.environ["STATEKEEPER_CODEC_KEYS"], anthropic_api_key=None)
         client = client_for(await connect(settings), settings)
         client.deadlines = Deadlines(rpc_seconds=20, accept_seconds=20, reply_seconds=300)
-        front = FrontEnd(client, patience_seconds=args.patience)
+        front = FrontEnd(client, patience_seconds=args.patience or args.task_timeout)
         while not await client.worker_polling():
             await asyncio.sleep(0.3)
         runner = TauBenchRunner(front, backend, run_id=rid, keep_stores=True)
@@ -226,7 +226,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--fault-rate", type=float, default=0.2, help="share of effect requests that get a fault")
     p.add_argument("--concurrency", type=int, default=10, help="conversations at once")
     p.add_argument("--restarts", type=int, default=2, help="Temporal server restarts (at least 1)")
-    p.add_argument("--patience", type=float, default=900.0, help="seconds a message is retried")
+    p.add_argument("--patience", type=float, default=None,
+                   help="seconds one message is resent while its outcome is unknown (default: the task timeout)")
     p.add_argument("--task-timeout", type=float, default=2400.0, help="seconds before a task counts as lost")
     p.add_argument("--settle", type=float, default=3.0, help="seconds waited before counting duplicates")
     p.add_argument("--keep", action="store_true", help="keep the run's databases")
