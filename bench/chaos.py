@@ -211,7 +211,9 @@ def report(tasks: list, endings: list[Ending], dup: dict[str, int], pool: Worker
         "p95_message_seconds": round(p95(front.message_seconds), 2),
         "unmatched": kinds["unmatched"], "duplicates_by_system": dup,
         "escalation_reasons": dict(reasons.most_common()), "messages": len(front.message_seconds),
-        "message_retries": front.retries, "worker_exits": pool.exits, "seconds": round(seconds, 1),
+        "message_retries": front.retries, "worker_exits": pool.exits,
+        "max_seconds_between_kills": round(max((b - a for a, b in zip(pool.kill_times, pool.kill_times[1:])),
+                                               default=0.0), 2), "seconds": round(seconds, 1),
         "seed": args.seed, "workers": args.workers, "fault_rate": args.fault_rate,
         "endings": [e.model_dump() for e in sorted(endings, key=lambda e: e.task_index)],
     }

@@ -118,6 +118,7 @@ class WorkerPool:
         self.pids: list[int] = []
         self.kills = 0
         self.exits = 0
+        self.kill_times: list[float] = []  # time.monotonic() of each kill (the largest gap is reported)
         self._spawned = 0
         self._zygote: Optional[subprocess.Popen] = None
         self._lock = threading.Lock()  # tend and kill_one must not both replace one process
@@ -155,6 +156,7 @@ class WorkerPool:
             i = rng.randrange(len(self.pids))
             _kill(self.pids[i])
             self.kills += 1
+            self.kill_times.append(time.monotonic())
             self.pids[i] = self._spawn()
 
     def stop(self) -> None:
