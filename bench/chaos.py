@@ -37,6 +37,7 @@ import json
 import logging
 import os
 import random
+import shutil
 import sys
 import tempfile
 import time
@@ -188,6 +189,7 @@ async def run(args: argparse.Namespace, on_update: Optional[Callable[[dict], Non
         server.kill()
         if not args.keep:
             await asyncio.to_thread(dbs.drop)
+            shutil.rmtree(tmp, ignore_errors=True)  # the server's file and the workers' logs
 
 
 def _timed_out(task: Any, seconds: float) -> Any:
@@ -232,7 +234,7 @@ def parser() -> argparse.ArgumentParser:
                    help="seconds one message is resent while its outcome is unknown (default: the task timeout)")
     p.add_argument("--task-timeout", type=float, default=2400.0, help="seconds before a task counts as lost")
     p.add_argument("--settle", type=float, default=3.0, help="seconds waited before counting duplicates")
-    p.add_argument("--keep", action="store_true", help="keep the run's databases")
+    p.add_argument("--keep", action="store_true", help="keep the run's databases and its directory (server file, logs)")
     p.add_argument("--json", help="write the report here")
     return p
 
