@@ -147,6 +147,8 @@ def build_worker(client: Client, settings: Settings, backend: Optional[RetailBac
     journal = journal or JournalStore(settings.resolved_journal_url())
     if model.journal is None:
         model.journal = journal
+    if model.turn_records is None:
+        model.turn_records = journal
     identity = identity or IdentityActivities(settings.pseudonym_secret())
     return Worker(
         client,

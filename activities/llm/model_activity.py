@@ -155,15 +155,17 @@ class ModelActivities(ModelActivitiesApi):
 
     ``client`` must be built with ``max_retries=0`` (``build_client``/``offline_client``);
     ``max_tokens`` bounds the model's output per call; ``journal`` (None: not recorded)
-    receives one decision-log row per call.
+    receives one decision-log row per call; ``turn_records`` (None: never) is the journal the
+    workflows' turn records go to, where a reply's turn record is written (``ModelRequest.journal``).
     """
 
     def __init__(self, client: AsyncAnthropic, model: str, max_tokens: int = 1024,
-                 journal: Optional["JournalStore"] = None) -> None:
+                 journal: Optional["JournalStore"] = None, turn_records: Optional["JournalStore"] = None) -> None:
         self.client = client
         self.model = model
         self.max_tokens = max_tokens
         self.journal = journal
+        self.turn_records = turn_records
 
     @activity.defn
     async def propose_action(self, req: ModelRequest) -> ModelResult:
@@ -214,7 +216,24 @@ class ModelActivities(ModelActivitiesApi):
             cache_creation_input_tokens=getattr(usage, "cache_creation_input_tokens", None) or 0,
         )
         await self._record(req, response, result)
+        if req.journal is not None and action.kind == "reply":
+            result.journaled = await self._record_turn(req, action.text)
         return result
+
+    async def _record_turn(self, req: ModelRequest, text: str) -> bool:
+        """Write the turn's record completed by this reply; False (the workflow writes it) when
+        there is no turn journal or it failed (logged: ids and the exception's type only)."""
+        if self.turn_records is None or req.journal is None:
+            return False
+        record = req.journal.with_reply(req.call_seq, text, datetime.now(timezone.utc))
+        try:
+            async with heartbeating():
+                await asyncio.to_thread(self.turn_records.record_turn, record)
+        except Exception as exc:  # noqa: BLE001  (the workflow's own write takes over)
+            log.warning("journal: turn %s.t%d not recorded with its reply: %s", req.conversation_id, req.turn,
+                        type(exc).__name__)
+            return False
+        return True
 
     async def _check_budget(self, req: ModelRequest, kwargs: dict[str, Any]) -> None:
         """With a budget (``req.budget_remaining_tokens``), count the request's input tokens
