@@ -121,7 +121,10 @@ def main(argv: list[str]) -> None:
             await asyncio.sleep(600)  # waiting for the provider: the event loop (and heartbeats) go on
         return brain(view, plan)
 
-    model = ModelActivities(offline_client(600.0, brain=model_brain), model="bench-brain")
+    # a factory defers the SDK's import until the worker polls (an older commit's code takes a client)
+    client = (lambda: offline_client(600.0, brain=model_brain)) if hasattr(ModelActivities, "warm") else \
+        offline_client(600.0, brain=model_brain)
+    model = ModelActivities(client, model="bench-brain")
     port = RetailPort(build_backend(settings))
     tool_port = _Faulty(port, args.fault, marker) if args.fault in ("hang-read", "pause-write") else port
     tools = ToolActivities(tools=tool_port, outbox=port, tickets=port)
