@@ -122,8 +122,9 @@ def main(argv: list[str]) -> None:
         return brain(view, plan)
 
     # a factory defers the SDK's import until the worker polls (an older commit's code takes a client)
-    client = (lambda: offline_client(600.0, brain=model_brain)) if hasattr(ModelActivities, "warm") else \
-        offline_client(600.0, brain=model_brain)
+    # (on a thread of its own, as a worker runs it: activities.llm.offline_transport)
+    client = (lambda: offline_client(600.0, brain=model_brain, threaded=True)) if hasattr(ModelActivities, "warm") \
+        else offline_client(600.0, brain=model_brain)
     model = ModelActivities(client, model="bench-brain")
     port = RetailPort(build_backend(settings))
     tool_port = _Faulty(port, args.fault, marker) if args.fault in ("hang-read", "pause-write") else port

@@ -30,11 +30,13 @@ command), passed on to a conversation's refund children; unset means the default
 SEARCH_ATTRIBUTES = (CUSTOMER_ID, ORDER_IDS, STEP, STATUS, PENDING_APPROVAL, TENANT)
 """Search attributes the workflows set; registered on the embedded dev server."""
 
-HEARTBEAT_TIMEOUT = timedelta(seconds=3)
+HEARTBEAT_TIMEOUT = timedelta(seconds=2)
 """Every activity heartbeats while it waits (``activities.heartbeat``): a worker that dies
 mid-call is noticed after this, not after the start-to-close timeout. The SDK sends at most
-one heartbeat per 0.8 × this, so a dead worker is noticed 0.6-3 s after it died; with
-``STICKY_SCHEDULE_TO_START`` a reply arrives within about 5 s of a SIGKILL (bench/turns.py)."""
+one heartbeat per 0.8 × this, so a dead worker is noticed 0.4-2 s after it died (3 s before:
+a restarted worker's first model call waited for it, bench/turns.py); the beats, every
+``HEARTBEAT_INTERVAL_SECONDS``, need a worker event loop that is never held up for over a
+second or so (the offline stand-in runs on its own thread: ``activities.llm.offline_transport``)."""
 HEARTBEAT_INTERVAL_SECONDS = 0.5
 """How often ``activities.heartbeat`` calls ``activity.heartbeat`` (the SDK throttles what it sends)."""
 
@@ -61,7 +63,7 @@ retry finds the ledger row) or rolled back."""
 
 MODEL_TIMEOUT = timedelta(seconds=60)
 MODEL_RETRY = RetryPolicy(
-    initial_interval=timedelta(milliseconds=200),
+    initial_interval=timedelta(milliseconds=100),
     backoff_coefficient=2.0,
     maximum_interval=timedelta(seconds=10),
     maximum_attempts=3,
@@ -81,7 +83,7 @@ READ_RETRY = RetryPolicy(
 )
 
 WRITE_RETRY = RetryPolicy(
-    initial_interval=timedelta(milliseconds=200),
+    initial_interval=timedelta(milliseconds=100),
     backoff_coefficient=2.0,
     maximum_interval=timedelta(seconds=10),
     maximum_attempts=5,
