@@ -103,6 +103,7 @@ def main(argv: list[str]) -> None:
     args = parser.parse_args(argv)
     sys.path.insert(0, args.root)
     import asyncio
+    import inspect
     import logging
 
     from activities.llm.model_activity import ModelActivities, offline_client
@@ -123,7 +124,8 @@ def main(argv: list[str]) -> None:
 
     # a factory defers the SDK's import until the worker polls (an older commit's code takes a client)
     # (on a thread of its own, as a worker runs it: activities.llm.offline_transport)
-    client = (lambda: offline_client(600.0, brain=model_brain, threaded=True)) if hasattr(ModelActivities, "warm") \
+    threaded = {"threaded": True} if "threaded" in inspect.signature(offline_client).parameters else {}
+    client = (lambda: offline_client(600.0, brain=model_brain, **threaded)) if hasattr(ModelActivities, "warm") \
         else offline_client(600.0, brain=model_brain)
     model = ModelActivities(client, model="bench-brain")
     port = RetailPort(build_backend(settings))
