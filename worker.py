@@ -84,7 +84,7 @@ def build_model_activities(settings: Settings) -> ModelActivities:
     if settings.offline:
         plans = PlanBook(make_engine(settings.resolved_database_url()))
         plans.create_schema()
-        client = lambda: offline_client(settings.model_timeout_seconds, plans=plans, threaded=True)  # noqa: E731
+        client = lambda: offline_client(settings.model_timeout_seconds, plans=plans)  # noqa: E731
         model = settings.offline_model_name
     else:
         client = lambda: build_client(  # noqa: E731  (the SDK's import waits for ModelActivities.warm)

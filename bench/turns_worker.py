@@ -103,7 +103,6 @@ def main(argv: list[str]) -> None:
     args = parser.parse_args(argv)
     sys.path.insert(0, args.root)
     import asyncio
-    import inspect
     import logging
 
     from activities.llm.model_activity import ModelActivities, offline_client
@@ -123,9 +122,7 @@ def main(argv: list[str]) -> None:
         return brain(view, plan)
 
     # a factory defers the SDK's import until the worker polls (an older commit's code takes a client)
-    # (on a thread of its own, as a worker runs it: activities.llm.offline_transport)
-    threaded = {"threaded": True} if "threaded" in inspect.signature(offline_client).parameters else {}
-    client = (lambda: offline_client(600.0, brain=model_brain, **threaded)) if hasattr(ModelActivities, "warm") \
+    client = (lambda: offline_client(600.0, brain=model_brain)) if hasattr(ModelActivities, "warm") \
         else offline_client(600.0, brain=model_brain)
     model = ModelActivities(client, model="bench-brain")
     port = RetailPort(build_backend(settings))

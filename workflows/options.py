@@ -35,8 +35,7 @@ HEARTBEAT_TIMEOUT = timedelta(seconds=3)
 mid-call is noticed after this, not after the start-to-close timeout. The SDK sends at most
 one heartbeat per 0.8 × this, so a dead worker is noticed 0.6-3 s after it died. The beats,
 every ``HEARTBEAT_INTERVAL_SECONDS``, come from the worker's event loop: a loop held up for
-about this long (an overloaded worker) times out live calls, which are then retried (the
-offline stand-in runs on its own thread for that reason: ``activities.llm.offline_transport``).
+about this long (an overloaded worker) times out live calls, which are then retried.
 2 s was tried (issue 8): it saves at most a second of a restart and times out more under
 load, so it stays at 3 s."""
 HEARTBEAT_INTERVAL_SECONDS = 0.5
@@ -65,7 +64,7 @@ retry finds the ledger row) or rolled back."""
 
 MODEL_TIMEOUT = timedelta(seconds=60)
 MODEL_RETRY = RetryPolicy(
-    initial_interval=timedelta(milliseconds=100),
+    initial_interval=timedelta(milliseconds=200),
     backoff_coefficient=2.0,
     maximum_interval=timedelta(seconds=10),
     maximum_attempts=3,
@@ -85,7 +84,7 @@ READ_RETRY = RetryPolicy(
 )
 
 WRITE_RETRY = RetryPolicy(
-    initial_interval=timedelta(milliseconds=100),
+    initial_interval=timedelta(milliseconds=200),
     backoff_coefficient=2.0,
     maximum_interval=timedelta(seconds=10),
     maximum_attempts=5,

@@ -83,13 +83,10 @@ def offline_client(
     timeout_seconds: float,
     brain: Optional[Callable[[dict, Optional[dict]], dict]] = None,
     plans: Optional[Plans] = None,
-    threaded: bool = False,
 ) -> AsyncAnthropic:
     """An ``AsyncAnthropic`` whose HTTP goes in-process to the offline stand-in model,
     ``systems.model.server.offline_app(brain, plans)``: ``brain(view, plan)`` replaces
-    its decisions (tests), ``plans`` (a ``PlanBook``) holds benchmark plans; ``threaded`` serves
-    it on a thread of its own (``activities.llm.offline_transport``: workers) instead of the
-    caller's event loop (tests whose brains share the caller's loop).
+    its decisions (tests), ``plans`` (a ``PlanBook``) holds benchmark plans.
 
     Note: anthropic 2.x is built on ``httpx2`` and refuses ``httpx`` objects
     (TypeError), so the transport is ``httpx2.ASGITransport``.
@@ -100,11 +97,8 @@ def offline_client(
         offline_app,  # the server pulls in FastAPI; only load it when used
     )
 
-    from activities.llm.offline_transport import ThreadedASGITransport  # noqa: PLC0415
-
-    app = offline_app(brain, plans)
     http_client = httpx2.AsyncClient(
-        transport=ThreadedASGITransport(app) if threaded else httpx2.ASGITransport(app=app), base_url=OFFLINE_BASE_URL,
+        transport=httpx2.ASGITransport(app=offline_app(brain, plans)), base_url=OFFLINE_BASE_URL,
         timeout=timeout_seconds,
     )
     return sdk().AsyncAnthropic(
