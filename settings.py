@@ -73,6 +73,9 @@ class Settings(BaseSettings):
     write_timeout_seconds: float = DEFAULT_WRITE_TIMEOUT_SECONDS
     max_concurrent_activities: int = 64
     max_concurrent_workflow_tasks: int = 64
+    max_cached_workflows: int = Field(default=1000, ge=0)
+    """Conversations a worker keeps in memory between their messages (the SDK's default); a
+    message to one evicted from it costs a replay of its run's history (bench/turns_idle.py)."""
 
     api_host: str = "127.0.0.1"
     api_port: int = 8000

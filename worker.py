@@ -84,10 +84,11 @@ def build_model_activities(settings: Settings) -> ModelActivities:
     if settings.offline:
         plans = PlanBook(make_engine(settings.resolved_database_url()))
         plans.create_schema()
-        client = offline_client(settings.model_timeout_seconds, plans=plans)
+        client = lambda: offline_client(settings.model_timeout_seconds, plans=plans)  # noqa: E731
         model = settings.offline_model_name
     else:
-        client = build_client(settings.anthropic_api_key, settings.anthropic_base_url, settings.model_timeout_seconds)
+        client = lambda: build_client(  # noqa: E731  (the SDK's import waits for ModelActivities.warm)
+            settings.anthropic_api_key, settings.anthropic_base_url, settings.model_timeout_seconds)
         model = settings.model
     return ModelActivities(client, model=model, max_tokens=settings.model_max_tokens)
 
@@ -147,6 +148,8 @@ def build_worker(client: Client, settings: Settings, backend: Optional[RetailBac
     journal = journal or JournalStore(settings.resolved_journal_url())
     if model.journal is None:
         model.journal = journal
+    if model.turn_records is None:
+        model.turn_records = journal
     identity = identity or IdentityActivities(settings.pseudonym_secret())
     return Worker(
         client,
@@ -158,6 +161,7 @@ def build_worker(client: Client, settings: Settings, backend: Optional[RetailBac
         workflow_runner=workflow_runner(settings.sandbox_project_modules, settings.workflow_sandbox),
         max_concurrent_activities=settings.max_concurrent_activities,
         max_concurrent_workflow_tasks=settings.max_concurrent_workflow_tasks,
+        max_cached_workflows=settings.max_cached_workflows,
         sticky_queue_schedule_to_start_timeout=STICKY_SCHEDULE_TO_START,
         graceful_shutdown_timeout=GRACEFUL_SHUTDOWN,
     )
@@ -188,11 +192,16 @@ async def run_worker(settings: Optional[Settings] = None, tools: Optional[ToolAc
     settings = settings or Settings()
     client = await connect(settings)
     await preflight(client, settings)
+    model = model or build_model_activities(settings)
     worker = build_worker(client, settings, tools=tools, model=model)
     # one thread per activity slot: an activity that got a slot never queues for a thread
     # (the default pool has cores + 4 threads) while its start-to-close timer runs
-    asyncio.get_running_loop().set_default_executor(
+    loop = asyncio.get_running_loop()
+    loop.set_default_executor(
         ThreadPoolExecutor(max_workers=settings.max_concurrent_activities, thread_name_prefix="activity"))
+    # polling first: the model's SDK (seconds of imports) loads meanwhile; a restarted worker
+    # can replay and run reads and writes before it is there (the first model call waits for it)
+    loop.call_soon(loop.run_in_executor, None, model.warm)
     log.info("worker polling %s on %s (offline model: %s)", settings.task_queue, settings.temporal_address,
              settings.offline)
     await run_until_signalled(worker)

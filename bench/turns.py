@@ -182,6 +182,8 @@ async def main(args: argparse.Namespace) -> dict:
                 variants = [("current", ROOT, {})]
                 if args.unsandboxed:
                     variants.append(("current-unsandboxed", ROOT, {"STATEKEEPER_WORKFLOW_SANDBOX": "false"}))
+                for label, settings in args.variant:
+                    variants.append((f"current-{label}", ROOT, settings))
                 if baseline and workers == 1:
                     variants.append((f"baseline-{args.baseline}", baseline, {}))
                 for label, root, extra in variants:
@@ -230,7 +232,7 @@ def show(report: dict) -> None:
     for r in report["concurrency"]:
         con.add_row(r["code"], str(r["conversations"]), str(r["workers"]), str(r["turns"]), str(r["failed"]),
                     f"{r['turns_per_second']:.1f}", f"{r['turns_per_cpu_second']:.2f}", f"{r['p50_turn_seconds']:.2f}",
-                    f"{r['p95_turn_seconds']:.2f}", str(r["activity_timeouts"]), _kinds(r["workflow_task_timeouts"]),
+                    f"{r['p95_turn_seconds']:.2f}", _timeouts(r), _kinds(r["workflow_task_timeouts"]),
                     str(r["writes"]),
                     str(r["duplicates"]))
     console.print(con)
@@ -241,6 +243,12 @@ def show(report: dict) -> None:
             if b["turns_per_cpu_second"]:
                 console.print(f"turns/CPU-s at {b['conversations']} conversations, {b['workers']} worker: {cur['code']} / "
                               f"{b['code']} = {cur['turns_per_cpu_second'] / b['turns_per_cpu_second']:.2f}x")
+
+
+def _timeouts(row: dict) -> str:
+    """``3 (propose_action:heartbeat 3)``: the count, then by activity and timeout kind."""
+    kinds = row.get("activity_timeouts_by_kind") or {}
+    return f"{row['activity_timeouts']}" + (f" ({', '.join(f'{k} {n}' for k, n in kinds.items())})" if kinds else "")
 
 
 def _kinds(counts) -> str:
@@ -257,6 +265,9 @@ def cli() -> None:
     parser.add_argument("--baseline", help="also run the concurrency rows (1 worker) on this commit")
     parser.add_argument("--unsandboxed", action="store_true",
                         help="also run each concurrency row with STATEKEEPER_WORKFLOW_SANDBOX=false")
+    parser.add_argument("--variant", action="append", default=[], metavar="LABEL:KEY=VALUE[,KEY=VALUE]",
+                        help="also run each concurrency row with these worker settings, e.g. "
+                             "slots:STATEKEEPER_MAX_CONCURRENT_ACTIVITIES=16 (repeatable)")
     parser.add_argument("--turns", type=int, default=20, help="turns timed for the per-turn latency")
     parser.add_argument("--repeats", type=int, default=10, help="SIGKILLs per kind and mode (0: no recovery runs)")
     parser.add_argument("--conversations", default="50,200,500")
@@ -266,6 +277,8 @@ def cli() -> None:
         args.turns, args.repeats, args.conversations, args.workers = 8, 1, "20", "1,2"
     args.conversations = [int(c) for c in str(args.conversations).split(",")]
     args.workers = [int(w) for w in str(args.workers).split(",")]
+    args.variant = [(v.split(":", 1)[0], dict(kv.split("=", 1) for kv in v.split(":", 1)[1].split(",")))
+                    for v in args.variant]
     report = asyncio.run(main(args))
     show(report)
     if args.json:

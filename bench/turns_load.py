@@ -91,26 +91,36 @@ async def conversation(client: Any, store: str, email: str, order_id: str, laten
         latencies.append(time.perf_counter() - start)
 
 
-async def timeouts(temporal: Any, since: float) -> tuple[int, dict[str, int]]:
-    """(activity attempts that followed a timeout, workflow task timeouts by kind:
-    ``schedule_to_start`` = a sticky queue's task moved to the shared queue, ``start_to_close``
-    = a task not completed in time) in the support workflows started since ``since``."""
+async def timeouts(temporal: Any, since: float) -> tuple[Counter, dict[str, int]]:
+    """(activity attempts that followed a timeout, by ``<activity>:<timeout kind>``; workflow
+    task timeouts by kind: ``schedule_to_start`` = a sticky queue's task moved to the shared
+    queue, ``start_to_close`` = a task not completed in time) in the support workflows started
+    since ``since``."""
     from temporalio.api.enums.v1 import EventType, TimeoutType  # noqa: PLC0415
 
-    count, tasks = 0, Counter()
+    def name(kind: int) -> str:
+        return TimeoutType.Name(kind).removeprefix("TIMEOUT_TYPE_").lower()
+
+    activities, tasks = Counter(), Counter()
     query = f"WorkflowType = 'SupportWorkflow' AND StartTime > '{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(since))}'"
     async for execution in temporal.list_workflows(query):
         history = await temporal.get_workflow_handle(execution.id, run_id=execution.run_id).fetch_history()
+        scheduled: dict[int, str] = {}
         for event in history.events:
-            if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT:
-                count += 1
+            if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+                scheduled[event.event_id] = event.activity_task_scheduled_event_attributes.activity_type.name
+            elif event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT:
+                attrs = event.activity_task_timed_out_event_attributes
+                activities[f"{scheduled.get(attrs.scheduled_event_id, '?')}:"
+                           f"{name(attrs.failure.timeout_failure_info.timeout_type)}"] += 1
             elif event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT:
-                kind = event.workflow_task_timed_out_event_attributes.timeout_type
-                tasks[TimeoutType.Name(kind).removeprefix("TIMEOUT_TYPE_").lower()] += 1
+                tasks[name(event.workflow_task_timed_out_event_attributes.timeout_type)] += 1
             elif event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED:
-                failure = event.activity_task_started_event_attributes.last_failure
-                count += failure.HasField("timeout_failure_info")
-    return count, dict(tasks)
+                attrs = event.activity_task_started_event_attributes
+                if attrs.last_failure.HasField("timeout_failure_info"):
+                    activities[f"{scheduled.get(attrs.scheduled_event_id, '?')}:"
+                               f"{name(attrs.last_failure.timeout_failure_info.timeout_type)}"] += 1
+    return activities, dict(tasks)
 
 
 async def concurrency_run(temporal: Any, env: dict[str, str], backend: Any, stores: list[str], tmp: Path,
@@ -155,6 +165,7 @@ async def concurrency_run(temporal: Any, env: dict[str, str], backend: Any, stor
             "worker_cpu_seconds": worker_cpu, "server_cpu_seconds": server_cpu,
             "p50_turn_seconds": statistics.median(ordered),
             "p95_turn_seconds": ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))],
-            "activity_timeouts": activity_timeouts, "workflow_task_timeouts": task_timeouts,
+            "activity_timeouts": sum(activity_timeouts.values()),
+            "activity_timeouts_by_kind": dict(activity_timeouts), "workflow_task_timeouts": task_timeouts,
             "writes": writes, "duplicates": sum(backend.duplicate_writes(s) for s in stores),
             "code": "current" if root == ROOT else root.name}  # the caller names the variant

@@ -17,15 +17,13 @@ from __future__ import annotations
 import asyncio
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Callable, Iterable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional
 
-import anthropic
 import sqlalchemy as sa
-from anthropic import AsyncAnthropic
 from pydantic import BaseModel
 
 from activities.journal.store import DecisionRow, JournalStore
-from activities.llm.model_activity import build_client, map_api_error, offline_client
+from activities.llm.model_activity import build_client, map_api_error, offline_client, sdk
 from activities.llm.wire import MalformedOutput, build_create_kwargs, read_proposal
 from settings import Settings
 from starter.backtest_diff import (
@@ -37,6 +35,9 @@ from starter.backtest_diff import (
     state_from_view,
 )
 from workflows.prompt import PROMPT_VERSIONS, UnknownPromptVersion, prompt_version, render_request
+
+if TYPE_CHECKING:
+    from anthropic import AsyncAnthropic  # the SDK loads on first use (``sdk``): the CLI starts faster
 
 MODEL_ATTEMPTS = 3
 """Attempts per call on a transient model error (429, 5xx, connection), then the run stops."""
@@ -105,7 +106,7 @@ async def propose(client: AsyncAnthropic, view: dict[str, Any], conversation_id:
     for attempt in range(1, MODEL_ATTEMPTS + 1):
         try:
             response = await client.messages.create(**kwargs)
-        except anthropic.AnthropicError as exc:
+        except sdk().AnthropicError as exc:
             error = map_api_error(exc)
             if error.non_retryable or attempt == MODEL_ATTEMPTS:
                 raise BacktestError(f"the model call failed: {error.message}") from exc

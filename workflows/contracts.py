@@ -38,6 +38,11 @@ class ModelRequest(BaseModel):
     """Tokens left of the conversation's budget (None: no budget): the activity counts the
     request first (the provider's token counting) and refuses it with ``TokenBudgetExceeded``
     when it would not fit."""
+    journal: Optional[TurnRecord] = None
+    """The turn's journal record so far (patch ``journal-in-model``): when the proposal is a
+    reply, the activity writes it completed by that reply (``TurnRecord.with_reply``) and says
+    so in ``ModelResult.journaled``, so the turn's own journal write (one history event) is
+    skipped when the workflow accepted the reply as is (``workflows.journal_log``)."""
 
     @model_validator(mode="after")
     def _has_input(self) -> "ModelRequest":
@@ -56,6 +61,8 @@ class ModelResult(BaseModel):
     output_tokens: int = 0
     cache_read_input_tokens: int = 0
     cache_creation_input_tokens: int = 0
+    journaled: bool = False
+    """The activity wrote ``ModelRequest.journal`` completed by this reply (see there)."""
 
 
 class ReadToolRequest(BaseModel):

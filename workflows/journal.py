@@ -131,3 +131,23 @@ class TurnRecord(BaseModel):
     """How many model calls user turn ``turn`` made."""
     verdicts: list[VerdictRecord] = Field(default_factory=list)
     transcript: list[TranscriptRecord] = Field(default_factory=list)
+
+    def with_reply(self, call_seq: int, text: str, at: datetime) -> "TurnRecord":
+        """This record (a turn's so far) completed by an accepted reply: model call ``call_seq``
+        replied ``text`` (verdict ``replied``, the next transcript entry). What the model activity
+        writes when its proposal is a reply (``workflows.contracts.ModelRequest.journal``)."""
+        seq = max((e.seq for e in self.transcript if e.turn == self.turn), default=-1) + 1
+        return self.model_copy(update={
+            "model_calls": call_seq,
+            "verdicts": [*self.verdicts, VerdictRecord(turn=self.turn or 0, call_seq=call_seq,
+                                                       verdict=Verdict.REPLIED, at=at)],
+            "transcript": [*self.transcript, TranscriptRecord(turn=self.turn or 0, seq=seq, role=Role.ASSISTANT,
+                                                              kind=EntryKind.REPLY, text=text, at=at)]})
+
+    def same_rows(self, other: "TurnRecord") -> bool:
+        """Whether ``other`` writes the same rows as this record (the times aside)."""
+        def rows(r: TurnRecord) -> tuple:
+            return (r.conversation_id, r.customer_id, r.turn, r.model_calls,
+                    [v.model_dump(exclude={"at"}) for v in r.verdicts],
+                    [e.model_dump(exclude={"at"}) for e in r.transcript])
+        return rows(self) == rows(other)

@@ -53,6 +53,12 @@ instead of an activity's three events and the workflow task its completion needs
 recorded before it replay with the activity alone."""
 
 
+JOURNAL_IN_MODEL_PATCH = "journal-in-model"
+"""``workflow.patched`` id of handing the turn's record so far to each model call, which writes
+it when it proposes a reply (``ModelRequest.journal``); the turn's own write is then skipped
+when the record it would send is the one written (one history event less per turn)."""
+
+
 def journal_patched() -> bool:
     """True when this run makes the journal's activity call (``JOURNAL_PATCH``): always in
     new runs, never when replaying a history recorded without it."""
@@ -81,6 +87,8 @@ class JournalLog:
         self._entries: list[TranscriptRecord] = []
         self._turn_complete = False
         self._withdrawn_told: set[str] = set()
+        self._presumed: Optional[TurnRecord] = None
+        """The record a model call wrote with its reply (``model_wrote``), until the next ``take``."""
         self._writing: Optional[asyncio.Task[None]] = None
         """The last record's write, in the background: the next turn does not wait for the
         journal (a journal that is down would otherwise hold up every message)."""
@@ -164,6 +172,31 @@ class JournalLog:
                                             reason=reason[:2000] if reason else reason,
                                             outcome=outcome.value if outcome else None, at=self._clock()))
 
+    # --- the record a model call writes with its reply ---------------------------------
+
+    def for_model(self, state: ConversationState) -> Optional[TurnRecord]:
+        """The record so far of the user turn in progress, for the model call about to be made
+        (``ModelRequest.journal``); None when earlier records are still being written (records
+        go in turn order) or the turn began before the last record."""
+        if not self._turn_complete or (self._writing is not None and not self._writing.done()):
+            return None
+        # this patch first: asked during the replay of an older history before its journal-v1
+        # marker, journal_patched() would answer (and memoize) False
+        if not (workflow.patched(JOURNAL_IN_MODEL_PATCH) and journal_patched()):
+            return None
+        return self.so_far(state)
+
+    def so_far(self, state: ConversationState) -> TurnRecord:
+        """What ``take`` would return now for the user turn in progress, without forgetting it."""
+        return TurnRecord(conversation_id=state.conversation_id,
+                          customer_id=state.customer.user_id if state.customer else None, turn=self.turn,
+                          model_calls=self.calls, verdicts=list(self._verdicts), transcript=list(self._entries))
+
+    def model_wrote(self, record: Optional[TurnRecord], text: str) -> None:
+        """The model call given ``record`` wrote it completed by its reply ``text``."""
+        if record is not None:
+            self._presumed = record.with_reply(self.calls, text, self._clock())
+
     # --- sending ----------------------------------------------------------------------
 
     def take(self, state: ConversationState) -> Optional[TurnRecord]:
@@ -171,6 +204,7 @@ class JournalLog:
         forget it. It completes user turn ``turn`` when that turn began since the last record."""
         if not state.is_open():
             self._withdrawn(state)
+        presumed, self._presumed = self._presumed, None
         if not self._verdicts and not self._entries:
             return None
         record = TurnRecord(conversation_id=state.conversation_id,
@@ -179,6 +213,8 @@ class JournalLog:
                             model_calls=self.calls if self._turn_complete else 0,
                             verdicts=self._verdicts, transcript=self._entries)
         self._verdicts, self._entries, self._turn_complete = [], [], False
+        if presumed is not None and presumed.same_rows(record):
+            return None  # the model call that proposed the reply wrote exactly this
         return record
 
     def flush(self, state: ConversationState) -> None:

@@ -33,8 +33,11 @@ SEARCH_ATTRIBUTES = (CUSTOMER_ID, ORDER_IDS, STEP, STATUS, PENDING_APPROVAL, TEN
 HEARTBEAT_TIMEOUT = timedelta(seconds=3)
 """Every activity heartbeats while it waits (``activities.heartbeat``): a worker that dies
 mid-call is noticed after this, not after the start-to-close timeout. The SDK sends at most
-one heartbeat per 0.8 × this, so a dead worker is noticed 0.6-3 s after it died; with
-``STICKY_SCHEDULE_TO_START`` a reply arrives within about 5 s of a SIGKILL (bench/turns.py)."""
+one heartbeat per 0.8 × this, so a dead worker is noticed 0.6-3 s after it died. The beats,
+every ``HEARTBEAT_INTERVAL_SECONDS``, come from the worker's event loop: a loop held up for
+about this long (an overloaded worker) times out live calls, which are then retried.
+2 s was tried (issue 8): it saves at most a second of a restart and times out more under
+load, so it stays at 3 s."""
 HEARTBEAT_INTERVAL_SECONDS = 0.5
 """How often ``activities.heartbeat`` calls ``activity.heartbeat`` (the SDK throttles what it sends)."""
 

@@ -175,11 +175,13 @@ async def _propose(ctx: TurnContext) -> Optional[ModelResult]:
     """One model call, cancelled if a cancel arrives meanwhile (raises ``Interrupted``)."""
     state, journal = ctx.state, _journal(ctx)
     ctx.visibility.publish(state, "model proposing the next action")
+    call_seq = journal.next_call()
+    record = journal.for_model(state)
     handle = workflow.start_activity_method(
         ModelActivitiesApi.propose_action,
-        ModelRequest(conversation_id=state.conversation_id, turn=state.turn, call_seq=journal.next_call(),
+        ModelRequest(conversation_id=state.conversation_id, turn=state.turn, call_seq=call_seq,
                      prompt_version=PROMPT_VERSION, view=state_view(state),
-                     budget_remaining_tokens=budget.remaining_tokens(state)),
+                     budget_remaining_tokens=budget.remaining_tokens(state), journal=record),
         heartbeat_timeout=HEARTBEAT_TIMEOUT, start_to_close_timeout=MODEL_TIMEOUT,
         retry_policy=MODEL_RETRY,
         summary=f"model proposes the next action (turn {state.turn})",
@@ -200,6 +202,8 @@ async def _propose(ctx: TurnContext) -> Optional[ModelResult]:
         return None
     tr.record_usage(state, result.model, result.input_tokens, result.output_tokens,
                     result.cache_read_input_tokens, result.cache_creation_input_tokens)
+    if result.journaled and result.action.kind == "reply":
+        journal.model_wrote(record, result.action.text)
     return result
 
 

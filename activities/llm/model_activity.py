@@ -28,16 +28,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 from datetime import datetime, timedelta, timezone
-from typing import TYPE_CHECKING, Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional, Union
 
-import anthropic
-import httpx2
-from anthropic import AsyncAnthropic
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.heartbeat import heartbeating
+from activities.llm.api_errors import map_api_error
 from activities.llm.wire import MalformedOutput, build_create_kwargs, read_proposal
 from workflows.activity_api import ModelActivitiesApi
 from workflows.contracts import ModelRequest, ModelResult
@@ -45,6 +44,9 @@ from workflows.errors import ErrorType
 from workflows.prompt import PROMPT_VERSION, ModelSnapshot, UnknownPromptVersion, render_request
 
 if TYPE_CHECKING:
+    import anthropic
+    from anthropic import AsyncAnthropic
+
     from activities.journal.store import JournalStore
     from systems.model.server import Plans
 
@@ -57,8 +59,14 @@ COUNTED_FIELDS = ("model", "system", "messages", "tools", "tool_choice")
 UNAVAILABLE = ErrorType.MODEL_UNAVAILABLE.value
 MALFORMED = ErrorType.MALFORMED_MODEL_OUTPUT.value
 OFFLINE_BASE_URL = "http://offline-model.invalid"
-RETRYABLE_4XX = frozenset({408, 409, 429})
-MAX_RETRY_AFTER_SECONDS = 30.0
+
+
+def sdk() -> Any:
+    """The ``anthropic`` package, imported on first use: it is most of a worker's import time,
+    so a worker polls first and builds its model client in the background (``ModelActivities.warm``)."""
+    import anthropic  # noqa: PLC0415
+
+    return anthropic
 
 
 def build_client(api_key: Optional[str], base_url: Optional[str], timeout_seconds: float) -> AsyncAnthropic:
@@ -68,7 +76,7 @@ def build_client(api_key: Optional[str], base_url: Optional[str], timeout_second
     ``https://api.anthropic.com``). ``timeout_seconds`` bounds each HTTP request and
     should stay below the activity's start-to-close timeout.
     """
-    return AsyncAnthropic(api_key=api_key, base_url=base_url, timeout=timeout_seconds, max_retries=0)
+    return sdk().AsyncAnthropic(api_key=api_key, base_url=base_url, timeout=timeout_seconds, max_retries=0)
 
 
 def offline_client(
@@ -83,6 +91,8 @@ def offline_client(
     Note: anthropic 2.x is built on ``httpx2`` and refuses ``httpx`` objects
     (TypeError), so the transport is ``httpx2.ASGITransport``.
     """
+    import httpx2  # noqa: PLC0415
+
     from systems.model.server import (
         offline_app,  # the server pulls in FastAPI; only load it when used
     )
@@ -91,50 +101,9 @@ def offline_client(
         transport=httpx2.ASGITransport(app=offline_app(brain, plans)), base_url=OFFLINE_BASE_URL,
         timeout=timeout_seconds,
     )
-    return AsyncAnthropic(
+    return sdk().AsyncAnthropic(
         api_key="offline", base_url=OFFLINE_BASE_URL, timeout=timeout_seconds, max_retries=0, http_client=http_client
     )
-
-
-def _retry_after(exc: anthropic.APIStatusError) -> Optional[timedelta]:
-    """The server's ``retry-after-ms``/``retry-after`` (seconds) hint, capped; None if absent."""
-    headers = exc.response.headers
-    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
-        raw = headers.get(name)
-        try:
-            seconds = float(raw) * scale if raw is not None else None
-        except ValueError:
-            seconds = None  # an HTTP-date; leave the delay to the RetryPolicy
-        if seconds is not None and seconds >= 0:
-            return timedelta(seconds=min(seconds, MAX_RETRY_AFTER_SECONDS))
-    return None
-
-
-def map_api_error(exc: Exception) -> ApplicationError:
-    """Translate an SDK exception into the ``ApplicationError`` the workflow expects.
-
-    Details carry ``{"status_code", "request_id"}`` when the server answered.
-    """
-    if isinstance(exc, anthropic.APIStatusError):
-        status = exc.status_code
-        details = {"status_code": status, "request_id": exc.request_id}
-        if status in RETRYABLE_4XX or status >= 500:
-            return ApplicationError(
-                f"model unavailable: HTTP {status}: {exc.message}",
-                details,
-                type=UNAVAILABLE,
-                next_retry_delay=_retry_after(exc),
-            )
-        return ApplicationError(
-            f"model request rejected: HTTP {status}: {exc.message}", details, type=REJECTED, non_retryable=True
-        )
-    if isinstance(exc, anthropic.APIConnectionError):  # includes APITimeoutError
-        return ApplicationError(f"model unavailable: {type(exc).__name__}: {exc}", type=UNAVAILABLE)
-    if isinstance(exc, anthropic.APIResponseValidationError):
-        return ApplicationError(f"model response did not match the API schema: {exc}", type=MALFORMED)
-    if isinstance(exc, anthropic.CredentialsError):
-        return ApplicationError(f"model credentials: {exc}", type=REJECTED, non_retryable=True)
-    return ApplicationError(f"model call failed: {type(exc).__name__}: {exc}", type=UNAVAILABLE)
 
 
 def _snapshot(req: ModelRequest) -> ModelSnapshot:
@@ -155,15 +124,32 @@ class ModelActivities(ModelActivitiesApi):
 
     ``client`` must be built with ``max_retries=0`` (``build_client``/``offline_client``);
     ``max_tokens`` bounds the model's output per call; ``journal`` (None: not recorded)
-    receives one decision-log row per call.
+    receives one decision-log row per call; ``turn_records`` (None: never) is the journal the
+    workflows' turn records go to, where a reply's turn record is written (``ModelRequest.journal``).
     """
 
-    def __init__(self, client: AsyncAnthropic, model: str, max_tokens: int = 1024,
-                 journal: Optional["JournalStore"] = None) -> None:
-        self.client = client
+    def __init__(self, client: Union["AsyncAnthropic", Callable[[], "AsyncAnthropic"]], model: str,
+                 max_tokens: int = 1024, journal: Optional["JournalStore"] = None,
+                 turn_records: Optional["JournalStore"] = None) -> None:
+        # a factory (``lambda: build_client(...)``) defers the SDK's import to ``warm`` or the first call
+        self._client, self._factory = (None, client) if callable(client) else (client, None)
+        self._building = threading.Lock()
         self.model = model
         self.max_tokens = max_tokens
         self.journal = journal
+        self.turn_records = turn_records
+
+    @property
+    def client(self) -> "AsyncAnthropic":
+        """The SDK client (built from the factory on first use)."""
+        with self._building:
+            if self._client is None:
+                self._client = self._factory()
+            return self._client
+
+    def warm(self) -> None:
+        """Build the client now (in a thread, once the worker polls: the import takes seconds)."""
+        self.client  # noqa: B018
 
     @activity.defn
     async def propose_action(self, req: ModelRequest) -> ModelResult:
@@ -183,9 +169,11 @@ class ModelActivities(ModelActivitiesApi):
         try:
             try:
                 async with heartbeating():
+                    if self._client is None:
+                        await asyncio.to_thread(self.warm)
                     await self._check_budget(req, kwargs)
                     response = await self.client.messages.create(**kwargs)
-            except anthropic.AnthropicError as exc:
+            except sdk().AnthropicError as exc:
                 raise map_api_error(exc) from exc
             except RecursionError as exc:
                 # the response's JSON nests deeper than the parser recurses: an unusable answer
@@ -214,7 +202,24 @@ class ModelActivities(ModelActivitiesApi):
             cache_creation_input_tokens=getattr(usage, "cache_creation_input_tokens", None) or 0,
         )
         await self._record(req, response, result)
+        if req.journal is not None and action.kind == "reply":
+            result.journaled = await self._record_turn(req, action.text)
         return result
+
+    async def _record_turn(self, req: ModelRequest, text: str) -> bool:
+        """Write the turn's record completed by this reply; False (the workflow writes it) when
+        there is no turn journal or it failed (logged: ids and the exception's type only)."""
+        if self.turn_records is None or req.journal is None:
+            return False
+        record = req.journal.with_reply(req.call_seq, text, datetime.now(timezone.utc))
+        try:
+            async with heartbeating():
+                await asyncio.to_thread(self.turn_records.record_turn, record)
+        except Exception as exc:  # noqa: BLE001  (the workflow's own write takes over)
+            log.warning("journal: turn %s.t%d not recorded with its reply: %s", req.conversation_id, req.turn,
+                        type(exc).__name__)
+            return False
+        return True
 
     async def _check_budget(self, req: ModelRequest, kwargs: dict[str, Any]) -> None:
         """With a budget (``req.budget_remaining_tokens``), count the request's input tokens

@@ -179,3 +179,29 @@ def test_outcome_values_are_the_tool_outcomes():
     log.next_call()
     log.call_verdict(Verdict.READ_RAN, outcome=Outcome.REFUSED)
     assert log.take(state).verdicts[0].outcome == "refused"
+
+
+def test_a_reply_written_by_its_model_call_is_not_sent_again_unless_the_turn_differs():
+    state, clock = authenticated(), Clock()
+    log = JournalLog(state, clock)
+    log.user_message(state.turn, "hello", "msg-1")
+    call_seq = log.next_call()
+    so_far = log.so_far(state)
+    written = so_far.with_reply(call_seq, "Hi there", T0)
+    assert [(v.call_seq, v.verdict) for v in written.verdicts] == [(1, Verdict.REPLIED)]
+    assert [(e.seq, e.kind, e.text) for e in written.transcript] == [(0, EntryKind.MESSAGE, "hello"),
+                                                                      (1, EntryKind.REPLY, "Hi there")]
+    log.model_wrote(so_far, "Hi there")
+    log.call_verdict(Verdict.REPLIED)
+    log.said("Hi there")
+    assert log.take(state) is None  # the model call wrote exactly this (times aside)
+    # the workflow said something else (e.g. the reply was superseded): its own record goes out
+    log.user_message(state.turn + 1, "and?", "msg-2")
+    log.next_call()
+    log.model_wrote(log.so_far(state), "Sure")
+    log.call_verdict(Verdict.SUPERSEDED, "superseded", "newer message")
+    log.said("Sure")
+    record = log.take(state)
+    assert record is not None and [v.verdict for v in record.verdicts] == [Verdict.SUPERSEDED]
+    assert not record.same_rows(written) and written.same_rows(written.model_copy(update={"transcript": [
+        e.model_copy(update={"at": T0 + timedelta(days=1)}) for e in written.transcript]}))

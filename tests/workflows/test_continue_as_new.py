@@ -20,7 +20,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from starter.connection import data_converter
 from tests.conftest import temporal_cli
-from tests.policy_fixtures import CUSTOMER, EMAIL, PENDING
+from tests.policy_fixtures import CUSTOMER, DELIVERED_2, EMAIL, PENDING
 from tests.workflow_harness import running_worker
 from workflows.options import SEARCH_ATTRIBUTES
 from workflows.support import support_workflow_id
@@ -110,28 +110,37 @@ async def test_state_survives_continue_as_new(temporal_env, settings):
 
 
 async def test_a_long_conversation_continues_across_runs_with_its_state_and_small_runs(temporal_env, settings):
-    """A shorter version of the 1,000-turn conversation (issue 8): 60 turns, continuing as new
-    every 20, end with every turn counted, the customer and the facts pinned at turn 1 intact,
-    and every run far under Temporal's 10,000-event guidance (about 19 events per turn)."""
+    """A shorter version of the 1,000-turn conversation (issue 8; ``bench/turns_long.py`` runs
+    the long one): 150 turns, continuing as new every 40, end with every turn counted, the
+    customer, the write done at turn 3 (its step and its one ledger entry) and the order id
+    the user gave at turn 4 intact, and every run far under Temporal's 10,000-event guidance
+    (about 18 events per turn)."""
     from tests.workflow_harness import NO_APPROVALS
     from workflows.contracts import SupportInput
     from workflows.support import SupportWorkflow
 
-    cid, turns = f"long-{uuid.uuid4().hex[:6]}", 60
-    async with running_worker(temporal_env, settings) as (client, _):
+    cid, turns, per_run = f"long-{uuid.uuid4().hex[:6]}", 150, 40
+    async with running_worker(temporal_env, settings) as (client, backend):
         await temporal_env.client.start_workflow(
-            SupportWorkflow.run, SupportInput(conversation_id=cid, max_turns_per_run=20, approvals=NO_APPROVALS),
+            SupportWorkflow.run, SupportInput(conversation_id=cid, max_turns_per_run=per_run, approvals=NO_APPROVALS),
             id=support_workflow_id(cid), task_queue=settings.task_queue)
         await client.send_message(cid, f"Hi, my email is {EMAIL}")
-        for turn in range(2, turns + 1):
-            reply = await client.send_message(cid, f"Where is order {PENDING}? (asking for the {turn}th time)")
+        assert (await client.send_message(cid, f"Please cancel order {PENDING}, no longer needed")).awaiting_confirmation
+        await client.send_message(cid, "yes")
+        await client.send_message(cid, f"What is the status of my other order {DELIVERED_2}?")
+        for turn in range(5, turns + 1):
+            reply = await client.send_message(cid, f"Where is order {DELIVERED_2}? (asking for the {turn}th time)")
             assert reply.turn == turn and reply.status == "active"
         state = await client.state(cid)
     assert state.turn == turns and state.customer.user_id == CUSTOMER
     assert [f.turn for f in state.pinned_facts if f.kind == "email"] == [1]
-    assert PENDING in state.orders
+    assert [f.turn for f in state.pinned_facts if f.value == DELIVERED_2][0] == 4
+    assert [(s.turn, s.status.value) for s in state.steps if s.operation_id] == [(2, "done")]
+    assert [o.turn for o in state.completed_operations if o.ok] == [3]
+    assert _status(backend, PENDING) == "cancelled" and len(backend.ledger_entries("main")) == 1
+    assert DELIVERED_2 in state.orders
     runs = await _runs(temporal_env, cid)
-    assert len(runs) == turns // 20 + 1  # the last answered turn 60, then continued as new
+    assert len(runs) == turns // per_run + 1
     for run_id in runs:
         history = await temporal_env.client.get_workflow_handle(support_workflow_id(cid), run_id=run_id).fetch_history()
-        assert len(history.events) < 25 * 20  # 10,000 events would be 500 per turn
+        assert len(history.events) < 25 * per_run  # 10,000 events would be 250 per turn

@@ -185,6 +185,28 @@ async def test_a_journal_that_is_down_for_a_while_gets_the_record_once(temporal_
     assert [e.text for e in journal.transcript(cid)][:2] == [f"Hi, my email is {EMAIL}", reply.text]
 
 
+async def test_a_reply_turns_record_is_written_once_by_the_model_call_that_proposed_the_reply(temporal_env,
+                                                                                              settings):
+    journal = FlakyJournal(settings.resolved_journal_url())
+    async with running_worker(temporal_env, settings, journal=journal) as (client, _):
+        cid = await client.start_conversation(f"journal-once-{uuid.uuid4().hex[:6]}")
+        first = await client.send_message(cid, f"Hi, my email is {EMAIL}", message_id="o-1")
+        second = await client.send_message(cid, f"What is the status of order {PENDING}?", message_id="o-2")
+        await until(lambda: len(journal.transcript(cid)) == 4, "both turns' records")
+        state = await client.state(cid)
+        history = await temporal_env.client.get_workflow_handle(f"support-{cid}").fetch_history()
+    # the workflow made no record_turn call (local or not): each model call that replied wrote it
+    assert not [e for e in history.events if b"record_turn" in e.SerializeToString()]
+    assert journal.attempts == 2
+    assert _rows(journal, cid) == [(1, 0, "user", "message", "msg-o-1", f"Hi, my email is {EMAIL}"),
+                                   (1, 1, "assistant", "reply", None, first.text),
+                                   (2, 0, "user", "message", "msg-o-2", f"What is the status of order {PENDING}?"),
+                                   (2, 1, "assistant", "reply", None, second.text)]
+    verdicts = [(r.turn, r.verdict) for r in journal.decisions(conversation_id=cid)]
+    assert len(verdicts) == state.usage.model_calls  # a verdict per call, both turns ending in a reply
+    assert [v for t, v in verdicts if t == 1][-1] == [v for t, v in verdicts if t == 2][-1] == "replied"
+
+
 async def test_a_journal_that_refuses_the_data_never_stops_the_conversation(temporal_env, settings):
     journal = FlakyJournal(settings.resolved_journal_url(), bad_data=True)
     async with running_worker(temporal_env, settings, journal=journal) as (client, _):
@@ -195,7 +217,9 @@ async def test_a_journal_that_refuses_the_data_never_stops_the_conversation(temp
         await client.send_message(cid, "yes")
         state = await client.state(cid)
     assert [op.ok for op in state.completed_operations] == [True]
-    assert journal.attempts == 3  # one attempt per turn: the refusal is not retried
+    # never retried: once per turn by the workflow, and before that once by the model call of
+    # each turn that ends in a reply (turns 1 and 3; turn 2 shows the write)
+    assert journal.attempts == 5
     assert journal.transcript(cid) == []
     # the model activity's own rows are written on their own path
     assert len(journal.decisions(conversation_id=cid)) == state.usage.model_calls
