@@ -13,6 +13,7 @@ from typing import Any, Optional, Sequence
 
 from temporalio.client import (
     Client,
+    WorkflowExecutionStatus,
     WithStartWorkflowOperation,
     WorkflowQueryFailedError,
     WorkflowUpdateFailedError,
@@ -29,9 +30,11 @@ from temporalio.service import RPCError
 
 from starter.approval_calls import ApprovalCalls
 from starter.core import Deadlines
-from starter.errors import ConversationError, message_outcome_unknown, unreachable
+from starter.errors import ConversationError, message_outcome_unknown
 from starter.listing import ListingCalls
 from starter.refunds import RefundCalls
+from starter.refusals import (check_ids as _check_ids, finished as _finished, rpc_reason as _rpc_reason,
+                               untyped as _untyped, update_refusal as _update_refusal)
 from starter.resolution_calls import ResolutionCalls
 from workflows.approvals import ApprovalPolicy
 from workflows.contracts import (AssistantReply, CancelRequest, SupportInput, SupportOutcome, UserMessage,
@@ -41,7 +44,7 @@ from workflows.opening import ConversationOpened, OpenConversation
 from workflows.options import CONVERSATION_TASK_TIMEOUT, DEFAULT_WRITE_TIMEOUT_SECONDS, STATUS
 from workflows.state import ConversationState
 from workflows.support import SupportWorkflow, support_workflow_id
-from workflows.user_text import control_problem, id_problem, message_problem
+from workflows.user_text import control_problem, message_problem
 
 __all__ = ["ConversationError", "Deadlines", "StatekeeperClient"]
 
@@ -174,6 +177,11 @@ class StatekeeperClient(ApprovalCalls, RefundCalls, ListingCalls, ResolutionCall
                                         "was the one handled; send this one with a new message id", "conflict")
             return reply
         except WorkflowUpdateFailedError as err:
+            if _untyped(err) and await self._running(handle):
+                # the run the message waited on ended under it (a reset, continue-as-new) and the
+                # conversation goes on: the newer run may have taken it; only the same id can tell
+                raise message_outcome_unknown(message_id, "the conversation was restarted while the message "
+                                              "waited (a reset)") from err
             raise await self._closed(conversation_id, _update_refusal(conversation_id, err)) from err
         except RPCError as err:  # a definite refusal (unclear ones are outcome_unknown: run_update)
             raise await self._closed(conversation_id, ConversationError(*_rpc_reason(conversation_id, err))) from err
@@ -222,6 +230,14 @@ class StatekeeperClient(ApprovalCalls, RefundCalls, ListingCalls, ResolutionCall
         handle = self._client.get_workflow_handle_for(SupportWorkflow.run, support_workflow_id(conversation_id))
         return await handle.result()
 
+    async def _running(self, handle: Any) -> bool:
+        """True when the conversation's latest run is running (False when that cannot be read)."""
+        try:
+            described = await self.bounded(handle.describe(rpc_timeout=self.rpc_timeout))
+        except Exception:  # noqa: BLE001 - unreadable: keep the refusal as it is
+            return False
+        return described.status is WorkflowExecutionStatus.RUNNING
+
     async def _closed(self, conversation_id: str, refusal: ConversationError, always: bool = False) -> ConversationError:
         """``refusal``, unless the conversation's run failed because its saved state cannot be
         loaded: then ``state_incompatible`` with the reason (looked up for a ``finished``
@@ -230,51 +246,6 @@ class StatekeeperClient(ApprovalCalls, RefundCalls, ListingCalls, ResolutionCall
             return refusal
         reason = await self.failure_of(support_workflow_id(conversation_id), ErrorType.STATE_INCOMPATIBLE.value)
         return ConversationError(reason, "state_incompatible") if reason else refusal
-
-
-FINISHED_HINT = "start a new conversation"
-
-
-def _check_ids(**ids: Optional[str]) -> None:
-    """Refuse (``invalid``) an id with a control character: it would become part of a
-    workflow or update id and of every log line and list that shows it."""
-    for name, value in ids.items():
-        problem = id_problem(value, f"the {name.replace('_', ' ')}") if value is not None else None
-        if problem is not None:
-            raise ConversationError(problem, "invalid")
-
-
-def _finished(conversation_id: str) -> str:
-    return f"conversation {conversation_id} has finished; {FINISHED_HINT}"
-
-
-def _update_refusal(conversation_id: str, err: WorkflowUpdateFailedError) -> ConversationError:
-    """A failed update as a refusal: its ``ErrorType`` decides the kind; the message of our
-    own ``ApplicationError`` is already written for users."""
-    cause = err.cause
-    error_type = getattr(cause, "type", None)
-    message = getattr(cause, "message", None) or ""
-    if error_type == ErrorType.INVALID_MESSAGE.value:
-        return ConversationError(message, "invalid_message")
-    if error_type == ErrorType.UNKNOWN_STORE.value:
-        return ConversationError(message, "invalid")
-    if error_type == ErrorType.STATE_INCOMPATIBLE.value:
-        return ConversationError(message, "state_incompatible")
-    if error_type == ErrorType.CONVERSATION_FINISHED.value or FINISHED_HINT in message:
-        return ConversationError(message if FINISHED_HINT in message else _finished(conversation_id), "finished")
-    # the workflow closed while the update waited (a cancel race), or a handler failed
-    return ConversationError(_finished(conversation_id), "finished")
-
-
-def _rpc_reason(conversation_id: str, err: RPCError) -> tuple[str, str]:
-    # the server's message quotes the workflow id, which is caller-chosen text: blank it first
-    # (only the whole workflow id: blanking the bare id "o" would also blank "not found")
-    text = str(err).replace(support_workflow_id(conversation_id), "<id>").lower()
-    if "completed" in text or "closed" in text or "closing" in text:
-        return _finished(conversation_id), "finished"
-    if "not found" in text:
-        return f"conversation {conversation_id} does not exist", "not_found"
-    return str(unreachable()), "unavailable"
 
 
 def client_for(temporal_client: Client, settings: Any) -> StatekeeperClient:

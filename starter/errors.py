@@ -54,16 +54,17 @@ def unreachable(what: str = "Temporal") -> ConversationError:
     return ConversationError(f"{what} is not reachable; retry later", "unavailable")
 
 
-def outcome_unknown(what: str, retry: str, message_id: str | None = None) -> ConversationError:
+def outcome_unknown(what: str, retry: str, message_id: str | None = None,
+                    cause: str = "Temporal is not reachable") -> ConversationError:
     """Temporal stopped answering while an update with a caller-supplied id (``what``: "the
     message", "the decision") was on its way: it may have been handled. Its id is the update
     id, so sending it again as ``retry`` says returns the answer of the one run instead of
     running it twice (issue 7 item 5). ``message_id``: for a message, the id to send it with."""
     return ConversationError(
-        f"Temporal is not reachable, so whether {what} was received is unknown; {retry}: it is handled at "
+        f"{cause}, so whether {what} was received is unknown; {retry}: it is handled at "
         "most once and the retry returns its answer", "outcome_unknown", message_id=message_id)
 
 
-def message_outcome_unknown(message_id: str) -> ConversationError:
+def message_outcome_unknown(message_id: str, cause: str = "Temporal is not reachable") -> ConversationError:
     """``outcome_unknown`` of a user message: send it again with ``message_id``."""
-    return outcome_unknown("the message", f'send it again with message_id "{message_id}"', message_id)
+    return outcome_unknown("the message", f'send it again with message_id "{message_id}"', message_id, cause)

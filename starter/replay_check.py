@@ -26,13 +26,10 @@ runs again under the same turn number and its write under the same key.
 
 from __future__ import annotations
 
-import uuid
 from dataclasses import dataclass
 from typing import Any, Literal, Optional
 
 from pydantic import BaseModel
-from temporalio.api.common.v1 import WorkflowExecution
-from temporalio.api.workflowservice.v1 import ResetWorkflowExecutionRequest
 from temporalio.client import Client, WorkflowExecutionStatus
 
 from activities.payments_port import MONEY_TOOLS, payments_key
@@ -268,31 +265,12 @@ async def check(client: Client, conversation_id: str, systems: Systems) -> Repla
                 if e.status not in SAFE]
     if not run.reset_points:
         reasons.append("no workflow task completed: there is no point to reset to")
+    if run.replaying_reset:  # its writes are not scheduled again yet: they would look absent
+        reasons.append("this run was just reset and has not replayed to a completed workflow task yet: "
+                       "check again in a moment")
     report.reset_event_id = run.reset_points[-1] if run.reset_points else None
     report.verdict = "refuse" if reasons else "resume"
     report.reasons = reasons or [
         f"every write is deduplicated or resolved ({len(report.effects)}); the rest only reads: reset to "
         f"workflow task event {report.reset_event_id}"]
     return report
-
-
-class ResumeRefused(Exception):
-    """``resume`` on a ``refuse`` verdict: nothing was changed; ``reasons`` say why."""
-
-    def __init__(self, reasons: list[str]) -> None:
-        super().__init__("; ".join(reasons))
-        self.reasons = reasons
-
-
-async def resume(client: Client, report: ReplayReport, identity: str = "statekeeper resume") -> str:
-    """Reset the report's run to its last completed workflow task (``reset_event_id``);
-    returns the new run's id. Raises ``ResumeRefused`` unless the verdict is ``resume``
-    (nothing is changed then), ``RPCError`` when Temporal refuses the reset."""
-    if report.verdict != "resume" or report.reset_event_id is None:
-        raise ResumeRefused(report.reasons)
-    answer = await client.workflow_service.reset_workflow_execution(ResetWorkflowExecutionRequest(
-        namespace=client.namespace,
-        workflow_execution=WorkflowExecution(workflow_id=report.workflow_id, run_id=report.run_id or ""),
-        reason=f"{identity}: safe-replay verdict resume", workflow_task_finish_event_id=report.reset_event_id,
-        request_id=str(uuid.uuid4()), identity=identity))  # signals and updates after the point: re-applied
-    return answer.run_id

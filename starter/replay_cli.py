@@ -15,7 +15,8 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from starter.replay_check import ReplayReport, ResumeRefused, Systems, check, resume as reset_run
+from starter.replay_check import ReplayReport, Systems, check
+from starter.replay_resume import ResumeRefused, resume as reset_run
 
 _ID = typer.Argument(..., help="The conversation id (or its workflow id support-ID).")
 _JSON = typer.Option(False, "--json", help="Print the report as JSON instead of a table.")

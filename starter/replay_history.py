@@ -12,12 +12,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from temporalio.api.enums.v1 import EventType
+from temporalio.api.enums.v1 import EventType, WorkflowTaskFailedCause
 from temporalio.client import WorkflowHistory
 from temporalio.converter import DataConverter
 
 from workflows.contracts import EmailRequest, SupportInput, TicketRequest, WriteToolRequest
 from workflows.resolution import ResolveOutcome
+
+RESET_CAUSE = WorkflowTaskFailedCause.WORKFLOW_TASK_FAILED_CAUSE_RESET_WORKFLOW
 
 WRITE_ACTIVITIES: dict[str, type] = {
     "run_write_tool": WriteToolRequest,
@@ -71,6 +73,7 @@ class RunHistory:
     resolved_steps: list[str] = field(default_factory=list)
     reset_points: list[int] = field(default_factory=list)
     local_activities: int = 0
+    replaying_reset: bool = False  # reset here, and no workflow task has completed since
     events: int = 0
 
 
@@ -146,6 +149,10 @@ async def read_run(history: WorkflowHistory, converter: DataConverter, input_mod
                 run.resolved_steps.append(step)
         elif kind == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
             run.reset_points.append(event.event_id)
+            run.replaying_reset = False
+        elif kind == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED:
+            if event.workflow_task_failed_event_attributes.cause == RESET_CAUSE:
+                run.replaying_reset = True
         elif kind == EventType.EVENT_TYPE_MARKER_RECORDED:
             if event.marker_recorded_event_attributes.marker_name == "core_local_activity":
                 run.local_activities += 1

@@ -48,6 +48,9 @@ class ErrorType(str, Enum):
     RESOLUTION_REFUSED = "ResolutionRefused"
     """An operator's resolution of an unknown outcome that cannot apply: no such step, a step
     whose outcome is not unknown, or one already resolved (``workflows.resolution``)."""
+    AWAITING_RESOLUTION = "AwaitingResolution"
+    """A message to a conversation that waits for an operator to resolve an unknown outcome
+    (``workflows.resolution``): refused, not finished; the user is told when it goes on."""
     INVALID_DATA = "InvalidData"
     """A system refused the data of a request as invalid (e.g. a NUL character PostgreSQL
     cannot store, a constraint): deterministic, nothing was written; reported as what it is."""

@@ -89,6 +89,14 @@ def apply_resolution(state: Any, step: Step, request: ResolveOutcome, now: datet
     return record
 
 
+AWAITING_RESOLUTION_TEXT = ("A colleague is checking whether your earlier request went through; you will be "
+                            "told here as soon as they have. This message was not taken: please send it again "
+                            "after that.")
+"""The refusal of a message while the conversation waits for an operator's resolution (the
+validator's, ``ErrorType.AWAITING_RESOLUTION``): not "finished", which would send the user to
+a new conversation to repeat a request whose outcome is being checked."""
+
+
 class ResolutionGate:
     """Mixin of ``SupportWorkflow``: the ``resolve_outcome`` update and ``_await_resolution``
     for its main loop. The workflow provides ``_state``, ``_cancel``, ``_notices``,
@@ -98,6 +106,11 @@ class ResolutionGate:
     _cancel: Any
     _notices: list[str]
     _visibility: Any
+    _waiting_for_operator: bool = False
+
+    def _awaiting_resolution(self) -> bool:
+        """True while the run waits for an operator's resolution (no cancel pending)."""
+        return self._waiting_for_operator and self._cancel is None
 
     def _answer(self, inbound: Any, text: str, kind: Any = None) -> None:  # pragma: no cover - the workflow's
         raise NotImplementedError
@@ -133,9 +146,12 @@ class ResolutionGate:
         if not workflow.patched(RESOLUTION_PATCH) or wait_seconds <= 0:
             return False
         self._visibility.publish(state)
+        self._waiting_for_operator = True
         try:
             await workflow.wait_condition(lambda: state.is_open() or self._cancel is not None,
                                           timeout=wait_seconds, timeout_summary="operator resolution")
         except asyncio.TimeoutError:
             return False
+        finally:
+            self._waiting_for_operator = False
         return state.is_open() and self._cancel is None

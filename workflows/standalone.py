@@ -109,6 +109,12 @@ class RefundRequest(BaseModel):
                            write_timeout_seconds=write_timeout_seconds)
 
 
+OPERATION_WORDS = {"cancel_pending_order": "cancellation", "return_delivered_order_items": "return",
+                   "exchange_delivered_order_items": "exchange", "modify_pending_order_items": "item change",
+                   "modify_pending_order_payment": "payment change", "modify_pending_order_address": "address change"}
+"""How an escalated refund's reason names its operation: API callers see the reason, and
+tool names are internal (users never see internal ids)."""
+
 def is_standalone(inp: RefundInput) -> bool:
     """True for a backend's request (no conversation authenticated the customer)."""
     return inp.conversation_id is None
@@ -183,8 +189,8 @@ async def escalate_unknown(inp: RefundInput, write: WriteToolRequest, read: Tool
     if recorded is not None:
         return RefundOutcome(idempotency_key=key, result=recorded.result, ok=recorded.ok, replayed=True,
                              refused_reason=None if recorded.ok else recorded.result.removeprefix("Error: "))
-    why = (f"{inp.call.name} of order {inp.call.arguments.order_id} could not be shown to have completed "
-           f"({reason}); escalated to a human agent")
+    why = (f"the {OPERATION_WORDS.get(inp.call.name, 'change')} of order {inp.call.arguments.order_id} could not "
+           f"be shown to have completed ({reason}); escalated to a human agent")
     owner = json.loads(read.result).get("user_id") if read.ok else None
     try:
         opened = await workflow.execute_activity_method(

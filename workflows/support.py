@@ -30,7 +30,7 @@ from workflows.approvals import Approval, ApprovalDecision, apply_decision, chec
 from workflows.cancellation import cancel_conversation, escalated_while_cancelling
 from workflows.errors import ErrorType
 from workflows.migrations import initial_state
-from workflows.resolution import ResolutionGate
+from workflows.resolution import AWAITING_RESOLUTION_TEXT, ResolutionGate
 from workflows.opening import (
     ConversationOpened,
     OpenConversation,
@@ -117,6 +117,9 @@ class SupportWorkflow(ResolutionGate):
         if self._cancel is not None and self._state.is_open():
             raise ApplicationError(f"conversation {self._state.conversation_id} is being cancelled; "
                                    "start a new conversation", type=ErrorType.CONVERSATION_FINISHED.value,
+                                   non_retryable=True)
+        if self._awaiting_resolution():
+            raise ApplicationError(AWAITING_RESOLUTION_TEXT, type=ErrorType.AWAITING_RESOLUTION.value,
                                    non_retryable=True)
         if not self._state.is_open():
             raise ApplicationError(f"conversation {self._state.conversation_id} is {self._state.status.value}; "

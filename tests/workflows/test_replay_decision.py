@@ -21,7 +21,8 @@ from temporalio.worker import Replayer
 
 from starter.client import ConversationError
 from starter.connection import data_converter
-from starter.replay_check import ResumeRefused, Systems, check, resume
+from starter.replay_check import Systems, check
+from starter.replay_resume import ResumeRefused, resume
 from tests.faults import UnknownWrites
 from tests.policy_fixtures import CUSTOMER, EMAIL, PENDING
 from tests.workflow_harness import ListBrain, call, reply, running_worker
@@ -87,8 +88,15 @@ async def test_an_unknown_outcome_is_refused_until_an_operator_resolves_it(tempo
             with pytest.raises(ConversationError) as err:
                 await client.resolve_outcome(*args, operator="op-1", note="checked the payments dashboard")
             assert err.value.kind == kind and words in str(err.value), str(err.value)
+        # a message while an operator checks is refused as such, not as "finished: start a new
+        # conversation" (which invites repeating a request whose outcome is being checked)
+        with pytest.raises(ConversationError) as waiting:
+            await client.send_message(cid, "hello? did it work?")
+        assert waiting.value.kind == "conflict" and "A colleague is checking" in str(waiting.value)
+        assert "new conversation" not in str(waiting.value) and cid not in str(waiting.value)
         intact = await client.state(cid)
         assert intact.status.value == "escalated" and intact.resolutions == []
+        assert all(t.text != "hello? did it work?" for t in intact.recent_turns)
 
         resolution = await client.resolve_outcome(cid, step.step_id, "applied", operator="op-1",
                                                   note="found the change in the order system", actor="test")
@@ -156,5 +164,42 @@ async def test_a_run_that_died_after_its_write_is_resumed_and_completes_with_one
         outcome = await client.outcome(cid)
     [op] = [o for o in outcome.state.completed_operations if o.tool == TOOL]
     assert op.ok and op.idempotency_key == write.key
+    assert [e["tool"] for e in backend.ledger_entries("main")] == [TOOL]  # exactly one effect
+    assert backend.duplicate_writes("main") == 0
+
+
+async def test_a_resume_under_a_waiting_message_leaves_its_outcome_unknown_and_a_stale_check_refused(
+        temporal_env, settings, tmp_path):
+    """A second resume of the same check is refused (the run changed since). The user's "yes"
+    waiting on the reset run is not "finished, start a new conversation" (the reset run takes
+    it again) but outcome unknown: the same message id then returns the reply, and the write
+    applied once."""
+    marker = tmp_path / "committed"
+    brain = _brain(reply("Done."), reply("Done."), {"kind": "end", "text": "Goodbye."})
+    async with running_worker(temporal_env, settings, brain=brain, pause_after_write=(3.0, marker)) as (
+            client, backend):
+        cid = f"replay-twice-{uuid.uuid4().hex[:6]}"
+        await client.start_conversation(cid)
+        assert (await client.send_message(cid, f"my email is {EMAIL}, ship {PENDING} to Austin")).awaiting_confirmation
+        yes = asyncio.create_task(client.send_message(cid, "yes", message_id="m-yes"))
+        for _ in range(200):
+            if marker.exists():
+                break
+            await asyncio.sleep(0.05)
+        assert marker.exists()
+        systems = Systems(backend=backend)
+        report = await check(temporal_env.client, cid, systems)
+        assert report.verdict == "resume", report.reasons
+        assert await resume(temporal_env.client, report) != report.run_id
+        with pytest.raises(ResumeRefused) as stale:  # a second resume of the same check: the run changed
+            await resume(temporal_env.client, report)
+        assert "another run since the check" in str(stale.value)
+        with pytest.raises(ConversationError) as unclear:
+            await yes
+        assert unclear.value.kind == "outcome_unknown" and "m-yes" in str(unclear.value), str(unclear.value)
+        assert "restarted" in str(unclear.value) and "not reachable" not in str(unclear.value)
+        again = await client.send_message(cid, "yes", message_id="m-yes")
+        assert again.status == "active" and "new conversation" not in again.text
+        systems.close()
     assert [e["tool"] for e in backend.ledger_entries("main")] == [TOOL]  # exactly one effect
     assert backend.duplicate_writes("main") == 0

@@ -48,6 +48,7 @@ async def test_a_standalone_refund_whose_payment_cannot_be_told_is_escalated(tem
             assert status.status == "escalated", status
             assert "could not be shown to have completed" in status.reason and "escalated" in status.reason
             assert "Error" not in status.reason and "OutcomeUnknown" not in status.reason
+            assert "cancel_pending_order" not in status.reason and "the cancellation of order" in status.reason
             key = f"cancel_pending_order:{PENDING}:{keys.standalone_operation_id(request.request_id)}"
             tickets = httpx.get(f"{urls['ticketing']}/tickets", params={"reference": f"escalate:{key}"}).json()
             assert len(tickets) == 1

@@ -1,0 +1,67 @@
+"""How the client words a refused call: a failed update by its ``ErrorType``, an RPC refusal
+by the server's status text, and ids refused before sending (``starter.client``)."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from temporalio.client import WorkflowUpdateFailedError
+from temporalio.service import RPCError
+
+from starter.errors import ConversationError, unreachable
+from workflows.errors import ErrorType
+from workflows.support import support_workflow_id
+from workflows.user_text import id_problem
+
+FINISHED_HINT = "start a new conversation"
+
+
+def check_ids(**ids: Optional[str]) -> None:
+    """Refuse (``invalid``) an id with a control character: it would become part of a
+    workflow or update id and of every log line and list that shows it."""
+    for name, value in ids.items():
+        problem = id_problem(value, f"the {name.replace('_', ' ')}") if value is not None else None
+        if problem is not None:
+            raise ConversationError(problem, "invalid")
+
+
+def finished(conversation_id: str) -> str:
+    """The refusal text for a message to a conversation that has finished."""
+    return f"conversation {conversation_id} has finished; {FINISHED_HINT}"
+
+
+def untyped(err: WorkflowUpdateFailedError) -> bool:
+    """True when the update failed without one of our ``ErrorType``s (its run closed under it)."""
+    return getattr(err.cause, "type", None) not in {t.value for t in ErrorType}
+
+
+def update_refusal(conversation_id: str, err: WorkflowUpdateFailedError) -> ConversationError:
+    """A failed update as a refusal: its ``ErrorType`` decides the kind; the message of our
+    own ``ApplicationError`` is already written for users."""
+    cause = err.cause
+    error_type = getattr(cause, "type", None)
+    message = getattr(cause, "message", None) or ""
+    if error_type == ErrorType.INVALID_MESSAGE.value:
+        return ConversationError(message, "invalid_message")
+    if error_type == ErrorType.UNKNOWN_STORE.value:
+        return ConversationError(message, "invalid")
+    if error_type == ErrorType.STATE_INCOMPATIBLE.value:
+        return ConversationError(message, "state_incompatible")
+    if error_type == ErrorType.AWAITING_RESOLUTION.value:
+        return ConversationError(message, "conflict")
+    if error_type == ErrorType.CONVERSATION_FINISHED.value or FINISHED_HINT in message:
+        return ConversationError(message if FINISHED_HINT in message else finished(conversation_id), "finished")
+    # the workflow closed while the update waited (a cancel race), or a handler failed
+    return ConversationError(finished(conversation_id), "finished")
+
+
+def rpc_reason(conversation_id: str, err: RPCError) -> tuple[str, str]:
+    """``(message, kind)`` of a definite RPC refusal: finished, not_found, else unavailable."""
+    # the server's message quotes the workflow id, which is caller-chosen text: blank it first
+    # (only the whole workflow id: blanking the bare id "o" would also blank "not found")
+    text = str(err).replace(support_workflow_id(conversation_id), "<id>").lower()
+    if "completed" in text or "closed" in text or "closing" in text:
+        return finished(conversation_id), "finished"
+    if "not found" in text:
+        return f"conversation {conversation_id} does not exist", "not_found"
+    return str(unreachable()), "unavailable"
