@@ -119,7 +119,25 @@ def configure_logging(level: Union[int, str] = logging.INFO, stream: Optional[ob
             handler.addFilter(TraceContextFilter())
 
 
+class OneLineWarnings(logging.Filter):
+    """A console handler filter: a record below ERROR keeps its exception's last line, not its
+    stack trace (e.g. the SDK's warning for an activity attempt that Temporal retries: people
+    at a terminal never see stack traces; errors keep theirs). Never drops a record."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno < logging.ERROR and (record.exc_info or record.exc_text):
+            text = record.exc_text or logging.Formatter().formatException(record.exc_info)  # type: ignore[arg-type]
+            last = text.strip().splitlines()[-1] if text.strip() else ""
+            record.msg, record.args = f"{record.getMessage()}: {last.split(': ', 1)[-1]}", None
+            record.exc_info, record.exc_text = None, None
+        return True
+
+
 def cli_logging() -> None:
     """The ``statekeeper`` command line's callback: every command logs warnings and errors to
-    stderr, redacted; ``worker``, ``api`` and ``codec-server`` lower the level to INFO."""
+    stderr, redacted, warnings on one line; ``worker``, ``api`` and ``codec-server`` lower the
+    level to INFO."""
     configure_logging(logging.WARNING)
+    for handler in logging.getLogger().handlers:
+        if not any(isinstance(f, OneLineWarnings) for f in handler.filters):
+            handler.filters.insert(0, OneLineWarnings())  # before redaction, which formats the trace

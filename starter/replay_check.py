@@ -242,7 +242,9 @@ async def check(client: Client, conversation_id: str, systems: Systems) -> Repla
     try:
         described = await handle.describe()
     except Exception as err:  # noqa: BLE001 - not found, or another refusal of Temporal
-        report.reasons = [f"no run of this conversation can be read ({type(err).__name__})"]
+        missing = "not found" in str(err).lower()
+        report.reasons = ["no conversation has this id (a refund's id is not a conversation's)" if missing else
+                          "no run of this conversation can be read: Temporal did not answer"]
         return report
     report.run_id, status = described.run_id, described.status
     report.run_status = status.name.lower() if status else None

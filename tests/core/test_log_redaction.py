@@ -85,3 +85,27 @@ def test_configure_logging_filters_the_root_handlers_and_the_last_resort():
         assert any(isinstance(f, RedactingFilter) for f in logging.lastResort.filters)
         logging.getLogger("statekeeper.test").info("worker polling for %s", EMAIL)
         assert "worker polling for <email>" in out.getvalue()
+
+
+def test_console_warnings_carry_their_exception_in_one_line_and_errors_their_trace():
+    """At a terminal (``cli_logging``), a retried activity's warning shows no stack trace
+    (README follower: make demo printed one); an error keeps it."""
+    import io
+    import logging
+
+    from starter.logs import OneLineWarnings, RedactingFilter, log_formatter
+
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(log_formatter())
+    handler.filters[:] = [OneLineWarnings(), RedactingFilter()]
+    logger = logging.getLogger("test.one_line_warnings")
+    logger.propagate, logger.handlers = False, [handler]
+    try:
+        raise RuntimeError("the payments system failed (500)")
+    except RuntimeError:
+        logger.warning("Completing activity as failed", exc_info=True)
+        logger.error("an error keeps its trace", exc_info=True)
+    warning, error = stream.getvalue().split("an error keeps its trace")
+    assert "Traceback" not in warning and "Completing activity as failed: the payments system failed (500)" in warning
+    assert "Traceback" in error and "RuntimeError" in error
