@@ -44,14 +44,23 @@ async def request_refund(body: RefundRequest, guard: Guard = Depends(guard_dep),
     return await client.request_refund(body, search_attributes=attributes)
 
 
+RefundListStatus = Literal["running", "awaiting_approval", "applied", "refused", "escalated"]
+"""The statuses ``GET /refunds`` filters by: those of ``starter.refunds.RefundStatus``."""
+
+
 @router.get("/refunds", response_model=Page, responses=responses_for("GET", "/refunds"))
 async def list_refunds(order_id: Optional[str] = filter_query(), customer_id: Optional[str] = filter_query(),
-                       status: Optional[str] = filter_query(), step: Optional[str] = filter_query(),
-                       limit: int = Query(20, ge=1, le=MAX_PAGE),
+                       status: Optional[RefundListStatus] = Query(None, description=(
+                           "A refund's status as GET /refunds/{refund_id} states it")),
+                       step: Optional[str] = filter_query(), limit: int = Query(20, ge=1, le=MAX_PAGE),
                        next_page_token: Optional[str] = page_token_query(), guard: Guard = Depends(guard_dep),
                        client: StatekeeperClient = Depends(client_dep)) -> Page:
-    """The caller's tenant's refunds (standalone and conversations') matching every filter, one page."""
+    """The caller's tenant's refunds (standalone and conversations') matching every filter, one
+    page. ``status`` is one of the statuses ``GET /refunds/{refund_id}`` answers (another is a
+    422): ``awaiting_approval`` is a running refund at that step, as that route derives it."""
     guard.require(Permission.READ_REFUNDS)
+    if status == "awaiting_approval":
+        status, step = "running", step or "awaiting_approval"
     page = await client.list_refunds(order_id=order_id, customer_id=customer_id, status=status, step=step, limit=limit,
                                      next_page_token=next_page_token, scope=guard.scope())
     await guard.audit_list(client, "refunds", customer_id, len(page.items))

@@ -328,10 +328,13 @@ async def _refunds_filter_like_conversations(http, client: Client, customer: str
     assert {i["refund_id"] for i in waiting["items"]} == {f"refund-main-W{tag}-0", f"refund-main-W{tag}-1"}
     assert all(i["customer_id"] == customer_pseudonym(customer, KEY) for i in waiting["items"])
     assert [i["refund_id"] for i in (await refunds(step="done"))["items"]] == [f"refund-main-W{tag}-2"]
+    # the status GET /refunds/{id} states ("awaiting_approval") filters the list the same way
+    awaiting = await refunds(order_id=order, status="awaiting_approval")
+    assert {i["refund_id"] for i in awaiting["items"]} == {f"refund-main-W{tag}-0", f"refund-main-W{tag}-1"}
     first = await refunds(limit=2)
     rest = await refunds(limit=2, next_page_token=first["next_page_token"])
     assert len(first["items"]) == 2 and len(rest["items"]) == 1 and not rest["next_page_token"]
-    for params in ({"step": 'done" OR Step != "x'}, {"order_id": "#W 1"}, {"limit": 0}):
+    for params in ({"step": 'done" OR Step != "x'}, {"order_id": "#W 1"}, {"limit": 0}, {"status": "bogus"}):
         assert (await http.get("/refunds", params=params)).status_code == 422, params
 
 
