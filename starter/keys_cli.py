@@ -79,8 +79,10 @@ def list_keys(all_keys: bool = typer.Option(False, "--all", help="Also revoked k
     with _opened() as (_, store, _audit):
         records = store.keys(include_revoked=all_keys)
     table = Table(title=f"API keys ({len(records)})")
-    for col in ("key id", "tenant", "role", "customer", "label", "created (UTC)", "revoked (UTC)"):
-        table.add_column(col)
+    # the key id is what `keys revoke` takes: never cut, whatever the terminal's width
+    table.add_column("key id", no_wrap=True, min_width=max([len(r.key_id) for r in records] + [6]))
+    for col in ("tenant", "role", "customer", "label", "created (UTC)", "revoked (UTC)"):
+        table.add_column(col, overflow="fold")
     for r in records:
         table.add_row(r.key_id, escape(r.tenant), r.role.value, r.customer or "-", escape(r.label),
                       f"{r.created_at:%Y-%m-%d %H:%M:%S}", f"{r.revoked_at:%Y-%m-%d %H:%M:%S}" if r.revoked_at else "-")

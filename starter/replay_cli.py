@@ -41,7 +41,7 @@ def _print(report: ReplayReport) -> None:
                   f"{'known' if report.input_known else '[red]not known[/]'}", highlight=False)
     table = Table(title="Effects invoked (history) and what the systems hold")
     for column in ("workflow", "event", "activity", "system", "key", "ended", "evidence", "status"):
-        table.add_column(column)
+        table.add_column(column, overflow="fold")  # folded, never elided: keys and reasons are read whole
     colours = {"deduplicated": "green", "harmless": "green", "resolved": "green", "unknown": "red", "unproven": "red"}
     for e in report.effects:
         table.add_row(escape(e.workflow_id), str(e.event_id), e.activity, e.system, escape(e.key or "?"),
