@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
 from sqlalchemy.engine import Engine
 
 from systems.retail.engine import make_engine
@@ -45,6 +47,14 @@ def service_app(title: str, url: str, metadata: Any) -> tuple[FastAPI, Effects]:
     app.add_middleware(DropMiddleware)
     app.add_middleware(BodyLimit)  # outermost: an oversized body is refused before anything else
     app.state.effects = effects
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(_: Request, err: RequestValidationError) -> JSONResponse:
+        # FastAPI's shape without the refused input: an unpaired surrogate in it cannot be
+        # encoded into the answer (a 500), and the caller sent it anyway
+        errors = [{"loc": list(e.get("loc", ())), "msg": e.get("msg", ""), "type": e.get("type", "")}
+                  for e in err.errors()]
+        return JSONResponse(status_code=422, content={"detail": errors})
 
     @app.post("/_faults", status_code=204)
     def arm(faults: ArmFaults) -> None:

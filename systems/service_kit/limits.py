@@ -1,14 +1,18 @@
-"""What the simulated services accept: text without NUL characters (``Text``, a pydantic
-type: 422 naming the field), and request bodies of at most ``MAX_BODY_BYTES`` (``BodyLimit``,
-ASGI middleware: 413), refused before anything is parsed or stored.
+"""What the simulated services accept: text without NUL characters or unpaired surrogates
+(``Text``, a pydantic type: 422 naming the field), and request bodies of at most
+``MAX_BODY_BYTES`` (``BodyLimit``, ASGI middleware: 413), refused before anything is parsed or
+stored.
 
 A NUL is refused by PostgreSQL's text columns and stored as-is by SQLite: the same request
 would be accepted by one database and refused by the other, so the service refuses it
-itself, the same on both.
+itself, the same on both. An unpaired surrogate (JSON allows ``"\\ud800"``; pydantic refuses
+it in a plain ``str`` field but lets it through an optional one) cannot be encoded as UTF-8
+by either database: refused here, not a 500 from the insert.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Awaitable, Callable
 
 from pydantic import AfterValidator
@@ -19,14 +23,20 @@ naming 10,000 references of 300 characters)."""
 Receive = Callable[[], Awaitable[dict[str, Any]]]
 
 
-def _no_nul(value: str) -> str:
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _storable(value: str) -> str:
     if "\x00" in value:
         raise ValueError("must not contain NUL characters")
+    if _SURROGATE.search(value):
+        raise ValueError("must not contain unpaired surrogates (not a valid unicode string)")
     return value
 
 
-Text = Annotated[str, AfterValidator(_no_nul)]
-"""A string field without NUL characters (constraints such as ``max_length`` go on ``Field``)."""
+Text = Annotated[str, AfterValidator(_storable)]
+"""A string field without NUL characters or unpaired surrogates (constraints such as
+``max_length`` go on ``Field``)."""
 
 
 class BodyLimit:

@@ -1,5 +1,6 @@
 """What the simulated services accept, over real HTTP (payments, email, ticketing on SQLite
-files, which would store a NUL as-is): a NUL character in any text field, an empty money
+files, which would store a NUL as-is): a NUL character or an unpaired surrogate in any text
+field, an empty money
 operation and an oversized body (declared or streamed) are refused with 422 / 413 and a
 clear ``detail``, and nothing is stored; valid requests still go through.
 """
@@ -108,4 +109,26 @@ def test_a_body_over_the_limit_is_refused_before_it_is_read_whole(services, vali
     assert answer.json()["detail"] == f"the request body is over the limit of {MAX_BODY_BYTES} bytes; nothing was done"
     if system != "payments":
         assert _stored(services, system) == before
+    assert httpx.post(f"{services[system]}{path}", json=body, headers=_headers(body)).status_code == 201
+
+
+def _raw_with_surrogate(body: dict, field: str) -> bytes:
+    """``body`` as JSON text with an unpaired surrogate escaped into ``field`` (valid JSON,
+    which httpx's own encoder would refuse to produce)."""
+    import json  # noqa: PLC0415
+
+    marked = _with_nul(body, field)  # the NUL marks the spot; JSON escapes it as \u0000
+    return json.dumps(marked).replace("\\u0000", "\\ud800").encode()
+
+
+@pytest.mark.parametrize("system,field", TEXT_FIELDS)
+def test_an_unpaired_surrogate_is_refused_and_nothing_is_stored(services, valid, system, field):
+    path, body = valid[system]
+    answer = httpx.post(f"{services[system]}{path}", content=_raw_with_surrogate(body, field),
+                        headers={**_headers(body), "Content-Type": "application/json"})
+    assert answer.status_code == 422, answer.text
+    [error] = answer.json()["detail"]
+    assert error["loc"][-1] == field and "unicode string" in error["msg"]  # pydantic's words or ours
+    assert "input" not in error  # the refused text, which the answer could not encode (it was a 500)
+    assert _stored(services, system, body["reference"]) == 0
     assert httpx.post(f"{services[system]}{path}", json=body, headers=_headers(body)).status_code == 201
