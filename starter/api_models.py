@@ -13,13 +13,15 @@ from starter.client import StatekeeperClient
 from starter.listing import FILTER_VALUE, PAGE_TOKEN_VALUE
 from workflows.contracts import AssistantReply
 from workflows.options import MAX_USER_MESSAGE_BYTES
-from workflows.user_text import FREE_TEXT_PATTERN, MESSAGE_PATTERN, message_problem, refuse_controls
+from workflows.user_text import (FREE_TEXT_PATTERN, LAYOUT_CONTROLS, MESSAGE_PATTERN, message_problem,
+                                 refuse_controls)
 
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:@-]*$"
 """Conversation ids, message ids and store names: URL-path safe, so ``/conversations/{id}`` round-trips."""
-PATH_ID_PATTERN = r"^[^\x00-\x1f\x7f-\x9f/]+$"
+PATH_ID_PATTERN = r"^[^\x00-\x1f\x7f-\x9f/" + LAYOUT_CONTROLS + "]+$"
 """An id in a path: any id a backend gave (the Python client takes any text), but never a
-control character; ids the API itself accepts are ``ID_PATTERN``."""
+control character (nor a separator or bidirectional control); ids the API itself accepts are
+``ID_PATTERN``."""
 
 MAX_BODY_BYTES = 128 * 1024
 """Any request body larger than this is refused with 413 before it is parsed."""

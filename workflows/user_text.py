@@ -4,10 +4,13 @@ and the ``send_message`` update validator — so each refuses the same text with
 
 A message is refused when it is empty (only whitespace), over ``MAX_USER_MESSAGE_BYTES``
 of UTF-8, or carries a control character: C0 and C1 controls (NUL, ESC, ...) other than
-tab, line feed and carriage return, and lone surrogates (not encodable as UTF-8). Control
-characters have no meaning in a chat message and break what later reads the text (logs,
-terminals, the model's input, search attributes); refusing them at the edge keeps them
-out of the state and the history. Pure: imported inside the workflow sandbox.
+tab, line feed and carriage return, lone surrogates (not encodable as UTF-8), the line and
+paragraph separators U+2028/U+2029, and the bidirectional embedding, override and isolate
+controls U+202A-U+202E, U+2066-U+2069 (they reorder how text after them is displayed: a note
+reading one thing in the Web UI and another in the log). Control characters have no meaning
+in a chat message and break what later reads the text (logs, terminals, the model's input,
+search attributes); refusing them at the edge keeps them out of the state and the history.
+Pure: imported inside the workflow sandbox.
 """
 
 from __future__ import annotations
@@ -20,17 +23,20 @@ from pydantic_core import PydanticCustomError
 
 from workflows.options import MAX_USER_MESSAGE_BYTES
 
-_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff]")
-"""A character refused in free text: C0/C1 controls except tab, LF and CR; lone surrogates."""
+LAYOUT_CONTROLS = r"\u2028\u2029\u202a-\u202e\u2066-\u2069"
+"""Regex class body of the refused separators and bidirectional controls (for patterns)."""
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff" + LAYOUT_CONTROLS + "]")
+"""A character refused in free text: C0/C1 controls except tab, LF and CR; lone surrogates;
+line/paragraph separators and bidirectional controls."""
 _ID_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 """A character refused in an id: every C0/C1 control."""
 
-FREE_TEXT_PATTERN = r"^[^\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]*$"
+FREE_TEXT_PATTERN = r"^[^\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f" + LAYOUT_CONTROLS + "]*$"
 """JSON-schema ``pattern`` of free text (documentation and generated examples; the
 validation itself is ``control_problem``, which also names the character)."""
 
-MESSAGE_PATTERN = (r"^[^\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]*[^\s\x00-\x1f\x7f-\x9f]"
-                   r"[^\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]*$")
+_TEXT_CHAR = r"[^\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f" + LAYOUT_CONTROLS + "]"
+MESSAGE_PATTERN = f"^{_TEXT_CHAR}*[^\\s\\x00-\\x1f\\x7f-\\x9f{LAYOUT_CONTROLS}]{_TEXT_CHAR}*$"
 """JSON-schema ``pattern`` of a user message: free text with at least one visible character."""
 
 
@@ -41,7 +47,9 @@ def control_problem(text: str, what: str = "the message") -> Optional[str]:
     if found is None:
         return None
     char = found.group(0)
-    kind = "an unpaired surrogate" if "\ud800" <= char <= "\udfff" else "a control character"
+    kind = ("an unpaired surrogate" if "\ud800" <= char <= "\udfff"
+            else "a line separator" if char in "\u2028\u2029"
+            else "a bidirectional text control" if "\u202a" <= char <= "\u2069" else "a control character")
     return (f"{what} contains {kind} (U+{ord(char):04X} at position {found.start()}); "
             "send plain text without control characters")
 

@@ -39,15 +39,19 @@ ID_KINDS = {"order_id", "payment_method_id", "item_id", "user_id", "zip"}
 # text that looks like what the patterns look for, mixed with anything
 _PIECES = st.sampled_from(["#W", "W", "#", "_", "@", ".", " ", "my name is ", "i'm ", "credit_card_", "gift_card_",
                            "[", "]", "{", "}", "<script>", "\x00", "\u00a0", "yes", "no", "４", "٣", "७", "1234567",
-                           "12345", "1234567890", "example.com", "raj_sanchez_", "\u212a", "\u017f"])
+                           "12345", "1234567890", "example.com", "raj_sanchez_", "\u212a", "\u017f", "\u202e", "\u2028", "\u2066"])
 HOSTILE_TEXT = st.one_of(st.text(max_size=400), st.lists(st.one_of(_PIECES, st.text(max_size=5)), max_size=80)
                          .map("".join))
 
 
 def _is_refused_char(char: str) -> bool:
     """The reference definition of a refused character: a control (Cc) other than tab, LF
-    and CR, or a surrogate (Cs)."""
-    return (unicodedata.category(char) == "Cc" and char not in "\t\n\r") or unicodedata.category(char) == "Cs"
+    and CR, a surrogate (Cs), a line or paragraph separator (Zl, Zp), or a bidirectional
+    embedding, override or isolate (the Cf characters whose bidi class is LRE, RLE, PDF, LRO,
+    RLO, LRI, RLI, FSI or PDI)."""
+    category = unicodedata.category(char)
+    return ((category == "Cc" and char not in "\t\n\r") or category in ("Cs", "Zl", "Zp")
+            or unicodedata.bidirectional(char) in ("LRE", "RLE", "PDF", "LRO", "RLO", "LRI", "RLI", "FSI", "PDI"))
 
 
 # --- fact pinning ------------------------------------------------------------------------
@@ -127,6 +131,9 @@ def test_nul_is_refused_naming_its_position():
     assert message_problem("hello\x00there") == ("the message contains a control character (U+0000 at position 5); "
                                                  "send plain text without control characters")
     assert "unpaired surrogate" in message_problem("hi \ud800")
+    assert "bidirectional text control (U+202E at position 6)" in message_problem("note: \u202etxt.exe")
+    assert "line separator (U+2028" in message_problem("one\u2028two")
+    assert message_problem("left\u200eright mark and \u00a0 spaces are text") is None
     assert message_problem("tabs\tand\r\nnewlines are text") is None
     assert "8192" in message_problem("é" * (MAX_USER_MESSAGE_BYTES // 2 + 1))
 

@@ -60,7 +60,10 @@ async def test_an_operator_key_resolves_over_http_and_bad_requests_change_nothin
                         (await post("no-such-conversation", operator), 404, "does not exist"),
                         (await post(cid, operator, step_id=f"{cid}.t99"), 409, "has no step"),
                         (await post(cid, operator, outcome="maybe"), 422, ""),
-                        (await post(cid, operator, operator="two words"), 422, "")]
+                        (await post(cid, operator, operator="two words"), 422, ""),
+                        # a note that reads differently in the Web UI than in the log
+                        (await post(cid, operator, note="checked: \u202eno change"), 422, "bidirectional text control"),
+                        (await post(cid, operator, note="checked\u2028applied"), 422, "line separator")]
             for response, code, words in refusals:
                 assert response.status_code == code and words in response.json()["detail"], response.text
             intact = (await http.get(f"/conversations/{cid}", headers={"Authorization": f"Bearer {operator}"})).json()
