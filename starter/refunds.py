@@ -39,7 +39,10 @@ class RefundStatus(BaseModel):
     says why and whether the ticket opened), or the
     closed run's Temporal status (``terminated``, ``timed_out``...): the words of the
     ``Status`` search attribute that ``GET /refunds?status=`` filters on. ``step`` is the
-    workflow's current step; ``operation`` and ``order_id`` as requested."""
+    workflow's current step; ``operation`` and ``order_id`` as requested. ``replayed``: the
+    system of record answered the write from its ledger (an earlier attempt, e.g. before a
+    reset, had applied it once), not whether this request repeated an earlier one (a
+    repeated ``POST /refunds`` answers the same ``refund_id``, whatever ``replayed`` says)."""
 
     refund_id: str
     status: str
