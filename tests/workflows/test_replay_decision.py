@@ -170,7 +170,8 @@ async def test_a_run_that_died_after_its_write_is_resumed_and_completes_with_one
 
 async def test_a_resume_under_a_waiting_message_leaves_its_outcome_unknown_and_a_stale_check_refused(
         temporal_env, settings, tmp_path):
-    """A second resume of the same check is refused (the run changed since). The user's "yes"
+    """Two resumes of one check at once reset once (the other is refused); a later one is
+    refused too (the run changed since). The user's "yes"
     waiting on the reset run is not "finished, start a new conversation" (the reset run takes
     it again) but outcome unknown: the same message id then returns the reply, and the write
     applied once."""
@@ -190,7 +191,13 @@ async def test_a_resume_under_a_waiting_message_leaves_its_outcome_unknown_and_a
         systems = Systems(backend=backend)
         report = await check(temporal_env.client, cid, systems)
         assert report.verdict == "resume", report.reasons
-        assert await resume(temporal_env.client, report) != report.run_id
+        # two operators resuming the same check at once: one reset, both told its run
+        runs = await asyncio.gather(resume(temporal_env.client, report), resume(temporal_env.client, report),
+                                    return_exceptions=True)
+        [new_run] = [r for r in runs if isinstance(r, str)]
+        [refused] = [r for r in runs if isinstance(r, ResumeRefused)]
+        assert new_run != report.run_id and "already resumed" in str(refused), runs
+        assert (await temporal_env.client.get_workflow_handle(f"support-{cid}").describe()).run_id == new_run
         with pytest.raises(ResumeRefused) as stale:  # a second resume of the same check: the run changed
             await resume(temporal_env.client, report)
         assert "another run since the check" in str(stale.value)
