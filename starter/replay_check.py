@@ -34,6 +34,7 @@ from temporalio.client import Client, WorkflowExecutionStatus
 
 from activities.payments_port import MONEY_TOOLS, payments_key
 from starter.replay_history import Invoked, RunHistory, read_run
+from starter.system_of_record import SERVICES
 from workflows.actions import call_arguments
 from workflows.errors import ErrorType
 from workflows.support import support_workflow_id
@@ -174,21 +175,30 @@ def _retail_write(inv: Invoked, systems: Systems, escalated: set[str], resolved:
                    "keyed: the retail system applies a key once (a re-run returns the recorded result)", evidence)
 
 
-def _message(inv: Invoked, systems: Systems) -> EffectReport:
+def _message(inv: Invoked, systems: Systems, worker_services: Optional[str] = None) -> EffectReport:
     req = inv.request
     email = inv.activity == "send_customer_email"
     key = req.message_key if email else req.ticket_key
     service = systems.outbox if email else systems.tickets
-    if service is None:  # the retail side channels: one row per key (race-safe insert)
+    system = "email" if email else "ticketing"
+    if service is None:
+        if worker_services is not None and worker_services[SERVICES.index(system)] != "-":
+            # the worker sent it through the service: the retail side channel is no evidence
+            reason = (f"the worker sends through the {system} service, and this command cannot ask it "
+                      f"(STATEKEEPER_{system.upper()}_URL is not set)")
+            return _effect(inv, system, key, "unproven", reason, [reason])
+        # the retail side channels: one row per key (race-safe insert)
         rows, problem = _ask("the retail side channels", lambda: (
             systems.backend.outbox_messages(req.store) if email else systems.backend.tickets(req.store)))
         system = "retail outbox" if email else "retail tickets"
         if problem:
             return _effect(inv, system, key, "unproven", problem, [problem])
         found = sum(1 for r in rows if r["message_key" if email else "ticket_key"] == key)
-        return _effect(inv, system, key, "deduplicated", "keyed: recorded at most once per key",
-                       [f"{system}: {found} under its key"])
-    system = "email" if email else "ticketing"
+        evidence = [f"{system}: {found} under its key"]
+        if not found and inv.ended == "completed":
+            return _effect(inv, system, key, "unproven", f"it completed, but the {system} hold nothing under its key "
+                           "(sent through an external service this command cannot ask?)", evidence)
+        return _effect(inv, system, key, "deduplicated", "keyed: recorded at most once per key", evidence)
     sent, problem = _ask(f"the {system} service", lambda: service.sent(key))
     if problem:
         status: Status = "unknown" if _dispatched(systems, f"{system}:{key}") else "unproven"
@@ -200,7 +210,11 @@ def _message(inv: Invoked, systems: Systems) -> EffectReport:
     if inv.ended == "completed":
         return _effect(inv, system, key, "unproven", "no keys, and no reference match for a send that completed",
                        evidence)
-    return _effect(inv, system, key, "deduplicated", "not sent (no reference match): a re-run asks first", evidence)
+    if inv.ended == "in_flight":  # the attempt may still be running (a terminated run's activity is not stopped)
+        return _effect(inv, system, key, "unproven", "no keys, and no reference match yet for a send still in "
+                       "flight: it may land until its attempt's deadline; check again once it has ended", evidence)
+    return _effect(inv, system, key, "deduplicated", "not sent (no reference match, and its attempt ended): "
+                   "a re-run asks first", evidence)
 
 
 def ref_operation(key: str) -> str:
@@ -227,7 +241,7 @@ def classify(runs: list[RunHistory], systems: Systems) -> tuple[list[EffectRepor
             elif inv.activity == "run_write_tool":
                 effects.append(_retail_write(inv, systems, escalated, resolved))
             else:
-                effects.append(_message(inv, systems))
+                effects.append(_message(inv, systems, run.services))
     return effects, {k: v for k, v in harmless.items() if v}
 
 

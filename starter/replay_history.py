@@ -16,6 +16,7 @@ from temporalio.api.enums.v1 import EventType, WorkflowTaskFailedCause
 from temporalio.client import WorkflowHistory
 from temporalio.converter import DataConverter
 
+from starter.system_of_record import services_in_identity
 from workflows.contracts import EmailRequest, SupportInput, TicketRequest, WriteToolRequest
 from workflows.resolution import ResolveOutcome
 
@@ -63,7 +64,10 @@ class RunHistory:
     ``input_problem``), ``invoked`` activities, ``children`` (workflow ids of started child
     workflows), ``resolved_steps`` (step ids of accepted ``resolve_outcome`` updates),
     ``reset_points`` (event ids of completed workflow tasks), ``local_activities`` (markers:
-    reads and journal records, run inside workflow tasks) and ``events``."""
+    reads and journal records, run inside workflow tasks), ``events`` and ``services`` (the
+    services fingerprint, ``starter.system_of_record.services_fingerprint``, of the last worker
+    that completed a workflow task: which external services its writes went to; None for a
+    worker that did not say)."""
 
     workflow_id: str
     input: Optional[Any] = None
@@ -75,6 +79,7 @@ class RunHistory:
     local_activities: int = 0
     replaying_reset: bool = False  # reset here, and no workflow task has completed since
     events: int = 0
+    services: Optional[str] = None  # the services fingerprint of the last worker that completed a workflow task
 
 
 async def _decode(converter: DataConverter, payloads: Any, model: type) -> Any:
@@ -150,6 +155,7 @@ async def read_run(history: WorkflowHistory, converter: DataConverter, input_mod
         elif kind == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
             run.reset_points.append(event.event_id)
             run.replaying_reset = False
+            run.services = services_in_identity(event.workflow_task_completed_event_attributes.identity) or run.services
         elif kind == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED:
             if event.workflow_task_failed_event_attributes.cause == RESET_CAUSE:
                 run.replaying_reset = True

@@ -23,10 +23,14 @@ EMAIL_KEY = f"email:{KEY}"
 
 
 class Ledger:
-    """The retail ledger by key: ``ok`` True/False recorded, None not recorded."""
+    """The retail ledger by key: ``ok`` True/False recorded, None not recorded; its side
+    channels hold ``outbox`` (rows with ``message_key``)."""
 
-    def __init__(self, ok):
-        self.ok = ok
+    def __init__(self, ok, outbox=()):
+        self.ok, self.outbox = ok, list(outbox)
+
+    def outbox_messages(self, store):
+        return self.outbox
 
     def recorded(self, store, tool, arguments, key):
         return None if self.ok is None else SimpleNamespace(ok=self.ok)
@@ -66,8 +70,9 @@ def log(tmp_path: Path) -> DispatchLog:
     return DispatchLog(make_engine(f"sqlite:///{tmp_path / 'dispatch.sqlite'}"))
 
 
-def _one(invoked: Invoked, systems: Systems):
-    [effect], _ = classify([RunHistory(workflow_id="support-c-1", invoked=[invoked])], systems)
+def _one(invoked: Invoked, systems: Systems, worker_services=None):
+    [effect], _ = classify([RunHistory(workflow_id="support-c-1", invoked=[invoked], services=worker_services)],
+                           systems)
     return effect
 
 
@@ -104,9 +109,25 @@ def test_emails_are_judged_by_reference_in_a_system_without_keys(log):
     lost = _one(_email(), services([]))
     assert lost.status == "unproven" and lost.reason == "no keys, and no reference match for a send that completed"
     assert _one(_email("timed_out"), services([])).status == "deduplicated"  # not sent: a re-run asks first
+    # still in flight (a terminated run's attempt is not stopped): it may land until its deadline
+    flying = _one(_email("in_flight"), services([]))
+    assert flying.status == "unproven" and "still in flight" in flying.reason
     assert _one(_email("timed_out"), services(None, down=True)).status == "unproven"
     log.mark(f"email:{EMAIL_KEY}", "email", "dispatched")
     assert _one(_email("timed_out"), services(None, down=True)).status == "unknown"
+
+
+def test_without_the_email_service_the_retail_outbox_is_evidence_only_for_a_worker_that_used_it(log):
+    """The command has no email URL: a worker that sent through the email service (its
+    identity says so) leaves nothing in the retail outbox, which proves nothing then."""
+    sent = Systems(backend=Ledger(None, outbox=[{"message_key": EMAIL_KEY}]), log=log)
+    assert _one(_email(), sent, worker_services="---0123456789ab").status == "deduplicated"
+    through_service = _one(_email("in_flight"), sent, worker_services="pet0123456789ab")
+    assert through_service.status == "unproven" and "STATEKEEPER_EMAIL_URL is not set" in through_service.reason
+    empty = Systems(backend=Ledger(None), log=log)
+    lost = _one(_email(), empty)  # an older worker that did not say: a completed send the outbox lacks
+    assert lost.status == "unproven" and "retail outbox hold nothing under its key" in lost.reason
+    assert _one(_email("in_flight"), empty, worker_services="---0123456789ab").status == "deduplicated"  # keyed
 
 
 def test_reads_and_model_calls_are_counted_as_harmless():
