@@ -250,11 +250,20 @@ class StatekeeperClient(ApprovalCalls, RefundCalls, ListingCalls, ResolutionCall
 
 def client_for(temporal_client: Client, settings: Any) -> StatekeeperClient:
     """The ``StatekeeperClient`` that ``settings`` (a ``settings.Settings``) describe: its task
-    queue, write timeout, deadlines, pseudonym key and approval policy."""
+    queue, write timeout, deadlines, pseudonym key, approval policy and the systems of record
+    an operator's resolution is checked against."""
     approvals = ApprovalPolicy(threshold=settings.approval_threshold, timeout_seconds=settings.approval_timeout_seconds)
     deadlines = Deadlines(rpc_seconds=settings.rpc_timeout_seconds, accept_seconds=settings.update_accept_seconds,
                           reply_seconds=settings.reply_timeout_seconds)
-    return StatekeeperClient(temporal_client, settings.task_queue, settings.write_timeout_seconds,
-                             approvals=approvals, deadlines=deadlines,
-                             pseudonym_key=settings.pseudonym_secret(create=False),
-                             token_budget=getattr(settings, "token_budget", None))
+    client = StatekeeperClient(temporal_client, settings.task_queue, settings.write_timeout_seconds,
+                               approvals=approvals, deadlines=deadlines,
+                               pseudonym_key=settings.pseudonym_secret(create=False),
+                               token_budget=getattr(settings, "token_budget", None))
+    client.evidence = lambda: _systems(settings)  # an operator's resolution is checked against the ledger
+    return client
+
+
+def _systems(settings: Any) -> Any:
+    from starter.replay_check import Systems  # noqa: PLC0415 - the ledger's modules load only when asked
+
+    return Systems.from_settings(settings)

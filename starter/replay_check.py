@@ -59,6 +59,8 @@ class EffectReport(BaseModel):
     evidence: list[str] = []
     status: Status
     reason: str
+    ledger: Optional[Literal["applied", "refused", "absent"]] = None
+    """What the retail ledger holds under the key (None: not a retail write, or it could not be asked)."""
 
 
 class ReplayReport(BaseModel):
@@ -148,7 +150,8 @@ def _retail_write(inv: Invoked, systems: Systems, escalated: set[str], resolved:
         unknown.append("failed with OutcomeUnknown: the system could not say whether it took effect")
     recorded, problem = _ask("the retail ledger", lambda: systems.backend.recorded(
         req.store, tool, call_arguments(req.call), key))
-    if problem and "IdempotencyKeyConflict" in problem:
+    conflict = bool(problem and "IdempotencyKeyConflict" in problem)
+    if conflict:
         evidence.append("the key holds another call in the retail ledger (a re-run is refused)")
         problem = None
     elif problem:
@@ -162,6 +165,14 @@ def _retail_write(inv: Invoked, systems: Systems, escalated: set[str], resolved:
         evidence.append(asked or f"payments {pay}: {'found' if found else 'absent'} (keys honoured)")
         if asked and _dispatched(systems, pay):
             unknown.append(f"payments: {pay} dispatched without a recorded result, and {asked}")
+    ledger = None if problem or conflict else "absent" if recorded is None else "applied" if recorded.ok else "refused"
+    report = _retail_verdict(inv, key, recorded, problem, evidence, unknown, resolved)
+    report.ledger = ledger
+    return report
+
+
+def _retail_verdict(inv: Invoked, key: str, recorded: Any, problem: Optional[str], evidence: list[str],
+                    unknown: list[str], resolved: set[str]) -> EffectReport:
     if ref_operation(key) in resolved:
         return _effect(inv, "retail", key, "resolved", "its unknown outcome was resolved by an operator", evidence)
     if unknown:

@@ -3,7 +3,9 @@ update of the conversation (``workflows.resolution``), which waits for it.
 
 The workflow's update validator is the authority (no such step, not unknown, already
 resolved → ``ResolutionRefused``, a 409 here); a conversation that has finished (a run
-recorded before the resolution wait, or one whose wait ran out) is ``finished``.
+recorded before the resolution wait, or one whose wait ran out) is ``finished``. Before
+that, a client that can read the systems of record (``client_for`` gives it them) refuses a
+resolution the retail ledger contradicts (``starter.resolution_evidence``), the same way.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from starter.core import ClientCore
 from starter.errors import ConversationError, unreachable
+from starter.resolution_evidence import SystemsFactory, checked_against
 from workflows.errors import ErrorType
 from workflows.records import OutcomeResolution
 from workflows.resolution import ResolveOutcome
@@ -46,6 +49,8 @@ class ResolutionCalls(ClientCore):
     """The resolution operation of ``StatekeeperClient``."""
 
     _client: Client
+    evidence: Optional[SystemsFactory] = None
+    """Opens the systems of record to check a resolution against (None: not checked)."""
 
     async def resolve_outcome(self, conversation_id: str, step_id: str, outcome: str, operator: str, note: str,
                               actor: Optional[str] = None) -> OutcomeResolution:
@@ -55,8 +60,15 @@ class ResolutionCalls(ClientCore):
         (step, outcome, operator, note digest), so a retried identical call returns the first
         answer; any other one for the same step is refused as a second resolution. Raises
         ``ConversationError``: ``invalid``, ``not_found``, ``resolution_refused`` (the
-        validator's reason), ``finished``, ``no_worker``, ``unavailable``, ``timeout``."""
+        validator's reason, or the ledger's: ``evidence``), ``finished``, ``no_worker``,
+        ``unavailable``, ``timeout``."""
         payload = resolution_payload(step_id, outcome, operator, note, actor)
+        try:
+            contradiction = await checked_against(self.evidence, self._client, conversation_id, step_id, outcome)
+        except RPCError as err:
+            raise unreachable() from err
+        if contradiction is not None:
+            raise ConversationError(contradiction, "resolution_refused")
         handle = self._client.get_workflow_handle(support_workflow_id(conversation_id))
         try:
             return await self.run_update(

@@ -99,3 +99,27 @@ class UnknownWrites:
 
     def has_store(self, store: str) -> bool:
         return self._inner.has_store(store)
+
+
+class AppliedButUnseen(UnknownWrites):
+    """A ``ToolPort`` whose writes apply and then fail as ``OutcomeUnknown`` while
+    ``armed``, and whose ledger cannot be asked meanwhile (``recorded`` raises), so even the
+    re-check before escalating cannot see the write: the step is escalated as unknown
+    although the system of record holds it applied (as when the database went away
+    between the commit and its answer and came back after the escalation)."""
+
+    def invoke(self, store: str, tool: str, arguments: dict[str, Any], *, idempotency_key: Optional[str] = None,
+               scope_user_id: Optional[str] = None, guard: Optional[Guard] = None) -> ToolResult:
+        from activities.reconcile import OutcomeUnknown
+
+        result = self._inner.invoke(store, tool, arguments, idempotency_key=idempotency_key,
+                                    scope_user_id=scope_user_id, guard=guard)
+        if idempotency_key is not None and self.armed:
+            raise OutcomeUnknown("the connection went away after the commit")
+        return result
+
+    def recorded(self, store: str, tool: str, arguments: dict[str, Any], idempotency_key: str
+                 ) -> Optional[ToolResult]:
+        if self.armed:
+            raise ConnectionError("the database went away")
+        return self._inner.recorded(store, tool, arguments, idempotency_key)

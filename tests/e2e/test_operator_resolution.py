@@ -1,7 +1,8 @@
 """Operators resolve an escalated unknown outcome through the HTTP API and the CLI, and the
 CLI's ``replay-check`` and ``resume`` refuse such a run (issue 7 item 6). Real Temporal
 server, worker, retail system, API with keys; the write fails as ``OutcomeUnknown`` at the
-tool port (``tests.faults.UnknownWrites``).
+tool port (``tests.faults.UnknownWrites``), or applies and cannot be seen until after the
+escalation (``AppliedButUnseen``: a ``not_applied`` resolution is refused then).
 """
 
 from __future__ import annotations
@@ -11,13 +12,16 @@ import json
 import uuid
 
 import httpx
+import pytest
 from typer.testing import CliRunner
 
 from starter.api import create_app
 from starter.auth import access_from_settings
 from starter.cli import app
+from starter.client import ConversationError
 from starter.keys import KeyStore, Role
-from tests.faults import UnknownWrites
+from starter.replay_check import Systems
+from tests.faults import AppliedButUnseen, UnknownWrites
 from tests.policy_fixtures import CUSTOMER, EMAIL, PENDING
 from tests.workflow_harness import ListBrain, call, running_worker
 
@@ -126,3 +130,36 @@ async def test_the_cli_refuses_to_resume_an_unknown_outcome_and_resolves_it(temp
 
         resumable = await asyncio.to_thread(_cli, env, "replay-check", cid, "--json")
         assert resumable.exit_code == 0 and json.loads(resumable.output)["verdict"] == "resume", resumable.output
+
+
+async def test_a_not_applied_resolution_the_ledger_contradicts_is_refused(temporal_env, settings):
+    """The write applied, but neither its answer nor the re-check before escalating could
+    show it: the step is unknown. The ledger answers again later: resolving it as not applied
+    (the user would be told a change they have did not happen) is refused, through the
+    client and the CLI, and nothing changes; as applied it goes through."""
+    ports = []
+
+    def wrap(port):
+        ports.append(AppliedButUnseen(port))
+        return ports[-1]
+
+    env = {"STATEKEEPER_TEMPORAL_ADDRESS": temporal_env.client.service_client.config.target_host,
+           "STATEKEEPER_DATABASE_URL": settings.database_url, "STATEKEEPER_DATA_DIR": str(settings.data_dir),
+           "STATEKEEPER_TASK_QUEUE": settings.task_queue}
+    async with running_worker(temporal_env, settings, brain=_brain(), wrap_port=wrap) as (client, backend):
+        cid, step_id = await _escalated(client, "contradicted")
+        ports[0].armed = False  # the database answers again
+        assert [e["tool"] for e in backend.ledger_entries("main")] == [TOOL]  # it did apply
+        client.evidence = lambda: Systems.from_settings(settings)
+        with pytest.raises(ConversationError) as refused:
+            await client.resolve_outcome(cid, step_id, "not_applied", "op-2", "nothing in the order system")
+        assert refused.value.kind == "resolution_refused"
+        assert f"records the write of step {step_id} as applied" in str(refused.value)
+        by_cli = await asyncio.to_thread(_cli, env, "resolve", cid, "--step", step_id, "--outcome", "not_applied",
+                                         "--operator", "op-2", "--note", "nothing there")
+        assert by_cli.exit_code == 1 and "as applied" in by_cli.output, by_cli.output
+        intact = await client.state(cid)
+        assert intact.status.value == "escalated" and intact.resolutions == []
+        assert [s.status.value for s in intact.steps if s.step_id == step_id] == ["unknown"]
+        done = await client.resolve_outcome(cid, step_id, "applied", "op-2", "the new address is on the order")
+        assert done.outcome == "applied" and (await client.state(cid)).status.value == "active"
