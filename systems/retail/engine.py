@@ -114,6 +114,15 @@ def make_engine(url: str, **kwargs: Any) -> Engine:
     return sa.create_engine(url, **kwargs)
 
 
+def for_writing(conn: Connection) -> Connection:
+    """``conn`` set to begin its transactions as a writer: on SQLite ``BEGIN IMMEDIATE`` (the
+    write lock up front, waiting up to the busy timeout, instead of "database is locked" when
+    a read-then-write transaction upgrades its lock under concurrency); other databases: as is."""
+    if conn.dialect.name == "sqlite":
+        return conn.execution_options(**{_BEGIN: "IMMEDIATE"})
+    return conn
+
+
 class Database:
     """Transactions and shared helpers over ``engine`` (SQLite or PostgreSQL; an engine
     not made by :func:`make_engine` gets the SQLite hooks installed here)."""
@@ -129,8 +138,8 @@ class Database:
     @contextmanager
     def _tx(self, *, write: bool) -> Iterator[Connection]:
         with self.engine.connect() as conn:
-            if write and self._sqlite:
-                conn = conn.execution_options(**{_BEGIN: "IMMEDIATE"})
+            if write:
+                conn = for_writing(conn)
             deadline = TX_DEADLINE.get()
             with conn.begin():
                 if deadline is not None:

@@ -16,6 +16,7 @@ from fastapi import HTTPException, Request
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DataError, IntegrityError, OperationalError
 
+from systems.retail.engine import for_writing
 from systems.service_kit.faults import (
     DEADLINE_HEADER,
     FAULT_HEADER,
@@ -55,7 +56,8 @@ class Effects:
             raise HTTPException(503, "injected fault: service unavailable; nothing was done")
         self._check(deadline)
         try:
-            with self.engine.connect() as conn:
+            with self.engine.connect() as raw:
+                conn = for_writing(raw)  # read-then-insert: SQLite's lock taken up front, not upgraded
                 tx = conn.begin()
                 try:
                     self._timeouts(conn, deadline)

@@ -132,3 +132,19 @@ def test_an_unpaired_surrogate_is_refused_and_nothing_is_stored(services, valid,
     assert "input" not in error  # the refused text, which the answer could not encode (it was a 500)
     assert _stored(services, system, body["reference"]) == 0
     assert httpx.post(f"{services[system]}{path}", json=body, headers=_headers(body)).status_code == 201
+
+
+@pytest.mark.parametrize("system", sorted(VALID))
+def test_concurrent_writers_on_sqlite_all_succeed(services, valid, system):
+    """A service's write reads (by key or reference) and then inserts: on SQLite a deferred
+    transaction upgrading its lock under concurrency failed at once with "database is
+    locked" (a 500 in the demo); writers now take the lock up front and wait their turn."""
+    from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415
+
+    path, body = valid[system]
+    bodies = [{**body, "reference": f"{body['reference']}-w{i}"} for i in range(24)]
+    with httpx.Client(timeout=60) as http, ThreadPoolExecutor(12) as pool:
+        codes = list(pool.map(lambda b: http.post(f"{services[system]}{path}", json=b, headers=_headers(b))
+                              .status_code, bodies))
+    assert codes == [201] * len(bodies)
+    assert all(_stored(services, system, b["reference"]) == 1 for b in bodies)
