@@ -1,4 +1,5 @@
-"""Fault injection through the ports, never through production modules.
+"""Fault injection through the ports, never through production modules: each fault is a
+``DelegatingPort`` around the real tool port, overriding only what it breaks.
 
 ``PauseAfterWrite`` wraps a real tool port (the retail system stays real): after a
 write has committed in the system of record, it records the write's idempotency key
@@ -16,7 +17,25 @@ from activities.ports import Guard, ToolPort
 from workflows.contracts import ToolResult
 
 
-class SlowReads:
+class DelegatingPort:
+    """A ``ToolPort`` that passes everything to ``_inner``; a fault overrides what it breaks."""
+
+    _inner: Any
+
+    def invoke(self, store: str, tool: str, arguments: dict[str, Any], *, idempotency_key: Optional[str] = None,
+               scope_user_id: Optional[str] = None, guard: Optional[Guard] = None) -> ToolResult:
+        return self._inner.invoke(store, tool, arguments, idempotency_key=idempotency_key,
+                                  scope_user_id=scope_user_id, guard=guard)
+
+    def recorded(self, store: str, tool: str, arguments: dict[str, Any], idempotency_key: str
+                 ) -> Optional[ToolResult]:
+        return self._inner.recorded(store, tool, arguments, idempotency_key)
+
+    def has_store(self, store: str) -> bool:
+        return self._inner.has_store(store)
+
+
+class SlowReads(DelegatingPort):
     """A ``ToolPort`` that sleeps ``seconds`` before each read of a tool in ``tools``, then
     delegates to the port it was ``attach``-ed to: a read in flight that a cancel must stop.
     ``started`` counts the slowed reads."""
@@ -40,15 +59,8 @@ class SlowReads:
         return self._inner.invoke(store, tool, arguments, idempotency_key=idempotency_key,
                                   scope_user_id=scope_user_id, guard=guard)
 
-    def recorded(self, store: str, tool: str, arguments: dict[str, Any], idempotency_key: str
-                 ) -> Optional[ToolResult]:
-        return self._inner.recorded(store, tool, arguments, idempotency_key)
 
-    def has_store(self, store: str) -> bool:
-        return self._inner.has_store(store)
-
-
-class PauseAfterWrite:
+class PauseAfterWrite(DelegatingPort):
     """A ``ToolPort`` that delegates to ``inner`` and pauses ``seconds`` after each write
     that applied (not after replays), first writing the key to ``marker``."""
 
@@ -67,15 +79,8 @@ class PauseAfterWrite:
             time.sleep(self._seconds)
         return result
 
-    def recorded(self, store: str, tool: str, arguments: dict[str, Any], idempotency_key: str
-                 ) -> Optional[ToolResult]:
-        return self._inner.recorded(store, tool, arguments, idempotency_key)
 
-    def has_store(self, store: str) -> bool:
-        return self._inner.has_store(store)
-
-
-class UnknownWrites:
+class UnknownWrites(DelegatingPort):
     """A ``ToolPort`` whose writes fail as the unknown-outcome protocol's ``OutcomeUnknown``
     (the system could not say whether the effect happened) while ``armed``; nothing is
     written. Reads, lookups and stores delegate to ``inner``."""
@@ -92,13 +97,6 @@ class UnknownWrites:
             raise OutcomeUnknown("the payments system could not say whether an earlier attempt took effect")
         return self._inner.invoke(store, tool, arguments, idempotency_key=idempotency_key,
                                   scope_user_id=scope_user_id, guard=guard)
-
-    def recorded(self, store: str, tool: str, arguments: dict[str, Any], idempotency_key: str
-                 ) -> Optional[ToolResult]:
-        return self._inner.recorded(store, tool, arguments, idempotency_key)
-
-    def has_store(self, store: str) -> bool:
-        return self._inner.has_store(store)
 
 
 class AppliedButUnseen(UnknownWrites):

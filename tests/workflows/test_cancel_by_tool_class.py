@@ -47,8 +47,13 @@ async def _state(client, cid: str) -> ConversationState:
     return await client.state(cid)
 
 
-async def _cancel_natively(env, cid: str) -> None:
-    await env.client.get_workflow_handle(support_workflow_id(cid)).cancel()
+async def _cancel(how: str, client, env, cid: str) -> None:
+    """Cancel ``cid`` by the ``cancel`` signal (``how == "signal"``, reason "the customer hung
+    up") or by Temporal's own cancellation (``"temporal"``: the operator's reason)."""
+    if how == "signal":
+        await client.cancel(cid, "the customer hung up")
+    else:
+        await env.client.get_workflow_handle(support_workflow_id(cid)).cancel()
 
 
 @pytest.mark.parametrize("how", ["signal", "temporal"])
@@ -58,10 +63,7 @@ async def test_cancel_during_a_model_call_stops_it_and_calls_the_model_no_more(t
         cid = await _identified(client, script, f"cancel-model-{how}")
         message = asyncio.ensure_future(client.send_message(cid, f"What is the status of {PENDING}?"))
         await until(lambda: (script.calls == 3), "the slow model call")
-        if how == "signal":
-            await client.cancel(cid, "the customer hung up")
-        else:
-            await _cancel_natively(temporal_env, cid)
+        await _cancel(how, client, temporal_env, cid)
         answer = await asyncio.wait_for(message, DEADLINE)
         assert answer.status == "cancelled" and answer.text.startswith("The conversation was cancelled.")
         assert "Nothing had been changed." in answer.text
@@ -89,10 +91,7 @@ async def test_cancel_during_a_read_stops_it(temporal_env, settings, how):
         cid = await _identified(client, script, f"cancel-read-{how}")
         message = asyncio.ensure_future(client.send_message(cid, f"What is the status of {PENDING}?"))
         await until(lambda: (slow.started == 1), "the slow read")
-        if how == "signal":
-            await client.cancel(cid, "the customer hung up")
-        else:
-            await _cancel_natively(temporal_env, cid)
+        await _cancel(how, client, temporal_env, cid)
         # a read is a local activity: the cancel reaches the workflow when its task heartbeats or
         # the read's 3 s attempt ends (README, "Interrupts and cancellation"), not after 30 s
         answer = await asyncio.wait_for(message, DEADLINE)
@@ -124,10 +123,7 @@ async def test_cancel_during_an_irreversible_write_awaits_it_and_reports_it(temp
         calls_before = script.calls
         yes = asyncio.ensure_future(client.send_message(cid, "yes"))
         await until(lambda: (marker.exists()), "the write's commit")
-        if how == "signal":
-            await client.cancel(cid, "the customer hung up")
-        else:
-            await _cancel_natively(temporal_env, cid)
+        await _cancel(how, client, temporal_env, cid)
         answer = await asyncio.wait_for(yes, DEADLINE)
         reason = "the customer hung up" if how == "signal" else OPERATOR_CANCEL_REASON
         assert answer.status == "cancelled" and f"Done: Return from order {DELIVERED}" in answer.text
@@ -233,10 +229,7 @@ async def test_a_cancel_during_the_turn_that_continues_as_new_stays_cancelled(te
             id=support_workflow_id(cid), task_queue=settings.task_queue)
         message = asyncio.ensure_future(client.send_message(cid, f"Hi, my email is {EMAIL}"))
         await until(lambda: (script.calls == 2), "the slow model call of the last turn of the run")
-        if how == "signal":
-            await client.cancel(cid, "the customer hung up")
-        else:
-            await _cancel_natively(temporal_env, cid)
+        await _cancel(how, client, temporal_env, cid)
         answer = await asyncio.wait_for(message, DEADLINE)
         assert answer.status == "cancelled" and "Nothing had been changed." in answer.text
         latest = temporal_env.client.get_workflow_handle_for(SupportWorkflow.run, support_workflow_id(cid))
