@@ -31,6 +31,18 @@ def payments_key(write_key: str) -> str:
     return f"pay:{write_key}"
 
 
+def wire_key(key: str) -> str:
+    """``key`` as the payments service stores it: as is when ASCII without ``%`` (every key
+    of an API conversation); otherwise percent-encoded (UTF-8, ``%`` included: every encoded
+    key holds a ``%`` and no unencoded one does, so distinct keys stay distinct). An HTTP
+    header carries ASCII only: a key naming a conversation id such as ``café`` (the Python
+    client takes one) could never be sent (``UnicodeEncodeError`` on every attempt, after the
+    order's write had committed: escalated as "could not be reached")."""
+    if key.isascii() and "%" not in key:
+        return key
+    return quote(key, safe="".join(chr(c) for c in range(0x21, 0x7F) if chr(c) != "%"))
+
+
 def money_movements(tool: str, result: str) -> Optional[list[dict[str, Any]]]:
     """The movements (``{transaction_type, amount, payment_method_id}``, amounts as decimal
     text) that write ``tool`` appended to the order it returned as ``result`` (JSON); None
@@ -78,7 +90,7 @@ class HttpPayments:
             return self.find(key)
 
         def dispatch() -> dict[str, Any]:
-            return _brief(self.client.send("POST", "/operations", json=body, headers={"Idempotency-Key": key}).json())
+            return _brief(self.client.send("POST", "/operations", json=body, headers={"Idempotency-Key": wire_key(key)}).json())
 
         result, replayed = reconciled("payments", key, lookup, dispatch, self.log)
         return {**result, "replayed": replayed or bool(result.get("replayed"))}
@@ -86,7 +98,7 @@ class HttpPayments:
     def find(self, key: str) -> Optional[dict[str, Any]]:
         """The operation recorded under ``key`` (brief), or None when the service has none."""
         # keys hold '#' (order ids): unquoted, httpx would send the rest as a URL fragment
-        found = self.client.get(f"/operations/{quote(key, safe='')}")
+        found = self.client.get(f"/operations/{quote(wire_key(key), safe='')}")
         return None if found is None else _brief(found.json())
 
     def operations(self, reference: str) -> list[dict[str, Any]]:

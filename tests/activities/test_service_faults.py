@@ -153,3 +153,17 @@ def test_an_operation_is_found_by_its_key_whatever_the_key_holds(services, tmp_p
         moved = payments.move(key, "#W4566809", "cancel_pending_order", MOVEMENTS)
     assert moved["movements"] == len(MOVEMENTS) and payments.find(key)["movements"] == len(MOVEMENTS)
     assert payments.find(key.replace("#", "%23")) is None  # the key itself, not a decoded variant
+
+
+def test_a_key_naming_a_non_ascii_conversation_moves_money_once(services, tmp_path):  # noqa: F811
+    # the Python client takes any conversation id without control characters; a key holding
+    # 'é' could not go into the Idempotency-Key header (UnicodeEncodeError on every attempt,
+    # after the order's write had committed: the cancel escalated as "could not be reached")
+    payments = HttpPayments(services["payments"], 2.0, _log(tmp_path))
+    key, twin = "pay:cancel_pending_order:#W4566810:café-1.t3", "pay:cancel_pending_order:#W4566810:caf%C3%A9-1.t3"
+    with deadline_in(5.0):
+        moved = payments.move(key, "#W4566810", "cancel_pending_order", MOVEMENTS)
+        again = payments.move(key, "#W4566810", "cancel_pending_order", MOVEMENTS)
+    assert moved["movements"] == len(MOVEMENTS) and not moved["replayed"] and again["replayed"]
+    assert payments.find(key)["movements"] == len(MOVEMENTS) and payments.find(twin) is None  # distinct keys
+    assert len(payments.operations("#W4566810")) == 1
