@@ -26,6 +26,7 @@ from workflows.approvals import (
     ApprovalStatus,
     apply_decision,
     check_decision,
+    check_decision_text,
     expire,
     expiry_ticket_summary,
     open_approval,
@@ -64,6 +65,7 @@ class ApprovalGate:
 
     @decide_approval.validator
     def _validate_decision(self, decision: ApprovalDecision) -> None:
+        check_decision_text(decision)
         check_decision(self._approvals, decision, workflow.now())
 
     @workflow.query(description="Every approval this refund asked for, with its status, approver and times.")

@@ -45,6 +45,7 @@ from workflows.catalogue import spec_of
 from workflows.catalogue.amounts import MissingPrice, money
 from workflows.errors import ErrorType
 from workflows.records import OrderFact
+from workflows.user_text import control_problem
 
 APPROVER_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:@-]*$"
 """A supervisor's id: ASCII, URL-path safe, no spaces (it is shown in the state and the Web UI)."""
@@ -234,6 +235,16 @@ def check_decision(approvals: list[Approval], decision: ApprovalDecision, now: d
         raise _refused(f"this approval was already {approval.status.value} by {approval.approver} at "
                        f"{_when(approval.decided_at)}; a decision cannot be changed")
     return approval
+
+
+def check_decision_text(decision: ApprovalDecision) -> None:
+    """Refuse (``ApprovalRefused``, non-retryable) a decision whose note has a control
+    character (``workflows.user_text``): for the update validators, the last edge before the
+    state and history (the client and the API refuse it too; a caller of Temporal itself
+    does not pass through them). Not in ``check_decision``: the handler re-runs that on replay."""
+    problem = control_problem(decision.note, "the note") if decision.note else None
+    if problem is not None:
+        raise _refused(problem)
 
 
 def apply_decision(approval: Approval, decision: ApprovalDecision, now: datetime) -> None:

@@ -29,6 +29,7 @@ from workflows import replies
 from workflows.approvals import APPROVER_PATTERN
 from workflows.errors import ErrorType
 from workflows.records import ConversationStatus, OutcomeResolution, Step, StepStatus
+from workflows.user_text import control_problem
 
 RESOLUTION_PATCH = "operator-resolves-unknown"
 """``workflow.patched`` id of waiting for an operator's resolution after escalating an
@@ -70,6 +71,18 @@ def check_resolution(state: Any, request: ResolveOutcome) -> Step:
         raise _refused(f"step {step.step_id} is {step.status.value}, not unknown: only an unknown outcome "
                        "can be resolved")
     return step
+
+
+def check_resolution_text(request: ResolveOutcome) -> None:
+    """Refuse (``ResolutionRefused``, non-retryable) a resolution whose note, step id or actor
+    has a control character (``workflows.user_text``): for the update validator, the last edge
+    before the state and history (the client and the API refuse it too; a caller of Temporal
+    itself does not pass through them). Not in ``check_resolution``: the handler re-runs that
+    on replay, where a resolution accepted before this check must still apply."""
+    for text, what in ((request.note, "the note"), (request.step_id, "the step id"), (request.actor, "the actor")):
+        problem = control_problem(text, what) if text else None
+        if problem is not None:
+            raise _refused(problem)
 
 
 def apply_resolution(state: Any, step: Step, request: ResolveOutcome, now: datetime) -> OutcomeResolution:
@@ -133,6 +146,7 @@ class ResolutionGate:
     @resolve_outcome.validator
     def _validate_resolution(self, request: ResolveOutcome) -> None:
         self._refuse_unloadable()
+        check_resolution_text(request)
         check_resolution(self._state, request)
 
     async def _await_resolution(self, wait_seconds: float) -> bool:

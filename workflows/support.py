@@ -26,7 +26,7 @@ from workflows import transitions as tr
 from workflows.budget import adopt_budget
 from workflows.contracts import AssistantReply, CancelRequest, SupportInput, SupportOutcome, UserMessage, message_digest
 from workflows.approval_flow import next_expiry, ready_to_settle, settle_approvals
-from workflows.approvals import Approval, ApprovalDecision, apply_decision, check_decision
+from workflows.approvals import Approval, ApprovalDecision, apply_decision, check_decision, check_decision_text
 from workflows.cancellation import cancel_conversation, escalated_while_cancelling
 from workflows.errors import ErrorType
 from workflows.migrations import initial_state
@@ -159,6 +159,7 @@ class SupportWorkflow(ResolutionGate):
         if self._cancel is not None or not self._state.is_open():
             raise ApplicationError("this conversation has finished; its approvals were withdrawn",
                                    type=ErrorType.APPROVAL_REFUSED.value, non_retryable=True)
+        check_decision_text(decision)
         check_decision(self._state.approvals, decision, workflow.now())
 
     @workflow.signal(description="Cancel the conversation: {reason, rollback}. In-flight model calls and reads "
