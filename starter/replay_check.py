@@ -79,6 +79,7 @@ class ReplayReport(BaseModel):
     verdict: Literal["resume", "refuse"] = "refuse"
     reasons: list[str] = []
     reset_event_id: Optional[int] = None
+    history_length: Optional[int] = None  # events checked: ``resume`` refuses a run that has moved on since
 
 
 @dataclass
@@ -271,7 +272,7 @@ async def check(client: Client, conversation_id: str, systems: Systems) -> Repla
         report.reasons = ["no conversation has this id (a refund's id is not a conversation's)" if missing else
                           "no run of this conversation can be read: Temporal did not answer"]
         return report
-    report.run_id, status = described.run_id, described.status
+    report.run_id, status, report.history_length = described.run_id, described.status, described.history_length
     report.run_status = status.name.lower() if status else None
     run = await read_run(await client.get_workflow_handle(workflow_id, run_id=described.run_id).fetch_history(),
                          client.data_converter)

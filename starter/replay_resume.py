@@ -36,13 +36,20 @@ class ResumeRefused(Exception):
 async def resume(client: Client, report: ReplayReport, identity: str = "statekeeper resume") -> str:
     """Reset the report's run to its last completed workflow task (``reset_event_id``);
     returns the new run's id. Raises ``ResumeRefused`` unless the verdict is ``resume``, when
-    the conversation has another run since the check, or when the check was already resumed
+    the conversation has another run since the check or its run has more events than the
+    check read, or when the check was already resumed
     (nothing is changed then); ``RPCError`` when Temporal refuses the reset."""
     if report.verdict != "resume" or report.reset_event_id is None:
         raise ResumeRefused(report.reasons)
-    current = (await client.get_workflow_handle(report.workflow_id).describe()).run_id
+    described = await client.get_workflow_handle(report.workflow_id).describe()
+    current = described.run_id
     if current != report.run_id:  # e.g. another operator's resume: check the new run first
         raise ResumeRefused([f"the conversation has another run since the check ({current}): check it again"])
+    if report.history_length is not None and described.history_length != report.history_length:
+        # e.g. a send without keys started after the check: a reset would run it again while
+        # the first attempt may still land (the check would have said unproven)
+        raise ResumeRefused([f"the run has moved on since the check ({report.history_length} events, now "
+                             f"{described.history_length}): check it again"])
     await _claim(client, report, identity)
     answer = await client.workflow_service.reset_workflow_execution(ResetWorkflowExecutionRequest(
         namespace=client.namespace,

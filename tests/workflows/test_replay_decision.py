@@ -210,3 +210,25 @@ async def test_a_resume_under_a_waiting_message_leaves_its_outcome_unknown_and_a
         systems.close()
     assert [e["tool"] for e in backend.ledger_entries("main")] == [TOOL]  # exactly one effect
     assert backend.duplicate_writes("main") == 0
+
+
+async def test_a_check_the_run_has_moved_on_from_is_not_resumed(temporal_env, settings):
+    """A check judges the history it read; a resume acting on it after the run went on (here
+    one more message; in general a send without keys that started since, still in flight)
+    would reset past events nobody judged. It is refused and nothing changes (review finding:
+    only another run was noticed)."""
+    async with running_worker(temporal_env, settings, brain=_brain(reply("Nothing changed."))) as (client, backend):
+        cid = f"replay-stale-{uuid.uuid4().hex[:6]}"
+        await client.start_conversation(cid)
+        assert (await client.send_message(cid, f"my email is {EMAIL}, ship {PENDING} to Austin")).awaiting_confirmation
+        systems = Systems(backend=backend)
+        report = await check(temporal_env.client, cid, systems)
+        systems.close()
+        assert report.verdict == "resume", report.reasons
+        await client.send_message(cid, "no, leave it")
+        before = await _events(temporal_env, cid)
+        with pytest.raises(ResumeRefused) as stale:
+            await resume(temporal_env.client, report)
+        assert "moved on since the check" in str(stale.value)
+        described = await temporal_env.client.get_workflow_handle(f"support-{cid}").describe()
+        assert described.run_id == report.run_id and await _events(temporal_env, cid) == before
