@@ -18,6 +18,7 @@ from typing import Callable, Optional
 from temporalio.client import Client
 
 from starter.replay_check import Systems, check, ref_operation
+from workflows.support import support_workflow_id
 
 SystemsFactory = Callable[[], Systems]
 """Opens the systems of record the workers write to (``Systems.from_settings``)."""
@@ -31,7 +32,8 @@ async def ledger_contradiction(client: Client, conversation_id: str, step_id: st
     asked) and the ledger under each of the step's keys."""
     if outcome != "not_applied":
         return None
-    report = await check(client, conversation_id, systems)
+    # by workflow id: ``check`` strips one ``support-``, and a conversation id may start with it
+    report = await check(client, support_workflow_id(conversation_id), systems)
     for effect in report.effects:
         if effect.key and ref_operation(effect.key) == step_id and effect.ledger == "applied":
             return (f"the retail ledger records the write of step {step_id} as applied: it cannot be resolved as "

@@ -163,3 +163,25 @@ async def test_a_not_applied_resolution_the_ledger_contradicts_is_refused(tempor
         assert [s.status.value for s in intact.steps if s.step_id == step_id] == ["unknown"]
         done = await client.resolve_outcome(cid, step_id, "applied", "op-2", "the new address is on the order")
         assert done.outcome == "applied" and (await client.state(cid)).status.value == "active"
+
+
+async def test_a_conversation_whose_id_starts_with_support_is_checked_against_its_own_ledger(temporal_env, settings):
+    """Conversation ids may start with ``support-`` (the API's pattern allows it); the ledger
+    check read the history of the conversation named by the rest of the id instead (the
+    prefix was stripped as if it were the workflow id's), found no write of the step there,
+    and let a contradicted ``not_applied`` through (review finding)."""
+    ports = []
+
+    def wrap(port):
+        ports.append(AppliedButUnseen(port))
+        return ports[-1]
+
+    async with running_worker(temporal_env, settings, brain=_brain(), wrap_port=wrap) as (client, backend):
+        cid, step_id = await _escalated(client, "support-named")
+        ports[0].armed = False
+        assert [e["tool"] for e in backend.ledger_entries("main")] == [TOOL]  # it did apply
+        client.evidence = lambda: Systems.from_settings(settings)
+        with pytest.raises(ConversationError) as refused:
+            await client.resolve_outcome(cid, step_id, "not_applied", "op-2", "nothing in the order system")
+        assert refused.value.kind == "resolution_refused" and "as applied" in str(refused.value)
+        assert (await client.state(cid)).resolutions == []
