@@ -50,7 +50,8 @@ class Effects:
             fault, delay = self.board.take(request.url.path, request.headers.get(FAULT_HEADER),
                                            request.headers.get(FAULT_SECONDS_HEADER))
         except ValueError:
-            raise HTTPException(400, "unknown fault kind") from None
+            raise HTTPException(400, "unknown fault kind, or fault seconds outside 0 to 120; nothing was done"
+                                ) from None
         deadline = deadline_of(request.headers.get(DEADLINE_HEADER))
         if fault is Fault.HTTP_5XX:
             raise HTTPException(503, "injected fault: service unavailable; nothing was done")

@@ -68,10 +68,12 @@ class FaultBoard:
 
     def take(self, path: str, header: Optional[str], seconds: Optional[str]) -> tuple[Optional[Fault], Optional[float]]:
         """The fault for one effect request at ``path``: the header's (ValueError for an
-        unknown kind), else the first armed one matching (consumed), else None."""
+        unknown kind or seconds outside ``ArmFaults``' bounds), else the first armed one
+        matching (consumed), else None."""
         with self._lock:
-            if header:
-                fault, delay = Fault(header), float(seconds) if seconds else None
+            if header:  # bounded as ``ArmFaults`` (ValueError): a negative, NaN or huge delay is refused
+                asked = ArmFaults(kind=Fault(header), seconds=float(seconds) if seconds else None)
+                fault, delay = asked.kind, asked.seconds
             else:
                 armed = next((a for a in self._armed if path.startswith(a.path_prefix)), None)
                 if armed is None:

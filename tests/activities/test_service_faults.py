@@ -167,3 +167,15 @@ def test_a_key_naming_a_non_ascii_conversation_moves_money_once(services, tmp_pa
     assert moved["movements"] == len(MOVEMENTS) and not moved["replayed"] and again["replayed"]
     assert payments.find(key)["movements"] == len(MOVEMENTS) and payments.find(twin) is None  # distinct keys
     assert len(payments.operations("#W4566810")) == 1
+
+
+@pytest.mark.parametrize("seconds", ["-1", "nan", "1e9"])
+def test_fault_seconds_out_of_range_in_the_header_are_refused_before_any_work(services, seconds):  # noqa: F811
+    # the header skipped the bounds of POST /_faults (0 to 120 s): "-1" committed the payment and
+    # then answered 500 (time.sleep(-1)); "1e9" with slow_lock would hold the write lock for ever
+    url, key = services["payments"], f"k-fault-seconds-{seconds}"
+    body = {"reference": "#W-fs", "kind": "cancel_pending_order", "movements": MOVEMENTS}
+    answer = httpx.post(f"{url}/operations", json=body, headers={
+        "Idempotency-Key": key, "X-Fault": "answer_after_timeout", "X-Fault-Seconds": seconds})
+    assert answer.status_code == 400 and "nothing was done" in answer.json()["detail"]
+    assert httpx.get(f"{url}/operations/{key}").status_code == 404
