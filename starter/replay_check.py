@@ -14,14 +14,11 @@ and its refund children's, and asks the systems of every write it invoked:
 Each write is ``deduplicated`` (keyed in a system that honours the key, recorded in a
 ledger, or found by reference), ``resolved`` (an operator resolved its unknown outcome),
 ``unknown`` (failed with ``OutcomeUnknown``, escalated, or dispatched without a recorded
-result and the system cannot be asked) or ``unproven`` (e.g. sent to a system without keys
-and no reference match). The verdict is ``resume`` when the original input decodes, the run
-is not finished normally, and every write is deduplicated or resolved; else ``refuse``, with
-the reasons. Only the current run is read: a reset re-runs nothing of the runs before a
-continue-as-new. ``resume(client, report)`` resets to the last completed workflow task only on a
-``resume`` verdict. Signals and updates the server recorded after that point are re-applied
-(the default): a message accepted in the task that is re-run is delivered again, so its turn
-runs again under the same turn number and its write under the same key.
+result and the system cannot be asked) or ``unproven`` (e.g. no keys, no reference match).
+The verdict is ``resume`` when the original input decodes, the run is not finished normally
+and every write is deduplicated or resolved; else ``refuse``, with the reasons. Only the
+current run is read (a reset re-runs nothing before a continue-as-new). ``starter.replay_resume``
+acts on a ``resume`` verdict, re-applying signals and updates after the reset point.
 """
 
 from __future__ import annotations
@@ -74,8 +71,7 @@ class ReplayReport(BaseModel):
     input_known: bool = False
     input_problem: Optional[str] = None
     effects: list[EffectReport] = []
-    harmless: dict[str, int] = {}
-    """Activities that change nothing (or upsert by key), by type: how many were invoked."""
+    harmless: dict[str, int] = {}  # activities that change nothing (or upsert by key), by type: how many ran
     verdict: Literal["resume", "refuse"] = "refuse"
     reasons: list[str] = []
     reset_event_id: Optional[int] = None
