@@ -17,12 +17,13 @@ import uuid
 
 import pytest
 from temporalio.client import WorkflowExecutionStatus
+from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import Replayer
 
 from starter.client import ConversationError
 from starter.connection import data_converter
 from starter.replay_check import Systems, check
-from starter.replay_resume import ResumeRefused, resume
+from starter.replay_resume import ResumeRefused, _claim, resume
 from tests.faults import UnknownWrites
 from tests.policy_fixtures import CUSTOMER, EMAIL, PENDING
 from tests.workflow_harness import ListBrain, call, reply, running_worker
@@ -196,7 +197,8 @@ async def test_a_resume_under_a_waiting_message_leaves_its_outcome_unknown_and_a
                                     return_exceptions=True)
         [new_run] = [r for r in runs if isinstance(r, str)]
         [refused] = [r for r in runs if isinstance(r, ResumeRefused)]
-        assert new_run != report.run_id and "already resumed" in str(refused), runs
+        assert new_run != report.run_id, runs
+        assert "being resumed by another operator" in str(refused) or "another run since the check" in str(refused)
         assert (await temporal_env.client.get_workflow_handle(f"support-{cid}").describe()).run_id == new_run
         with pytest.raises(ResumeRefused) as stale:  # a second resume of the same check: the run changed
             await resume(temporal_env.client, report)
@@ -232,3 +234,58 @@ async def test_a_check_the_run_has_moved_on_from_is_not_resumed(temporal_env, se
         assert "moved on since the check" in str(stale.value)
         described = await temporal_env.client.get_workflow_handle(f"support-{cid}").describe()
         assert described.run_id == report.run_id and await _events(temporal_env, cid) == before
+
+
+async def test_a_reset_that_failed_does_not_block_the_check(temporal_env, settings, tmp_path, monkeypatch):
+    """A reset Temporal refused, or did not answer, releases the check's claim: the next
+    resume resets, once; a claim still held refuses."""
+    marker = tmp_path / "committed"
+    async with running_worker(temporal_env, settings, brain=_brain(reply("Done.")),
+                              pause_after_write=(3.0, marker)) as (client, backend):
+        cid = f"replay-claim-{uuid.uuid4().hex[:6]}"
+        await client.start_conversation(cid)
+        assert (await client.send_message(cid, f"my email is {EMAIL}, ship {PENDING} to Austin")).awaiting_confirmation
+        yes = asyncio.create_task(client.send_message(cid, "yes"))
+        for _ in range(200):
+            if marker.exists():
+                break
+            await asyncio.sleep(0.05)
+        await temporal_env.client.get_workflow_handle(f"support-{cid}").terminate("the run died")
+        await asyncio.gather(yes, return_exceptions=True)
+        systems = Systems(backend=backend)
+        report = await check(temporal_env.client, cid, systems)
+        systems.close()
+        assert report.verdict == "resume", report.reasons
+        service = temporal_env.client.workflow_service
+        real = service.reset_workflow_execution
+        for status in (RPCStatusCode.FAILED_PRECONDITION, RPCStatusCode.UNAVAILABLE):
+            async def failing(*_a, status=status, **_k):
+                raise RPCError(f"{status.name} (injected)", status, b"")
+            monkeypatch.setattr(service, "reset_workflow_execution", failing)
+            with pytest.raises(RPCError):
+                await resume(temporal_env.client, report)
+        monkeypatch.setattr(service, "reset_workflow_execution", real)
+        held = await _claim(temporal_env.client, report, "op-elsewhere")  # another operator, mid-resume
+        with pytest.raises(ResumeRefused) as busy:
+            await resume(temporal_env.client, report)
+        assert "being resumed by another operator" in str(busy.value)
+        await held.terminate("released")
+        new_run = await resume(temporal_env.client, report)
+        assert new_run != report.run_id
+        assert (await temporal_env.client.get_workflow_handle(f"support-{cid}").describe()).run_id == new_run
+        with pytest.raises(ResumeRefused):
+            await resume(temporal_env.client, report)  # the run changed: never twice
+        # a resume that read the run before that reset and got the claim after it was released:
+        # its read again, under the claim, sees the reset
+        from starter import replay_resume  # noqa: PLC0415
+        checks, unchanged = [], replay_resume._unchanged
+
+        async def late(client_, report_):
+            checks.append(1)
+            if len(checks) > 1:
+                await unchanged(client_, report_)
+        monkeypatch.setattr(replay_resume, "_unchanged", late)
+        with pytest.raises(ResumeRefused) as late_one:
+            await resume(temporal_env.client, report)
+        assert "another run since the check" in str(late_one.value) and len(checks) == 2
+        assert (await temporal_env.client.get_workflow_handle(f"support-{cid}").describe()).run_id == new_run
