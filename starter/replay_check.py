@@ -23,7 +23,6 @@ acts on a ``resume`` verdict, re-applying signals and updates after the reset po
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Literal, Optional
 
 from pydantic import BaseModel
@@ -31,6 +30,7 @@ from temporalio.client import Client, WorkflowExecutionStatus
 
 from activities.payments_port import MONEY_TOOLS, payments_key
 from starter.replay_history import Invoked, RunHistory, read_run
+from starter.replay_systems import Systems
 from starter.system_of_record import SERVICES
 from workflows.actions import call_arguments
 from workflows.errors import ErrorType
@@ -58,6 +58,8 @@ class EffectReport(BaseModel):
     reason: str
     ledger: Optional[Literal["applied", "refused", "absent"]] = None
     """What the retail ledger holds under the key (None: not a retail write, or it could not be asked)."""
+    money: Optional[Literal["moved", "absent"]] = None
+    """What the payments service holds under ``pay:{key}`` (None: not asked, or no answer)."""
 
 
 class ReplayReport(BaseModel):
@@ -76,41 +78,6 @@ class ReplayReport(BaseModel):
     reasons: list[str] = []
     reset_event_id: Optional[int] = None
     history_length: Optional[int] = None  # events checked: ``resume`` refuses a run that has moved on since
-
-
-@dataclass
-class Systems:
-    """Where the evidence is: the retail backend (ledger, side channels), the dispatch log and
-    the HTTP adapters of the external services (None: not configured)."""
-
-    backend: Any
-    log: Any = None
-    payments: Any = None
-    outbox: Any = None
-    tickets: Any = None
-
-    @classmethod
-    def from_settings(cls, settings: Any) -> "Systems":
-        """The systems a worker with ``settings`` writes to (``worker.build_tool_activities``),
-        opened for reading only (nothing is created or seeded)."""
-        from activities.channels_http import HttpOutbox, HttpTickets
-        from activities.journal.tables import make_engine
-        from activities.payments_port import HttpPayments
-        from activities.reconcile import DispatchLog
-        from systems.retail.backend import RetailBackend, make_engine as retail_engine
-
-        external = settings.payments_url or settings.email_url or settings.ticketing_url
-        return cls(backend=RetailBackend(retail_engine(settings.resolved_database_url())),  # read only: no seeding
-                   log=DispatchLog(make_engine(settings.resolved_journal_url())) if external else None,
-                   payments=HttpPayments(settings.payments_url) if settings.payments_url else None,
-                   outbox=HttpOutbox(settings.email_url) if settings.email_url else None,
-                   tickets=HttpTickets(settings.ticketing_url) if settings.ticketing_url else None)
-
-    def close(self) -> None:
-        """Release the database connections."""
-        self.backend.engine.dispose()
-        if self.log is not None:
-            self.log.engine.dispose()
 
 
 def _ask(what: str, fn: Any) -> tuple[Any, Optional[str]]:
@@ -156,15 +123,17 @@ def _retail_write(inv: Invoked, systems: Systems, escalated: set[str], resolved:
     else:
         evidence.append("retail ledger: " + ("not recorded" if recorded is None else
                                              "recorded applied" if recorded.ok else "recorded refused"))
+    money = None
     if systems.payments is not None and tool in MONEY_TOOLS and (recorded is None or recorded.ok):
         pay = payments_key(key)
         found, asked = _ask("the payments service", lambda: systems.payments.find(pay))
         evidence.append(asked or f"payments {pay}: {'found' if found else 'absent'} (keys honoured)")
+        money = None if asked else "moved" if found else "absent"
         if asked and _dispatched(systems, pay):
             unknown.append(f"payments: {pay} dispatched without a recorded result, and {asked}")
     ledger = None if problem or conflict else "absent" if recorded is None else "applied" if recorded.ok else "refused"
     report = _retail_verdict(inv, key, recorded, problem, evidence, unknown, resolved)
-    report.ledger = ledger
+    report.ledger, report.money = ledger, money
     return report
 
 
