@@ -158,7 +158,7 @@ def build_worker(client: Client, settings: Settings, backend: Optional[RetailBac
         activities=[model.propose_action, *tools.all(), *identity.all(), *JournalActivities(journal).all(),
                     *RetentionActivities(lambda: build_erasure(client, settings, backend, journal)).all()],
         workflow_runner=workflow_runner(settings.sandbox_project_modules, settings.workflow_sandbox),
-        max_concurrent_activities=settings.max_concurrent_activities,
+        max_concurrent_activities=settings.activity_slots(),
         max_concurrent_workflow_tasks=settings.max_concurrent_workflow_tasks,
         max_cached_workflows=settings.max_cached_workflows,
         sticky_queue_schedule_to_start_timeout=STICKY_SCHEDULE_TO_START,
@@ -197,7 +197,7 @@ async def run_worker(settings: Optional[Settings] = None, tools: Optional[ToolAc
     # (the default pool has cores + 4 threads) while its start-to-close timer runs
     loop = asyncio.get_running_loop()
     loop.set_default_executor(
-        ThreadPoolExecutor(max_workers=settings.max_concurrent_activities, thread_name_prefix="activity"))
+        ThreadPoolExecutor(max_workers=settings.activity_slots(), thread_name_prefix="activity"))
     # polling first: the model's SDK (seconds of imports) loads meanwhile; a restarted worker
     # can replay and run reads and writes before it is there (the first model call waits for it)
     loop.call_soon(loop.run_in_executor, None, model.warm)
