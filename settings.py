@@ -33,6 +33,10 @@ def write_private_once(path: Path, content: str) -> None:
     finally:
         partial.unlink()
 
+OFFLINE_ACTIVITY_SLOTS = 16
+PROVIDER_ACTIVITY_SLOTS = 64
+
+
 class Settings(BaseSettings):
     """Settings of the worker, the CLI and the embedded dev server.
 
@@ -71,7 +75,9 @@ class Settings(BaseSettings):
     output); past it the conversation is handed to a human agent. None (default): no budget."""
 
     write_timeout_seconds: float = DEFAULT_WRITE_TIMEOUT_SECONDS
-    max_concurrent_activities: int = 64
+    max_concurrent_activities: Optional[int] = Field(default=None, ge=1)
+    """Activity slots of a worker (and threads of its activity pool). None: ``activity_slots``
+    picks by what an activity waits for."""
     max_concurrent_workflow_tasks: int = 64
     max_cached_workflows: int = Field(default=1000, ge=0)
     """Conversations a worker keeps in memory between their messages (the SDK's default); a
@@ -224,6 +230,17 @@ class Settings(BaseSettings):
         if not path.exists():
             write_private_once(path, secrets.token_hex(32))
         return path.read_text().strip()
+
+    def activity_slots(self) -> int:
+        """``max_concurrent_activities``, or by default 16 with the offline stand-in, which answers
+        on the worker's own CPU, and 64 with a provider, whose calls wait on the network. A worker
+        that takes more CPU-bound activities than it can serve holds them up on its event loop
+        until their heartbeats time out: 234 timeouts at 500 concurrent conversations with 64
+        slots, 0 with 16, which also served more turns per CPU-second (bench/turns.py, issue 8);
+        a task left on the server waits on its schedule-to-start time, which is not limited."""
+        if self.max_concurrent_activities is not None:
+            return self.max_concurrent_activities
+        return OFFLINE_ACTIVITY_SLOTS if self.offline else PROVIDER_ACTIVITY_SLOTS
 
     @property
     def offline(self) -> bool:

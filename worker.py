@@ -17,10 +17,7 @@ from typing import Awaitable, Callable, Optional
 
 from temporalio.client import Client
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker, WorkflowRunner
-from temporalio.worker.workflow_sandbox import (
-    SandboxedWorkflowRunner,
-    SandboxRestrictions,
-)
+from temporalio.worker.workflow_sandbox import SandboxRestrictions
 
 from activities.erasure.activity import RetentionActivities
 from activities.erasure.service import DataErasure
@@ -35,6 +32,7 @@ from starter.audit import AuditLog
 from starter.connection import connect
 from starter.logs import configure_logging
 from starter.preflight import StartupRefused, check_task_queue, ensure_search_attributes
+from starter.sandbox_runner import CompiledSandboxedWorkflowRunner
 from starter.system_of_record import SERVICES, fingerprint, services_fingerprint, worker_identity
 from systems.model.plans import PlanBook
 from systems.retail.backend import RetailBackend, make_engine
@@ -60,11 +58,12 @@ def workflow_runner(sandbox_project_modules: bool = True, sandboxed: bool = True
     through; the project's own (``PROJECT_MODULES``) load inside the sandbox when
     ``sandbox_project_modules`` (the strict mode the tests and the replayer use), else they
     are passed through too (the worker's default, for speed). ``sandboxed`` False: no sandbox
-    (``Settings.workflow_sandbox``)."""
+    (``Settings.workflow_sandbox``). The sandbox compiles its source strings once
+    (``starter.sandbox_runner``)."""
     if not sandboxed:
         return UnsandboxedWorkflowRunner()
     shared = PASSTHROUGH_MODULES if sandbox_project_modules else PASSTHROUGH_MODULES + PROJECT_MODULES
-    return SandboxedWorkflowRunner(restrictions=SandboxRestrictions.default.with_passthrough_modules(*shared))
+    return CompiledSandboxedWorkflowRunner(restrictions=SandboxRestrictions.default.with_passthrough_modules(*shared))
 
 
 def build_backend(settings: Settings) -> RetailBackend:
@@ -159,7 +158,7 @@ def build_worker(client: Client, settings: Settings, backend: Optional[RetailBac
         activities=[model.propose_action, *tools.all(), *identity.all(), *JournalActivities(journal).all(),
                     *RetentionActivities(lambda: build_erasure(client, settings, backend, journal)).all()],
         workflow_runner=workflow_runner(settings.sandbox_project_modules, settings.workflow_sandbox),
-        max_concurrent_activities=settings.max_concurrent_activities,
+        max_concurrent_activities=settings.activity_slots(),
         max_concurrent_workflow_tasks=settings.max_concurrent_workflow_tasks,
         max_cached_workflows=settings.max_cached_workflows,
         sticky_queue_schedule_to_start_timeout=STICKY_SCHEDULE_TO_START,
@@ -198,7 +197,7 @@ async def run_worker(settings: Optional[Settings] = None, tools: Optional[ToolAc
     # (the default pool has cores + 4 threads) while its start-to-close timer runs
     loop = asyncio.get_running_loop()
     loop.set_default_executor(
-        ThreadPoolExecutor(max_workers=settings.max_concurrent_activities, thread_name_prefix="activity"))
+        ThreadPoolExecutor(max_workers=settings.activity_slots(), thread_name_prefix="activity"))
     # polling first: the model's SDK (seconds of imports) loads meanwhile; a restarted worker
     # can replay and run reads and writes before it is there (the first model call waits for it)
     loop.call_soon(loop.run_in_executor, None, model.warm)

@@ -11,17 +11,28 @@ from temporalio import activity
 
 from workflows.options import HEARTBEAT_INTERVAL_SECONDS
 
+FIRST_BEAT_SECONDS = 1.0
+"""The first beat of an activity comes this long after the block starts, not at once. Each
+beat the SDK sends is an RPC the server persists (``RecordActivityTaskHeartbeat``): beating at
+once cost 1.6-2.6 of them per turn, for model calls and journal writes that end in milliseconds
+(bench/turns.py, issue 8). The server's heartbeat timer runs from the activity's start, so a
+worker that dies before its first beat is still noticed at the heartbeat timeout (3 s,
+``workflows.options.HEARTBEAT_TIMEOUT``): the first beat only has to come well within it."""
+
 
 @contextlib.asynccontextmanager
-async def heartbeating(interval_seconds: float = HEARTBEAT_INTERVAL_SECONDS) -> AsyncIterator[None]:
-    """Heartbeat every ``interval_seconds`` until the block ends (outside an activity, e.g.
-    when a test calls the method directly, and in a local activity, it does nothing)."""
+async def heartbeating(interval_seconds: float = HEARTBEAT_INTERVAL_SECONDS,
+                       first_seconds: float = FIRST_BEAT_SECONDS) -> AsyncIterator[None]:
+    """Heartbeat every ``interval_seconds``, the first after ``first_seconds``, until the block
+    ends (outside an activity, e.g. when a test calls the method directly, and in a local
+    activity, it does nothing). A block shorter than ``first_seconds`` sends no heartbeat."""
     if not activity.in_activity() or activity.info().is_local:
         # a local activity does not heartbeat: its workflow task's timeout covers it
         yield
         return
 
     async def beat() -> None:
+        await asyncio.sleep(first_seconds)
         while True:
             activity.heartbeat()
             await asyncio.sleep(interval_seconds)

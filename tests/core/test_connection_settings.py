@@ -89,3 +89,14 @@ def test_metrics_settings_give_one_runtime_per_configuration(tmp_path: Path):
     runtime = connect_options(settings)["runtime"]
     assert runtime is telemetry_runtime(settings)  # made once: a runtime owns its exporter
     assert telemetry_runtime(Settings(data_dir=tmp_path)) is None
+
+
+def test_activity_slots_fit_what_activities_wait_for():
+    """16 offline (the stand-in model answers on the worker's CPU), 64 with a provider (its
+    calls wait on the network); a configured number wins either way."""
+    from settings import OFFLINE_ACTIVITY_SLOTS, PROVIDER_ACTIVITY_SLOTS
+
+    assert Settings(_env_file=None, anthropic_api_key=None).activity_slots() == OFFLINE_ACTIVITY_SLOTS == 16
+    assert Settings(_env_file=None, anthropic_api_key="k").activity_slots() == PROVIDER_ACTIVITY_SLOTS == 64
+    assert Settings(_env_file=None, anthropic_api_key=None, max_concurrent_activities=40).activity_slots() == 40
+    assert Settings(_env_file=None, anthropic_api_key="k", max_concurrent_activities=8).activity_slots() == 8
