@@ -12,6 +12,7 @@ import logging
 import os
 import signal
 import sys
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Awaitable, Callable, Optional
 
@@ -27,7 +28,7 @@ from activities.erasure.service import DataErasure
 from activities.identity import IdentityActivities
 from activities.journal.activity import JournalActivities
 from activities.journal.store import JournalStore
-from activities.llm.model_activity import ModelActivities, build_client, offline_client
+from activities.llm.model_activity import ModelActivities, build_client, offline_client, sdk
 from activities.retail_port import RetailPort
 from activities.tools import ToolActivities
 from settings import Settings
@@ -190,6 +191,11 @@ async def run_worker(settings: Optional[Settings] = None, tools: Optional[ToolAc
     ``build_worker``). Raises ``StartupRefused`` before polling when the server or the task
     queue does not fit."""
     settings = settings or Settings()
+    # the model SDK (seconds of imports) loads in a thread from the start: it takes the GIL while
+    # this thread waits on the network and the databases (connect, preflight, schemas), and the
+    # worker polls without waiting for it (replays, reads and writes need no SDK; a restarted
+    # worker's first model call comes after a heartbeat timeout, bench/turns.py --timeline)
+    threading.Thread(target=sdk, name="model-sdk", daemon=True).start()
     client = await connect(settings)
     await preflight(client, settings)
     model = model or build_model_activities(settings)
@@ -199,9 +205,7 @@ async def run_worker(settings: Optional[Settings] = None, tools: Optional[ToolAc
     loop = asyncio.get_running_loop()
     loop.set_default_executor(
         ThreadPoolExecutor(max_workers=settings.max_concurrent_activities, thread_name_prefix="activity"))
-    # polling first: the model's SDK (seconds of imports) loads meanwhile; a restarted worker
-    # can replay and run reads and writes before it is there (the first model call waits for it)
-    loop.call_soon(loop.run_in_executor, None, model.warm)
+    loop.call_soon(loop.run_in_executor, None, model.warm)  # the client, once the SDK is imported
     log.info("worker polling %s on %s (offline model: %s)", settings.task_queue, settings.temporal_address,
              settings.offline)
     await run_until_signalled(worker)

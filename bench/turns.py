@@ -153,12 +153,14 @@ async def main(args: argparse.Namespace) -> dict:
     tmp = Path(tempfile.mkdtemp(prefix="bench-turns-"))
     env = await WorkflowEnvironment.start_local(
         dev_server_existing_path=str(Path(sys.executable).parent / "temporal"), data_converter=data_converter(),
-        search_attributes=list(SEARCH_ATTRIBUTES), dev_server_log_level="error")
+        search_attributes=list(SEARCH_ATTRIBUTES), dev_server_log_level="error",
+        dev_server_extra_args=[a for kv in args.dynamic_config for a in ("--dynamic-config-value", kv)])
     report: dict = {}
     baseline = None
     try:
         temporal = env.client
-        report["per_turn_ms"], report["history"] = await per_turn(temporal, tmp, args.turns)
+        if not args.recovery_only:
+            report["per_turn_ms"], report["history"] = await per_turn(temporal, tmp, args.turns)
         database = _postgres_database() or f"sqlite:///{tmp / 'sor.sqlite'}"
         worker_env = {"STATEKEEPER_TEMPORAL_ADDRESS": temporal.service_client.config.target_host,
                       "STATEKEEPER_DATABASE_URL": database, "STATEKEEPER_JOURNAL_URL": database,
@@ -170,14 +172,27 @@ async def main(args: argparse.Namespace) -> dict:
         store = f"rec{uuid.uuid4().hex[:6]}"
         backend.seed_store(store)
         report["recovery_seconds"], report["failover_seconds"] = {}, {}
-        if args.repeats:
-            report["recovery_seconds"] = await recovery(temporal, worker_env, backend, store, tmp, args.repeats)
-            report["failover_seconds"] = await recovery(temporal, worker_env, backend, store, tmp, args.repeats,
-                                                        standby=True, first_pick=3 * args.repeats)
         if args.baseline:
             baseline = baseline_tree(args.baseline, tmp)
+        if args.repeats and "restart" in args.modes:
+            report["recovery_seconds"] = await recovery(temporal, worker_env, backend, store, tmp, args.repeats,
+                                                        args.kinds, timelines=args.timeline)
+        if args.repeats and "failover" in args.modes:
+            report["failover_seconds"] = await recovery(temporal, worker_env, backend, store, tmp, args.repeats,
+                                                        args.kinds, standby=True, first_pick=3 * args.repeats,
+                                                        timelines=args.timeline)
+        if args.repeats and baseline is not None:
+            # the same kills on the baseline's code, after the current code's (picks 6 × repeats on)
+            old = await _uncompressed(temporal)
+            report["baseline"] = args.baseline
+            for n, (mode, key) in enumerate((("restart", "baseline_recovery_seconds"),
+                                             ("failover", "baseline_failover_seconds"))):
+                if mode in args.modes:
+                    report[key] = await recovery(old, worker_env, backend, store, tmp, args.repeats, args.kinds,
+                                                 standby=mode == "failover", first_pick=(6 + 3 * n) * args.repeats,
+                                                 timelines=args.timeline, root=baseline)
         report["concurrency"] = []
-        for conversations in args.conversations:
+        for conversations in [] if args.recovery_only else args.conversations:
             for workers in args.workers:
                 variants = [("current", ROOT, {})]
                 if args.unsandboxed:
@@ -206,6 +221,14 @@ async def main(args: argparse.Namespace) -> dict:
 
 def show(report: dict) -> None:
     console = Console(width=150)
+    if "per_turn_ms" in report:
+        _latency(console, report)
+    _recovery(console, report)
+    if report["concurrency"]:
+        _concurrency(console, report)
+
+
+def _latency(console: Console, report: dict) -> None:
     lat = Table(title="Per-turn latency, one read (ms, median)")
     for col in ("statekeeper", "bare Temporal", "in process", "statekeeper / bare"):
         lat.add_column(col, justify="right")
@@ -216,15 +239,25 @@ def show(report: dict) -> None:
     h = report["history"]
     console.print(f"History per turn with one read: {h['events_per_turn']} events, {h['bytes_per_turn']:.0f} bytes "
                   "(as stored, codec on)")
+
+
+def _recovery(console: Console, report: dict) -> None:
     rec = Table(title="Reply after a SIGKILL (s): restart = from starting a new worker process (its Python "
                       "startup included); failover = from the kill, another worker already running")
     for col in ("during", "mode", "n", "p50", "p95", "max", "exactly one effect"):
         rec.add_column(col, justify="right")
-    for mode, key in (("restart", "recovery_seconds"), ("failover", "failover_seconds")):
-        for kind, r in report[key].items():
+    rec.add_column("code", justify="left")
+    keys = [("restart", "recovery_seconds", "current"), ("failover", "failover_seconds", "current"),
+            ("restart", "baseline_recovery_seconds", f"baseline {report.get('baseline')}"),
+            ("failover", "baseline_failover_seconds", f"baseline {report.get('baseline')}")]
+    for mode, key, code in keys:
+        for kind, r in report.get(key, {}).items():
             rec.add_row(kind, mode, str(r["n"]), f"{r['p50']:.2f}", f"{r['p95']:.2f}", f"{r['max']:.2f}",
-                        f"{r['exactly_once']}/{r['n']}")
+                        f"{r['exactly_once']}/{r['n']}", code)
     console.print(rec)
+
+
+def _concurrency(console: Console, report: dict) -> None:
     con = Table(title=f"Concurrency ({report['system_of_record']} system of record)")
     for col in ("code", "conversations", "workers", "turns", "failed", "turns/s", "turns/CPU-s", "p50 s", "p95 s",
                 "activity timeouts", "task timeouts", "writes", "duplicates"):
@@ -270,6 +303,14 @@ def cli() -> None:
                              "slots:STATEKEEPER_MAX_CONCURRENT_ACTIVITIES=16 (repeatable)")
     parser.add_argument("--turns", type=int, default=20, help="turns timed for the per-turn latency")
     parser.add_argument("--repeats", type=int, default=10, help="SIGKILLs per kind and mode (0: no recovery runs)")
+    parser.add_argument("--recovery-only", action="store_true",
+                        help="only the SIGKILL recovery rows (no per-turn latency, no concurrency)")
+    parser.add_argument("--kinds", default="model,read,write", help="recovery: kills during these (comma-separated)")
+    parser.add_argument("--modes", default="restart,failover", help="recovery: restart and/or failover")
+    parser.add_argument("--timeline", action="store_true", help="recovery: print each kill's timeline")
+    parser.add_argument("--dynamic-config", action="append", default=[], metavar="KEY=VALUE",
+                        help="a dynamic config value of the dev server, e.g. "
+                             "'history.timerProcessorMaxTimeShift=\"100ms\"' (repeatable; default: none)")
     parser.add_argument("--conversations", default="50,200,500")
     parser.add_argument("--workers", default="1,2,4")
     args = parser.parse_args()
@@ -277,6 +318,8 @@ def cli() -> None:
         args.turns, args.repeats, args.conversations, args.workers = 8, 1, "20", "1,2"
     args.conversations = [int(c) for c in str(args.conversations).split(",")]
     args.workers = [int(w) for w in str(args.workers).split(",")]
+    args.kinds = tuple(args.kinds.split(","))
+    args.modes = tuple(args.modes.split(","))
     args.variant = [(v.split(":", 1)[0], dict(kv.split("=", 1) for kv in v.split(":", 1)[1].split(",")))
                     for v in args.variant]
     report = asyncio.run(main(args))
