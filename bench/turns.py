@@ -188,7 +188,8 @@ async def main(args: argparse.Namespace) -> dict:
             for n, (mode, key) in enumerate((("restart", "baseline_recovery_seconds"),
                                              ("failover", "baseline_failover_seconds"))):
                 if mode in args.modes:
-                    report[key] = await recovery(old, worker_env, backend, store, tmp, args.repeats, args.kinds,
+                    report[key] = await recovery(old, worker_env, backend, store, tmp,
+                                                 args.baseline_repeats or args.repeats, args.kinds,
                                                  standby=mode == "failover", first_pick=(6 + 3 * n) * args.repeats,
                                                  timelines=args.timeline, root=baseline)
         report["concurrency"] = []
@@ -247,14 +248,23 @@ def _recovery(console: Console, report: dict) -> None:
     for col in ("during", "mode", "n", "p50", "p95", "max", "exactly one effect"):
         rec.add_column(col, justify="right")
     rec.add_column("code", justify="left")
+    rec.add_column("p95 / baseline p95", justify="right")
     keys = [("restart", "recovery_seconds", "current"), ("failover", "failover_seconds", "current"),
             ("restart", "baseline_recovery_seconds", f"baseline {report.get('baseline')}"),
             ("failover", "baseline_failover_seconds", f"baseline {report.get('baseline')}")]
     for mode, key, code in keys:
         for kind, r in report.get(key, {}).items():
             rec.add_row(kind, mode, str(r["n"]), f"{r['p50']:.2f}", f"{r['p95']:.2f}", f"{r['max']:.2f}",
-                        f"{r['exactly_once']}/{r['n']}", code)
+                        f"{r['exactly_once']}/{r['n']}", code, _ratio(report, key, kind))
     console.print(rec)
+
+
+def _ratio(report: dict, key: str, kind: str) -> str:
+    """The current code's p95 over the baseline's for the same kind and mode ("" without one)."""
+    if key.startswith("baseline_"):
+        return ""
+    base = report.get(f"baseline_{key}", {}).get(kind)
+    return f"{report[key][kind]['p95'] / base['p95']:.2f}x" if base and base["p95"] else ""
 
 
 def _concurrency(console: Console, report: dict) -> None:
@@ -311,6 +321,8 @@ def cli() -> None:
     parser.add_argument("--dynamic-config", action="append", default=[], metavar="KEY=VALUE",
                         help="a dynamic config value of the dev server, e.g. "
                              "'history.timerProcessorMaxTimeShift=\"100ms\"' (repeatable; default: none)")
+    parser.add_argument("--baseline-repeats", type=int, default=0,
+                        help="SIGKILLs per kind and mode on the --baseline code (default: --repeats)")
     parser.add_argument("--conversations", default="50,200,500")
     parser.add_argument("--workers", default="1,2,4")
     args = parser.parse_args()
