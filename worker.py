@@ -205,7 +205,9 @@ async def run_worker(settings: Optional[Settings] = None, tools: Optional[ToolAc
     loop = asyncio.get_running_loop()
     loop.set_default_executor(
         ThreadPoolExecutor(max_workers=settings.max_concurrent_activities, thread_name_prefix="activity"))
-    loop.call_soon(loop.run_in_executor, None, model.warm)  # the client, once the SDK is imported
+    # polling first: the model's SDK (seconds of imports) loads meanwhile; a restarted worker
+    # can replay and run reads and writes before it is there (the first model call waits for it)
+    loop.call_soon(loop.run_in_executor, None, model.warm)
     log.info("worker polling %s on %s (offline model: %s)", settings.task_queue, settings.temporal_address,
              settings.offline)
     await run_until_signalled(worker)

@@ -13,40 +13,40 @@ from temporalio import activity
 from activities.sticky import release_sticky
 from workflows.options import HEARTBEAT_INTERVAL_SECONDS
 
-FIRST_HEARTBEAT_SECONDS = 1.0
-"""The first heartbeat goes this long after the attempt starts, not at once. The server checks
-a heartbeat timeout first at start + timeout; finding a heartbeat sent just after the start, it
-re-arms its timer for a few milliseconds later, and a timer that close fires only after the
-timer processor's maximum time shift (``history.timerProcessorMaxTimeShift``, 1 s by default):
-a worker killed in an attempt's first 2.4 s (the SDK's heartbeat throttle) was noticed about
-0.9 s after the timeout (bench/turns.py --timeline). A first heartbeat a second in lets that
-re-armed timer lie a second or more ahead, which the server keeps to the millisecond."""
+FIRST_BEAT_SECONDS = 1.0
+"""The first beat of an activity comes this long after the block starts, not at once. Each
+beat the SDK sends is an RPC the server persists (``RecordActivityTaskHeartbeat``): beating at
+once cost 3-5 of them per turn, for model calls and journal writes that end in milliseconds
+(bench/turns.py, issue 8). The server's heartbeat timer runs from the activity's start, so a
+worker that dies before its first beat is still noticed at the heartbeat timeout (3 s,
+``workflows.options.HEARTBEAT_TIMEOUT``): the first beat only has to come well within it."""
 
 
 @contextlib.asynccontextmanager
-async def heartbeating(interval_seconds: float = HEARTBEAT_INTERVAL_SECONDS) -> AsyncIterator[None]:
-    """Heartbeat every ``interval_seconds`` until the block ends (outside an activity, e.g.
-    when a test calls the method directly, and in a local activity, it does nothing). On a
-    retried attempt, ``release_sticky`` runs beside the block and ends before it does, i.e.
-    before the activity's result can schedule a workflow task."""
+async def heartbeating(interval_seconds: float = HEARTBEAT_INTERVAL_SECONDS,
+                       first_seconds: float = FIRST_BEAT_SECONDS) -> AsyncIterator[None]:
+    """Heartbeat every ``interval_seconds``, the first after ``first_seconds``, until the block
+    ends (outside an activity, e.g. when a test calls the method directly, and in a local
+    activity, it does nothing). A block shorter than ``first_seconds`` sends no heartbeat."""
     if not activity.in_activity() or activity.info().is_local:
         # a local activity does not heartbeat: its workflow task's timeout covers it
         yield
         return
 
     async def beat() -> None:
-        await asyncio.sleep(FIRST_HEARTBEAT_SECONDS)
+        await asyncio.sleep(first_seconds)
         while True:
             activity.heartbeat()
             await asyncio.sleep(interval_seconds)
 
     task = asyncio.create_task(beat())
-    # a retry (rare) clears the sticky queue meanwhile; the result waits for it
+    # a retried attempt (rare) clears the sticky queue meanwhile, and its result waits for that:
+    # the workflow task the result schedules must not wait for the previous (dead) worker
     released = asyncio.create_task(release_sticky()) if activity.info().attempt > 1 else None
     try:
         yield
         if released is not None:
-            await released  # never raises; bounded by RELEASE_TIMEOUT_SECONDS
+            await released  # never raises; bounded by activities.sticky.RELEASE_TIMEOUT_SECONDS
     finally:
         if released is not None:
             released.cancel()
