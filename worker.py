@@ -12,7 +12,6 @@ import logging
 import os
 import signal
 import sys
-import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Awaitable, Callable, Optional
 
@@ -28,7 +27,7 @@ from activities.erasure.service import DataErasure
 from activities.identity import IdentityActivities
 from activities.journal.activity import JournalActivities
 from activities.journal.store import JournalStore
-from activities.llm.model_activity import ModelActivities, build_client, offline_client, sdk
+from activities.llm.model_activity import ModelActivities, build_client, offline_client
 from activities.retail_port import RetailPort
 from activities.tools import ToolActivities
 from settings import Settings
@@ -191,11 +190,6 @@ async def run_worker(settings: Optional[Settings] = None, tools: Optional[ToolAc
     ``build_worker``). Raises ``StartupRefused`` before polling when the server or the task
     queue does not fit."""
     settings = settings or Settings()
-    # the model SDK (seconds of imports) loads in a thread from the start: it takes the GIL while
-    # this thread waits on the network and the databases (connect, preflight, schemas), and the
-    # worker polls without waiting for it (replays, reads and writes need no SDK; a restarted
-    # worker's first model call comes after a heartbeat timeout, bench/turns.py --timeline)
-    threading.Thread(target=sdk, name="model-sdk", daemon=True).start()
     client = await connect(settings)
     await preflight(client, settings)
     model = model or build_model_activities(settings)
