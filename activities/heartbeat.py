@@ -1,5 +1,6 @@
 """Heartbeats while an activity waits, so Temporal notices a dead worker within the
-activity's heartbeat timeout (seconds) instead of its start-to-close timeout."""
+activity's heartbeat timeout (seconds) instead of its start-to-close timeout; a retried
+attempt also takes its workflow off the previous worker's sticky queue (``activities.sticky``)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import AsyncIterator
 
 from temporalio import activity
 
+from activities.sticky import release_sticky
 from workflows.options import HEARTBEAT_INTERVAL_SECONDS
 
 FIRST_BEAT_SECONDS = 1.0
@@ -38,9 +40,16 @@ async def heartbeating(interval_seconds: float = HEARTBEAT_INTERVAL_SECONDS,
             await asyncio.sleep(interval_seconds)
 
     task = asyncio.create_task(beat())
+    # a retried attempt (rare) clears the sticky queue meanwhile, and its result waits for that:
+    # the workflow task the result schedules must not wait for the previous (dead) worker
+    released = asyncio.create_task(release_sticky()) if activity.info().attempt > 1 else None
     try:
         yield
+        if released is not None:
+            await released  # never raises; bounded by activities.sticky.RELEASE_TIMEOUT_SECONDS
     finally:
+        if released is not None:
+            released.cancel()
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task

@@ -39,8 +39,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("STATEKEEPER_CODEC_KEYS", "bench-1:YmVuY2gtY29kZWMta2V5LTAxMjM0NTY3ODlhYmNkZWY=")
 
-from rich.console import Console  # noqa: E402
-from rich.table import Table  # noqa: E402
+from bench.turns_report import show  # noqa: E402
 
 POSTGRES = os.environ.get("STATEKEEPER_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
 
@@ -153,12 +152,14 @@ async def main(args: argparse.Namespace) -> dict:
     tmp = Path(tempfile.mkdtemp(prefix="bench-turns-"))
     env = await WorkflowEnvironment.start_local(
         dev_server_existing_path=str(Path(sys.executable).parent / "temporal"), data_converter=data_converter(),
-        search_attributes=list(SEARCH_ATTRIBUTES), dev_server_log_level="error")
+        search_attributes=list(SEARCH_ATTRIBUTES), dev_server_log_level="error",
+        dev_server_extra_args=[a for kv in args.dynamic_config for a in ("--dynamic-config-value", kv)])
     report: dict = {}
     baseline = None
     try:
         temporal = env.client
-        report["per_turn_ms"], report["history"] = await per_turn(temporal, tmp, args.turns)
+        if not args.recovery_only:
+            report["per_turn_ms"], report["history"] = await per_turn(temporal, tmp, args.turns)
         database = _postgres_database() or f"sqlite:///{tmp / 'sor.sqlite'}"
         worker_env = {"STATEKEEPER_TEMPORAL_ADDRESS": temporal.service_client.config.target_host,
                       "STATEKEEPER_DATABASE_URL": database, "STATEKEEPER_JOURNAL_URL": database,
@@ -170,14 +171,28 @@ async def main(args: argparse.Namespace) -> dict:
         store = f"rec{uuid.uuid4().hex[:6]}"
         backend.seed_store(store)
         report["recovery_seconds"], report["failover_seconds"] = {}, {}
-        if args.repeats:
-            report["recovery_seconds"] = await recovery(temporal, worker_env, backend, store, tmp, args.repeats)
-            report["failover_seconds"] = await recovery(temporal, worker_env, backend, store, tmp, args.repeats,
-                                                        standby=True, first_pick=3 * args.repeats)
         if args.baseline:
             baseline = baseline_tree(args.baseline, tmp)
+        if args.repeats and "restart" in args.modes:
+            report["recovery_seconds"] = await recovery(temporal, worker_env, backend, store, tmp, args.repeats,
+                                                        args.kinds, timelines=args.timeline)
+        if args.repeats and "failover" in args.modes:
+            report["failover_seconds"] = await recovery(temporal, worker_env, backend, store, tmp, args.repeats,
+                                                        args.kinds, standby=True, first_pick=3 * args.repeats,
+                                                        timelines=args.timeline)
+        if args.repeats and baseline is not None:
+            # the same kills on the baseline's code, after the current code's (picks 6 × repeats on)
+            old = await _uncompressed(temporal)
+            report["baseline"] = args.baseline
+            for n, (mode, key) in enumerate((("restart", "baseline_recovery_seconds"),
+                                             ("failover", "baseline_failover_seconds"))):
+                if mode in args.modes:
+                    report[key] = await recovery(old, worker_env, backend, store, tmp,
+                                                 args.baseline_repeats or args.repeats, args.kinds,
+                                                 standby=mode == "failover", first_pick=(6 + 3 * n) * args.repeats,
+                                                 timelines=args.timeline, root=baseline)
         report["concurrency"] = []
-        for conversations in args.conversations:
+        for conversations in [] if args.recovery_only else args.conversations:
             for workers in args.workers:
                 variants = [("current", ROOT, {})]
                 if args.unsandboxed:
@@ -204,60 +219,6 @@ async def main(args: argparse.Namespace) -> dict:
     return report
 
 
-def show(report: dict) -> None:
-    console = Console(width=150)
-    lat = Table(title="Per-turn latency, one read (ms, median)")
-    for col in ("statekeeper", "bare Temporal", "in process", "statekeeper / bare"):
-        lat.add_column(col, justify="right")
-    p = report["per_turn_ms"]
-    lat.add_row(f"{p['statekeeper']:.1f}", f"{p['bare']:.1f}", f"{p['in_process']:.1f}",
-                f"{p['statekeeper'] / p['bare']:.2f}x")
-    console.print(lat)
-    h = report["history"]
-    console.print(f"History per turn with one read: {h['events_per_turn']} events, {h['bytes_per_turn']:.0f} bytes "
-                  "(as stored, codec on)")
-    rec = Table(title="Reply after a SIGKILL (s): restart = from starting a new worker process (its Python "
-                      "startup included); failover = from the kill, another worker already running")
-    for col in ("during", "mode", "n", "p50", "p95", "max", "exactly one effect"):
-        rec.add_column(col, justify="right")
-    for mode, key in (("restart", "recovery_seconds"), ("failover", "failover_seconds")):
-        for kind, r in report[key].items():
-            rec.add_row(kind, mode, str(r["n"]), f"{r['p50']:.2f}", f"{r['p95']:.2f}", f"{r['max']:.2f}",
-                        f"{r['exactly_once']}/{r['n']}")
-    console.print(rec)
-    con = Table(title=f"Concurrency ({report['system_of_record']} system of record)")
-    for col in ("code", "conversations", "workers", "turns", "failed", "turns/s", "turns/CPU-s", "p50 s", "p95 s",
-                "activity timeouts", "task timeouts", "writes", "duplicates"):
-        con.add_column(col, justify="right")
-    for r in report["concurrency"]:
-        con.add_row(r["code"], str(r["conversations"]), str(r["workers"]), str(r["turns"]), str(r["failed"]),
-                    f"{r['turns_per_second']:.1f}", f"{r['turns_per_cpu_second']:.2f}", f"{r['p50_turn_seconds']:.2f}",
-                    f"{r['p95_turn_seconds']:.2f}", _timeouts(r), _kinds(r["workflow_task_timeouts"]),
-                    str(r["writes"]),
-                    str(r["duplicates"]))
-    console.print(con)
-    base = [r for r in report["concurrency"] if r["code"].startswith("baseline")]
-    for b in base:
-        for cur in [r for r in report["concurrency"] if r["code"].startswith("current") and r["workers"] == b["workers"]
-                    and r["conversations"] == b["conversations"]]:
-            if b["turns_per_cpu_second"]:
-                console.print(f"turns/CPU-s at {b['conversations']} conversations, {b['workers']} worker: {cur['code']} / "
-                              f"{b['code']} = {cur['turns_per_cpu_second'] / b['turns_per_cpu_second']:.2f}x")
-
-
-def _timeouts(row: dict) -> str:
-    """``3 (propose_action:heartbeat 3)``: the count, then by activity and timeout kind."""
-    kinds = row.get("activity_timeouts_by_kind") or {}
-    return f"{row['activity_timeouts']}" + (f" ({', '.join(f'{k} {n}' for k, n in kinds.items())})" if kinds else "")
-
-
-def _kinds(counts) -> str:
-    """``{"schedule_to_start": 3, ...}`` as ``3 sticky / 0 late``; an int as it is."""
-    if isinstance(counts, int):
-        return str(counts)
-    return f"{counts.get('schedule_to_start', 0)} sticky / {counts.get('start_to_close', 0)} late"
-
-
 def cli() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="a reduced run (under two minutes)")
@@ -270,6 +231,16 @@ def cli() -> None:
                              "slots:STATEKEEPER_MAX_CONCURRENT_ACTIVITIES=16 (repeatable)")
     parser.add_argument("--turns", type=int, default=20, help="turns timed for the per-turn latency")
     parser.add_argument("--repeats", type=int, default=10, help="SIGKILLs per kind and mode (0: no recovery runs)")
+    parser.add_argument("--recovery-only", action="store_true",
+                        help="only the SIGKILL recovery rows (no per-turn latency, no concurrency)")
+    parser.add_argument("--kinds", default="model,read,write", help="recovery: kills during these (comma-separated)")
+    parser.add_argument("--modes", default="restart,failover", help="recovery: restart and/or failover")
+    parser.add_argument("--timeline", action="store_true", help="recovery: print each kill's timeline")
+    parser.add_argument("--dynamic-config", action="append", default=[], metavar="KEY=VALUE",
+                        help="a dynamic config value of the dev server, e.g. "
+                             "'history.timerProcessorMaxTimeShift=\"100ms\"' (repeatable; default: none)")
+    parser.add_argument("--baseline-repeats", type=int, default=0,
+                        help="SIGKILLs per kind and mode on the --baseline code (default: --repeats)")
     parser.add_argument("--conversations", default="50,200,500")
     parser.add_argument("--workers", default="1,2,4")
     args = parser.parse_args()
@@ -277,6 +248,8 @@ def cli() -> None:
         args.turns, args.repeats, args.conversations, args.workers = 8, 1, "20", "1,2"
     args.conversations = [int(c) for c in str(args.conversations).split(",")]
     args.workers = [int(w) for w in str(args.workers).split(",")]
+    args.kinds = tuple(args.kinds.split(","))
+    args.modes = tuple(args.modes.split(","))
     args.variant = [(v.split(":", 1)[0], dict(kv.split("=", 1) for kv in v.split(":", 1)[1].split(",")))
                     for v in args.variant]
     report = asyncio.run(main(args))

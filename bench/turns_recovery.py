@@ -15,9 +15,9 @@ import statistics
 import time
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
-from bench.turns_load import pending_orders, spawn_worker, stop
+from bench.turns_load import ROOT, pending_orders, spawn_worker, stop
 
 FAULTS = {"model": "hang-model", "read": "hang-read", "write": "pause-write"}
 
@@ -30,10 +30,52 @@ async def _wait_for(path: Path, seconds: float) -> None:
         await asyncio.sleep(0.05)
 
 
+def _stamps(log: Path) -> list[tuple[float, str]]:
+    """``(unix seconds, stage)`` of the ``STAMP`` lines in a bench worker's log."""
+    out = []
+    for line in log.read_text(errors="replace").splitlines():
+        if line.startswith("STAMP "):
+            _, name, at = line.split()
+            out.append((float(at), f"worker: {name}"))
+    return out
+
+
+async def _history_marks(temporal: Any, cid: str, since: float) -> list[tuple[float, str]]:
+    """``(unix seconds, event)`` of the conversation's history events at or after ``since``
+    (activity and workflow-task events, with the activity's type and the timeout's kind)."""
+    from temporalio.api.enums.v1 import EventType  # noqa: PLC0415
+
+    history = await temporal.get_workflow_handle(f"support-{cid}").fetch_history()
+    names, out = {}, []
+    for event in history.events:
+        name = EventType.Name(event.event_type).removeprefix("EVENT_TYPE_").lower()
+        detail = ""
+        if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+            names[event.event_id] = event.activity_task_scheduled_event_attributes.activity_type.name
+            detail = names[event.event_id]
+        elif event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED:
+            attrs = event.activity_task_started_event_attributes
+            detail = f"{names.get(attrs.scheduled_event_id, '?')} attempt {attrs.attempt}"
+            if attrs.last_failure.HasField("timeout_failure_info"):
+                detail += f" after {attrs.last_failure.message}"
+        elif event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_SCHEDULED:
+            detail = event.workflow_task_scheduled_event_attributes.task_queue.name[:12]
+        elif event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT:
+            detail = str(event.workflow_task_timed_out_event_attributes.timeout_type)
+        at = event.event_time.ToMicroseconds() / 1e6
+        if at >= since:
+            out.append((at, f"event {event.event_id}: {name} {detail}".rstrip()))
+    return out
+
+
 async def recover_once(temporal: Any, env: dict[str, str], backend: Any, store: str, pick: tuple, kind: str,
-                       tmp: Path, standby: bool = False) -> tuple[float, int]:
+                       tmp: Path, standby: bool = False,
+                       timeline: Optional[list] = None, root: Path = ROOT) -> tuple[float, int]:
     """One kill and restart; returns (seconds from restart to reply, effects seen). ``standby``:
-    the healthy worker is started (and polling) before the kill: seconds from the kill."""
+    the healthy worker is started (and polling) before the kill: seconds from the kill.
+    ``timeline``: a list that gets ``(seconds from the kill, what)`` rows: the kill, the new
+    worker's start and stages (``bench/turns_worker.py`` stamps), the conversation's history
+    events since the kill, the reply. ``root``: the checkout whose code the workers run."""
     from starter.client import StatekeeperClient  # noqa: PLC0415
     from starter.core import Deadlines  # noqa: PLC0415
     from tests.workflow_harness import NO_APPROVALS  # noqa: PLC0415
@@ -42,7 +84,7 @@ async def recover_once(temporal: Any, env: dict[str, str], backend: Any, store: 
     queue = f"rec-{uuid.uuid4().hex[:8]}"
     env = {**env, "STATEKEEPER_TASK_QUEUE": queue}
     marker = tmp / f"{queue}.marker"
-    faulty = spawn_worker(env, tmp / f"{queue}-faulty.log", fault=FAULTS[kind], marker=marker)
+    faulty = spawn_worker(env, tmp / f"{queue}-faulty.log", root, fault=FAULTS[kind], marker=marker)
     healthy = None
     client = StatekeeperClient(temporal, queue, approvals=NO_APPROVALS,
                                deadlines=Deadlines(rpc_seconds=60, reply_seconds=120, accept_seconds=60))
@@ -58,15 +100,22 @@ async def recover_once(temporal: Any, env: dict[str, str], backend: Any, store: 
         reply = asyncio.create_task(client.send_message(cid, last))
         await _wait_for(marker, 60)
         if standby:
-            healthy = spawn_worker(env, tmp / f"{queue}-healthy.log")
+            healthy = spawn_worker(env, tmp / f"{queue}-healthy.log", root)
             await asyncio.sleep(6.0)  # started and polling (its startup is not timed)
         faulty.kill()
         faulty.wait(10)
+        killed = time.time()
         start = time.perf_counter()
         if not standby:
-            healthy = spawn_worker(env, tmp / f"{queue}-healthy.log")
+            healthy = spawn_worker(env, tmp / f"{queue}-healthy.log", root)
         answer = await asyncio.wait_for(reply, 120)
         seconds = time.perf_counter() - start
+        if timeline is not None:
+            marks = [(killed, "SIGKILL"), (time.time(), "reply received by the client"),
+                     *([] if standby else [(killed, "new worker spawned")]),
+                     *[m for m in _stamps(tmp / f"{queue}-healthy.log") if m[0] >= killed],
+                     *await _history_marks(temporal, cid, killed - 3.5)]
+            timeline.extend((round(at - killed, 3), what) for at, what in sorted(marks))
         assert answer.text, "no reply"
         if kind == "write":
             effects = len(backend.ledger_entries(store)) - ledger_before
@@ -80,16 +129,24 @@ async def recover_once(temporal: Any, env: dict[str, str], backend: Any, store: 
 
 async def recovery(temporal: Any, env: dict[str, str], backend: Any, store: str, tmp: Path, repeats: int,
                    kinds: tuple[str, ...] = ("model", "read", "write"), standby: bool = False,
-                   first_pick: int = 0) -> dict[str, dict[str, float]]:
+                   first_pick: int = 0, timelines: bool = False, root: Path = ROOT) -> dict[str, dict[str, float]]:
     """``{kind: {"p50", "p95", "n", "max", "exactly_once"}}`` over ``repeats`` kills each
-    (``standby``: seconds from the kill, with another worker already running)."""
+    (``standby``: seconds from the kill, with another worker already running); ``timelines``:
+    print each kill's timeline (``recover_once``); ``root``: the checkout whose code the workers run."""
     picks = pending_orders([store])
     out: dict[str, dict[str, float]] = {}
     used = first_pick
     for kind in kinds:
         times, once = [], 0
         for _ in range(repeats):
-            seconds, effects = await recover_once(temporal, env, backend, store, picks[used], kind, tmp, standby)
+            timeline: Optional[list] = [] if timelines else None
+            seconds, effects = await recover_once(temporal, env, backend, store, picks[used], kind, tmp, standby,
+                                                  timeline, root)
+            if timeline is not None:
+                print(f"--- {kind} ({'standby' if standby else 'restart'}, {root.name}): {seconds:.2f} s, "
+                      f"{effects} effect(s)", flush=True)
+                for at, what in timeline:
+                    print(f"{at:+8.3f}  {what}")
             used += 1
             times.append(seconds)
             once += effects == 1

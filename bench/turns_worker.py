@@ -22,8 +22,15 @@ import time
 from pathlib import Path
 from typing import Any, Optional
 
+STARTED = time.time()
 ORDER = re.compile(r"#W\d+")
 EMAIL = re.compile(r"[\w.+-]+@[\w.-]+")
+
+
+def stamp(name: str) -> None:
+    """A ``STAMP <name> <unix seconds>`` line in the worker's log: ``bench/turns_recovery.py``
+    builds a restart's timeline from them."""
+    print(f"STAMP {name} {time.time():.3f}", flush=True)
 
 
 def _call(name: str, **arguments: Any) -> dict:
@@ -78,6 +85,7 @@ class _Faulty:
         self._inner, self._fault, self._marker = inner, fault, marker
 
     def invoke(self, store, tool, arguments, *, idempotency_key=None, scope_user_id=None, guard=None):
+        stamp(f"{'write' if idempotency_key else 'read'}:{tool}")
         if self._fault == "hang-read" and idempotency_key is None and tool == "get_order_details":
             self._marker.write_text(tool)
             time.sleep(600)
@@ -109,13 +117,19 @@ def main(argv: list[str]) -> None:
     from activities.retail_port import RetailPort
     from activities.tools import ToolActivities
     from settings import Settings
+    import worker
     from worker import build_backend, run_worker
 
+    stamp("main")  # the interpreter and this module are up; STARTED: this module's first line
+    print(f"STAMP module {STARTED:.3f}", flush=True)
+    stamp("imports")
+    _instrument(worker)
     logging.basicConfig(level=logging.WARNING)
     settings = Settings()
     marker = Path(args.marker) if args.marker else None
 
     async def model_brain(view: dict, plan: Optional[dict] = None) -> dict:
+        stamp(f"model:turn{view.get('turn')}")
         if args.fault == "hang-model" and view.get("turn", 0) >= 2:
             marker.write_text(str(view.get("turn")))
             await asyncio.sleep(600)  # waiting for the provider: the event loop (and heartbeats) go on
@@ -126,9 +140,40 @@ def main(argv: list[str]) -> None:
         else offline_client(600.0, brain=model_brain)
     model = ModelActivities(client, model="bench-brain")
     port = RetailPort(build_backend(settings))
-    tool_port = _Faulty(port, args.fault, marker) if args.fault in ("hang-read", "pause-write") else port
+    tool_port = _Faulty(port, args.fault, marker)
     tools = ToolActivities(tools=tool_port, outbox=port, tickets=port)
     asyncio.new_event_loop().run_until_complete(run_worker(settings, tools=tools, model=model))
+
+
+def _instrument(worker: Any) -> None:
+    """Stamp the startup stages of ``worker.run_worker`` (connected, preflight done, polling,
+    the model SDK's client built) by wrapping the module's functions."""
+    from activities.llm.model_activity import ModelActivities
+
+    connect, preflight, run = worker.connect, worker.preflight, worker.run_until_signalled
+
+    async def connected(*a: Any, **k: Any) -> Any:
+        client = await connect(*a, **k)
+        stamp("connected")
+        return client
+
+    async def checked(*a: Any, **k: Any) -> Any:
+        await preflight(*a, **k)
+        stamp("preflight")
+
+    async def polling(*a: Any, **k: Any) -> Any:
+        stamp("polling")
+        return await run(*a, **k)
+
+    worker.connect, worker.preflight, worker.run_until_signalled = connected, checked, polling
+    if hasattr(ModelActivities, "warm"):
+        warm = ModelActivities.warm
+
+        def warmed(self: Any) -> None:
+            warm(self)
+            stamp("sdk")
+
+        ModelActivities.warm = warmed
 
 
 if __name__ == "__main__":
