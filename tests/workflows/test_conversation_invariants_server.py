@@ -93,8 +93,9 @@ class ServerConversation(RuleBasedStateMachine):
         self.state = None
         self.shown = None
         self.log: list = []
-        self.budget = {"restart": 1, "reset": 1, "fault": 2, "resend": 1}
-        """Costly or disruptive steps per example: enough to mix them in, not to crowd out the rest."""
+        self.chances = ["fault", "cancel", "restart", "reset", "fault", "cancel with rollback"]
+        """Operator steps left in this example: each at most once, so they mix in without
+        crowding out the user's answers."""
 
     # --- plumbing -----------------------------------------------------------------
     async def _state(self):
@@ -120,8 +121,8 @@ class ServerConversation(RuleBasedStateMachine):
             return not any(s.status is StepStatus.RUNNING for s in state.steps)
         await until(idle, "the conversation to be idle", 30.0)
 
-    def _check(self) -> None:
-        self.world.seen[inspect.stack()[1].function] += 1  # what the examples reached (printed at the end)
+    def _check(self, what: str = "") -> None:
+        self.world.seen[what or inspect.stack()[1].function] += 1  # what the examples reached (printed)
         self.on_loop("invariants", self._state())
         check_step(self.record, self.backend, self.store, self.state, self.worker.watch.dispatched,
                    self.world.databases)
@@ -160,7 +161,7 @@ class ServerConversation(RuleBasedStateMachine):
         self.on_loop("start another conversation", self._start(what), STEP_SECONDS)
         self._check()
 
-    # --- the user -----------------------------------------------------------------
+    # --- the user: one rule, so that a yes is likely whenever a write is shown --------
     @precondition(lambda self: self.is_open() and self.shown is None)
     @rule(what=st.sampled_from(["cancel", "1 Main St", "9 Elm St"]))
     def ask_for_a_write(self, what: str) -> None:
@@ -168,21 +169,20 @@ class ServerConversation(RuleBasedStateMachine):
         self._check()
 
     @precondition(lambda self: self.is_open() and self.shown is not None)
-    @rule(text=st.sampled_from(["yes", "yes", "no"]))
-    def answer(self, text: str) -> None:
-        self.on_loop(f"answer {text}", self._send(text), STEP_SECONDS)
-        self._check()
+    @rule(kind=st.sampled_from(["yes", "benign", "yes", "no", "resend", "race", "yes"]))
+    def answer(self, kind: str) -> None:
+        """The user answers the write shown: yes, no, a benign message, the last message
+        sent again with its id, or a yes that a cancel races (an address change only)."""
+        if kind == "resend":
+            self._resend()
+        elif kind == "race" and self.asked("modify_pending_order_address"):
+            self._yes_while_cancelled()
+        else:
+            text = BENIGN if kind == "benign" else "no" if kind == "no" else "yes"
+            self.on_loop(f"answer {text!r}", self._send(text), STEP_SECONDS)
+        self._check(kind)
 
-    @precondition(lambda self: self.is_open() and self.shown is not None)
-    @rule()
-    def benign(self) -> None:
-        self.on_loop("a benign message", self._send(BENIGN), STEP_SECONDS)
-        self._check()
-
-    @precondition(lambda self: self.is_open() and bool(self.log) and self.budget["resend"] > 0)
-    @rule()
-    def resend_last(self) -> None:
-        self.budget["resend"] -= 1
+    def _resend(self) -> None:
         text, message_id, first = self.log[-1]
         turn = self.state.turn
 
@@ -191,43 +191,8 @@ class ServerConversation(RuleBasedStateMachine):
         reply, now = self.on_loop("resend the last message", again(), STEP_SECONDS)
         assert reply == first, f"a resent message got another reply: {first.text!r} then {reply.text!r}"
         assert now == turn, f"a resent message was handled again (turn {turn} became {now})"
-        self._check()
 
-    # --- the supervisor -----------------------------------------------------------
-    @precondition(lambda self: self.is_open() and bool(self.state.pending_approvals()))
-    @rule(decision=st.sampled_from(["approve", "approve", "reject"]))
-    def decide(self, decision: str) -> None:
-        approval = self.state.pending_approvals()[-1]
-
-        async def decide():
-            await self.client.decide_approval(approval.approval_id, decision, "sup-ana")
-            if decision == "approve":
-                self.record.approved.add(approval.operation_id)
-            await until(lambda: self._no_wait(approval.operation_id), "the decision to be settled", 30.0)
-            await self._settled()
-        self.on_loop(f"{decision} {approval.tool}", decide(), STEP_SECONDS)
-        self._check()
-
-    async def _no_wait(self, operation_id: str) -> bool:
-        state = await self._state()
-        return not any(s.operation_id == operation_id and s.status is StepStatus.AWAITING_APPROVAL
-                       for s in state.steps)
-
-    # --- cancels ------------------------------------------------------------------
-    @precondition(lambda self: self.is_open())
-    @rule(rollback=st.booleans())
-    def cancel(self, rollback: bool) -> None:
-        async def cancel():
-            self.record.cancels.append(Cancel(self.cid, len(self.worker.watch.dispatched)))
-            await self.client.cancel(self.cid, "the customer hung up", rollback=rollback)
-            await asyncio.wait_for(self.client.outcome(self.cid), 30.0)
-            await self._state()
-        self.on_loop("cancel", cancel(), STEP_SECONDS)
-        self._check()
-
-    @precondition(lambda self: self.asked("modify_pending_order_address"))
-    @rule()
-    def yes_while_cancelled(self) -> None:
+    def _yes_while_cancelled(self) -> None:
         """The yes to an address change, its before-image read held, then a cancel: the
         write was not dispatched when the cancel came, so it must never start."""
         gate = self.worker.watch.arm("get_order_details")
@@ -247,23 +212,51 @@ class ServerConversation(RuleBasedStateMachine):
                 self.worker.watch.gate = None
             await asyncio.wait_for(self.client.outcome(self.cid), 30.0)
             await asyncio.wait_for(sending, 30.0)
+            await self._state()
         self.on_loop("yes, then a cancel during the before-image read", race(), STEP_SECONDS)
-        self._check()
 
-    # --- operations and faults ----------------------------------------------------
-    @precondition(lambda self: self.budget["restart"] > 0)
-    @rule()
-    def restart_worker(self) -> None:
-        self.budget["restart"] -= 1
-        self.on_loop("restart the worker", self.worker.restart(), STEP_SECONDS)
-        self._check()
+    # --- the supervisor -----------------------------------------------------------
+    @precondition(lambda self: self.is_open() and bool(self.state.pending_approvals()))
+    @rule(decision=st.sampled_from(["approve", "reject", "approve"]))
+    def decide(self, decision: str) -> None:
+        approval = self.state.pending_approvals()[-1]
 
-    @precondition(lambda self: self.is_open() and len(self.log) >= 2 and self.budget["reset"] > 0)
-    @rule(back=st.integers(1, 3))
-    def reset(self, back: int) -> None:
-        self.budget["reset"] -= 1
-        self.on_loop(f"reset {back} message(s) back, then send them again", self._reset(back), 2 * STEP_SECONDS)
-        self._check()
+        async def decide():
+            await self.client.decide_approval(approval.approval_id, decision, "sup-ana")
+            if decision == "approve":
+                self.record.approved.add(approval.operation_id)
+            await until(lambda: self._no_wait(approval.operation_id), "the decision to be settled", 30.0)
+            await self._settled()
+        self.on_loop(f"{decision} {approval.tool}", decide(), STEP_SECONDS)
+        self._check(decision)
+
+    async def _no_wait(self, operation_id: str) -> bool:
+        state = await self._state()
+        return not any(s.operation_id == operation_id and s.status is StepStatus.AWAITING_APPROVAL
+                       for s in state.steps)
+
+    # --- operators: cancels, restarts, resets, faults (each at most once an example) ---
+    @precondition(lambda self: self.is_open() and bool(self.chances))
+    @rule(pick=st.integers(0, 5))
+    def operator(self, pick: int) -> None:
+        kind = self.chances.pop(pick % len(self.chances))
+        if kind.startswith("cancel"):
+            self._cancel(rollback=kind == "cancel with rollback")
+        elif kind == "restart":
+            self.on_loop("restart the worker", self.worker.restart(), STEP_SECONDS)
+        elif kind == "reset":
+            self.on_loop("reset, then send the wiped messages again", self._reset(1 + pick % 3), 2 * STEP_SECONDS)
+        else:
+            self._fault(FAULTS[pick % len(FAULTS)], [*WRITES, "payments"][pick % 3])
+        self._check(kind)
+
+    def _cancel(self, rollback: bool) -> None:
+        async def cancel():
+            self.record.cancels.append(Cancel(self.cid, len(self.worker.watch.dispatched)))
+            await self.client.cancel(self.cid, "the customer hung up", rollback=rollback)
+            await asyncio.wait_for(self.client.outcome(self.cid), 30.0)
+            await self._state()
+        self.on_loop("cancel", cancel(), STEP_SECONDS)
 
     async def _reset(self, back: int) -> None:
         wid = support_workflow_id(self.cid)
@@ -287,11 +280,8 @@ class ServerConversation(RuleBasedStateMachine):
         for text in wiped:
             await self._send(text)
 
-    @precondition(lambda self: self.is_open() and self.shown is not None and self.budget["fault"] > 0)
-    @rule(fault=st.sampled_from(FAULTS), where=st.sampled_from([*WRITES, "payments"]))
-    def fault_on_next_write(self, fault: str, where: str) -> None:
-        """A fault on the next write (the one shown, once confirmed) or money movement."""
-        self.budget["fault"] -= 1
+    def _fault(self, fault: str, where: str) -> None:
+        """A fault on the next write of ``where`` (a retail tool) or money movement."""
         if where == "payments":
             arm(self.worker.services["payments"], fault)
         else:
