@@ -57,7 +57,6 @@ POLICY = ApprovalPolicy(threshold=Decimal("100.00"))
 BENIGN = "I have a question about my orders."
 CANCEL_REQUEST = f"Please cancel order {PENDING}, I ordered it by mistake."
 FAULTS = ("http_5xx", "fail_before_commit", "commit_then_drop", "answer_after_timeout")
-WRITES = ("cancel_pending_order", "modify_pending_order_address")
 STEP_SECONDS = 45.0
 
 
@@ -93,7 +92,7 @@ class ServerConversation(RuleBasedStateMachine):
         self.state = None
         self.shown = None
         self.log: list = []
-        self.chances = ["fault", "cancel", "restart", "reset", "fault", "cancel with rollback"]
+        self.chances = ["cancel", "restart", "reset", "cancel with rollback"]
         """Operator steps left in this example: each at most once, so they mix in without
         crowding out the user's answers."""
 
@@ -148,7 +147,7 @@ class ServerConversation(RuleBasedStateMachine):
         await self._send(f"Hi, my email is {EMAIL}")
         await self._send(_request(what))
 
-    @initialize(what=st.sampled_from(["cancel", "1 Main St"]))
+    @initialize(what=st.sampled_from(["1 Main St", "cancel"]))
     def start(self, what: str) -> None:
         """A conversation that identified the customer and has a write shown (few steps
         then reach the interesting states)."""
@@ -169,18 +168,27 @@ class ServerConversation(RuleBasedStateMachine):
         self._check()
 
     @precondition(lambda self: self.is_open() and self.shown is not None)
-    @rule(kind=st.sampled_from(["yes", "benign", "yes", "no", "resend", "race", "yes"]))
-    def answer(self, kind: str) -> None:
-        """The user answers the write shown: yes, no, a benign message, the last message
-        sent again with its id, or a yes that a cancel races (an address change only)."""
+    @rule(kind=st.sampled_from(["yes", "benign", "yes with a fault", "no", "resend", "yes"]),
+          fault=st.sampled_from(FAULTS))
+    def answer(self, kind: str, fault: str) -> None:
+        """The user answers the write shown: yes (with ``fault`` armed on that write, or on
+        the payments service for a cancel, when asked), no, a benign message, or the last
+        message sent again with its id."""
         if kind == "resend":
             self._resend()
-        elif kind == "race" and self.asked("modify_pending_order_address"):
-            self._yes_while_cancelled()
         else:
+            if kind == "yes with a fault":
+                tool = self.state.pending_confirmation.call.name
+                self._fault(fault, "payments" if tool == "cancel_pending_order" and fault != "http_5xx" else tool)
             text = BENIGN if kind == "benign" else "no" if kind == "no" else "yes"
             self.on_loop(f"answer {text!r}", self._send(text), STEP_SECONDS)
         self._check(kind)
+
+    @precondition(lambda self: self.asked("modify_pending_order_address"))
+    @rule()
+    def yes_while_cancelled(self) -> None:
+        self._yes_while_cancelled()
+        self._check()
 
     def _resend(self) -> None:
         text, message_id, first = self.log[-1]
@@ -237,17 +245,15 @@ class ServerConversation(RuleBasedStateMachine):
 
     # --- operators: cancels, restarts, resets, faults (each at most once an example) ---
     @precondition(lambda self: self.is_open() and bool(self.chances))
-    @rule(pick=st.integers(0, 5))
+    @rule(pick=st.integers(0, 3))
     def operator(self, pick: int) -> None:
         kind = self.chances.pop(pick % len(self.chances))
         if kind.startswith("cancel"):
             self._cancel(rollback=kind == "cancel with rollback")
         elif kind == "restart":
             self.on_loop("restart the worker", self.worker.restart(), STEP_SECONDS)
-        elif kind == "reset":
-            self.on_loop("reset, then send the wiped messages again", self._reset(1 + pick % 3), 2 * STEP_SECONDS)
         else:
-            self._fault(FAULTS[pick % len(FAULTS)], [*WRITES, "payments"][pick % 3])
+            self.on_loop("reset, then send the wiped messages again", self._reset(1 + pick % 3), 2 * STEP_SECONDS)
         self._check(kind)
 
     def _cancel(self, rollback: bool) -> None:
