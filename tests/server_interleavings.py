@@ -20,6 +20,7 @@ import concurrent.futures
 import contextlib
 import re
 import threading
+from collections import Counter
 from typing import Any, Awaitable, Optional
 
 from activities.ports import Guard
@@ -161,3 +162,14 @@ class Worker:
         await self.stop()
         await self.start()
         self.restarts += 1
+
+
+class World:
+    """What every example shares: the loop bridge, the worker, a client, the databases
+    ({"sor": retail, and each service's}) and the count of steps taken (printed)."""
+
+    bridge: Bridge
+    worker: Worker
+    client: Any
+    databases: dict[str, str]
+    seen: Counter

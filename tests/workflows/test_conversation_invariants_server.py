@@ -8,13 +8,13 @@ and the payments, email and ticketing services over HTTP. Each example gets a fr
 of the τ-bench data; a supervisor approval is needed for every cancel of the pending
 order (threshold 100.00); a run continues as new every 4 turns.
 
-Rules are whole user or operator actions: ask for a write (the cancel of the pending
-order, or a new shipping address for it), yes, no, a benign message, a supervisor's
-approve or reject, a cancel (with or without rollback), a yes whose write is held at its
-before-image read while a cancel arrives, the last message sent again with its message
-id, a worker restart (in-process shutdown and start, not a SIGKILL), a reset to the
-workflow task before one of the last messages (then the user sends the wiped messages
-again), and a fault armed on the next write (retail port or payments service).
+Rules are whole user, supervisor or operator actions: ask for a write (cancel the pending
+order, or a new shipping address), yes (also retried with its message id, or with a fault
+armed on its write), no, a benign message, approve or reject, a yes raced by a cancel at
+its before-image read, the last message resent with its id; once an example each: a
+worker restart (in-process shutdown and start, not SIGKILL), a reset to the workflow task
+that took one of the last messages (the wiped messages are sent again), a cancel with and
+without rollback.
 
 After every step (``tests.server_invariants``): (a) no write without the user's yes to
 its exact detail (and a supervisor's approval where one is needed); (b) at most one
@@ -36,13 +36,12 @@ from hypothesis import HealthCheck, Phase
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule, run_state_machine_as_test
-from temporalio.api.enums.v1 import EventType
 
 from starter.client import StatekeeperClient
 from systems.service_kit.fleet import sqlite_databases
 from tests.policy_fixtures import EMAIL, PENDING
-from tests.resets import reset_to
-from tests.server_interleavings import Bridge, Worker, address_request
+from tests.resets import message_points, reset_to
+from tests.server_interleavings import Bridge, Worker, World, address_request
 from tests.server_invariants import Cancel, Record, check_settled, check_step
 from tests.service_fixtures import arm, services  # noqa: F401 - fixture
 from tests.workflow_harness import until
@@ -65,16 +64,6 @@ def _request(what: str) -> str:
     return CANCEL_REQUEST if what == "cancel" else address_request(what)
 
 
-class World:
-    """What every example shares: the loop bridge, the worker, a client and the databases."""
-
-    bridge: Bridge
-    worker: Worker
-    client: StatekeeperClient
-    databases: dict[str, str]
-    seen: Counter
-
-
 class ServerConversation(RuleBasedStateMachine):
     """Conversations on one fresh store; a cancelled one is followed by a new one."""
 
@@ -92,11 +81,8 @@ class ServerConversation(RuleBasedStateMachine):
         self.state = None
         self.shown = None
         self.log: list = []
-        self.chances = ["cancel", "restart", "reset", "cancel with rollback"]
-        """Operator steps left in this example: each at most once, so they mix in without
-        crowding out the user's answers."""
+        self.chances = ["restart", "reset", "cancel with rollback", "cancel"]  # operator steps left, once each
 
-    # --- plumbing -----------------------------------------------------------------
     async def _state(self):
         self.state = await self.client.state(self.cid)
         return self.state
@@ -116,8 +102,7 @@ class ServerConversation(RuleBasedStateMachine):
     async def _settled(self) -> None:
         """Until no step of the conversation is running (an approved write, a reset's turn)."""
         async def idle() -> bool:
-            state = await self._state()
-            return not any(s.status is StepStatus.RUNNING for s in state.steps)
+            return not any(s.status is StepStatus.RUNNING for s in (await self._state()).steps)
         await until(idle, "the conversation to be idle", 30.0)
 
     def _check(self, what: str = "") -> None:
@@ -149,8 +134,7 @@ class ServerConversation(RuleBasedStateMachine):
 
     @initialize(what=st.sampled_from(["1 Main St", "cancel"]))
     def start(self, what: str) -> None:
-        """A conversation that identified the customer and has a write shown (few steps
-        then reach the interesting states)."""
+        """A conversation that identified the customer and has a write shown."""
         self.on_loop("start a conversation", self._start(what), STEP_SECONDS)
         self._check()
 
@@ -168,13 +152,17 @@ class ServerConversation(RuleBasedStateMachine):
         self._check()
 
     @precondition(lambda self: self.is_open() and self.shown is not None)
-    @rule(kind=st.sampled_from(["yes", "benign", "yes with a fault", "no", "resend", "yes"]),
+    @rule(kind=st.sampled_from(["yes", "yes, retried", "benign", "yes with a fault", "no", "resend", "yes"]),
           fault=st.sampled_from(FAULTS))
     def answer(self, kind: str, fault: str) -> None:
         """The user answers the write shown: yes (with ``fault`` armed on that write, or on
-        the payments service for a cancel, when asked), no, a benign message, or the last
+        the payments service for a cancel, when asked; or sent again with its message id,
+        as a client retries when the reply was lost), no, a benign message, or the last
         message sent again with its id."""
         if kind == "resend":
+            self._resend()
+        elif kind == "yes, retried":
+            self.on_loop("answer 'yes'", self._send("yes"), STEP_SECONDS)
             self._resend()
         else:
             if kind == "yes with a fault":
@@ -201,10 +189,8 @@ class ServerConversation(RuleBasedStateMachine):
         assert now == turn, f"a resent message was handled again (turn {turn} became {now})"
 
     def _yes_while_cancelled(self) -> None:
-        """The yes to an address change, its before-image read held, then a cancel: the
-        write was not dispatched when the cancel came, so it must never start."""
+        """A yes to an address change, its before-image read held, then a cancel: that write must never start."""
         gate = self.worker.watch.arm("get_order_details")
-
         async def race():
             sending = asyncio.ensure_future(self._send("yes"))
             try:
@@ -239,9 +225,8 @@ class ServerConversation(RuleBasedStateMachine):
         self._check(decision)
 
     async def _no_wait(self, operation_id: str) -> bool:
-        state = await self._state()
         return not any(s.operation_id == operation_id and s.status is StepStatus.AWAITING_APPROVAL
-                       for s in state.steps)
+                       for s in (await self._state()).steps)
 
     # --- operators: cancels, restarts, resets, faults (each at most once an example) ---
     @precondition(lambda self: self.is_open() and bool(self.chances))
@@ -266,15 +251,7 @@ class ServerConversation(RuleBasedStateMachine):
 
     async def _reset(self, back: int) -> None:
         wid = support_workflow_id(self.cid)
-        history = await self.world.worker.env.client.get_workflow_handle(wid).fetch_history()
-        completed, points = 0, []
-        for event in history.events:
-            if event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
-                completed = event.event_id
-            elif event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED:
-                update_id = event.workflow_execution_update_accepted_event_attributes.accepted_request.meta.update_id
-                if update_id.startswith("msg-") and completed:
-                    points.append(completed)  # the task that accepted a user message
+        points = await message_points(self.world.worker.env, wid)
         if not points:
             return  # this run (after a continue-as-new) has no message to go back before
         await reset_to(self.world.worker.env, wid, points[-min(back, len(points))])
