@@ -8,7 +8,7 @@ and the payments, email and ticketing services over HTTP. Each example gets a fr
 of the τ-bench data; a supervisor approval is needed for every cancel of the pending
 order (threshold 100.00); a run continues as new every 4 turns.
 
-Rules are whole user, supervisor or operator actions: ask for a write (cancel the pending
+Steps (one rule picks among those meaningful now) are whole user, supervisor or operator actions: ask for a write (cancel the pending
 order, or a new shipping address), yes (also retried with its message id, or with a fault
 armed on its write), no, a benign message, approve or reject, a yes raced by a cancel at
 its before-image read, the last message resent with its id; once an example each: a
@@ -139,15 +139,7 @@ class ServerConversation(RuleBasedStateMachine):
         self.on_loop("start a conversation", self._start(what), STEP_SECONDS)
         self._check()
 
-    def new_conversation(self, what: str) -> None:
-        self.on_loop("start another conversation", self._start(what), STEP_SECONDS)
-        self._check()
-
-    # --- the user: one rule, so that a yes is likely whenever a write is shown --------
-    def ask_for_a_write(self, what: str) -> None:
-        self.on_loop(f"ask for {what}", self._send(_request(what)), STEP_SECONDS)
-        self._check()
-
+    # --- the user -------------------------------------------------------------------
     def answer(self, kind: str, fault: str) -> None:
         """The user answers the write shown: yes (with ``fault`` armed on that write, or on
         the payments service for a cancel, when asked; or sent again with its message id,
@@ -165,10 +157,6 @@ class ServerConversation(RuleBasedStateMachine):
             text = BENIGN if kind == "benign" else "no" if kind == "no" else "yes"
             self.on_loop(f"answer {text!r}", self._send(text), STEP_SECONDS)
         self._check(kind)
-
-    def yes_while_cancelled(self) -> None:
-        self._yes_while_cancelled()
-        self._check()
 
     def _resend(self) -> None:
         text, message_id, first = self.log[-1]
@@ -274,13 +262,17 @@ class ServerConversation(RuleBasedStateMachine):
             return
         name = enabled[pick % len(enabled)]
         if name == "new_conversation":
-            self.new_conversation(["cancel", "9 Elm St"][arg % 2])
+            self.on_loop("start another conversation", self._start(["cancel", "9 Elm St"][arg % 2]), STEP_SECONDS)
+            self._check(name)
         elif name == "ask_for_a_write":
-            self.ask_for_a_write(["cancel", "1 Main St", "9 Elm St"][arg % 3])
+            what = ["cancel", "1 Main St", "9 Elm St"][arg % 3]
+            self.on_loop(f"ask for {what}", self._send(_request(what)), STEP_SECONDS)
+            self._check(name)
         elif name == "answer":
             self.answer(ANSWERS[arg % len(ANSWERS)], FAULTS[arg // len(ANSWERS) % len(FAULTS)])
         elif name == "yes_while_cancelled":
-            self.yes_while_cancelled()
+            self._yes_while_cancelled()
+            self._check(name)
         elif name == "decide":
             self.decide(["approve", "reject", "approve"][arg % 3])
         else:
