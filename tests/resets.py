@@ -35,3 +35,19 @@ async def wait_for_turn(client, conversation_id: str, turn: int) -> None:
             return
         await asyncio.sleep(0.1)
     raise AssertionError(f"the conversation did not return to turn {turn}")
+
+
+async def message_points(env, workflow_id: str) -> list[int]:
+    """Event ids of the completed workflow tasks that accepted each user message (update
+    ids ``msg-...``) in the current run, oldest first: a reset to one of them wipes that
+    message and everything after it, and keeps every earlier reply."""
+    history = await env.client.get_workflow_handle(workflow_id).fetch_history()
+    completed, points = 0, []
+    for event in history.events:
+        if event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
+            completed = event.event_id
+        elif event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED:
+            update_id = event.workflow_execution_update_accepted_event_attributes.accepted_request.meta.update_id
+            if update_id.startswith("msg-") and completed:
+                points.append(completed)
+    return points
