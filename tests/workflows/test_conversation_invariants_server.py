@@ -8,13 +8,12 @@ and the payments, email and ticketing services over HTTP. Each example gets a fr
 of the τ-bench data; a supervisor approval is needed for every cancel of the pending
 order (threshold 100.00); a run continues as new every 4 turns.
 
-Steps (one rule picks among those meaningful now) are whole user, supervisor or operator actions: ask for a write (cancel the pending
-order, or a new shipping address), yes (also retried with its message id, or with a fault
-armed on its write), no, a benign message, approve or reject, a yes raced by a cancel at
-its before-image read, the last message resent with its id; once an example each: a
-worker restart (in-process shutdown and start, not SIGKILL), a reset to the workflow task
-that took one of the last messages (the wiped messages are sent again), a cancel with and
-without rollback.
+Steps (one rule picks among those meaningful now) are whole user, supervisor or operator
+actions: ask for a write (cancel the pending order, or a new address), yes (retried with
+its message id, or with a fault armed on its write), no, a benign message, approve or
+reject, a yes raced by a cancel at its before-image read, the last message resent; once an
+example each: a worker restart (in-process, not SIGKILL), a reset to the workflow task that
+took one of the last messages (then sent again), a cancel with and without rollback.
 
 After every step (``tests.server_invariants``): (a) no write without the user's yes to
 its exact detail (and a supervisor's approval where one is needed); (b) at most one
@@ -32,9 +31,7 @@ import uuid
 from collections import Counter
 from decimal import Decimal
 
-from hypothesis import HealthCheck, Phase
-from hypothesis import settings as hsettings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, Phase, settings as hsettings, strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, rule, run_state_machine_as_test
 
 from starter.client import StatekeeperClient
@@ -79,9 +76,7 @@ class ServerConversation(RuleBasedStateMachine):
         self.store = f"sm-{uuid.uuid4().hex[:8]}"
         self.backend.seed_store(self.store)
         self.worker.faults._armed.clear()  # a fault of an earlier example that nothing consumed
-        self.state = None
-        self.shown = None
-        self.log: list = []
+        self.state, self.shown, self.log = None, None, []
         self.chances = ["restart", "reset", "cancel with rollback", "cancel"]  # operator steps left, once each
 
     async def _state(self):
@@ -121,9 +116,7 @@ class ServerConversation(RuleBasedStateMachine):
 
     # --- conversations ------------------------------------------------------------
     async def _start(self, what: str) -> None:
-        self.cid = f"sm-{uuid.uuid4().hex[:10]}"
-        self.log: list = []
-        self.shown = None
+        self.cid, self.log, self.shown = f"sm-{uuid.uuid4().hex[:10]}", [], None
         inp = SupportInput(conversation_id=self.cid, store=self.store, write_timeout_seconds=3.0,
                            max_turns_per_run=4, approvals=POLICY)
         await self.client.require_worker()
@@ -248,10 +241,9 @@ class ServerConversation(RuleBasedStateMachine):
 
     @rule(pick=st.integers(0, 63), arg=st.integers(0, 63))
     def step(self, pick: int, arg: int) -> None:
-        """One step among those meaningful now (``pick``), with its argument (``arg``).
-        One rule, no preconditions: hypothesis then draws the same data whatever the server
-        did (with a precondition per rule, its rule choice drew more or less data as the
-        server's timing varied, and hypothesis stopped as FlakyStrategyDefinition)."""
+        """One step among those meaningful now (``pick``), with its argument (``arg``): one rule
+        without preconditions draws the same data whatever the server's timing (a precondition
+        per rule did not: FlakyStrategyDefinition)."""
         shown, closed = self.is_open() and self.shown is not None, self.state is not None and not self.is_open()
         enabled = [name for name, ok in (
             ("new_conversation", closed), ("ask_for_a_write", self.is_open() and self.shown is None),
