@@ -26,6 +26,7 @@ from typing import Any, Awaitable, Optional
 from activities.ports import Guard
 from settings import Settings
 from systems.model.rules import rules_brain
+from tests.faults import DelegatingPort
 from tests.policy_fixtures import PENDING
 from tests.port_faults import FaultyPort
 from tests.workflow_harness import call, running_worker
@@ -91,7 +92,7 @@ class Gate:
         self._released.set()
 
 
-class WatchPort:
+class WatchPort(DelegatingPort):
     """A ``ToolPort`` around the worker's port: logs each write dispatch's idempotency key
     (``dispatched``, in order, retries included) and holds a read at an armed ``Gate``."""
 
@@ -121,15 +122,8 @@ class WatchPort:
             if gate is not None and gate.tool == tool:
                 self.gate = None
                 gate.hold()
-        return self._inner.invoke(store, tool, arguments, idempotency_key=idempotency_key,
-                                  scope_user_id=scope_user_id, guard=guard)
-
-    def recorded(self, store: str, tool: str, arguments: dict[str, Any], idempotency_key: str
-                 ) -> Optional[ToolResult]:
-        return self._inner.recorded(store, tool, arguments, idempotency_key)
-
-    def has_store(self, store: str) -> bool:
-        return self._inner.has_store(store)
+        return super().invoke(store, tool, arguments, idempotency_key=idempotency_key, scope_user_id=scope_user_id,
+                              guard=guard)
 
 
 class Worker:

@@ -126,24 +126,30 @@ async def test_an_unknown_outcome_is_refused_until_an_operator_resolves_it(tempo
                    workflow_runner=workflow_runner()).replay_workflow(history)
 
 
+async def _died_after_commit(temporal_env, client, marker, prefix: str) -> str:
+    """A conversation whose confirmed address change committed and whose run was then
+    terminated before the write's answer (as a crashed run); returns its id."""
+    cid = f"{prefix}-{uuid.uuid4().hex[:6]}"
+    await client.start_conversation(cid)
+    assert (await client.send_message(cid, f"my email is {EMAIL}, ship {PENDING} to Austin")).awaiting_confirmation
+    yes = asyncio.create_task(client.send_message(cid, "yes"))
+    for _ in range(200):
+        if marker.exists():
+            break
+        await asyncio.sleep(0.05)
+    assert marker.exists()  # committed; the activity has not answered
+    await temporal_env.client.get_workflow_handle(f"support-{cid}").terminate("the run died before the write's answer")
+    await asyncio.gather(yes, return_exceptions=True)
+    return cid
+
+
 async def test_a_run_that_died_after_its_write_is_resumed_and_completes_with_one_effect(
         temporal_env, settings, tmp_path):
     marker = tmp_path / "committed"
     brain = _brain(reply("Done."), {"kind": "end", "text": "Goodbye."})
     async with running_worker(temporal_env, settings, brain=brain, pause_after_write=(3.0, marker)) as (
             client, backend):
-        cid = f"replay-resume-{uuid.uuid4().hex[:6]}"
-        await client.start_conversation(cid)
-        assert (await client.send_message(cid, f"my email is {EMAIL}, ship {PENDING} to Austin")).awaiting_confirmation
-        yes = asyncio.create_task(client.send_message(cid, "yes"))
-        for _ in range(200):
-            if marker.exists():
-                break
-            await asyncio.sleep(0.05)
-        assert marker.exists()  # committed; the activity has not answered
-        handle = temporal_env.client.get_workflow_handle(f"support-{cid}")
-        await handle.terminate("the run died before the write's answer")  # as a crashed run
-        await asyncio.gather(yes, return_exceptions=True)
+        cid = await _died_after_commit(temporal_env, client, marker, "replay-resume")
 
         systems = Systems(backend=backend)
         report = await check(temporal_env.client, cid, systems)
@@ -242,16 +248,7 @@ async def test_a_reset_that_failed_does_not_block_the_check(temporal_env, settin
     marker = tmp_path / "committed"
     async with running_worker(temporal_env, settings, brain=_brain(reply("Done.")),
                               pause_after_write=(3.0, marker)) as (client, backend):
-        cid = f"replay-claim-{uuid.uuid4().hex[:6]}"
-        await client.start_conversation(cid)
-        assert (await client.send_message(cid, f"my email is {EMAIL}, ship {PENDING} to Austin")).awaiting_confirmation
-        yes = asyncio.create_task(client.send_message(cid, "yes"))
-        for _ in range(200):
-            if marker.exists():
-                break
-            await asyncio.sleep(0.05)
-        await temporal_env.client.get_workflow_handle(f"support-{cid}").terminate("the run died")
-        await asyncio.gather(yes, return_exceptions=True)
+        cid = await _died_after_commit(temporal_env, client, marker, "replay-claim")
         systems = Systems(backend=backend)
         report = await check(temporal_env.client, cid, systems)
         systems.close()
