@@ -5,7 +5,8 @@ The workflow's update validator is the authority (no such step, not unknown, alr
 resolved → ``ResolutionRefused``, a 409 here); a conversation that has finished (a run
 recorded before the resolution wait, or one whose wait ran out) is ``finished``. Before
 that, a client that can read the systems of record (``client_for`` gives it them) refuses a
-resolution the retail ledger contradicts (``starter.resolution_evidence``), the same way.
+resolution they contradict, or any while they cannot be asked (``starter.resolution_evidence``),
+the same way.
 """
 
 from __future__ import annotations
@@ -60,7 +61,7 @@ class ResolutionCalls(ClientCore):
         (step, outcome, operator, note digest), so a retried identical call returns the first
         answer; any other one for the same step is refused as a second resolution. Raises
         ``ConversationError``: ``invalid``, ``not_found``, ``resolution_refused`` (the
-        validator's reason, or the ledger's: ``evidence``), ``finished``, ``no_worker``,
+        validator's reason, or the systems of record's: ``evidence``), ``finished``, ``no_worker``,
         ``unavailable``, ``timeout``."""
         payload = resolution_payload(step_id, outcome, operator, note, actor)
         try:
