@@ -250,12 +250,18 @@ def main(run: Optional[Callable[[], Awaitable[None]]] = None) -> None:
         loop.run_until_complete((run or run_worker)())
     except StartupRefused as refused:
         log.error("worker not started: %s", refused)
-        sys.exit(2)
+        _exit_now(2)
     log.info("worker stopped")
+    _exit_now(0)
+
+
+def _exit_now(status: int) -> None:
+    # os._exit, not sys.exit: the SDK's native threads (the failed connect's too) may still call
+    # into Python while the interpreter finalizes ("PyGILState_Release ... finalizing", a crash)
     logging.shutdown()
     sys.stdout.flush()
     sys.stderr.flush()
-    os._exit(0)
+    os._exit(status)
 
 
 if __name__ == "__main__":

@@ -40,11 +40,13 @@ async def _drive_to_approval(api: str, cid: str) -> None:
         assert waiting.json().get("awaiting_approval"), waiting.text  # 826.70 is over the 500.00 threshold
 
 
-async def _text_until(page, needle: str, timeout_seconds: float = 30.0) -> str:
+async def _text_until(page, *needles: str, timeout_seconds: float = 30.0) -> str:
+    """The page's text once it holds every needle (or at the deadline): the timeline's rows and
+    the decoded input arrive from separate codec calls, in either order."""
     deadline = time.monotonic() + timeout_seconds
     while True:
         text = await page.locator("body").inner_text()
-        if needle in text or time.monotonic() > deadline:
+        if all(needle in text for needle in needles) or time.monotonic() > deadline:
             return text
         await asyncio.sleep(0.5)
 
@@ -85,7 +87,8 @@ async def test_the_web_ui_decrypts_through_the_codec_server_and_the_raw_history_
             try:
                 await page.goto(f"{ui}/namespaces/default/workflows/{workflow_id}")
                 # reads are local activities (a marker, no timeline row): the model call's summary shows
-                text = await _text_until(page, "model proposes the next action")
+                text = await _text_until(page, "model proposes the next action (turn 1)",
+                                         f'"conversation_id": "{cid}"', '"store": "main"')
                 await page.screenshot(path=str(tmp_path / "decrypted-input.png"), full_page=True)
                 assert f'"conversation_id": "{cid}"' in text and '"store": "main"' in text  # the decrypted input
                 assert "model proposes the next action (turn 1)" in text  # an activity summary, decrypted
