@@ -8,7 +8,7 @@ import os
 import secrets
 from decimal import Decimal
 from pathlib import Path
-from typing import Optional
+from typing import Literal, Optional
 
 from pydantic import AliasChoices, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -73,12 +73,19 @@ class Settings(BaseSettings):
     token_budget: Optional[int] = Field(default=None, ge=1)
     """Tokens one conversation's model calls may use in all (input, cache reads and writes,
     output); past it the conversation is handed to a human agent. None (default): no budget."""
+    model_calls: Literal["activity", "local"] = "activity"
+    """How conversations started by this client run their model calls: ``activity`` (default:
+    heartbeating activities that a newer message or a cancel interrupts at once) or ``local``
+    (local activities: fewer server tasks per turn; see ``SupportInput.local_model_calls``)."""
 
     write_timeout_seconds: float = DEFAULT_WRITE_TIMEOUT_SECONDS
     max_concurrent_activities: Optional[int] = Field(default=None, ge=1)
     """Activity slots of a worker (and threads of its activity pool). None: ``activity_slots``
     picks by what an activity waits for."""
     max_concurrent_workflow_tasks: int = 64
+    sticky_schedule_to_start_seconds: float = Field(default=1.0, gt=0, le=60)
+    """How long a conversation's workflow task waits on the sticky queue of the worker that last
+    ran it before any worker may take it (``workflows.options.STICKY_SCHEDULE_TO_START``)."""
     max_cached_workflows: int = Field(default=1000, ge=0)
     """Conversations a worker keeps in memory between their messages (the SDK's default); a
     message to one evicted from it costs a replay of its run's history (bench/turns_idle.py)."""

@@ -13,6 +13,7 @@ import os
 import signal
 import sys
 from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
 from typing import Awaitable, Callable, Optional
 
 from temporalio.client import Client
@@ -38,7 +39,7 @@ from systems.model.plans import PlanBook
 from systems.retail.backend import RetailBackend, make_engine
 from workflows.refund import RefundWorkflow
 from workflows.retention import RetentionWorkflow
-from workflows.options import GRACEFUL_SHUTDOWN, STICKY_SCHEDULE_TO_START
+from workflows.options import GRACEFUL_SHUTDOWN
 from workflows.support import SupportWorkflow
 
 log = logging.getLogger("statekeeper.worker")
@@ -158,10 +159,12 @@ def build_worker(client: Client, settings: Settings, backend: Optional[RetailBac
         activities=[model.propose_action, *tools.all(), *identity.all(), *JournalActivities(journal).all(),
                     *RetentionActivities(lambda: build_erasure(client, settings, backend, journal)).all()],
         workflow_runner=workflow_runner(settings.sandbox_project_modules, settings.workflow_sandbox),
+        # model calls and reads are local activities: the same bound as the activities' (see there)
         max_concurrent_activities=settings.activity_slots(),
+        max_concurrent_local_activities=settings.activity_slots(),
         max_concurrent_workflow_tasks=settings.max_concurrent_workflow_tasks,
         max_cached_workflows=settings.max_cached_workflows,
-        sticky_queue_schedule_to_start_timeout=STICKY_SCHEDULE_TO_START,
+        sticky_queue_schedule_to_start_timeout=timedelta(seconds=settings.sticky_schedule_to_start_seconds),
         graceful_shutdown_timeout=GRACEFUL_SHUTDOWN,
     )
 

@@ -60,6 +60,19 @@ def _postgres_database() -> str | None:
         return None
 
 
+def _drop_database(url: str) -> None:
+    """Drop the run's PostgreSQL database (``_postgres_database``), its connections closed first."""
+    from sqlalchemy import create_engine, text  # noqa: PLC0415
+
+    name = url.rsplit("/", 1)[1]
+    engine = create_engine(POSTGRES, isolation_level="AUTOCOMMIT")
+    try:
+        with engine.connect() as conn:
+            conn.execute(text(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+    finally:
+        engine.dispose()
+
+
 async def per_turn(temporal, tmp: Path, turns: int) -> tuple[dict, dict]:
     """``(per_turn_ms, history)`` for statekeeper, bare and in-process (see the module docstring)."""
     from temporalio.worker import Worker  # noqa: PLC0415
@@ -146,6 +159,7 @@ async def main(args: argparse.Namespace) -> dict:
     from bench.turns_recovery import recovery  # noqa: PLC0415
     from settings import Settings  # noqa: PLC0415
     from starter.connection import data_converter  # noqa: PLC0415
+    from starter.devserver import dynamic_config_args  # noqa: PLC0415
     from systems.retail.backend import RetailBackend, make_engine  # noqa: PLC0415
     from workflows.options import SEARCH_ATTRIBUTES  # noqa: PLC0415
 
@@ -153,9 +167,10 @@ async def main(args: argparse.Namespace) -> dict:
     env = await WorkflowEnvironment.start_local(
         dev_server_existing_path=str(Path(sys.executable).parent / "temporal"), data_converter=data_converter(),
         search_attributes=list(SEARCH_ATTRIBUTES), dev_server_log_level="error",
-        dev_server_extra_args=[a for kv in args.dynamic_config for a in ("--dynamic-config-value", kv)])
+        dev_server_extra_args=[*([] if args.server_defaults else dynamic_config_args()),
+                               *[a for kv in args.dynamic_config for a in ("--dynamic-config-value", kv)]])
     report: dict = {}
-    baseline = None
+    baseline = database = None
     try:
         temporal = env.client
         if not args.recovery_only:
@@ -216,6 +231,8 @@ async def main(args: argparse.Namespace) -> dict:
         if baseline is not None:
             subprocess.run(["git", "worktree", "remove", "--force", str(baseline)], cwd=ROOT, capture_output=True)
         await env.shutdown()
+        if database is not None and database.startswith("postgresql"):
+            _drop_database(database)
     return report
 
 
@@ -236,6 +253,8 @@ def cli() -> None:
     parser.add_argument("--kinds", default="model,read,write", help="recovery: kills during these (comma-separated)")
     parser.add_argument("--modes", default="restart,failover", help="recovery: restart and/or failover")
     parser.add_argument("--timeline", action="store_true", help="recovery: print each kill's timeline")
+    parser.add_argument("--server-defaults", action="store_true",
+                        help="run the dev server without statekeeper's dynamic config (starter.devserver.DYNAMIC_CONFIG)")
     parser.add_argument("--dynamic-config", action="append", default=[], metavar="KEY=VALUE",
                         help="a dynamic config value of the dev server, e.g. "
                              "'history.timerProcessorMaxTimeShift=\"100ms\"' (repeatable; default: none)")

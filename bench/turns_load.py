@@ -134,9 +134,13 @@ async def concurrency_run(temporal: Any, env: dict[str, str], backend: Any, stor
     env = {**env, "STATEKEEPER_TASK_QUEUE": queue}
     procs = [spawn_worker(env, tmp / f"worker-{queue}-{i}.log", root) for i in range(workers)]
     client = StatekeeperClient(temporal, queue, approvals=NO_APPROVALS,
-                               deadlines=Deadlines(rpc_seconds=60, reply_seconds=600, accept_seconds=60))
+                               deadlines=Deadlines(rpc_seconds=60, reply_seconds=600, accept_seconds=60),
+                               local_model_calls=env.get("STATEKEEPER_MODEL_CALLS") == "local")
     try:
         while not await client.worker_polling():
+            dead = [p for p in procs if p.poll() is not None]
+            if dead:  # a worker that exits before polling would leave this loop waiting for ever
+                raise RuntimeError(f"a bench worker exited with {dead[0].returncode} before polling: see {tmp}")
             await asyncio.sleep(0.2)
         await asyncio.sleep(1.0)  # every process polling
         picks = pending_orders(stores)[:conversations]

@@ -150,6 +150,8 @@ def _instrument(worker: Any) -> None:
     the model SDK's client built) by wrapping the module's functions."""
     from activities.llm.model_activity import ModelActivities
 
+    if not all(hasattr(worker, name) for name in ("connect", "preflight", "run_until_signalled")):
+        return  # an older commit (a --baseline) without these stages: no stamps, the worker runs as is
     connect, preflight, run = worker.connect, worker.preflight, worker.run_until_signalled
 
     async def connected(*a: Any, **k: Any) -> Any:

@@ -60,16 +60,18 @@ class StatekeeperClient(ApprovalCalls, RefundCalls, ListingCalls, ResolutionCall
     ``support-<conversation_id>``. ``write_timeout_seconds`` is the start-to-close timeout
     of the writes of the processes it starts; ``approvals`` (an ``ApprovalPolicy``, from
     ``Settings``) goes into their inputs; ``pseudonym_key`` maps a customer id to the
-    ``CustomerId`` pseudonym for lists; ``token_budget`` (tokens, None: none) goes into the
-    inputs of the conversations it starts."""
+    ``CustomerId`` pseudonym for lists; ``token_budget`` (tokens, None: none) and
+    ``local_model_calls`` (``SupportInput.local_model_calls``) go into the inputs of the
+    conversations it starts."""
 
     def __init__(self, client: Client, task_queue: str = "statekeeper",
                  write_timeout_seconds: float = DEFAULT_WRITE_TIMEOUT_SECONDS,
                  approvals: Optional[ApprovalPolicy] = None,
                  deadlines: Optional[Deadlines] = None, pseudonym_key: Optional[str] = None,
-                 token_budget: Optional[int] = None) -> None:
+                 token_budget: Optional[int] = None, local_model_calls: bool = False) -> None:
         super().__init__(client, task_queue, deadlines)
         self._token_budget = token_budget
+        self._local_model_calls = local_model_calls
         self._write_timeout = write_timeout_seconds
         self._approvals = approvals
         self._pseudonym_key = pseudonym_key
@@ -105,7 +107,8 @@ class StatekeeperClient(ApprovalCalls, RefundCalls, ListingCalls, ResolutionCall
             return WithStartWorkflowOperation(
                 SupportWorkflow.run,
                 SupportInput(conversation_id=conversation_id, store=store, write_timeout_seconds=self._write_timeout,
-                             state=state, token_budget=self._token_budget, **self._policy()),
+                             state=state, token_budget=self._token_budget,
+                             local_model_calls=self._local_model_calls, **self._policy()),
                 id=support_workflow_id(conversation_id), task_queue=self._task_queue,
                 id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
                 id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
@@ -258,7 +261,8 @@ def client_for(temporal_client: Client, settings: Any) -> StatekeeperClient:
     client = StatekeeperClient(temporal_client, settings.task_queue, settings.write_timeout_seconds,
                                approvals=approvals, deadlines=deadlines,
                                pseudonym_key=settings.pseudonym_secret(create=False),
-                               token_budget=getattr(settings, "token_budget", None))
+                               token_budget=getattr(settings, "token_budget", None),
+                               local_model_calls=getattr(settings, "model_calls", "activity") == "local")
     client.evidence = lambda: _systems(settings)  # an operator's resolution is checked against the ledger
     return client
 

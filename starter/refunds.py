@@ -24,7 +24,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from starter.core import ClientCore
 from starter.errors import ConversationError, unreachable
 from workflows.contracts import RefundOutcome
-from workflows.options import ORDER_IDS, PENDING_APPROVAL, STEP
+from workflows.options import CONVERSATION_TASK_TIMEOUT, ORDER_IDS, PENDING_APPROVAL, STEP
 from workflows.refund import RefundWorkflow
 from workflows.standalone import RefundRequest
 
@@ -86,6 +86,7 @@ class RefundCalls(ClientCore):
                 RefundWorkflow.run, refund_input, id=refund_id, task_queue=self._task_queue,
                 id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
                 id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+                task_timeout=CONVERSATION_TASK_TIMEOUT,  # its fresh reads are local activities
                 memo={DIGEST_MEMO: request.digest(), REQUEST_MEMO: request.model_dump(mode="json")},
                 search_attributes=TypedSearchAttributes([SearchAttributePair(ORDER_IDS, [request.order_id]),
                                                          *search_attributes]),

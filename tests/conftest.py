@@ -24,6 +24,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from settings import Settings
 from starter.connection import data_converter
+from starter.devserver import dynamic_config_args
 from workflows.options import SEARCH_ATTRIBUTES
 
 TEST_CODEC_KEYS = "test-2:dGVzdC1jb2RlYy1rZXktMi0wMTIzNDU2Nzg5YWJjZGU=,test-1:dGVzdC1jb2RlYy1rZXktMS0wMTIzNDU2Nzg5YWJjZGU="
@@ -58,6 +59,7 @@ async def temporal_env():
         data_converter=data_converter(),
         search_attributes=list(SEARCH_ATTRIBUTES),
         dev_server_log_level="error",
+        dev_server_extra_args=dynamic_config_args(),  # as `statekeeper dev` runs it
     )
     try:
         yield env

@@ -35,6 +35,7 @@ async def running_worker(env, settings: Settings, brain: Optional[Callable[[dict
                          journal: Optional[JournalStore] = None,
                          services: Optional[dict[str, str]] = None,
                          wrap_port: Optional[Callable[[Any], Any]] = None,
+                         local_model_calls: bool = False,
                          ) -> AsyncIterator[tuple[StatekeeperClient, RetailBackend]]:
     """A worker in this process; ``brain(view, plan)`` replaces the offline model's decisions
     (the model is the outside system we fake at its boundary; everything else is real). A
@@ -46,7 +47,8 @@ async def running_worker(env, settings: Settings, brain: Optional[Callable[[dict
     other subjects are not held up by supervisors; approval tests pass their policy). ``journal``
     replaces the worker's journal (default: the SQLite file ``settings`` names). ``services``
     ({name: base URL} of payments, email, ticketing) puts emails, tickets and money there.
-    ``wrap_port(port)`` wraps the tool port last (a fault of ``tests.faults``)."""
+    ``wrap_port(port)`` wraps the tool port last (a fault of ``tests.faults``).
+    ``local_model_calls``: the client's conversations run model calls as local activities."""
     backend = build_backend(settings)
     model = None
     if brain is not None:
@@ -65,7 +67,7 @@ async def running_worker(env, settings: Settings, brain: Optional[Callable[[dict
                                payments=external._payments)
     async with build_worker(env.client, settings, backend, model=model, tools=tools, journal=journal):
         yield StatekeeperClient(env.client, settings.task_queue, settings.write_timeout_seconds,
-                                approvals=approvals or NO_APPROVALS), backend
+                                approvals=approvals or NO_APPROVALS, local_model_calls=local_model_calls), backend
 
 
 # --- test brains and reads of the system of record -----------------------------------

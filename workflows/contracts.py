@@ -233,6 +233,11 @@ class SupportInput(BaseModel):
     token_budget: Optional[int] = Field(default=None, ge=1)
     """The conversation's token budget (``Settings.token_budget``; None: none): past it the
     conversation is handed to a human agent (``workflows.budget``)."""
+    local_model_calls: bool = False
+    """Model calls as local activities (``Settings.model_calls``; off by default): one workflow
+    task per turn with one read instead of three, but a newer message or a cancel reaches a
+    running call only at its workflow task's heartbeat (3.2 s) or its end (README, "Recovery").
+    In the input, so replay decides the same way on every worker; continue-as-new keeps it."""
 
     @field_validator("state", mode="before")
     @classmethod

@@ -19,7 +19,6 @@ from temporalio.exceptions import (
     ActivityError,
     ApplicationError,
     ChildWorkflowError,
-    FailureError,
     WorkflowAlreadyStartedError,
 )
 
@@ -42,8 +41,9 @@ from workflows.contracts import (
 )
 from workflows.errors import ErrorType
 from workflows.failures import ORDER_SYSTEM, TICKET_SYSTEM, application_cause, log_detail, public_reason
-from workflows.interrupts import Interrupted, cancellable
-from workflows.options import HEARTBEAT_TIMEOUT, READ_RETRY, READ_TIMEOUT, TENANT, WRITE_RETRY
+from workflows.interrupts import Interrupted, cancellable, local_failure_as_activity_error
+from workflows.options import (CONVERSATION_TASK_TIMEOUT, HEARTBEAT_TIMEOUT, LOCAL_CALLS_PATCH, READ_RETRY,
+                               READ_TIMEOUT, TENANT, WRITE_RETRY)
 from workflows.refund import RefundWorkflow
 from workflows.state import (
     ConversationState,
@@ -105,15 +105,8 @@ async def read(state: ConversationState, call, summary_prefix: str = "",
             retry_policy=READ_RETRY,
             summary=call_summary(call, summary_prefix),
         )
-    try:
-        result = await (cancellable(handle, cancel_requested) if cancel_requested else handle)
-    except ActivityError:
-        raise
-    except FailureError as err:
-        # a local activity's failure (an ApplicationError, a timeout) arrives without its
-        # ActivityError wrapper: callers catch one
-        raise ActivityError(f"{call.name} failed", scheduled_event_id=0, started_event_id=0, identity="",
-                            activity_type="run_read_tool", activity_id="", retry_state=None) from err
+    result = await local_failure_as_activity_error(
+        cancellable(handle, cancel_requested) if cancel_requested else handle, "run_read_tool")
     tr.bind_system_of_record(state, result)
     return result
 
@@ -259,6 +252,8 @@ async def _run_refund(state: ConversationState, pending: PendingConfirmation, wr
             outcome = await workflow.execute_child_workflow(
                 RefundWorkflow.run, refund, id=child_id, parent_close_policy=workflow.ParentClosePolicy.ABANDON,
                 static_summary=f"{call.name} {order_id}", search_attributes=attributes,
+                # its fresh reads are local activities: a dead worker is noticed at this timeout
+                task_timeout=CONVERSATION_TASK_TIMEOUT if workflow.patched(LOCAL_CALLS_PATCH) else None,
             )
             break
         except WorkflowAlreadyStartedError:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any, Awaitable, Callable, Optional, TypeVar
 
 from temporalio import workflow
+from temporalio.exceptions import ActivityError, FailureError
 
 from workflows.contracts import CancelRequest
 
@@ -45,3 +46,16 @@ async def _settle(handle: Awaitable[Any]) -> None:
         await handle
     except BaseException:  # noqa: BLE001
         pass
+
+
+async def local_failure_as_activity_error(awaitable: Awaitable[T], activity_type: str) -> T:
+    """Await ``awaitable``; a local activity's failure (which arrives without the
+    ``ActivityError`` wrapper a regular activity's has) is re-raised wrapped in one, so callers
+    catch one type whichever way the activity ran."""
+    try:
+        return await awaitable
+    except ActivityError:
+        raise
+    except FailureError as err:
+        raise ActivityError(f"{activity_type} failed", scheduled_event_id=0, started_event_id=0, identity="",
+                            activity_type=activity_type, activity_id="", retry_state=None) from err

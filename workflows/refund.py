@@ -23,6 +23,7 @@ from workflows.approval_gate import ApprovalGate
 from workflows.catalogue import spec_of
 from workflows.catalogue.checks import status_refusal
 from workflows.failures import log_detail
+from workflows.interrupts import local_failure_as_activity_error
 from workflows.contracts import (
     EmailRequest,
     ReadToolRequest,
@@ -93,15 +94,11 @@ class RefundWorkflow(ApprovalGate):
                 return RefundOutcome(idempotency_key=key, result=recorded.result, ok=recorded.ok, replayed=True)
 
         self._enter("fresh_read", f"Reading order {order_id} from the system of record")
-        read = await workflow.execute_activity_method(
-            ToolActivitiesApi.run_read_tool,
+        read = await _fresh_read(
             ReadToolRequest(store=inp.store, call=make_tool_call("get_order_details", {"order_id": order_id}),
                             system_of_record=inp.system_of_record,
                             scope_user_id=inp.expected_user_id),
-            heartbeat_timeout=HEARTBEAT_TIMEOUT, start_to_close_timeout=READ_TIMEOUT,
-            retry_policy=READ_RETRY,
-            summary=f"fresh read of {order_id} before {inp.call.name}",
-        )
+            f"fresh read of {order_id} before {inp.call.name}")
         self._view.amount = amount_from_read(inp.call, read.result)
         if self._view.pseudonym is None and read.ok:
             # a standalone request names no customer: the order's owner is the customer, so the
@@ -174,13 +171,10 @@ class RefundWorkflow(ApprovalGate):
         write uses (read again here), differ from what the user confirmed; else None."""
         user_doc = None
         if inp.confirmed_method_id is not None and inp.expected_user_id is not None:
-            user = await workflow.execute_activity_method(
-                ToolActivitiesApi.run_read_tool,
+            user = await _fresh_read(
                 ReadToolRequest(store=inp.store, call=make_tool_call("get_user_details", {"user_id": inp.expected_user_id}),
                                 system_of_record=inp.system_of_record, scope_user_id=inp.expected_user_id),
-                heartbeat_timeout=HEARTBEAT_TIMEOUT, start_to_close_timeout=READ_TIMEOUT, retry_policy=READ_RETRY,
-                summary=f"fresh read of the payment method before {inp.call.name}",
-            )
+                f"fresh read of the payment method before {inp.call.name}")
             user_doc = json.loads(user.result) if user.ok else {}
         now = read_before_write.fresh(json.loads(read.result), user_doc, inp.confirmed_method_id)
         return None if now == inp.confirmed_fingerprint else read_before_write.CHANGED_REASON
@@ -196,6 +190,25 @@ class RefundWorkflow(ApprovalGate):
         failed = status_refusal(spec.name, spec.status, order["order_id"], order.get("status", ""),
                                 len(order.get("payment_history", [])))
         return f"{failed[1]} ({failed[0].value})" if failed else None
+
+
+LOCAL_FRESH_READS_PATCH = "refund-local-fresh-reads"
+"""``workflow.patched`` id: the refund's fresh reads (the order, the payment method) run as local
+activities, inside the workflow task that asks for them; as activities each cost an activity
+task and a workflow task (issue 8). The ledger lookup stays an activity: it may move money
+(``find_recorded_write``). Runs recorded before it replay with activities."""
+
+
+async def _fresh_read(request: ReadToolRequest, summary: str) -> ToolResult:
+    """Run one read tool for the refund (a local activity since ``LOCAL_FRESH_READS_PATCH``).
+    Raises ``ActivityError`` when the system of record cannot be read."""
+    if workflow.patched(LOCAL_FRESH_READS_PATCH):
+        return await local_failure_as_activity_error(workflow.execute_local_activity_method(
+            ToolActivitiesApi.run_read_tool, request, start_to_close_timeout=READ_TIMEOUT, retry_policy=READ_RETRY,
+            summary=summary), "run_read_tool")
+    return await workflow.execute_activity_method(
+        ToolActivitiesApi.run_read_tool, request, heartbeat_timeout=HEARTBEAT_TIMEOUT,
+        start_to_close_timeout=READ_TIMEOUT, retry_policy=READ_RETRY, summary=summary)
 
 
 EMAIL_FAILURE_PATCH = "refund-survives-email-failure"

@@ -209,7 +209,7 @@ class SupportWorkflow(ResolutionGate):
         ctx = TurnContext(state=state, write_timeout_seconds=inp.write_timeout_seconds,
                           cancel_request=lambda: self._cancel, visibility=self._visibility,
                           newer_message=lambda: bool(self._inbox), approvals=inp.approvals,
-                          journal=self._journal)
+                          journal=self._journal, local_model_calls=inp.local_model_calls)
         self._visibility.publish(state)
         if inp.journal is not None:
             self._journal.resend(inp.journal)

@@ -26,7 +26,7 @@ from workflows.catalogue import spec_of
 from workflows.contracts import CancelRequest, ModelRequest, ModelResult, Outcome
 from workflows.execute import TRUTHFUL_TRANSFER_PATCH, execute_confirmed, failure_reason, open_ticket, read
 from workflows.failures import MODEL
-from workflows.interrupts import Interrupted, cancellable
+from workflows.interrupts import Interrupted, cancellable, local_failure_as_activity_error
 from workflows.journal import Verdict
 from workflows.journal_log import JournalLog
 from workflows.options import (
@@ -70,6 +70,8 @@ class TurnContext:
     newer_message: Callable[[], bool] = lambda: False
     approvals: ApprovalPolicy = field(default_factory=ApprovalPolicy)
     journal: Optional[JournalLog] = None
+    local_model_calls: bool = False
+    """``SupportInput.local_model_calls``."""
 
 
 async def run_turn(ctx: TurnContext, inbound: Inbound) -> Optional[str]:
@@ -177,17 +179,21 @@ async def _propose(ctx: TurnContext) -> Optional[ModelResult]:
     ctx.visibility.publish(state, "model proposing the next action")
     call_seq = journal.next_call()
     record = journal.for_model(state)
-    handle = workflow.start_activity_method(
-        ModelActivitiesApi.propose_action,
-        ModelRequest(conversation_id=state.conversation_id, turn=state.turn, call_seq=call_seq,
-                     prompt_version=PROMPT_VERSION, view=state_view(state),
-                     budget_remaining_tokens=budget.remaining_tokens(state), journal=record),
-        heartbeat_timeout=HEARTBEAT_TIMEOUT, start_to_close_timeout=MODEL_TIMEOUT,
-        retry_policy=MODEL_RETRY,
-        summary=f"model proposes the next action (turn {state.turn})",
-    )
+    request = ModelRequest(conversation_id=state.conversation_id, turn=state.turn, call_seq=call_seq,
+                           prompt_version=PROMPT_VERSION, view=state_view(state),
+                           budget_remaining_tokens=budget.remaining_tokens(state), journal=record)
+    summary = f"model proposes the next action (turn {state.turn})"
+    if ctx.local_model_calls:
+        handle = workflow.start_local_activity_method(
+            ModelActivitiesApi.propose_action, request, start_to_close_timeout=MODEL_TIMEOUT,
+            retry_policy=MODEL_RETRY, summary=summary)
+    else:
+        handle = workflow.start_activity_method(
+            ModelActivitiesApi.propose_action, request,
+            heartbeat_timeout=HEARTBEAT_TIMEOUT, start_to_close_timeout=MODEL_TIMEOUT,
+            retry_policy=MODEL_RETRY, summary=summary)
     try:
-        result = await cancellable(handle, ctx.cancel_request)
+        result = await local_failure_as_activity_error(cancellable(handle, ctx.cancel_request), "propose_action")
     except Interrupted:
         journal.call_verdict(Verdict.CANCELLED, Rule.CANCELLED.value, "the model call was cancelled")
         raise

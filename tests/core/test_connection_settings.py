@@ -100,3 +100,30 @@ def test_activity_slots_fit_what_activities_wait_for():
     assert Settings(_env_file=None, anthropic_api_key="k").activity_slots() == PROVIDER_ACTIVITY_SLOTS == 64
     assert Settings(_env_file=None, anthropic_api_key=None, max_concurrent_activities=40).activity_slots() == 40
     assert Settings(_env_file=None, anthropic_api_key="k", max_concurrent_activities=8).activity_slots() == 8
+
+
+def test_model_calls_setting_reaches_the_conversations_input_and_refuses_other_values(tmp_path: Path, monkeypatch):
+    """``STATEKEEPER_MODEL_CALLS=local`` makes the client start conversations with
+    ``local_model_calls`` (the workflow's input, not the worker's settings); anything but
+    ``activity`` or ``local`` is refused naming the setting."""
+    import pydantic
+
+    from starter.client import client_for
+
+    monkeypatch.setenv("STATEKEEPER_MODEL_CALLS", "local")
+    assert client_for(object(), Settings(_env_file=None, data_dir=tmp_path))._local_model_calls is True
+    monkeypatch.setenv("STATEKEEPER_MODEL_CALLS", "activity")
+    assert client_for(object(), Settings(_env_file=None, data_dir=tmp_path))._local_model_calls is False
+    monkeypatch.setenv("STATEKEEPER_MODEL_CALLS", "remote")
+    with pytest.raises(pydantic.ValidationError, match="model_calls"):
+        Settings(_env_file=None, data_dir=tmp_path)
+
+
+def test_sticky_schedule_to_start_is_a_setting_bounded_above_zero(tmp_path: Path, monkeypatch):
+    monkeypatch.setenv("STATEKEEPER_STICKY_SCHEDULE_TO_START_SECONDS", "2.5")
+    assert Settings(_env_file=None, data_dir=tmp_path).sticky_schedule_to_start_seconds == 2.5
+    monkeypatch.setenv("STATEKEEPER_STICKY_SCHEDULE_TO_START_SECONDS", "0")
+    import pydantic
+
+    with pytest.raises(pydantic.ValidationError, match="sticky_schedule_to_start_seconds"):
+        Settings(_env_file=None, data_dir=tmp_path)

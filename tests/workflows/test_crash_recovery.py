@@ -101,6 +101,34 @@ async def test_sigkill_after_commit_then_restart_applies_the_write_once(temporal
     assert order["status"] == "cancelled" and len(refunds) == 1
 
 
+async def _killed_mid_turn(env, settings, tmp_path: Path, hang: str, cid: str, text: str,
+                          local_model_calls: bool = False):
+    """Send ``text`` to a new conversation on a worker that hangs at ``hang`` (``hang-model``,
+    ``hang-read``), SIGKILL it there, start a healthy worker; returns (the reply, the state, the
+    conversation's history)."""
+    from tests.workflow_harness import NO_APPROVALS, running_worker
+
+    marker = tmp_path / f"{hang}.marker"
+    hanging = _spawn_worker(env, settings, tmp_path, [hang, str(marker)], f"worker-{hang}.log")
+    try:
+        await _until_polling(env, settings)
+        client = StatekeeperClient(env.client, settings.task_queue, approvals=NO_APPROVALS,
+                                   local_model_calls=local_model_calls)
+        cid = await client.start_conversation(cid)
+        reply = asyncio.create_task(client.send_message(cid, text))
+        await _wait_for(marker, 60)
+        hanging.send_signal(signal.SIGKILL)
+        hanging.wait(10)
+        async with running_worker(env, settings):
+            answer = await asyncio.wait_for(reply, 120)
+            state = await client.state(cid)
+    finally:
+        if hanging.poll() is None:
+            hanging.kill()
+            hanging.wait(10)
+    return answer, state, await env.client.get_workflow_handle(f"support-{cid}").fetch_history()
+
+
 async def test_worker_killed_during_a_model_call_is_noticed_by_heartbeat(temporal_env, settings, tmp_path):
     """The model activity heartbeats while it waits: a SIGKILLed worker is noticed at the
     heartbeat timeout, not the 60 s start-to-close timeout, and the next attempt (on a
@@ -108,31 +136,36 @@ async def test_worker_killed_during_a_model_call_is_noticed_by_heartbeat(tempora
     failure is a heartbeat timeout."""
     from temporalio.api.enums.v1 import EventType, TimeoutType
 
-    from tests.workflow_harness import NO_APPROVALS, running_worker
-
-    marker = tmp_path / "model-called.marker"
-    hanging = _spawn_worker(temporal_env, settings, tmp_path, ["hang-model", str(marker)], "worker-hang.log")
-    try:
-        await _until_polling(temporal_env, settings)
-        client = StatekeeperClient(temporal_env.client, settings.task_queue, approvals=NO_APPROVALS)
-        cid = await client.start_conversation("model-kill")
-        reply = asyncio.create_task(client.send_message(cid, "Hi, my email is raj.sanchez2046@example.com"))
-        await _wait_for(marker, 60)
-        hanging.send_signal(signal.SIGKILL)
-        hanging.wait(10)
-        async with running_worker(temporal_env, settings):
-            answer = await asyncio.wait_for(reply, 120)
-    finally:
-        if hanging.poll() is None:
-            hanging.kill()
-            hanging.wait(10)
+    answer, _, history = await _killed_mid_turn(temporal_env, settings, tmp_path, "hang-model", "model-kill",
+                                                "Hi, my email is raj.sanchez2046@example.com")
     assert answer.status == "active" and answer.text
-    history = await temporal_env.client.get_workflow_handle(f"support-{cid}").fetch_history()
     started = [e.activity_task_started_event_attributes for e in history.events
                if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED
                and e.activity_task_started_event_attributes.attempt > 1]
     assert started, "the model call was not retried"
     assert started[0].last_failure.timeout_failure_info.timeout_type == TimeoutType.TIMEOUT_TYPE_HEARTBEAT
+
+
+async def test_worker_killed_during_a_model_call_is_noticed_at_the_workflow_task_timeout(temporal_env, settings,
+                                                                                        tmp_path):
+    """With model calls as local activities (``SupportInput.local_model_calls``) the SDK
+    heartbeats the workflow task that runs one, so a SIGKILLed worker is noticed when that task
+    times out (4 s), not at the model call's 60 s start-to-close timeout, and the next worker
+    makes the call again and answers the user once. Checked from history: a workflow task timed
+    out (start-to-close) and no model call ran as an activity."""
+    from temporalio.api.enums.v1 import EventType, TimeoutType
+
+    from workflows.state import Role
+
+    answer, state, history = await _killed_mid_turn(temporal_env, settings, tmp_path, "hang-model", "model-kill-local",
+                                                    "Hi, my email is raj.sanchez2046@example.com", local_model_calls=True)
+    assert answer.status == "active" and answer.text
+    assert [t.turn for t in state.recent_turns if t.role is Role.ASSISTANT] == [1]  # one reply
+    timed_out = [e.workflow_task_timed_out_event_attributes.timeout_type for e in history.events
+                 if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT]
+    assert TimeoutType.TIMEOUT_TYPE_START_TO_CLOSE in timed_out
+    assert not [e for e in history.events if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+                and e.activity_task_scheduled_event_attributes.activity_type.name == "propose_action"]
 
 
 async def test_worker_killed_during_a_read_is_replaced_and_the_turn_answered_once(temporal_env, settings, tmp_path):
@@ -142,30 +175,13 @@ async def test_worker_killed_during_a_read_is_replaced_and_the_turn_answered_onc
     from temporalio.api.enums.v1 import EventType
 
     from tests.policy_fixtures import EMAIL, PENDING
-    from tests.workflow_harness import NO_APPROVALS, running_worker
     from workflows.state import Role
 
-    marker = tmp_path / "read-started.marker"
-    hanging = _spawn_worker(temporal_env, settings, tmp_path, ["hang-read", str(marker)], "worker-read.log")
-    try:
-        await _until_polling(temporal_env, settings)
-        client = StatekeeperClient(temporal_env.client, settings.task_queue, approvals=NO_APPROVALS)
-        cid = await client.start_conversation("read-kill")
-        reply = asyncio.create_task(client.send_message(cid, f"Hi, my email is {EMAIL}. Where is order {PENDING}?"))
-        await _wait_for(marker, 60)
-        hanging.send_signal(signal.SIGKILL)
-        hanging.wait(10)
-        async with running_worker(temporal_env, settings):
-            answer = await asyncio.wait_for(reply, 120)
-            state = await client.state(cid)
-    finally:
-        if hanging.poll() is None:
-            hanging.kill()
-            hanging.wait(10)
+    answer, state, history = await _killed_mid_turn(temporal_env, settings, tmp_path, "hang-read", "read-kill",
+                                                    f"Hi, my email is {EMAIL}. Where is order {PENDING}?")
     assert answer.status == "active" and answer.text
     assert PENDING in state.orders  # the read ran on the new worker and was folded
     assert [t.turn for t in state.recent_turns if t.role is Role.ASSISTANT] == [1]  # one reply
-    history = await temporal_env.client.get_workflow_handle(f"support-{cid}").fetch_history()
     assert any(e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT for e in history.events)
 
 

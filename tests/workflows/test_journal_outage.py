@@ -60,7 +60,7 @@ async def test_after_a_reset_the_transcript_holds_only_the_conversation_that_hap
     the user then says something else. The journal still holds the discarded turns 2 and 3
     of the old timeline (only the re-run turn is trimmed), so the transcript shows messages
     the conversation's state no longer has, mixed with the new ones."""
-    from tests.resets import completed_tasks, reset_to, wait_for_turn
+    from tests.resets import message_points, reset_to, wait_for_turn
     from tests.workflow_harness import until
     from workflows.support import support_workflow_id
     async with running_worker(temporal_env, settings) as (client, _):
@@ -69,9 +69,9 @@ async def test_after_a_reset_the_transcript_holds_only_the_conversation_that_hap
         wid = support_workflow_id(cid)
         journal = JournalStore(settings.resolved_journal_url())
         await until(lambda: len(journal.transcript(cid)) == 2, "turn 1 recorded")
-        after_turn_1 = (await completed_tasks(temporal_env, wid))[-1]
         await client.send_message(cid, "What is the status of order #W4566809?")
         await client.send_message(cid, "And my other orders?")
+        after_turn_1 = (await message_points(temporal_env, wid))[-2]  # turn 2's: keeps turn 1
         await until(lambda: len(journal.transcript(cid)) == 6, "turns 2 and 3 recorded")
         await reset_to(temporal_env, wid, after_turn_1)
         await wait_for_turn(client, cid, 1)

@@ -23,7 +23,7 @@ from typing import Optional
 from temporalio.api.enums.v1 import EventType, WorkflowTaskFailedCause
 
 from tests.policy_fixtures import EMAIL, PENDING
-from tests.resets import completed_tasks, reset_to, wait_for_turn
+from tests.resets import completed_tasks, message_points, reset_to, wait_for_turn
 from tests.workflow_harness import order_details, running_worker
 
 AUSTIN = {"address1": "1 Reset Road", "address2": "", "city": "Austin", "state": "TX", "country": "USA",
@@ -79,8 +79,8 @@ async def test_reset_after_an_applied_refund_finds_it_in_the_ledger(temporal_env
         cid = await client.start_conversation(f"reset-refund-{uuid.uuid4().hex[:6]}")
         await client.send_message(cid, f"Hi, my email is {EMAIL}")
         assert (await client.send_message(cid, f"cancel {PENDING} please")).awaiting_confirmation
-        point = (await completed_tasks(temporal_env, f"support-{cid}"))[-1]  # after the proposal
         await client.send_message(cid, "yes")
+        point = (await message_points(temporal_env, f"support-{cid}"))[-1]  # the yes's: wipes it, keeps the proposal
         [first] = (await client.state(cid)).completed_operations
         assert first.ok and order_details(backend, PENDING)["status"] == "cancelled"
 
@@ -101,13 +101,13 @@ async def test_reset_while_the_refund_child_runs_waits_for_it(temporal_env, sett
         cid = await client.start_conversation(f"reset-child-{uuid.uuid4().hex[:6]}")
         await client.send_message(cid, f"Hi, my email is {EMAIL}")
         assert (await client.send_message(cid, f"cancel {PENDING} please")).awaiting_confirmation
-        point = (await completed_tasks(temporal_env, f"support-{cid}"))[-1]
         first_yes = asyncio.create_task(client.send_message(cid, "yes"))
         for _ in range(400):
             if marker.exists():
                 break
             await asyncio.sleep(0.05)
         assert marker.exists()  # the child's write committed; its activity has not completed
+        point = (await message_points(temporal_env, f"support-{cid}"))[-1]  # the yes's: wipes it
         await reset_to(temporal_env, f"support-{cid}", point)
         await asyncio.gather(first_yes, return_exceptions=True)  # that update belonged to the old run
         await wait_for_turn(client, cid, 2)
@@ -128,8 +128,8 @@ async def test_a_different_change_at_the_same_turn_after_a_reset_is_not_an_escal
     async with running_worker(temporal_env, settings, brain=ADDRESS) as (client, backend):
         cid = await client.start_conversation(f"reset-other-{uuid.uuid4().hex[:6]}")
         await client.send_message(cid, f"Hi, my email is {EMAIL}")
-        point = (await completed_tasks(temporal_env, f"support-{cid}"))[-1]  # after turn 1
         assert "Austin" in (await client.send_message(cid, f"ship {PENDING} to Austin")).awaiting_confirmation
+        point = (await message_points(temporal_env, f"support-{cid}"))[-1]  # turn 2's: keeps turn 1
         await client.send_message(cid, "yes")
         assert order_details(backend, PENDING)["address"]["city"] == "Austin"
 
@@ -161,8 +161,8 @@ async def test_reset_after_an_approved_and_applied_refund_does_not_ask_a_supervi
         cid = await client.start_conversation(f"reset-approved-{uuid.uuid4().hex[:6]}")
         await client.send_message(cid, f"Hi, my email is {EMAIL}")
         assert (await client.send_message(cid, f"cancel {PENDING} please")).awaiting_confirmation
-        point = (await completed_tasks(temporal_env, f"support-{cid}"))[-1]  # after the proposal
         parked = await client.send_message(cid, "yes")
+        point = (await message_points(temporal_env, f"support-{cid}"))[-1]  # the yes's: keeps the proposal
         assert parked.awaiting_approval
         await client.decide_approval(parked.awaiting_approval, "approve", "alice")
 

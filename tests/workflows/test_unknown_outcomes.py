@@ -106,7 +106,7 @@ async def test_a_reset_after_an_applied_refund_reports_it_applied_and_moves_mone
     """A reset to before the user's yes starts the refund child again; its fresh read sees the
     order cancelled. The ledger is asked first (by the write's key, and the payments service
     by the payments key), so the user hears it applied and the money moved once."""
-    from tests.resets import completed_tasks, reset_to, wait_for_turn
+    from tests.resets import message_points, reset_to, wait_for_turn
     from tests.workflows.test_reset_outcomes import CANCEL
 
     async with running_worker(temporal_env, settings, brain=CANCEL, services=services) as (client, backend):
@@ -114,8 +114,8 @@ async def test_a_reset_after_an_applied_refund_reports_it_applied_and_moves_mone
         await client.start_conversation(cid)
         await client.send_message(cid, f"Hi, my email is {EMAIL}")
         assert (await client.send_message(cid, f"cancel {PENDING} please")).awaiting_confirmation
-        point = (await completed_tasks(temporal_env, f"support-{cid}"))[-1]
         await client.send_message(cid, "yes")
+        point = (await message_points(temporal_env, f"support-{cid}"))[-1]  # the yes's: keeps the proposal
         [first] = (await client.state(cid)).completed_operations
         await reset_to(temporal_env, f"support-{cid}", point)
         await wait_for_turn(client, cid, 2)
