@@ -196,11 +196,11 @@ async def run_worker(settings: Optional[Settings] = None, tools: Optional[ToolAc
     await preflight(client, settings)
     model = model or build_model_activities(settings)
     worker = build_worker(client, settings, tools=tools, model=model)
-    # one thread per activity slot: an activity that got a slot never queues for a thread
-    # (the default pool has cores + 4 threads) while its start-to-close timer runs
+    # one thread per activity slot and per local activity slot: an activity that got a slot
+    # never queues for a thread (the default pool has cores + 4 threads) while its timer runs
     loop = asyncio.get_running_loop()
     loop.set_default_executor(
-        ThreadPoolExecutor(max_workers=settings.activity_slots(), thread_name_prefix="activity"))
+        ThreadPoolExecutor(max_workers=2 * settings.activity_slots(), thread_name_prefix="activity"))
     # polling first: the model's SDK (seconds of imports) loads meanwhile; a restarted worker
     # can replay and run reads and writes before it is there (the first model call waits for it)
     loop.call_soon(loop.run_in_executor, None, model.warm)

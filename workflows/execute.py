@@ -42,7 +42,7 @@ from workflows.contracts import (
 from workflows.errors import ErrorType
 from workflows.failures import ORDER_SYSTEM, TICKET_SYSTEM, application_cause, log_detail, public_reason
 from workflows.interrupts import Interrupted, cancellable, local_failure_as_activity_error
-from workflows.options import (CONVERSATION_TASK_TIMEOUT, HEARTBEAT_TIMEOUT, LOCAL_CALLS_PATCH, READ_RETRY,
+from workflows.options import (CONVERSATION_TASK_TIMEOUT, HEARTBEAT_TIMEOUT, READ_RETRY,
                                READ_TIMEOUT, TENANT, WRITE_RETRY)
 from workflows.refund import RefundWorkflow
 from workflows.state import (
@@ -253,7 +253,8 @@ async def _run_refund(state: ConversationState, pending: PendingConfirmation, wr
                 RefundWorkflow.run, refund, id=child_id, parent_close_policy=workflow.ParentClosePolicy.ABANDON,
                 static_summary=f"{call.name} {order_id}", search_attributes=attributes,
                 # its fresh reads are local activities: a dead worker is noticed at this timeout
-                task_timeout=CONVERSATION_TASK_TIMEOUT if workflow.patched(LOCAL_CALLS_PATCH) else None,
+                # (a start option: replay does not compare it, so it needs no patch)
+                task_timeout=CONVERSATION_TASK_TIMEOUT,
             )
             break
         except WorkflowAlreadyStartedError:

@@ -58,16 +58,21 @@ would be retried (bench/turns.py counts workflow task timeouts)."""
 
 LOCAL_CALLS_PATCH = "local-store-check"
 """``workflow.patched`` id (a conversation's): its store check runs as a local activity inside
-the workflow task of the ``open`` update, and its refund child gets the conversation's workflow
-task timeout, because the child's fresh reads run as local activities too
-(``workflows.refund.LOCAL_FRESH_READS_PATCH``). As activities each cost the server an activity
-task and a workflow task (six history events; issue 8, turns per CPU-second). Runs recorded
-before it replay with activities."""
+the workflow task of the ``open`` update (as an activity it cost the server an activity task and
+a workflow task, six history events; issue 8, turns per CPU-second). Runs recorded before it
+replay with an activity."""
+LOCAL_MODEL_CALLS_PATCH = "local-model-calls"
+"""``workflow.patched`` id checked with ``SupportInput.local_model_calls``: a worker older than
+that field drops it from the input and schedules model calls as activities, so a run it began
+must replay them as activities on a newer worker."""
+
 GRACEFUL_SHUTDOWN = timedelta(seconds=10)
 """``Worker(graceful_shutdown_timeout=)``: on SIGTERM/SIGINT running activities get this long to
 finish (a model call, a write) before they are cancelled; then the process exits even if a
 write's database thread is still busy (``worker.main``): that write either committed (its
-retry finds the ledger row) or rolled back."""
+retry finds the ledger row) or rolled back. Local activities are not cancelled by it: with
+``SupportInput.local_model_calls`` a shutdown waits for the model calls in flight (up to their
+60 s timeout; review of 2026-11-30)."""
 
 MODEL_TIMEOUT = timedelta(seconds=60)
 MODEL_RETRY = RetryPolicy(

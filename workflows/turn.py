@@ -31,6 +31,7 @@ from workflows.journal import Verdict
 from workflows.journal_log import JournalLog
 from workflows.options import (
     HEARTBEAT_TIMEOUT,
+    LOCAL_MODEL_CALLS_PATCH,
     MAX_CONSECUTIVE_REJECTIONS,
     MAX_MODEL_STEPS_PER_TURN,
     MODEL_RETRY,
@@ -183,7 +184,8 @@ async def _propose(ctx: TurnContext) -> Optional[ModelResult]:
                            prompt_version=PROMPT_VERSION, view=state_view(state),
                            budget_remaining_tokens=budget.remaining_tokens(state), journal=record)
     summary = f"model proposes the next action (turn {state.turn})"
-    if ctx.local_model_calls:
+    # the patch too: a run an older worker began ignored the flag and scheduled activities
+    if ctx.local_model_calls and workflow.patched(LOCAL_MODEL_CALLS_PATCH):
         handle = workflow.start_local_activity_method(
             ModelActivitiesApi.propose_action, request, start_to_close_timeout=MODEL_TIMEOUT,
             retry_policy=MODEL_RETRY, summary=summary)

@@ -40,6 +40,21 @@ def _last_turn(history) -> list:
     return events[start:end + 1]
 
 
+async def _with_local_flag(history):
+    """``history`` with ``local_model_calls`` set in its workflow's input."""
+    from temporalio.client import WorkflowHistory
+
+    from workflows.contracts import SupportInput
+
+    events = list(history.events)
+    started = events[0].workflow_execution_started_event_attributes
+    converter = data_converter()
+    [inp] = await converter.decode(list(started.input.payloads), [SupportInput])
+    del started.input.payloads[:]
+    started.input.payloads.extend(await converter.encode([inp.model_copy(update={"local_model_calls": True})]))
+    return WorkflowHistory(history.workflow_id, events)
+
+
 async def _turn_with_one_read(temporal_env, settings, local: bool):
     async with running_worker(temporal_env, settings, brain=_script(), local_model_calls=local) as (client, _):
         cid = await client.start_conversation(f"local-{local}-{uuid.uuid4().hex[:6]}")
@@ -59,7 +74,8 @@ async def test_a_turn_with_one_read_is_one_workflow_task_with_local_model_calls(
     assert EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED not in kinds  # accepted and answered in one task
     assert kinds.count(EventType.EVENT_TYPE_MARKER_RECORDED) >= 3  # two model calls and the read
     # the same turn with model calls as activities (the default): two activity tasks, more tasks
-    control = _last_turn(await _turn_with_one_read(temporal_env, settings, local=False))
+    control_history = await _turn_with_one_read(temporal_env, settings, local=False)
+    control = _last_turn(control_history)
     scheduled = [e.activity_task_scheduled_event_attributes.activity_type.name for e in control
                  if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED]
     assert scheduled == ["propose_action", "propose_action"]
@@ -67,6 +83,9 @@ async def test_a_turn_with_one_read_is_one_workflow_task_with_local_model_calls(
     replayer = Replayer(workflows=[SupportWorkflow, RefundWorkflow], data_converter=data_converter(),
                         workflow_runner=workflow_runner())
     await replayer.replay_workflow(local)
+    # a run an older worker began (it dropped the flag: activities) replays on this one with the
+    # flag set in its input: the patch keeps its model calls activities (review of 2026-11-30)
+    await replayer.replay_workflow(await _with_local_flag(control_history))
 
 
 async def test_a_cancel_during_a_slow_local_model_call_stops_it_before_it_ends(temporal_env, settings):
