@@ -159,7 +159,7 @@ def build_worker(client: Client, settings: Settings, backend: Optional[RetailBac
         activities=[model.propose_action, *tools.all(), *identity.all(), *JournalActivities(journal).all(),
                     *RetentionActivities(lambda: build_erasure(client, settings, backend, journal)).all()],
         workflow_runner=workflow_runner(settings.sandbox_project_modules, settings.workflow_sandbox),
-        # model calls and reads are local activities: the same bound as the activities' (see there)
+        # reads, the store check and (an option) model calls are local activities: the same bound
         max_concurrent_activities=settings.activity_slots(),
         max_concurrent_local_activities=settings.activity_slots(),
         max_concurrent_workflow_tasks=settings.max_concurrent_workflow_tasks,

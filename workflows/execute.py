@@ -41,7 +41,7 @@ from workflows.contracts import (
 )
 from workflows.errors import ErrorType
 from workflows.failures import ORDER_SYSTEM, TICKET_SYSTEM, application_cause, log_detail, public_reason
-from workflows.interrupts import Interrupted, cancellable, local_failure_as_activity_error
+from workflows.interrupts import Interrupted, cancellable, local_failure_as_activity_error, start_local_or_activity
 from workflows.options import (CONVERSATION_TASK_TIMEOUT, HEARTBEAT_TIMEOUT, READ_RETRY,
                                READ_TIMEOUT, TENANT, WRITE_RETRY)
 from workflows.refund import RefundWorkflow
@@ -93,18 +93,9 @@ async def read(state: ConversationState, call, summary_prefix: str = "",
     cancel before it finishes (the read is then cancelled)."""
     request = ReadToolRequest(store=state.store, call=call, system_of_record=state.system_of_record,
                               scope_user_id=state.customer.user_id if state.customer else None)
-    if workflow.patched(LOCAL_READS_PATCH):
-        handle = workflow.start_local_activity_method(
-            ToolActivitiesApi.run_read_tool, request, start_to_close_timeout=READ_TIMEOUT,
-            retry_policy=READ_RETRY, summary=call_summary(call, summary_prefix),
-        )
-    else:
-        handle = workflow.start_activity_method(
-            ToolActivitiesApi.run_read_tool, request,
-            heartbeat_timeout=HEARTBEAT_TIMEOUT, start_to_close_timeout=READ_TIMEOUT,
-            retry_policy=READ_RETRY,
-            summary=call_summary(call, summary_prefix),
-        )
+    handle = start_local_or_activity(ToolActivitiesApi.run_read_tool, request, local=workflow.patched(LOCAL_READS_PATCH),
+                                     start_to_close_timeout=READ_TIMEOUT, retry_policy=READ_RETRY,
+                                     summary=call_summary(call, summary_prefix))
     result = await local_failure_as_activity_error(
         cancellable(handle, cancel_requested) if cancel_requested else handle, "run_read_tool")
     tr.bind_system_of_record(state, result)

@@ -1,5 +1,6 @@
 """Cancellable waits: an in-flight model call or read stops as soon as the conversation
-is cancelled (by the ``cancel`` signal or by Temporal's own cancellation).
+is cancelled (by the ``cancel`` signal or by Temporal's own cancellation); and starting a call
+as a local activity or an activity, with one failure type either way.
 
 Writes never go through here: an irreversible write in flight is awaited, never
 abandoned (README, "Cancellation"). Deterministic: workflow code only.
@@ -9,10 +10,14 @@ from __future__ import annotations
 
 from typing import Any, Awaitable, Callable, Optional, TypeVar
 
+from datetime import timedelta
+
 from temporalio import workflow
+from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, FailureError
 
 from workflows.contracts import CancelRequest
+from workflows.options import HEARTBEAT_TIMEOUT
 
 T = TypeVar("T")
 
@@ -46,6 +51,21 @@ async def _settle(handle: Awaitable[Any]) -> None:
         await handle
     except BaseException:  # noqa: BLE001
         pass
+
+
+def start_local_or_activity(method: Callable[..., Awaitable[T]], arg: Any, *, local: bool,
+                            start_to_close_timeout: timedelta, retry_policy: RetryPolicy,
+                            summary: str) -> "workflow.ActivityHandle[T]":
+    """Start ``method(arg)`` as a local activity when ``local`` (the caller's patch or input
+    says so), else as an activity that heartbeats (``HEARTBEAT_TIMEOUT``); the same timeout,
+    retry policy and summary either way. Await the handle through
+    ``local_failure_as_activity_error`` to catch ``ActivityError`` in both cases."""
+    if local:
+        return workflow.start_local_activity_method(method, arg, start_to_close_timeout=start_to_close_timeout,
+                                                    retry_policy=retry_policy, summary=summary)
+    return workflow.start_activity_method(method, arg, heartbeat_timeout=HEARTBEAT_TIMEOUT,
+                                          start_to_close_timeout=start_to_close_timeout, retry_policy=retry_policy,
+                                          summary=summary)
 
 
 async def local_failure_as_activity_error(awaitable: Awaitable[T], activity_type: str) -> T:

@@ -16,8 +16,8 @@ from temporalio.exceptions import ApplicationError
 from workflows.activity_api import ToolActivitiesApi
 from workflows.contracts import StoreCheckRequest
 from workflows.errors import ErrorType
-from workflows.interrupts import local_failure_as_activity_error
-from workflows.options import HEARTBEAT_TIMEOUT, LOCAL_CALLS_PATCH, READ_RETRY, READ_TIMEOUT
+from workflows.interrupts import local_failure_as_activity_error, start_local_or_activity
+from workflows.options import LOCAL_CALLS_PATCH, READ_RETRY, READ_TIMEOUT
 
 
 class OpenConversation(BaseModel):
@@ -38,16 +38,9 @@ class ConversationOpened(BaseModel):
 async def store_known(store: str) -> bool:
     """Ask the system of record whether it holds ``store`` (a read: a local activity since
     ``LOCAL_CALLS_PATCH``). Raises ``ActivityError`` when the system cannot be asked."""
-    request, summary = StoreCheckRequest(store=store), f"check store {store}"
-    if workflow.patched(LOCAL_CALLS_PATCH):
-        return await local_failure_as_activity_error(workflow.execute_local_activity_method(
-            ToolActivitiesApi.check_store, request, start_to_close_timeout=READ_TIMEOUT, retry_policy=READ_RETRY,
-            summary=summary), "check_store")
-    return await workflow.execute_activity_method(
-        ToolActivitiesApi.check_store, request,
-        heartbeat_timeout=HEARTBEAT_TIMEOUT, start_to_close_timeout=READ_TIMEOUT, retry_policy=READ_RETRY,
-        summary=summary,
-    )
+    return await local_failure_as_activity_error(start_local_or_activity(
+        ToolActivitiesApi.check_store, StoreCheckRequest(store=store), local=workflow.patched(LOCAL_CALLS_PATCH),
+        start_to_close_timeout=READ_TIMEOUT, retry_policy=READ_RETRY, summary=f"check store {store}"), "check_store")
 
 
 def unknown_store_reason(store: str) -> str:

@@ -23,7 +23,7 @@ from workflows.approval_gate import ApprovalGate
 from workflows.catalogue import spec_of
 from workflows.catalogue.checks import status_refusal
 from workflows.failures import log_detail
-from workflows.interrupts import local_failure_as_activity_error
+from workflows.interrupts import local_failure_as_activity_error, start_local_or_activity
 from workflows.contracts import (
     EmailRequest,
     ReadToolRequest,
@@ -202,13 +202,9 @@ task and a workflow task (issue 8). The ledger lookup stays an activity: it may 
 async def _fresh_read(request: ReadToolRequest, summary: str) -> ToolResult:
     """Run one read tool for the refund (a local activity since ``LOCAL_FRESH_READS_PATCH``).
     Raises ``ActivityError`` when the system of record cannot be read."""
-    if workflow.patched(LOCAL_FRESH_READS_PATCH):
-        return await local_failure_as_activity_error(workflow.execute_local_activity_method(
-            ToolActivitiesApi.run_read_tool, request, start_to_close_timeout=READ_TIMEOUT, retry_policy=READ_RETRY,
-            summary=summary), "run_read_tool")
-    return await workflow.execute_activity_method(
-        ToolActivitiesApi.run_read_tool, request, heartbeat_timeout=HEARTBEAT_TIMEOUT,
-        start_to_close_timeout=READ_TIMEOUT, retry_policy=READ_RETRY, summary=summary)
+    return await local_failure_as_activity_error(start_local_or_activity(
+        ToolActivitiesApi.run_read_tool, request, local=workflow.patched(LOCAL_FRESH_READS_PATCH),
+        start_to_close_timeout=READ_TIMEOUT, retry_policy=READ_RETRY, summary=summary), "run_read_tool")
 
 
 EMAIL_FAILURE_PATCH = "refund-survives-email-failure"

@@ -26,11 +26,10 @@ from workflows.catalogue import spec_of
 from workflows.contracts import CancelRequest, ModelRequest, ModelResult, Outcome
 from workflows.execute import TRUTHFUL_TRANSFER_PATCH, execute_confirmed, failure_reason, open_ticket, read
 from workflows.failures import MODEL
-from workflows.interrupts import Interrupted, cancellable, local_failure_as_activity_error
+from workflows.interrupts import Interrupted, cancellable, local_failure_as_activity_error, start_local_or_activity
 from workflows.journal import Verdict
 from workflows.journal_log import JournalLog
 from workflows.options import (
-    HEARTBEAT_TIMEOUT,
     LOCAL_MODEL_CALLS_PATCH,
     MAX_CONSECUTIVE_REJECTIONS,
     MAX_MODEL_STEPS_PER_TURN,
@@ -183,17 +182,12 @@ async def _propose(ctx: TurnContext) -> Optional[ModelResult]:
     request = ModelRequest(conversation_id=state.conversation_id, turn=state.turn, call_seq=call_seq,
                            prompt_version=PROMPT_VERSION, view=state_view(state),
                            budget_remaining_tokens=budget.remaining_tokens(state), journal=record)
-    summary = f"model proposes the next action (turn {state.turn})"
     # the patch too: a run an older worker began ignored the flag and scheduled activities
-    if ctx.local_model_calls and workflow.patched(LOCAL_MODEL_CALLS_PATCH):
-        handle = workflow.start_local_activity_method(
-            ModelActivitiesApi.propose_action, request, start_to_close_timeout=MODEL_TIMEOUT,
-            retry_policy=MODEL_RETRY, summary=summary)
-    else:
-        handle = workflow.start_activity_method(
-            ModelActivitiesApi.propose_action, request,
-            heartbeat_timeout=HEARTBEAT_TIMEOUT, start_to_close_timeout=MODEL_TIMEOUT,
-            retry_policy=MODEL_RETRY, summary=summary)
+    handle = start_local_or_activity(
+        ModelActivitiesApi.propose_action, request,
+        local=ctx.local_model_calls and workflow.patched(LOCAL_MODEL_CALLS_PATCH),
+        start_to_close_timeout=MODEL_TIMEOUT, retry_policy=MODEL_RETRY,
+        summary=f"model proposes the next action (turn {state.turn})")
     try:
         result = await local_failure_as_activity_error(cancellable(handle, ctx.cancel_request), "propose_action")
     except Interrupted:
