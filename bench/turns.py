@@ -223,7 +223,7 @@ async def main(args: argparse.Namespace) -> dict:
                     for s in stores:
                         backend.seed_store(s)
                     row = await concurrency_run(client, {**worker_env, **extra}, backend, stores, tmp, conversations,
-                                                workers, root)
+                                                workers, root, args.read_turns)
                     row["code"] = label
                     report["concurrency"].append(row)
                     print(row, flush=True)
@@ -261,6 +261,8 @@ def cli() -> None:
     parser.add_argument("--baseline-repeats", type=int, default=0,
                         help="SIGKILLs per kind and mode on the --baseline code (default: --repeats)")
     parser.add_argument("--conversations", default="50,200,500")
+    parser.add_argument("--read-turns", type=int, default=1,
+                        help="concurrency: turns asking about the order per conversation (each with one read)")
     parser.add_argument("--workers", default="1,2,4")
     args = parser.parse_args()
     if args.quick:

@@ -124,8 +124,10 @@ async def timeouts(temporal: Any, since: float) -> tuple[Counter, dict[str, int]
 
 
 async def concurrency_run(temporal: Any, env: dict[str, str], backend: Any, stores: list[str], tmp: Path,
-                          conversations: int, workers: int, root: Path = ROOT) -> dict[str, Any]:
-    """One row of the concurrency table (see the module docstring)."""
+                          conversations: int, workers: int, root: Path = ROOT, read_turns: int = 1) -> dict[str, Any]:
+    """One row of the concurrency table (see the module docstring); each conversation asks
+    about its order ``read_turns`` times (a turn with one read each) between authenticating and
+    cancelling."""
     from starter.client import StatekeeperClient  # noqa: PLC0415
     from starter.core import Deadlines  # noqa: PLC0415
     from tests.workflow_harness import NO_APPROVALS  # noqa: PLC0415
@@ -151,7 +153,7 @@ async def concurrency_run(temporal: Any, env: dict[str, str], backend: Any, stor
         latencies: list[float] = []
         since = time.time() - 1
         start = time.perf_counter()
-        results = await asyncio.gather(*(conversation(client, *pick, latencies) for pick in picks),
+        results = await asyncio.gather(*(conversation(client, *pick, latencies, read_turns) for pick in picks),
                                        return_exceptions=True)
         wall = time.perf_counter() - start
         worker_cpu = sum(cpu_seconds(p.pid) for p in procs) - worker_before
@@ -172,4 +174,4 @@ async def concurrency_run(temporal: Any, env: dict[str, str], backend: Any, stor
             "activity_timeouts": sum(activity_timeouts.values()),
             "activity_timeouts_by_kind": dict(activity_timeouts), "workflow_task_timeouts": task_timeouts,
             "writes": writes, "duplicates": sum(backend.duplicate_writes(s) for s in stores),
-            "code": "current" if root == ROOT else root.name}  # the caller names the variant
+            "turns_per_conversation": read_turns + 3, "code": "current" if root == ROOT else root.name}  # the caller names the variant

@@ -114,8 +114,10 @@ class JournalStore:
 
     # --- writes -----------------------------------------------------------------------
 
-    def _upsert(self, conn: Connection, table: sa.Table, row: dict[str, Any]) -> None:
-        conn.execute(self._upsert_statement(table, tuple(row)), row)
+    def _upsert(self, conn: Connection, table: sa.Table, rows: list[dict[str, Any]]) -> None:
+        # rows of one table share their columns: one executemany, not a statement each
+        if rows:
+            conn.execute(self._upsert_statement(table, tuple(rows[0])), rows)
 
     def _upsert_statement(self, table: sa.Table, columns: tuple[str, ...]) -> Any:
         # one statement per (table, columns), values bound at execution: built and compiled
@@ -129,36 +131,42 @@ class JournalStore:
             self._upserts[(table.name, columns)] = found
         return found
 
-    def record_model_call(self, record: ModelCallRecord) -> None:
+    def record_model_call(self, record: ModelCallRecord, turn: Optional[TurnRecord] = None) -> int:
         """Upsert the row of model call (conversation, turn, call_seq): a retried or
-        re-run call overwrites it."""
+        re-run call overwrites it. With ``turn`` (the turn this call's reply completes), also
+        record it as ``record_turn`` does, in the same transaction; returns ``record_turn``'s
+        count of skipped verdicts (0 without ``turn``)."""
         with self._ready().begin() as conn:
-            self._upsert(conn, model_calls, record.model_dump())
+            self._upsert(conn, model_calls, [record.model_dump()])
+            return self._record_turn(conn, turn) if turn is not None else 0
 
     def record_turn(self, record: TurnRecord) -> int:
         """Upsert a turn's verdicts and transcript entries; returns how many verdicts named
         no known model call (``call_seq`` None in a turn without recorded calls) and were skipped.
         With ``record.turn`` set, rows of that turn beyond what it made (``model_calls``, the
         last transcript entry) are left over from an earlier run of the turn and removed."""
+        with self._ready().begin() as conn:
+            return self._record_turn(conn, record)
+
+    def _record_turn(self, conn: Connection, record: TurnRecord) -> int:
         skipped = 0
         cid = record.conversation_id
-        with self._ready().begin() as conn:
-            if record.turn is not None:
-                self._trim(conn, record)
-            for v in record.verdicts:
-                call_seq = v.call_seq if v.call_seq is not None else self._last_call(conn, cid, v.turn)
-                if call_seq is None:
-                    skipped += 1
-                    continue
-                self._upsert(conn, verdicts, {
-                    "conversation_id": cid, "turn": v.turn, "call_seq": call_seq, "customer_id": record.customer_id,
-                    "verdict": v.verdict.value, "rule": v.rule, "reason": v.reason, "outcome": v.outcome,
-                    "recorded_at": v.at})
-            for e in record.transcript:
-                self._upsert(conn, transcript, {
-                    "conversation_id": cid, "turn": e.turn, "seq": e.seq, "customer_id": record.customer_id,
-                    "role": e.role.value, "kind": e.kind.value, "text": e.text, "message_id": e.message_id,
-                    "at": e.at})
+        if record.turn is not None:
+            self._trim(conn, record)
+        rows = []
+        for v in record.verdicts:
+            call_seq = v.call_seq if v.call_seq is not None else self._last_call(conn, cid, v.turn)
+            if call_seq is None:
+                skipped += 1
+                continue
+            rows.append({"conversation_id": cid, "turn": v.turn, "call_seq": call_seq, "customer_id": record.customer_id,
+                         "verdict": v.verdict.value, "rule": v.rule, "reason": v.reason, "outcome": v.outcome,
+                         "recorded_at": v.at})
+        self._upsert(conn, verdicts, rows)
+        self._upsert(conn, transcript, [
+            {"conversation_id": cid, "turn": e.turn, "seq": e.seq, "customer_id": record.customer_id,
+             "role": e.role.value, "kind": e.kind.value, "text": e.text, "message_id": e.message_id, "at": e.at}
+            for e in record.transcript])
         return skipped
 
     @staticmethod
@@ -169,18 +177,19 @@ class JournalStore:
 
     @staticmethod
     def _trim(conn: Connection, record: TurnRecord) -> None:
+        # one statement per table: each is a round trip, and this runs once per turn
         cid, turn = record.conversation_id, record.turn
-        for table in (model_calls, verdicts):
-            conn.execute(sa.delete(table).where(table.c.conversation_id == cid, table.c.turn == turn,
-                                                table.c.call_seq > record.model_calls))
+        last = max((e.seq for e in record.transcript if e.turn == turn), default=-1)
+        m, v, t = model_calls.c, verdicts.c, transcript.c
+        conn.execute(sa.delete(model_calls).where(m.conversation_id == cid, m.turn == turn,
+                                                  m.call_seq > record.model_calls))
         # turns after this one are from a timeline a reset discarded (records are written in
         # turn order); model calls of the next turn may already be in, so they stay, and are
         # overwritten when the new timeline reaches their turn
-        for table in (verdicts, transcript):
-            conn.execute(sa.delete(table).where(table.c.conversation_id == cid, table.c.turn > turn))
-        last = max((e.seq for e in record.transcript if e.turn == turn), default=-1)
-        conn.execute(sa.delete(transcript).where(transcript.c.conversation_id == cid, transcript.c.turn == turn,
-                                                 transcript.c.seq > last))
+        conn.execute(sa.delete(verdicts).where(v.conversation_id == cid, sa.or_(
+            v.turn > turn, sa.and_(v.turn == turn, v.call_seq > record.model_calls))))
+        conn.execute(sa.delete(transcript).where(t.conversation_id == cid, sa.or_(
+            t.turn > turn, sa.and_(t.turn == turn, t.seq > last))))
 
     # --- reads ------------------------------------------------------------------------
 

@@ -201,9 +201,14 @@ class ModelActivities(ModelActivitiesApi):
             cache_read_input_tokens=getattr(usage, "cache_read_input_tokens", None) or 0,
             cache_creation_input_tokens=getattr(usage, "cache_creation_input_tokens", None) or 0,
         )
-        await self._record(req, response, result)
-        if req.journal is not None and action.kind == "reply":
-            result.journaled = await self._record_turn(req, action.text)
+        completes_turn = req.journal is not None and action.kind == "reply"
+        if completes_turn and self.turn_records is self.journal and self._recordable(req):
+            # one transaction for the call's row and the turn its reply completes
+            result.journaled = await self._record(req, response, result, reply=action.text)
+        else:
+            await self._record(req, response, result)
+            if completes_turn:
+                result.journaled = await self._record_turn(req, action.text)
         return result
 
     async def _record_turn(self, req: ModelRequest, text: str) -> bool:
@@ -236,16 +241,23 @@ class ModelActivities(ModelActivitiesApi):
                                    "conversation's budget", {"needed": needed, "remaining": remaining},
                                    type=OVER_BUDGET, non_retryable=True)
 
-    async def _record(self, req: ModelRequest, response: Any, result: Optional[ModelResult]) -> None:
+    def _recordable(self, req: ModelRequest) -> bool:
+        return self.journal is not None and req.view is not None and req.call_seq >= 1
+
+    async def _record(self, req: ModelRequest, response: Any, result: Optional[ModelResult],
+                      reply: Optional[str] = None) -> bool:
         """Upsert this call's decision-log row (only for requests that carry a view and a
-        ``call_seq``: v0.1.0's snapshots have no key to record under).
+        ``call_seq``: v0.1.0's snapshots have no key to record under). With ``reply`` (the
+        text of a reply that completes the turn, whose journal is this one), the turn's record
+        goes in the same transaction; returns whether it was written (False: the workflow
+        writes it). If that transaction fails, the call's row is tried again alone.
 
         A journal failure never fails the model call: the proposal is what the conversation
         needs, and failing would spend another model call per retry and stop every
         conversation while the journal is down. The failure is logged (ids only, no
         personal data) and the decision-log row is missing for this call."""
-        if self.journal is None or req.view is None or req.call_seq < 1:
-            return
+        if not self._recordable(req):
+            return False
         from activities.journal.store import ModelCallRecord  # noqa: PLC0415  (SQLAlchemy only when journaling)
 
         usage: Any = getattr(response, "usage", None)
@@ -262,9 +274,18 @@ class ModelActivities(ModelActivitiesApi):
             cache_creation_input_tokens=getattr(usage, "cache_creation_input_tokens", None) or 0,
             recorded_at=datetime.now(timezone.utc),
         )
+        turn = req.journal.with_reply(req.call_seq, reply, record.recorded_at) \
+            if reply is not None and req.journal is not None else None
         try:
             async with heartbeating():
-                await asyncio.to_thread(self.journal.record_model_call, record)
+                await asyncio.to_thread(self.journal.record_model_call, record, turn)
+            return turn is not None
         except Exception as exc:  # noqa: BLE001  (any journal failure; see above)
-            log.warning("decision log: model call %s.t%d.c%d not recorded: %s", req.conversation_id, req.turn,
-                        req.call_seq, type(exc).__name__)
+            if turn is None:
+                log.warning("decision log: model call %s.t%d.c%d not recorded: %s", req.conversation_id, req.turn,
+                            req.call_seq, type(exc).__name__)
+                return False
+            log.warning("journal: turn %s.t%d not recorded with its reply: %s", req.conversation_id, req.turn,
+                        type(exc).__name__)
+        # the turn's record failed (the workflow writes it): the call's own row alone, as before
+        return await self._record(req, response, result)

@@ -98,7 +98,7 @@ async def test_a_journal_failure_never_fails_the_model_call(journal, caplog):
     assert "a.b@example.com" not in message and "Hello" not in message  # ids only, no personal data
 
 
-def _raise(record):
+def _raise(record, turn=None):
     import sqlalchemy.exc
     raise sqlalchemy.exc.OperationalError("INSERT ... a.b@example.com", {}, Exception("down"))
 

@@ -164,13 +164,13 @@ class FlakyJournal(JournalStore):
         super().__init__(url)
         self.failures, self.bad_data, self.attempts = failures, bad_data, 0
 
-    def record_turn(self, record):
+    def _record_turn(self, conn, record):  # under record_turn and a reply's record_model_call
         self.attempts += 1
         if self.bad_data:
             raise sqlalchemy.exc.DataError("INSERT ...", {}, Exception("value too long"))
         if self.attempts <= self.failures:
             raise sqlalchemy.exc.OperationalError("INSERT ...", {}, Exception("connection refused"))
-        return super().record_turn(record)
+        return super()._record_turn(conn, record)
 
 
 async def test_a_journal_that_is_down_for_a_while_gets_the_record_once(temporal_env, settings):

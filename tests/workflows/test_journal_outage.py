@@ -17,13 +17,14 @@ from tests.workflow_harness import running_worker
 
 
 class DownJournal(JournalStore):
-    """``record_turn`` always fails as a database that does not answer."""
+    """Writing a turn's record always fails as a database that does not answer (``record_turn``,
+    and a reply's ``record_model_call`` with the turn)."""
 
     def __init__(self, url: str) -> None:
         super().__init__(url)
         self.attempts = 0
 
-    def record_turn(self, record):
+    def _record_turn(self, conn, record):
         self.attempts += 1
         raise sqlalchemy.exc.OperationalError("INSERT ...", {}, Exception("connection refused"))
 
