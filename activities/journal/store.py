@@ -154,11 +154,17 @@ class JournalStore:
         if record.turn is not None:
             self._trim(conn, record)
         rows = []
+        written: dict[int, int] = {}  # turn → the highest call_seq of this record's verdicts so far
         for v in record.verdicts:
-            call_seq = v.call_seq if v.call_seq is not None else self._last_call(conn, cid, v.turn)
+            call_seq = v.call_seq
+            if call_seq is None:
+                # the rows go in together below, so the earlier verdicts of this record count too
+                found = [c for c in (self._last_call(conn, cid, v.turn), written.get(v.turn)) if c is not None]
+                call_seq = max(found, default=None)
             if call_seq is None:
                 skipped += 1
                 continue
+            written[v.turn] = max(call_seq, written.get(v.turn, call_seq))
             rows.append({"conversation_id": cid, "turn": v.turn, "call_seq": call_seq, "customer_id": record.customer_id,
                          "verdict": v.verdict.value, "rule": v.rule, "reason": v.reason, "outcome": v.outcome,
                          "recorded_at": v.at})

@@ -93,6 +93,32 @@ def test_a_later_stage_of_a_shown_write_settles_the_turns_last_call(store):
     assert count(store, "verdicts") == 1
 
 
+def test_a_later_stage_in_the_same_record_settles_the_call_its_earlier_verdict_named(store):
+    # the turn's call rows are missing (their writes failed): the earlier verdict of the same
+    # record still names the call, as it did when each verdict was written on its own
+    later = VerdictRecord(turn=3, call_seq=None, verdict=Verdict.CANCELLED, at=T0)
+    record = TurnRecord(conversation_id="c1", turn=3, model_calls=3, verdicts=[verdict(3, 3, Verdict.SHOWN), later])
+    assert store.record_turn(record) == 0
+    with store.engine.connect() as conn:
+        rows = conn.execute(sa.text("SELECT call_seq, verdict FROM verdicts")).all()
+    assert [tuple(r) for r in rows] == [(3, "cancelled")]
+
+
+def test_a_reply_call_and_the_turn_it_completes_are_one_transaction(store):
+    turn = TurnRecord(conversation_id="c1", turn=1, model_calls=1, verdicts=[verdict(1, 1, Verdict.REPLIED)],
+                      transcript=[said(1, 0, "hi", role=Role.USER, kind=EntryKind.MESSAGE), said(1, 1, "hello")])
+    assert store.record_model_call(call(seq=1, proposal={"kind": "reply", "text": "hello"}), turn) == 0
+    assert [(r.call_seq, r.verdict) for r in store.decisions()] == [(1, "replied")]
+    assert [e.text for e in store.transcript("c1")] == ["hi", "hello"]
+    # a turn part that fails takes the call's row with it: nothing is half written
+    def refused(conn, record):
+        raise sa.exc.OperationalError("INSERT ...", {}, Exception("connection lost"))
+    store._record_turn = refused
+    with pytest.raises(sa.exc.OperationalError):
+        store.record_model_call(call(seq=2), turn.model_copy(update={"model_calls": 2}))
+    assert [(r.call_seq, r.verdict) for r in store.decisions()] == [(1, "replied")]
+
+
 def test_a_turn_re_run_by_a_reset_replaces_its_leftover_rows(store):
     for seq in (1, 2, 3):
         store.record_model_call(call(seq=seq))

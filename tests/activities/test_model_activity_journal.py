@@ -7,6 +7,7 @@ journal, the offline model through the SDK (in-process transport)."""
 from __future__ import annotations
 
 import logging
+from datetime import datetime, timezone
 
 import pytest
 from temporalio.exceptions import ApplicationError
@@ -124,3 +125,46 @@ def test_a_request_needs_a_view_or_a_snapshot():
         ModelRequest(conversation_id="c")
     decoded = ModelRequest.model_validate({"conversation_id": "c", "snapshot": {"system": "s", "content": "x"}})
     assert decoded.turn == 0 and decoded.view is None  # a v0.1.0 payload decodes
+
+
+def turn_journal(request: ModelRequest) -> ModelRequest:
+    """``request`` carrying its turn's journal record so far (the user's message)."""
+    from workflows.journal import EntryKind, Role, TranscriptRecord, TurnRecord
+
+    said = TranscriptRecord(turn=request.turn, seq=0, role=Role.USER, kind=EntryKind.MESSAGE, text="hi",
+                            at=datetime(2026, 11, 1, tzinfo=timezone.utc))
+    record = TurnRecord(conversation_id=request.conversation_id, turn=request.turn, transcript=[said])
+    return request.model_copy(update={"journal": record})
+
+
+def journaling(journal, brain) -> ModelActivities:
+    """The worker's wiring: one journal gets the call rows and the turn records."""
+    model = activities(journal, brain)
+    model.turn_records = journal
+    return model
+
+
+async def test_a_reply_writes_its_call_and_its_turn_together(journal):
+    result = await journaling(journal, lambda v, p: REPLY).propose_action(turn_journal(view_request()))
+    assert result.journaled
+    assert [(r.call_seq, r.verdict) for r in journal.decisions()] == [(1, "replied")]
+    assert [(e.role, e.text) for e in journal.transcript("conv-1")] == [("user", "hi"), ("assistant", "Hello!")]
+
+
+async def test_when_the_turn_part_fails_the_call_row_is_written_alone_and_the_workflow_writes_the_turn(journal):
+    def refused(conn, record):
+        import sqlalchemy.exc
+        raise sqlalchemy.exc.OperationalError("INSERT ... a.b@example.com", {}, Exception("down"))
+    journal._record_turn = refused
+    result = await journaling(journal, lambda v, p: REPLY).propose_action(turn_journal(view_request()))
+    assert result.action.kind == "reply" and not result.journaled  # the workflow's own record_turn follows
+    [row] = journal.decisions()
+    assert (row.call_seq, row.proposal, row.verdict) == (1, REPLY, None)
+    assert journal.transcript("conv-1") == []
+
+
+async def test_a_tool_call_proposal_writes_no_turn_record(journal):
+    call = {"kind": "tool_call", "tool": {"name": "get_order_details", "arguments": {"order_id": "#W0000001"}}}
+    result = await journaling(journal, lambda v, p: call).propose_action(turn_journal(view_request()))
+    assert not result.journaled and journal.transcript("conv-1") == []
+    assert [r.proposal["kind"] for r in journal.decisions()] == ["tool_call"]
