@@ -44,6 +44,14 @@ from bench.turns_report import show  # noqa: E402
 POSTGRES = os.environ.get("STATEKEEPER_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
 
 
+def _free_port() -> int:
+    import socket  # noqa: PLC0415
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
 def _postgres_database() -> str | None:
     """A fresh PostgreSQL database for this run (None when PostgreSQL is not reachable)."""
     try:
@@ -164,10 +172,12 @@ async def main(args: argparse.Namespace) -> dict:
     from workflows.options import SEARCH_ATTRIBUTES  # noqa: PLC0415
 
     tmp = Path(tempfile.mkdtemp(prefix="bench-turns-"))
+    metrics_port = _free_port()
     env = await WorkflowEnvironment.start_local(
         dev_server_existing_path=str(Path(sys.executable).parent / "temporal"), data_converter=data_converter(),
         search_attributes=list(SEARCH_ATTRIBUTES), dev_server_log_level="error",
-        dev_server_extra_args=[*([] if args.server_defaults else dynamic_config_args()),
+        dev_server_extra_args=["--metrics-port", str(metrics_port),
+                               *([] if args.server_defaults else dynamic_config_args()),
                                *[a for kv in args.dynamic_config for a in ("--dynamic-config-value", kv)]])
     report: dict = {}
     baseline = database = None
@@ -223,7 +233,8 @@ async def main(args: argparse.Namespace) -> dict:
                     for s in stores:
                         backend.seed_store(s)
                     row = await concurrency_run(client, {**worker_env, **extra}, backend, stores, tmp, conversations,
-                                                workers, root, args.read_turns)
+                                                workers, root, args.read_turns,
+                                                f"http://127.0.0.1:{metrics_port}/metrics")
                     row["code"] = label
                     report["concurrency"].append(row)
                     print(row, flush=True)

@@ -123,8 +123,27 @@ async def timeouts(temporal: Any, since: float) -> tuple[Counter, dict[str, int]
     return activities, dict(tasks)
 
 
+def server_requests(metrics_url: Optional[str]) -> Counter:
+    """The dev server's request counters (Prometheus text at ``metrics_url``): frontend RPCs
+    (``rpc:<operation>``) and persistence operations (``db:<operation>``); empty without a URL."""
+    if not metrics_url:
+        return Counter()
+    import re  # noqa: PLC0415
+    import urllib.request  # noqa: PLC0415
+
+    counts: Counter = Counter()
+    text = urllib.request.urlopen(metrics_url, timeout=10).read().decode()  # noqa: S310 - our own server
+    for kind, metric in (("rpc", "service_requests"), ("db", "persistence_requests")):
+        for labels, value in re.findall(rf"^{metric}{{(.*?)}} (\S+)$", text, re.M):
+            operation = re.search(r'operation="([^"]+)"', labels)
+            if operation and ('service_name="frontend"' in labels or kind == "db"):
+                counts[f"{kind}:{operation.group(1)}"] += float(value)
+    return counts
+
+
 async def concurrency_run(temporal: Any, env: dict[str, str], backend: Any, stores: list[str], tmp: Path,
-                          conversations: int, workers: int, root: Path = ROOT, read_turns: int = 1) -> dict[str, Any]:
+                          conversations: int, workers: int, root: Path = ROOT, read_turns: int = 1,
+                          metrics_url: Optional[str] = None) -> dict[str, Any]:
     """One row of the concurrency table (see the module docstring); each conversation asks
     about its order ``read_turns`` times (a turn with one read each) between authenticating and
     cancelling."""
@@ -148,6 +167,7 @@ async def concurrency_run(temporal: Any, env: dict[str, str], backend: Any, stor
         picks = pending_orders(stores)[:conversations]
         ledger_before = {s: len(backend.ledger_entries(s)) for s in stores}
         servers = server_pids()
+        requests_before = server_requests(metrics_url)
         worker_before = sum(cpu_seconds(p.pid) for p in procs)
         server_before = sum(cpu_seconds(p) for p in servers)
         latencies: list[float] = []
@@ -159,6 +179,7 @@ async def concurrency_run(temporal: Any, env: dict[str, str], backend: Any, stor
         worker_cpu = sum(cpu_seconds(p.pid) for p in procs) - worker_before
         server_cpu = sum(cpu_seconds(p) for p in servers) - server_before
         cpu = worker_cpu + server_cpu
+        requests = server_requests(metrics_url) - requests_before
     finally:
         stop(procs)
     failed = [r for r in results if isinstance(r, BaseException)]
@@ -174,4 +195,5 @@ async def concurrency_run(temporal: Any, env: dict[str, str], backend: Any, stor
             "activity_timeouts": sum(activity_timeouts.values()),
             "activity_timeouts_by_kind": dict(activity_timeouts), "workflow_task_timeouts": task_timeouts,
             "writes": writes, "duplicates": sum(backend.duplicate_writes(s) for s in stores),
-            "turns_per_conversation": read_turns + 3, "code": "current" if root == ROOT else root.name}  # the caller names the variant
+            "turns_per_conversation": read_turns + 3,
+            "server_requests_per_turn": {k: round(v / max(turns, 1), 2) for k, v in sorted(requests.items())}, "code": "current" if root == ROOT else root.name}  # the caller names the variant
