@@ -44,14 +44,6 @@ from bench.turns_report import show  # noqa: E402
 POSTGRES = os.environ.get("STATEKEEPER_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
 
 
-def _free_port() -> int:
-    import socket  # noqa: PLC0415
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def _postgres_database() -> str | None:
     """A fresh PostgreSQL database for this run (None when PostgreSQL is not reachable)."""
     try:
@@ -175,7 +167,9 @@ async def main(args: argparse.Namespace) -> dict:
     from workflows.options import SEARCH_ATTRIBUTES  # noqa: PLC0415
 
     tmp = Path(tempfile.mkdtemp(prefix="bench-turns-"))
-    metrics_port = _free_port()
+    from bench.turns_load import free_port  # noqa: PLC0415
+
+    metrics_port = free_port()
     env = await WorkflowEnvironment.start_local(
         dev_server_existing_path=str(Path(sys.executable).parent / "temporal"), data_converter=data_converter(),
         search_attributes=list(SEARCH_ATTRIBUTES), dev_server_log_level="error",
@@ -229,7 +223,10 @@ async def main(args: argparse.Namespace) -> dict:
                     variants.append((f"current-{label}", ROOT, settings))
                 if baseline and workers == 1:
                     variants.append((f"baseline-{args.baseline}", baseline, {}))
-                for label, root, extra in variants:
+                # rounds alternate the order, so a drift of the machine's load over the run
+                # weighs on every variant alike
+                rounds = [(n, v) for n in range(args.rounds) for v in (variants if n % 2 == 0 else variants[::-1])]
+                for round_, (label, root, extra) in rounds:
                     # the baseline's codec predates compression: its client must not compress
                     client = temporal if root == ROOT else await _uncompressed(temporal)
                     stores = [f"c{uuid.uuid4().hex[:6]}" for _ in range(-(-conversations // 274))]
@@ -238,7 +235,7 @@ async def main(args: argparse.Namespace) -> dict:
                     row = await concurrency_run(client, {**worker_env, **extra}, backend, stores, tmp, conversations,
                                                 workers, root, args.read_turns,
                                                 f"http://127.0.0.1:{metrics_port}/metrics")
-                    row["code"] = label
+                    row["code"], row["round"] = label, round_ + 1
                     report["concurrency"].append(row)
                     print(row, flush=True)
     finally:
@@ -275,6 +272,8 @@ def cli() -> None:
     parser.add_argument("--baseline-repeats", type=int, default=0,
                         help="SIGKILLs per kind and mode on the --baseline code (default: --repeats)")
     parser.add_argument("--conversations", default="50,200,500")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="concurrency: run every row this many times, in alternating order")
     parser.add_argument("--read-turns", type=int, default=1,
                         help="concurrency: turns asking about the order per conversation (each with one read)")
     parser.add_argument("--workers", default="1,2,4")

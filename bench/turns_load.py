@@ -123,6 +123,15 @@ async def timeouts(temporal: Any, since: float) -> tuple[Counter, dict[str, int]
     return activities, dict(tasks)
 
 
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 now (for the dev server's metrics endpoint)."""
+    import socket  # noqa: PLC0415
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
 def server_requests(metrics_url: Optional[str]) -> Counter:
     """The dev server's request counters (Prometheus text at ``metrics_url``): frontend RPCs
     (``rpc:<operation>``) and persistence operations (``db:<operation>``); empty without a URL."""

@@ -66,13 +66,30 @@ def _concurrency(console: Console, report: dict) -> None:
                     str(r["writes"]),
                     str(r["duplicates"]))
     console.print(con)
-    base = [r for r in report["concurrency"] if r["code"].startswith("baseline")]
-    for b in base:
-        for cur in [r for r in report["concurrency"] if r["code"].startswith("current") and r["workers"] == b["workers"]
-                    and r["conversations"] == b["conversations"]]:
-            if b["turns_per_cpu_second"]:
-                console.print(f"turns/CPU-s at {b['conversations']} conversations, {b['workers']} worker: {cur['code']} / "
-                              f"{b['code']} = {cur['turns_per_cpu_second'] / b['turns_per_cpu_second']:.2f}x")
+    for line in ratios(report["concurrency"]):
+        console.print(line)
+
+
+def ratios(rows: list[dict]) -> list[str]:
+    """Turns per CPU-second of each current row over the baseline's of the same size and round;
+    with several rounds, also their mean and the ratio of all turns over all CPU-seconds."""
+    lines, pooled = [], {}
+    for b in [r for r in rows if r["code"].startswith("baseline") and r["turns_per_cpu_second"]]:
+        for cur in [r for r in rows if r["code"].startswith("current") and r["workers"] == b["workers"]
+                    and r["conversations"] == b["conversations"] and r.get("round") == b.get("round")]:
+            ratio = cur["turns_per_cpu_second"] / b["turns_per_cpu_second"]
+            lines.append(f"turns/CPU-s at {b['conversations']} conversations, {b['workers']} worker"
+                         f"{', round ' + str(b['round']) if 'round' in b else ''}: {cur['code']} / {b['code']} = {ratio:.2f}x")
+            pooled.setdefault((b["conversations"], b["workers"], cur["code"], b["code"]), []).append((ratio, cur, b))
+    for (conversations, workers, code, base), runs in pooled.items():
+        if len(runs) > 1:
+            def per_cpu(rs: list[dict]) -> float:
+                return sum(r["turns"] for r in rs) / sum(r["worker_cpu_seconds"] + r["server_cpu_seconds"] for r in rs)
+            mean = sum(r for r, _, _ in runs) / len(runs)
+            pooled_ratio = per_cpu([c for _, c, _ in runs]) / per_cpu([b for _, _, b in runs])
+            lines.append(f"turns/CPU-s at {conversations} conversations, {workers} worker, {len(runs)} rounds: {code} / "
+                         f"{base} = {mean:.2f}x (mean of rounds), {pooled_ratio:.2f}x (all turns / all CPU-seconds)")
+    return lines
 
 
 def _timeouts(row: dict) -> str:
