@@ -55,12 +55,20 @@ def reachable(address: str, timeout_seconds: float = 0.5) -> bool:
         return False
 
 
-DYNAMIC_CONFIG = {"system.enableActivityEagerExecution": "true"}
-"""Dynamic config of the embedded server (and of the compose stack's, in
-``deploy/temporal/dynamicconfig``): eager activity execution hands an activity a workflow task
+DYNAMIC_CONFIG = {"system.enableActivityEagerExecution": "true",
+                  "system.forceSearchAttributesCacheRefreshOnRead": "false"}
+"""Dynamic config of the embedded server. Eager activity execution (also in the compose stack's
+``deploy/temporal/dynamicconfig``) hands an activity a workflow task
 schedules on its own task queue back to the worker in the task's completion reply, without a
 trip through matching. At 200 concurrent conversations it served 20 % more turns per
-CPU-second (bench/turns.py --dynamic-config, issue 8)."""
+CPU-second (bench/turns.py --dynamic-config, issue 8).
+
+The CLI's dev server re-reads the search attribute definitions from its database on every
+use (so an attribute added at runtime applies at once); a production server, the compose
+stack's included, caches them: its default, which this restores. Ours are registered on the dev server's command line
+(``dev_server_command``, the tests' ``search_attributes``) before any run uses them. Each
+workflow task that upserted a search attribute cost the server about 1.5 ms more CPU for it
+(a cluster-metadata and a namespace read per attribute set, issue 8)."""
 
 
 def dynamic_config_args(config: dict[str, str] = DYNAMIC_CONFIG) -> list[str]:
