@@ -14,7 +14,9 @@ and worker count: every comparison measured in the same run, on one Temporal dev
   each authenticating, reading an order, cancelling it and confirming; with ``--baseline REV``
   the same rows (1 worker) for that commit's code (checked out with ``git worktree add`` into
   a temporary directory) in the same run; ``--unsandboxed`` adds rows of workers without the
-  workflow sandbox (``Settings.workflow_sandbox``).
+  workflow sandbox (``Settings.workflow_sandbox``); ``--rounds N`` runs the rows N times in
+  alternating order; ``--read-turns N`` asks about the order N times per conversation; each
+  row has the server's request counters per turn (``server_requests_per_turn``).
 
 Run: ``.venv/bin/python bench/turns.py [--quick] [--json OUT] [--baseline b96e830]``. The
 offline stand-in model answers (``bench.turns_worker.brain``); figures are wall-clock on
