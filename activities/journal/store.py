@@ -6,7 +6,8 @@ retried activity, a replayed workflow or a reset re-running a turn never duplica
 Reads: ``decisions`` (each model call joined with its verdict, filterable by conversation,
 customer, rule and time), ``export_jsonl``, ``transcript``; retention and erasure:
 ``erase_conversation(s)``, ``erase_customer``, ``purge``, and the ids they would act on
-(``conversations_of_customer``, ``stale_conversations``).
+(``conversations_of_customer``, ``stale_conversations``). The row models are in
+``activities.journal.records``.
 """
 
 from __future__ import annotations
@@ -16,70 +17,14 @@ from datetime import datetime, timezone
 from typing import IO, Any, Iterable, Optional
 
 import sqlalchemy as sa
-from pydantic import BaseModel
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection, Engine
 
+from activities.journal.records import DecisionRow, Erased, ModelCallRecord, TranscriptEntry
 from activities.journal.tables import TABLES, create_schema, make_engine, model_calls, transcript, verdicts
 from workflows.journal import TurnRecord
 
-
-class ModelCallRecord(BaseModel):
-    """One model call, as the model activity records it. ``view`` is the state view the
-    prompt was rendered from; ``proposal`` the parsed ``ProposedAction`` as JSON (None when
-    the output was malformed or the call failed); ``stop_reason`` the API's (None when no
-    response came)."""
-
-    conversation_id: str
-    turn: int
-    call_seq: int
-    customer_id: Optional[str] = None
-    prompt_version: str
-    model: str
-    view: dict[str, Any]
-    proposal: Optional[dict[str, Any]] = None
-    stop_reason: Optional[str] = None
-    input_tokens: int = 0
-    """Input tokens not read from or written to the prompt cache."""
-    output_tokens: int = 0
-    cache_read_input_tokens: int = 0
-    cache_creation_input_tokens: int = 0
-    recorded_at: datetime
-
-
-class DecisionRow(ModelCallRecord):
-    """A model call joined with the workflow's verdict on it (verdict fields None while the
-    turn has not been recorded). Verdict values: ``workflows.journal.Verdict``; ``outcome``:
-    ``workflows.contracts.Outcome`` values."""
-
-    verdict: Optional[str] = None
-    rule: Optional[str] = None
-    reason: Optional[str] = None
-    outcome: Optional[str] = None
-
-
-class TranscriptEntry(BaseModel):
-    """One transcript entry, in conversation order: user turn ``turn``, entry ``seq``.
-    ``role`` user/assistant, ``kind`` message/reply/notice/cancellation
-    (``workflows.journal``); ``message_id`` is the client's id of a user message."""
-
-    conversation_id: str
-    turn: int
-    seq: int
-    role: str
-    kind: str
-    text: str
-    message_id: Optional[str] = None
-    at: datetime
-
-
-class Erased(BaseModel):
-    """Rows removed by an erasure or a purge, per table, and the conversations concerned."""
-
-    conversations: int = 0
-    model_calls: int = 0
-    verdicts: int = 0
-    transcript: int = 0
+__all__ = ["DecisionRow", "Erased", "JournalStore", "ModelCallRecord", "TranscriptEntry"]  # the row models re-exported
 
 
 def _utc(value: datetime) -> datetime:
