@@ -239,7 +239,8 @@ async def main(args: argparse.Namespace) -> dict:
                                                 f"http://127.0.0.1:{metrics_port}/metrics")
                     row["code"], row["round"] = label, round_ + 1
                     report["concurrency"].append(row)
-                    print(row, flush=True)
+                    print(f"{label} round {round_ + 1}: {row['turns']} turns, {row['turns_per_cpu_second']:.2f} turns "
+                          f"per CPU-second, {row['failed']} failed", flush=True)
     finally:
         if baseline is not None:
             subprocess.run(["git", "worktree", "remove", "--force", str(baseline)], cwd=ROOT, capture_output=True)
@@ -253,7 +254,8 @@ def cli() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="a reduced run (under two minutes)")
     parser.add_argument("--json", help="write the figures to this file")
-    parser.add_argument("--baseline", help="also run the concurrency rows (1 worker) on this commit")
+    parser.add_argument("--baseline", help="also run the concurrency rows (1 worker) and the recovery kills on this "
+                                           "commit (a git revision)")
     parser.add_argument("--unsandboxed", action="store_true",
                         help="also run each concurrency row with STATEKEEPER_WORKFLOW_SANDBOX=false")
     parser.add_argument("--variant", action="append", default=[], metavar="LABEL:KEY=VALUE[,KEY=VALUE]",
@@ -273,12 +275,12 @@ def cli() -> None:
                              "'history.timerProcessorMaxTimeShift=\"100ms\"' (repeatable; default: none)")
     parser.add_argument("--baseline-repeats", type=int, default=0,
                         help="SIGKILLs per kind and mode on the --baseline code (default: --repeats)")
-    parser.add_argument("--conversations", default="50,200,500")
+    parser.add_argument("--conversations", default="50,200,500", help="concurrency: conversations at once, comma-separated")
     parser.add_argument("--rounds", type=int, default=1,
                         help="concurrency: run every row this many times, in alternating order")
     parser.add_argument("--read-turns", type=int, default=1,
                         help="concurrency: turns asking about the order per conversation (each with one read)")
-    parser.add_argument("--workers", default="1,2,4")
+    parser.add_argument("--workers", default="1,2,4", help="concurrency: worker processes, comma-separated")
     args = parser.parse_args()
     if args.quick:
         args.turns, args.repeats, args.conversations, args.workers = 8, 1, "20", "1,2"

@@ -150,6 +150,22 @@ def server_requests(metrics_url: Optional[str]) -> Counter:
     return counts
 
 
+async def settled_requests(metrics_url: Optional[str], interval_seconds: float = 1.0,
+                           limit_seconds: float = 15.0) -> Counter:
+    """``server_requests`` once two readings ``interval_seconds`` apart agree (long polls aside):
+    the server publishes its counters periodically, so a reading right after a run missed part
+    of it (0.55 updates per turn where every turn is one)."""
+    last = server_requests(metrics_url)
+    deadline = time.monotonic() + limit_seconds
+    while metrics_url and time.monotonic() < deadline:
+        await asyncio.sleep(interval_seconds)
+        now = server_requests(metrics_url)
+        if all(now[k] == last[k] for k in set(now) | set(last) if not k.startswith("rpc:Poll")):
+            return now
+        last = now
+    return last
+
+
 async def concurrency_run(temporal: Any, env: dict[str, str], backend: Any, stores: list[str], tmp: Path,
                           conversations: int, workers: int, root: Path = ROOT, read_turns: int = 1,
                           metrics_url: Optional[str] = None) -> dict[str, Any]:
@@ -176,7 +192,7 @@ async def concurrency_run(temporal: Any, env: dict[str, str], backend: Any, stor
         picks = pending_orders(stores)[:conversations]
         ledger_before = {s: len(backend.ledger_entries(s)) for s in stores}
         servers = server_pids()
-        requests_before = server_requests(metrics_url)
+        requests_before = await settled_requests(metrics_url)
         worker_before = sum(cpu_seconds(p.pid) for p in procs)
         server_before = sum(cpu_seconds(p) for p in servers)
         latencies: list[float] = []
@@ -188,7 +204,7 @@ async def concurrency_run(temporal: Any, env: dict[str, str], backend: Any, stor
         worker_cpu = sum(cpu_seconds(p.pid) for p in procs) - worker_before
         server_cpu = sum(cpu_seconds(p) for p in servers) - server_before
         cpu = worker_cpu + server_cpu
-        requests = server_requests(metrics_url) - requests_before
+        requests = await settled_requests(metrics_url) - requests_before
     finally:
         stop(procs)
     failed = [r for r in results if isinstance(r, BaseException)]

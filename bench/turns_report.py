@@ -8,10 +8,12 @@ from rich.table import Table
 
 
 def show(report: dict) -> None:
-    console = Console(width=150)
+    console = Console(width=180)
     if "per_turn_ms" in report:
         _latency(console, report)
-    _recovery(console, report)
+    if any(report.get(k) for k in ("recovery_seconds", "failover_seconds", "baseline_recovery_seconds",
+                                     "baseline_failover_seconds")):
+        _recovery(console, report)
     if report["concurrency"]:
         _concurrency(console, report)
 
@@ -56,11 +58,12 @@ def _ratio(report: dict, key: str, kind: str) -> str:
 
 def _concurrency(console: Console, report: dict) -> None:
     con = Table(title=f"Concurrency ({report['system_of_record']} system of record)")
-    for col in ("code", "conversations", "workers", "turns", "failed", "turns/s", "turns/CPU-s", "p50 s", "p95 s",
+    con.add_column("code", no_wrap=True)
+    for col in ("round", "conversations", "workers", "turns", "failed", "turns/s", "turns/CPU-s", "p50 s", "p95 s",
                 "activity timeouts", "task timeouts", "writes", "duplicates"):
         con.add_column(col, justify="right")
     for r in report["concurrency"]:
-        con.add_row(r["code"], str(r["conversations"]), str(r["workers"]), str(r["turns"]), str(r["failed"]),
+        con.add_row(r["code"], str(r.get("round", 1)), str(r["conversations"]), str(r["workers"]), str(r["turns"]), str(r["failed"]),
                     f"{r['turns_per_second']:.1f}", f"{r['turns_per_cpu_second']:.2f}", f"{r['p50_turn_seconds']:.2f}",
                     f"{r['p95_turn_seconds']:.2f}", _timeouts(r), _kinds(r["workflow_task_timeouts"]),
                     str(r["writes"]),
