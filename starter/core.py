@@ -83,11 +83,16 @@ class ClientCore:
             task_queue=TaskQueue(name=self._task_queue, kind=TaskQueueKind.TASK_QUEUE_KIND_NORMAL),
             task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
         )
-        try:
-            response = await self.bounded(self._client.workflow_service.describe_task_queue(
-                request, timeout=self.rpc_timeout))
-        except RPCError as err:
-            raise unreachable() from err
+        for attempt in (1, 2):
+            try:
+                response = await self.bounded(self._client.workflow_service.describe_task_queue(
+                    request, timeout=self.rpc_timeout))
+                break
+            except RPCError as err:
+                # a request the connection dropped in flight ("operation was canceled", seen once
+                # in CI) is asked once more: it only reads; a refusal or an outage is not
+                if err.status != RPCStatusCode.CANCELLED or attempt == 2:
+                    raise unreachable() from err
         oldest = datetime.now(timezone.utc) - timedelta(seconds=self.deadlines.poller_fresh_seconds)
         return any(p.last_access_time.ToDatetime(tzinfo=timezone.utc) >= oldest for p in response.pollers)
 

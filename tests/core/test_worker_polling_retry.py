@@ -1,0 +1,60 @@
+"""``ClientCore.worker_polling`` (the check before every start) asks once more when the
+connection dropped its read in flight (CANCELLED, "operation was canceled": once in CI, a
+conversation then refused as "Temporal is not reachable"), and only then: a refusal or an
+outage is reported at once. The Temporal service is faked at its RPC boundary."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from types import SimpleNamespace
+
+import pytest
+from temporalio.api.taskqueue.v1 import PollerInfo
+from temporalio.api.workflowservice.v1 import DescribeTaskQueueResponse
+from temporalio.service import RPCError, RPCStatusCode
+
+from starter.core import ClientCore
+from starter.errors import ConversationError
+
+
+def core(answers: list) -> tuple[ClientCore, list]:
+    calls: list = []
+
+    async def describe_task_queue(request, timeout=None):
+        calls.append(request.task_queue.name)
+        answer = answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    client = SimpleNamespace(namespace="default", workflow_service=SimpleNamespace(describe_task_queue=describe_task_queue))
+    return ClientCore(client, "q"), calls
+
+
+def polled_now() -> DescribeTaskQueueResponse:
+    poller = PollerInfo()
+    poller.last_access_time.FromDatetime(datetime.now(timezone.utc))
+    return DescribeTaskQueueResponse(pollers=[poller])
+
+
+async def test_a_read_dropped_in_flight_is_asked_once_more():
+    dropped = RPCError("operation was canceled", RPCStatusCode.CANCELLED, b"")
+    client, calls = core([dropped, polled_now()])
+    assert await client.worker_polling()
+    assert calls == ["q", "q"]
+
+
+@pytest.mark.parametrize("status", [RPCStatusCode.UNAVAILABLE, RPCStatusCode.PERMISSION_DENIED])
+async def test_an_outage_or_a_refusal_is_reported_at_once(status):
+    client, calls = core([RPCError("no", status, b""), polled_now()])
+    with pytest.raises(ConversationError) as info:
+        await client.worker_polling()
+    assert info.value.kind == "unavailable" and calls == ["q"]
+
+
+async def test_a_second_drop_is_reported():
+    dropped = RPCError("operation was canceled", RPCStatusCode.CANCELLED, b"")
+    client, calls = core([dropped, dropped])
+    with pytest.raises(ConversationError) as info:
+        await client.worker_polling()
+    assert info.value.kind == "unavailable" and calls == ["q", "q"]
