@@ -211,8 +211,8 @@ class StatekeeperClient(ApprovalCalls, RefundCalls, ListingCalls, ResolutionCall
         cannot be loaded), ``not_found``, ``no_worker`` or ``unavailable``."""
         handle = self._client.get_workflow_handle(support_workflow_id(conversation_id))
         try:
-            return await self.bounded(handle.query(SupportWorkflow.state, result_type=ConversationState,
-                                                   rpc_timeout=self.rpc_timeout))
+            return await self.read(lambda: handle.query(SupportWorkflow.state, result_type=ConversationState,
+                                                        rpc_timeout=self.rpc_timeout))
         except WorkflowQueryFailedError as err:
             # the workflow refused to answer: only a run whose saved state cannot be loaded does
             raise await self._closed(conversation_id, ConversationError(
@@ -236,7 +236,7 @@ class StatekeeperClient(ApprovalCalls, RefundCalls, ListingCalls, ResolutionCall
     async def _running(self, handle: Any) -> bool:
         """True when the conversation's latest run is running (False when that cannot be read)."""
         try:
-            described = await self.bounded(handle.describe(rpc_timeout=self.rpc_timeout))
+            described = await self.read(lambda: handle.describe(rpc_timeout=self.rpc_timeout))
         except Exception:  # noqa: BLE001 - unreadable: keep the refusal as it is
             return False
         return described.status is WorkflowExecutionStatus.RUNNING

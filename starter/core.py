@@ -75,6 +75,18 @@ class ClientCore:
         except asyncio.TimeoutError as err:
             raise unreachable() from err
 
+    async def read(self, call: Callable[[], Awaitable[T]]) -> T:
+        """``bounded(call())`` for an RPC that only reads (a describe, a query, a result): when
+        the connection dropped it in flight (CANCELLED, "operation was canceled": once in CI,
+        a conversation then refused as "Temporal is not reachable") it is asked once more. Any
+        other ``RPCError``, and a second drop, propagate as they are."""
+        try:
+            return await self.bounded(call())
+        except RPCError as err:
+            if err.status != RPCStatusCode.CANCELLED:
+                raise
+        return await self.bounded(call())
+
     async def worker_polling(self) -> bool:
         """True if at least one worker polled the task queue for workflow tasks recently.
         Raises ``ConversationError`` ``unavailable`` when Temporal does not answer."""
@@ -83,16 +95,11 @@ class ClientCore:
             task_queue=TaskQueue(name=self._task_queue, kind=TaskQueueKind.TASK_QUEUE_KIND_NORMAL),
             task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
         )
-        for attempt in (1, 2):
-            try:
-                response = await self.bounded(self._client.workflow_service.describe_task_queue(
-                    request, timeout=self.rpc_timeout))
-                break
-            except RPCError as err:
-                # a request the connection dropped in flight ("operation was canceled", seen once
-                # in CI) is asked once more: it only reads; a refusal or an outage is not
-                if err.status != RPCStatusCode.CANCELLED or attempt == 2:
-                    raise unreachable() from err
+        try:
+            response = await self.read(lambda: self._client.workflow_service.describe_task_queue(
+                request, timeout=self.rpc_timeout))
+        except RPCError as err:
+            raise unreachable() from err
         oldest = datetime.now(timezone.utc) - timedelta(seconds=self.deadlines.poller_fresh_seconds)
         return any(p.last_access_time.ToDatetime(tzinfo=timezone.utc) >= oldest for p in response.pollers)
 
@@ -112,10 +119,10 @@ class ClientCore:
         closed otherwise, unknown, or Temporal did not answer: the caller's own refusal stands)."""
         handle = self._client.get_workflow_handle(workflow_id)
         try:
-            description = await self.bounded(handle.describe(rpc_timeout=self.rpc_timeout))
+            description = await self.read(lambda: handle.describe(rpc_timeout=self.rpc_timeout))
             if description.status != WorkflowExecutionStatus.FAILED:
                 return None
-            await self.bounded(handle.result(follow_runs=False, rpc_timeout=self.rpc_timeout))
+            await self.read(lambda: handle.result(follow_runs=False, rpc_timeout=self.rpc_timeout))
         except WorkflowFailureError as err:
             if isinstance(err.cause, ApplicationError) and err.cause.type == error_type:
                 return err.cause.message

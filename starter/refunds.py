@@ -126,7 +126,7 @@ class RefundCalls(ClientCore):
     async def _status(self, refund_id: str) -> tuple[RefundStatus, dict[str, Any]]:
         handle = self._client.get_workflow_handle_for(RefundWorkflow.run, refund_id)
         try:
-            description = await self.bounded(handle.describe(rpc_timeout=self.rpc_timeout))
+            description = await self.read(lambda: handle.describe(rpc_timeout=self.rpc_timeout))
             memo = await description.memo()
         except RPCError as err:
             if err.status is RPCStatusCode.NOT_FOUND:
@@ -141,7 +141,7 @@ class RefundCalls(ClientCore):
             status.status = "awaiting_approval" if status.pending_approval else "running"
         elif description.status == WorkflowExecutionStatus.COMPLETED:
             try:
-                outcome: RefundOutcome = await self.bounded(handle.result(rpc_timeout=self.rpc_timeout))
+                outcome: RefundOutcome = await self.read(lambda: handle.result(rpc_timeout=self.rpc_timeout))
             except RPCError as err:
                 raise unreachable() from err
             # the same words as the Status search attribute the list route filters on

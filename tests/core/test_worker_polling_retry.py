@@ -1,7 +1,8 @@
-"""``ClientCore.worker_polling`` (the check before every start) asks once more when the
-connection dropped its read in flight (CANCELLED, "operation was canceled": once in CI, a
-conversation then refused as "Temporal is not reachable"), and only then: a refusal or an
-outage is reported at once. The Temporal service is faked at its RPC boundary."""
+"""A read-only RPC of the client (``ClientCore.read``: the check for a polling worker before
+every start, describes, the state query, results) is asked once more when the connection
+dropped it in flight (CANCELLED, "operation was canceled": once in CI, a conversation then
+refused as "Temporal is not reachable"), and only then: a refusal or an outage is reported at
+once. The Temporal service is faked at its RPC boundary."""
 
 from __future__ import annotations
 
@@ -58,3 +59,22 @@ async def test_a_second_drop_is_reported():
     with pytest.raises(ConversationError) as info:
         await client.worker_polling()
     assert info.value.kind == "unavailable" and calls == ["q", "q"]
+
+
+async def test_any_read_is_asked_once_more_after_a_drop_and_only_a_read():
+    client, _ = core([])
+    answers = [RPCError("operation was canceled", RPCStatusCode.CANCELLED, b""), "described"]
+
+    async def describe():
+        answer = answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+    assert await client.read(describe) == "described"
+    refused = [RPCError("not found", RPCStatusCode.NOT_FOUND, b""), "described"]
+
+    async def missing():
+        raise refused.pop(0)
+    with pytest.raises(RPCError) as info:
+        await client.read(missing)
+    assert info.value.status == RPCStatusCode.NOT_FOUND and refused == ["described"]
