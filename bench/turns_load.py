@@ -221,4 +221,5 @@ async def concurrency_run(temporal: Any, env: dict[str, str], backend: Any, stor
             "activity_timeouts_by_kind": dict(activity_timeouts), "workflow_task_timeouts": task_timeouts,
             "writes": writes, "duplicates": sum(backend.duplicate_writes(s) for s in stores),
             "turns_per_conversation": read_turns + 3,
-            "server_requests_per_turn": {k: round(v / max(turns, 1), 2) for k, v in sorted(requests.items())}, "code": "current" if root == ROOT else root.name}  # the caller names the variant
+            "server_requests_per_turn": {k: round(v / max(turns, 1), 2) for k, v in sorted(requests.items())},
+            "code": "current" if root == ROOT else root.name}  # the caller names the variant

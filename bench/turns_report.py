@@ -63,7 +63,8 @@ def _concurrency(console: Console, report: dict) -> None:
                 "activity timeouts", "task timeouts", "writes", "duplicates"):
         con.add_column(col, justify="right")
     for r in report["concurrency"]:
-        con.add_row(r["code"], str(r.get("round", 1)), str(r["conversations"]), str(r["workers"]), str(r["turns"]), str(r["failed"]),
+        con.add_row(r["code"], str(r.get("round", 1)), str(r["conversations"]), str(r["workers"]), str(r["turns"]),
+                    str(r["failed"]),
                     f"{r['turns_per_second']:.1f}", f"{r['turns_per_cpu_second']:.2f}", f"{r['p50_turn_seconds']:.2f}",
                     f"{r['p95_turn_seconds']:.2f}", _timeouts(r), _kinds(r["workflow_task_timeouts"]),
                     str(r["writes"]),
@@ -81,8 +82,9 @@ def ratios(rows: list[dict]) -> list[str]:
         for cur in [r for r in rows if r["code"].startswith("current") and r["workers"] == b["workers"]
                     and r["conversations"] == b["conversations"] and r.get("round") == b.get("round")]:
             ratio = cur["turns_per_cpu_second"] / b["turns_per_cpu_second"]
-            lines.append(f"turns/CPU-s at {b['conversations']} conversations, {b['workers']} worker"
-                         f"{', round ' + str(b['round']) if 'round' in b else ''}: {cur['code']} / {b['code']} = {ratio:.2f}x")
+            label = f", round {b['round']}" if "round" in b else ""
+            lines.append(f"turns/CPU-s at {b['conversations']} conversations, {b['workers']} worker{label}: "
+                         f"{cur['code']} / {b['code']} = {ratio:.2f}x")
             pooled.setdefault((b["conversations"], b["workers"], cur["code"], b["code"]), []).append((ratio, cur, b))
     for (conversations, workers, code, base), runs in pooled.items():
         if len(runs) > 1:
