@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import signal
-import sys
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from typing import Awaitable, Callable, Optional
@@ -32,6 +30,7 @@ from settings import Settings
 from starter.audit import AuditLog
 from starter.connection import connect
 from starter.logs import configure_logging
+from starter.process_exit import exit_now
 from starter.preflight import StartupRefused, check_task_queue, ensure_search_attributes
 from starter.sandbox_runner import CompiledSandboxedWorkflowRunner
 from starter.system_of_record import SERVICES, fingerprint, services_fingerprint, worker_identity
@@ -253,18 +252,11 @@ def main(run: Optional[Callable[[], Awaitable[None]]] = None) -> None:
         loop.run_until_complete((run or run_worker)())
     except StartupRefused as refused:
         log.error("worker not started: %s", refused)
-        _exit_now(2)
+        exit_now(2)
     log.info("worker stopped")
-    _exit_now(0)
-
-
-def _exit_now(status: int) -> None:
-    # os._exit, not sys.exit: the SDK's native threads (the failed connect's too) may still call
-    # into Python while the interpreter finalizes ("PyGILState_Release ... finalizing", a crash)
-    logging.shutdown()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(status)
+    # not sys.exit: the SDK's native threads (the failed connect's too) may still call into
+    # Python while the interpreter finalizes (starter.process_exit)
+    exit_now(0)
 
 
 if __name__ == "__main__":

@@ -40,6 +40,7 @@ from starter.logs import cli_logging, configure_logging
 from starter.health import worker_health
 from starter.migrate_cli import migrate
 from starter.preflight import StartupRefused
+from starter.process_exit import run_and_exit
 from starter.replay_cli import replay_check, resolve, resume
 from starter.runtime import runtime
 from starter.taubench import TauBenchRunner, load_tasks, report_json
@@ -250,5 +251,12 @@ class _interruptible:
         return False
 
 
+def main() -> None:
+    """The ``statekeeper`` console script: runs the command, then ends the process through
+    ``starter.process_exit.exit_now`` (the SDK's native threads can crash the interpreter's
+    teardown after a command that used a Temporal client)."""
+    run_and_exit(lambda: app(sys.argv[1:]))
+
+
 if __name__ == "__main__":
-    app(sys.argv[1:])
+    main()
