@@ -143,10 +143,14 @@ class ListingCalls(ClientCore):
         if not 1 <= limit <= MAX_PAGE:
             raise ConversationError(f"limit must be between 1 and {MAX_PAGE}", "invalid")
         raw = _decode_token(token, query)
-        iterator = self._client.list_workflows(query, page_size=limit, next_page_token=raw,
-                                               rpc_timeout=self.rpc_timeout)
+        async def fetch():  # a fresh iterator per ask: ``read`` may ask twice
+            pages = self._client.list_workflows(query, page_size=limit, next_page_token=raw,
+                                                rpc_timeout=self.rpc_timeout)
+            await pages.fetch_next_page()
+            return pages
+
         try:
-            await self.bounded(iterator.fetch_next_page())
+            iterator = await self.read(fetch)
         except RPCError as err:
             if err.status is RPCStatusCode.INVALID_ARGUMENT:
                 raise ConversationError("invalid list request (filter or page token)", "invalid") from err

@@ -1,5 +1,5 @@
 """A read-only RPC of the client (``ClientCore.read``: the check for a polling worker before
-every start, describes, the state query, results) is asked once more when the connection
+every start, describes, the state query, results, a page of a listing) is asked once more when the connection
 dropped it in flight (CANCELLED, "operation was canceled": once in CI, a conversation then
 refused as "Temporal is not reachable"), and only then: a refusal or an outage is reported at
 once. The Temporal service is faked at its RPC boundary."""
@@ -16,6 +16,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from starter.core import ClientCore
 from starter.errors import ConversationError
+from starter.listing import ListingCalls
 
 
 def core(answers: list) -> tuple[ClientCore, list]:
@@ -78,3 +79,39 @@ async def test_any_read_is_asked_once_more_after_a_drop_and_only_a_read():
     with pytest.raises(RPCError) as info:
         await client.read(missing)
     assert info.value.status == RPCStatusCode.NOT_FOUND and refused == ["described"]
+
+
+class _Pages:
+    """The SDK's list iterator at its RPC boundary: each ``fetch_next_page`` takes the next answer."""
+
+    def __init__(self, answers: list, asked: list) -> None:
+        self._answers, self._asked = answers, asked
+        self.current_page, self.next_page_token = None, None
+
+    async def fetch_next_page(self) -> None:
+        self._asked.append("page")
+        answer = self._answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        self.current_page = answer
+
+
+def listing(answers: list) -> tuple[ListingCalls, list]:
+    asked: list = []
+    client = SimpleNamespace(namespace="default",
+                             list_workflows=lambda query, **_: _Pages(answers, asked))
+    return ListingCalls(client, "q"), asked
+
+
+async def test_a_list_page_dropped_in_flight_is_asked_once_more():
+    dropped = RPCError("operation was canceled", RPCStatusCode.CANCELLED, b"")
+    calls, asked = listing([dropped, []])
+    page = await calls.list_conversations(limit=5)
+    assert page.items == [] and page.next_page_token is None and asked == ["page", "page"]
+
+
+async def test_a_refused_list_is_reported_at_once():
+    calls, asked = listing([RPCError("bad query", RPCStatusCode.INVALID_ARGUMENT, b""), []])
+    with pytest.raises(ConversationError) as info:
+        await calls.list_refunds(limit=5)
+    assert info.value.kind == "invalid" and asked == ["page"]
