@@ -76,10 +76,10 @@ class ClientCore:
             raise unreachable() from err
 
     async def read(self, call: Callable[[], Awaitable[T]]) -> T:
-        """``bounded(call())`` for an RPC that only reads (a describe, a query, a result): when
-        the connection dropped it in flight (CANCELLED, "operation was canceled": once in CI,
-        a conversation then refused as "Temporal is not reachable") it is asked once more. Any
-        other ``RPCError``, and a second drop, propagate as they are."""
+        """``bounded(call())`` for an RPC that only reads (a describe, a query, a result, a page
+        of a listing): when the connection dropped it in flight (CANCELLED, "operation was
+        canceled": once in CI, a conversation then refused as "Temporal is not reachable") it
+        is asked once more. Any other ``RPCError``, and a second drop, propagate as they are."""
         try:
             return await self.bounded(call())
         except RPCError as err:
