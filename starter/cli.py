@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+import threading
 import uuid
 from pathlib import Path
 from typing import Optional
@@ -121,7 +122,7 @@ def chat(conversation_id: Optional[str] = typer.Option(None, help="Resume or nam
                 console.print("[dim]Offline stand-in model: type your email, #W order ids, item ids, "
                               "payment method ids, and yes/no.[/]")
             while True:
-                text = await asyncio.to_thread(console.input, "[bold cyan]you>[/] ")
+                text = await _typed("[bold cyan]you>[/] ")
                 if text.strip().lower() in ("quit", "exit"):
                     return
                 try:
@@ -136,6 +137,29 @@ def chat(conversation_id: Optional[str] = typer.Option(None, help="Resume or nam
 
     with _interruptible():
         asyncio.run(main())
+
+
+async def _typed(prompt: str) -> str:
+    """A line the user typed after ``prompt`` (raises ``EOFError`` at the end of input). Read
+    on a daemon thread, not ``asyncio.to_thread``: at Ctrl-C, ``asyncio.run`` would wait for
+    the executor's thread still blocked in ``input`` until the user pressed Enter."""
+    loop = asyncio.get_running_loop()
+    typed: asyncio.Future[str] = loop.create_future()
+
+    def settle(text: Optional[str], err: Optional[BaseException]) -> None:
+        if not typed.done():  # a Ctrl-C may have cancelled the wait already
+            typed.set_exception(err) if err is not None else typed.set_result(text or "")
+
+    def read() -> None:
+        try:
+            text = console.input(prompt)
+        except BaseException as err:  # noqa: BLE001 - EOF (and the rest) belongs to the waiter
+            loop.call_soon_threadsafe(settle, None, err)
+        else:
+            loop.call_soon_threadsafe(settle, text, None)
+
+    threading.Thread(target=read, name="chat-input", daemon=True).start()
+    return await typed
 
 
 @app.command()

@@ -5,33 +5,56 @@ interpreter finalizes; CPython then aborts with "Fatal Python error: PyGILState_
 finalizing" and status -6 (temporalio/sdk-python issue 300, open). Seen in our CI on a
 ``statekeeper chat`` that had already printed every reply. So a command ends with
 ``exit_now``: what teardown would have done for us (exit handlers, log handlers, buffered
-output) runs first, while the interpreter is still whole, then ``os._exit``.
+output, the status 120 of output that could not be written) runs first, while the
+interpreter is still whole, then ``os._exit``.
 """
 
 from __future__ import annotations
 
 import atexit
+import errno
 import logging
 import os
 import sys
-import traceback
 from typing import Callable, NoReturn
+
+UNWRITTEN_OUTPUT = 120
+"""The interpreter's exit status when flushing stdout at exit fails (a full disk, a closed pipe)."""
 
 
 def exit_now(status: int) -> NoReturn:
     """End the process with ``status`` (0-255) after running the exit handlers (e.g. the
     tracer provider's span export), closing log handlers and flushing stdout and stderr;
-    never returns. Skips only the interpreter's own teardown."""
-    # atexit's runner is the one teardown would call; calling it now runs the same handlers
-    # while no native thread can find the interpreter half torn down
-    atexit._run_exitfuncs()
-    logging.shutdown()
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):  # a closed pipe: nothing left to say
-            pass
-    os._exit(status)
+    never returns. When stdout's buffered output cannot be written, a successful status
+    becomes 120 and stderr says why (not for a reader that went away: EPIPE), as the
+    interpreter's own exit does. A stream that is closed (None) is skipped. Skips only the
+    interpreter's own teardown."""
+    try:
+        # atexit's runner is the one teardown would call; calling it now runs the same handlers
+        # while no native thread can find the interpreter half torn down
+        atexit._run_exitfuncs()
+        logging.shutdown()
+        if not _flushed(sys.stdout) and status == 0:
+            status = UNWRITTEN_OUTPUT
+        _flushed(sys.stderr)
+    finally:
+        os._exit(status)  # whatever happened above (even a Ctrl-C): never the teardown
+
+
+def _flushed(stream) -> bool:
+    if stream is None:  # the descriptor was closed when the process started
+        return True
+    try:
+        stream.flush()
+        return True
+    except (OSError, ValueError) as err:
+        if getattr(err, "errno", None) != errno.EPIPE and sys.stderr is not None and stream is not sys.stderr:
+            try:
+                sys.stderr.write(f"statekeeper: output not written: {err}\n")
+                sys.stderr.flush()
+            except (OSError, ValueError):
+                pass
+        return False
 
 
 def status_of(ended: SystemExit) -> int:
@@ -42,20 +65,25 @@ def status_of(ended: SystemExit) -> int:
         return 0
     if isinstance(code, int):
         return code
-    print(code, file=sys.stderr)
+    if sys.stderr is not None:
+        print(code, file=sys.stderr)
     return 1
 
 
 def run_and_exit(command: Callable[[], object]) -> NoReturn:
     """Run ``command`` (a console entry, e.g. a Typer app, which ends with ``SystemExit``)
-    and end the process with its status through ``exit_now``. An uncaught exception prints
-    its traceback and exits 1, as the interpreter would."""
+    and end the process with its status through ``exit_now``. An uncaught exception goes to
+    ``sys.excepthook`` (Typer's, where it installed one) and exits 1, as the interpreter
+    would."""
     try:
         command()
         status = 0
     except SystemExit as ended:
         status = status_of(ended)
-    except BaseException:  # noqa: BLE001 - the interpreter's default: traceback, status 1
-        traceback.print_exc()
+    except BaseException:  # noqa: BLE001 - the interpreter's default: the hook, status 1
         status = 1
+        try:
+            sys.excepthook(*sys.exc_info())
+        except BaseException:  # noqa: BLE001 - e.g. stderr is gone: the status still says it
+            pass
     exit_now(status)

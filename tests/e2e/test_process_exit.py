@@ -6,6 +6,7 @@ Temporal dev server."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -79,3 +80,38 @@ def test_the_statekeeper_command_and_python_m_starter_cli_end_through_it():
     bad = subprocess.run([sys.executable, "-m", "starter.cli", "no-such-command"], cwd=ROOT, capture_output=True,
                          text=True, timeout=60)
     assert bad.returncode == 2 and "No such command" in bad.stderr  # click's usage error status kept
+
+
+SAYS = "from starter.process_exit import run_and_exit; run_and_exit(lambda: print('the state as JSON'))"
+
+
+def _shell(line: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}  # as users run it: output buffered
+    return subprocess.run(["bash", "-c", line], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+
+
+def test_output_that_cannot_be_written_is_a_failure_said_on_stderr():
+    full = _shell(f'{sys.executable} -c "{SAYS}" > /dev/full')  # a full disk
+    assert full.returncode == 120  # the interpreter's status for output lost at exit; before: 0
+    assert "output not written" in full.stderr and "No space left on device" in full.stderr
+
+
+def test_a_reader_that_went_away_fails_the_status_without_a_message():
+    gone = _shell(f'{sys.executable} -c "import time; time.sleep(0.3); {SAYS}" | true; echo "status=${{PIPESTATUS[0]}}"')
+    assert gone.stdout == "status=120\n" and gone.stderr == ""
+
+
+def test_closed_stdout_or_stderr_still_ends_cleanly():
+    for closed in (">&-", "2>&-"):
+        done = _shell(f'{sys.executable} -c "{SAYS}" {closed}; echo "status=$?"')
+        assert done.stdout.endswith("status=0\n"), (closed, done.stdout, done.stderr)  # before: 1, a traceback
+
+
+def test_an_uncaught_exception_goes_through_the_installed_hook():
+    hooked = _python(textwrap.dedent("""
+        import sys
+        from starter.process_exit import run_and_exit
+        sys.excepthook = lambda kind, value, tb: print(f"hook: {kind.__name__}: {value}", file=sys.stderr)
+        run_and_exit(lambda: 1 / 0)
+    """))
+    assert (hooked.returncode, hooked.stderr) == (1, "hook: ZeroDivisionError: division by zero\n")

@@ -1,0 +1,88 @@
+"""Signals to the `statekeeper` CLI as a user or a supervisor sends them: Ctrl-C at the chat
+prompt ends the chat at once, and SIGTERM (``kill``, ``docker stop``, systemd) to a
+foreground `statekeeper dev` stops the embedded Temporal server it started, as Ctrl-C does.
+Real processes, a real embedded server; found by a helper trying to break the CLI's exit."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from starter.devserver import reachable
+from tests.e2e.test_cli import _get_json
+from tests.e2e.test_taubench import _free_port
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _start(env: dict, *args: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "starter.cli", *args], cwd=ROOT, env=env, text=True,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            start_new_session=True)  # a signal to the process only, not to its group
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    """Whatever of ``proc``'s process group is left (its embedded server when the test failed)."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait(timeout=30)
+
+
+def _env(tmp_path: Path, name: str) -> tuple[dict, int, int]:
+    port, api_port = _free_port(), _free_port()
+    env = dict(os.environ, STATEKEEPER_TEMPORAL_ADDRESS=f"127.0.0.1:{port}", STATEKEEPER_UI_PORT=str(_free_port()),
+               STATEKEEPER_API_PORT=str(api_port), STATEKEEPER_SERVICES_PORT=str(_free_port()),
+               STATEKEEPER_DATA_DIR=str(tmp_path / name), STATEKEEPER_DEV_STATE_FILE=str(tmp_path / f"{name}.json"),
+               COLUMNS="300")
+    env.pop("ANTHROPIC_API_KEY", None)
+    return env, port, api_port
+
+
+def test_ctrl_c_at_the_chat_prompt_ends_the_chat_at_once(tmp_path):
+    env, port, _ = _env(tmp_path, "chat")
+    chat = _start(env, "chat", "--conversation-id", "signals")  # starts its own embedded server and worker
+    try:
+        first = chat.stdout.readline()
+        assert "Type 'quit' to leave" in first, first  # the conversation started
+        time.sleep(1.0)  # at the prompt: its input thread is blocked on stdin, held open
+        chat.send_signal(signal.SIGINT)
+        rest, _ = chat.communicate(timeout=30)  # before: it waited for Enter for ever
+        assert chat.returncode == 0 and "stopped." in rest
+        assert not reachable(f"127.0.0.1:{port}")  # its embedded server stopped with it
+    finally:
+        _kill_group(chat)
+
+
+def test_sigterm_stops_a_foreground_dev_and_its_embedded_server(tmp_path):
+    env, port, api_port = _env(tmp_path, "dev")
+    dev = _start(env, "dev")
+    try:
+        assert _get_json(f"http://127.0.0.1:{api_port}/healthz")["status"] == "ok"  # its worker polls
+        dev.send_signal(signal.SIGTERM)  # while it may still be starting its codec server
+        said, _ = dev.communicate(timeout=60)
+        assert dev.returncode == 0, said
+        assert "stopped." in said
+        assert not reachable(f"127.0.0.1:{port}")  # before: the embedded server kept running, ports held
+    finally:
+        _kill_group(dev)  # only what a failed test left
+
+
+def test_sigterm_while_dev_starts_stops_what_it_started(tmp_path):
+    env, port, _ = _env(tmp_path, "early")
+    dev = _start(env, "dev")
+    try:
+        deadline = time.monotonic() + 60
+        while not reachable(f"127.0.0.1:{port}") and time.monotonic() < deadline:
+            time.sleep(0.05)
+        dev.send_signal(signal.SIGTERM)  # the embedded server answers; its worker may not poll yet
+        said, _ = dev.communicate(timeout=60)
+        assert dev.returncode == 0, said
+        assert not reachable(f"127.0.0.1:{port}")
+    finally:
+        _kill_group(dev)
