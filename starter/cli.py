@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
 import sys
 import threading
 import uuid
@@ -278,7 +279,12 @@ class _interruptible:
 def main() -> None:
     """The ``statekeeper`` console script: runs the command, then ends the process through
     ``starter.process_exit.exit_now`` (the SDK's native threads can crash the interpreter's
-    teardown after a command that used a Temporal client)."""
+    teardown after a command that used a Temporal client). SIGTERM (``kill``, ``docker
+    stop``, systemd) ends a command as Ctrl-C does, at any point, so the embedded server,
+    worker and services it started stop with it (by default the process died at once and left
+    the embedded Temporal server running with its ports); ``worker`` shuts down gracefully on
+    either."""
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     run_and_exit(lambda: app(sys.argv[1:]))
 
 

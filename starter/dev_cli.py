@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import signal
 from typing import Optional
 
 import typer
@@ -68,10 +67,6 @@ def dev(detach: bool = typer.Option(False, "--detach", help="Run in the backgrou
                 if record_state:
                     devstate.remove(settings, os.getpid())
 
-    # SIGTERM (``kill``, ``docker stop``, systemd) ends it as Ctrl-C does, at any point of its
-    # startup too, so the servers it started stop with it; by default the process died at once
-    # and left the embedded Temporal server running with its ports
-    signal.signal(signal.SIGTERM, signal.default_int_handler)
     with _interruptible():
         asyncio.run(main())
 

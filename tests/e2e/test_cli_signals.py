@@ -59,6 +59,20 @@ def test_ctrl_c_at_the_chat_prompt_ends_the_chat_at_once(tmp_path):
         _kill_group(chat)
 
 
+def test_sigterm_at_the_chat_prompt_stops_its_embedded_server(tmp_path):
+    env, port, _ = _env(tmp_path, "chat-term")
+    chat = _start(env, "chat", "--conversation-id", "terminated")
+    try:
+        first = chat.stdout.readline()
+        assert "Type 'quit' to leave" in first, first
+        chat.send_signal(signal.SIGTERM)
+        rest, _ = chat.communicate(timeout=30)
+        assert chat.returncode == 0 and "stopped." in rest, rest
+        assert not reachable(f"127.0.0.1:{port}")  # before: status -15, the embedded server left running
+    finally:
+        _kill_group(chat)
+
+
 def test_sigterm_stops_a_foreground_dev_and_its_embedded_server(tmp_path):
     env, port, api_port = _env(tmp_path, "dev")
     dev = _start(env, "dev")
