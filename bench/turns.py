@@ -1,5 +1,6 @@
 """Per-turn latency, history per turn, recovery after a SIGKILL, and throughput by concurrency
-and worker count: every comparison measured in the same run, on one Temporal dev server.
+and worker count: every comparison measured in the same run (each concurrency row on a dev
+server and a database of its own, ``bench/turns_server.py``).
 
 - ``per_turn_ms``: median wall time of a turn with one read (model → read → model → reply)
   for statekeeper (a worker in this process, production sandbox settings), a bare Temporal
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import statistics
@@ -43,36 +45,7 @@ os.environ.setdefault("STATEKEEPER_CODEC_KEYS", "bench-1:YmVuY2gtY29kZWMta2V5LTA
 
 from bench.turns_report import show  # noqa: E402
 
-POSTGRES = os.environ.get("STATEKEEPER_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
-
-
-def _postgres_database() -> str | None:
-    """A fresh PostgreSQL database for this run (None when PostgreSQL is not reachable)."""
-    try:
-        from sqlalchemy import create_engine, text  # noqa: PLC0415
-
-        name = f"bench_turns_{uuid.uuid4().hex[:8]}"
-        engine = create_engine(POSTGRES, isolation_level="AUTOCOMMIT")
-        with engine.connect() as conn:
-            conn.execute(text(f"CREATE DATABASE {name}"))
-        engine.dispose()
-        return POSTGRES.rsplit("/", 1)[0] + "/" + name
-    except Exception as err:  # noqa: BLE001 - no server: SQLite instead, said in the output
-        print(f"PostgreSQL not reachable ({type(err).__name__}); the system of record is SQLite")
-        return None
-
-
-def _drop_database(url: str) -> None:
-    """Drop the run's PostgreSQL database (``_postgres_database``), its connections closed first."""
-    from sqlalchemy import create_engine, text  # noqa: PLC0415
-
-    name = url.rsplit("/", 1)[1]
-    engine = create_engine(POSTGRES, isolation_level="AUTOCOMMIT")
-    try:
-        with engine.connect() as conn:
-            conn.execute(text(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
-    finally:
-        engine.dispose()
+from bench.turns_server import backend_on, dev_server, drop_database, fresh_row, postgres_database  # noqa: E402
 
 
 async def per_turn(temporal, tmp: Path, turns: int) -> tuple[dict, dict]:
@@ -158,39 +131,23 @@ def baseline_tree(rev: str, tmp: Path) -> Path:
 
 
 async def main(args: argparse.Namespace) -> dict:
-    from temporalio.testing import WorkflowEnvironment  # noqa: PLC0415
-
     from bench.turns_load import concurrency_run  # noqa: PLC0415
     from bench.turns_recovery import recovery  # noqa: PLC0415
-    from settings import Settings  # noqa: PLC0415
-    from starter.connection import data_converter  # noqa: PLC0415
-    from starter.devserver import dynamic_config_args  # noqa: PLC0415
-    from systems.retail.backend import RetailBackend, make_engine  # noqa: PLC0415
-    from workflows.options import SEARCH_ATTRIBUTES  # noqa: PLC0415
 
     tmp = Path(tempfile.mkdtemp(prefix="bench-turns-"))
-    from bench.turns_load import free_port  # noqa: PLC0415
-
-    metrics_port = free_port()
-    env = await WorkflowEnvironment.start_local(
-        dev_server_existing_path=str(Path(sys.executable).parent / "temporal"), data_converter=data_converter(),
-        search_attributes=list(SEARCH_ATTRIBUTES), dev_server_log_level="error",
-        dev_server_extra_args=["--metrics-port", str(metrics_port),
-                               *([] if args.server_defaults else dynamic_config_args()),
-                               *[a for kv in args.dynamic_config for a in ("--dynamic-config-value", kv)]])
+    env, metrics_url = await dev_server(args)
     report: dict = {}
     baseline = database = None
     try:
         temporal = env.client
         if not args.recovery_only:
             report["per_turn_ms"], report["history"] = await per_turn(temporal, tmp, args.turns)
-        database = _postgres_database() or f"sqlite:///{tmp / 'sor.sqlite'}"
+        database = postgres_database() or f"sqlite:///{tmp / 'sor.sqlite'}"
         worker_env = {"STATEKEEPER_TEMPORAL_ADDRESS": temporal.service_client.config.target_host,
                       "STATEKEEPER_DATABASE_URL": database, "STATEKEEPER_JOURNAL_URL": database,
                       "STATEKEEPER_DATA_DIR": str(tmp), "STATEKEEPER_CODEC_KEYS": os.environ["STATEKEEPER_CODEC_KEYS"]}
         worker_env.pop("ANTHROPIC_API_KEY", None)
-        backend = RetailBackend(make_engine(Settings(database_url=database).resolved_database_url()))
-        backend.create_schema()
+        backend = backend_on(database)
         report["system_of_record"] = database.split(":")[0]
         store = f"rec{uuid.uuid4().hex[:6]}"
         backend.seed_store(store)
@@ -216,6 +173,9 @@ async def main(args: argparse.Namespace) -> dict:
                                                  standby=mode == "failover", first_pick=(6 + 3 * n) * args.repeats,
                                                  timelines=args.timeline, root=baseline)
         report["concurrency"] = []
+        if not args.shared_server and not args.recovery_only:
+            await env.shutdown()  # each row gets its own (bench.turns_server); an idle one's CPU is not a row's
+            env = None
         for conversations in [] if args.recovery_only else args.conversations:
             for workers in args.workers:
                 variants = [("current", ROOT, {})]
@@ -229,14 +189,15 @@ async def main(args: argparse.Namespace) -> dict:
                 # weighs on every variant alike
                 rounds = [(n, v) for n in range(args.rounds) for v in (variants if n % 2 == 0 else variants[::-1])]
                 for round_, (label, root, extra) in rounds:
-                    # the baseline's codec predates compression: its client must not compress
-                    client = temporal if root == ROOT else await _uncompressed(temporal)
-                    stores = [f"c{uuid.uuid4().hex[:6]}" for _ in range(-(-conversations // 274))]
-                    for s in stores:
-                        backend.seed_store(s)
-                    row = await concurrency_run(client, {**worker_env, **extra}, backend, stores, tmp, conversations,
-                                                workers, root, args.read_turns,
-                                                f"http://127.0.0.1:{metrics_port}/metrics")
+                    async with _row_parts(args, tmp, temporal, metrics_url, worker_env, backend) as parts:
+                        server, row_metrics, row_env, row_backend = parts
+                        # the baseline's codec predates compression: its client must not compress
+                        client = server if root == ROOT else await _uncompressed(server)
+                        stores = [f"c{uuid.uuid4().hex[:6]}" for _ in range(-(-conversations // 274))]
+                        for s in stores:
+                            row_backend.seed_store(s)
+                        row = await concurrency_run(client, {**row_env, **extra}, row_backend, stores, tmp,
+                                                    conversations, workers, root, args.read_turns, row_metrics)
                     row["code"], row["round"] = label, round_ + 1
                     report["concurrency"].append(row)
                     print(f"{label} round {round_ + 1}: {row['turns']} turns, {row['turns_per_cpu_second']:.2f} turns "
@@ -244,10 +205,22 @@ async def main(args: argparse.Namespace) -> dict:
     finally:
         if baseline is not None:
             subprocess.run(["git", "worktree", "remove", "--force", str(baseline)], cwd=ROOT, capture_output=True)
-        await env.shutdown()
-        if database is not None and database.startswith("postgresql"):
-            _drop_database(database)
+        if env is not None:
+            await env.shutdown()
+        if database is not None:
+            drop_database(database)
     return report
+
+
+@contextlib.asynccontextmanager
+async def _row_parts(args, tmp, temporal, metrics_url, worker_env, backend):
+    """A concurrency row's server client, metrics URL, workers' environment and backend: its
+    own (``bench.turns_server.fresh_row``), or the run's with ``--shared-server``."""
+    if args.shared_server:
+        yield temporal, metrics_url, worker_env, backend
+        return
+    async with fresh_row(args, tmp, worker_env) as parts:
+        yield parts
 
 
 def cli() -> None:
@@ -270,6 +243,8 @@ def cli() -> None:
     parser.add_argument("--timeline", action="store_true", help="recovery: print each kill's timeline")
     parser.add_argument("--server-defaults", action="store_true",
                         help="run the dev server without statekeeper's dynamic config (starter.devserver.DYNAMIC_CONFIG)")
+    parser.add_argument("--shared-server", action="store_true",
+                        help="concurrency: every row on the run's one server and database (default: a fresh pair per row)")
     parser.add_argument("--dynamic-config", action="append", default=[], metavar="KEY=VALUE",
                         help="a dynamic config value of the dev server, e.g. "
                              "'history.timerProcessorMaxTimeShift=\"100ms\"' (repeatable; default: none)")

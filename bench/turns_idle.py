@@ -52,7 +52,7 @@ async def idle_run(conversations: int, cache: int, samples: int, parallel: int) 
     """The figures of one run (see the module docstring)."""
     from temporalio.testing import WorkflowEnvironment  # noqa: PLC0415
 
-    from bench.turns import _postgres_database  # noqa: PLC0415
+    from bench.turns_server import drop_database, postgres_database  # noqa: PLC0415
     from bench.turns_load import cpu_seconds, spawn_worker, stop  # noqa: PLC0415
     from settings import Settings  # noqa: PLC0415
     from starter.client import StatekeeperClient  # noqa: PLC0415
@@ -66,10 +66,10 @@ async def idle_run(conversations: int, cache: int, samples: int, parallel: int) 
     env = await WorkflowEnvironment.start_local(
         dev_server_existing_path=str(Path(sys.executable).parent / "temporal"), data_converter=data_converter(),
         search_attributes=list(SEARCH_ATTRIBUTES), dev_server_log_level="error")
-    worker = None
+    worker = database = None
     try:
         temporal = env.client
-        database = _postgres_database() or f"sqlite:///{tmp / 'sor.sqlite'}"
+        database = postgres_database() or f"sqlite:///{tmp / 'sor.sqlite'}"
         backend = RetailBackend(make_engine(Settings(database_url=database).resolved_database_url()))
         backend.create_schema()
         store = f"idle{uuid.uuid4().hex[:6]}"
@@ -126,6 +126,8 @@ async def idle_run(conversations: int, cache: int, samples: int, parallel: int) 
         if worker is not None:
             stop([worker])
         await env.shutdown()
+        if database is not None:
+            drop_database(database)  # the run's own database, as bench/turns.py drops its
 
 
 def cli() -> None:
