@@ -252,11 +252,13 @@ def main(run: Optional[Callable[[], Awaitable[None]]] = None) -> None:
         loop.run_until_complete((run or run_worker)())
     except StartupRefused as refused:
         log.error("worker not started: %s", refused)
-        exit_now(2)
+        exit_now(2, exit_handlers=False)
     log.info("worker stopped")
     # not sys.exit: the SDK's native threads (the failed connect's too) may still call into
-    # Python while the interpreter finalizes (starter.process_exit)
-    exit_now(0)
+    # Python while the interpreter finalizes (starter.process_exit). Without the exit
+    # handlers, as before: the tracer's span export could hold a stopping worker for its
+    # exporter's timeouts while the collector is down
+    exit_now(0, exit_handlers=False)
 
 
 if __name__ == "__main__":

@@ -22,17 +22,18 @@ UNWRITTEN_OUTPUT = 120
 """The interpreter's exit status when flushing stdout at exit fails (a full disk, a closed pipe)."""
 
 
-def exit_now(status: int) -> NoReturn:
+def exit_now(status: int, exit_handlers: bool = True) -> NoReturn:
     """End the process with ``status`` (0-255) after running the exit handlers (e.g. the
-    tracer provider's span export), closing log handlers and flushing stdout and stderr;
-    never returns. When stdout's buffered output cannot be written, a successful status
-    becomes 120 and stderr says why (not for a reader that went away: EPIPE), as the
-    interpreter's own exit does. A stream that is closed (None) is skipped. Skips only the
-    interpreter's own teardown."""
+    tracer provider's span export; not when ``exit_handlers`` is False), closing log
+    handlers and flushing stdout and stderr; never returns. When stdout's buffered output
+    cannot be written, a successful status becomes 120 and stderr says why (not for a reader
+    that went away: EPIPE), as the interpreter's own exit does. A stream that is closed
+    (None) is skipped. Skips only the interpreter's own teardown."""
     try:
-        # atexit's runner is the one teardown would call; calling it now runs the same handlers
-        # while no native thread can find the interpreter half torn down
-        atexit._run_exitfuncs()
+        if exit_handlers:
+            # atexit's runner is the one teardown would call; calling it now runs the same
+            # handlers while no native thread can find the interpreter half torn down
+            atexit._run_exitfuncs()
         logging.shutdown()
         if not _flushed(sys.stdout) and status == 0:
             status = UNWRITTEN_OUTPUT

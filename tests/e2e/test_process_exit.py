@@ -115,3 +115,14 @@ def test_an_uncaught_exception_goes_through_the_installed_hook():
         run_and_exit(lambda: 1 / 0)
     """))
     assert (hooked.returncode, hooked.stderr) == (1, "hook: ZeroDivisionError: division by zero\n")
+
+
+def test_a_worker_ends_without_the_exit_handlers():
+    done = _python(textwrap.dedent("""
+        import atexit, sys
+        from starter.process_exit import exit_now
+        atexit.register(lambda: print("exit handler ran"))
+        print("stopped", flush=False)
+        exit_now(0, exit_handlers=False)
+    """))
+    assert (done.returncode, done.stdout) == (0, "stopped\n")  # output flushed, the handler skipped
