@@ -253,6 +253,9 @@ def main(run: Optional[Callable[[], Awaitable[None]]] = None) -> None:
     except StartupRefused as refused:
         log.error("worker not started: %s", refused)
         exit_now(2, exit_handlers=False)
+    except KeyboardInterrupt:  # Ctrl-C, or SIGTERM under `statekeeper worker`, before it polled
+        log.info("worker stopped before polling")
+        exit_now(0, exit_handlers=False)
     log.info("worker stopped")
     # not sys.exit: the SDK's native threads (the failed connect's too) may still call into
     # Python while the interpreter finalizes (starter.process_exit). Without the exit

@@ -148,8 +148,12 @@ async def _typed(prompt: str) -> str:
     typed: asyncio.Future[str] = loop.create_future()
 
     def settle(text: Optional[str], err: Optional[BaseException]) -> None:
-        if not typed.done():  # a Ctrl-C may have cancelled the wait already
-            typed.set_exception(err) if err is not None else typed.set_result(text or "")
+        if typed.done():  # a Ctrl-C cancelled the wait already
+            return
+        if err is not None:
+            typed.set_exception(err)
+        else:
+            typed.set_result(text or "")
 
     def read() -> None:
         try:
