@@ -28,6 +28,7 @@ from starter.backtest_diff import Difference, describe
 from workflows.prompt import PROMPT_VERSION
 
 console = Console()
+errors = Console(stderr=True)
 
 
 def parse_since(value: Optional[str]) -> Optional[datetime]:
@@ -57,7 +58,7 @@ def backtest(
                               since=parse_since(since))
         report = asyncio.run(_run(settings, rows, prompt, model, concurrency))
     except BacktestError as err:
-        console.print(f"[red]statekeeper backtest: {escape(str(err))}[/]", highlight=False)
+        errors.print(f"[red]statekeeper backtest: {escape(str(err))}[/]", highlight=False)
         raise typer.Exit(2)
     print_report(report, show)
     if json_out:

@@ -66,6 +66,9 @@ app.command()(resume)
 app.command()(resolve)
 app.callback()(cli_logging)
 console = Console()
+errors = Console(stderr=True)
+"""Where a command that fails says why: stderr, so a failed ``state ID > state.json`` shows it
+and leaves no message in the file."""
 
 
 def _settings() -> Settings:
@@ -77,7 +80,7 @@ def _settings() -> Settings:
         return devstate.adopt(Settings())
     except ValidationError as err:
         problems = "; ".join(f"STATEKEEPER_{'_'.join(map(str, e['loc'])).upper()}: {e['msg']}" for e in err.errors())
-        console.print(f"[red]statekeeper: invalid setting: {escape(problems)}[/]", highlight=False)
+        errors.print(f"[red]statekeeper: invalid setting: {escape(problems)}[/]", highlight=False)
         raise typer.Exit(2) from None
 
 
@@ -179,7 +182,7 @@ def state(conversation_id: str) -> None:
             try:
                 current = await client_for(rt.client, settings).state(conversation_id)
             except ConversationError as err:
-                console.print(f"[red]{err}[/]")
+                errors.print(f"[red]{escape(str(err))}[/]")
                 raise typer.Exit(1)
             print(current.model_dump_json(indent=2))
 
@@ -200,7 +203,7 @@ def taubench(
     try:
         task_list = load_tasks(tasks, limit)
     except ValueError as err:
-        console.print(f"[red]{err}[/]")
+        errors.print(f"[red]{escape(str(err))}[/]")
         raise typer.Exit(2)
 
     async def main() -> tuple[dict, bool]:
@@ -275,7 +278,7 @@ class _interruptible:
             console.print("\nstopped.")
             return True
         if exc_type is not None and issubclass(exc_type, (StartupRefused, DevServerError)):
-            console.print(f"[red]statekeeper: {escape(str(exc))}[/]", highlight=False)
+            errors.print(f"[red]statekeeper: {escape(str(exc))}[/]", highlight=False)
             raise typer.Exit(2)
         return False
 

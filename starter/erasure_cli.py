@@ -41,6 +41,7 @@ from workflows.retention import PurgeSummary, RetentionInput, RetentionWorkflow
 
 T = TypeVar("T")
 console = Console()
+errors = Console(stderr=True)
 retention_app = typer.Typer(help="Retention of closed conversations (STATEKEEPER_RETENTION_DAYS).",
                             no_args_is_help=True)
 SCHEDULE_ID = "statekeeper-retention"
@@ -50,7 +51,7 @@ DELETION_NOTE = ("Temporal accepted the deletions; it removes the histories shor
 
 
 def _fail(message: str, code: int) -> typer.Exit:
-    console.print(f"[red]statekeeper: {escape(message)}[/]", highlight=False)
+    errors.print(f"[red]statekeeper: {escape(message)}[/]", highlight=False)
     return typer.Exit(code)
 
 

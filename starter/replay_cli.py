@@ -77,7 +77,7 @@ def replay_check(conversation_id: str = _ID, json_out: bool = _JSON) -> None:
 def resume(conversation_id: str = _ID, json_out: bool = _JSON) -> None:
     """Reset a conversation's run to its last completed workflow task, only when replay-check's
     verdict is resume; otherwise change nothing, print the reasons and exit with status 1."""
-    from starter.cli import _interruptible, _settings, console
+    from starter.cli import _interruptible, _settings, console, errors
 
     settings = _settings()
 
@@ -96,7 +96,7 @@ def resume(conversation_id: str = _ID, json_out: bool = _JSON) -> None:
     elif run_id is None:
         _print(report)
     if run_id is None:
-        console.print("[red]statekeeper resume: refused; nothing was changed[/]", highlight=False)
+        errors.print("[red]statekeeper resume: refused; nothing was changed[/]", highlight=False)
         raise typer.Exit(1)
     if not json_out:
         console.print(f"[green]resumed[/]: run {report.run_id} reset to workflow task event {report.reset_event_id}; "
@@ -110,7 +110,7 @@ def resolve(conversation_id: str = _ID,
             note: str = typer.Option(..., "--note", help="What you checked (recorded; 1-1000 characters).")) -> None:
     """Resolve an escalated unknown outcome as applied or not_applied after checking the system;
     the user is told and the conversation goes on. Exit status 1 when refused."""
-    from starter.cli import _interruptible, _settings, console
+    from starter.cli import _interruptible, _settings, console, errors
     from starter.client import ConversationError, client_for
     from starter.connection import connect
 
@@ -125,7 +125,7 @@ def resolve(conversation_id: str = _ID,
         try:
             record = asyncio.run(main())
         except ConversationError as err:
-            console.print(f"[red]statekeeper resolve: {escape(str(err))}[/]", highlight=False)
+            errors.print(f"[red]statekeeper resolve: {escape(str(err))}[/]", highlight=False)
             raise typer.Exit(1) from None
     console.print(f"step {escape(record.step_id)} resolved as {record.outcome} by {escape(record.operator)}; "
                   f"the user was told: {escape(record.told)}", highlight=False)

@@ -10,15 +10,25 @@ from typing import AsyncIterator
 import uvicorn
 
 
+async def _serve(server: uvicorn.Server) -> None:
+    try:
+        await server.serve()
+    except SystemExit as ended:
+        # uvicorn ends a failed startup (a taken port) with sys.exit; raised out of a task,
+        # asyncio re-raises SystemExit through the event loop, and it ended the whole command
+        # (`statekeeper dev` exited 3 when its codec server's port was taken)
+        raise OSError(f"uvicorn exited with status {ended.code}") from None
+
+
 @contextlib.asynccontextmanager
 async def serving(server: uvicorn.Server, what: str, host: str, port: int) -> AsyncIterator[str]:
     """Run ``server`` while the block runs; yields its base URL ``http://host:port``. Raises
     ``OSError`` naming ``what`` when it cannot listen (e.g. the port is taken)."""
-    task = asyncio.create_task(server.serve())
+    task = asyncio.create_task(_serve(server))
     while not server.started:
         if task.done():
             # uvicorn logs why (e.g. the port is taken) and exits its serve loop
-            with contextlib.suppress(SystemExit):
+            with contextlib.suppress(OSError):
                 task.result()
             raise OSError(f"the {what} could not listen on {host}:{port}")
         await asyncio.sleep(0.05)

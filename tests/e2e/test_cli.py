@@ -38,6 +38,7 @@ def test_dev_detach_chat_state_stop(tmp_path):
     port, ui_port, api_port, api2_port = _free_port(), _free_port(), _free_port(), _free_port()
     env = dict(os.environ, STATEKEEPER_TEMPORAL_ADDRESS=f"127.0.0.1:{port}", STATEKEEPER_UI_PORT=str(ui_port),
                STATEKEEPER_API_PORT=str(api_port), STATEKEEPER_SERVICES_PORT=str(_free_port()),
+               STATEKEEPER_CODEC_PORT=str(_free_port()),
                STATEKEEPER_DATA_DIR=str(tmp_path / "data"), STATEKEEPER_DEV_STATE_FILE=str(tmp_path / "dev.json"),
                COLUMNS="200", STATEKEEPER_APPROVAL_THRESHOLD="100000")  # the cancel (826.70) needs no supervisor
     env.pop("ANTHROPIC_API_KEY", None)

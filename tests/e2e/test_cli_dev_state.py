@@ -41,7 +41,7 @@ def test_commands_from_another_directory_use_the_detached_dev_servers_data(tmp_p
                STATEKEEPER_DEV_STATE_FILE=str(state_file),
                STATEKEEPER_APPROVAL_THRESHOLD="100000")  # the cancel (826.70) needs no supervisor here
     started_env = dict(env, STATEKEEPER_UI_PORT=str(ui_port), STATEKEEPER_TASK_QUEUE="sor-queue",
-                       STATEKEEPER_API_PORT=str(api_port))
+                       STATEKEEPER_API_PORT=str(api_port), STATEKEEPER_CODEC_PORT=str(_free_port()))
     try:
         started = _cli(here, started_env, "dev", "--detach")  # default data dir: relative .statekeeper
         assert started.returncode == 0, _flat(started)

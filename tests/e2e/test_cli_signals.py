@@ -38,6 +38,7 @@ def _env(tmp_path: Path, name: str) -> tuple[dict, int, int]:
     port, api_port = _free_port(), _free_port()
     env = dict(os.environ, STATEKEEPER_TEMPORAL_ADDRESS=f"127.0.0.1:{port}", STATEKEEPER_UI_PORT=str(_free_port()),
                STATEKEEPER_API_PORT=str(api_port), STATEKEEPER_SERVICES_PORT=str(_free_port()),
+               STATEKEEPER_CODEC_PORT=str(_free_port()),
                STATEKEEPER_DATA_DIR=str(tmp_path / name), STATEKEEPER_DEV_STATE_FILE=str(tmp_path / f"{name}.json"),
                COLUMNS="300")
     env.pop("ANTHROPIC_API_KEY", None)

@@ -147,10 +147,11 @@ def _cli(env: dict, *args: str) -> subprocess.CompletedProcess:
 def test_the_command_refuses_a_public_bind_and_a_missing_key(tmp_path):
     env = dict(os.environ, STATEKEEPER_DATA_DIR=str(tmp_path), STATEKEEPER_DEV_STATE_FILE=str(tmp_path / "none.json"))
     public = _cli(env, "--host", "0.0.0.0", "--port", str(_free_port()))
-    assert public.returncode == 2 and "without API keys" in " ".join(public.stdout.split()), public.stdout + public.stderr
+    assert public.returncode == 2 and "without API keys" in " ".join(public.stderr.split()), public.stdout + public.stderr
+    assert public.stdout == ""  # a refusal is said on stderr
     env.pop("STATEKEEPER_CODEC_KEYS")
     keyless = _cli(env, "--port", str(_free_port()))
-    assert keyless.returncode == 2 and "no key is configured" in keyless.stdout, keyless.stdout + keyless.stderr
+    assert keyless.returncode == 2 and "no key is configured" in keyless.stderr, keyless.stdout + keyless.stderr
     assert "Traceback" not in keyless.stdout + keyless.stderr and not (tmp_path / "codec.keys").exists()
 
 

@@ -52,7 +52,7 @@ def test_erase_and_retention_commands(tmp_path):
     port, ui_port, api_port = _free_port(), _free_port(), _free_port()
     data = tmp_path / "data"
     env = dict(os.environ, STATEKEEPER_TEMPORAL_ADDRESS=f"127.0.0.1:{port}", STATEKEEPER_UI_PORT=str(ui_port),
-               STATEKEEPER_API_PORT=str(api_port), STATEKEEPER_DATA_DIR=str(data),
+               STATEKEEPER_API_PORT=str(api_port), STATEKEEPER_CODEC_PORT=str(_free_port()), STATEKEEPER_DATA_DIR=str(data),
                STATEKEEPER_DEV_STATE_FILE=str(tmp_path / "dev.json"), COLUMNS="300",
                STATEKEEPER_APPROVAL_THRESHOLD="100000", STATEKEEPER_RETENTION_DAYS="30")
     env.pop("ANTHROPIC_API_KEY", None)
@@ -65,8 +65,9 @@ def test_erase_and_retention_commands(tmp_path):
 
         refused = _cli(env, "erase", "--customer", CUSTOMER)
         assert refused.returncode == 1, refused.stdout + refused.stderr
-        assert "1 running conversation(s) or refund(s) (support-erase-chat)" in refused.stdout
-        assert "nothing was erased" in refused.stdout and "Traceback" not in refused.stderr
+        assert "1 running conversation(s) or refund(s) (support-erase-chat)" in refused.stderr
+        assert "nothing was erased" in refused.stderr and "Traceback" not in refused.stderr
+        assert refused.stdout == ""  # a refusal is said on stderr
         journal = JournalStore(f"sqlite:///{data / 'journal.sqlite'}")
         assert journal.transcript("erase-chat")
 

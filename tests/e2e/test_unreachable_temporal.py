@@ -58,3 +58,4 @@ def test_an_invalid_setting_is_one_line_naming_it(env, command):
     output = " ".join((done.stdout + done.stderr).split())
     assert done.returncode == 2 and "invalid setting: STATEKEEPER_TOKEN_BUDGET" in output, output
     assert "Traceback" not in output and "ValidationError" not in output and "pydantic" not in output, output
+    assert done.stdout == ""  # said on stderr: `statekeeper state ID > state.json` leaves no message in the file
