@@ -9,14 +9,12 @@ import asyncio
 import json
 import signal
 import sys
-import threading
 import uuid
 from pathlib import Path
 from typing import Optional
 
 import typer
 from pydantic import ValidationError
-from rich.console import Console
 from rich.markup import escape
 from rich.progress import (
     BarColumn,
@@ -30,10 +28,10 @@ from rich.table import Table
 from settings import Settings
 from starter import devstate
 from starter.backtest_cli import backtest
+from starter.cli_support import _interruptible, as_ctrl_c, console, errors, typed_line
 from starter.client import ConversationError, client_for
 from starter.codec_server import codec_server
 from starter.dev_cli import dev, stop
-from starter.devserver import DevServerError
 from starter.erasure_cli import erase, retention_app
 from starter.journal_cli import decisions, journal_app, transcript
 from starter.keys_cli import keys_app
@@ -41,7 +39,6 @@ from starter.links import link
 from starter.logs import cli_logging, configure_logging
 from starter.health import worker_health
 from starter.migrate_cli import migrate
-from starter.preflight import StartupRefused
 from starter.process_exit import run_and_exit
 from starter.replay_cli import replay_check, resolve, resume
 from starter.runtime import runtime
@@ -65,10 +62,6 @@ app.command("replay-check")(replay_check)
 app.command()(resume)
 app.command()(resolve)
 app.callback()(cli_logging)
-console = Console()
-errors = Console(stderr=True)
-"""Where a command that fails says why: stderr, so a failed ``state ID > state.json`` shows it
-and leaves no message in the file."""
 
 
 def _settings() -> Settings:
@@ -126,7 +119,7 @@ def chat(conversation_id: Optional[str] = typer.Option(None, help="Resume or nam
                 console.print("[dim]Offline stand-in model: type your email, #W order ids, item ids, "
                               "payment method ids, and yes/no.[/]")
             while True:
-                text = await _typed("[bold cyan]you>[/] ")
+                text = await typed_line("[bold cyan]you>[/] ")
                 if text.strip().lower() in ("quit", "exit"):
                     return
                 try:
@@ -141,33 +134,6 @@ def chat(conversation_id: Optional[str] = typer.Option(None, help="Resume or nam
 
     with _interruptible():
         asyncio.run(main())
-
-
-async def _typed(prompt: str) -> str:
-    """A line the user typed after ``prompt`` (raises ``EOFError`` at the end of input). Read
-    on a daemon thread, not ``asyncio.to_thread``: at Ctrl-C, ``asyncio.run`` would wait for
-    the executor's thread still blocked in ``input`` until the user pressed Enter."""
-    loop = asyncio.get_running_loop()
-    typed: asyncio.Future[str] = loop.create_future()
-
-    def settle(text: Optional[str], err: Optional[BaseException]) -> None:
-        if typed.done():  # a Ctrl-C cancelled the wait already
-            return
-        if err is not None:
-            typed.set_exception(err)
-        else:
-            typed.set_result(text or "")
-
-    def read() -> None:
-        try:
-            text = console.input(prompt)
-        except BaseException as err:  # noqa: BLE001 - EOF (and the rest) belongs to the waiter
-            loop.call_soon_threadsafe(settle, None, err)
-        else:
-            loop.call_soon_threadsafe(settle, text, None)
-
-    threading.Thread(target=read, name="chat-input", daemon=True).start()
-    return await typed
 
 
 @app.command()
@@ -186,7 +152,7 @@ def state(conversation_id: str) -> None:
                 raise typer.Exit(1)
             print(current.model_dump_json(indent=2))
 
-    with _interruptible():
+    with _interruptible(130):
         asyncio.run(main())
 
 
@@ -224,7 +190,7 @@ def taubench(
                 report = await runner.run(task_list, concurrency=concurrency, progress=advance)
             return report_json(report), rt.started_server
 
-    with _interruptible():
+    with _interruptible(130):
         result, started_server = asyncio.run(main())
     _print_report(result, settings, started_server)
     if json_out:
@@ -266,23 +232,6 @@ def _print_report(result: dict, settings: Settings, started_server: bool) -> Non
         console.print(f"Web UI: {_ui_url(settings)}  (search e.g. WorkflowType=\"SupportWorkflow\" or CustomerId)")
 
 
-class _interruptible:
-    """Ctrl-C ends a command quietly; a refused startup (``StartupRefused``, ``DevServerError``)
-    prints its message, not a traceback, and exits with status 2."""
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, exc_type, exc, tb) -> bool:
-        if exc_type is KeyboardInterrupt:
-            console.print("\nstopped.")
-            return True
-        if exc_type is not None and issubclass(exc_type, (StartupRefused, DevServerError)):
-            errors.print(f"[red]statekeeper: {escape(str(exc))}[/]", highlight=False)
-            raise typer.Exit(2)
-        return False
-
-
 def main() -> None:
     """The ``statekeeper`` console script: runs the command, then ends the process through
     ``starter.process_exit.exit_now`` (the SDK's native threads can crash the interpreter's
@@ -291,7 +240,7 @@ def main() -> None:
     worker and services it started stop with it (by default the process died at once and left
     the embedded Temporal server running with its ports); ``worker`` shuts down gracefully on
     either."""
-    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, as_ctrl_c)
     run_and_exit(lambda: app(sys.argv[1:]))
 
 

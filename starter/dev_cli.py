@@ -29,7 +29,7 @@ def dev(detach: bool = typer.Option(False, "--detach", help="Run in the backgrou
     if detach:
         from starter.background import log_path, start_detached
 
-        with _interruptible():
+        with _interruptible(130):
             access = access_from_settings(settings, settings.api_host)  # refused here, not in the background
             running = start_detached(settings)
         api_url = f"{running.api_url} ({access.describe()})" if running.api_url else "not served (port taken; see the log)"

@@ -43,7 +43,7 @@ def migrate() -> None:
     """Migrate statekeeper's own database (journal, audit log, API keys) to the newest schema."""
     from starter.cli import _interruptible, _settings
 
-    with _interruptible():
+    with _interruptible(130):
         settings = _settings()
         try:
             before, after = migrate_journal(settings)

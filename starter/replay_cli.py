@@ -64,7 +64,7 @@ def replay_check(conversation_id: str = _ID, json_out: bool = _JSON) -> None:
     from starter.cli import _interruptible, _settings
 
     settings = _settings()
-    with _interruptible():
+    with _interruptible(130):
         report, _client = asyncio.run(_report(settings, conversation_id))
     if json_out:
         print(report.model_dump_json(indent=2))
@@ -88,7 +88,7 @@ def resume(conversation_id: str = _ID, json_out: bool = _JSON) -> None:
         except ResumeRefused:
             return report, None
 
-    with _interruptible():
+    with _interruptible(130):
         report, run_id = asyncio.run(main())
     if json_out:
         print(json.dumps({"resumed": run_id is not None, "new_run_id": run_id,
@@ -121,7 +121,7 @@ def resolve(conversation_id: str = _ID,
         return await client.resolve_outcome(conversation_id.removeprefix("support-"), step, outcome, operator,
                                             note, actor="cli")
 
-    with _interruptible():
+    with _interruptible(130):
         try:
             record = asyncio.run(main())
         except ConversationError as err:

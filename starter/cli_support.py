@@ -1,0 +1,85 @@
+"""How a ``statekeeper`` command talks and ends: its consoles (``errors`` on stderr), the chat
+prompt, Ctrl-C and SIGTERM (``_interruptible``, ``as_ctrl_c``). Used by ``starter.cli`` and
+the command modules beside it."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import threading
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from starter.devserver import DevServerError
+from starter.preflight import StartupRefused
+
+console = Console()
+errors = Console(stderr=True)
+"""Where a command that fails says why: stderr, so a failed ``state ID > state.json`` shows it
+and leaves no message in the file."""
+
+
+async def typed_line(prompt: str) -> str:
+    """A line the user typed after ``prompt`` (raises ``EOFError`` at the end of input). Read
+    on a daemon thread, not ``asyncio.to_thread``: at Ctrl-C, ``asyncio.run`` would wait for
+    the executor's thread still blocked in ``input`` until the user pressed Enter."""
+    loop = asyncio.get_running_loop()
+    typed: asyncio.Future[str] = loop.create_future()
+
+    def settle(text: Optional[str], err: Optional[BaseException]) -> None:
+        if typed.done():  # a Ctrl-C cancelled the wait already
+            return
+        if err is not None:
+            typed.set_exception(err)
+        else:
+            typed.set_result(text or "")
+
+    def read() -> None:
+        try:
+            text = console.input(prompt)
+        except BaseException as err:  # noqa: BLE001 - EOF (and the rest) belongs to the waiter
+            loop.call_soon_threadsafe(settle, None, err)
+        else:
+            loop.call_soon_threadsafe(settle, text, None)
+
+    threading.Thread(target=read, name="chat-input", daemon=True).start()
+    return await typed
+
+
+class _interruptible:
+    """Ctrl-C (or SIGTERM, ``main``) ends a command quietly: "stopped." and ``stopped_status``
+    (0 for what runs until stopped: dev, api, chat; 130, the shell's status for an interrupt,
+    for work cut short), and nothing after the block runs (it would use results that do not
+    exist). A refused startup (``StartupRefused``, ``DevServerError``) prints its message, not a
+    traceback, and exits with status 2."""
+
+    def __init__(self, stopped_status: int = 0) -> None:
+        self.stopped_status = stopped_status
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        if exc_type is KeyboardInterrupt:
+            console.print("\nstopped.")
+            raise typer.Exit(self.stopped_status)
+        if exc_type is not None and issubclass(exc_type, (StartupRefused, DevServerError)):
+            errors.print(f"[red]statekeeper: {escape(str(exc))}[/]", highlight=False)
+            raise typer.Exit(2)
+        return False
+
+
+def as_ctrl_c(signum: int, frame) -> None:
+    """SIGTERM handled as SIGINT is at this moment: inside ``asyncio.run`` its handler cancels
+    the main task, so the command unwinds through its ``async with`` blocks (a
+    ``KeyboardInterrupt`` raised at a random point of the event loop left a chat waiting for a
+    reply hung); elsewhere, or where SIGINT is ignored (a background job of a script), a
+    ``KeyboardInterrupt``."""
+    handler = signal.getsignal(signal.SIGINT)
+    if callable(handler) and handler is not signal.default_int_handler:
+        handler(signal.SIGINT, frame)
+    else:
+        raise KeyboardInterrupt
