@@ -25,10 +25,10 @@ from starter.journal_cli import parse_since as journal_since
 from starter.backtest import BacktestError, BacktestReport, backtest as run_backtest
 from starter.backtest import check_prompt_version, load_decisions, model_client
 from starter.backtest_diff import Difference, describe
+from starter.cli_support import errors
 from workflows.prompt import PROMPT_VERSION
 
 console = Console()
-errors = Console(stderr=True)
 
 
 def parse_since(value: Optional[str]) -> Optional[datetime]:

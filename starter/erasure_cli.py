@@ -32,6 +32,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from activities.erasure.service import CUSTOMER_ID, ID_RULE, RunningWork
 from settings import Settings
 from starter import devstate
+from starter.cli_support import errors
 from starter.connection import connect
 from starter.devserver import DevServerError
 from starter.links import LinkError, pseudonym_key
@@ -41,7 +42,6 @@ from workflows.retention import PurgeSummary, RetentionInput, RetentionWorkflow
 
 T = TypeVar("T")
 console = Console()
-errors = Console(stderr=True)
 retention_app = typer.Typer(help="Retention of closed conversations (STATEKEEPER_RETENTION_DAYS).",
                             no_args_is_help=True)
 SCHEDULE_ID = "statekeeper-retention"
