@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from datetime import datetime, timezone
 from typing import AsyncIterator
 
 from temporalio import activity
@@ -25,7 +26,8 @@ worker that dies before its first beat is still noticed at the heartbeat timeout
 @contextlib.asynccontextmanager
 async def heartbeating(interval_seconds: float = HEARTBEAT_INTERVAL_SECONDS,
                        first_seconds: float = FIRST_BEAT_SECONDS) -> AsyncIterator[None]:
-    """Heartbeat every ``interval_seconds``, the first after ``first_seconds``, until the block
+    """Heartbeat every ``interval_seconds``, the first ``first_seconds`` after the attempt
+    started (by the server's clock: sooner when the task waited on this worker), until the block
     ends (outside an activity, e.g. when a test calls the method directly, and in a local
     activity, it does nothing). A block shorter than ``first_seconds`` sends no heartbeat."""
     if not activity.in_activity() or activity.info().is_local:
@@ -33,8 +35,16 @@ async def heartbeating(interval_seconds: float = HEARTBEAT_INTERVAL_SECONDS,
         yield
         return
 
+    # the server's timer runs from the attempt's start, which for an eager start (the activity
+    # handed over in the scheduling workflow task's reply) may be well before this code runs
+    # on a busy worker: the first beat comes first_seconds after that start, never later
+    started = activity.info().started_time
+    waited = (datetime.now(timezone.utc) - (started if started.tzinfo else started.replace(tzinfo=timezone.utc))
+              ).total_seconds()
+    first = min(first_seconds, max(first_seconds - waited, 0.0))
+
     async def beat() -> None:
-        await asyncio.sleep(first_seconds)
+        await asyncio.sleep(first)
         while True:
             activity.heartbeat()
             await asyncio.sleep(interval_seconds)

@@ -17,7 +17,9 @@ server and a database of its own, ``bench/turns_server.py``).
   a temporary directory) in the same run; ``--unsandboxed`` adds rows of workers without the
   workflow sandbox (``Settings.workflow_sandbox``); ``--rounds N`` runs the rows N times in
   alternating order; ``--read-turns N`` asks about the order N times per conversation; each
-  row has the server's request counters per turn (``server_requests_per_turn``).
+  row has the server's request counters per turn (``server_requests_per_turn``: frontend RPCs,
+  persistence operations and eager activity starts); ``--baseline-server own`` runs the
+  baseline's rows on the dev server its commit shipped (``both``: a row of each).
 
 Run: ``.venv/bin/python bench/turns.py [--quick] [--json OUT] [--baseline b96e830]``. The
 offline stand-in model answers (``bench.turns_worker.brain``); figures are wall-clock on
@@ -45,7 +47,8 @@ os.environ.setdefault("STATEKEEPER_CODEC_KEYS", "bench-1:YmVuY2gtY29kZWMta2V5LTA
 
 from bench.turns_report import show  # noqa: E402
 
-from bench.turns_server import backend_on, dev_server, drop_database, fresh_row, postgres_database  # noqa: E402
+from bench.turns_server import (backend_on, dev_server, drop_database, fresh_row, postgres_database,  # noqa: E402
+                                 shipped_dynamic_config)
 
 
 async def per_turn(temporal, tmp: Path, turns: int) -> tuple[dict, dict]:
@@ -184,12 +187,17 @@ async def main(args: argparse.Namespace) -> dict:
                 for label, settings in args.variant:
                     variants.append((f"current-{label}", ROOT, settings))
                 if baseline and workers == 1:
-                    variants.append((f"baseline-{args.baseline}", baseline, {}))
+                    if args.baseline_server in ("current", "both"):
+                        variants.append((f"baseline-{args.baseline}", baseline, {}))
+                    if args.baseline_server in ("own", "both"):
+                        variants.append((f"baseline-{args.baseline}-own-server", baseline, {}))
                 # rounds alternate the order, so a drift of the machine's load over the run
                 # weighs on every variant alike
                 rounds = [(n, v) for n in range(args.rounds) for v in (variants if n % 2 == 0 else variants[::-1])]
                 for round_, (label, root, extra) in rounds:
-                    async with _row_parts(args, tmp, temporal, metrics_url, worker_env, backend) as parts:
+                    # the baseline's rows on the server it shipped with, when asked (--baseline-server own)
+                    config = shipped_dynamic_config(root) if label.endswith("-own-server") else None
+                    async with _row_parts(args, tmp, temporal, metrics_url, worker_env, backend, config) as parts:
                         server, row_metrics, row_env, row_backend = parts
                         # the baseline's codec predates compression: its client must not compress
                         client = server if root == ROOT else await _uncompressed(server)
@@ -213,13 +221,14 @@ async def main(args: argparse.Namespace) -> dict:
 
 
 @contextlib.asynccontextmanager
-async def _row_parts(args, tmp, temporal, metrics_url, worker_env, backend):
+async def _row_parts(args, tmp, temporal, metrics_url, worker_env, backend, config=None):
     """A concurrency row's server client, metrics URL, workers' environment and backend: its
-    own (``bench.turns_server.fresh_row``), or the run's with ``--shared-server``."""
+    own (``bench.turns_server.fresh_row``, with dynamic config ``config``), or the run's with
+    ``--shared-server``."""
     if args.shared_server:
         yield temporal, metrics_url, worker_env, backend
         return
-    async with fresh_row(args, tmp, worker_env) as parts:
+    async with fresh_row(args, tmp, worker_env, config) as parts:
         yield parts
 
 
@@ -248,6 +257,9 @@ def cli() -> None:
     parser.add_argument("--dynamic-config", action="append", default=[], metavar="KEY=VALUE",
                         help="a dynamic config value of the dev server, e.g. "
                              "'history.timerProcessorMaxTimeShift=\"100ms\"' (repeatable; default: none)")
+    parser.add_argument("--baseline-server", choices=("current", "own", "both"), default="current",
+                        help="the dev server of --baseline's rows: with today's dynamic config (current, as every "
+                             "other row), with the one its commit shipped (own: none before issue 8), or a row of each")
     parser.add_argument("--baseline-repeats", type=int, default=0,
                         help="SIGKILLs per kind and mode on the --baseline code (default: --repeats)")
     parser.add_argument("--conversations", default="50,200,500", help="concurrency: conversations at once, comma-separated")

@@ -134,7 +134,10 @@ def free_port() -> int:
 
 def server_requests(metrics_url: Optional[str]) -> Counter:
     """The dev server's request counters (Prometheus text at ``metrics_url``): frontend RPCs
-    (``rpc:<operation>``) and persistence operations (``db:<operation>``); empty without a URL."""
+    (``rpc:<operation>``), persistence operations (``db:<operation>``) and activities started
+    eagerly (``eager:RespondWorkflowTaskCompleted``: handed to the worker in a workflow task's
+    completion reply), those counted by namespace without the server's own system workflows
+    (``temporal_system``); empty without a URL."""
     if not metrics_url:
         return Counter()
     import re  # noqa: PLC0415
@@ -142,10 +145,13 @@ def server_requests(metrics_url: Optional[str]) -> Counter:
 
     counts: Counter = Counter()
     text = urllib.request.urlopen(metrics_url, timeout=10).read().decode()  # noqa: S310 - our own server
-    for kind, metric in (("rpc", "service_requests"), ("db", "persistence_requests")):
+    for kind, metric in (("rpc", "service_requests"), ("db", "persistence_requests"),
+                         ("eager", "activity_eager_execution")):
         for labels, value in re.findall(rf"^{metric}{{(.*?)}} (\S+)$", text, re.M):
             operation = re.search(r'operation="([^"]+)"', labels)
-            if operation and ('service_name="frontend"' in labels or kind == "db"):
+            if 'namespace="temporal_system"' in labels:
+                continue  # the server's own system workflows
+            if operation and ('service_name="frontend"' in labels or kind != "rpc"):
                 counts[f"{kind}:{operation.group(1)}"] += float(value)
     return counts
 

@@ -11,12 +11,13 @@ figure depended on its place in the run.
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import os
 import sys
 import uuid
 from pathlib import Path
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, Optional
 
 POSTGRES = os.environ.get("STATEKEEPER_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
 
@@ -52,9 +53,20 @@ def drop_database(url: str) -> None:
         engine.dispose()
 
 
-async def dev_server(args: Any) -> tuple[Any, str]:
+def shipped_dynamic_config(root: Path) -> dict[str, str]:
+    """The dynamic config the embedded server of the code at ``root`` runs with (its
+    ``starter/devserver.py`` ``DYNAMIC_CONFIG``; none before there was one)."""
+    tree = ast.parse((root / "starter" / "devserver.py").read_text())
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "DYNAMIC_CONFIG" for t in node.targets):
+            return ast.literal_eval(node.value)
+    return {}
+
+
+async def dev_server(args: Any, config: Optional[dict[str, str]] = None) -> tuple[Any, str]:
     """A started dev server (``WorkflowEnvironment``) and its Prometheus metrics URL, with
-    statekeeper's dynamic config unless ``args.server_defaults``, plus ``args.dynamic_config``."""
+    ``config`` as its dynamic config (None: statekeeper's, or none with ``args.server_defaults``),
+    plus ``args.dynamic_config``."""
     from temporalio.testing import WorkflowEnvironment  # noqa: PLC0415
 
     from bench.turns_load import free_port  # noqa: PLC0415
@@ -67,7 +79,8 @@ async def dev_server(args: Any) -> tuple[Any, str]:
         dev_server_existing_path=str(Path(sys.executable).parent / "temporal"), data_converter=data_converter(),
         search_attributes=list(SEARCH_ATTRIBUTES), dev_server_log_level="error",
         dev_server_extra_args=["--metrics-port", str(metrics_port),
-                               *([] if args.server_defaults else dynamic_config_args()),
+                               *(dynamic_config_args(config) if config is not None
+                                 else [] if args.server_defaults else dynamic_config_args()),
                                *[a for kv in args.dynamic_config for a in ("--dynamic-config-value", kv)]])
     return env, f"http://127.0.0.1:{metrics_port}/metrics"
 
@@ -83,10 +96,12 @@ def backend_on(database: str) -> Any:
 
 
 @contextlib.asynccontextmanager
-async def fresh_row(args: Any, tmp: Path, worker_env: dict[str, str]) -> AsyncIterator[tuple[Any, str, dict, Any]]:
-    """A row's own dev server and database: yields its client, metrics URL, the workers'
-    environment pointed at both, and its retail backend; all gone after the block."""
-    env, metrics_url = await dev_server(args)
+async def fresh_row(args: Any, tmp: Path, worker_env: dict[str, str], config: Optional[dict[str, str]] = None
+                    ) -> AsyncIterator[tuple[Any, str, dict, Any]]:
+    """A row's own dev server (``dev_server``'s ``config``) and database: yields its client,
+    metrics URL, the workers' environment pointed at both, and its retail backend; all gone
+    after the block."""
+    env, metrics_url = await dev_server(args, config)
     database = postgres_database() or f"sqlite:///{tmp / f'sor-{uuid.uuid4().hex[:6]}.sqlite'}"
     try:
         row_env = {**worker_env, "STATEKEEPER_TEMPORAL_ADDRESS": env.client.service_client.config.target_host,

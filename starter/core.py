@@ -49,6 +49,11 @@ class Deadlines(BaseModel):
     """A poller seen longer ago than this is gone (pollers long-poll for about a minute)."""
 
 
+POLLING_REUSE_SECONDS = 2.0
+"""How long ``ClientCore.worker_polling``'s "a worker polls" stands without asking again; the
+server's own answer is up to ``Deadlines.poller_fresh_seconds`` (70 s) old."""
+
+
 class ClientCore:
     """``ClientCore(client, task_queue, deadlines)``: the shared part of ``StatekeeperClient``."""
 
@@ -56,6 +61,8 @@ class ClientCore:
         self._client = client
         self._task_queue = task_queue
         self.deadlines = deadlines or Deadlines()
+        self._polled_check: Optional[asyncio.Future[bool]] = None
+        self._polled_until = 0.0
 
     @property
     def task_queue(self) -> str:
@@ -89,7 +96,22 @@ class ClientCore:
 
     async def worker_polling(self) -> bool:
         """True if at least one worker polled the task queue for workflow tasks recently.
-        Raises ``ConversationError`` ``unavailable`` when Temporal does not answer."""
+        Raises ``ConversationError`` ``unavailable`` when Temporal does not answer.
+
+        Calls at the same time share one ``DescribeTaskQueue``, and a "yes" holds for
+        ``POLLING_REUSE_SECONDS``: every conversation start asks, and at 200 starts at once
+        that was one RPC to the server's matching service per conversation (issue 8)."""
+        loop = asyncio.get_running_loop()
+        if loop.time() < self._polled_until:
+            return True
+        if self._polled_check is None or self._polled_check.done():
+            self._polled_check = asyncio.ensure_future(self._describe_pollers())
+        polling = await asyncio.shield(self._polled_check)
+        if polling:
+            self._polled_until = max(self._polled_until, loop.time() + POLLING_REUSE_SECONDS)
+        return polling
+
+    async def _describe_pollers(self) -> bool:
         request = DescribeTaskQueueRequest(
             namespace=self._client.namespace,
             task_queue=TaskQueue(name=self._task_queue, kind=TaskQueueKind.TASK_QUEUE_KIND_NORMAL),

@@ -61,7 +61,13 @@ DYNAMIC_CONFIG = {"system.enableActivityEagerExecution": "true",
 ``deploy/temporal/dynamicconfig``) hands an activity a workflow task
 schedules on its own task queue back to the worker in the task's completion reply, without a
 trip through matching. At 200 concurrent conversations it served 20 % more turns per
-CPU-second (bench/turns.py --dynamic-config, issue 8).
+CPU-second (bench/turns.py --dynamic-config, issue 8). A worker takes one only with an
+activity slot free, and under that load its pollers hold the free slots: the eighth session
+counted 0.03-0.06 eager starts per turn (bench/turns.py's ``eager:`` counter) against 2.0
+activities. A slot supplier that kept 12 of the 16 slots for eager starts raised them to
+1.75 per turn and cut the median turn from 10.5 to 1.5 s, but not the CPU per turn (9.46
+against 9.21 turns per CPU-second), lengthened the slowest turns (p95 19 to 38 s) and let
+4 model calls in 800 turns time out on their heartbeat: not kept.
 
 The CLI's dev server re-reads the search attribute definitions from its database on every
 use (so an attribute added at runtime applies at once); a production server, the compose

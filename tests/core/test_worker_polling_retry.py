@@ -115,3 +115,25 @@ async def test_a_refused_list_is_reported_at_once():
     with pytest.raises(ConversationError) as info:
         await calls.list_refunds(limit=5)
     assert info.value.kind == "invalid" and asked == ["page"]
+
+
+async def test_checks_at_the_same_time_share_one_describe_and_a_yes_is_reused_briefly(monkeypatch):
+    import asyncio  # noqa: PLC0415
+
+    import starter.core  # noqa: PLC0415
+
+    client, calls = core([polled_now(), polled_now()])
+    assert await asyncio.gather(*[client.worker_polling() for _ in range(50)]) == [True] * 50
+    assert await client.worker_polling()
+    assert calls == ["q"]  # 51 checks, one RPC
+    monkeypatch.setattr(starter.core, "POLLING_REUSE_SECONDS", 0.0)
+    client, calls = core([polled_now(), polled_now()])
+    assert await client.worker_polling() and await client.worker_polling()
+    assert calls == ["q", "q"]
+
+
+async def test_a_no_is_never_reused():
+    client, calls = core([DescribeTaskQueueResponse(), polled_now()])
+    assert not await client.worker_polling()
+    assert await client.worker_polling()
+    assert calls == ["q", "q"]
