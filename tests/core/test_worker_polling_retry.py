@@ -137,3 +137,36 @@ async def test_a_no_is_never_reused():
     assert not await client.worker_polling()
     assert await client.worker_polling()
     assert calls == ["q", "q"]
+
+
+async def test_a_check_whose_callers_were_all_cancelled_leaves_no_unread_failure(caplog):
+    import asyncio  # noqa: PLC0415
+    import gc  # noqa: PLC0415
+
+    gate = asyncio.Event()
+    client, _ = core([])
+
+    async def describe_task_queue(request, timeout=None):
+        await gate.wait()
+        raise RPCError("down", RPCStatusCode.UNAVAILABLE, b"")
+
+    client._client.workflow_service.describe_task_queue = describe_task_queue
+    caller = asyncio.ensure_future(client.worker_polling())
+    await asyncio.sleep(0.01)
+    caller.cancel()
+    gate.set()
+    await asyncio.sleep(0.05)
+    client._polled_check = None
+    gc.collect()
+    assert "never retrieved" not in caplog.text
+
+
+def test_a_check_left_pending_on_a_closed_loop_is_not_reused():
+    import asyncio  # noqa: PLC0415
+
+    client, calls = core([polled_now(), polled_now()])
+    stale = asyncio.new_event_loop()
+    client._polled_check = stale.create_future()  # a check in flight when its loop went away
+    stale.close()
+    assert asyncio.run(client.worker_polling())
+    assert calls == ["q"]
