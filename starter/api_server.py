@@ -19,15 +19,16 @@ from starter.api import create_app
 from starter.auth import Access, access_from_settings
 from starter.client import StatekeeperClient, client_for
 from starter.connection import connect, data_converter
-from starter.serving import serving
+from starter.serving import serve_until_stopped, serving
 
 
 def serve(settings: Settings, host: str, port: int, announce=print) -> None:  # noqa: ANN001 (a print-like)
-    """Run the API for ``settings`` until interrupted; it connects to Temporal when it starts
-    serving (and retries on demand while Temporal is unreachable). Raises ``StartupRefused``
-    before listening on a non-loopback ``host`` without API keys, and
-    (``starter.codec.CodecKeyMissing``) when encryption is on and has no key; ``announce``
-    gets one line saying how callers authenticate."""
+    """Run the API for ``settings`` until interrupted (then, after a graceful shutdown,
+    ``KeyboardInterrupt``); it connects to Temporal when it starts serving (and retries on
+    demand while Temporal is unreachable). Raises ``StartupRefused`` before listening on a
+    non-loopback ``host`` without API keys, and (``starter.codec.CodecKeyMissing``) when
+    encryption is on and has no key; ``starter.serving.NotListening`` when it cannot listen
+    (e.g. the port is taken). ``announce`` gets one line saying how callers authenticate."""
     data_converter(settings)  # refuse to start without a codec key, not on the first request
 
     async def connected() -> StatekeeperClient:
@@ -35,8 +36,10 @@ def serve(settings: Settings, host: str, port: int, announce=print) -> None:  # 
 
     access = access_from_settings(settings, host)
     announce(f"statekeeper api on http://{host}:{port}: {access.describe()}")
-    uvicorn.run(create_app(connected, lambda: JournalStore(settings.resolved_journal_url()), access), host=host,
-                port=port, log_level="info", log_config=None)  # records go through the root logger's redaction
+    app = create_app(connected, lambda: JournalStore(settings.resolved_journal_url()), access)
+    # log_config=None: uvicorn's records go through the root logger and its redaction
+    serve_until_stopped(uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="info", log_config=None)),
+                        "HTTP API")
 
 
 @contextlib.asynccontextmanager

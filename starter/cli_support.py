@@ -15,6 +15,7 @@ from rich.markup import escape
 
 from starter.devserver import DevServerError
 from starter.preflight import StartupRefused
+from starter.serving import NotListening
 
 console = Console()
 errors = Console(stderr=True)
@@ -54,7 +55,8 @@ class _interruptible:
     (0 for what runs until stopped: dev, api, chat; 130, the shell's status for an interrupt,
     for work cut short), and nothing after the block runs (it would use results that do not
     exist). A refused startup (``StartupRefused``, ``DevServerError``) prints its message, not a
-    traceback, and exits with status 2."""
+    traceback, and exits with status 2; a server that cannot listen (``NotListening``: the port
+    is taken), status 1."""
 
     def __init__(self, stopped_status: int = 0) -> None:
         self.stopped_status = stopped_status
@@ -69,6 +71,10 @@ class _interruptible:
         if exc_type is not None and issubclass(exc_type, (StartupRefused, DevServerError)):
             errors.print(f"[red]statekeeper: {escape(str(exc))}[/]", highlight=False)
             raise typer.Exit(2)
+        if exc_type is not None and issubclass(exc_type, NotListening):
+            # soft_wrap: one line in a log too (a piped stderr is 80 columns wide to rich)
+            errors.print(f"[red]statekeeper: {escape(exc.refusal)}[/]", highlight=False, soft_wrap=True)
+            raise typer.Exit(1)
         return False
 
 

@@ -37,7 +37,7 @@ from starter.errors import ConversationError, status_for
 from starter.keys import Role
 from starter.logs import configure_logging
 from starter.preflight import StartupRefused
-from starter.serving import serving
+from starter.serving import serve_until_stopped, serving
 from starter.tenancy import Tenancy
 
 log = logging.getLogger("statekeeper.codec_server")
@@ -178,4 +178,4 @@ def codec_server(host: str = typer.Option("127.0.0.1", help="Interface to listen
         app = codec_app(codec, cors_origins(settings), access)
         log.info("codec server on http://%s:%s for %s; %s", host, port, ", ".join(cors_origins(settings)),
                  "keyless: loopback callers only" if access.keyless else "operator API keys required")
-        asyncio.run(_server(app, host, port).serve())
+        serve_until_stopped(_server(app, host, port), "codec server")

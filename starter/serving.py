@@ -1,39 +1,103 @@
-"""Serving an ASGI app beside other work in this event loop (the API and the codec server
-of ``statekeeper dev``): uvicorn in a task, ready once it listens, stopped with the block."""
+"""Serving an ASGI app with uvicorn: beside other work in this event loop (the API and the
+codec server of ``statekeeper dev``: ``serving``), or as the whole command (``statekeeper
+api``, ``statekeeper codec-server``: ``serve_until_stopped``). Either way a server that cannot
+listen raises ``NotListening`` saying why, instead of uvicorn's ``sys.exit``."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import AsyncIterator
+import contextvars
+import errno
+import logging
+from typing import AsyncIterator, Optional
 
 import uvicorn
 
+_starting: contextvars.ContextVar[Optional[tuple[uvicorn.Server, list[OSError]]]] = contextvars.ContextVar(
+    "starting", default=None)
+"""The server starting in this context and where ``_KeepBindError`` puts its bind error (each
+server starts in its own task, so two starting at once keep their own)."""
 
-async def _serve(server: uvicorn.Server) -> None:
+
+class NotListening(OSError):
+    """A server that could not listen on ``host:port``: ``reason`` says why (e.g. "the port is
+    taken"). ``str()`` is what ``statekeeper dev`` prints; ``refusal`` what a command that
+    serves nothing else prints."""
+
+    def __init__(self, what: str, host: str, port: int, reason: str) -> None:
+        super().__init__(f"the {what} could not listen on {host}:{port}: {reason}")
+        self.what, self.host, self.port, self.reason = what, host, port, reason
+
+    @property
+    def refusal(self) -> str:
+        """One line for the user: ``cannot serve the <what> on <host>:<port>: <reason>``."""
+        return f"cannot serve the {self.what} on {self.host}:{self.port}: {self.reason}"
+
+
+class _KeepBindError(logging.Filter):
+    # uvicorn logs the OSError of a failed bind (the record's msg is the exception itself) and
+    # then calls sys.exit: the log record is the only place that says why. It is kept for the
+    # server's NotListening, which says it in words, and not logged twice.
+    def filter(self, record: logging.LogRecord) -> bool:
+        starting = _starting.get()
+        # only while it starts: its connections' tasks inherit this context, and log as they will
+        if starting is not None and not starting[0].started and isinstance(record.msg, OSError):
+            starting[1].append(record.msg)
+            return False
+        return True
+
+
+_KEEP_BIND_ERROR = _KeepBindError()
+
+
+def _reason(error: Optional[OSError]) -> str:
+    if error is None:  # uvicorn ended its startup before binding (its log says why)
+        return "its startup failed"
+    if error.errno == errno.EADDRINUSE:
+        return "the port is taken"
+    if error.errno == errno.EADDRNOTAVAIL:
+        return "the address is not one of this host's"
+    if error.errno == errno.EACCES:
+        return "permission denied (ports below 1024 need privileges)"
+    return (error.strerror or str(error)).lower()
+
+
+async def _serve(server: uvicorn.Server, what: str) -> None:
+    kept: list[OSError] = []
+    _starting.set((server, kept))  # this task's own context: a concurrent server's error is not ours
+    logging.getLogger("uvicorn.error").addFilter(_KEEP_BIND_ERROR)  # once: addFilter ignores a repeat
     try:
         await server.serve()
-    except SystemExit as ended:
+    except SystemExit:
         # uvicorn ends a failed startup (a taken port) with sys.exit; raised out of a task,
         # asyncio re-raises SystemExit through the event loop, and it ended the whole command
-        # (`statekeeper dev` exited 3 when its codec server's port was taken)
-        raise OSError(f"uvicorn exited with status {ended.code}") from None
+        # (`statekeeper dev` exited 3 when its codec server's port was taken; `statekeeper api`
+        # exited 3 with uvicorn's log line alone)
+        config = server.config
+        raise NotListening(what, config.host, config.port, _reason(kept[0] if kept else None)) from None
 
 
 @contextlib.asynccontextmanager
 async def serving(server: uvicorn.Server, what: str, host: str, port: int) -> AsyncIterator[str]:
     """Run ``server`` while the block runs; yields its base URL ``http://host:port``. Raises
-    ``OSError`` naming ``what`` when it cannot listen (e.g. the port is taken)."""
-    task = asyncio.create_task(_serve(server))
+    ``NotListening`` (an ``OSError``) naming ``what`` when it cannot listen (e.g. the port is taken)."""
+    task = asyncio.create_task(_serve(server, what))
     while not server.started:
         if task.done():
-            # uvicorn logs why (e.g. the port is taken) and exits its serve loop
-            with contextlib.suppress(OSError):
-                task.result()
-            raise OSError(f"the {what} could not listen on {host}:{port}")
+            task.result()  # NotListening
+            raise NotListening(what, host, port, "its startup ended")  # it returned without listening
         await asyncio.sleep(0.05)
     try:
         yield f"http://{host}:{port}"
     finally:
         server.should_exit = True
         await task
+
+
+def serve_until_stopped(server: uvicorn.Server, what: str) -> None:
+    """Run ``server`` as the whole command, until Ctrl-C or SIGTERM (uvicorn shuts down
+    gracefully, then the signal goes on: a ``KeyboardInterrupt`` for the command's
+    ``_interruptible``). Raises ``NotListening`` naming ``what`` when it cannot listen."""
+    # not uvicorn.run: it turns a failed startup into sys.exit(3) and swallows the interrupt
+    asyncio.run(_serve(server, what))

@@ -5,13 +5,17 @@ processes, a real embedded server."""
 
 from __future__ import annotations
 
+import os
 import signal
 import socket
 import subprocess
+import sys
 import time
 
+import pytest
+
 from starter.devserver import reachable
-from tests.e2e.test_cli_signals import _env, _kill_group, _start
+from tests.e2e.test_cli_signals import ROOT, _env, _kill_group, _start
 
 
 def _listener() -> tuple[socket.socket, int]:
@@ -33,8 +37,10 @@ def test_dev_serves_the_rest_when_its_api_and_codec_ports_are_taken(tmp_path):
             said += dev.stdout.readline()
         flat = " ".join(said.split())
         assert "Ctrl-C to stop." in flat, said
-        assert f"HTTP API not served (the API could not listen on 127.0.0.1:{api_port}" in flat
-        assert f"codec server not served (the codec server could not listen on 127.0.0.1:{codec_port}" in flat
+        # each says why: two servers starting at once keep their own bind error
+        assert f"HTTP API not served (the API could not listen on 127.0.0.1:{api_port}: the port is taken" in flat
+        assert (f"codec server not served (the codec server could not listen on 127.0.0.1:{codec_port}: "
+                "the port is taken") in flat
         assert reachable(f"127.0.0.1:{port}")  # the embedded server and its worker go on
         dev.send_signal(signal.SIGTERM)
         rest, _ = dev.communicate(timeout=60)
@@ -44,3 +50,22 @@ def test_dev_serves_the_rest_when_its_api_and_codec_ports_are_taken(tmp_path):
         _kill_group(dev)
         api.close()
         codec.close()
+
+
+@pytest.mark.parametrize("command, what", [("api", "HTTP API"), ("codec-server", "codec server")])
+def test_api_and_codec_server_commands_say_their_port_is_taken(tmp_path, command, what):
+    """On their own, ``statekeeper api`` and ``statekeeper codec-server`` ended with uvicorn's
+    status 3 and its log line alone when their port was taken. No Temporal server is needed
+    to find out (the API connects on demand)."""
+    held, port = _listener()
+    env = dict(os.environ, STATEKEEPER_DATA_DIR=str(tmp_path), STATEKEEPER_DEV_STATE_FILE=str(tmp_path / "none.json"),
+               STATEKEEPER_TEMPORAL_ADDRESS="127.0.0.1:1", COLUMNS="300")
+    try:
+        done = subprocess.run([sys.executable, "-m", "starter.cli", command, "--port", str(port)], cwd=ROOT, env=env,
+                              capture_output=True, text=True, timeout=60)
+    finally:
+        held.close()
+    assert done.returncode == 1, done.stdout + done.stderr
+    said = [line for line in done.stderr.splitlines() if line.startswith("statekeeper:")]
+    assert said == [f"statekeeper: cannot serve the {what} on 127.0.0.1:{port}: the port is taken"], done.stderr
+    assert "Traceback" not in done.stderr and "SystemExit" not in done.stderr
