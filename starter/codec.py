@@ -62,6 +62,17 @@ class CodecKeyMissing(StartupRefused):
     key file in the data directory). Raised before anything talks to Temporal."""
 
 
+class CodecKeySettingInvalid(CodecKeyError, StartupRefused):
+    """The configured keys cannot be used (``STATEKEEPER_CODEC_KEYS``, ``STATEKEEPER_CODEC_KEY_ID``
+    or the data directory's key file): a ``StartupRefused`` whose message names the setting and
+    the shape it needs, so the CLI prints it alone instead of a ``CodecKeyError`` traceback.
+    Raised before anything talks to Temporal."""
+
+
+KEYS_SHAPE = ("`id:base64key,...`: a key id of 1-64 [A-Za-z0-9._-] and an AES key of 16, 24 or 32 bytes "
+              "in base64 per entry, the first current")
+
+
 @dataclass(frozen=True)
 class Keyring:
     """AES keys by id (16, 24 or 32 bytes each) and the id that encrypts (``current``);
@@ -182,12 +193,13 @@ def codec_keyring(settings: Settings, create: bool = False) -> Optional[Keyring]
     (``statekeeper dev`` and the CLI's local runs), a new key written there (mode 0600,
     race-safe: a concurrent creator's file wins). ``codec_key_id`` picks the current key.
 
-    Raises ``CodecKeyMissing`` without a key and without ``create``, ``CodecKeyError`` for
-    a key configuration that cannot be used."""
+    Raises ``CodecKeyMissing`` without a key and without ``create``, ``CodecKeySettingInvalid``
+    (a ``CodecKeyError`` and a ``StartupRefused``) for a key configuration that cannot be used."""
     if not settings.codec_enabled:
         return None
     if settings.codec_keys is not None:
-        return Keyring.parse(settings.codec_keys.get_secret_value(), settings.codec_key_id)
+        return _configured(settings.codec_keys.get_secret_value(), "invalid setting: STATEKEEPER_CODEC_KEYS",
+                           settings.codec_key_id)
     path = key_file(settings)
     if not path.exists():
         if not create:
@@ -197,7 +209,31 @@ def codec_keyring(settings: Settings, create: bool = False) -> Optional[Keyring]
                 f"STATEKEEPER_DATA_DIR at the data directory that holds it (STATEKEEPER_CODEC_ENABLED=false "
                 f"turns encryption off)")
         write_private_once(path, Keyring.generate().dump())
-    return Keyring.parse(path.read_text(), settings.codec_key_id)
+    return _configured(path.read_text(), f"the codec key file {path} cannot be used", settings.codec_key_id)
+
+
+def _configured(text: str, source: str, current: Optional[str]) -> Keyring:
+    # a setting the user got wrong is said as one (CodecKeySettingInvalid, a StartupRefused:
+    # the CLI prints it alone), not as the CodecKeyError traceback a payload that does not
+    # decrypt would be
+    try:
+        keyring = Keyring.parse(text)
+    except CodecKeyError as err:
+        raise CodecKeySettingInvalid(f"{source}: {err}; expected {KEYS_SHAPE}") from None
+    if not current or current == keyring.current:
+        return keyring
+    if current not in keyring.keys:
+        raise CodecKeySettingInvalid(f"invalid setting: STATEKEEPER_CODEC_KEY_ID: {current!r} is not among the codec "
+                                     f"keys ({', '.join(sorted(keyring.keys))})")
+    return Keyring(keys=keyring.keys, current=current)
+
+
+def check_configured_keys(settings: Settings) -> None:
+    """Raise ``CodecKeySettingInvalid`` now when the keys configured (``STATEKEEPER_CODEC_KEYS``,
+    or an existing key file) cannot be used; a missing key is ``codec_keyring``'s to handle
+    (``statekeeper dev`` creates one). For a command about to start servers it would then stop."""
+    if settings.codec_enabled and (settings.codec_keys is not None or key_file(settings).exists()):
+        codec_keyring(settings)
 
 
 def payload_codec(settings: Settings, create: bool = False) -> Optional[EncryptionCodec]:

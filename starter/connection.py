@@ -27,7 +27,8 @@ def data_converter(settings: Optional[Settings] = None, *, create_key: bool = Fa
     (``encode_common_attributes``); ``create_key``: see ``starter.codec.codec_keyring``.
 
     Raises ``starter.codec.CodecKeyMissing`` (a ``StartupRefused``) when encryption is on
-    and no key is configured, ``starter.codec.CodecKeyError`` for an unusable key setting."""
+    and no key is configured, ``starter.codec.CodecKeySettingInvalid`` (a ``StartupRefused`` too) for an
+    unusable key setting."""
     codec = payload_codec(settings or Settings(), create=create_key)
     if codec is None:
         return pydantic_data_converter
@@ -80,7 +81,7 @@ async def connect(settings: Settings, *, create_key: bool = False) -> Client:
     """A Temporal client for ``settings.temporal_address`` with ``connect_options(settings)``
     and ``data_converter(settings)``. Raises ``RuntimeError`` when the server cannot be
     reached (``TemporalUnreachable``, a ``StartupRefused``), ``StartupRefused`` for unusable TLS settings, ``CodecKeyMissing`` /
-    ``CodecKeyError`` as ``data_converter``."""
+    ``CodecKeySettingInvalid`` as ``data_converter``."""
     converter = data_converter(settings, create_key=create_key)
     options = connect_options(settings)
     try:

@@ -10,6 +10,7 @@ from typing import AsyncIterator, NamedTuple
 from temporalio.client import Client
 
 from settings import Settings
+from starter.codec import check_configured_keys
 from starter.connection import TemporalUnreachable, connect
 from starter.devserver import embedded_temporal
 from starter.preflight import StartupRefused
@@ -52,7 +53,9 @@ async def runtime(settings: Settings, *, with_worker: bool = True, create_key: b
     Before using the server it runs ``worker.preflight``: missing search attributes are
     registered, and ``StartupRefused`` is raised (nothing started here keeps running) when an
     attribute has the wrong type or, with a worker, when the task queue is served by another
-    system of record."""
+    system of record. Unusable codec keys (``starter.codec.CodecKeySettingInvalid``) are refused
+    before anything starts."""
+    check_configured_keys(settings)  # not after starting an embedded server only to stop it
     async with embedded_temporal(settings) as started:
         client = await connect_with_retry(settings, create_key=create_key or started)
         await preflight(client, settings, serving=with_worker)

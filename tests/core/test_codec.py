@@ -137,6 +137,35 @@ def test_unusable_key_settings_are_refused_with_the_reason(text, current, error)
         Keyring.parse(text, current)
 
 
+@pytest.mark.parametrize("text, current, error", [
+    ("", None, "invalid setting: STATEKEEPER_CODEC_KEYS: no codec key is listed"),
+    ("abc", None, "invalid setting: STATEKEEPER_CODEC_KEYS: a codec key entry is not `id:base64key`"),
+    ("id:not-base64", None, "invalid setting: STATEKEEPER_CODEC_KEYS: codec key 'id' is not valid base64"),
+    (keys(("k1", b"short")), None, "invalid setting: STATEKEEPER_CODEC_KEYS: codec key 'k1' is 5 bytes"),
+    (keys(("k1", K1)), "k9", "invalid setting: STATEKEEPER_CODEC_KEY_ID: 'k9' is not among the codec keys (k1)"),
+])
+def test_an_unusable_key_setting_is_a_startup_refusal_naming_it(tmp_path, text, current, error):
+    """Before, the ``CodecKeyError`` of ``Keyring.parse`` went up as it was, and every command
+    (api, codec-server, worker, state, ...) died with its traceback."""
+    settings = settings_with(tmp_path, codec_keys=text, codec_key_id=current)
+    with pytest.raises(StartupRefused) as refused:  # the CLI prints a StartupRefused alone, status 2
+        data_converter(settings)
+    assert isinstance(refused.value, CodecKeyError)  # still what it was for callers that catch that
+    assert str(refused.value).startswith(error)
+    if current is None:
+        assert "expected `id:base64key,...`" in str(refused.value)
+    assert base64.b64encode(K1).decode() not in str(refused.value)  # ids, never keys
+    assert not (tmp_path / KEY_FILE).exists()
+
+
+def test_an_unusable_key_file_is_a_startup_refusal_naming_it(tmp_path):
+    (tmp_path / KEY_FILE).write_text("garbage\n")
+    with pytest.raises(StartupRefused, match=f"the codec key file {tmp_path / KEY_FILE} cannot be used: a codec key "
+                                             "entry is not `id:base64key`"):
+        codec_keyring(settings_with(tmp_path, codec_keys=None), create=True)  # an existing file is never replaced
+    assert (tmp_path / KEY_FILE).read_text() == "garbage\n"
+
+
 def test_keys_come_from_settings_first_the_first_listed_is_current(tmp_path):
     ring = codec_keyring(settings_with(tmp_path, codec_keys=keys(("new", K2), ("old", K1))))
     assert ring.current == "new" and set(ring.keys) == {"new", "old"}

@@ -59,3 +59,20 @@ def test_an_invalid_setting_is_one_line_naming_it(env, command):
     assert done.returncode == 2 and "invalid setting: STATEKEEPER_TOKEN_BUDGET" in output, output
     assert "Traceback" not in output and "ValidationError" not in output and "pydantic" not in output, output
     assert done.stdout == ""  # said on stderr: `statekeeper state ID > state.json` leaves no message in the file
+
+
+@pytest.mark.parametrize("command, value", [
+    *((command, value) for command in (["api"], ["codec-server"]) for value in ("", "abc", "id:not-base64")),
+    (["worker"], "abc"), (["state", "c-1"], "id:not-base64"), (["chat"], ""),
+])
+def test_unusable_codec_keys_are_an_invalid_setting_naming_the_shape(env, command, value):
+    """Set but empty or malformed, STATEKEEPER_CODEC_KEYS ended these commands with a
+    ``CodecKeyError`` traceback; ``chat`` and ``state`` first started an embedded server."""
+    done = subprocess.run([str(BIN / "statekeeper"), *command], capture_output=True, text=True, timeout=60,
+                          env={**env, "STATEKEEPER_CODEC_KEYS": value}, stdin=subprocess.DEVNULL)
+    output = " ".join((done.stdout + done.stderr).split())
+    assert done.returncode == 2, output
+    assert "invalid setting: STATEKEEPER_CODEC_KEYS: " in output and "expected `id:base64key,...`" in output, output
+    assert not [leak for leak in (*LEAKS, "CodecKey") if leak in output], output
+    assert done.stdout == ""  # said on stderr (the worker's in its log)
+    assert not (Path(env["STATEKEEPER_DATA_DIR"]) / "temporal.sqlite").exists()  # nothing started for nothing
