@@ -2,7 +2,7 @@
 deadlines, and the check that a worker polls the queue.
 
 Every call is bounded: each RPC carries ``rpc_timeout`` and is also wrapped in
-``asyncio.wait_for`` (connection retries included), an update must be accepted by a
+``within`` (``asyncio.wait_for``; connection retries included), an update must be accepted by a
 worker within ``accept_seconds`` and answered within ``reply_seconds``. When an update
 is not accepted in time, ``DescribeTaskQueue`` tells "no worker polls this queue"
 (``no_worker``) from "Temporal is slow or down" (``unavailable``).
@@ -54,6 +54,28 @@ POLLING_REUSE_SECONDS = 2.0
 server's own answer is up to ``Deadlines.poller_fresh_seconds`` (70 s) old."""
 
 
+async def within(call: Awaitable[T], seconds: float) -> T:
+    """``asyncio.wait_for(call, seconds)`` that leaves nothing unread when the caller is
+    cancelled (Ctrl-C or SIGTERM while a chat waits for a reply). The SDK ends a cancelled
+    update RPC with its own error (``WorkflowUpdateRPCTimeoutOrCancelledError``) instead of
+    ``CancelledError``; ``wait_for`` left it in the task it made for ``call``, and asyncio
+    printed "Task exception was never retrieved" with its traceback after "stopped."."""
+    task = asyncio.ensure_future(call)
+    try:
+        return await asyncio.wait_for(task, seconds)
+    except asyncio.CancelledError:
+        if task.done():
+            _read(task)
+        else:  # cancelled again while wait_for waited for the call to end
+            task.add_done_callback(_read)
+        raise
+
+
+def _read(task: asyncio.Future) -> None:
+    if not task.cancelled():
+        task.exception()  # marks it retrieved; the caller's cancellation is what goes on
+
+
 class ClientCore:
     """``ClientCore(client, task_queue, deadlines)``: the shared part of ``StatekeeperClient``."""
 
@@ -78,7 +100,7 @@ class ClientCore:
         """Await ``call`` for at most ``seconds`` (default: the RPC deadline plus a second of
         slack); past it, ``ConversationError`` ``unavailable``."""
         try:
-            return await asyncio.wait_for(call, (seconds or self.deadlines.rpc_seconds) + 1.0)
+            return await within(call, (seconds or self.deadlines.rpc_seconds) + 1.0)
         except asyncio.TimeoutError as err:
             raise unreachable() from err
 
@@ -182,12 +204,12 @@ class ClientCore:
         accept, reply = self.deadlines.accept_seconds, self.deadlines.reply_seconds
         try:
             try:
-                handle = await asyncio.wait_for(start(timedelta(seconds=accept)), accept + 1.0)
+                handle = await within(start(timedelta(seconds=accept)), accept + 1.0)
             except (WorkflowUpdateRPCTimeoutOrCancelledError, asyncio.TimeoutError):
                 await self.require_worker()  # none: no_worker, and the update never ran
                 # a worker polls, so it is busy, not absent: send the same update id again
                 # (deduplicated) and allow it the reply deadline to be accepted
-                handle = await asyncio.wait_for(start(timedelta(seconds=reply)), reply + 1.0)
+                handle = await within(start(timedelta(seconds=reply)), reply + 1.0)
         except (WorkflowUpdateRPCTimeoutOrCancelledError, asyncio.TimeoutError) as err:
             raise ConversationError(f"{what} was not picked up within {reply:.0f} s; send it again with the "
                                     "same id", "timeout") from err
@@ -196,7 +218,7 @@ class ClientCore:
                 raise unreachable() from err
             raise
         try:
-            return await asyncio.wait_for(handle.result(rpc_timeout=timedelta(seconds=reply)), reply + 1.0)
+            return await within(handle.result(rpc_timeout=timedelta(seconds=reply)), reply + 1.0)
         except (WorkflowUpdateRPCTimeoutOrCancelledError, asyncio.TimeoutError) as err:
             raise ConversationError(f"{what} is taking longer than {reply:.0f} s; send it again with the "
                                     "same id to get the answer", "timeout") from err

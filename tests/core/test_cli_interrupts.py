@@ -8,6 +8,7 @@ status, instead of running on into results that do not exist (``taubench`` crash
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import signal
 
@@ -60,3 +61,35 @@ def test_an_interrupted_command_stops_with_its_status_and_runs_nothing_after(sta
         ran_on.append("the report")  # what taubench did after "stopped."
     assert ended.value.exit_code == status and ran_on == []
     assert "stopped." in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("settled", [True, False])
+def test_a_cancelled_bounded_call_leaves_no_unread_error(settled):
+    """``starter.core.within``: the SDK answers the cancellation of an update RPC with its own
+    error; ``asyncio.wait_for`` left it unread in its task, and asyncio logged "Task exception
+    was never retrieved" after a chat's "stopped.". ``settled`` False: the call takes a moment
+    to end after it is cancelled."""
+    from starter.core import within
+
+    unread: list[dict] = []
+
+    async def rpc() -> None:
+        try:
+            await asyncio.sleep(10)
+        except asyncio.CancelledError:
+            if not settled:
+                await asyncio.sleep(0.01)
+            raise RuntimeError("timeout or cancellation waiting for update") from None
+
+    async def main() -> None:
+        asyncio.get_running_loop().set_exception_handler(lambda _, context: unread.append(context))
+        waiting = asyncio.ensure_future(within(rpc(), 30))
+        await asyncio.sleep(0.01)
+        waiting.cancel()
+        with pytest.raises(asyncio.CancelledError):  # the caller's cancellation goes on, not the call's error
+            await waiting
+        await asyncio.sleep(0.05)
+        gc.collect()  # an unread task's error is reported when it is collected
+
+    asyncio.run(main())
+    assert [c["message"] for c in unread] == []

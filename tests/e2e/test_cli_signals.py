@@ -7,10 +7,14 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
+
+import pytest
 
 from starter.devserver import reachable
 from tests.e2e.test_cli import _get_json
@@ -19,9 +23,9 @@ from tests.e2e.test_taubench import _free_port
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _start(env: dict, *args: str) -> subprocess.Popen:
+def _start(env: dict, *args: str, stderr: int = subprocess.STDOUT) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "starter.cli", *args], cwd=ROOT, env=env, text=True,
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr,
                             start_new_session=True)  # a signal to the process only, not to its group
 
 
@@ -72,6 +76,55 @@ def test_sigterm_at_the_chat_prompt_stops_its_embedded_server(tmp_path):
         assert not reachable(f"127.0.0.1:{port}")  # before: status -15, the embedded server left running
     finally:
         _kill_group(chat)
+
+
+def _silent_model() -> tuple[socket.socket, list]:
+    """A model endpoint that accepts connections and never answers: a reply waits for it."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(16)
+    calls: list = []
+
+    def accept() -> None:
+        while True:
+            try:
+                calls.append(listener.accept())  # held open, never answered
+            except OSError:  # closed at the end of the test
+                return
+
+    threading.Thread(target=accept, daemon=True).start()
+    return listener, calls
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_an_interrupt_while_chat_waits_for_a_reply_says_stopped_and_nothing_else(tmp_path, sig):
+    """Before, it also printed asyncio's "Task exception was never retrieved" with the SDK's
+    WorkflowUpdateRPCTimeoutOrCancelledError traceback: the task ``asyncio.wait_for`` made for
+    the update's result ended with that error when cancelled, and nobody read it."""
+    env, port, _ = _env(tmp_path, f"chat-wait-{sig.name}")
+    model, calls = _silent_model()
+    env.update(ANTHROPIC_API_KEY="sk-ant-test-not-a-key",
+               STATEKEEPER_ANTHROPIC_BASE_URL=f"http://127.0.0.1:{model.getsockname()[1]}")
+    chat = _start(env, "chat", "--conversation-id", f"waiting-{sig.name.lower()}", stderr=subprocess.PIPE)
+    try:
+        first = chat.stdout.readline()
+        assert "Type 'quit' to leave" in first, first
+        chat.stdin.write("where is my order?\n")
+        chat.stdin.flush()
+        deadline = time.monotonic() + 60
+        while not calls and time.monotonic() < deadline and chat.poll() is None:
+            time.sleep(0.1)
+        assert calls, "the model was never called"
+        time.sleep(0.5)  # the chat waits for the update's result
+        chat.send_signal(sig)
+        out, err = chat.communicate(timeout=60)
+        assert chat.returncode == 0, out + err
+        assert out.split()[-1:] == ["stopped."], out
+        assert "Task exception was never retrieved" not in err and "Traceback" not in err, err
+        assert not reachable(f"127.0.0.1:{port}")
+    finally:
+        _kill_group(chat)
+        model.close()
 
 
 def test_sigterm_stops_a_foreground_dev_and_its_embedded_server(tmp_path):
