@@ -23,7 +23,7 @@ import secrets
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, Optional, Sequence
+from typing import Iterable, Mapping, Optional, Sequence
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
@@ -73,6 +73,18 @@ KEYS_SHAPE = ("`id:base64key,...`: a key id of 1-64 [A-Za-z0-9._-] and an AES ke
               "in base64 per entry, the first current")
 
 
+def _shown(key_id: str) -> str:
+    """``key_id`` quoted for a message when it has a key id's shape and is shorter than any
+    key in base64 (a 16-byte key takes 24 characters); else nothing of it: a value in the
+    wrong place (an entry written key first, a key as STATEKEEPER_CODEC_KEY_ID) may be a key."""
+    return repr(key_id) if KEY_ID_PATTERN.fullmatch(key_id) and len(key_id) < 24 else "(not shown)"
+
+
+def _listed(key_ids: Iterable[str]) -> str:
+    """``key_ids`` for a message, sorted, each as ``_shown`` allows (unquoted)."""
+    return ", ".join(sorted(k if _shown(k) == repr(k) else _shown(k) for k in key_ids))
+
+
 @dataclass(frozen=True)
 class Keyring:
     """AES keys by id (16, 24 or 32 bytes each) and the id that encrypts (``current``);
@@ -87,31 +99,33 @@ class Keyring:
             raise CodecKeyError("no codec key is listed")
         for key_id, key in self.keys.items():
             if not KEY_ID_PATTERN.fullmatch(key_id):
-                raise CodecKeyError(f"codec key id {key_id!r} is not 1-64 of [A-Za-z0-9._-]")
+                raise CodecKeyError(f"a codec key id {_shown(key_id)} is not 1-64 of [A-Za-z0-9._-]")
             if len(key) not in (16, 24, 32):
-                raise CodecKeyError(f"codec key {key_id!r} is {len(key)} bytes; AES needs 16, 24 or 32")
+                raise CodecKeyError(f"codec key {_shown(key_id)} is {len(key)} bytes; AES needs 16, 24 or 32")
         if self.current not in self.keys:
-            raise CodecKeyError(f"the current codec key id {self.current!r} is not among the keys "
-                                f"({', '.join(sorted(self.keys))})")
+            raise CodecKeyError(f"the current codec key id {_shown(self.current)} is not among the keys "
+                                f"({_listed(self.keys)})")
 
     @classmethod
     def parse(cls, text: str, current: Optional[str] = None) -> "Keyring":
         """Keys from ``id:base64key`` entries separated by commas or newlines (blank entries
         ignored); ``current`` defaults to the first id. Raises ``CodecKeyError``."""
         keys: dict[str, bytes] = {}
-        for entry in re.split(r"[,\n]", text):
-            entry = entry.strip()
-            if not entry:
-                continue
+        entries = [entry.strip() for entry in re.split(r"[,\n]", text) if entry.strip()]
+        for number, entry in enumerate(entries, 1):
             key_id, sep, encoded = entry.partition(":")
             if not sep:
                 raise CodecKeyError("a codec key entry is not `id:base64key`")
+            if not KEY_ID_PATTERN.fullmatch(key_id.strip()):
+                # never echoed: an entry written key first would show the key
+                raise CodecKeyError("a codec key id is not 1-64 of [A-Za-z0-9._-] (is an entry written key first?)")
             if key_id.strip() in keys:
-                raise CodecKeyError(f"codec key id {key_id.strip()!r} is listed twice")
+                raise CodecKeyError(f"codec key id {_shown(key_id.strip())} is listed twice")
             try:
                 keys[key_id.strip()] = base64.b64decode(encoded.strip(), validate=True)
             except (binascii.Error, ValueError):
-                raise CodecKeyError(f"codec key {key_id.strip()!r} is not valid base64") from None
+                # by its place, not its id: in an entry written key first, the "id" is the key
+                raise CodecKeyError(f"the key of codec key entry {number} is not valid base64") from None
         if not keys:
             raise CodecKeyError("no codec key is listed")
         return cls(keys=keys, current=current or next(iter(keys)))
@@ -223,8 +237,8 @@ def _configured(text: str, source: str, current: Optional[str]) -> Keyring:
     if not current or current == keyring.current:
         return keyring
     if current not in keyring.keys:
-        raise CodecKeySettingInvalid(f"invalid setting: STATEKEEPER_CODEC_KEY_ID: {current!r} is not among the codec "
-                                     f"keys ({', '.join(sorted(keyring.keys))})")
+        raise CodecKeySettingInvalid(f"invalid setting: STATEKEEPER_CODEC_KEY_ID: {_shown(current)} is not among the "
+                                     f"codec keys ({_listed(keyring.keys)})")
     return Keyring(keys=keyring.keys, current=current)
 
 

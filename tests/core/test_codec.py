@@ -140,7 +140,8 @@ def test_unusable_key_settings_are_refused_with_the_reason(text, current, error)
 @pytest.mark.parametrize("text, current, error", [
     ("", None, "invalid setting: STATEKEEPER_CODEC_KEYS: no codec key is listed"),
     ("abc", None, "invalid setting: STATEKEEPER_CODEC_KEYS: a codec key entry is not `id:base64key`"),
-    ("id:not-base64", None, "invalid setting: STATEKEEPER_CODEC_KEYS: codec key 'id' is not valid base64"),
+    ("id:not-base64", None, "invalid setting: STATEKEEPER_CODEC_KEYS: the key of codec key entry 1 is not valid "
+                            "base64"),
     (keys(("k1", b"short")), None, "invalid setting: STATEKEEPER_CODEC_KEYS: codec key 'k1' is 5 bytes"),
     (keys(("k1", K1)), "k9", "invalid setting: STATEKEEPER_CODEC_KEY_ID: 'k9' is not among the codec keys (k1)"),
 ])
@@ -156,6 +157,23 @@ def test_an_unusable_key_setting_is_a_startup_refusal_naming_it(tmp_path, text, 
         assert "expected `id:base64key,...`" in str(refused.value)
     assert base64.b64encode(K1).decode() not in str(refused.value)  # ids, never keys
     assert not (tmp_path / KEY_FILE).exists()
+
+
+@pytest.mark.parametrize("key", [K1, bytes(range(24)), b"A" * 24, b"x" * 32])
+def test_an_entry_written_key_first_never_shows_the_key(tmp_path, key):
+    """A 24-byte key's base64 has no padding and may look like a key id: the messages name
+    entries by their place, and ids only when they have an id's shape."""
+    encoded = base64.b64encode(key).decode()
+    for text, current in ((f"{encoded}:k1", None), (keys(("k1", K2)) + f",{encoded}:k2", None),
+                          (keys(("k1", K2)), encoded), (f"{encoded}:QUJD", None),
+                          (f"{encoded}:{base64.b64encode(K1).decode()},{encoded}:{base64.b64encode(K2).decode()}", None)):
+        with pytest.raises(CodecKeyError) as refused:
+            Keyring.parse(text, current)
+        assert encoded not in str(refused.value)
+    settings = Settings(_env_file=None, data_dir=tmp_path, codec_keys=keys(("k1", K2)), codec_key_id=encoded)
+    with pytest.raises(StartupRefused) as refused:
+        codec_keyring(settings)
+    assert encoded not in str(refused.value)
 
 
 def test_an_unusable_key_file_is_a_startup_refusal_naming_it(tmp_path):
