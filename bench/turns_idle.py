@@ -57,6 +57,7 @@ async def idle_run(conversations: int, cache: int, samples: int, parallel: int) 
     from settings import Settings  # noqa: PLC0415
     from starter.client import StatekeeperClient  # noqa: PLC0415
     from starter.connection import data_converter  # noqa: PLC0415
+    from starter.devserver import DEV_SERVER_STARTUP  # noqa: PLC0415
     from starter.core import Deadlines  # noqa: PLC0415
     from systems.retail.backend import RetailBackend, make_engine  # noqa: PLC0415
     from tests.workflow_harness import NO_APPROVALS  # noqa: PLC0415
@@ -64,6 +65,7 @@ async def idle_run(conversations: int, cache: int, samples: int, parallel: int) 
 
     tmp = Path(tempfile.mkdtemp(prefix="bench-idle-"))
     env = await WorkflowEnvironment.start_local(
+        dev_server_startup_timeout=DEV_SERVER_STARTUP,
         dev_server_existing_path=str(Path(sys.executable).parent / "temporal"), data_converter=data_converter(),
         search_attributes=list(SEARCH_ATTRIBUTES), dev_server_log_level="error")
     worker = database = None

@@ -46,6 +46,7 @@ async def long_run(turns: int) -> dict:
     from settings import Settings  # noqa: PLC0415
     from starter.client import StatekeeperClient  # noqa: PLC0415
     from starter.connection import data_converter  # noqa: PLC0415
+    from starter.devserver import DEV_SERVER_STARTUP  # noqa: PLC0415
     from tests.workflow_harness import NO_APPROVALS  # noqa: PLC0415
     from worker import build_backend, build_worker  # noqa: PLC0415
     from workflows.options import SEARCH_ATTRIBUTES  # noqa: PLC0415
@@ -53,6 +54,7 @@ async def long_run(turns: int) -> dict:
 
     tmp = Path(tempfile.mkdtemp(prefix="bench-long-"))
     env = await WorkflowEnvironment.start_local(
+        dev_server_startup_timeout=DEV_SERVER_STARTUP,
         dev_server_existing_path=str(Path(sys.executable).parent / "temporal"), data_converter=data_converter(),
         search_attributes=list(SEARCH_ATTRIBUTES), dev_server_log_level="error")
     try:

@@ -71,11 +71,12 @@ async def dev_server(args: Any, config: Optional[dict[str, str]] = None) -> tupl
 
     from bench.turns_load import free_port  # noqa: PLC0415
     from starter.connection import data_converter  # noqa: PLC0415
-    from starter.devserver import dynamic_config_args  # noqa: PLC0415
+    from starter.devserver import DEV_SERVER_STARTUP, dynamic_config_args  # noqa: PLC0415
     from workflows.options import SEARCH_ATTRIBUTES  # noqa: PLC0415
 
     metrics_port = free_port()
     env = await WorkflowEnvironment.start_local(
+        dev_server_startup_timeout=DEV_SERVER_STARTUP,
         dev_server_existing_path=str(Path(sys.executable).parent / "temporal"), data_converter=data_converter(),
         search_attributes=list(SEARCH_ATTRIBUTES), dev_server_log_level="error",
         dev_server_extra_args=["--metrics-port", str(metrics_port),

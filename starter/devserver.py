@@ -11,6 +11,7 @@ import socket
 import subprocess
 import sys
 import time
+from datetime import timedelta
 from pathlib import Path
 from typing import AsyncIterator, Optional
 
@@ -75,6 +76,14 @@ stack's included, caches them: its default, which this restores. Ours are regist
 (``dev_server_command``, the tests' ``search_attributes``) before any run uses them. Each
 workflow task that upserted a search attribute cost the server about 1.5 ms more CPU for it
 (a cluster-metadata and a namespace read per attribute set, issue 8)."""
+
+
+DEV_SERVER_STARTUP_SECONDS = 60.0
+"""How long a dev server may take to listen. The SDK's ``WorkflowEnvironment.start_local``
+gives it 5 s by default, and a start took longer here once, right after a full test run had
+ended (a benchmark run failed: "did not start within 5s")."""
+DEV_SERVER_STARTUP = timedelta(seconds=DEV_SERVER_STARTUP_SECONDS)
+"""``DEV_SERVER_STARTUP_SECONDS`` as ``start_local``'s ``dev_server_startup_timeout``."""
 
 
 def dynamic_config_args(config: dict[str, str] = DYNAMIC_CONFIG) -> list[str]:
@@ -149,7 +158,7 @@ async def wait_until_serving(settings: Settings, proc: subprocess.Popen, log_pat
 
 @contextlib.asynccontextmanager
 async def embedded_temporal(settings: Settings, *, persist: bool = True,
-                            startup_timeout_seconds: float = 60.0) -> AsyncIterator[bool]:
+                            startup_timeout_seconds: float = DEV_SERVER_STARTUP_SECONDS) -> AsyncIterator[bool]:
     """Ensure a Temporal server at ``settings.temporal_address``; yields True if this call
     started one (it is stopped on exit), False if one was already reachable.
 

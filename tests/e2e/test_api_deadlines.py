@@ -22,6 +22,7 @@ from temporalio.testing import WorkflowEnvironment
 from starter.api import create_app
 from starter.client import ConversationError, Deadlines, StatekeeperClient
 from starter.connection import data_converter
+from starter.devserver import DEV_SERVER_STARTUP
 from workflows.contracts import SupportInput
 from workflows.options import SEARCH_ATTRIBUTES
 from workflows.support import SupportWorkflow
@@ -87,6 +88,7 @@ async def test_no_worker_polling_is_a_503_naming_it_and_starts_nothing(temporal_
 
 async def test_temporal_down_is_a_503_within_the_deadline(tmp_path: Path):
     env = await WorkflowEnvironment.start_local(
+        dev_server_startup_timeout=DEV_SERVER_STARTUP,
         dev_server_existing_path=str(Path(sys.executable).parent / "temporal"), data_converter=data_converter(),
         search_attributes=list(SEARCH_ATTRIBUTES), dev_server_log_level="error")
     client = StatekeeperClient(env.client, f"down-{uuid.uuid4().hex[:8]}", deadlines=FAST)

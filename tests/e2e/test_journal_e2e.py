@@ -24,6 +24,7 @@ from settings import Settings
 from starter.api import create_app
 from starter.client import StatekeeperClient
 from starter.connection import data_converter
+from starter.devserver import DEV_SERVER_STARTUP
 from tests.policy_fixtures import EMAIL, PENDING
 from workflows.options import SEARCH_ATTRIBUTES
 
@@ -39,9 +40,11 @@ async def served(tmp_path_factory) -> AsyncIterator[dict]:
     conversation id, its replies and the worker's settings."""
     from worker import build_worker  # imported late: the worker pulls in every activity
 
-    env = await WorkflowEnvironment.start_local(dev_server_existing_path=str(TEMPORAL_BIN),
-                                                data_converter=data_converter(), search_attributes=SEARCH_ATTRIBUTES,
-                                                dev_server_log_level="error")
+    env = await WorkflowEnvironment.start_local(
+        dev_server_startup_timeout=DEV_SERVER_STARTUP,
+        dev_server_existing_path=str(TEMPORAL_BIN),
+        data_converter=data_converter(), search_attributes=SEARCH_ATTRIBUTES,
+        dev_server_log_level="error")
     tmp = tmp_path_factory.mktemp("journal-api")
     settings = Settings(database_url=f"sqlite:///{tmp}/db.sqlite", task_queue=f"journal-{uuid.uuid4().hex}",
                         data_dir=tmp, anthropic_api_key=None)

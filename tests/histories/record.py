@@ -37,6 +37,7 @@ from tests.histories.scenarios_more import MORE_SCENARIOS
 from tests.policy_fixtures import CUSTOMER, DELIVERED, EMAIL, PENDING
 from tests.workflow_harness import NO_APPROVALS, Script, call, reply, running_worker, until
 from starter.connection import data_converter
+from starter.devserver import DEV_SERVER_STARTUP
 from workflows.approvals import ApprovalPolicy
 from workflows.contracts import CancelRequest, SupportInput
 from workflows.options import SEARCH_ATTRIBUTES
@@ -146,9 +147,11 @@ async def record(version: str) -> Path:
     """Run every scenario on a fresh dev server and write ``tests/histories/<version>/``."""
     out = HERE / version
     (out / "states").mkdir(parents=True, exist_ok=True)
-    env = await WorkflowEnvironment.start_local(dev_server_existing_path=temporal_cli(),
-                                                data_converter=data_converter(),
-                                                search_attributes=list(SEARCH_ATTRIBUTES), dev_server_log_level="error")
+    env = await WorkflowEnvironment.start_local(
+        dev_server_startup_timeout=DEV_SERVER_STARTUP,
+        dev_server_existing_path=temporal_cli(),
+        data_converter=data_converter(),
+        search_attributes=list(SEARCH_ATTRIBUTES), dev_server_log_level="error")
     index: dict[str, str] = {}
     try:
         for scenario in SCENARIOS:

@@ -17,6 +17,7 @@ from temporalio.testing import WorkflowEnvironment
 from activities.journal.store import JournalStore
 from starter.client import StatekeeperClient
 from starter.connection import data_converter
+from starter.devserver import DEV_SERVER_STARTUP
 from systems.model.server import offline_brain
 from systems.retail.backend import RetailBackend
 from tests.conftest import temporal_cli
@@ -36,6 +37,7 @@ default); a 1 s ack interval makes deletions visible at once in tests."""
 async def own_server() -> WorkflowEnvironment:
     """A dev server of the module's own, search attributes registered, fast deletions."""
     return await WorkflowEnvironment.start_local(
+        dev_server_startup_timeout=DEV_SERVER_STARTUP,
         dev_server_existing_path=temporal_cli(), data_converter=data_converter(),
         search_attributes=list(SEARCH_ATTRIBUTES), dev_server_log_level="error", dev_server_extra_args=FAST_DELETION)
 

@@ -19,6 +19,7 @@ import pytest
 from temporalio.testing import WorkflowEnvironment
 
 from starter.connection import data_converter
+from starter.devserver import DEV_SERVER_STARTUP
 from tests.conftest import temporal_cli
 from tests.policy_fixtures import CUSTOMER, DELIVERED_2, EMAIL, PENDING
 from tests.workflow_harness import running_worker
@@ -29,6 +30,7 @@ from workflows.support import support_workflow_id
 @pytest.fixture(scope="module")
 async def can_env() -> AsyncIterator[WorkflowEnvironment]:
     env = await WorkflowEnvironment.start_local(
+        dev_server_startup_timeout=DEV_SERVER_STARTUP,
         dev_server_existing_path=temporal_cli(),
         data_converter=data_converter(),
         search_attributes=list(SEARCH_ATTRIBUTES),
