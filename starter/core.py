@@ -129,7 +129,7 @@ class ClientCore:
         if self._polled_check is None or self._polled_check.done() or self._polled_check.get_loop() is not loop:
             self._polled_check = asyncio.ensure_future(self._describe_pollers())
             # read here too: when every caller was cancelled, nobody else reads its failure
-            self._polled_check.add_done_callback(lambda check: check.cancelled() or check.exception())
+            self._polled_check.add_done_callback(_read)
         polling = await asyncio.shield(self._polled_check)
         if polling:
             self._polled_until = max(self._polled_until, loop.time() + POLLING_REUSE_SECONDS)
