@@ -63,7 +63,8 @@ DYNAMIC_CONFIG = {"system.enableActivityEagerExecution": "true",
 schedules on its own task queue back to the worker in the task's completion reply, without a
 trip through matching. At 200 concurrent conversations it served 20 % more turns per
 CPU-second (bench/turns.py --dynamic-config, issue 8). A worker takes one only with an
-activity slot free, and under that load its pollers hold the free slots: the eighth session
+activity slot free, and under that load its slots are full and a waiting poller takes each
+one that frees: the eighth session
 counted 0.03-0.06 eager starts per turn (bench/turns.py's ``eager:`` counter) against 2.0
 activities. A slot supplier that kept 12 of the 16 slots for eager starts raised them to
 1.75 per turn and cut the median turn from 10.5 to 1.5 s, but not the CPU per turn (9.46
