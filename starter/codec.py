@@ -75,9 +75,10 @@ KEYS_SHAPE = ("`id:base64key,...`: a key id of 1-64 [A-Za-z0-9._-] and an AES ke
 
 def _shown(key_id: str) -> str:
     """``key_id`` quoted for a message when it has a key id's shape and is shorter than any
-    key in base64 (a 16-byte key takes 24 characters); else nothing of it: a value in the
-    wrong place (an entry written key first, a key as STATEKEEPER_CODEC_KEY_ID) may be a key."""
-    return repr(key_id) if KEY_ID_PATTERN.fullmatch(key_id) and len(key_id) < 24 else "(not shown)"
+    key in base64 (a 16-byte key takes 22 characters without its padding, in either
+    alphabet); else nothing of it: a value in the wrong place (an entry written key first, a
+    key as STATEKEEPER_CODEC_KEY_ID) may be a key."""
+    return repr(key_id) if KEY_ID_PATTERN.fullmatch(key_id) and len(key_id) < 22 else "(not shown)"
 
 
 def _listed(key_ids: Iterable[str]) -> str:

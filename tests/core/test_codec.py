@@ -159,13 +159,17 @@ def test_an_unusable_key_setting_is_a_startup_refusal_naming_it(tmp_path, text, 
     assert not (tmp_path / KEY_FILE).exists()
 
 
-@pytest.mark.parametrize("key", [K1, bytes(range(24)), b"A" * 24, b"x" * 32])
-def test_an_entry_written_key_first_never_shows_the_key(tmp_path, key):
-    """A 24-byte key's base64 has no padding and may look like a key id: the messages name
-    entries by their place, and ids only when they have an id's shape."""
-    encoded = base64.b64encode(key).decode()
+@pytest.mark.parametrize("encoded", [
+    *(base64.b64encode(key).decode() for key in (K1, bytes(range(24)), b"A" * 24, b"x" * 32)),
+    base64.b64encode(bytes(range(16))).decode().rstrip("="),  # unpadded: 22 characters, an id's shape
+    base64.urlsafe_b64encode(b"\xff\xef\xfb" * 5 + b"\xff").decode().rstrip("="),  # url-safe: - and _
+])
+def test_an_entry_written_key_first_never_shows_the_key(tmp_path, encoded):
+    """A key's base64 without padding may look like a key id: the messages name entries by
+    their place, and ids only when they have an id's shape and are shorter than any key."""
     for text, current in ((f"{encoded}:k1", None), (keys(("k1", K2)) + f",{encoded}:k2", None),
-                          (keys(("k1", K2)), encoded), (f"{encoded}:QUJD", None),
+                          (keys(("k1", K2)), encoded), (f"{encoded}:QUJD", None), (f"{encoded}:prod", None),
+                          (f"{encoded}:abcd,{encoded}:abcd", None),
                           (f"{encoded}:{base64.b64encode(K1).decode()},{encoded}:{base64.b64encode(K2).decode()}", None)):
         with pytest.raises(CodecKeyError) as refused:
             Keyring.parse(text, current)
