@@ -56,7 +56,7 @@ class Settings(BaseSettings):
     journal_url: Optional[str] = None
     """SQLAlchemy URL of the journal (decision log and transcript; ``activities.journal``), our
     own store, never the system of record. None: ``sqlite:///<data_dir>/journal.sqlite``."""
-    ui_port: int = 8233
+    ui_port: int = Field(default=8233, ge=1, le=65535)
     dev_state_file: Optional[Path] = None
     """Where a detached ``statekeeper dev`` records its settings for commands started from any
     directory (``starter.devstate``). None: ``$XDG_STATE_HOME/statekeeper/dev.json``, else
@@ -91,7 +91,7 @@ class Settings(BaseSettings):
     message to one evicted from it costs a replay of its run's history (bench/turns_idle.py)."""
 
     api_host: str = "127.0.0.1"
-    api_port: int = 8000
+    api_port: int = Field(default=8000, ge=1, le=65535)
     """Where ``statekeeper dev`` serves the HTTP API (``statekeeper api`` takes --host/--port)."""
 
     approval_threshold: Decimal = Decimal("500.00")
@@ -122,7 +122,7 @@ class Settings(BaseSettings):
     codec_compress: bool = True
     """Compress payloads before sealing them (``starter.codec``). Every release since it decodes
     both; set false while processes of an older release still serve the task queue."""
-    codec_port: int = 8234
+    codec_port: int = Field(default=8234, ge=1, le=65535)
     """Where ``statekeeper dev`` serves the codec server for the Web UI (``codec-server --port``)."""
     codec_cors_origins: Optional[str] = None
     """Comma-separated origins allowed to call the codec server. None: the embedded Web UI
@@ -148,7 +148,7 @@ class Settings(BaseSettings):
     """Base URLs of the external payments, email and ticketing services (``systems/``; started
     by ``statekeeper dev``). None: no payments mirror, and emails and tickets go to the retail
     database's side channels (the tests' default)."""
-    services_port: int = 8301
+    services_port: int = Field(default=8301, ge=1, le=65533)
     """``statekeeper dev`` serves payments, email and ticketing on this port and the next two."""
     services_timeout_seconds: float = 10.0
     """Timeout of one request to an external service (also bounded by the activity's own)."""

@@ -94,7 +94,7 @@ def worker() -> None:
 
 @app.command()
 def api(host: Optional[str] = typer.Option(None, help="Interface to listen on (default STATEKEEPER_API_HOST)."),
-        port: Optional[int] = typer.Option(None, help="TCP port (default STATEKEEPER_API_PORT).")) -> None:
+        port: Optional[int] = typer.Option(None, min=1, max=65535, help="TCP port (default STATEKEEPER_API_PORT).")) -> None:
     """Serve the HTTP API for backend services (OpenAPI at /docs) against the configured Temporal server."""
     from starter.api_server import serve
 

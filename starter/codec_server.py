@@ -165,7 +165,8 @@ async def codec_for_dev(stack: contextlib.AsyncExitStack, settings: Settings) ->
 
 
 def codec_server(host: str = typer.Option("127.0.0.1", help="Interface to listen on (other than loopback: API keys required)."),
-                 port: Optional[int] = typer.Option(None, help="TCP port (default STATEKEEPER_CODEC_PORT).")) -> None:
+                 port: Optional[int] = typer.Option(None, min=1, max=65535,
+                                                     help="TCP port (default STATEKEEPER_CODEC_PORT).")) -> None:
     """Serve the codec server (POST /encode, /decode) for a Web UI with the configured codec keys."""
     from starter.cli import _interruptible, _settings
 

@@ -69,3 +69,24 @@ def test_api_and_codec_server_commands_say_their_port_is_taken(tmp_path, command
     said = [line for line in done.stderr.splitlines() if line.startswith("statekeeper:")]
     assert said == [f"statekeeper: cannot serve the {what} on 127.0.0.1:{port}: the port is taken"], done.stderr
     assert "Traceback" not in done.stderr and "SystemExit" not in done.stderr
+
+
+@pytest.mark.parametrize("args, setting", [
+    (["api", "--port", "99999"], {}), (["api", "--port", "-1"], {}), (["codec-server", "--port", "70000"], {}),
+    (["api"], {"STATEKEEPER_API_PORT": "70000"}), (["codec-server"], {"STATEKEEPER_CODEC_PORT": "0"}),
+    (["dev"], {"STATEKEEPER_SERVICES_PORT": "65535"}),
+])
+def test_a_port_outside_1_to_65535_is_refused_before_anything_starts(tmp_path, args, setting):
+    """Before, a port out of range reached the socket's bind(): an OverflowError traceback
+    (``api --port 99999``, ``codec-server --port 70000``), status 1."""
+    env = dict(os.environ, STATEKEEPER_DATA_DIR=str(tmp_path), STATEKEEPER_DEV_STATE_FILE=str(tmp_path / "none.json"),
+               STATEKEEPER_TEMPORAL_ADDRESS="127.0.0.1:1", COLUMNS="300", **setting)
+    done = subprocess.run([sys.executable, "-m", "starter.cli", *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr and "OverflowError" not in done.stderr
+    if setting:
+        assert f"invalid setting: {next(iter(setting))}" in done.stderr.replace("\n", " "), done.stderr
+    else:
+        assert "Invalid value for '--port'" in done.stderr, done.stderr
+    assert not list(tmp_path.glob("*.sqlite")) and not (tmp_path / "none.json").exists()  # nothing started
