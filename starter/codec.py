@@ -73,17 +73,21 @@ KEYS_SHAPE = ("`id:base64key,...`: a key id of 1-64 [A-Za-z0-9._-] and an AES ke
               "in base64 per entry, the first current")
 
 
+def _showable(key_id: str) -> bool:
+    """True when ``key_id`` has a key id's shape and is shorter than any key in base64 (a
+    16-byte key takes 22 characters without its padding, in either alphabet): a value in the
+    wrong place (an entry written key first, a key as STATEKEEPER_CODEC_KEY_ID) may be a key."""
+    return bool(KEY_ID_PATTERN.fullmatch(key_id)) and len(key_id) < 22
+
+
 def _shown(key_id: str) -> str:
-    """``key_id`` quoted for a message when it has a key id's shape and is shorter than any
-    key in base64 (a 16-byte key takes 22 characters without its padding, in either
-    alphabet); else nothing of it: a value in the wrong place (an entry written key first, a
-    key as STATEKEEPER_CODEC_KEY_ID) may be a key."""
-    return repr(key_id) if KEY_ID_PATTERN.fullmatch(key_id) and len(key_id) < 22 else "(not shown)"
+    """``key_id`` quoted for a message when ``_showable``; else nothing of it."""
+    return repr(key_id) if _showable(key_id) else "(not shown)"
 
 
 def _listed(key_ids: Iterable[str]) -> str:
-    """``key_ids`` for a message, sorted, each as ``_shown`` allows (unquoted)."""
-    return ", ".join(sorted(k if _shown(k) == repr(k) else _shown(k) for k in key_ids))
+    """``key_ids`` for a message, sorted, unquoted, each only when ``_showable``."""
+    return ", ".join(sorted(k if _showable(k) else "(not shown)" for k in key_ids))
 
 
 @dataclass(frozen=True)
@@ -114,16 +118,16 @@ class Keyring:
         keys: dict[str, bytes] = {}
         entries = [entry.strip() for entry in re.split(r"[,\n]", text) if entry.strip()]
         for number, entry in enumerate(entries, 1):
-            key_id, sep, encoded = entry.partition(":")
+            key_id, sep, encoded = (part.strip() for part in entry.partition(":"))
             if not sep:
                 raise CodecKeyError("a codec key entry is not `id:base64key`")
-            if not KEY_ID_PATTERN.fullmatch(key_id.strip()):
+            if not KEY_ID_PATTERN.fullmatch(key_id):
                 # never echoed: an entry written key first would show the key
                 raise CodecKeyError("a codec key id is not 1-64 of [A-Za-z0-9._-] (is an entry written key first?)")
-            if key_id.strip() in keys:
-                raise CodecKeyError(f"codec key id {_shown(key_id.strip())} is listed twice")
+            if key_id in keys:
+                raise CodecKeyError(f"codec key id {_shown(key_id)} is listed twice")
             try:
-                keys[key_id.strip()] = base64.b64decode(encoded.strip(), validate=True)
+                keys[key_id] = base64.b64decode(encoded, validate=True)
             except (binascii.Error, ValueError):
                 # by its place, not its id: in an entry written key first, the "id" is the key
                 raise CodecKeyError(f"the key of codec key entry {number} is not valid base64") from None

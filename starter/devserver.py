@@ -64,9 +64,8 @@ schedules on its own task queue back to the worker in the task's completion repl
 trip through matching. At 200 concurrent conversations it served 20 % more turns per
 CPU-second (bench/turns.py --dynamic-config, issue 8). A worker takes one only with an
 activity slot free, and under that load its slots are full and a waiting poller takes each
-one that frees: the eighth session
-counted 0.03-0.07 eager starts per turn (bench/turns.py's ``eager:`` counter) against 2.0
-activities. A slot supplier that kept 12 of the 16 slots for eager starts raised them to
+one that frees: the eighth session counted 0.03-0.07 eager starts per turn (bench/turns.py's
+``eager:`` counter) against 2.0 activities. A slot supplier that kept 12 of the 16 slots for eager starts raised them to
 1.75 per turn and cut the median turn from 10.5 to 1.5 s, but not the CPU per turn (9.46
 against 9.21 turns per CPU-second), lengthened the slowest turns (p95 19 to 38 s) and let
 4 model calls in 800 turns time out on their heartbeat: not kept.
