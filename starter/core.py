@@ -29,6 +29,7 @@ from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
 from starter.errors import ConversationError, no_worker, unreachable
+from starter.rpc import read_again_if_dropped
 
 T = TypeVar("T")
 UNCLEAR_RPC = (RPCStatusCode.UNAVAILABLE, RPCStatusCode.DEADLINE_EXCEEDED, RPCStatusCode.CANCELLED,
@@ -109,12 +110,7 @@ class ClientCore:
         of a listing): when the connection dropped it in flight (CANCELLED, "operation was
         canceled": once in CI, a conversation then refused as "Temporal is not reachable") it
         is asked once more. Any other ``RPCError``, and a second drop, propagate as they are."""
-        try:
-            return await self.bounded(call())
-        except RPCError as err:
-            if err.status != RPCStatusCode.CANCELLED:
-                raise
-        return await self.bounded(call())
+        return await read_again_if_dropped(lambda: self.bounded(call()))
 
     async def worker_polling(self) -> bool:
         """True if at least one worker polled the task queue for workflow tasks recently.

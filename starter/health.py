@@ -19,6 +19,7 @@ from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from settings import Settings
 from starter.connection import connect
 from starter.preflight import LIVE_POLLER_SECONDS, StartupRefused
+from starter.rpc import read_again_if_dropped
 
 
 async def worker_problem(settings: Settings, host: Optional[str] = None,
@@ -33,9 +34,9 @@ async def worker_problem(settings: Settings, host: Optional[str] = None,
     now = time.time()
     for queue_type, kind in ((TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW, "workflow"),
                              (TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY, "activity")):
-        described = await client.workflow_service.describe_task_queue(DescribeTaskQueueRequest(
-            namespace=settings.temporal_namespace, task_queue=TaskQueue(name=settings.task_queue),
-            task_queue_type=queue_type))
+        request = DescribeTaskQueueRequest(namespace=settings.temporal_namespace,
+                                           task_queue=TaskQueue(name=settings.task_queue), task_queue_type=queue_type)
+        described = await read_again_if_dropped(lambda: client.workflow_service.describe_task_queue(request))
         if not any(f"@{host} statekeeper" in p.identity and now - p.last_access_time.ToSeconds() <= live_within_seconds
                    for p in described.pollers):
             return f"no worker of {host} polls the {kind} queue of '{settings.task_queue}'"

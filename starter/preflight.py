@@ -24,6 +24,7 @@ from temporalio.common import SearchAttributeKey
 from temporalio.service import RPCError
 
 from starter.devserver import attribute_type_name
+from starter.rpc import read_again_if_dropped
 from starter.system_of_record import fingerprint_in_identity, services_difference, services_in_identity
 from workflows.options import SEARCH_ATTRIBUTES
 
@@ -54,8 +55,8 @@ async def ensure_search_attributes(client: Client, namespace: str,
     listing or adding is refused (e.g. no permission on a shared server).
     """
     try:
-        listed = await client.operator_service.list_search_attributes(
-            ListSearchAttributesRequest(namespace=namespace))
+        listed = await read_again_if_dropped(lambda: client.operator_service.list_search_attributes(
+            ListSearchAttributesRequest(namespace=namespace)))
     except RPCError as err:
         raise StartupRefused(f"cannot list the search attributes of namespace '{namespace}' ({err.message}); "
                              f"statekeeper needs {_describe(required)}") from err
@@ -102,8 +103,10 @@ async def check_task_queue(client: Client, namespace: str, task_queue: str, db_f
     now = time.time()
     for queue_type, kind in ((TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW, "workflow"),
                              (TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY, "activity")):
-        described = await client.workflow_service.describe_task_queue(DescribeTaskQueueRequest(
-            namespace=namespace, task_queue=TaskQueue(name=task_queue), task_queue_type=queue_type))
+        request = DescribeTaskQueueRequest(namespace=namespace, task_queue=TaskQueue(name=task_queue),
+                                           task_queue_type=queue_type)
+        described = await read_again_if_dropped(
+            lambda: client.workflow_service.describe_task_queue(request))
         for poller in described.pollers:
             age = now - poller.last_access_time.ToSeconds()
             if age > live_within_seconds:

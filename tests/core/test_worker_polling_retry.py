@@ -170,3 +170,37 @@ def test_a_check_left_pending_on_a_closed_loop_is_not_reused():
     stale.close()
     assert asyncio.run(client.worker_polling())
     assert calls == ["q"]
+
+
+async def test_the_worker_startup_checks_ask_a_dropped_read_once_more():
+    """``starter.preflight``: before this, one dropped ``DescribeTaskQueue`` or search-attribute
+    listing stopped a worker's startup with the RPC error."""
+    from temporalio.api.operatorservice.v1 import ListSearchAttributesResponse  # noqa: PLC0415
+
+    from starter.preflight import check_task_queue, ensure_search_attributes  # noqa: PLC0415
+
+    dropped = RPCError("operation was canceled", RPCStatusCode.CANCELLED, b"")
+    answers = [dropped, DescribeTaskQueueResponse(), dropped, DescribeTaskQueueResponse()]
+    client, calls = core(answers)
+    await check_task_queue(client._client, "default", "q", "fp")
+    assert calls == ["q"] * 4 and answers == []
+    listings = [dropped, ListSearchAttributesResponse()]
+
+    async def list_search_attributes(request, timeout=None):
+        answer = listings.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+    operator = SimpleNamespace(list_search_attributes=list_search_attributes)
+    assert await ensure_search_attributes(SimpleNamespace(operator_service=operator), "default", []) == []
+    assert listings == []
+
+
+async def test_the_worker_startup_check_reports_a_second_drop():
+    from starter.preflight import check_task_queue  # noqa: PLC0415
+
+    dropped = RPCError("operation was canceled", RPCStatusCode.CANCELLED, b"")
+    client, calls = core([dropped, dropped, DescribeTaskQueueResponse()])
+    with pytest.raises(RPCError):
+        await check_task_queue(client._client, "default", "q", "fp")
+    assert calls == ["q", "q"]

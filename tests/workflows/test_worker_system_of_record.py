@@ -20,7 +20,7 @@ from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.worker import Worker
 
 from settings import Settings
-from starter.core import ClientCore
+from starter.rpc import read_again_if_dropped
 from starter.client import StatekeeperClient
 from starter.preflight import StartupRefused, check_task_queue
 from starter.system_of_record import fingerprint, fingerprint_in_identity, worker_identity
@@ -45,10 +45,9 @@ def _address(temporal_env) -> str:
 async def _pollers(client, settings: Settings, kind=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW) -> list[str]:
     request = DescribeTaskQueueRequest(namespace=settings.temporal_namespace,
                                        task_queue=TaskQueue(name=settings.task_queue), task_queue_type=kind)
-    # asked through ClientCore.read: a call the connection dropped in flight ("operation was
-    # canceled", once in CI) is asked once more, as the client does
-    described = await ClientCore(client, settings.task_queue).read(
-        lambda: client.workflow_service.describe_task_queue(request))
+    # a call the connection dropped in flight ("operation was canceled", once in CI) is asked
+    # once more, as the client and the worker's startup checks do
+    described = await read_again_if_dropped(lambda: client.workflow_service.describe_task_queue(request))
     return [p.identity for p in described.pollers]
 
 
