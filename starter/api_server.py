@@ -28,18 +28,18 @@ def serve(settings: Settings, host: str, port: int, announce=print) -> None:  # 
     demand while Temporal is unreachable). Raises ``StartupRefused`` before listening on a
     non-loopback ``host`` without API keys, and (``starter.codec.CodecKeyMissing``) when
     encryption is on and has no key; ``starter.serving.NotListening`` when it cannot listen
-    (e.g. the port is taken). ``announce`` gets one line saying how callers authenticate."""
+    (e.g. the port is taken). ``announce`` gets one line saying where it listens and how callers
+    authenticate, once it listens."""
     data_converter(settings)  # refuse to start without a codec key, not on the first request
 
     async def connected() -> StatekeeperClient:
         return client_for(await connect(settings), settings)
 
     access = access_from_settings(settings, host)
-    announce(f"statekeeper api on http://{host}:{port}: {access.describe()}")
     app = create_app(connected, lambda: JournalStore(settings.resolved_journal_url()), access)
     # log_config=None: uvicorn's records go through the root logger and its redaction
     serve_until_stopped(uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="info", log_config=None)),
-                        "HTTP API")
+                        "HTTP API", lambda: announce(f"statekeeper api on http://{host}:{port}: {access.describe()}"))
 
 
 @contextlib.asynccontextmanager

@@ -177,6 +177,6 @@ def codec_server(host: str = typer.Option("127.0.0.1", help="Interface to listen
         codec = _codec_or_refuse(settings)
         access = served_access(settings, host)
         app = codec_app(codec, cors_origins(settings), access)
-        log.info("codec server on http://%s:%s for %s; %s", host, port, ", ".join(cors_origins(settings)),
-                 "keyless: loopback callers only" if access.keyless else "operator API keys required")
-        serve_until_stopped(_server(app, host, port), "codec server")
+        serve_until_stopped(_server(app, host, port), "codec server", lambda: log.info(
+            "codec server on http://%s:%s for %s; %s", host, port, ", ".join(cors_origins(settings)),
+            "keyless: loopback callers only" if access.keyless else "operator API keys required"))

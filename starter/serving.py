@@ -10,7 +10,7 @@ import contextlib
 import contextvars
 import errno
 import logging
-from typing import AsyncIterator, Optional
+from typing import AsyncIterator, Callable, Optional
 
 import uvicorn
 
@@ -95,9 +95,19 @@ async def serving(server: uvicorn.Server, what: str, host: str, port: int) -> As
         await task
 
 
-def serve_until_stopped(server: uvicorn.Server, what: str) -> None:
+def serve_until_stopped(server: uvicorn.Server, what: str, listening: Callable[[], None] = lambda: None) -> None:
     """Run ``server`` as the whole command, until Ctrl-C or SIGTERM (uvicorn shuts down
     gracefully, then the signal goes on: a ``KeyboardInterrupt`` for the command's
-    ``_interruptible``). Raises ``NotListening`` naming ``what`` when it cannot listen."""
+    ``_interruptible``). ``listening`` is called once it listens (the command's address line:
+    printed before, a taken port showed that line, then the refusal). Raises ``NotListening``
+    naming ``what`` when it cannot listen."""
     # not uvicorn.run: it turns a failed startup into sys.exit(3) and swallows the interrupt
-    asyncio.run(_serve(server, what))
+    async def main() -> None:
+        task = asyncio.create_task(_serve(server, what))
+        while not server.started and not task.done():
+            await asyncio.sleep(0.05)
+        if server.started:
+            listening()
+        await task
+
+    asyncio.run(main())

@@ -69,6 +69,8 @@ def test_api_and_codec_server_commands_say_their_port_is_taken(tmp_path, command
     said = [line for line in done.stderr.splitlines() if line.startswith("statekeeper:")]
     assert said == [f"statekeeper: cannot serve the {what} on 127.0.0.1:{port}: the port is taken"], done.stderr
     assert "Traceback" not in done.stderr and "SystemExit" not in done.stderr
+    # the address line comes once it listens: before, it was printed first, as if it served
+    assert f"on http://127.0.0.1:{port}" not in done.stdout + done.stderr
 
 
 @pytest.mark.parametrize("args, setting", [
