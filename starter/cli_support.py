@@ -89,3 +89,4 @@ def as_ctrl_c(signum: int, frame) -> None:
         handler(signal.SIGINT, frame)
     else:
         raise KeyboardInterrupt
+

@@ -16,6 +16,7 @@ from starter.auth import access_from_settings
 from starter.codec_server import codec_for_dev
 from starter.migrate_cli import migrate_for_dev
 from starter.runtime import runtime
+from starter.stop_signals import until_stopped
 
 
 def dev(detach: bool = typer.Option(False, "--detach", help="Run in the background; stop with `statekeeper stop`."),
@@ -62,13 +63,14 @@ def dev(detach: bool = typer.Option(False, "--detach", help="Run in the backgrou
             if record_state:
                 devstate.write(settings, devstate.describe(served_settings, os.getpid(), api_url=served))
             try:
-                await asyncio.Event().wait()
+                await until_stopped()
             finally:
                 if record_state:
                     devstate.remove(settings, os.getpid())
 
     with _interruptible():
         asyncio.run(main())
+    console.print("\nstopped.")  # as _interruptible says it when a Ctrl-C comes during startup
 
 
 def stop() -> None:

@@ -14,6 +14,8 @@ from typing import AsyncIterator, Callable, Optional
 
 import uvicorn
 
+from starter.stop_signals import until_stopped
+
 _starting: contextvars.ContextVar[Optional[tuple[uvicorn.Server, list[OSError]]]] = contextvars.ContextVar(
     "starting", default=None)
 """The server starting in this context and where ``_KeepBindError`` puts its bind error (each
@@ -82,6 +84,10 @@ async def _serve(server: uvicorn.Server, what: str) -> None:
 async def serving(server: uvicorn.Server, what: str, host: str, port: int) -> AsyncIterator[str]:
     """Run ``server`` while the block runs; yields its base URL ``http://host:port``. Raises
     ``NotListening`` (an ``OSError``) naming ``what`` when it cannot listen (e.g. the port is taken)."""
+    # the command's own Ctrl-C and SIGTERM handling stops it (the block ends, then the server):
+    # uvicorn's signal capture, per server, re-raised each captured signal when its server
+    # ended, and a SIGTERM then a SIGINT to `statekeeper dev` printed tracebacks of both servers
+    server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign]
     task = asyncio.create_task(_serve(server, what))
     while not server.started:
         if task.done():
@@ -96,18 +102,26 @@ async def serving(server: uvicorn.Server, what: str, host: str, port: int) -> As
 
 
 def serve_until_stopped(server: uvicorn.Server, what: str, listening: Callable[[], None] = lambda: None) -> None:
-    """Run ``server`` as the whole command, until Ctrl-C or SIGTERM (uvicorn shuts down
-    gracefully, then the signal goes on: a ``KeyboardInterrupt`` for the command's
-    ``_interruptible``). ``listening`` is called once it listens (the command's address line:
-    printed before, a taken port showed that line, then the refusal). Raises ``NotListening``
-    naming ``what`` when it cannot listen."""
+    """Run ``server`` as the whole command until Ctrl-C or SIGTERM; then, once it has shut
+    down gracefully, raise ``KeyboardInterrupt`` (for the command's ``_interruptible``: "stopped.").
+    A second signal during the shutdown is ignored (``until_stopped``). ``listening`` is called
+    once it listens (the command's address line: printed before, a taken port showed that line,
+    then the refusal). Raises ``NotListening`` naming ``what`` when it cannot listen."""
     # not uvicorn.run: it turns a failed startup into sys.exit(3) and swallows the interrupt
-    async def main() -> None:
+    async def main() -> bool:
+        server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign]  (see serving)
+        stop = asyncio.ensure_future(until_stopped())
         task = asyncio.create_task(_serve(server, what))
-        while not server.started and not task.done():
+        while not server.started and not task.done() and not stop.done():
             await asyncio.sleep(0.05)
-        if server.started:
+        if server.started and not stop.done():
             listening()
-        await task
+        await asyncio.wait({task, stop}, return_when=asyncio.FIRST_COMPLETED)
+        stopped = stop.done()
+        stop.cancel()
+        server.should_exit = True
+        await task  # NotListening
+        return stopped
 
-    asyncio.run(main())
+    if asyncio.run(main()):
+        raise KeyboardInterrupt

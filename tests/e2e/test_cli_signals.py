@@ -141,6 +141,57 @@ def test_sigterm_stops_a_foreground_dev_and_its_embedded_server(tmp_path):
         _kill_group(dev)  # only what a failed test left
 
 
+def test_a_second_signal_while_dev_stops_is_ignored(tmp_path):
+    """SIGTERM then Ctrl-C 0.1 s later (a supervisor, then an impatient user): before, the
+    second one raised ``KeyboardInterrupt`` inside the event loop, the API's and the codec
+    server's tracebacks were printed, and `statekeeper dev` hung with its server running."""
+    env, port, api_port = _env(tmp_path, "dev-twice")
+    dev = _start(env, "dev")
+    try:
+        assert _get_json(f"http://127.0.0.1:{api_port}/healthz")["status"] == "ok"
+        deadline = time.monotonic() + 60
+        while not reachable(f"127.0.0.1:{env['STATEKEEPER_CODEC_PORT']}") and time.monotonic() < deadline:
+            time.sleep(0.1)  # every server it serves is up
+        dev.send_signal(signal.SIGTERM)
+        time.sleep(0.1)
+        dev.send_signal(signal.SIGINT)
+        said, _ = dev.communicate(timeout=60)
+        assert dev.returncode == 0, said
+        assert said.split()[-1:] == ["stopped."], said
+        assert "Traceback" not in said and "Error" not in said, said
+        assert not reachable(f"127.0.0.1:{port}")
+    finally:
+        _kill_group(dev)
+
+
+@pytest.mark.parametrize("command, signals", [
+    ("api", (signal.SIGTERM, signal.SIGINT)), ("api", (signal.SIGINT, signal.SIGINT)), ("api", (signal.SIGTERM,)),
+    ("codec-server", (signal.SIGTERM, signal.SIGINT)), ("codec-server", (signal.SIGINT,)),
+])
+def test_api_and_codec_server_stop_once_whatever_signals_follow(tmp_path, command, signals):
+    """Before, uvicorn caught the signals and re-raised each after its shutdown: a second one
+    printed a ``KeyboardInterrupt`` and a ``CancelledError`` traceback. No Temporal server is
+    needed (the API connects on demand)."""
+    env, _, port = _env(tmp_path, command)
+    env.update(STATEKEEPER_TEMPORAL_ADDRESS="127.0.0.1:1",
+               STATEKEEPER_CODEC_KEYS="k1:YmVuY2gtY29kZWMta2V5LTAxMjM0NTY3ODlhYmNkZWY=")
+    served = _start(env, command, "--port", str(port))
+    try:
+        deadline = time.monotonic() + 60
+        while not reachable(f"127.0.0.1:{port}") and time.monotonic() < deadline:
+            time.sleep(0.1)
+        for sig in signals:
+            served.send_signal(sig)
+            time.sleep(0.05)
+        said, _ = served.communicate(timeout=60)
+        assert served.returncode == 0, said
+        assert said.split()[-1:] == ["stopped."], said
+        assert "Traceback" not in said and "Error" not in said, said
+        assert not reachable(f"127.0.0.1:{port}")
+    finally:
+        _kill_group(served)
+
+
 def test_sigterm_while_dev_starts_stops_what_it_started(tmp_path):
     env, port, _ = _env(tmp_path, "early")
     dev = _start(env, "dev")
