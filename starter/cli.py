@@ -5,6 +5,10 @@ retention purge/schedule (``starter.erasure_cli``); replay-check, resume and res
 
 from __future__ import annotations
 
+from starter import startup_signals
+
+startup_signals.hold()  # a Ctrl-C while the imports below load: "stopped.", status 130, no traceback
+
 import asyncio
 import json
 import signal
@@ -61,6 +65,7 @@ app.command("replay-check")(replay_check)
 app.command()(resume)
 app.command()(resolve)
 app.callback()(cli_logging)
+startup_signals.release()  # loaded: each command's own Ctrl-C and SIGTERM handling from here on
 
 
 def _settings() -> Settings:
