@@ -20,6 +20,7 @@ from rich.table import Table
 from settings import Settings
 from starter.audit import AuditLog
 from starter.cli_refusals import command_settings, storage_refusals
+from starter.journal_cli import printable
 from starter.keys import KeyStore, Role
 from workflows.pseudonym import customer_pseudonym
 
@@ -85,7 +86,8 @@ def list_keys(all_keys: bool = typer.Option(False, "--all", help="Also revoked k
     for col in ("tenant", "role", "customer", "label", "created (UTC)", "revoked (UTC)"):
         table.add_column(col, overflow="fold")
     for r in records:
-        table.add_row(r.key_id, escape(r.tenant), r.role.value, r.customer or "-", escape(r.label),
+        # printable: a label stored before labels were checked may hold an escape sequence
+        table.add_row(r.key_id, escape(printable(r.tenant)), r.role.value, r.customer or "-", escape(printable(r.label)),
                       f"{r.created_at:%Y-%m-%d %H:%M:%S}", f"{r.revoked_at:%Y-%m-%d %H:%M:%S}" if r.revoked_at else "-")
     Console().print(table)
 
