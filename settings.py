@@ -33,6 +33,10 @@ def write_private_once(path: Path, content: str) -> None:
     finally:
         partial.unlink()
 
+MAX_DAYS = 36500
+"""The longest retention period (100 years) the settings and the commands' ``--older-than-days``
+take: a larger one (``1e308``) overflowed the date arithmetic into a traceback, and in a
+schedule failed every purge."""
 OFFLINE_ACTIVITY_SLOTS = 16
 PROVIDER_ACTIVITY_SLOTS = 64
 
@@ -138,7 +142,7 @@ class Settings(BaseSettings):
     api_key_secret: Optional[SecretStr] = None
     """Server secret of the API keys' HMAC-SHA256 digests (``starter.keys``). None: a random
     secret kept in ``<data_dir>/api-key.secret`` (0600, made on first use)."""
-    retention_days: Optional[float] = Field(default=None, gt=0)
+    retention_days: Optional[float] = Field(default=None, gt=0, le=MAX_DAYS)
     """Closed conversations older than this many days are purged by ``statekeeper retention
     purge`` and its schedule (``activities.erasure``). None (default): retention is off."""
 

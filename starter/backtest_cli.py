@@ -20,11 +20,11 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from settings import Settings
-from starter import devstate
 from starter.journal_cli import parse_since as journal_since
 from starter.backtest import BacktestError, BacktestReport, backtest as run_backtest
 from starter.backtest import check_prompt_version, load_decisions, model_client
 from starter.backtest_diff import Difference, describe
+from starter.cli_refusals import command_settings, storage_refusals, writable_output, write_output
 from starter.cli_support import errors
 from workflows.prompt import PROMPT_VERSION
 
@@ -51,18 +51,20 @@ def backtest(
 ) -> None:
     """Re-ask recorded model calls with another prompt version or model, validate the answers
     with the current policy, and compare; executes nothing."""
-    settings = devstate.adopt(Settings())
+    settings = command_settings()
+    writable_output(json_out)  # refused before the model calls, not after them
     try:
         prompt = check_prompt_version(prompt_version)
-        rows = load_decisions(settings, conversation_id=conversation if conversation else None,
-                              since=parse_since(since))
+        with storage_refusals(settings):  # a damaged or unreachable journal: one line, not a traceback
+            rows = load_decisions(settings, conversation_id=conversation if conversation else None,
+                                  since=parse_since(since))
         report = asyncio.run(_run(settings, rows, prompt, model, concurrency))
     except BacktestError as err:
         errors.print(f"[red]statekeeper backtest: {escape(str(err))}[/]", highlight=False)
         raise typer.Exit(2)
     print_report(report, show)
     if json_out:
-        json_out.write_text(json.dumps(report.as_json(), indent=2))
+        write_output(json_out, json.dumps(report.as_json(), indent=2))
         console.print(f"report written to {json_out}")
 
 

@@ -5,6 +5,10 @@ retention purge/schedule (``starter.erasure_cli``); replay-check, resume and res
 
 from __future__ import annotations
 
+from starter import startup_signals
+
+startup_signals.hold()  # a Ctrl-C while the imports below load: "stopped.", status 130, no traceback
+
 import asyncio
 import json
 import signal
@@ -14,7 +18,6 @@ from pathlib import Path
 from typing import Optional
 
 import typer
-from pydantic import ValidationError
 from rich.markup import escape
 from rich.progress import (
     BarColumn,
@@ -26,8 +29,8 @@ from rich.progress import (
 from rich.table import Table
 
 from settings import Settings
-from starter import devstate
 from starter.backtest_cli import backtest
+from starter.cli_refusals import command_settings, write_output, writable_output
 from starter.cli_support import _interruptible, as_ctrl_c, console, errors, typed_line
 from starter.client import ConversationError, client_for
 from starter.codec_server import codec_server
@@ -62,19 +65,13 @@ app.command("replay-check")(replay_check)
 app.command()(resume)
 app.command()(resolve)
 app.callback()(cli_logging)
+startup_signals.release()  # loaded: each command's own Ctrl-C and SIGTERM handling from here on
 
 
 def _settings() -> Settings:
-    """The settings of a command: the environment's, completed from a detached dev server
-    running at the same address (``starter.devstate.adopt``), so a command started in another
-    directory uses its system of record instead of seeding a new one. An invalid setting ends
-    the command with one line per setting and status 2, not a validation traceback."""
-    try:
-        return devstate.adopt(Settings())
-    except ValidationError as err:
-        problems = "; ".join(f"STATEKEEPER_{'_'.join(map(str, e['loc'])).upper()}: {e['msg']}" for e in err.errors())
-        errors.print(f"[red]statekeeper: invalid setting: {escape(problems)}[/]", highlight=False)
-        raise typer.Exit(2) from None
+    """The settings of a command (``starter.cli_refusals.command_settings``: an invalid
+    setting is one line and status 2)."""
+    return command_settings()
 
 
 def _ui_url(settings: Settings) -> str:
@@ -166,6 +163,7 @@ def taubench(
 ) -> None:
     """Run τ-bench tasks through durable conversations and check the final data hash."""
     settings = _settings()
+    writable_output(json_out)  # refused now, not after the run
     try:
         task_list = load_tasks(tasks, limit)
     except ValueError as err:
@@ -194,7 +192,7 @@ def taubench(
         result, started_server = asyncio.run(main())
     _print_report(result, settings, started_server)
     if json_out:
-        json_out.write_text(json.dumps(result, indent=2))
+        write_output(json_out, json.dumps(result, indent=2))
         console.print(f"report written to {json_out}")
     if result["summary"]["passed"] < result["summary"]["total"]:
         raise typer.Exit(1)

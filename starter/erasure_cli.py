@@ -30,8 +30,8 @@ from temporalio.client import (
 from temporalio.service import RPCError, RPCStatusCode
 
 from activities.erasure.service import CUSTOMER_ID, ID_RULE, RunningWork
-from settings import Settings
-from starter import devstate
+from settings import MAX_DAYS, Settings
+from starter.cli_refusals import command_settings
 from starter.cli_support import errors
 from starter.connection import connect
 from starter.devserver import DevServerError
@@ -72,7 +72,7 @@ def erase(customer: str = typer.Option(..., "--customer", help="The real custome
     """Erase a customer's data: journal, ledger, emails, tickets and their closed workflows in Temporal."""
     from worker import build_erasure  # late: the worker pulls in every activity
 
-    settings = devstate.adopt(Settings())
+    settings = command_settings()
     if not CUSTOMER_ID.fullmatch(customer):  # refused before any server is started
         raise _fail(ID_RULE, 2)
     try:
@@ -118,12 +118,12 @@ def _retention_days(settings: Settings, override: Optional[float], option: bool 
 
 @retention_app.command()
 def purge(older_than_days: Optional[float] = typer.Option(
-              None, "--older-than-days", min=0, help="Override STATEKEEPER_RETENTION_DAYS for this run."),
+              None, "--older-than-days", min=0, max=MAX_DAYS, help="Override STATEKEEPER_RETENTION_DAYS for this run."),
           actor: str = typer.Option("cli", "--actor", help="Who asks, for the audit log.")) -> None:
     """Purge closed conversations older than the retention period, everywhere statekeeper keeps them."""
     from worker import build_erasure
 
-    settings = devstate.adopt(Settings())
+    settings = command_settings()
     cutoff = datetime.now(timezone.utc) - timedelta(days=_retention_days(settings, older_than_days))
 
     async def main() -> PurgeSummary:
@@ -154,10 +154,10 @@ async def ensure_schedule(client: Client, schedule: Schedule) -> bool:
 
 
 @retention_app.command()
-def schedule(every_hours: float = typer.Option(24.0, "--every-hours", min=0.1, help="How often the purge runs."),
+def schedule(every_hours: float = typer.Option(24.0, "--every-hours", min=0.1, max=24 * MAX_DAYS, help="How often the purge runs."),
              delete: bool = typer.Option(False, "--delete", help="Remove the schedule instead.")) -> None:
     """Create or update the Temporal Schedule that runs the retention purge (a worker runs it)."""
-    settings = devstate.adopt(Settings())
+    settings = command_settings()
     days = None if delete else _retention_days(settings, None, option=False)  # refused before connecting
 
     async def main() -> str:

@@ -21,8 +21,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from activities.journal.store import DecisionRow, JournalStore, TranscriptEntry
-from settings import Settings
-from starter import devstate
+from settings import MAX_DAYS
+from starter.cli_refusals import command_settings, storage_refusals, writable_output
 
 console = Console()
 journal_app = typer.Typer(help="Retention and erasure of the journal (decision log and transcripts).",
@@ -31,12 +31,13 @@ journal_app = typer.Typer(help="Retention and erasure of the journal (decision l
 
 @contextlib.contextmanager
 def _store() -> Iterator[JournalStore]:
-    settings = devstate.adopt(Settings())  # from any directory: the detached dev's data directory
-    store = JournalStore(settings.resolved_journal_url())
-    try:
-        yield store
-    finally:
-        store.close()
+    settings = command_settings()  # from any directory: the detached dev's data directory
+    with storage_refusals(settings):  # a damaged, locked or newer database: one line, not a traceback
+        store = JournalStore(settings.resolved_journal_url())
+        try:
+            yield store
+        finally:
+            store.close()
 
 
 def parse_since(value: Optional[str]) -> Optional[datetime]:
@@ -112,6 +113,7 @@ def decisions(conversation: Optional[str] = typer.Option(None, "--conversation",
     except ValueError as err:
         typer.echo(f"error: {err}", err=True)
         raise typer.Exit(2) from None
+    writable_output(jsonl)  # refused before reading anything
     filters = {"conversation_id": conversation if conversation else None,
                "customer_id": customer, "rule": rule,
                "since": when}
@@ -153,7 +155,7 @@ def erase(conversation: Optional[str] = typer.Option(None, "--conversation", hel
 
 
 @journal_app.command()
-def purge(older_than_days: float = typer.Option(..., "--older-than-days", min=0,
+def purge(older_than_days: float = typer.Option(..., "--older-than-days", min=0, max=MAX_DAYS,
                                                 help="Remove conversations whose newest record is older.")) -> None:
     """Remove whole conversations whose newest journal record is older than N days (retention)."""
     cutoff = datetime.now(timezone.utc) - timedelta(days=older_than_days)

@@ -29,8 +29,12 @@ import sqlalchemy as sa
 from pydantic import BaseModel
 
 from activities.journal.tables import create_schema, make_engine
+from workflows.user_text import control_problem
 
 metadata = sa.MetaData()
+
+MAX_LABEL = 200
+"""The longest key label kept (a longer one is refused, never cut)."""
 
 api_keys = sa.Table(
     "api_keys", metadata,
@@ -39,7 +43,7 @@ api_keys = sa.Table(
     sa.Column("tenant", sa.String(64), nullable=False, index=True),
     sa.Column("role", sa.String(20), nullable=False),
     sa.Column("customer", sa.String(64), nullable=True),
-    sa.Column("label", sa.String(200), nullable=False, default=""),
+    sa.Column("label", sa.String(MAX_LABEL), nullable=False, default=""),
     sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
     sa.Column("revoked_at", sa.DateTime(timezone=True), nullable=True),
 )
@@ -110,13 +114,20 @@ class KeyStore:
 
     def create(self, tenant: str, role: Role, customer: Optional[str] = None, label: str = "") -> tuple[ApiKey, str]:
         """Make a key; returns its record and the key text, which is shown once and kept
-        nowhere. Raises ``ValueError`` for a bad tenant, or a customer scope on an operator key."""
+        nowhere. Raises ``ValueError`` for a bad tenant, a label the table cannot keep whole or
+        that holds a control character (``keys list`` shows it to operators: an escape sequence
+        would reach their terminal), or a customer scope on an operator key."""
         check_tenant(tenant)
+        if len(label) > MAX_LABEL:
+            raise ValueError(f"a label is at most {MAX_LABEL} characters (this one has {len(label)})")
+        problem = control_problem(label, "the label")
+        if problem is not None:
+            raise ValueError(problem)
         role = Role(role)
         if customer is not None and role is not Role.SERVICE:
             raise ValueError("only a service key can be scoped to a customer")
         key_id, secret = secrets.token_hex(6), secrets.token_urlsafe(32)
-        record = ApiKey(key_id=key_id, tenant=tenant, role=role, customer=customer, label=label[:200],
+        record = ApiKey(key_id=key_id, tenant=tenant, role=role, customer=customer, label=label,
                         created_at=datetime.now(timezone.utc))
         with self.engine.begin() as conn:
             conn.execute(api_keys.insert().values(digest=self._digest(key_id, secret),

@@ -18,8 +18,9 @@ from rich.markup import escape
 from rich.table import Table
 
 from settings import Settings
-from starter import devstate
 from starter.audit import AuditLog
+from starter.cli_refusals import command_settings, storage_refusals
+from starter.journal_cli import printable
 from starter.keys import KeyStore, Role
 from workflows.pseudonym import customer_pseudonym
 
@@ -33,18 +34,19 @@ CLI_ACTOR = "cli"
 
 @contextlib.contextmanager
 def _opened() -> Iterator[tuple[Settings, KeyStore, AuditLog]]:
-    settings = devstate.adopt(Settings())
-    try:
-        store = KeyStore(settings.resolved_journal_url(), settings.api_key_hmac_secret() or "")
-    except ValueError as err:
-        console.print(f"[red]error: {escape(str(err))} (STATEKEEPER_API_KEY_SECRET is set but empty)[/]")
-        raise typer.Exit(2)
-    audit = AuditLog(settings.resolved_journal_url())
-    try:
-        yield settings, store, audit
-    finally:
-        store.close()
-        audit.close()
+    settings = command_settings()
+    with storage_refusals(settings):  # a damaged, locked or newer database: one line, not a traceback
+        try:
+            store = KeyStore(settings.resolved_journal_url(), settings.api_key_hmac_secret() or "")
+        except ValueError as err:
+            console.print(f"[red]error: {escape(str(err))} (STATEKEEPER_API_KEY_SECRET is set but empty)[/]")
+            raise typer.Exit(2)
+        audit = AuditLog(settings.resolved_journal_url())
+        try:
+            yield settings, store, audit
+        finally:
+            store.close()
+            audit.close()
 
 
 @keys_app.command()
@@ -84,7 +86,8 @@ def list_keys(all_keys: bool = typer.Option(False, "--all", help="Also revoked k
     for col in ("tenant", "role", "customer", "label", "created (UTC)", "revoked (UTC)"):
         table.add_column(col, overflow="fold")
     for r in records:
-        table.add_row(r.key_id, escape(r.tenant), r.role.value, r.customer or "-", escape(r.label),
+        # printable: a label stored before labels were checked may hold an escape sequence
+        table.add_row(r.key_id, escape(printable(r.tenant)), r.role.value, r.customer or "-", escape(printable(r.label)),
                       f"{r.created_at:%Y-%m-%d %H:%M:%S}", f"{r.revoked_at:%Y-%m-%d %H:%M:%S}" if r.revoked_at else "-")
     Console().print(table)
 

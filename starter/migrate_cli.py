@@ -5,8 +5,8 @@ the API start; ``statekeeper dev`` and every store opening the database run it t
 
 from __future__ import annotations
 
-import typer
 from rich.console import Console
+from rich.markup import escape
 
 from activities.journal.migrate import current_revision, head_revision, upgrade
 from activities.journal.tables import make_engine
@@ -35,21 +35,23 @@ async def migrate_for_dev(settings: Settings) -> None:
     try:
         await asyncio.to_thread(migrate_journal, settings)
     except Exception as err:  # noqa: BLE001 - the database's error text may hold its URL
-        console.print(f"[yellow]statekeeper dev: the journal database is not migrated yet ({type(err).__name__}); "
-                      "it will be on first use[/]")
+        from starter.cli_refusals import storage_problem
+
+        problem = storage_problem(err) or "it failed"
+        console.print(f"[yellow]statekeeper dev: the journal database is not migrated yet ({escape(problem)}); "
+                      "it will be on first use[/]", highlight=False)
 
 
 def migrate() -> None:
     """Migrate statekeeper's own database (journal, audit log, API keys) to the newest schema."""
     from starter.cli import _interruptible, _settings
+    from starter.cli_refusals import storage_refusals
 
     with _interruptible(130):
         settings = _settings()
-        try:
+        # worded from the failure's kind (not its class name, nor its text, which may hold the URL)
+        with storage_refusals(settings):
             before, after = migrate_journal(settings)
-        except Exception as err:  # noqa: BLE001 - the database's error text may hold its URL
-            console.print(f"[red]statekeeper: migrating the journal database failed ({type(err).__name__})[/]")
-            raise typer.Exit(1) from None
     if before == after:
         console.print(f"journal database already at revision {after}")
     else:
