@@ -16,7 +16,7 @@ from starter.auth import access_from_settings
 from starter.codec_server import codec_for_dev
 from starter.migrate_cli import migrate_for_dev
 from starter.runtime import runtime
-from starter.stop_signals import until_stopped
+from starter.stop_signals import run_until_stopped
 
 
 def dev(detach: bool = typer.Option(False, "--detach", help="Run in the background; stop with `statekeeper stop`."),
@@ -63,14 +63,13 @@ def dev(detach: bool = typer.Option(False, "--detach", help="Run in the backgrou
             if record_state:
                 devstate.write(settings, devstate.describe(served_settings, os.getpid(), api_url=served))
             try:
-                await until_stopped()
+                await asyncio.Event().wait()  # until stopped (run_until_stopped)
             finally:
                 if record_state:
                     devstate.remove(settings, os.getpid())
 
     with _interruptible():
-        asyncio.run(main())
-    console.print("\nstopped.")  # as _interruptible says it when a Ctrl-C comes during startup
+        run_until_stopped(main)
 
 
 def stop() -> None:

@@ -14,7 +14,7 @@ from typing import AsyncIterator, Callable, Optional
 
 import uvicorn
 
-from starter.stop_signals import until_stopped
+from starter.stop_signals import run_until_stopped
 
 _starting: contextvars.ContextVar[Optional[tuple[uvicorn.Server, list[OSError]]]] = contextvars.ContextVar(
     "starting", default=None)
@@ -104,24 +104,21 @@ async def serving(server: uvicorn.Server, what: str, host: str, port: int) -> As
 def serve_until_stopped(server: uvicorn.Server, what: str, listening: Callable[[], None] = lambda: None) -> None:
     """Run ``server`` as the whole command until Ctrl-C or SIGTERM; then, once it has shut
     down gracefully, raise ``KeyboardInterrupt`` (for the command's ``_interruptible``: "stopped.").
-    A second signal during the shutdown is ignored (``until_stopped``). ``listening`` is called
-    once it listens (the command's address line: printed before, a taken port showed that line,
-    then the refusal). Raises ``NotListening`` naming ``what`` when it cannot listen."""
+    A second signal during the shutdown is ignored (``run_until_stopped``). ``listening`` is
+    called once it listens (the command's address line: printed before, a taken port showed that
+    line, then the refusal). Raises ``NotListening`` naming ``what`` when it cannot listen."""
     # not uvicorn.run: it turns a failed startup into sys.exit(3) and swallows the interrupt
-    async def main() -> bool:
+    async def main() -> None:
         server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign]  (see serving)
-        stop = asyncio.ensure_future(until_stopped())
         task = asyncio.create_task(_serve(server, what))
-        while not server.started and not task.done() and not stop.done():
-            await asyncio.sleep(0.05)
-        if server.started and not stop.done():
-            listening()
-        await asyncio.wait({task, stop}, return_when=asyncio.FIRST_COMPLETED)
-        stopped = stop.done()
-        stop.cancel()
-        server.should_exit = True
-        await task  # NotListening
-        return stopped
+        try:
+            while not server.started and not task.done():
+                await asyncio.sleep(0.05)
+            if server.started:
+                listening()
+            await asyncio.shield(task)  # a stop cancels this wait, not the server: it shuts down below
+        finally:
+            server.should_exit = True
+            await task  # NotListening
 
-    if asyncio.run(main()):
-        raise KeyboardInterrupt
+    run_until_stopped(main)
