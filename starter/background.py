@@ -36,6 +36,10 @@ def start_detached(settings: Settings, timeout_seconds: float = 90.0) -> devstat
     """
     running = devstate.read(settings)
     if running is not None:
+        if not running.detached:
+            raise DevServerError(f"statekeeper dev already runs in the foreground at {running.temporal_address} "
+                                 f"(process {running.pid}); stop it first (Ctrl-C in its terminal, or "
+                                 "`statekeeper stop`)")
         if running.temporal_address == settings.temporal_address:
             return running
         raise DevServerError(f"a background statekeeper dev already runs at {running.temporal_address} "
@@ -81,11 +85,14 @@ def stop_detached(settings: Settings, timeout_seconds: float = 15.0) -> bool:
     state = devstate.read(settings)
     if state is None:
         return False
-    os.killpg(state.pid, signal.SIGINT)
+    # a detached dev leads its own process group (its embedded server in it); a foreground one
+    # may share its shell's group: only its process is signalled, and it stops what it started
+    kill = os.killpg if state.detached else os.kill
+    kill(state.pid, signal.SIGINT)
     deadline = time.monotonic() + timeout_seconds
     while devstate.alive(state.pid) and time.monotonic() < deadline:
         time.sleep(0.2)
     if devstate.alive(state.pid):
-        os.killpg(state.pid, signal.SIGKILL)
+        kill(state.pid, signal.SIGKILL)
     devstate.remove(settings, state.pid)
     return True

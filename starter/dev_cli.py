@@ -60,12 +60,15 @@ def dev(detach: bool = typer.Option(False, "--detach", help="Run in the backgrou
                           f"Web UI {_ui_url(settings)}; HTTP API {api_url}; codec server {codec_url}; worker on task queue "
                           f"'{settings.task_queue}'{' (offline stand-in model)' if settings.offline else ''}; "
                           f"data in {settings.data_dir}; {services_line}. Ctrl-C to stop.")
-            if record_state:
-                devstate.write(settings, devstate.describe(served_settings, os.getpid(), api_url=served))
+            # a foreground dev is recorded too (for a chat beside it), unless another live one is
+            recorded = record_state or devstate.read(settings) is None
+            if recorded:
+                devstate.write(settings, devstate.describe(served_settings, os.getpid(), api_url=served,
+                                                           detached=record_state))
             try:
                 await asyncio.Event().wait()  # until stopped (run_until_stopped)
             finally:
-                if record_state:
+                if recorded:
                     devstate.remove(settings, os.getpid())
 
     with _interruptible():
@@ -73,7 +76,7 @@ def dev(detach: bool = typer.Option(False, "--detach", help="Run in the backgrou
 
 
 def stop() -> None:
-    """Stop the `statekeeper dev --detach` recorded in the dev state file (from any directory)."""
+    """Stop the running `statekeeper dev` (detached, or in another terminal) recorded in the dev state file (from any directory)."""
     from starter.background import stop_detached
     from starter.cli import _settings, console
 

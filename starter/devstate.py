@@ -1,10 +1,10 @@
-"""The detached dev server's record: what ``statekeeper dev --detach`` runs with, in one
-well-known file, so ``chat``, ``state``, ``stop`` and ``taubench`` started from any directory
+"""The running dev server's record: what ``statekeeper dev`` (detached or in the foreground) runs
+with, in one well-known file, so ``chat``, ``state``, ``stop`` and ``taubench`` started from any directory
 use its data directory (its system of record) instead of seeding a new one beside them.
 
 The file (``Settings.dev_state_file``; default ``$XDG_STATE_HOME/statekeeper/dev.json``, else
-``~/.local/state/statekeeper/dev.json``) is written by the background process once its worker
-polls, and removed when it stops. It holds no secret: the database appears only as its
+``~/.local/state/statekeeper/dev.json``) is written by the dev process once its worker polls
+(a foreground one only when no other live dev is recorded), and removed when it stops. It holds no secret: the database appears only as its
 fingerprint (``starter.system_of_record``).
 """
 
@@ -43,6 +43,10 @@ class DevState(BaseModel):
     email_url: Optional[str] = None
     ticketing_url: Optional[str] = None
     """The external services the dev worker uses: every worker on its task queue must use the same."""
+    detached: bool = True
+    """False for a foreground `statekeeper dev` (its process, not its group, is signalled to stop
+    it). Recorded too, so a `chat` beside it uses its services (before, that chat was refused:
+    "a worker configured with other external services")."""
 
 
 def state_file(settings: Settings) -> Path:
@@ -53,15 +57,15 @@ def state_file(settings: Settings) -> Path:
     return Path(base) / "statekeeper" / "dev.json"
 
 
-def describe(settings: Settings, pid: int, api_url: Optional[str] = None) -> DevState:
+def describe(settings: Settings, pid: int, api_url: Optional[str] = None, detached: bool = True) -> DevState:
     """The record of a dev server running with ``settings`` as process ``pid`` (its HTTP API
-    at ``api_url``, if served)."""
+    at ``api_url``, if served; ``detached`` False: in the foreground)."""
     return DevState(pid=pid, data_dir=settings.data_dir.resolve(), temporal_address=settings.temporal_address,
                     ui_port=settings.ui_port, api_url=api_url, temporal_namespace=settings.temporal_namespace,
                     task_queue=settings.task_queue, db_fingerprint=fingerprint(settings.resolved_database_url()),
                     default_database=settings.database_url is None, started_at=datetime.now(timezone.utc),
                     payments_url=settings.payments_url, email_url=settings.email_url,
-                    ticketing_url=settings.ticketing_url)
+                    ticketing_url=settings.ticketing_url, detached=detached)
 
 
 def write(settings: Settings, state: DevState) -> None:

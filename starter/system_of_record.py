@@ -98,7 +98,8 @@ def services_difference(theirs: str, ours: str) -> str:
     for i, name in enumerate(SERVICES):
         if theirs[i] != ours[i]:
             has, lacks = ("that worker", "this one") if theirs[i] != "-" else ("this worker", "that one")
-            said.append(f"{has} uses a {name} service and {lacks} has none (STATEKEEPER_{name.upper()}_URL)")
+            article = "an" if name[0] in "aeiou" else "a"
+            said.append(f"{has} uses {article} {name} service and {lacks} has none (STATEKEEPER_{name.upper()}_URL)")
     return "; ".join(said) or "both use the same services at different URLs"
 
 

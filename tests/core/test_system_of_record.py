@@ -107,5 +107,7 @@ def test_the_services_fingerprint_names_which_services_and_hides_where():
     assert "pay.internal" not in identity and services_in_identity(worker_identity(fingerprint(PG))) is None
     assert "that worker uses a payments service and this one has none" in services_difference(value, without)
     assert "this worker uses a payments service" in services_difference(without, value)
+    no_email = services_fingerprint({**full, "email": None})
+    assert "that worker uses an email service" in services_difference(value, no_email)  # not "a email"
     assert services_difference(value, services_fingerprint({**full, "email": "http://m2"})) == (
         "both use the same services at different URLs")

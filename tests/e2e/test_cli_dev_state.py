@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import sqlalchemy as sa
@@ -105,3 +106,46 @@ def test_commands_from_another_directory_use_the_detached_dev_servers_data(tmp_p
     assert not reachable(f"127.0.0.1:{port}")
     assert not state_file.exists()
     assert "no background" in _cli(elsewhere, env, "stop").stdout
+
+
+def test_a_chat_beside_a_foreground_dev_uses_its_services_and_stop_stops_it(tmp_path):
+    """A new user ran `statekeeper dev` in one terminal and `chat` in another, as the README
+    walks through: the chat was refused ("served by a worker configured with other external
+    services"), because only `dev --detach` recorded its settings. The foreground one records
+    them too now, and `stop` stops it."""
+    here, elsewhere = tmp_path / "project", tmp_path / "elsewhere"
+    here.mkdir()
+    elsewhere.mkdir()
+    port = _free_port()
+    state_file = tmp_path / "state" / "dev.json"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STATEKEEPER_") and k != "ANTHROPIC_API_KEY"}
+    env.update(PYTHONPATH=str(ROOT), COLUMNS="300", STATEKEEPER_TEMPORAL_ADDRESS=f"127.0.0.1:{port}",
+               STATEKEEPER_DEV_STATE_FILE=str(state_file), STATEKEEPER_APPROVAL_THRESHOLD="100000")
+    dev_env = dict(env, STATEKEEPER_UI_PORT=str(_free_port()), STATEKEEPER_API_PORT=str(_free_port()),
+                   STATEKEEPER_CODEC_PORT=str(_free_port()), STATEKEEPER_SERVICES_PORT=str(_free_port()))
+    dev = subprocess.Popen([sys.executable, "-m", "starter.cli", "dev"], cwd=here, env=dev_env, text=True,
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 90
+        while not state_file.exists() and dev.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        record = json.loads(state_file.read_text())
+        assert record["pid"] == dev.pid and record["detached"] is False and record["payments_url"]
+
+        script = f"Hi, my email is {EMAIL}\nPlease cancel order {PENDING}, I ordered it by mistake\nyes\nquit\n"
+        chat = _cli(elsewhere, env, "chat", "--conversation-id", "beside-fg", stdin=script)
+        assert chat.returncode == 0, _flat(chat)
+        assert "cancelled" in chat.stdout and "other external services" not in _flat(chat)
+
+        second = _cli(elsewhere, env, "dev", "--detach")  # not "running in the background (pid ...)"
+        assert second.returncode == 2 and "already runs in the foreground" in _flat(second), _flat(second)
+
+        stopped = _cli(elsewhere, env, "stop")
+        assert "stopped" in stopped.stdout, _flat(stopped)
+        said, _ = dev.communicate(timeout=30)
+        assert dev.returncode == 0 and "Traceback" not in said, said
+        assert not reachable(f"127.0.0.1:{port}") and not state_file.exists()
+    finally:
+        if dev.poll() is None:
+            os.killpg(dev.pid, 9)
+            dev.wait(timeout=30)
