@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 from settings import Settings
-from starter import devstate
+from starter import devstate, server_owner
 from starter.devserver import DevServerError, private_log
 
 LOG_TAIL_LINES = 15
@@ -94,5 +94,7 @@ def stop_detached(settings: Settings, timeout_seconds: float = 15.0) -> bool:
         time.sleep(0.2)
     if devstate.alive(state.pid):
         kill(state.pid, signal.SIGKILL)
+        # its embedded server runs in a session of its own, and its finally did not run
+        server_owner.stop_orphan(state.data_dir, state.temporal_address)
     devstate.remove(settings, state.pid)
     return True

@@ -81,4 +81,14 @@ def stop() -> None:
     from starter.cli import _settings, console
 
     settings = _settings()
-    console.print("stopped." if stop_detached(settings) else "no background `statekeeper dev` is running.")
+    from starter.server_owner import stop_orphan
+
+    stopped = stop_detached(settings)
+    # a dev killed outright (SIGKILL) left its embedded server: stopped too, whatever the record says
+    orphaned = stop_orphan(settings.data_dir, settings.temporal_address)
+    if stopped:
+        console.print("stopped.")
+    elif orphaned:
+        console.print("stopped the embedded Temporal server a killed `statekeeper dev` left running.")
+    else:
+        console.print("no background `statekeeper dev` is running.")

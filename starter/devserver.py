@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import shutil
 import socket
@@ -20,7 +21,10 @@ from temporalio.client import Client
 from temporalio.common import SearchAttributeKey
 
 from settings import Settings
+from starter import server_owner
 from workflows.options import SEARCH_ATTRIBUTES
+
+logger = logging.getLogger("statekeeper.devserver")
 
 
 class DevServerError(RuntimeError):
@@ -165,14 +169,23 @@ async def embedded_temporal(settings: Settings, *, persist: bool = True,
     Raises ``DevServerError`` if the server does not accept connections in time.
     """
     if reachable(settings.temporal_address):
-        yield False
-        return
+        if not await asyncio.to_thread(server_owner.stop_orphan, settings.data_dir, settings.temporal_address):
+            yield False
+            return
+        logger.warning("stopped the embedded Temporal server a killed statekeeper process left running at %s",
+                    settings.temporal_address)
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     db_file = settings.data_dir / "temporal.sqlite" if persist else None
     log_path = settings.data_dir / "temporal-server.log"
     log = private_log(log_path)
-    # umask 077: the server's database (history, visibility) and its WAL files are created 0600
-    proc = subprocess.Popen(dev_server_command(settings, db_file), stdout=log, stderr=subprocess.STDOUT, umask=0o077)
+    # umask 077: the server's database (history, visibility) and its WAL files are created 0600.
+    # Its own session: a Ctrl-C at the terminal (or `statekeeper stop`'s SIGINT to a detached
+    # dev's group) reached the server too, which went down while the worker shut down, and the
+    # SDK printed "shutdown_worker rpc errored during worker shutdown" on every stop; the finally
+    # below stops it once the worker has.
+    proc = subprocess.Popen(dev_server_command(settings, db_file), stdout=log, stderr=subprocess.STDOUT, umask=0o077,
+                            start_new_session=True)
+    server_owner.record(settings.data_dir, proc.pid, settings.temporal_address)
     try:
         await asyncio.to_thread(wait_until_reachable, settings.temporal_address, proc, "temporal dev server",
                                 log_path, startup_timeout_seconds)
@@ -184,4 +197,6 @@ async def embedded_temporal(settings: Settings, *, persist: bool = True,
             proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             proc.kill()
+            proc.wait()
+        server_owner.forget(settings.data_dir, proc.pid)
         log.close()

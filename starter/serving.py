@@ -89,14 +89,16 @@ async def serving(server: uvicorn.Server, what: str, host: str, port: int) -> As
     # ended, and a SIGTERM then a SIGINT to `statekeeper dev` printed tracebacks of both servers
     server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign]
     task = asyncio.create_task(_serve(server, what))
-    while not server.started:
-        if task.done():
-            task.result()  # NotListening
-            raise NotListening(what, host, port, "its startup ended")  # it returned without listening
-        await asyncio.sleep(0.05)
     try:
+        while not server.started:
+            if task.done():
+                task.result()  # NotListening
+                raise NotListening(what, host, port, "its startup ended")  # it returned without listening
+            await asyncio.sleep(0.05)
         yield f"http://{host}:{port}"
     finally:
+        # a stop while it starts too: left running, asyncio.run cancelled it at exit, and its
+        # lifespan printed a CancelledError traceback
         server.should_exit = True
         await task
 

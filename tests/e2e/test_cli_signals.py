@@ -159,6 +159,24 @@ def test_sigterm_to_a_dev_that_has_served_a_while_stops_it_in_seconds(tmp_path):
         _kill_group(dev)
 
 
+def test_ctrl_c_at_the_terminal_stops_dev_without_sdk_warnings(tmp_path):
+    """A terminal's Ctrl-C goes to the whole process group. It reached the embedded Temporal
+    server too, which went down while the worker shut down: "WARN temporalio_sdk_core::worker:
+    shutdown_worker rpc errored during worker shutdown" on about every other stop."""
+    env, port, api_port = _env(tmp_path, "dev-group")
+    dev = _start(env, "dev")
+    try:
+        assert _get_json(f"http://127.0.0.1:{api_port}/healthz")["status"] == "ok"
+        time.sleep(3)
+        os.killpg(dev.pid, signal.SIGINT)
+        said, _ = dev.communicate(timeout=60)
+        assert dev.returncode == 0 and said.split()[-1:] == ["stopped."], said
+        assert "WARN" not in said and "shutdown_worker" not in said, said
+        assert not reachable(f"127.0.0.1:{port}")
+    finally:
+        _kill_group(dev)
+
+
 def test_a_second_signal_while_dev_stops_is_ignored(tmp_path):
     """SIGTERM then Ctrl-C 0.1 s later (a supervisor, then an impatient user): before, the
     second one raised ``KeyboardInterrupt`` inside the event loop, the API's and the codec
@@ -220,6 +238,26 @@ def test_sigterm_while_dev_starts_stops_what_it_started(tmp_path):
         dev.send_signal(signal.SIGTERM)  # the embedded server answers; its worker may not poll yet
         said, _ = dev.communicate(timeout=60)
         assert dev.returncode == 0, said
+        assert "Traceback" not in said, said
         assert not reachable(f"127.0.0.1:{port}")
+    finally:
+        _kill_group(dev)
+
+
+def test_sigterm_while_dev_starts_its_codec_server_stops_every_server_quietly(tmp_path):
+    """A SIGTERM once the HTTP API listens, before the codec server does: the starting server
+    was left running, cancelled when asyncio.run ended, and its lifespan printed a
+    ``CancelledError`` traceback (seen when a test stopped a dev right after /healthz)."""
+    env, port, api_port = _env(tmp_path, "mid-start")
+    dev = _start(env, "dev")
+    try:
+        deadline = time.monotonic() + 90
+        while not reachable(f"127.0.0.1:{api_port}") and time.monotonic() < deadline:
+            time.sleep(0.01)
+        dev.send_signal(signal.SIGTERM)
+        said, _ = dev.communicate(timeout=60)
+        assert dev.returncode == 0 and said.split()[-1:] == ["stopped."], said
+        assert "Traceback" not in said and "CancelledError" not in said, said
+        assert not reachable(f"127.0.0.1:{port}") and not reachable(f"127.0.0.1:{env['STATEKEEPER_CODEC_PORT']}")
     finally:
         _kill_group(dev)

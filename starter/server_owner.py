@@ -1,0 +1,77 @@
+"""Which process started the embedded Temporal server: a record beside the server's database,
+so that a server left running by a statekeeper process that was killed (SIGKILL, the OOM killer,
+``statekeeper stop``'s last resort) is found and stopped.
+
+Why: the embedded server runs in its own session (``starter.devserver.embedded_temporal``), so
+a process that dies without its ``finally`` leaves it running. Before this record, the next
+``statekeeper dev`` took it for "a server already running", used it and did not stop it on exit,
+and nothing else knew of it. The record holds pids and the address only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from pathlib import Path
+from typing import Optional
+
+from starter.devstate import alive
+
+RECORD = "temporal-server.owner.json"
+
+
+def record(data_dir: Path, server_pid: int, address: str) -> None:
+    """Record that this process started the server ``server_pid`` serving ``address``."""
+    path = data_dir / RECORD
+    partial = path.with_name(f".{RECORD}.{os.getpid()}")
+    partial.write_text(json.dumps({"server_pid": server_pid, "owner_pid": os.getpid(), "address": address}))
+    partial.replace(path)
+
+
+def forget(data_dir: Path, server_pid: int) -> None:
+    """Remove the record if it is the one of ``server_pid`` (the server has stopped)."""
+    found = _read(data_dir)
+    if found is not None and found.get("server_pid") == server_pid:
+        (data_dir / RECORD).unlink(missing_ok=True)
+
+
+def _read(data_dir: Path) -> Optional[dict]:
+    try:
+        found = json.loads((data_dir / RECORD).read_text())
+    except (OSError, ValueError):
+        return None
+    return found if isinstance(found, dict) else None
+
+
+def orphan(data_dir: Path, address: str) -> Optional[int]:
+    """The pid of an embedded server for ``address`` recorded in ``data_dir`` whose owner is
+    gone and which still runs as a ``temporal server start-dev`` (a reused pid is not one), else None."""
+    found = _read(data_dir)
+    if found is None or found.get("address") != address:
+        return None
+    server, owner = found.get("server_pid"), found.get("owner_pid")
+    if not isinstance(server, int) or not isinstance(owner, int) or alive(owner) or not alive(server):
+        return None
+    try:
+        command = Path(f"/proc/{server}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return None
+    return server if b"start-dev" in command else None
+
+
+def stop_orphan(data_dir: Path, address: str, timeout_seconds: float = 10.0) -> bool:
+    """Stop the orphaned embedded server of ``data_dir`` at ``address`` (``orphan``): SIGTERM,
+    SIGKILL after ``timeout_seconds``; True if there was one."""
+    server = orphan(data_dir, address)
+    if server is None:
+        return False
+    os.kill(server, signal.SIGTERM)
+    deadline = time.monotonic() + timeout_seconds
+    while alive(server) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    if alive(server):
+        os.kill(server, signal.SIGKILL)
+    forget(data_dir, server)
+    return True
