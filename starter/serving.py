@@ -10,7 +10,7 @@ import contextlib
 import contextvars
 import errno
 import logging
-from typing import AsyncIterator, Callable, Optional
+from typing import Any, AsyncIterator, Callable, Optional
 
 import uvicorn
 
@@ -110,14 +110,21 @@ def serve_until_stopped(server: uvicorn.Server, what: str, listening: Callable[[
     called once it listens (the command's address line: printed before, a taken port showed that
     line, then the refusal). Raises ``NotListening`` naming ``what`` when it cannot listen."""
     # not uvicorn.run: it turns a failed startup into sys.exit(3) and swallows the interrupt
+    startup = server.startup
+
+    async def announced_startup(sockets: Any = None) -> None:
+        await startup(sockets=sockets)
+        if server.started:
+            # here, before the event loop runs anything else: not even a first request is
+            # answered before the line (polled for instead, a quick client could be served and
+            # stop the command before it was printed)
+            listening()
+
     async def main() -> None:
         server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign]  (see serving)
+        server.startup = announced_startup  # type: ignore[method-assign]
         task = asyncio.create_task(_serve(server, what))
         try:
-            while not server.started and not task.done():
-                await asyncio.sleep(0.05)
-            if server.started:
-                listening()
             await asyncio.shield(task)  # a stop cancels this wait, not the server: it shuts down below
         finally:
             server.should_exit = True
