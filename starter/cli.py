@@ -116,7 +116,11 @@ def chat(conversation_id: Optional[str] = typer.Option(None, help="Resume or nam
                 console.print("[dim]Offline stand-in model: type your email, #W order ids, item ids, "
                               "payment method ids, and yes/no.[/]")
             while True:
-                text = await typed_line("[bold cyan]you>[/] ")
+                try:
+                    text = await typed_line("[bold cyan]you>[/] ")
+                except EOFError:  # Ctrl-D, or the end of piped input: as "quit" (it was "Aborted.", status 1)
+                    console.print()
+                    return
                 if text.strip().lower() in ("quit", "exit"):
                     return
                 try:

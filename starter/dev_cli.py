@@ -59,20 +59,37 @@ def dev(detach: bool = typer.Option(False, "--detach", help="Run in the backgrou
             console.print(f"[green]statekeeper dev[/]: {where} at {settings.temporal_address}; "
                           f"Web UI {_ui_url(settings)}; HTTP API {api_url}; codec server {codec_url}; worker on task queue "
                           f"'{settings.task_queue}'{' (offline stand-in model)' if settings.offline else ''}; "
-                          f"data in {settings.data_dir}; {services_line}. Ctrl-C to stop.")
+                          f"data in {settings.data_dir}; {services_line}. "
+                          + ("Stop it with `statekeeper stop`." if record_state else "Ctrl-C to stop."))
             # a foreground dev is recorded too (for a chat beside it), unless another live one is
             recorded = record_state or devstate.read(settings) is None
             if recorded:
                 devstate.write(settings, devstate.describe(served_settings, os.getpid(), api_url=served,
                                                            detached=record_state))
             try:
-                await asyncio.Event().wait()  # until stopped (run_until_stopped)
+                # until stopped (run_until_stopped), or until the server it started is gone: the
+                # worker would retry its polls for ever, logging each failure
+                await (_embedded_server_gone(settings) if rt.started_server else asyncio.Event().wait())
             finally:
                 if recorded:
                     devstate.remove(settings, os.getpid())
 
     with _interruptible():
         run_until_stopped(main)
+
+
+async def _embedded_server_gone(settings, checks: int = 3, interval_seconds: float = 1.0) -> None:
+    """Return never while the embedded Temporal server answers; raise ``DevServerError`` once it
+    has refused connections ``checks`` times in a row, ``interval_seconds`` apart (a crash, an
+    operator's kill, the OOM killer)."""
+    from starter.devserver import DevServerError, reachable
+
+    refused = 0
+    while refused < checks:
+        await asyncio.sleep(interval_seconds)
+        refused = 0 if await asyncio.to_thread(reachable, settings.temporal_address) else refused + 1
+    raise DevServerError(f"the embedded Temporal server at {settings.temporal_address} stopped (its log: "
+                         f"{settings.data_dir / 'temporal-server.log'}); statekeeper dev stops too")
 
 
 def stop() -> None:

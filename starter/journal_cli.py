@@ -83,7 +83,7 @@ def transcript(conversation_id: str = typer.Argument(..., help="Conversation id 
     with _store() as store:
         entries = store.transcript(conversation_id)
     if not entries:
-        typer.echo(f"error: no transcript for conversation {conversation_id}", err=True)
+        typer.echo(f"statekeeper: no transcript for conversation {conversation_id}", err=True)
         raise typer.Exit(1)
     if as_json:
         print(json.dumps(transcript_json(conversation_id, entries), indent=2, ensure_ascii=False))
@@ -111,7 +111,7 @@ def decisions(conversation: Optional[str] = typer.Option(None, "--conversation",
     try:
         when = parse_since(since)
     except ValueError as err:
-        typer.echo(f"error: {err}", err=True)
+        typer.echo(f"statekeeper: {err}", err=True)
         raise typer.Exit(2) from None
     writable_output(jsonl)  # refused before reading anything
     filters = {"conversation_id": conversation if conversation else None,
@@ -145,7 +145,7 @@ def erase(conversation: Optional[str] = typer.Option(None, "--conversation", hel
                                                                           "customer (real id).")) -> None:
     """Erase a conversation's or a customer's decision log and transcripts (right to erasure)."""
     if (conversation is None) == (customer is None):
-        typer.echo("error: give exactly one of --conversation ID or --customer ID", err=True)
+        typer.echo("statekeeper: give exactly one of --conversation ID or --customer ID", err=True)
         raise typer.Exit(2)
     with _store() as store:
         erased = (store.erase_conversation(conversation) if conversation is not None

@@ -39,7 +39,7 @@ def _opened() -> Iterator[tuple[Settings, KeyStore, AuditLog]]:
         try:
             store = KeyStore(settings.resolved_journal_url(), settings.api_key_hmac_secret() or "")
         except ValueError as err:
-            console.print(f"[red]error: {escape(str(err))} (STATEKEEPER_API_KEY_SECRET is set but empty)[/]")
+            console.print(f"[red]statekeeper: {escape(str(err))} (STATEKEEPER_API_KEY_SECRET is set but empty)[/]")
             raise typer.Exit(2)
         audit = AuditLog(settings.resolved_journal_url())
         try:
@@ -65,7 +65,7 @@ def create(tenant: str = typer.Option(..., "--tenant", help="The tenant the key 
         try:
             record, key = store.create(tenant, role, customer=pseudonym, label=label)
         except ValueError as err:
-            console.print(f"[red]error: {escape(str(err))}[/]")
+            console.print(f"[red]statekeeper: {escape(str(err))}[/]")
             raise typer.Exit(2)
         audit.record(CLI_ACTOR, "create_api_key", f"key:{record.key_id}",
                      f"tenant={record.tenant} role={record.role.value} scoped={pseudonym is not None}")
@@ -97,7 +97,7 @@ def revoke(key_id: str = typer.Argument(..., help="The key id (from `statekeeper
     """Revoke a key at once: the API refuses it from its next request on."""
     with _opened() as (_, store, audit):
         if not store.revoke(key_id):
-            console.print(f"[red]error: no active key {escape(key_id)}[/]")
+            console.print(f"[red]statekeeper: no active key {escape(key_id)}[/]")
             raise typer.Exit(1)
         audit.record(CLI_ACTOR, "revoke_api_key", f"key:{key_id}")
     console.print(f"revoked key {escape(key_id)}", highlight=False)

@@ -73,6 +73,6 @@ def link(
         pseudonym = customer_pseudonym(customer, pseudonym_key(settings)) if customer is not None else None
         query = list_query(pseudonym, order)
     except LinkError as err:
-        typer.echo(f"error: {err}", err=True)
+        typer.echo(f"statekeeper: {err}", err=True)
         raise typer.Exit(2)
     print(list_url(ui or f"http://127.0.0.1:{settings.ui_port}", settings.temporal_namespace, query))

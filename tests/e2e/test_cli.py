@@ -55,6 +55,11 @@ def test_dev_detach_chat_state_stop(tmp_path):
         assert chat.returncode == 0, chat.stdout + chat.stderr
         assert "Please confirm: Cancel order #W4566809" in chat.stdout and "cancelled" in chat.stdout
 
+        # Ctrl-D (the end of input) at the prompt ends the chat as "quit" does: it was "Aborted.", status 1
+        ended = _cli(env, "chat", "--conversation-id", "cli-chat-eof", stdin=f"Hi, my email is {EMAIL}\n")
+        assert ended.returncode == 0 and "Aborted" not in ended.stdout + ended.stderr, ended.stdout + ended.stderr
+        assert "agent>" in ended.stdout
+
         shown = _cli(env, "state", "support-cli-chat")  # the workflow id is accepted too
         assert shown.returncode == 0, shown.stdout + shown.stderr
         state = json.loads(shown.stdout)

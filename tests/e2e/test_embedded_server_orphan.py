@@ -59,3 +59,25 @@ def test_a_killed_devs_server_is_stopped_by_the_next_dev_and_by_stop(tmp_path):
                 _kill_group(proc)
         from starter.server_owner import stop_orphan  # what a failed test left
         stop_orphan(tmp_path / "orphan", address)
+
+
+def test_dev_stops_when_its_embedded_server_dies(tmp_path):
+    """Before, `statekeeper dev` ran on with its server gone, its worker logging
+    "poll_workflow_task_queue retried N times ... ConnectionRefused" for ever (a new user's report)."""
+    import json  # noqa: PLC0415
+
+    from starter.server_owner import RECORD  # noqa: PLC0415
+
+    env, port, api_port = _env(tmp_path, "dies")
+    dev = _start(env, "dev")
+    try:
+        assert _get_json(f"http://127.0.0.1:{api_port}/healthz")["status"] == "ok"
+        server = json.loads((tmp_path / "dies" / RECORD).read_text())["server_pid"]
+        os.kill(server, signal.SIGKILL)
+        said, _ = dev.communicate(timeout=60)
+        flat = " ".join(said.split())
+        assert dev.returncode == 2, said
+        assert "the embedded Temporal server at" in flat and "statekeeper dev stops too" in flat, said
+        assert "Traceback" not in said, said
+    finally:
+        _kill_group(dev)
