@@ -127,16 +127,30 @@ def decisions(conversation: Optional[str] = typer.Option(None, "--conversation",
             console.print(f"{count} decision(s) written to {jsonl}")
             return
         rows = store.decisions(**filters)
-    table = Table(title=f"Decision log ({len(rows)} model calls)")
-    for col in ("conversation", "turn", "call", "prompt", "model", "proposal", "stop", "verdict", "rule", "outcome",
-                "tokens in/out", "cache read/write"):
-        table.add_column(col)
+    console.print(decision_table(rows))
+
+
+def decision_table(rows: list) -> Table:
+    """The decision log as a table. A column whose value is the same in every row (the
+    conversation when filtered by it, the prompt version, the model) is said once, in the
+    caption, and long values fold: with all twelve columns an 80-column terminal showed "con…",
+    "pr…", "ve…" (a new user's report)."""
+    columns = {"conversation": lambda r: r.conversation_id, "turn": lambda r: str(r.turn),
+               "call": lambda r: str(r.call_seq), "prompt": lambda r: r.prompt_version, "model": lambda r: r.model,
+               "proposal": _proposal, "stop": lambda r: r.stop_reason or "-", "verdict": lambda r: r.verdict or "-",
+               "rule": lambda r: r.rule or "-", "outcome": lambda r: r.outcome or "-",
+               "tokens in/out": lambda r: f"{r.input_tokens}/{r.output_tokens}",
+               "cache read/write": lambda r: f"{r.cache_read_input_tokens}/{r.cache_creation_input_tokens}"}
+    same = {name: values.pop() for name in ("conversation", "prompt", "model")
+            if len(values := {columns[name](r) for r in rows}) == 1}
+    shown = [name for name in columns if name not in same]
+    table = Table(title=f"Decision log ({len(rows)} model calls)",
+                  caption=escape(" · ".join(f"{name} {value}" for name, value in same.items())) or None)
+    for name in shown:
+        table.add_column(name, overflow="fold")
     for r in rows:
-        table.add_row(escape(r.conversation_id), str(r.turn), str(r.call_seq), escape(r.prompt_version),
-                      escape(r.model), escape(_proposal(r)), r.stop_reason or "-", r.verdict or "-",
-                      escape(r.rule or "-"), r.outcome or "-", f"{r.input_tokens}/{r.output_tokens}",
-                      f"{r.cache_read_input_tokens}/{r.cache_creation_input_tokens}")
-    console.print(table)
+        table.add_row(*(escape(columns[name](r)) for name in shown))
+    return table
 
 
 @journal_app.command()
