@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any, Literal, Optional
+from typing import Annotated, Any, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field
 from temporalio import workflow
@@ -41,6 +41,7 @@ from workflows.options import DEFAULT_WRITE_TIMEOUT_SECONDS, HEARTBEAT_TIMEOUT, 
 from workflows.policy import check_call
 from workflows.records import Customer
 from workflows.state import ConversationState
+from workflows.user_text import refuse_controls
 from workflows.visibility import call_summary
 
 OPERATIONS: dict[str, str] = {
@@ -59,6 +60,8 @@ STORE_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:@-]*$"
 ORDER_PATTERN = r"^#?[A-Za-z0-9]+$"
 """An order id as the retail system writes it (``#W0000000``): the refund id embeds it."""
 ARGUMENT_FIELDS = ("reason", "item_ids", "new_item_ids", "payment_method_id")
+ArgumentId = Annotated[str, Field(min_length=1, max_length=100), refuse_controls("an item id", is_id=True)]
+"""An item id of a request: plain text without control characters."""
 
 
 class RefundRequest(BaseModel):
@@ -76,10 +79,14 @@ class RefundRequest(BaseModel):
     order_id: str = Field(min_length=2, max_length=32, pattern=ORDER_PATTERN)
     operation: Literal["cancel", "return", "exchange", "modify_items", "modify_payment"]
     store: str = Field(default="main", min_length=1, max_length=64, pattern=STORE_PATTERN)
-    reason: Optional[str] = Field(default=None, min_length=1, max_length=200)
-    item_ids: Optional[list[str]] = Field(default=None, min_length=1, max_length=50)
-    new_item_ids: Optional[list[str]] = Field(default=None, min_length=1, max_length=50)
-    payment_method_id: Optional[str] = Field(default=None, min_length=1, max_length=100)
+    # no control characters (bidirectional ones included), as every free-text and id field of
+    # the API: before, these took them and the request was refused only later, by the policy or
+    # the ledger, after a 202
+    reason: Optional[Annotated[str, Field(min_length=1, max_length=200), refuse_controls("reason")]] = None
+    item_ids: Optional[list[ArgumentId]] = Field(default=None, min_length=1, max_length=50)
+    new_item_ids: Optional[list[ArgumentId]] = Field(default=None, min_length=1, max_length=50)
+    payment_method_id: Optional[Annotated[str, Field(min_length=1, max_length=100),
+                                          refuse_controls("payment_method_id", is_id=True)]] = None
 
     @property
     def tool(self) -> str:

@@ -213,11 +213,19 @@ async def test_a_standalone_refund_runs_the_tools_own_policy_checks(stack):
                 {"request_id": "b3", "order_id": PENDING, "operation": "refund_everything"},
                 {"request_id": "b4", "order_id": PENDING, "operation": "cancel", "amount": 10},
                 {"request_id": "b.5", "order_id": PENDING, "operation": "cancel", "reason": "no longer needed"},
-                {"request_id": "b6", "order_id": "#W1/../x", "operation": "cancel", "reason": "no longer needed"}):
+                {"request_id": "b6", "order_id": "#W1/../x", "operation": "cancel", "reason": "no longer needed"},
+                # control characters in an argument: before, a 202 and a refusal later, by the policy
+                {"request_id": "b7", "order_id": PENDING, "operation": "cancel", "reason": "no longer\u202eneeded"},
+                {"request_id": "b8", "order_id": DELIVERED, "operation": "return", "item_ids": ["1096508426\u0007"],
+                 "payment_method_id": CARD},
+                {"request_id": "b9", "order_id": DELIVERED, "operation": "return", "item_ids": ["1096508426"],
+                 "payment_method_id": CARD + "\n"}):
         response = await http.post("/refunds", json=bad)
         assert response.status_code == 422, (bad, response.text)
         assert "Error" not in response.json()["detail"]  # no exception names
     assert (await http.get("/refunds/refund-main-W4566809-b1.r0000000000")).status_code == 404
+    listed = (await http.get("/refunds", params={"order_id": DELIVERED})).json()["items"]
+    assert not [item for item in listed if any(f"-{r}." in item["refund_id"] for r in ("b8", "b9"))], listed
     assert order_details(backend, PENDING) == before
 
 
