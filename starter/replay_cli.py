@@ -114,7 +114,14 @@ def resolve(conversation_id: str = _ID,
     from starter.client import ConversationError, client_for
     from starter.connection import connect
 
+    from starter.resolution_calls import resolution_payload
+
     settings = _settings()
+    try:  # refused before connecting: a wrong --outcome waited for Temporal first (a helper's finding)
+        resolution_payload(step, outcome, operator, note, "cli")
+    except ConversationError as err:
+        errors.print(f"[red]statekeeper resolve: {escape(str(err))}[/]", highlight=False)
+        raise typer.Exit(1) from None
 
     async def main():
         client = client_for(await connect(settings), settings)

@@ -136,3 +136,17 @@ def test_a_period_too_large_for_a_date_is_refused_as_an_option(tmp_path, args):
 def test_a_retention_setting_too_large_for_a_date_is_refused(tmp_path):
     done = _cli(tmp_path, "retention", "schedule", STATEKEEPER_RETENTION_DAYS="1e308")
     _refused_in_one_line(done, "STATEKEEPER_RETENTION_DAYS")
+
+
+@pytest.mark.parametrize("args", [
+    ["--outcome", "maybe", "--operator", "op-1", "--note", "checked"],
+    ["--outcome", "applied", "--operator", "op 1", "--note", "checked"],
+    ["--outcome", "applied", "--operator", "op-1", "--note", ""],
+])
+def test_resolve_refuses_a_bad_resolution_before_connecting(tmp_path, args):
+    """`resolve --outcome maybe` connected to Temporal before it refused the outcome: with the
+    server away, the user was told "not reachable" instead of what was wrong (a helper's finding)."""
+    done = _cli(tmp_path, "resolve", "c-1", "--step", "s-1", *args, STATEKEEPER_TEMPORAL_ADDRESS="127.0.0.1:1")
+    assert done.returncode == 1, done.stdout + done.stderr
+    said = " ".join(done.stderr.split())
+    assert "invalid resolution" in said and "reachable" not in said and "Traceback" not in said, said
