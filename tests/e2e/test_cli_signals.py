@@ -49,6 +49,23 @@ def _env(tmp_path: Path, name: str) -> tuple[dict, int, int]:
     return env, port, api_port
 
 
+def _until_reachable(address: str, seconds: float = 60, step: float = 0.1) -> None:
+    deadline = time.monotonic() + seconds
+    while not reachable(address) and time.monotonic() < deadline:
+        time.sleep(step)
+
+
+def _stopped_quietly(proc: subprocess.Popen, address: str) -> str:
+    """``proc``'s output once it ended with status 0, "stopped." last, no traceback or error
+    named, and nothing left listening at ``address``."""
+    said, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 0, said
+    assert said.split()[-1:] == ["stopped."], said
+    assert "Traceback" not in said and "Error" not in said, said
+    assert not reachable(address)
+    return said
+
+
 def test_ctrl_c_at_the_chat_prompt_ends_the_chat_at_once(tmp_path):
     env, port, _ = _env(tmp_path, "chat")
     chat = _start(env, "chat", "--conversation-id", "signals")  # starts its own embedded server and worker
@@ -185,17 +202,11 @@ def test_a_second_signal_while_dev_stops_is_ignored(tmp_path):
     dev = _start(env, "dev")
     try:
         assert _get_json(f"http://127.0.0.1:{api_port}/healthz")["status"] == "ok"
-        deadline = time.monotonic() + 60
-        while not reachable(f"127.0.0.1:{env['STATEKEEPER_CODEC_PORT']}") and time.monotonic() < deadline:
-            time.sleep(0.1)  # every server it serves is up
+        _until_reachable(f"127.0.0.1:{env['STATEKEEPER_CODEC_PORT']}")  # every server it serves is up
         dev.send_signal(signal.SIGTERM)
         time.sleep(0.1)
         dev.send_signal(signal.SIGINT)
-        said, _ = dev.communicate(timeout=60)
-        assert dev.returncode == 0, said
-        assert said.split()[-1:] == ["stopped."], said
-        assert "Traceback" not in said and "Error" not in said, said
-        assert not reachable(f"127.0.0.1:{port}")
+        _stopped_quietly(dev, f"127.0.0.1:{port}")
     finally:
         _kill_group(dev)
 
@@ -213,17 +224,11 @@ def test_api_and_codec_server_stop_once_whatever_signals_follow(tmp_path, comman
                STATEKEEPER_CODEC_KEYS="k1:YmVuY2gtY29kZWMta2V5LTAxMjM0NTY3ODlhYmNkZWY=")
     served = _start(env, command, "--port", str(port))
     try:
-        deadline = time.monotonic() + 60
-        while not reachable(f"127.0.0.1:{port}") and time.monotonic() < deadline:
-            time.sleep(0.1)
+        _until_reachable(f"127.0.0.1:{port}")
         for sig in signals:
             served.send_signal(sig)
             time.sleep(0.05)
-        said, _ = served.communicate(timeout=60)
-        assert served.returncode == 0, said
-        assert said.split()[-1:] == ["stopped."], said
-        assert "Traceback" not in said and "Error" not in said, said
-        assert not reachable(f"127.0.0.1:{port}")
+        _stopped_quietly(served, f"127.0.0.1:{port}")
     finally:
         _kill_group(served)
 
@@ -232,14 +237,9 @@ def test_sigterm_while_dev_starts_stops_what_it_started(tmp_path):
     env, port, _ = _env(tmp_path, "early")
     dev = _start(env, "dev")
     try:
-        deadline = time.monotonic() + 60
-        while not reachable(f"127.0.0.1:{port}") and time.monotonic() < deadline:
-            time.sleep(0.05)
+        _until_reachable(f"127.0.0.1:{port}", step=0.05)
         dev.send_signal(signal.SIGTERM)  # the embedded server answers; its worker may not poll yet
-        said, _ = dev.communicate(timeout=60)
-        assert dev.returncode == 0, said
-        assert "Traceback" not in said, said
-        assert not reachable(f"127.0.0.1:{port}")
+        _stopped_quietly(dev, f"127.0.0.1:{port}")
     finally:
         _kill_group(dev)
 
@@ -251,13 +251,9 @@ def test_sigterm_while_dev_starts_its_codec_server_stops_every_server_quietly(tm
     env, port, api_port = _env(tmp_path, "mid-start")
     dev = _start(env, "dev")
     try:
-        deadline = time.monotonic() + 90
-        while not reachable(f"127.0.0.1:{api_port}") and time.monotonic() < deadline:
-            time.sleep(0.01)
+        _until_reachable(f"127.0.0.1:{api_port}", seconds=90, step=0.01)
         dev.send_signal(signal.SIGTERM)
-        said, _ = dev.communicate(timeout=60)
-        assert dev.returncode == 0 and said.split()[-1:] == ["stopped."], said
-        assert "Traceback" not in said and "CancelledError" not in said, said
-        assert not reachable(f"127.0.0.1:{port}") and not reachable(f"127.0.0.1:{env['STATEKEEPER_CODEC_PORT']}")
+        _stopped_quietly(dev, f"127.0.0.1:{port}")  # no CancelledError traceback either
+        assert not reachable(f"127.0.0.1:{env['STATEKEEPER_CODEC_PORT']}")
     finally:
         _kill_group(dev)
