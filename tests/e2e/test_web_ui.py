@@ -79,6 +79,13 @@ async def _wait_for_pseudonym(client, workflow_id: str, timeout_seconds: float =
         await asyncio.sleep(0.2)
 
 
+def playwright_error() -> type:
+    """Playwright's error type (imported here: the module loads without Playwright installed)."""
+    from playwright.async_api import Error  # noqa: PLC0415
+
+    return Error
+
+
 async def _current_details(page, timeout_seconds: float = 30.0) -> str:
     """The text of the Current Details iframe on a workflow page: Markdown rendered under
     ``/render?content=...`` (the static summary is another such frame; ours names the step)."""
@@ -86,7 +93,12 @@ async def _current_details(page, timeout_seconds: float = 30.0) -> str:
     while time.monotonic() < deadline:
         for frame in page.frames:
             if "/render" in frame.url:
-                text = await frame.locator("body").inner_text()
+                try:
+                    text = await frame.locator("body").inner_text(timeout=5_000)
+                except playwright_error() as err:  # the UI re-rendered it meanwhile: read again (CI, once)
+                    if "detached" not in str(err).lower():
+                        raise
+                    continue
                 if "Current step:" in text:
                     return text
         await asyncio.sleep(0.5)
