@@ -80,14 +80,31 @@ async def _serve(server: uvicorn.Server, what: str) -> None:
         raise NotListening(what, config.host, config.port, _reason(kept[0] if kept else None)) from None
 
 
+def _prepare(server: uvicorn.Server, listening: Callable[[], None] = lambda: None) -> None:
+    """Turn off uvicorn's own signal capture, and call ``listening`` from its startup right
+    after it binds.
+
+    The command's own Ctrl-C and SIGTERM handling stops the server (``run_until_stopped``):
+    uvicorn's capture, per server, re-raised each signal it caught once its server ended, and a
+    SIGTERM then a SIGINT to `statekeeper dev` printed both servers' tracebacks. ``listening``
+    runs before the event loop runs anything else, so not even a first request is answered
+    before it: polled for instead, a quick client could be served and stop the command first."""
+    server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign]
+    startup = server.startup
+
+    async def announced_startup(sockets: Any = None) -> None:
+        await startup(sockets=sockets)
+        if server.started:
+            listening()
+
+    server.startup = announced_startup  # type: ignore[method-assign]
+
+
 @contextlib.asynccontextmanager
 async def serving(server: uvicorn.Server, what: str, host: str, port: int) -> AsyncIterator[str]:
     """Run ``server`` while the block runs; yields its base URL ``http://host:port``. Raises
     ``NotListening`` (an ``OSError``) naming ``what`` when it cannot listen (e.g. the port is taken)."""
-    # the command's own Ctrl-C and SIGTERM handling stops it (the block ends, then the server):
-    # uvicorn's signal capture, per server, re-raised each captured signal when its server
-    # ended, and a SIGTERM then a SIGINT to `statekeeper dev` printed tracebacks of both servers
-    server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign]
+    _prepare(server)
     task = asyncio.create_task(_serve(server, what))
     try:
         while not server.started:
@@ -110,19 +127,8 @@ def serve_until_stopped(server: uvicorn.Server, what: str, listening: Callable[[
     called once it listens (the command's address line: printed before, a taken port showed that
     line, then the refusal). Raises ``NotListening`` naming ``what`` when it cannot listen."""
     # not uvicorn.run: it turns a failed startup into sys.exit(3) and swallows the interrupt
-    startup = server.startup
-
-    async def announced_startup(sockets: Any = None) -> None:
-        await startup(sockets=sockets)
-        if server.started:
-            # here, before the event loop runs anything else: not even a first request is
-            # answered before the line (polled for instead, a quick client could be served and
-            # stop the command before it was printed)
-            listening()
-
     async def main() -> None:
-        server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign]  (see serving)
-        server.startup = announced_startup  # type: ignore[method-assign]
+        _prepare(server, listening)
         task = asyncio.create_task(_serve(server, what))
         try:
             await asyncio.shield(task)  # a stop cancels this wait, not the server: it shuts down below
