@@ -24,11 +24,11 @@ RECORD = "temporal-server.owner.json"
 
 def record(data_dir: Path, server_pid: int, address: str) -> None:
     """Record that this process started the server ``server_pid`` serving ``address`` (with the
-    server's start time, ``started``: a pid alone may be reused)."""
+    server's and this process's start times, ``started``: a pid alone may be reused)."""
     path = data_dir / RECORD
     partial = path.with_name(f".{RECORD}.{os.getpid()}")
     partial.write_text(json.dumps({"server_pid": server_pid, "owner_pid": os.getpid(), "address": address,
-                                   "server_started": started(server_pid)}))
+                                   "server_started": started(server_pid), "owner_started": started(os.getpid())}))
     partial.replace(path)
 
 
@@ -72,13 +72,19 @@ def orphan(data_dir: Path, address: str) -> Optional[int]:
     Why both: the record is only as trustworthy as its pids. Checking "start-dev" alone, a record
     whose server pid had been reused (or was edited) by another statekeeper's embedded server at
     another address and data directory had `statekeeper stop` kill that live server, and its
-    dev exit ("the embedded Temporal server ... stopped")."""
+    dev exit ("the embedded Temporal server ... stopped"). The owner's start time likewise: a
+    killed dev's pid reused by an unrelated process (a `sleep`) hid its server from `stop` ("no
+    background statekeeper dev is running") and from the next `dev` ("using the server already
+    running", never stopped)."""
     found = _read(data_dir)
     if found is None or found.get("address") != address:
         return None
     server, owner = found.get("server_pid"), found.get("owner_pid")
-    if not isinstance(server, int) or not isinstance(owner, int) or alive(owner) or not alive(server):
+    if not isinstance(server, int) or not isinstance(owner, int) or not alive(server):
         return None
+    owner_start = found.get("owner_started")
+    if alive(owner) and (not isinstance(owner_start, int) or started(owner) == owner_start):
+        return None  # its owner runs (a reused owner pid, another process since, does not count)
     recorded_start = found.get("server_started")
     if isinstance(recorded_start, int) and started(server) != recorded_start:
         return None

@@ -53,3 +53,18 @@ def test_a_reused_pid_is_not_the_recorded_server(tmp_path, stand_in):
 def test_an_unreadable_record_names_nothing(tmp_path, text):
     (tmp_path / server_owner.RECORD).write_text(text)
     assert server_owner.orphan(tmp_path, "127.0.0.1:50001") is None
+
+
+def test_a_reused_owner_pid_does_not_hide_the_orphan(tmp_path, stand_in):
+    unrelated = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        _write(tmp_path, server_pid=stand_in.pid, owner_pid=unrelated.pid, address="127.0.0.1:50001",
+               server_started=server_owner.started(stand_in.pid),
+               owner_started=server_owner.started(unrelated.pid) - 1)
+        assert server_owner.orphan(tmp_path, "127.0.0.1:50001") == stand_in.pid
+        _write(tmp_path, server_pid=stand_in.pid, owner_pid=unrelated.pid, address="127.0.0.1:50001",
+               owner_started=server_owner.started(unrelated.pid))
+        assert server_owner.orphan(tmp_path, "127.0.0.1:50001") is None  # its owner runs
+    finally:
+        unrelated.kill()
+        unrelated.wait()
