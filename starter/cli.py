@@ -241,8 +241,12 @@ def main() -> None:
     stop``, systemd) ends a command as Ctrl-C does, at any point, so the embedded server,
     worker and services it started stop with it (by default the process died at once and left
     the embedded Temporal server running with its ports); ``worker`` shuts down gracefully on
-    either."""
+    either. SIGHUP (a closed terminal, a dropped ssh connection) too, unless ignored (``nohup``):
+    it killed a chat outright and left the embedded server it started running (in a session of
+    its own, the hangup does not reach it)."""
     signal.signal(signal.SIGTERM, as_ctrl_c)
+    if signal.getsignal(signal.SIGHUP) != signal.SIG_IGN:
+        signal.signal(signal.SIGHUP, as_ctrl_c)
     run_and_exit(lambda: app(sys.argv[1:]))
 
 

@@ -23,11 +23,30 @@ RECORD = "temporal-server.owner.json"
 
 
 def record(data_dir: Path, server_pid: int, address: str) -> None:
-    """Record that this process started the server ``server_pid`` serving ``address``."""
+    """Record that this process started the server ``server_pid`` serving ``address`` (with the
+    server's and this process's start times, ``started``: a pid alone may be reused)."""
     path = data_dir / RECORD
     partial = path.with_name(f".{RECORD}.{os.getpid()}")
-    partial.write_text(json.dumps({"server_pid": server_pid, "owner_pid": os.getpid(), "address": address}))
+    partial.write_text(json.dumps({"server_pid": server_pid, "owner_pid": os.getpid(), "address": address,
+                                   "server_started": started(server_pid), "owner_started": started(os.getpid())}))
     partial.replace(path)
+
+
+def started(pid: int) -> Optional[int]:
+    """When process ``pid`` started (clock ticks since boot, /proc/PID/stat's 22nd field), else None."""
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _serves(command: list[bytes], address: str) -> bool:
+    """True when ``command`` is a ``temporal server start-dev`` for ``address`` (its ``--ip`` and
+    ``--port``, as ``starter.devserver.dev_server_command`` writes them)."""
+    host, _, port = address.rpartition(":")
+    pairs = set(zip(command, command[1:]))
+    return b"start-dev" in command and (b"--port", port.encode()) in pairs and \
+        (b"--ip", (host or "127.0.0.1").encode()) in pairs
 
 
 def forget(data_dir: Path, server_pid: int) -> None:
@@ -47,18 +66,33 @@ def _read(data_dir: Path) -> Optional[dict]:
 
 def orphan(data_dir: Path, address: str) -> Optional[int]:
     """The pid of an embedded server for ``address`` recorded in ``data_dir`` whose owner is
-    gone and which still runs as a ``temporal server start-dev`` (a reused pid is not one), else None."""
+    gone and which still runs as the recorded process: the same start time (when recorded) and
+    a ``temporal server start-dev`` for ``address``; else None.
+
+    Why both: the record is only as trustworthy as its pids. Checking "start-dev" alone, a record
+    whose server pid had been reused (or was edited) by another statekeeper's embedded server at
+    another address and data directory had `statekeeper stop` kill that live server, and its
+    dev exit ("the embedded Temporal server ... stopped"). The owner's start time likewise: a
+    killed dev's pid reused by an unrelated process (a `sleep`) hid its server from `stop` ("no
+    background statekeeper dev is running") and from the next `dev` ("using the server already
+    running", never stopped)."""
     found = _read(data_dir)
     if found is None or found.get("address") != address:
         return None
     server, owner = found.get("server_pid"), found.get("owner_pid")
-    if not isinstance(server, int) or not isinstance(owner, int) or alive(owner) or not alive(server):
+    if not isinstance(server, int) or not isinstance(owner, int) or not alive(server):
+        return None
+    owner_start = found.get("owner_started")
+    if alive(owner) and (not isinstance(owner_start, int) or started(owner) == owner_start):
+        return None  # its owner runs (a reused owner pid, another process since, does not count)
+    recorded_start = found.get("server_started")
+    if isinstance(recorded_start, int) and started(server) != recorded_start:
         return None
     try:
         command = Path(f"/proc/{server}/cmdline").read_bytes().split(b"\0")
     except OSError:
         return None
-    return server if b"start-dev" in command else None
+    return server if _serves(command, address) else None
 
 
 def stop_orphan(data_dir: Path, address: str, timeout_seconds: float = 10.0) -> bool:
