@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from starter.devserver import reachable
+from starter.server_owner import stop_orphan
 from tests.e2e.test_cli import _get_json
 from tests.e2e.test_taubench import _free_port
 
@@ -55,6 +56,14 @@ def _until_reachable(address: str, seconds: float = 60, step: float = 0.1) -> No
         time.sleep(step)
 
 
+def _until(condition, seconds: float = 15, step: float = 0.1) -> bool:
+    """Whether ``condition()`` holds within ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(step)
+    return condition()
+
+
 def _stopped_quietly(proc: subprocess.Popen, address: str) -> str:
     """``proc``'s output once it ended with status 0, "stopped." last, no traceback or error
     named, and nothing left listening at ``address``."""
@@ -81,18 +90,21 @@ def test_ctrl_c_at_the_chat_prompt_ends_the_chat_at_once(tmp_path):
         _kill_group(chat)
 
 
-def test_sigterm_at_the_chat_prompt_stops_its_embedded_server(tmp_path):
-    env, port, _ = _env(tmp_path, "chat-term")
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+def test_sigterm_or_a_hangup_at_the_chat_prompt_stops_its_embedded_server(tmp_path, sig):
+    """Before: status -15 (SIGTERM) or -1 (SIGHUP: a closed terminal), the embedded server left running."""
+    env, port, _ = _env(tmp_path, f"chat-{sig.name.lower()}")
     chat = _start(env, "chat", "--conversation-id", "terminated")
     try:
         first = chat.stdout.readline()
         assert "Type 'quit' to leave" in first, first
-        chat.send_signal(signal.SIGTERM)
+        chat.send_signal(sig)
         rest, _ = chat.communicate(timeout=30)
         assert chat.returncode == 0 and "stopped." in rest, rest
-        assert not reachable(f"127.0.0.1:{port}")  # before: status -15, the embedded server left running
+        assert _until(lambda: not reachable(f"127.0.0.1:{port}"))
     finally:
         _kill_group(chat)
+        stop_orphan(tmp_path / f"chat-{sig.name.lower()}", f"127.0.0.1:{port}")  # what a failed test left
 
 
 def _silent_model() -> tuple[socket.socket, list]:

@@ -9,18 +9,10 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 from starter.devserver import reachable
 from tests.e2e.test_cli import _get_json
-from tests.e2e.test_cli_signals import ROOT, _env, _kill_group, _start
-
-
-def _until(condition, seconds: float = 60) -> bool:
-    deadline = time.monotonic() + seconds
-    while not condition() and time.monotonic() < deadline:
-        time.sleep(0.2)
-    return condition()
+from tests.e2e.test_cli_signals import ROOT, _env, _kill_group, _start, _until
 
 
 def test_a_killed_devs_server_is_stopped_by_the_next_dev_and_by_stop(tmp_path):

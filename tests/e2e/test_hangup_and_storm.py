@@ -1,5 +1,5 @@
 """A closed terminal (SIGHUP) and a Ctrl-C held down through the exit, to real `statekeeper dev`
-and `chat` processes with a real embedded server (a helper's findings: the hangup killed them
+processes (the chat's hangup: ``test_cli_signals``) with a real embedded server (a helper's findings: the hangup killed them
 outright and left the embedded server running in its own session; a Ctrl-C storm printed an
 atexit ``KeyboardInterrupt`` traceback, or ended dev with status 130 before "stopped.")."""
 
@@ -14,13 +14,6 @@ from starter.devserver import reachable
 from starter.server_owner import stop_orphan
 from tests.e2e.test_cli import _get_json
 from tests.e2e.test_cli_signals import ROOT, _env, _kill_group, _start, _stopped_quietly
-
-
-def _until(condition, seconds: float = 15) -> bool:
-    deadline = time.monotonic() + seconds
-    while not condition() and time.monotonic() < deadline:
-        time.sleep(0.1)
-    return condition()
 
 
 def test_sighup_stops_a_foreground_dev_and_its_embedded_server(tmp_path):
@@ -49,21 +42,6 @@ def test_sighup_ignored_under_nohup_keeps_dev_running(tmp_path):
         _stopped_quietly(dev, f"127.0.0.1:{port}")
     finally:
         _kill_group(dev)
-
-
-def test_sighup_at_the_chat_prompt_stops_its_embedded_server(tmp_path):
-    env, port, _ = _env(tmp_path, "chat-hup")
-    chat = _start(env, "chat", "--conversation-id", "hangup")
-    try:
-        first = chat.stdout.readline()
-        assert "Type 'quit' to leave" in first, first
-        chat.send_signal(signal.SIGHUP)
-        rest, _ = chat.communicate(timeout=30)
-        assert chat.returncode == 0 and "stopped." in rest, rest
-        assert _until(lambda: not reachable(f"127.0.0.1:{port}"))
-    finally:
-        _kill_group(chat)
-        stop_orphan(tmp_path / "chat-hup", f"127.0.0.1:{port}")
 
 
 def test_a_ctrl_c_held_down_through_devs_exit_is_ignored(tmp_path):
