@@ -43,6 +43,7 @@ from starter.logs import cli_logging, configure_logging
 from starter.health import worker_health
 from starter.migrate_cli import migrate
 from starter.process_exit import run_and_exit
+from starter.stop_signals import stop_signals
 from starter.replay_cli import replay_check, resolve, resume
 from starter.runtime import runtime
 from starter.taubench import TauBenchRunner, load_tasks, report_json
@@ -244,9 +245,9 @@ def main() -> None:
     either. SIGHUP (a closed terminal, a dropped ssh connection) too, unless ignored (``nohup``):
     it killed a chat outright and left the embedded server it started running (in a session of
     its own, the hangup does not reach it)."""
-    signal.signal(signal.SIGTERM, as_ctrl_c)
-    if signal.getsignal(signal.SIGHUP) != signal.SIG_IGN:
-        signal.signal(signal.SIGHUP, as_ctrl_c)
+    for sig in stop_signals():  # SIGTERM, and SIGHUP unless ignored: as Ctrl-C
+        if sig != signal.SIGINT:
+            signal.signal(sig, as_ctrl_c)
     run_and_exit(lambda: app(sys.argv[1:]))
 
 

@@ -96,10 +96,9 @@ def stop() -> None:
     """Stop the running `statekeeper dev` (detached, or in another terminal) recorded in the dev state file (from any directory)."""
     from starter.background import stop_detached
     from starter.cli import _settings, console
-
-    settings = _settings()
     from starter.server_owner import stop_orphan
 
+    settings = _settings()
     stopped = stop_detached(settings)
     # a dev killed outright (SIGKILL) left its embedded server: stopped too, whatever the record says
     orphaned = stop_orphan(settings.data_dir, settings.temporal_address)

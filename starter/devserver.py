@@ -173,7 +173,7 @@ async def embedded_temporal(settings: Settings, *, persist: bool = True,
             yield False
             return
         logger.warning("stopped the embedded Temporal server a killed statekeeper process left running at %s",
-                    settings.temporal_address)
+                       settings.temporal_address)
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     db_file = settings.data_dir / "temporal.sqlite" if persist else None
     log_path = settings.data_dir / "temporal-server.log"

@@ -98,16 +98,23 @@ def remove(settings: Settings, pid: int) -> None:
         path.unlink(missing_ok=True)
 
 
+def stat_fields(pid: int) -> Optional[list[str]]:
+    """Process ``pid``'s /proc/PID/stat fields after its command name (the state first), or
+    None without /proc or the process."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
 def alive(pid: int) -> bool:
     """True while process ``pid`` exists (a zombie counts as gone)."""
     try:
         os.kill(pid, 0)
     except OSError:
         return False
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] != "Z"
-    except OSError:  # no /proc: trust kill
-        return True
+    fields = stat_fields(pid)
+    return fields is None or fields[0] != "Z"  # no /proc: trust kill
 
 
 ADOPTED = ("data_dir", "task_queue", "ui_port", "temporal_namespace", "payments_url", "email_url", "ticketing_url")

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Optional
 
-from starter.devstate import alive
+from starter.devstate import alive, stat_fields
 
 RECORD = "temporal-server.owner.json"
 
@@ -34,9 +34,10 @@ def record(data_dir: Path, server_pid: int, address: str) -> None:
 
 def started(pid: int) -> Optional[int]:
     """When process ``pid`` started (clock ticks since boot, /proc/PID/stat's 22nd field), else None."""
+    fields = stat_fields(pid)
     try:
-        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
-    except (OSError, ValueError, IndexError):
+        return int(fields[19]) if fields is not None else None
+    except (ValueError, IndexError):
         return None
 
 
