@@ -34,6 +34,21 @@ def cpu_seconds(pid: int) -> float:
     return sum(int(f) for f in fields[11:15]) / TICKS
 
 
+async def cpu_settled(pids: list[int], quiet: float = 0.05, interval: float = 0.5, limit: float = 20.0) -> None:
+    """Wait until processes ``pids`` together use under ``quiet`` CPU-seconds in ``interval``
+    seconds (at most ``limit`` seconds): a worker that polls may still be importing its model
+    SDK (``ModelActivities.warm``) or building its journal schema, and a per-turn figure must
+    not carry one code's start-up and not another's."""
+    deadline = time.monotonic() + limit
+    last = sum(cpu_seconds(p) for p in pids)
+    while time.monotonic() < deadline:
+        await asyncio.sleep(interval)
+        now = sum(cpu_seconds(p) for p in pids)
+        if now - last < quiet:
+            return
+        last = now
+
+
 def server_pids() -> list[int]:
     """The Temporal dev server processes started by this process (``temporal`` children)."""
     pids = []
@@ -195,6 +210,7 @@ async def concurrency_run(temporal: Any, env: dict[str, str], backend: Any, stor
                 raise RuntimeError(f"a bench worker exited with {dead[0].returncode} before polling: see {tmp}")
             await asyncio.sleep(0.2)
         await asyncio.sleep(1.0)  # every process polling
+        await cpu_settled([p.pid for p in procs])
         picks = pending_orders(stores)[:conversations]
         ledger_before = {s: len(backend.ledger_entries(s)) for s in stores}
         servers = server_pids()
