@@ -23,7 +23,7 @@ import time
 import types
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -50,10 +50,10 @@ async def _ceiling_conversation(client: Any, queue: str, store: str, email: str,
 
 
 async def ceiling_run(client: Any, env: dict[str, str], backend: Any, stores: list[str], tmp: Path,
-                      conversations: int) -> dict[str, Any]:
+                      conversations: int, metrics_url: Optional[str] = None) -> dict[str, Any]:
     """One ``CeilingWorkflow`` row: its worker process, ``conversations`` at once, CPU as
     ``bench.turns_load.concurrency_run`` counts it (worker + server, from ``/proc``)."""
-    from bench.turns_load import cpu_seconds, cpu_settled, pending_orders, server_pids, stop  # noqa: PLC0415
+    from bench.turns_load import cpu_seconds, cpu_settled, pending_orders, server_pids, settled_requests, stop  # noqa: PLC0415
 
     queue = f"ceiling-{uuid.uuid4().hex[:8]}"
     log = tmp / f"{queue}.log"
@@ -70,6 +70,7 @@ async def ceiling_run(client: Any, env: dict[str, str], backend: Any, stores: li
         picks = pending_orders(stores)[:conversations]
         before = len(backend.ledger_entries(stores[0]))
         servers = server_pids()
+        requests_before = await settled_requests(metrics_url)
         cpu_before = cpu_seconds(proc.pid), sum(cpu_seconds(p) for p in servers)
         latencies: list[float] = []
         start = time.perf_counter()
@@ -78,6 +79,7 @@ async def ceiling_run(client: Any, env: dict[str, str], backend: Any, stores: li
         wall = time.perf_counter() - start
         worker_cpu = cpu_seconds(proc.pid) - cpu_before[0]
         server_cpu = sum(cpu_seconds(p) for p in servers) - cpu_before[1]
+        requests = await settled_requests(metrics_url) - requests_before
     finally:
         stop([proc])
     failed = [r for r in results if isinstance(r, BaseException)]
@@ -87,7 +89,8 @@ async def ceiling_run(client: Any, env: dict[str, str], backend: Any, stores: li
     return {"conversations": len(picks), "turns": turns, "failed": len(failed), "turns_per_second": turns / wall,
             "turns_per_cpu_second": turns / (worker_cpu + server_cpu), "worker_cpu_seconds": worker_cpu,
             "server_cpu_seconds": server_cpu, "writes": len(backend.ledger_entries(stores[0])) - before,
-            "duplicates": backend.duplicate_writes(stores[0])}
+            "duplicates": backend.duplicate_writes(stores[0]),
+            "server_requests_per_turn": {k: round(v / max(turns, 1), 2) for k, v in sorted(requests.items())}}
 
 
 async def main(args: argparse.Namespace) -> dict[str, Any]:
@@ -108,7 +111,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
                     store = f"c{uuid.uuid4().hex[:6]}"
                     backend.seed_store(store)
                     if label == "ceiling":
-                        row = await ceiling_run(server, row_env, backend, [store], tmp, args.conversations)
+                        row = await ceiling_run(server, row_env, backend, [store], tmp, args.conversations, metrics)
                     else:
                         client = server if root == ROOT else await _uncompressed(server)
                         row = await concurrency_run(client, row_env, backend, [store], tmp, args.conversations, 1,
