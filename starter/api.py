@@ -50,7 +50,7 @@ from starter.api_models import (
     filter_query,
     page_token_query,
 )
-from starter.api_guard import Authenticate, Guard, document_security, guard_dep
+from starter.api_guard import Authenticate, Guard, document_security, documented_app, guard_dep
 from starter.api_journal import router as journal_router
 from starter.auth import Access, AccessSource, Permission
 from starter.api_processes import router as processes_router
@@ -153,8 +153,8 @@ def create_app(client_factory: Optional[ClientFactory] = None,
         yield
 
     # redirect_slashes off: "/conversations/" is a 404 like any unknown path, not an undocumented 307
-    app = FastAPI(title="statekeeper", version=package_version(), lifespan=lifespan, redirect_slashes=False,
-                  description="Durable LLM-driven support conversations and refunds on Temporal.")
+    app = documented_app(title="statekeeper", version=package_version(), lifespan=lifespan, redirect_slashes=False,
+                         description="Durable LLM-driven support conversations and refunds on Temporal.")
     app.state.ensure_client, app.state.ensure_journal, app.state.ensure_access = ensure_client, ensure_journal, ensure_access
     app.include_router(processes_router)
     app.include_router(journal_router)

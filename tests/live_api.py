@@ -19,10 +19,11 @@ from starter.client import StatekeeperClient
 
 
 @contextlib.asynccontextmanager
-async def live_api(client: StatekeeperClient, settings: Settings) -> AsyncIterator[str]:
-    """Serve ``create_app`` over ``client`` (and the journal ``settings`` names) at
-    ``http://127.0.0.1:<free port>`` while the block runs; yields that base URL."""
-    app = create_app(lambda: client, lambda: JournalStore(settings.resolved_journal_url()))
+async def live_api(client: StatekeeperClient, settings: Settings, access: Any = None) -> AsyncIterator[str]:
+    """Serve ``create_app`` over ``client`` (and the journal ``settings`` names; ``access``:
+    ``create_app``'s, by default keyless on loopback) at ``http://127.0.0.1:<free port>`` while
+    the block runs; yields that base URL."""
+    app = create_app(lambda: client, lambda: JournalStore(settings.resolved_journal_url()), access=access)
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="on"))
     task = asyncio.create_task(server.serve())
     while not server.started:
