@@ -8,6 +8,7 @@ process; a refusal raises ``ConversationError`` (one ``{"detail"}`` shape for ev
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any, Awaitable, Callable, Optional
 
@@ -36,8 +37,11 @@ def conversation_missing(conversation_id: str) -> ConversationError:
 class Guard:
     """``Guard(principal, access)``: the authenticated caller of one request and the app's access."""
 
-    def __init__(self, principal: Principal, access: Access) -> None:
+    def __init__(self, principal: Principal, access: Access,
+                 ensure_journal: Optional[Callable[[], Awaitable[Any]]] = None) -> None:
         self.principal, self.access = principal, access
+        self._ensure_journal = ensure_journal
+        """The app's journal (``starter.api``), asked whether a conversation id was used before."""
 
     @property
     def tenancy(self):  # noqa: ANN201 (a starter.tenancy.Tenancy)
@@ -82,16 +86,34 @@ class Guard:
 
     async def claim(self, client: StatekeeperClient, conversation_id: str) -> None:
         """A conversation id being started must be free or the caller's own: another
-        tenant's (or customer's) is a 409, and nothing is sent to it."""
+        tenant's (or customer's) is a 409, and nothing is sent to it. So is an id without a
+        run that the journal remembers (Temporal's retention dropped its runs): conversation
+        ids are never reused, and a new run under it would serve the old transcript (another
+        tenant's or customer's) as its own, and its writes' keys would meet the old ones."""
         p = self.principal
         try:
-            await visible(client, self.tenancy, support_workflow_id(conversation_id), p.tenant, p.customer,
-                          conversation_missing(conversation_id))
+            owner = await visible(client, self.tenancy, support_workflow_id(conversation_id), p.tenant, p.customer,
+                                  conversation_missing(conversation_id))
         except ConversationError as err:
             if err.kind != "not_found":  # Temporal unreachable: that answer, not a conflict
                 raise
             raise ConversationError(f"conversation id {conversation_id} is taken; choose a new conversation id",
                                     "conflict") from err
+        if owner is None and await self._used_before(conversation_id):
+            raise ConversationError(f"conversation id {conversation_id} was used before; choose a new "
+                                    "conversation id", "conflict")
+
+    async def _used_before(self, conversation_id: str) -> bool:
+        """Whether the journal holds records of ``conversation_id``; 503 when it cannot say
+        (an id must not be reused on a guess)."""
+        if self._ensure_journal is None:
+            return False
+        try:
+            journal = await self._ensure_journal()
+            return await asyncio.to_thread(journal.knows, conversation_id)
+        except Exception as err:  # noqa: BLE001 (the database's text stays out of the answer)
+            log.warning("journal not reachable to check a conversation id (%s)", type(err).__name__)
+            raise ConversationError("the journal is not reachable; retry later", "unavailable") from err
 
     def start_attributes(self, store: str) -> list[SearchAttributePair]:
         """The search attributes of a process the caller starts on ``store``. A store of
@@ -189,7 +211,8 @@ async def guard_dep(request: Request) -> Guard:
     """FastAPI dependency: the request's ``Guard``, from the caller ``Authenticate`` found."""
     access: Access = await request.app.state.ensure_access()
     principal = getattr(request.state, "principal", None)
-    return Guard(principal or await access.authenticate(request), access)
+    return Guard(principal or await access.authenticate(request), access,
+                 getattr(request.app.state, "ensure_journal", None))
 
 
 def document_security(app: FastAPI) -> None:

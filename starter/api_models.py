@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal, Optional
 
 from fastapi import HTTPException, Path, Query, Request, status
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
 from starter.client import StatekeeperClient
 from starter.listing import FILTER_VALUE, PAGE_TOKEN_VALUE
@@ -108,8 +108,8 @@ class CancelIn(BaseModel):
 
     reason: Optional[FreeText(1000, "the reason")] = None  # type: ignore[valid-type]
     """None: the workflow's default reason (``CancelRequest``)."""
-    rollback: bool = False
-    """True: undo the conversation's reversible writes (address changes) by their
+    rollback: StrictBool = False
+    """JSON ``true`` (no ``"yes"``, ``1`` or ``"on"``: a consequential flag is not guessed): undo the conversation's reversible writes (address changes) by their
     compensation; irreversible writes are never undone (README, "Cancellation")."""
 
 

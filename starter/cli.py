@@ -34,6 +34,7 @@ from starter.cli_refusals import command_settings, write_output, writable_output
 from starter.cli_support import _interruptible, as_ctrl_c, console, errors, typed_line
 from starter.client import ConversationError, client_for
 from starter.codec_server import codec_server
+from starter.conversation_ids import conversation_named
 from starter.dev_cli import dev, stop
 from starter.erasure_cli import erase, retention_app
 from starter.journal_cli import decisions, journal_app, transcript
@@ -143,12 +144,12 @@ def state(conversation_id: str) -> None:
     """Print a conversation's typed state as JSON (ID as given to `chat`/the client, or the
     workflow id `support-ID`). Starts the embedded server and a worker if none is running."""
     settings = _settings()
-    conversation_id = conversation_id.removeprefix("support-")
 
     async def main() -> None:
         async with runtime(settings) as rt:
             try:
-                current = await client_for(rt.client, settings).state(conversation_id)
+                named = await conversation_named(rt.client, conversation_id)  # "support-x" may be x's or its own
+                current = await client_for(rt.client, settings).state(named)
             except ConversationError as err:
                 errors.print(f"[red]{escape(str(err))}[/]")
                 raise typer.Exit(1)

@@ -8,6 +8,7 @@ Every call has a deadline (``starter.core.Deadlines``) and raises ``Conversation
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from typing import Any, Optional, Sequence
 
@@ -101,10 +102,12 @@ class StatekeeperClient(ApprovalCalls, RefundCalls, ListingCalls, ResolutionCall
         conversation_id = conversation_id or uuid.uuid4().hex
         _check_ids(conversation_id=conversation_id, store=store)
         await self.require_worker()  # before starting: a refused start leaves nothing running
+        made: list[WithStartWorkflowOperation] = []
+
         def start() -> WithStartWorkflowOperation:
             # a fresh operation per attempt: the SDK refuses to send one twice, and run_update
             # sends again (same update id) when a busy worker did not accept the first in time
-            return WithStartWorkflowOperation(
+            made.append(WithStartWorkflowOperation(
                 SupportWorkflow.run,
                 SupportInput(conversation_id=conversation_id, store=store, write_timeout_seconds=self._write_timeout,
                              state=state, token_budget=self._token_budget,
@@ -115,7 +118,8 @@ class StatekeeperClient(ApprovalCalls, RefundCalls, ListingCalls, ResolutionCall
                 search_attributes=TypedSearchAttributes([SearchAttributePair(STATUS, "active"), *search_attributes]),
                 static_summary=f"support conversation {conversation_id} (store {store})",
                 task_timeout=CONVERSATION_TASK_TIMEOUT,
-            )
+            ))
+            return made[-1]
 
         open_id = f"open-{uuid.uuid4().hex}"  # one id per call, the same if it is sent again
         try:
@@ -130,6 +134,8 @@ class StatekeeperClient(ApprovalCalls, RefundCalls, ListingCalls, ResolutionCall
             raise await self._closed(conversation_id, _update_refusal(conversation_id, err)) from err
         except RPCError as err:
             raise await self._closed(conversation_id, ConversationError(*_rpc_reason(conversation_id, err))) from err
+        finally:
+            _read_starts(made)
         if opened.store != store:
             raise ConversationError(f"conversation {conversation_id} exists with another store; choose a new "
                                     "conversation id", "conflict")
@@ -271,3 +277,13 @@ def _systems(settings: Any) -> Any:
     from starter.replay_check import Systems  # noqa: PLC0415 - the ledger's modules load only when asked
 
     return Systems.from_settings(settings)
+
+
+def _read_starts(operations: list[WithStartWorkflowOperation]) -> None:
+    """Mark the start operations' outcomes read: the SDK sets the failure of a refused start
+    (a finished conversation's id: ``WorkflowAlreadyStartedError``) on a future nobody awaits,
+    and asyncio logged it at ERROR with its tracebacks when the future was collected."""
+    for operation in operations:
+        started = getattr(operation, "_workflow_handle", None)  # the SDK's future of the started run
+        if isinstance(started, asyncio.Future) and started.done() and not started.cancelled():
+            started.exception()

@@ -39,6 +39,7 @@ from starter.links import LinkError, pseudonym_key
 from starter.preflight import StartupRefused
 from starter.runtime import runtime
 from workflows.retention import PurgeSummary, RetentionInput, RetentionWorkflow
+from workflows.user_text import id_problem
 
 T = TypeVar("T")
 console = Console()
@@ -63,6 +64,17 @@ def _run(main: Callable[[], Awaitable[T]]) -> T:
         raise _fail(str(err), 2) from None
 
 
+MAX_ACTOR = 128
+"""An actor's name fits the audit log's column (200) whole."""
+
+
+def _check_actor(actor: str) -> None:
+    """Refuse (status 2, before anything runs) an ``--actor`` that would make the audit entry
+    name nobody: empty, a control character, or longer than ``MAX_ACTOR``."""
+    if not actor.strip() or len(actor) > MAX_ACTOR or id_problem(actor, "--actor") is not None:
+        raise _fail(f"--actor is who asks, for the audit log: 1-{MAX_ACTOR} characters, no control characters", 2)
+
+
 def erase(customer: str = typer.Option(..., "--customer", help="The real customer id, e.g. raj_sanchez_2970."),
           terminate_running: bool = typer.Option(
               False, "--terminate-running",
@@ -72,6 +84,7 @@ def erase(customer: str = typer.Option(..., "--customer", help="The real custome
     """Erase a customer's data: journal, ledger, emails, tickets and their closed workflows in Temporal."""
     from worker import build_erasure  # late: the worker pulls in every activity
 
+    _check_actor(actor)
     settings = command_settings()
     if not CUSTOMER_ID.fullmatch(customer):  # refused before any server is started
         raise _fail(ID_RULE, 2)
@@ -123,6 +136,7 @@ def purge(older_than_days: Optional[float] = typer.Option(
     """Purge closed conversations older than the retention period, everywhere statekeeper keeps them."""
     from worker import build_erasure
 
+    _check_actor(actor)
     settings = command_settings()
     cutoff = datetime.now(timezone.utc) - timedelta(days=_retention_days(settings, older_than_days))
 

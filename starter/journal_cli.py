@@ -108,15 +108,17 @@ def decisions(conversation: Optional[str] = typer.Option(None, "--conversation",
               jsonl: Optional[Path] = typer.Option(None, "--jsonl", help="Write the rows as JSON Lines here "
                                                                           "('-': standard output).")) -> None:
     """The decision log: each model call with its prompt version, model, proposal and the verdict on it."""
+    for option, value in (("--conversation", conversation), ("--customer", customer), ("--rule", rule)):
+        if value is not None and not value.strip():  # an unset shell variable: not "every conversation"
+            typer.echo(f"statekeeper: {option} is empty; give a value or leave the option out", err=True)
+            raise typer.Exit(2)
     try:
         when = parse_since(since)
     except ValueError as err:
         typer.echo(f"statekeeper: {err}", err=True)
         raise typer.Exit(2) from None
     writable_output(jsonl)  # refused before reading anything
-    filters = {"conversation_id": conversation if conversation else None,
-               "customer_id": customer, "rule": rule,
-               "since": when}
+    filters = {"conversation_id": conversation, "customer_id": customer, "rule": rule, "since": when}
     with _store() as store:
         if jsonl is not None:
             if str(jsonl) == "-":

@@ -10,6 +10,7 @@ can capture it); it is stored only as a digest.
 from __future__ import annotations
 
 import contextlib
+import re
 from typing import Iterator, Optional
 
 import typer
@@ -23,6 +24,9 @@ from starter.cli_refusals import command_settings, storage_refusals
 from starter.journal_cli import printable
 from starter.keys import KeyStore, Role
 from workflows.pseudonym import customer_pseudonym
+
+CUSTOMER_ID = re.compile(r"[A-Za-z0-9#._:@-]{1,128}", re.ASCII)
+"""A customer id a key may be scoped to (the API's id alphabet, as ``statekeeper erase`` takes it)."""
 
 keys_app = typer.Typer(help="API keys of the HTTP API: one per calling service, bound to a tenant and a role.",
                        no_args_is_help=True)
@@ -57,6 +61,10 @@ def create(tenant: str = typer.Option(..., "--tenant", help="The tenant the key 
                                                        "stored as its pseudonym)."),
            label: str = typer.Option("", "--label", help="A note for people: which service holds the key.")) -> None:
     """Create a key and print it once (standard output); it is stored only as a digest."""
+    if customer is not None and not CUSTOMER_ID.fullmatch(customer):  # e.g. an unset shell variable
+        console.print("[red]statekeeper: --customer is not a customer id: 1-128 characters of A-Z a-z 0-9 "
+                      "# . _ : @ -[/]", highlight=False)
+        raise typer.Exit(2)
     with _opened() as (settings, store, audit):
         pseudonym = None
         if customer is not None:

@@ -17,7 +17,7 @@ import re
 from typing import Optional, Sequence
 
 from pydantic import BaseModel
-from temporalio.client import WorkflowExecution
+from temporalio.client import WorkflowExecution, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
 from starter.core import ClientCore
@@ -94,7 +94,8 @@ class ListingCalls(ClientCore):
         id (mapped to its pseudonym here); ``scope`` are further clauses (the caller's tenant,
         ``starter.tenancy``). Raises ``ConversationError`` ``invalid`` for a bad filter or page
         token, ``unavailable``."""
-        parts = ['WorkflowType = "SupportWorkflow"', *self._filters(customer_id, order_id, status, step), *scope]
+        parts = ['WorkflowType = "SupportWorkflow"', *self._filters(customer_id, order_id, status, step), *scope,
+                 CURRENT_RUNS]
         executions, token = await self._page(" AND ".join(parts), limit, next_page_token)
         return Page(items=[ConversationItem(conversation_id=e.id.removeprefix(SUPPORT_PREFIX), **_common(e))
                            for e in executions], next_page_token=token)
@@ -104,7 +105,8 @@ class ListingCalls(ClientCore):
                            next_page_token: Optional[str] = None, scope: Sequence[str] = ()) -> Page:
         """Refund workflows (standalone and conversations' children) matching every given
         filter (``step``: e.g. ``awaiting_approval``, ``done``) and the ``scope`` clauses."""
-        parts = ['WorkflowType = "RefundWorkflow"', *self._filters(customer_id, order_id, status, step), *scope]
+        parts = ['WorkflowType = "RefundWorkflow"', *self._filters(customer_id, order_id, status, step), *scope,
+                 CURRENT_RUNS]
         executions, token = await self._page(" AND ".join(parts), limit, next_page_token)
         return Page(items=[RefundItem(refund_id=e.id, pending_approval=_keyword(e, PENDING_APPROVAL), **_common(e))
                            for e in executions], next_page_token=token)
@@ -137,6 +139,8 @@ class ListingCalls(ClientCore):
         for key, value in ((ORDER_IDS, order_id), (STATUS, status), (STEP, step)):
             if value is not None:
                 parts.append(clause(key.name, value))
+        if status in LIVE_STATUSES:  # a run that closed without its final Status is not live
+            parts.append('ExecutionStatus = "Running"')
         return parts
 
     async def _page(self, query: str, limit: int, token: Optional[str]) -> tuple[list[WorkflowExecution], Optional[str]]:
@@ -161,6 +165,12 @@ class ListingCalls(ClientCore):
         following = iterator.next_page_token
         return executions, _encode_token(following, query) if following else None
 
+
+CURRENT_RUNS = 'ExecutionStatus != "ContinuedAsNew"'
+"""A conversation or refund is listed by its current run: the runs it continued as new from
+(each still saying "active") are not listed again."""
+LIVE_STATUSES = frozenset({"active", "running", "awaiting_approval"})
+"""``Status`` words of a process still going on: true only of a run that is running."""
 
 TOKEN_TAG = b"sk1"
 
@@ -194,10 +204,14 @@ def _keyword(execution: WorkflowExecution, key) -> Optional[str]:  # noqa: ANN00
 
 def _common(execution: WorkflowExecution) -> dict:
     """Fields every item shares; ``status`` falls back to Temporal's execution status for a
-    run that has not set the ``Status`` search attribute yet."""
+    run that has not set the ``Status`` search attribute yet, or that closed (failed,
+    terminated, timed out) while it still said it was live."""
     fallback = execution.status.name.lower() if execution.status is not None else None
+    status = _keyword(execution, STATUS) or fallback
+    if status in LIVE_STATUSES and execution.status not in (None, WorkflowExecutionStatus.RUNNING):
+        status = fallback
     customer = _keyword(execution, CUSTOMER_ID)
     # only a pseudonym leaves this module: a run written before pseudonyms may hold a real id
     return {"customer_id": customer if customer and customer.startswith(PSEUDONYM_PREFIX) else None,
             "order_ids": list(execution.typed_search_attributes.get(ORDER_IDS) or []),
-            "status": _keyword(execution, STATUS) or fallback, "step": _keyword(execution, STEP)}
+            "status": status, "step": _keyword(execution, STEP)}

@@ -29,6 +29,8 @@ from pydantic import BaseModel
 from temporalio.client import Client, WorkflowExecutionStatus
 
 from activities.payments_port import MONEY_TOOLS, payments_key
+from starter.conversation_ids import conversation_named
+from starter.errors import ConversationError
 from starter.replay_history import Invoked, RunHistory, read_run
 from starter.replay_systems import Systems
 from starter.system_of_record import SERVICES
@@ -226,7 +228,11 @@ async def check(client: Client, conversation_id: str, systems: Systems) -> Repla
     """The ``ReplayReport`` of a conversation's current run (``conversation_id`` or its
     workflow id ``support-<id>``). Never raises for what it finds; ``RPCError`` when Temporal
     cannot be asked."""
-    conversation_id = conversation_id.removeprefix("support-")
+    try:
+        conversation_id = await conversation_named(client, conversation_id)
+    except ConversationError:  # which conversation is meant is not known: nothing is judged
+        return ReplayReport(conversation_id=conversation_id, workflow_id=support_workflow_id(conversation_id),
+                            reasons=["no run of this conversation can be read: Temporal did not answer"])
     workflow_id = support_workflow_id(conversation_id)
     report = ReplayReport(conversation_id=conversation_id, workflow_id=workflow_id)
     handle = client.get_workflow_handle(workflow_id)

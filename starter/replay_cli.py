@@ -124,9 +124,12 @@ def resolve(conversation_id: str = _ID,
         raise typer.Exit(1) from None
 
     async def main():
-        client = client_for(await connect(settings), settings)
-        return await client.resolve_outcome(conversation_id.removeprefix("support-"), step, outcome, operator,
-                                            note, actor="cli")
+        from starter.conversation_ids import conversation_named
+
+        connected = await connect(settings)
+        client = client_for(connected, settings)
+        return await client.resolve_outcome(await conversation_named(connected, conversation_id), step, outcome,
+                                            operator, note, actor="cli")
 
     with _interruptible(130):
         try:

@@ -94,11 +94,19 @@ class RefundWorkflow(ApprovalGate):
                 return RefundOutcome(idempotency_key=key, result=recorded.result, ok=recorded.ok, replayed=True)
 
         self._enter("fresh_read", f"Reading order {order_id} from the system of record")
-        read = await _fresh_read(
-            ReadToolRequest(store=inp.store, call=make_tool_call("get_order_details", {"order_id": order_id}),
-                            system_of_record=inp.system_of_record,
-                            scope_user_id=inp.expected_user_id),
-            f"fresh read of {order_id} before {inp.call.name}")
+        try:
+            read = await _fresh_read(
+                ReadToolRequest(store=inp.store, call=make_tool_call("get_order_details", {"order_id": order_id}),
+                                system_of_record=inp.system_of_record,
+                                scope_user_id=inp.expected_user_id),
+                f"fresh read of {order_id} before {inp.call.name}")
+        except ActivityError as err:
+            refusal = standalone.unknown_store_refusal(inp, err)
+            if refusal is None:
+                raise
+            self._view.outcome = f"refused: {refusal}"
+            self._enter("refused", "the system of record has no such store")
+            return RefundOutcome(idempotency_key=key, result=f"Error: {refusal}", ok=False, refused_reason=refusal)
         self._view.amount = amount_from_read(inp.call, read.result)
         if self._view.pseudonym is None and read.ok:
             # a standalone request names no customer: the order's owner is the customer, so the

@@ -37,6 +37,7 @@ from workflows.clauses import PolicyViolation
 from workflows.contracts import ReadToolRequest, RefundInput, RefundOutcome, TicketRequest, ToolResult, WriteToolRequest
 from workflows.errors import ErrorType
 from workflows.failures import ORDER_SYSTEM, application_cause, log_detail, public_reason
+from workflows.opening import unknown_store_reason
 from workflows.options import DEFAULT_WRITE_TIMEOUT_SECONDS, HEARTBEAT_TIMEOUT, READ_RETRY, READ_TIMEOUT
 from workflows.policy import check_call
 from workflows.records import Customer
@@ -211,3 +212,18 @@ async def escalate_unknown(inp: RefundInput, write: WriteToolRequest, read: Tool
     stated = why if opened else f"{why}; no ticket could be opened"
     return RefundOutcome(idempotency_key=key, result=f"Error: {stated}", ok=False, escalated=True,
                          escalation_reason=stated)
+
+
+UNKNOWN_STORE_PATCH = "standalone-unknown-store-refused"
+"""``workflow.patched`` id of ``unknown_store_refusal``: runs recorded before it failed instead."""
+
+
+def unknown_store_refusal(inp: RefundInput, err: ActivityError) -> Optional[str]:
+    """The refusal of a standalone request whose read failed because the system of record has
+    no such store (``UnknownStore``: a request names its store, unchecked until then); None
+    for any other failure, or a conversation's refund (its store was checked at its start)."""
+    cause = application_cause(err)
+    if not is_standalone(inp) or not isinstance(cause, ApplicationError) or \
+            cause.type != ErrorType.UNKNOWN_STORE.value or not workflow.patched(UNKNOWN_STORE_PATCH):
+        return None
+    return unknown_store_reason(inp.store)

@@ -185,6 +185,12 @@ class JournalStore:
             rows = [dict(r._mapping) for r in conn.execute(query)]
         return [TranscriptEntry(**{**r, "at": _utc(r["at"])}) for r in rows]
 
+    def knows(self, conversation_id: str) -> bool:
+        """Whether any row (decision log or transcript) of ``conversation_id`` is recorded."""
+        with self._ready().connect() as conn:
+            return any(conn.execute(sa.select(table.c.conversation_id).where(
+                table.c.conversation_id == conversation_id).limit(1)).first() is not None for table in TABLES)
+
     # --- retention and erasure --------------------------------------------------------
 
     def _erase(self, conn: Connection, ids: set[str]) -> Erased:

@@ -365,3 +365,38 @@ async def test_a_scoped_conversation_that_authenticates_another_customer_withhol
     # the same key's own conversations go on as before
     mine = await _conversation(s, "raj", text=f"Hi, my email is {EMAIL}")
     assert mine["reply"] and (await _state(s, mine["conversation_id"], "raj"))["customer"]["user_id"] == CUSTOMER
+
+
+async def test_an_id_only_the_journal_remembers_is_not_started_again_and_its_transcript_stays_private(stack):
+    # adversarial review: once Temporal's namespace retention had dropped a conversation's runs,
+    # anyone could start its id again (another tenant, another customer's scoped key) and then
+    # read the old conversation's transcript, kept in the journal, as their own
+    from datetime import datetime, timezone
+
+    from temporalio.service import RPCError, RPCStatusCode
+
+    from activities.journal.store import JournalStore
+    from workflows.journal import EntryKind, Role, TranscriptRecord, TurnRecord
+
+    s = stack
+    cid = f"retained-only-in-journal-{uuid.uuid4().hex[:8]}"
+    journal = JournalStore(s.settings.resolved_journal_url())
+    said = f"Hi, my email is {EMAIL}"
+    journal.record_turn(TurnRecord(conversation_id=cid, customer_id=CUSTOMER, turn=1, transcript=[
+        TranscriptRecord(turn=1, seq=0, role=Role.USER, kind=EntryKind.MESSAGE, text=said, message_id="msg-m-1",
+                         at=datetime.now(timezone.utc))]))
+    before = journal.transcript(cid)
+    for who in ("acme_svc", "sofia", "svc", "op"):
+        store = "acme-store" if who == "acme_svc" else "main"
+        for body in ({"conversation_id": cid, "store": store}, {"conversation_id": cid, "store": store, "text": "hi"}):
+            response = await s.http.post("/conversations", json=body, headers=s.headers[who])
+            assert response.status_code == 409, (who, response.text)
+            assert response.json() == {"detail": f"conversation id {cid} was used before; choose a new "
+                                                 "conversation id"}
+        transcript = await s.http.get(f"/conversations/{cid}/transcript", headers=s.headers[who])
+        assert transcript.status_code in (403, 404) and EMAIL not in transcript.text, (who, transcript.text)
+    with pytest.raises(RPCError) as gone:  # nothing was started
+        await s.temporal.get_workflow_handle(f"support-{cid}").describe()
+    assert gone.value.status is RPCStatusCode.NOT_FOUND
+    assert journal.transcript(cid) == before  # the old record is intact, not overwritten by a new turn 1
+    journal.close()

@@ -88,3 +88,16 @@ async def test_empty_oversized_and_finished_messages_are_refused(api):
     assert r.status_code == 409 and "start a new conversation" in r.json()["detail"]
     r = await api.get(f"/conversations/{cid}")
     assert r.status_code == 200 and r.json()["status"] == "cancelled"
+
+
+@pytest.mark.parametrize("rollback", ["yes", "true", 1, "1", "on", 0.0])
+async def test_a_rollback_that_is_not_a_boolean_is_refused_and_nothing_is_cancelled(api, rollback):
+    """starter/api_models.py CancelIn.rollback was a lax ``bool``: ``"yes"``, ``"on"`` or ``1``
+    became ``true`` and the conversation's reversible writes were undone on a value the
+    schema says is not one (adversarial review). Refused as a 422; the conversation goes on."""
+    cid = (await api.post("/conversations", json={})).json()["conversation_id"]
+    response = await api.post(f"/conversations/{cid}/cancel", json={"reason": "r", "rollback": rollback})
+    assert response.status_code == 422, response.text
+    assert "rollback" in response.json()["detail"]
+    assert (await api.get(f"/conversations/{cid}")).json()["status"] == "active"
+    assert (await api.post(f"/conversations/{cid}/cancel", json={"rollback": True})).status_code == 202

@@ -36,6 +36,12 @@ def _cli(env: dict, *args: str, stdin: str | None = None) -> subprocess.Complete
     (["erase", "--customer", CUSTOMER], "no pseudonym key"),
     (["retention", "purge"], "retention is off: set STATEKEEPER_RETENTION_DAYS"),
     (["retention", "schedule"], "retention is off"),
+    # adversarial review: the audit entry of an erasure named whoever --actor said: nobody
+    # (an unset shell variable), a terminal escape, or 5000 characters cut to 200 silently
+    (["erase", "--customer", CUSTOMER, "--actor", ""], "--actor is who asks"),
+    (["erase", "--customer", CUSTOMER, "--actor", "dpo\x1b[2J"], "--actor is who asks"),
+    (["erase", "--customer", CUSTOMER, "--actor", "x" * 5000], "--actor is who asks"),
+    (["retention", "purge", "--older-than-days", "1", "--actor", " "], "--actor is who asks"),
 ])
 def test_refused_before_any_server(tmp_path, monkeypatch, args, says):
     monkeypatch.setenv("STATEKEEPER_DATA_DIR", str(tmp_path))  # no key made here yet

@@ -50,3 +50,26 @@ def test_the_transcript_does_not_pass_terminal_escapes_to_the_operator(tmp_path)
     shown = _cli(tmp_path, "transcript", "esc")
     assert shown.returncode == 0, shown.stderr
     assert "\x1b" not in shown.stdout and "\x07" not in shown.stdout
+
+
+def test_an_empty_filter_is_refused_not_read_as_no_filter(tmp_path):
+    # adversarial review: `decisions --conversation "$CID" --jsonl out.jsonl` with CID unset
+    # exported every conversation's model calls (their state views: names, emails, addresses)
+    from activities.journal.records import ModelCallRecord
+
+    store = JournalStore(f"sqlite:///{tmp_path / 'journal.sqlite'}")
+    for cid in ("alice-chat", "bob-chat"):
+        store.record_model_call(ModelCallRecord(conversation_id=cid, turn=1, call_seq=1, customer_id=f"cust-{cid}",
+                                                prompt_version="p1", model="m1", view={"email": f"{cid}@example.com"},
+                                                proposal=None, stop_reason="tool_use", recorded_at=NOW))
+    store.close()
+    out = tmp_path / "out.jsonl"
+    for option in ("--conversation", "--customer", "--rule"):
+        for value in ("", "   "):
+            refused = _cli(tmp_path, "decisions", option, value, "--jsonl", str(out))
+            assert refused.returncode == 2, (option, value, refused.stdout, refused.stderr)
+            assert refused.stderr.startswith(f"statekeeper: {option} is empty"), refused.stderr
+            assert not out.exists() and "@example.com" not in refused.stdout
+    one = _cli(tmp_path, "decisions", "--conversation", "alice-chat", "--jsonl", str(out))
+    assert one.returncode == 0, one.stderr
+    assert "alice-chat@" in out.read_text() and "bob-chat" not in out.read_text()

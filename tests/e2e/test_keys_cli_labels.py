@@ -53,3 +53,15 @@ def test_keys_list_never_passes_terminal_escapes_from_a_stored_label(tmp_path):
     assert shown.returncode == 0, shown.stderr
     assert "\x1b" not in shown.stdout and "\x07" not in shown.stdout
     assert "\\x1b" in shown.stdout  # shown escaped, as the transcript shows it
+
+
+def test_a_customer_scope_that_is_no_customer_id_is_refused_and_nothing_is_created(tmp_path):
+    # adversarial review: --customer "" (an unset shell variable) made a key scoped to the
+    # pseudonym of the empty id, a customer that cannot exist, and said it was created
+    for customer in ("", " ", "raj sanchez", "x" * 129, "raj\x1b[2J"):
+        done = _cli(tmp_path, "keys", "create", "--tenant", "t1", "--role", "service", "--customer", customer)
+        assert done.returncode == 2, (customer, done.stdout, done.stderr)
+        assert done.stdout == "" and "customer id" in done.stderr and "\x1b" not in done.stderr
+    assert "API keys (0)" in _cli(tmp_path, "keys", "list").stdout
+    made = _cli(tmp_path, "keys", "create", "--tenant", "t1", "--role", "service", "--customer", "raj_sanchez_2970")
+    assert made.returncode == 0, made.stderr
