@@ -101,10 +101,12 @@ class StatekeeperClient(ApprovalCalls, RefundCalls, ListingCalls, ResolutionCall
         conversation_id = conversation_id or uuid.uuid4().hex
         _check_ids(conversation_id=conversation_id, store=store)
         await self.require_worker()  # before starting: a refused start leaves nothing running
+        sent: list[WithStartWorkflowOperation] = []
+
         def start() -> WithStartWorkflowOperation:
             # a fresh operation per attempt: the SDK refuses to send one twice, and run_update
             # sends again (same update id) when a busy worker did not accept the first in time
-            return WithStartWorkflowOperation(
+            sent.append(WithStartWorkflowOperation(
                 SupportWorkflow.run,
                 SupportInput(conversation_id=conversation_id, store=store, write_timeout_seconds=self._write_timeout,
                              state=state, token_budget=self._token_budget,
@@ -115,7 +117,8 @@ class StatekeeperClient(ApprovalCalls, RefundCalls, ListingCalls, ResolutionCall
                 search_attributes=TypedSearchAttributes([SearchAttributePair(STATUS, "active"), *search_attributes]),
                 static_summary=f"support conversation {conversation_id} (store {store})",
                 task_timeout=CONVERSATION_TASK_TIMEOUT,
-            )
+            ))
+            return sent[-1]
 
         open_id = f"open-{uuid.uuid4().hex}"  # one id per call, the same if it is sent again
         try:
@@ -130,6 +133,8 @@ class StatekeeperClient(ApprovalCalls, RefundCalls, ListingCalls, ResolutionCall
             raise await self._closed(conversation_id, _update_refusal(conversation_id, err)) from err
         except RPCError as err:
             raise await self._closed(conversation_id, ConversationError(*_rpc_reason(conversation_id, err))) from err
+        finally:
+            _retrieve_start_failures(sent)
         if opened.store != store:
             raise ConversationError(f"conversation {conversation_id} exists with another store; choose a new "
                                     "conversation id", "conflict")
@@ -265,6 +270,16 @@ def client_for(temporal_client: Client, settings: Any) -> StatekeeperClient:
                                local_model_calls=getattr(settings, "model_calls", "activity") == "local")
     client.evidence = lambda: _systems(settings)  # an operator's resolution is checked against the ledger
     return client
+
+
+def _retrieve_start_failures(sent: list[WithStartWorkflowOperation]) -> None:
+    """Mark a failed start's error as seen: the SDK also sets it on the operation's handle
+    future, which nothing here awaits, and asyncio then logged "Future exception was never
+    retrieved" with the SDK's traceback (once per start of a finished conversation's id)."""
+    for operation in sent:
+        future = operation._workflow_handle  # noqa: SLF001 (the SDK's only record of it)
+        if future.done() and not future.cancelled():
+            future.exception()
 
 
 def _systems(settings: Any) -> Any:
