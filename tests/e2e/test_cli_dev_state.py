@@ -94,6 +94,10 @@ def test_commands_from_another_directory_use_the_detached_dev_servers_data(tmp_p
         clash = _cli(elsewhere, unaware, "dev", "--detach")
         assert clash.returncode == 2, _flat(clash)
         assert "another system of record" in _flat(clash) and "Traceback" not in clash.stderr
+        # and says the server was not its own, and how to run one's own beside it (on a shared
+        # machine another user's dev on the default ports looked like a misconfiguration)
+        assert f"The Temporal server at 127.0.0.1:{port} was already running" in _flat(clash)
+        assert "STATEKEEPER_TEMPORAL_ADDRESS, STATEKEEPER_UI_PORT" in _flat(clash)
         assert not (tmp_path / "other-state.json").exists()
 
         # `dev --detach` from elsewhere finds the running one instead of starting another
