@@ -34,8 +34,12 @@ def dev(detach: bool = typer.Option(False, "--detach", help="Run in the backgrou
             access = access_from_settings(settings, settings.api_host)  # refused here, not in the background
             running = start_detached(settings)
         api_url = f"{running.api_url} ({access.describe()})" if running.api_url else "not served (port taken; see the log)"
+        # said here too: only the log said it, and refunds then skip the payments mirror
+        services = "" if running.payments_url or running.email_url or running.ticketing_url else (
+            "external services (payments, email, ticketing) not served (port taken: set STATEKEEPER_SERVICES_PORT; "
+            "see the log); ")
         console.print(f"[green]statekeeper dev[/] running in the background (pid {running.pid}); "
-                      f"Web UI {_ui_url(settings)}; HTTP API {api_url}; "
+                      f"Web UI {_ui_url(settings)}; HTTP API {api_url}; {services}"
                       f"data in {running.data_dir}; logs in {log_path(settings)}; "
                       "stop it with `statekeeper stop` (from any directory).")
         return
