@@ -175,10 +175,12 @@ def taubench(
         errors.print(f"[red]{escape(str(err))}[/]")
         raise typer.Exit(2)
 
+    run_id = uuid.uuid4().hex[:8]  # its conversations are tb-<run_id>-<task index>
+
     async def main() -> tuple[dict, bool]:
         async with runtime(settings) as rt:
             client = client_for(rt.client, settings)
-            runner = TauBenchRunner(client, rt.backend, keep_stores=keep_stores)
+            runner = TauBenchRunner(client, rt.backend, run_id=run_id, keep_stores=keep_stores)
             columns = (TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),
                        TextColumn("passed {task.fields[passed]}"), TimeElapsedColumn())
             with Progress(*columns, console=console) as progress:
@@ -196,6 +198,9 @@ def taubench(
     with _interruptible(130):
         result, started_server = asyncio.run(main())
     _print_report(result, settings, started_server)
+    if result["tasks"]:  # the ids were nowhere in the output: `transcript` needs one
+        console.print(f"conversations tb-{run_id}-<task index>, e.g. `statekeeper transcript "
+                      f"tb-{run_id}-{result['tasks'][0]['task_index']}`", highlight=False)
     if json_out:
         write_output(json_out, json.dumps(result, indent=2))
         console.print(f"report written to {json_out}")
