@@ -31,7 +31,7 @@ from rich.table import Table
 from settings import Settings
 from starter.backtest_cli import backtest
 from starter.cli_refusals import command_settings, write_output, writable_output
-from starter.cli_support import _interruptible, as_ctrl_c, console, errors, typed_line
+from starter.cli_support import _interruptible, agent_line, as_ctrl_c, console, errors, typed_line
 from starter.client import ConversationError, client_for
 from starter.codec_server import codec_server
 from starter.dev_cli import dev, stop
@@ -111,7 +111,11 @@ def chat(conversation_id: Optional[str] = typer.Option(None, help="Resume or nam
     async def main() -> None:
         async with runtime(settings) as rt:
             client = client_for(rt.client, settings)
-            cid = await client.start_conversation(conversation_id or f"chat-{uuid.uuid4().hex[:8]}")
+            try:
+                cid = await client.start_conversation(conversation_id or f"chat-{uuid.uuid4().hex[:8]}")
+            except ConversationError as err:  # e.g. a finished id: a page of traceback before
+                errors.print(f"[red]{escape(str(err))}[/]")
+                raise typer.Exit(1)
             console.print(f"conversation [bold]{cid}[/] — Web UI {_ui_url(settings)}. Type 'quit' to leave.")
             if settings.offline:
                 console.print("[dim]Offline stand-in model: type your email, #W order ids, item ids, "
@@ -127,9 +131,9 @@ def chat(conversation_id: Optional[str] = typer.Option(None, help="Resume or nam
                 try:
                     reply = await client.send_message(cid, text)
                 except ConversationError as err:
-                    console.print(f"[red]{err}[/]")
+                    console.print(f"[red]{escape(str(err))}[/]")
                     continue
-                console.print(f"[bold green]agent>[/] {reply.text}")
+                console.print(agent_line(reply.text))
                 if reply.status != "active":
                     console.print(f"[dim]conversation {reply.status}[/]")
                     return
