@@ -57,10 +57,9 @@ async def list_refunds(order_id: Optional[str] = filter_query(), customer_id: Op
                        client: StatekeeperClient = Depends(client_dep)) -> Page:
     """The caller's tenant's refunds (standalone and conversations') matching every filter, one
     page. ``status`` is one of the statuses ``GET /refunds/{refund_id}`` answers (another is a
-    422): ``awaiting_approval`` is a running refund at that step, as that route derives it."""
+    422), as are the items' (``StatekeeperClient.list_refunds``): ``awaiting_approval`` is a
+    running refund at that step, ``running`` one that is not."""
     guard.require(Permission.READ_REFUNDS)
-    if status == "awaiting_approval":
-        status, step = "running", step or "awaiting_approval"
     page = await client.list_refunds(order_id=order_id, customer_id=customer_id, status=status, step=step, limit=limit,
                                      next_page_token=next_page_token, scope=guard.scope())
     await guard.audit_list(client, "refunds", customer_id, len(page.items))

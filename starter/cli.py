@@ -31,7 +31,7 @@ from rich.table import Table
 from settings import Settings
 from starter.backtest_cli import backtest
 from starter.cli_refusals import command_settings, write_output, writable_output
-from starter.cli_support import _interruptible, as_ctrl_c, console, errors, typed_line
+from starter.cli_support import _interruptible, agent_line, as_ctrl_c, console, errors, typed_line
 from starter.client import ConversationError, client_for
 from starter.codec_server import codec_server
 from starter.conversation_ids import conversation_named
@@ -112,7 +112,11 @@ def chat(conversation_id: Optional[str] = typer.Option(None, help="Resume or nam
     async def main() -> None:
         async with runtime(settings) as rt:
             client = client_for(rt.client, settings)
-            cid = await client.start_conversation(conversation_id or f"chat-{uuid.uuid4().hex[:8]}")
+            try:
+                cid = await client.start_conversation(conversation_id or f"chat-{uuid.uuid4().hex[:8]}")
+            except ConversationError as err:  # e.g. a finished id: a page of traceback before
+                errors.print(f"[red]{escape(str(err))}[/]")
+                raise typer.Exit(1)
             console.print(f"conversation [bold]{cid}[/] — Web UI {_ui_url(settings)}. Type 'quit' to leave.")
             if settings.offline:
                 console.print("[dim]Offline stand-in model: type your email, #W order ids, item ids, "
@@ -128,9 +132,9 @@ def chat(conversation_id: Optional[str] = typer.Option(None, help="Resume or nam
                 try:
                     reply = await client.send_message(cid, text)
                 except ConversationError as err:
-                    console.print(f"[red]{err}[/]")
+                    console.print(f"[red]{escape(str(err))}[/]")
                     continue
-                console.print(f"[bold green]agent>[/] {reply.text}")
+                console.print(agent_line(reply.text))
                 if reply.status != "active":
                     console.print(f"[dim]conversation {reply.status}[/]")
                     return
@@ -176,10 +180,12 @@ def taubench(
         errors.print(f"[red]{escape(str(err))}[/]")
         raise typer.Exit(2)
 
+    run_id = uuid.uuid4().hex[:8]  # its conversations are tb-<run_id>-<task index>
+
     async def main() -> tuple[dict, bool]:
         async with runtime(settings) as rt:
             client = client_for(rt.client, settings)
-            runner = TauBenchRunner(client, rt.backend, keep_stores=keep_stores)
+            runner = TauBenchRunner(client, rt.backend, run_id=run_id, keep_stores=keep_stores)
             columns = (TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),
                        TextColumn("passed {task.fields[passed]}"), TimeElapsedColumn())
             with Progress(*columns, console=console) as progress:
@@ -197,6 +203,9 @@ def taubench(
     with _interruptible(130):
         result, started_server = asyncio.run(main())
     _print_report(result, settings, started_server)
+    if result["tasks"]:  # the ids were nowhere in the output: `transcript` needs one
+        console.print(f"conversations tb-{run_id}-<task index>, e.g. `statekeeper transcript "
+                      f"tb-{run_id}-{result['tasks'][0]['task_index']}`", highlight=False)
     if json_out:
         write_output(json_out, json.dumps(result, indent=2))
         console.print(f"report written to {json_out}")

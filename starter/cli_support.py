@@ -23,6 +23,13 @@ errors = Console(stderr=True)
 and leaves no message in the file."""
 
 
+def agent_line(text: str) -> str:
+    """The chat's line for a reply, its text escaped: rich took an exchange's detail
+    "-> 2880340443 [color white, sensor type optical] (137.22)" for markup and showed
+    "-> 2880340443  (137.22)", the very options the user was asked to confirm."""
+    return f"[bold green]agent>[/] {escape(text)}"
+
+
 async def typed_line(prompt: str) -> str:
     """A line the user typed after ``prompt`` (raises ``EOFError`` at the end of input). Read
     on a daemon thread, not ``asyncio.to_thread``: at Ctrl-C, ``asyncio.run`` would wait for

@@ -34,8 +34,15 @@ def dev(detach: bool = typer.Option(False, "--detach", help="Run in the backgrou
             access = access_from_settings(settings, settings.api_host)  # refused here, not in the background
             running = start_detached(settings)
         api_url = f"{running.api_url} ({access.describe()})" if running.api_url else "not served (port taken; see the log)"
+        # said here too: only the log said it, and refunds then skip the payments mirror
+        services = "" if running.payments_url or running.email_url or running.ticketing_url else (
+            "external services (payments, email, ticketing) not served (port taken: set STATEKEEPER_SERVICES_PORT; "
+            "see the log); ")
+        ui = _ui_url(settings) if running.started_server else (
+            f"that server's (this dev uses the Temporal server already running at {running.temporal_address}, "
+            "which it did not start)")
         console.print(f"[green]statekeeper dev[/] running in the background (pid {running.pid}); "
-                      f"Web UI {_ui_url(settings)}; HTTP API {api_url}; "
+                      f"Web UI {ui}; HTTP API {api_url}; {services}"
                       f"data in {running.data_dir}; logs in {log_path(settings)}; "
                       "stop it with `statekeeper stop` (from any directory).")
         return
@@ -65,7 +72,7 @@ def dev(detach: bool = typer.Option(False, "--detach", help="Run in the backgrou
             recorded = record_state or devstate.read(settings) is None
             if recorded:
                 devstate.write(settings, devstate.describe(served_settings, os.getpid(), api_url=served,
-                                                           detached=record_state))
+                                                           detached=record_state, started_server=rt.started_server))
             try:
                 # until stopped (run_until_stopped), or until the server it started is gone: the
                 # worker would retry its polls for ever, logging each failure

@@ -128,6 +128,20 @@ def attribute_type_name(key: SearchAttributeKey) -> str:
     return "KeywordList" if key.indexed_value_type == IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD_LIST else "Keyword"
 
 
+def exited(what: str, proc: subprocess.Popen, log_path: Path) -> DevServerError:
+    """The error for a server that exited while starting: its log's last line says why (e.g.
+    "Error: can't set UI port 8233: ... address already in use"), and a taken Web UI port
+    names the setting that moves it. Before, only "exited with 1; see <log>" was said."""
+    try:
+        lines = [line.strip() for line in log_path.read_text(errors="replace").splitlines() if line.strip()]
+    except OSError:
+        lines = []
+    why = f": {lines[-1][:300]}" if lines else ""
+    hint = " (another program holds that port: set STATEKEEPER_UI_PORT to a free one)" \
+        if "UI port" in why and "in use" in why else ""
+    return DevServerError(f"{what} exited with {proc.returncode}{why}{hint}; see {log_path}")
+
+
 def wait_until_reachable(address: str, proc: subprocess.Popen, what: str, log_path: Path,
                          timeout_seconds: float) -> None:
     """Block until ``address`` accepts connections. Raises ``DevServerError`` if ``proc``
@@ -135,7 +149,7 @@ def wait_until_reachable(address: str, proc: subprocess.Popen, what: str, log_pa
     deadline = time.monotonic() + timeout_seconds
     while not reachable(address):
         if proc.poll() is not None:
-            raise DevServerError(f"{what} exited with {proc.returncode}; see {log_path}")
+            raise exited(what, proc, log_path)
         if time.monotonic() > deadline:
             raise DevServerError(f"{what} did not start within {timeout_seconds:.0f} s; see {log_path}")
         time.sleep(0.2)
@@ -153,7 +167,7 @@ async def wait_until_serving(settings: Settings, proc: subprocess.Popen, log_pat
             return
         except RuntimeError as err:
             if proc.poll() is not None:
-                raise DevServerError(f"temporal dev server exited with {proc.returncode}; see {log_path}") from err
+                raise exited("temporal dev server", proc, log_path) from err
             if time.monotonic() > deadline:
                 raise DevServerError(f"temporal dev server was not healthy within {timeout_seconds:.0f} s; "
                                      f"see {log_path}") from err

@@ -47,6 +47,9 @@ class DevState(BaseModel):
     """False for a foreground `statekeeper dev` (its process, not its group, is signalled to stop
     it). Recorded too, so a `chat` beside it uses its services (before, that chat was refused:
     "a worker configured with other external services")."""
+    started_server: bool = True
+    """False when the dev uses a Temporal server that was already running (another user's, on a
+    shared machine): the Web UI is then that server's, not necessarily at ``ui_port``."""
 
 
 def state_file(settings: Settings) -> Path:
@@ -57,15 +60,17 @@ def state_file(settings: Settings) -> Path:
     return Path(base) / "statekeeper" / "dev.json"
 
 
-def describe(settings: Settings, pid: int, api_url: Optional[str] = None, detached: bool = True) -> DevState:
+def describe(settings: Settings, pid: int, api_url: Optional[str] = None, detached: bool = True,
+             started_server: bool = True) -> DevState:
     """The record of a dev server running with ``settings`` as process ``pid`` (its HTTP API
-    at ``api_url``, if served; ``detached`` False: in the foreground)."""
+    at ``api_url``, if served; ``detached`` False: in the foreground; ``started_server`` False:
+    on a Temporal server that was already running)."""
     return DevState(pid=pid, data_dir=settings.data_dir.resolve(), temporal_address=settings.temporal_address,
                     ui_port=settings.ui_port, api_url=api_url, temporal_namespace=settings.temporal_namespace,
                     task_queue=settings.task_queue, db_fingerprint=fingerprint(settings.resolved_database_url()),
                     default_database=settings.database_url is None, started_at=datetime.now(timezone.utc),
                     payments_url=settings.payments_url, email_url=settings.email_url,
-                    ticketing_url=settings.ticketing_url, detached=detached)
+                    ticketing_url=settings.ticketing_url, detached=detached, started_server=started_server)
 
 
 def write(settings: Settings, state: DevState) -> None:

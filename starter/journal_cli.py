@@ -129,7 +129,17 @@ def decisions(conversation: Optional[str] = typer.Option(None, "--conversation",
             console.print(f"{count} decision(s) written to {jsonl}")
             return
         rows = store.decisions(**filters)
-    console.print(decision_table(rows))
+    console.print(decision_table(rows) if rows else no_decisions(conversation, customer, rule, since))
+
+
+def no_decisions(conversation: Optional[str], customer: Optional[str], rule: Optional[str],
+                 since: Optional[str]) -> str:
+    """What ``decisions`` says when nothing matches: an empty twelve-column table squeezed to
+    80 columns ("conv ersa tion", "pro mpt") was all a mistyped conversation id got."""
+    scope = [f"conversation {conversation}" if conversation else "", "that customer" if customer else "",
+             f"rule {rule}" if rule else "", f"since {since}" if since else ""]
+    said = ", ".join(part for part in scope if part)
+    return escape(f"no model calls in the decision log{f' for {said}' if said else ''}")
 
 
 def decision_table(rows: list) -> Table:

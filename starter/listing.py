@@ -33,6 +33,7 @@ PAGE_TOKEN_VALUE = r"^[A-Za-z0-9_-]{1,4096}={0,2}$"
 """The shape of the page tokens this client returns (URL-safe base64)."""
 MAX_PAGE = 100
 SUPPORT_PREFIX = "support-"
+AWAITING = "awaiting_approval"
 
 
 class ConversationItem(BaseModel):
@@ -104,12 +105,18 @@ class ListingCalls(ClientCore):
                            status: Optional[str] = None, step: Optional[str] = None, limit: int = 20,
                            next_page_token: Optional[str] = None, scope: Sequence[str] = ()) -> Page:
         """Refund workflows (standalone and conversations' children) matching every given
-        filter (``step``: e.g. ``awaiting_approval``, ``done``) and the ``scope`` clauses."""
-        parts = ['WorkflowType = "RefundWorkflow"', *self._filters(customer_id, order_id, status, step), *scope,
-                 CURRENT_RUNS]
+        filter (``step``: e.g. ``awaiting_approval``, ``done``) and the ``scope`` clauses.
+        ``status`` and each item's status are a refund's as ``refund()`` states it: a running
+        refund at step ``awaiting_approval`` is ``awaiting_approval``, not ``running``."""
+        awaiting = []
+        if status == AWAITING:  # the Status attribute says running; the step says why
+            status, step = "running", step or AWAITING
+        elif status == "running":
+            awaiting = [f'(`{STEP.name}` IS NULL OR `{STEP.name}` != "{AWAITING}")']
+        parts = ['WorkflowType = "RefundWorkflow"', *self._filters(customer_id, order_id, status, step), *awaiting,
+                 *scope, CURRENT_RUNS]
         executions, token = await self._page(" AND ".join(parts), limit, next_page_token)
-        return Page(items=[RefundItem(refund_id=e.id, pending_approval=_keyword(e, PENDING_APPROVAL), **_common(e))
-                           for e in executions], next_page_token=token)
+        return Page(items=[_refund_item(e) for e in executions], next_page_token=token)
 
     async def list_pending_approvals(self, *, limit: int = 20, next_page_token: Optional[str] = None,
                                      scope: Sequence[str] = ()) -> Page:
@@ -200,6 +207,14 @@ def _decode_token(token: Optional[str], query: str) -> Optional[bytes]:
 
 def _keyword(execution: WorkflowExecution, key) -> Optional[str]:  # noqa: ANN001 (a SearchAttributeKey)
     return execution.typed_search_attributes.get(key)
+
+
+def _refund_item(execution: WorkflowExecution) -> RefundItem:
+    item = RefundItem(refund_id=execution.id, pending_approval=_keyword(execution, PENDING_APPROVAL),
+                      **_common(execution))
+    if item.status == "running" and (item.step == AWAITING or item.pending_approval):
+        item.status = AWAITING  # as GET /refunds/{refund_id} says it
+    return item
 
 
 def _common(execution: WorkflowExecution) -> dict:

@@ -58,10 +58,25 @@ async def runtime(settings: Settings, *, with_worker: bool = True, create_key: b
     check_configured_keys(settings)  # not after starting an embedded server only to stop it
     async with embedded_temporal(settings) as started:
         client = await connect_with_retry(settings, create_key=create_key or started)
-        await preflight(client, settings, serving=with_worker)
+        try:
+            await preflight(client, settings, serving=with_worker)
+        except StartupRefused as err:
+            if started:
+                raise
+            raise StartupRefused(f"{err} {already_running(settings)}") from err
         backend = await asyncio.to_thread(build_backend, settings)
         if not with_worker:
             yield Runtime(client, backend, started)
             return
         async with build_worker(client, settings, backend):
             yield Runtime(client, backend, started)
+
+
+def already_running(settings: Settings) -> str:
+    """What a refusal adds when the server at the configured address was not started by this
+    command: on a shared machine it may be another user's dev, and the way out is a server of
+    one's own on other ports, which the refusal alone did not say."""
+    return (f"The Temporal server at {settings.temporal_address} was already running (this command did not start "
+            "it); if it is someone else's, run your own beside it on free ports: STATEKEEPER_TEMPORAL_ADDRESS, "
+            "STATEKEEPER_UI_PORT, and for `dev` also STATEKEEPER_API_PORT, "
+            "STATEKEEPER_CODEC_PORT, STATEKEEPER_SERVICES_PORT and STATEKEEPER_DEV_STATE_FILE.")

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 from rich.console import Console
 
-from starter.journal_cli import decision_table
+from starter.journal_cli import decision_table, no_decisions
 
 
 def _row(conversation: str, call: int, tool: str) -> SimpleNamespace:
@@ -39,3 +39,12 @@ def test_several_conversations_keep_their_column():
     text = _render([_row("desk-43", 1, "reply"), _row("desk-44", 1, "reply")], 200)
     assert "conversation" in text.splitlines()[2] and "desk-44" in text
     assert "prompt 2026-12-01" in text  # still the same in every row
+
+
+def test_nothing_to_show_is_one_line_naming_the_filters():
+    """An empty decision log (a mistyped conversation id, an unknown rule) printed an empty
+    twelve-column table whose headers, at 80 columns, read "conv ersa tion" (a new user's report)."""
+    assert no_decisions("nope", None, None, None) == "no model calls in the decision log for conversation nope"
+    assert no_decisions(None, "raj_sanchez_2970", "check-status", "2026-11-23") == (
+        "no model calls in the decision log for that customer, rule check-status, since 2026-11-23")
+    assert no_decisions(None, None, None, None) == "no model calls in the decision log"

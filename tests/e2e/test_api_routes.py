@@ -332,18 +332,38 @@ async def _refunds_filter_like_conversations(http, client: Client, customer: str
         return body if len(body["items"]) == 3 else None
 
     assert await _eventually(all_three, 15)
-    waiting = await refunds(order_id=order, step="awaiting_approval", status="running")
+    waiting = await refunds(order_id=order, step="awaiting_approval")
     assert {i["refund_id"] for i in waiting["items"]} == {f"refund-main-W{tag}-0", f"refund-main-W{tag}-1"}
     assert all(i["customer_id"] == customer_pseudonym(customer, KEY) for i in waiting["items"])
     assert [i["refund_id"] for i in (await refunds(step="done"))["items"]] == [f"refund-main-W{tag}-2"]
-    # the status GET /refunds/{id} states ("awaiting_approval") filters the list the same way
+    # the status GET /refunds/{id} states ("awaiting_approval") filters the list the same way,
+    # and is the items' status too; "running" is a running refund not waiting for a supervisor
+    # (both were "running": a newcomer's ?status=awaiting_approval listed items saying "running")
     awaiting = await refunds(order_id=order, status="awaiting_approval")
     assert {i["refund_id"] for i in awaiting["items"]} == {f"refund-main-W{tag}-0", f"refund-main-W{tag}-1"}
+    assert {i["status"] for i in awaiting["items"]} == {"awaiting_approval"}
+    assert (await refunds(order_id=order, status="running"))["items"] == []
+    assert (await refunds(order_id=order, step="awaiting_approval", status="running"))["items"] == []
+    assert [i["status"] for i in (await refunds(step="done"))["items"]] == ["applied"]
+    other = f"bo_{tag}"  # a running refund at another step (and another customer's: the lists above stay as they were)
+    started.append(await client.start_workflow(
+        RefundWorkflow.run, RefundInput(store="main", operation_id=f"{tag}.r3", call=make_tool_call(
+            "cancel_pending_order", {"order_id": f"#W3{tag}", "reason": "no longer needed"})),
+        id=f"refund-main-W{tag}-3", task_queue=f"idle-{tag}", search_attributes=TypedSearchAttributes([
+            SearchAttributePair(CUSTOMER_ID, customer_pseudonym(other, KEY)), SearchAttributePair(STEP, "execute"),
+            SearchAttributePair(STATUS, "running")])))
+    running = await _eventually(lambda: _nonempty(refunds(customer_id=other, status="running")), 15)
+    assert [(i["refund_id"], i["status"]) for i in running["items"]] == [(f"refund-main-W{tag}-3", "running")]
     first = await refunds(limit=2)
     rest = await refunds(limit=2, next_page_token=first["next_page_token"])
     assert len(first["items"]) == 2 and len(rest["items"]) == 1 and not rest["next_page_token"]
     for params in ({"step": 'done" OR Step != "x'}, {"order_id": "#W 1"}, {"limit": 0}, {"status": "bogus"}):
         assert (await http.get("/refunds", params=params)).status_code == 422, params
+
+
+async def _nonempty(listed):
+    body = await listed
+    return body if body["items"] else None
 
 
 async def _full(page):

@@ -59,6 +59,13 @@ def test_dev_detach_chat_state_stop(tmp_path):
         ended = _cli(env, "chat", "--conversation-id", "cli-chat-eof", stdin=f"Hi, my email is {EMAIL}\n")
         assert ended.returncode == 0 and "Aborted" not in ended.stdout + ended.stderr, ended.stdout + ended.stderr
         assert "agent>" in ended.stdout
+        # chat on a finished conversation's id: one line and status 1 (a page of traceback before)
+        done = _cli(env, "chat", "--conversation-id", "cli-chat-eof", stdin="thanks\n")
+        assert "conversation ended" in done.stdout, done.stdout + done.stderr
+        again = _cli(env, "chat", "--conversation-id", "cli-chat-eof", stdin="hello\n")
+        assert again.returncode == 1, again.stdout + again.stderr
+        assert "conversation cli-chat-eof has finished; start a new conversation" in " ".join(again.stderr.split())
+        assert "Traceback" not in again.stdout + again.stderr
 
         shown = _cli(env, "state", "support-cli-chat")  # the workflow id is accepted too
         assert shown.returncode == 0, shown.stdout + shown.stderr

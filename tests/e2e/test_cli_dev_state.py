@@ -94,7 +94,25 @@ def test_commands_from_another_directory_use_the_detached_dev_servers_data(tmp_p
         clash = _cli(elsewhere, unaware, "dev", "--detach")
         assert clash.returncode == 2, _flat(clash)
         assert "another system of record" in _flat(clash) and "Traceback" not in clash.stderr
+        # and says the server was not its own, and how to run one's own beside it (on a shared
+        # machine another user's dev on the default ports looked like a misconfiguration)
+        assert f"The Temporal server at 127.0.0.1:{port} was already running" in _flat(clash)
+        assert "STATEKEEPER_TEMPORAL_ADDRESS, STATEKEEPER_UI_PORT" in _flat(clash)
         assert not (tmp_path / "other-state.json").exists()
+
+        # on another task queue it runs beside it, and says the server is not its own: it printed
+        # the Web UI URL of its own settings, where no server serves one
+        beside = dict(unaware, STATEKEEPER_TASK_QUEUE="beside-queue", STATEKEEPER_DATA_DIR=str(tmp_path / "beside"),
+                      STATEKEEPER_CODEC_PORT=str(_free_port()), STATEKEEPER_SERVICES_PORT=str(_free_port()))
+        alongside = _cli(elsewhere, beside, "dev", "--detach")
+        try:
+            assert alongside.returncode == 0, _flat(alongside)
+            assert (f"Web UI that server's (this dev uses the Temporal server already running at 127.0.0.1:{port}, "
+                    "which it did not start)") in _flat(alongside)
+            assert json.loads((tmp_path / "other-state.json").read_text())["started_server"] is False
+        finally:
+            assert "stopped" in _cli(elsewhere, beside, "stop").stdout
+        assert reachable(f"127.0.0.1:{port}")  # not its server: still serving
 
         # `dev --detach` from elsewhere finds the running one instead of starting another
         second = _cli(elsewhere, env, "dev", "--detach")

@@ -52,6 +52,46 @@ def test_dev_serves_the_rest_when_its_api_and_codec_ports_are_taken(tmp_path):
         codec.close()
 
 
+def test_a_detached_dev_says_its_external_services_are_not_served_when_their_port_is_taken(tmp_path):
+    """Only the dev's log said "external services not served"; `dev --detach` said it was
+    running, and its refunds then went without the payments service."""
+    env, port, _ = _env(tmp_path, "services")
+    held, services_port = _listener()
+    env.update(STATEKEEPER_SERVICES_PORT=str(services_port))
+    try:
+        done = subprocess.run([sys.executable, "-m", "starter.cli", "dev", "--detach"], cwd=ROOT, env=env,
+                              capture_output=True, text=True, timeout=120)
+        said = " ".join(done.stdout.split())
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert ("external services (payments, email, ticketing) not served (port taken: set "
+                "STATEKEEPER_SERVICES_PORT; see the log)") in said, said
+        assert reachable(f"127.0.0.1:{port}")  # the rest serves
+    finally:
+        stopped = subprocess.run([sys.executable, "-m", "starter.cli", "stop"], cwd=ROOT, env=env,
+                                 capture_output=True, text=True, timeout=120)
+        held.close()
+    assert "stopped" in stopped.stdout, stopped.stdout + stopped.stderr
+    assert not reachable(f"127.0.0.1:{port}")
+
+
+def test_dev_says_which_port_when_its_web_ui_port_is_taken(tmp_path):
+    """The embedded server cannot start without its Web UI port; before, dev said only
+    "temporal dev server exited with 1; see <log>", and the reason was in that log."""
+    env, port, _ = _env(tmp_path, "ui")
+    held, ui_port = _listener()
+    env.update(STATEKEEPER_UI_PORT=str(ui_port))
+    try:
+        done = subprocess.run([sys.executable, "-m", "starter.cli", "dev"], cwd=ROOT, env=env, capture_output=True,
+                              text=True, timeout=120)
+    finally:
+        held.close()
+    said = " ".join(done.stderr.split())
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert f"temporal dev server exited with 1: Error: can't set UI port {ui_port}" in said, said
+    assert "address already in use" in said and "set STATEKEEPER_UI_PORT to a free one" in said, said
+    assert "Traceback" not in done.stderr and not reachable(f"127.0.0.1:{port}")
+
+
 @pytest.mark.parametrize("command, what", [("api", "HTTP API"), ("codec-server", "codec server")])
 def test_api_and_codec_server_commands_say_their_port_is_taken(tmp_path, command, what):
     """On their own, ``statekeeper api`` and ``statekeeper codec-server`` ended with uvicorn's

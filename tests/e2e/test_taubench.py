@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -103,6 +104,13 @@ def test_cli_runs_a_task_file_with_reads_and_outputs_and_writes_the_json_report(
     assert not bad["passed"] and not bad["hash_match"] and not bad["outputs_match"]
     assert "a figure nobody said" in bad["reason"]
     assert "τ-bench summary" in proc.stdout and "Failed tasks" in proc.stdout and "approvals" in proc.stdout
+    # the conversations' ids, which `transcript` takes, were nowhere in the output
+    said = re.search(r"conversations tb-([0-9a-f]{8})-<task index>, e\.g\. `statekeeper transcript tb-\1-7`",
+                     " ".join(proc.stdout.split()))
+    assert said, proc.stdout
+    shown = subprocess.run([sys.executable, "-m", "starter.cli", "transcript", f"tb-{said.group(1)}-7"], cwd=ROOT,
+                           env=env, capture_output=True, text=True, timeout=120)
+    assert shown.returncode == 0 and "[turn 1," in shown.stdout, shown.stdout + shown.stderr
 
 
 async def test_dev_tasks_on_postgresql(temporal_env, settings, pg_run_url):

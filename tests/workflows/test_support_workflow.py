@@ -7,6 +7,7 @@ stand-in, or a test brain that misbehaves on purpose.
 from __future__ import annotations
 
 import asyncio
+import gc
 
 import pytest
 from temporalio.api.sdk.v1 import WorkflowMetadata
@@ -100,6 +101,21 @@ async def test_messages_after_the_conversation_finished_get_a_clear_error(tempor
             await client.send_message(cid, "hello again")
         with pytest.raises(ConversationError, match="does not exist"):
             await client.send_message("never-started", "hello")
+        # starting it again is refused as finished, and the failed start leaves no unretrieved
+        # future behind: asyncio logged "Future exception was never retrieved" with the SDK's
+        # traceback (the API's log showed one per POST /conversations of a finished id)
+        logged: list[str] = []
+        loop = asyncio.get_running_loop()
+        loop.set_exception_handler(lambda _loop, context: logged.append(context["message"]))
+        try:
+            with pytest.raises(ConversationError) as again:
+                await client.start_conversation(cid)
+            assert again.value.kind == "finished"
+            del again  # its traceback holds the frames that hold the operation
+            gc.collect()
+        finally:
+            loop.set_exception_handler(None)
+        assert logged == []
 
 
 async def test_malformed_model_output_becomes_a_rejection_fed_back_to_the_model(temporal_env, settings):
