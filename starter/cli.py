@@ -30,7 +30,7 @@ from rich.table import Table
 
 from settings import Settings
 from starter.backtest_cli import backtest
-from starter.cli_refusals import command_settings, write_output, writable_output
+from starter.cli_refusals import command_settings, given_id, write_output, writable_output
 from starter.cli_support import _interruptible, agent_line, as_ctrl_c, console, errors, typed_line
 from starter.client import ConversationError, client_for
 from starter.codec_server import codec_server
@@ -147,6 +147,7 @@ def chat(conversation_id: Optional[str] = typer.Option(None, help="Resume or nam
 def state(conversation_id: str) -> None:
     """Print a conversation's typed state as JSON (ID as given to `chat`/the client, or the
     workflow id `support-ID`). Starts the embedded server and a worker if none is running."""
+    given_id(conversation_id)
     settings = _settings()
 
     async def main() -> None:

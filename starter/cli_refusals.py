@@ -27,6 +27,7 @@ from rich.markup import escape
 from settings import Settings
 from starter import devstate
 from starter.cli_support import errors
+from workflows.user_text import id_problem
 
 JOURNAL = "the journal database"
 _SQLITE_KINDS = {
@@ -49,6 +50,18 @@ def fail(message: str, code: int) -> typer.Exit:
     the ``typer.Exit`` to raise."""
     errors.print(f"[red]statekeeper: {escape(message)}[/]", highlight=False, soft_wrap=True)
     return typer.Exit(code)
+
+
+def given_id(value: str, what: str = "conversation id") -> str:
+    """``value`` when it can name something: refused (status 2, before any connection) when it
+    is blank (an unset shell variable: ``state ""`` answered 'conversation  does not exist'
+    after starting a server) or holds a control character."""
+    if not value.strip():
+        raise fail(f"give a {what} (it is empty)", 2)
+    problem = id_problem(value, f"the {what}")
+    if problem is not None:
+        raise fail(problem, 2)
+    return value
 
 
 def command_settings() -> Settings:

@@ -22,7 +22,7 @@ from rich.table import Table
 
 from activities.journal.store import DecisionRow, JournalStore, TranscriptEntry
 from settings import MAX_DAYS
-from starter.cli_refusals import command_settings, storage_refusals, writable_output
+from starter.cli_refusals import command_settings, given_id, storage_refusals, writable_output
 
 console = Console()
 journal_app = typer.Typer(help="Retention and erasure of the journal (decision log and transcripts).",
@@ -80,6 +80,7 @@ def transcript_json(conversation_id: str, entries: list[TranscriptEntry]) -> dic
 def transcript(conversation_id: str = typer.Argument(..., help="Conversation id (as given when it was started; not the workflow id)."),
                as_json: bool = typer.Option(False, "--json", help="JSON instead of text.")) -> None:
     """Print a conversation's whole transcript: every user message and every reply, with turn and time."""
+    given_id(conversation_id)
     with _store() as store:
         entries = store.transcript(conversation_id)
     if not entries:

@@ -73,3 +73,15 @@ def test_an_empty_filter_is_refused_not_read_as_no_filter(tmp_path):
     one = _cli(tmp_path, "decisions", "--conversation", "alice-chat", "--jsonl", str(out))
     assert one.returncode == 0, one.stderr
     assert "alice-chat@" in out.read_text() and "bob-chat" not in out.read_text()
+
+
+def test_a_blank_or_control_character_id_is_refused_before_anything_starts(tmp_path):
+    """``state ""`` (an unset shell variable) started the embedded server and a worker, then
+    said 'conversation  does not exist'; now state and transcript refuse it at once."""
+    for args, said in ((("state", ""), "give a conversation id"), (("state", "   "), "give a conversation id"),
+                       (("transcript", ""), "give a conversation id"),
+                       (("state", "a\tb"), "control character"), (("transcript", "a\x1bb"), "control character")):
+        refused = _cli(tmp_path, *args)
+        assert refused.returncode == 2, (args, refused.stdout, refused.stderr)
+        assert said in refused.stderr and "Traceback" not in refused.stderr
+    assert not (tmp_path / "temporal.sqlite").exists() and not (tmp_path / "journal.sqlite").exists()
