@@ -144,6 +144,17 @@ async def until(predicate: Callable[[], Any], what: str, seconds: float = 20.0) 
     raise AssertionError(f"timed out waiting for {what}")
 
 
+async def refund_settled(client: StatekeeperClient, refund_id: str, seconds: float = 60.0) -> Any:
+    """The standalone refund's status (``client.refund``) once it is neither running nor
+    awaiting approval; ``AssertionError`` after ``seconds``."""
+    for _ in range(int(seconds / 0.1)):
+        status = await client.refund(refund_id)
+        if status.status not in ("running", "awaiting_approval"):
+            return status
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"refund {refund_id} still running")
+
+
 def order_details(backend: RetailBackend, order_id: str, store: str = "main") -> dict:
     """The order as the system of record holds it now."""
     return json.loads(backend.read(store, "get_order_details", {"order_id": order_id}))

@@ -16,19 +16,9 @@ import sqlalchemy as sa
 from systems.service_kit.fleet import Fleet, sqlite_databases
 from tests.policy_fixtures import PENDING
 from tests.service_fixtures import arm
-from tests.workflow_harness import running_worker
+from tests.workflow_harness import refund_settled, running_worker
 from workflows import keys
 from workflows.standalone import RefundRequest
-
-
-async def _settled(client, refund_id: str):
-    """The refund's status once its run has closed."""
-    for _ in range(600):
-        status = await client.refund(refund_id)
-        if status.status not in ("running", "awaiting_approval"):
-            return status
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"refund {refund_id} still running")
 
 
 async def test_a_standalone_refund_whose_payment_cannot_be_told_is_escalated(temporal_env, settings, tmp_path):
@@ -44,7 +34,7 @@ async def test_a_standalone_refund_whose_payment_cannot_be_told_is_escalated(tem
             while httpx.get(f"{urls['payments']}/_faults").json().get("answer_after_timeout") != 1:
                 await asyncio.sleep(0.05)
             await asyncio.to_thread(fleet.threads["payments"].stop)  # gone before it answers
-            status = await _settled(client, started.refund_id)
+            status = await refund_settled(client, started.refund_id)
             assert status.status == "escalated", status
             assert "could not be shown to have completed" in status.reason and "escalated" in status.reason
             assert "Error" not in status.reason and "OutcomeUnknown" not in status.reason

@@ -5,26 +5,16 @@ from the fresh read), so ``GET /refunds/{id}`` answered ``failed`` with no reaso
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 
 import pytest
 
 from tests.policy_fixtures import PENDING
-from tests.workflow_harness import running_worker
+from tests.workflow_harness import refund_settled, running_worker
 from workflows.options import STATUS, STEP
 from workflows.standalone import RefundRequest
 
 DELIVERED = "#W7736708"  # raj_sanchez_2970's delivered order
-
-
-async def _settled(client, refund_id: str):
-    for _ in range(300):
-        status = await client.refund(refund_id)
-        if status.status not in ("running", "awaiting_approval"):
-            return status
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"refund {refund_id} still running")
 
 
 @pytest.mark.parametrize("operation, order, arguments", [
@@ -37,7 +27,7 @@ async def test_a_refund_on_an_unknown_store_is_refused_with_its_reason(temporal_
         request = RefundRequest(request_id=f"nostore-{uuid.uuid4().hex[:6]}", order_id=order, operation=operation,
                                 store="no-such-store", **arguments)
         started = await client.request_refund(request)
-        status = await _settled(client, started.refund_id)
+        status = await refund_settled(client, started.refund_id)
         assert (status.status, status.step) == ("refused", "refused"), status
         assert status.reason == "unknown store no-such-store: the system of record has no such store"
         described = await temporal_env.client.get_workflow_handle(started.refund_id).describe()
