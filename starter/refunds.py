@@ -75,7 +75,7 @@ class RefundCalls(ClientCore):
             refund_input = request.refund_input(self._write_timeout).model_copy(update=self._policy())
         except (ValidationError, ValueError) as err:
             raise ConversationError(f"{request.operation} request does not fit its tool {request.tool}: "
-                                    f"{_first_error(err)}", "invalid") from err
+                                    f"{_errors(err, request.tool)}", "invalid") from err
         refund_id = request.refund_id()
         existing = await self._existing(refund_id, request)
         if existing is not None:
@@ -152,10 +152,16 @@ class RefundCalls(ClientCore):
         return status, memo
 
 
-def _first_error(err: Exception) -> str:
-    """The first validation message, without pydantic's wording of types and URLs."""
-    if isinstance(err, ValidationError):
-        first = err.errors()[0]
-        where = ".".join(str(p) for p in first.get("loc", ()) if p not in ("arguments",))
-        return f"{where}: {first.get('msg', '')}".strip(": ")
-    return str(err)
+def _errors(err: Exception, tool: str = "", most: int = 5) -> str:
+    """Every validation message (at most ``most``), each with the field it names (not the
+    ``tool`` the union chose), without pydantic's wording of types and URLs: a caller missing
+    two fields hears of both at once."""
+    if not isinstance(err, ValidationError):
+        return str(err)
+    reasons = []
+    for error in err.errors():
+        where = ".".join(str(p) for p in error.get("loc", ()) if p not in ("arguments", tool))
+        reason = f"{where}: {error.get('msg', '')}".strip(": ")
+        if reason not in reasons:
+            reasons.append(reason)
+    return "; ".join(reasons[:most]) + (f"; and {len(reasons) - most} more" if len(reasons) > most else "")

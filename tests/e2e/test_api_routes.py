@@ -224,6 +224,9 @@ async def test_a_standalone_refund_runs_the_tools_own_policy_checks(stack):
         assert response.status_code == 422, (bad, response.text)
         assert "Error" not in response.json()["detail"]  # no exception names
     assert (await http.get("/refunds/refund-main-W4566809-b1.r0000000000")).status_code == 404
+    # every missing argument named at once, not only the first
+    missing = await http.post("/refunds", json={"request_id": "b10", "order_id": DELIVERED, "operation": "return"})
+    assert missing.status_code == 422 and all(f in missing.json()["detail"] for f in ("item_ids", "payment_method_id"))
     listed = (await http.get("/refunds", params={"order_id": DELIVERED})).json()["items"]
     assert not [item for item in listed if any(f"-{r}." in item["refund_id"] for r in ("b8", "b9"))], listed
     assert order_details(backend, PENDING) == before
