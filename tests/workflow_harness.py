@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import inspect
 import json
+import uuid
 from decimal import Decimal
 from pathlib import Path
 from typing import Any, AsyncIterator, Callable, Optional
@@ -93,6 +94,33 @@ class ListBrain:
     def __call__(self, view: dict, plan: dict | None = None) -> dict:
         self.views.append(view)
         return self.actions.pop(0) if self.actions else reply("ok")
+
+
+def two_orders_brain() -> ListBrain:
+    """The brain of ``conversation_over_runs``: authenticate and read one order, then another."""
+    from tests.policy_fixtures import CUSTOMER, DELIVERED, EMAIL, PENDING  # noqa: PLC0415
+
+    return ListBrain([call("find_user_id_by_email", email=EMAIL), call("get_user_details", user_id=CUSTOMER),
+                      call("get_order_details", order_id=DELIVERED), reply("Found it."),
+                      call("get_order_details", order_id=PENDING), reply("Found that one too.")])
+
+
+async def conversation_over_runs(temporal: Any, settings: Settings, client: StatekeeperClient, prefix: str) -> str:
+    """A conversation (id ``<prefix>-<hex>``, returned) that continued as new after each of its
+    two turns (``max_turns_per_run=1``) on a worker running ``two_orders_brain``; asserts that it
+    did, or a test built on it would prove nothing."""
+    from tests.policy_fixtures import DELIVERED, EMAIL, PENDING  # noqa: PLC0415
+    from workflows.contracts import SupportInput  # noqa: PLC0415
+    from workflows.support import SupportWorkflow  # noqa: PLC0415
+
+    cid = f"{prefix}-{uuid.uuid4().hex[:6]}"
+    await temporal.start_workflow(SupportWorkflow.run, SupportInput(conversation_id=cid, max_turns_per_run=1),
+                                  id=f"support-{cid}", task_queue=settings.task_queue)
+    await client.send_message(cid, f"Hi, my email is {EMAIL}; where is {DELIVERED}?")
+    await client.send_message(cid, f"and {PENDING}?")
+    runs = {w.run_id async for w in temporal.list_workflows(f"WorkflowId = 'support-{cid}'")}
+    assert len(runs) >= 2, "no continue-as-new happened; the test would prove nothing"
+    return cid
 
 
 SLOW = {"kind": "slow"}

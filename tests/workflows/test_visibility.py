@@ -16,7 +16,7 @@ from temporalio.client import WorkflowHandle
 
 from starter.connection import data_converter
 from tests.policy_fixtures import CARD, CUSTOMER, DELIVERED, EMAIL, GIFT, PENDING
-from tests.workflow_harness import ListBrain, call, reply, running_worker
+from tests.workflow_harness import ListBrain, call, conversation_over_runs, reply, running_worker, two_orders_brain
 from workflows.options import CUSTOMER_ID, ORDER_IDS, STATUS, STEP
 from workflows.pseudonym import customer_pseudonym
 
@@ -145,26 +145,13 @@ async def test_the_scan_catches_personal_data_in_a_summary(temporal_env, setting
 
 
 async def test_attributes_carry_over_continue_as_new_and_keep_accumulating(temporal_env, settings):
-    from workflows.contracts import SupportInput
-    from workflows.support import SupportWorkflow
-
-    brain = ListBrain([call("find_user_id_by_email", email=EMAIL), call("get_user_details", user_id=CUSTOMER),
-                       call("get_order_details", order_id=DELIVERED), reply("Found it."),
-                       call("get_order_details", order_id=PENDING), reply("Found that one too.")])
-    async with running_worker(temporal_env, settings, brain=brain) as (client, _):
-        cid = f"ops-can-{uuid.uuid4().hex[:6]}"
-        handle = await temporal_env.client.start_workflow(
-            SupportWorkflow.run, SupportInput(conversation_id=cid, max_turns_per_run=1), id=f"support-{cid}",
-            task_queue=settings.task_queue)
-        await client.send_message(cid, f"Hi, my email is {EMAIL}; where is {DELIVERED}?")
-        await client.send_message(cid, f"and {PENDING}?")
-        runs = {w.run_id async for w in temporal_env.client.list_workflows(f"WorkflowId = 'support-{cid}'")}
-        assert len(runs) >= 2, "no continue-as-new happened; the test would prove nothing"
+    async with running_worker(temporal_env, settings, brain=two_orders_brain()) as (client, _):
+        cid = await conversation_over_runs(temporal_env.client, settings, client, "ops-can")
         latest = temporal_env.client.get_workflow_handle(f"support-{cid}")
         attrs = await attributes_when(latest, lambda a: a.get(ORDER_IDS) == [DELIVERED, PENDING])
         assert attrs.get(ORDER_IDS) == [DELIVERED, PENDING]  # in the order touched, across runs
         assert attrs.get(CUSTOMER_ID) == customer_pseudonym(CUSTOMER, settings.pseudonym_secret())
-        assert handle.id == latest.id
+        assert latest.id == f"support-{cid}"
 
 
 async def test_a_refund_shows_its_pending_approval_then_the_approver_and_outcome(temporal_env, settings):
