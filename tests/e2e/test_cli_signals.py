@@ -137,6 +137,9 @@ def test_an_interrupt_while_chat_waits_for_a_reply_says_stopped_and_nothing_else
     chat = _start(env, "chat", "--conversation-id", f"waiting-{sig.name.lower()}", stderr=subprocess.PIPE)
     try:
         first = chat.stdout.readline()
+        if not first:  # chat ended before its banner (seen once in CI, SIGTERM case): say why
+            chat.wait(timeout=30)
+            pytest.fail(f"chat ended before its banner, status {chat.returncode}: {chat.stderr.read()}")
         assert "Type 'quit' to leave" in first, first
         chat.stdin.write("where is my order?\n")
         chat.stdin.flush()
