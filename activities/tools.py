@@ -115,6 +115,21 @@ class ToolActivities(ToolActivitiesApi):
         return recorded
 
     @activity.defn
+    async def peek_recorded_write(self, req: WriteToolRequest) -> bool:
+        """Whether ``find_recorded_write`` has anything to do for ``req``: False when the ledger
+        holds nothing under its idempotency key. Moves no money, so a refund may run it as a local
+        activity. True also when the look-up refuses (another call under the key, an unknown
+        store): ``find_recorded_write`` then raises that refusal as it always did."""
+        self._check_bound(req.system_of_record)
+        try:
+            return await _call(self._tools.recorded, req.store, req.call.name, call_arguments(req.call),
+                               req.idempotency_key) is not None
+        except ApplicationError as err:
+            if err.non_retryable:  # a port refusal (``_fatal``): the activity reports it
+                return True
+            raise
+
+    @activity.defn
     async def check_store(self, req: StoreCheckRequest) -> bool:
         """True if the system of record holds ``req.store``; an unknown store is a normal
         answer here (False), so the caller can refuse it with its own reason."""
@@ -133,8 +148,8 @@ class ToolActivities(ToolActivitiesApi):
 
     def all(self) -> list[Callable[..., Any]]:
         """The activity methods, for ``Worker(activities=...)``."""
-        return [self.run_read_tool, self.run_write_tool, self.find_recorded_write, self.check_store,
-                self.send_customer_email, self.open_ticket]
+        return [self.run_read_tool, self.run_write_tool, self.find_recorded_write, self.peek_recorded_write,
+                self.check_store, self.send_customer_email, self.open_ticket]
 
 
 async def _call(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:

@@ -48,6 +48,11 @@ class ToolActivitiesApi:
         raise NotImplementedError
 
     @activity.defn
+    async def peek_recorded_write(self, req: WriteToolRequest) -> bool:
+        """True if the system holds anything under ``req``'s idempotency key (a read; moves nothing)."""
+        raise NotImplementedError
+
+    @activity.defn
     async def check_store(self, req: StoreCheckRequest) -> bool:
         """True if the system of record holds ``req.store`` (a read; changes nothing)."""
         raise NotImplementedError

@@ -74,6 +74,9 @@ class RefundWorkflow(ApprovalGate):
         spec = spec_of(inp.call.name)
         key = keys.idempotency_key(inp.call, inp.operation_id)
         self._view = RefundView(call=inp.call, operation_id=inp.operation_id)
+        # asked before the first local activity: asked after it, in the same workflow task, the
+        # patch failed to replay (a nondeterminism error on a query of a refund awaiting approval)
+        peek = workflow.patched(LEDGER_PEEK_PATCH)
         self._view.pseudonym = await pseudonym_of(inp.expected_user_id) if inp.expected_user_id else None
         self._view.publish()
         write = WriteToolRequest(store=inp.store, call=inp.call, idempotency_key=key,
@@ -83,11 +86,7 @@ class RefundWorkflow(ApprovalGate):
             # A run started again for the same operation (a reset, a restarted child) must not
             # re-check preconditions its own write already changed: the ledger answers first.
             self._enter("ledger", f"Looking up `{key}` in the system of record")
-            recorded = await workflow.execute_activity_method(
-                ToolActivitiesApi.find_recorded_write, write,
-                heartbeat_timeout=HEARTBEAT_TIMEOUT, start_to_close_timeout=READ_TIMEOUT, retry_policy=READ_RETRY,
-                summary=f"look up {inp.call.name} {order_id} by its idempotency key",
-            )
+            recorded = await _recorded(write, peek, f"look up {inp.call.name} {order_id} by its idempotency key")
             if recorded is not None:
                 self._view.outcome = outcome_text(recorded.ok, recorded.result, replayed=True)
                 self._enter("done" if recorded.ok else "failed", "already recorded in the ledger")
@@ -200,11 +199,34 @@ class RefundWorkflow(ApprovalGate):
         return f"{failed[1]} ({failed[0].value})" if failed else None
 
 
+LEDGER_PEEK_PATCH = "refund-ledger-peek"
+"""``workflow.patched`` id: the ledger lookup first asks, in a local activity that moves nothing
+(``peek_recorded_write``), whether the key was used at all, and runs the ``find_recorded_write``
+activity (which may move the money an applied write still owes) only when it was. A first run,
+nearly every run, saves that activity's three events, its activity task and the workflow task
+its completion needs (issue 8). Runs recorded before it replay with the activity alone."""
+
+
+async def _recorded(write: WriteToolRequest, peek: bool, summary: str) -> Optional[ToolResult]:
+    """The outcome recorded under ``write``'s idempotency key (``find_recorded_write``), or None;
+    ``peek``: ``LEDGER_PEEK_PATCH`` applies. Raises ``ActivityError`` when the ledger cannot be
+    read or refuses the key."""
+    if peek:
+        used = await local_failure_as_activity_error(workflow.start_local_activity_method(
+            ToolActivitiesApi.peek_recorded_write, write, start_to_close_timeout=READ_TIMEOUT,
+            retry_policy=READ_RETRY, summary=summary), "peek_recorded_write")
+        if not used:
+            return None
+    return await workflow.execute_activity_method(
+        ToolActivitiesApi.find_recorded_write, write, heartbeat_timeout=HEARTBEAT_TIMEOUT,
+        start_to_close_timeout=READ_TIMEOUT, retry_policy=READ_RETRY, summary=summary)
+
+
 LOCAL_FRESH_READS_PATCH = "refund-local-fresh-reads"
 """``workflow.patched`` id: the refund's fresh reads (the order, the payment method) run as local
 activities, inside the workflow task that asks for them; as activities each cost an activity
-task and a workflow task (issue 8). The ledger lookup stays an activity: it may move money
-(``find_recorded_write``). Runs recorded before it replay with activities."""
+task and a workflow task (issue 8). The ledger lookup stays an activity where it may move money
+(``LEDGER_PEEK_PATCH``). Runs recorded before it replay with activities."""
 
 
 async def _fresh_read(request: ReadToolRequest, summary: str) -> ToolResult:

@@ -92,6 +92,21 @@ async def test_reset_after_an_applied_refund_finds_it_in_the_ledger(temporal_env
     assert again.ok and again.result == first.result  # the ledger's recorded success, not a refusal
     assert backend.duplicate_writes("main") == 0
     assert len([e for e in backend.ledger_entries("main") if e["tool"] == "cancel_pending_order"]) == 1
+    # the first run found its key unused with a local look-up and ran no ledger activity; the
+    # reset's run found it used and ran the activity that may move the money still owed
+    first_run, reset_run = await _child_activities(temporal_env, first.child_workflow_id)
+    assert first_run == ["run_write_tool"] and reset_run == ["find_recorded_write"]
+
+
+async def _child_activities(temporal_env, child_id: str) -> list[list[str]]:
+    """The activity types each run of the refund child ``child_id`` scheduled, oldest run first."""
+    runs = [wf async for wf in temporal_env.client.list_workflows(f"WorkflowId = '{child_id}'")]
+    found = []
+    for run in sorted(runs, key=lambda r: r.start_time):
+        history = await temporal_env.client.get_workflow_handle(child_id, run_id=run.run_id).fetch_history()
+        found.append([e.activity_task_scheduled_event_attributes.activity_type.name for e in history.events
+                      if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED])
+    return found
 
 
 async def test_reset_while_the_refund_child_runs_waits_for_it(temporal_env, settings, tmp_path):
