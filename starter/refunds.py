@@ -132,6 +132,11 @@ class RefundCalls(ClientCore):
             if err.status is RPCStatusCode.NOT_FOUND:
                 raise ConversationError(f"refund {refund_id} does not exist", "not_found") from err
             raise unreachable() from err
+        if description.workflow_type != RefundWorkflow.__name__:
+            # a conversation's (or any other process's) workflow id is not a refund: read as one,
+            # a finished conversation's outcome failed to decode (a 500 with pydantic's text in
+            # the log) and a running one was reported as a refund 'running'
+            raise ConversationError(f"refund {refund_id} does not exist", "not_found")
         requested = memo.get(REQUEST_MEMO) or {}
         attributes = description.typed_search_attributes
         status = RefundStatus(refund_id=refund_id, status="running", step=attributes.get(STEP),
