@@ -23,6 +23,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from starter.core import ClientCore
 from starter.errors import ConversationError, unreachable
+from starter.temporal_ids import fits
 from workflows.contracts import RefundOutcome
 from workflows.options import CONVERSATION_TASK_TIMEOUT, ORDER_IDS, PENDING_APPROVAL, STEP
 from workflows.refund import RefundWorkflow
@@ -124,6 +125,8 @@ class RefundCalls(ClientCore):
         return (await self._status(refund_id))[0]
 
     async def _status(self, refund_id: str) -> tuple[RefundStatus, dict[str, Any]]:
+        if not fits(refund_id):  # empty or longer than Temporal holds: no refund has it (asked, a 503)
+            raise ConversationError(f"refund {refund_id[:80]} does not exist", "not_found")
         handle = self._client.get_workflow_handle_for(RefundWorkflow.run, refund_id)
         try:
             description = await self.read(lambda: handle.describe(rpc_timeout=self.rpc_timeout))

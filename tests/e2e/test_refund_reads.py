@@ -54,3 +54,15 @@ async def test_a_conversations_workflow_id_is_not_a_refund(temporal_env, setting
                 assert err.kind == "not_found"
             else:
                 raise AssertionError("a conversation was read as a refund")
+
+
+async def test_an_approval_or_refund_id_longer_than_temporal_holds_is_a_404(temporal_env, settings):
+    # such an id names no process (Temporal holds workflow ids of at most 1000 bytes): asked
+    # anyway, Temporal's INVALID_ARGUMENT was answered 503 "Temporal is not reachable; retry later"
+    client = StatekeeperClient(temporal_env.client, settings.task_queue, pseudonym_key="k")
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=create_app(lambda: client)),
+                                 base_url="http://statekeeper.test", timeout=60.0) as http:
+        approval_id = f"support-{'x' * 1000}~{'0' * 12}"
+        decided = await http.post(f"/approvals/{approval_id}", json={"decision": "approve", "approver": "sup-1"})
+        assert decided.status_code == 404, decided.text
+        assert decided.json()["detail"].endswith("... does not exist")
