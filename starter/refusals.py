@@ -3,7 +3,9 @@ by the server's status text, and ids refused before sending (``starter.client``)
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Optional, TypeVar
+
+from pydantic import BaseModel, ValidationError
 
 from temporalio.client import WorkflowUpdateFailedError
 from temporalio.service import RPCError
@@ -30,6 +32,19 @@ def check_ids(**ids: Optional[str]) -> None:
             problem = too_long(value, ID_PREFIXES[name], what)
         if problem is not None:
             raise ConversationError(problem, "invalid")
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def built(model: type[M], refusal: str, **fields: Any) -> M:
+    """``model(**fields)``, or ``ConversationError(refusal, "invalid")`` when they do not
+    validate: a caller's bad argument is a refusal like any other, not pydantic's
+    ``ValidationError`` (whose text quotes the value) escaping the client."""
+    try:
+        return model(**fields)
+    except ValidationError as err:
+        raise ConversationError(refusal, "invalid") from err
 
 
 def finished(conversation_id: str) -> str:
