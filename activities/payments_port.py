@@ -9,6 +9,7 @@ which gets the recorded order, asks for the same movements under the same key.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from typing import Any, Optional, Protocol
 from urllib.parse import quote
@@ -26,9 +27,21 @@ MONEY_TOOLS = {
 nothing for them)."""
 
 
+MAX_KEY_CHARS = 300
+"""The payments service's bound on ``Idempotency-Key`` (as sent: ``wire_key``)."""
+
+
 def payments_key(write_key: str) -> str:
-    """The payments service's ``Idempotency-Key`` for the money of write ``write_key``."""
-    return f"pay:{write_key}"
+    """The payments service's ``Idempotency-Key`` for the money of write ``write_key``:
+    ``pay:{write_key}``, or ``pay:sha256:<hex of write_key>`` when that, as sent, is over the
+    service's bound. A write key holds the conversation id (up to 256 characters over HTTP,
+    992 bytes from the Python client, percent-encoded when not ASCII): sent whole, a long one
+    was refused (422) after the order's write had committed, so the order was cancelled and
+    its money never moved. The same write key always gives the same payments key."""
+    key = f"pay:{write_key}"
+    if len(wire_key(key)) <= MAX_KEY_CHARS:
+        return key
+    return "pay:sha256:" + hashlib.sha256(write_key.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def wire_key(key: str) -> str:

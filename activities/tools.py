@@ -96,8 +96,16 @@ class ToolActivities(ToolActivitiesApi):
         movements = money_movements(req.call.name, result.result) if result.ok else None
         if self._payments is None or not movements:
             return
-        await _call(self._payments.move, payments_key(req.idempotency_key), args["order_id"], req.call.name,
-                    movements)
+        try:
+            await _call(self._payments.move, payments_key(req.idempotency_key), args["order_id"], req.call.name,
+                        movements)
+        except ApplicationError as err:
+            if err.type not in (ErrorType.INVALID_DATA.value, ErrorType.IDEMPOTENCY_KEY_CONFLICT.value):
+                raise
+            # the order's write has committed: a refusal of its money is not "nothing was written"
+            # (said of InvalidData, a refused change); a human must move the money or undo the write
+            raise _fatal(ErrorType.OUTCOME_UNKNOWN, "the order was changed but the payments system refused its "
+                         f"money movement ({err.type}): the money has not moved") from err
 
     @activity.defn
     async def find_recorded_write(self, req: WriteToolRequest) -> Optional[ToolResult]:

@@ -16,6 +16,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from starter.core import ClientCore
 from starter.errors import ConversationError, outcome_unknown, unreachable
+from starter.temporal_ids import fits, update_id
 from workflows.approvals import Approval, ApprovalDecision, workflow_id_of
 from workflows.errors import ErrorType
 from workflows.user_text import control_problem
@@ -27,9 +28,12 @@ def approval_workflow_id(approval_id: str) -> str:
     """The workflow an approval id belongs to. Raises ``ConversationError`` ``not_found``
     for an id that is not one (no approval can have it)."""
     try:
-        return workflow_id_of(approval_id)
+        workflow_id = workflow_id_of(approval_id)
     except ValueError as err:
         raise ConversationError(f"approval {_shown(approval_id)} does not exist", "not_found") from err
+    if not fits(workflow_id):  # longer than Temporal holds: no process has it (asked, it was a 503)
+        raise ConversationError(f"approval {_shown(approval_id)} does not exist", "not_found")
+    return workflow_id
 
 
 def decision_payload(approval_id: str, decision: str, approver: str, note: Optional[str]) -> ApprovalDecision:
@@ -72,7 +76,7 @@ class ApprovalCalls(ClientCore):
             return await self.run_update(
                 lambda timeout: handle.start_update(
                     "decide_approval", payload, wait_for_stage=WorkflowUpdateStage.ACCEPTED,
-                    id=f"decide-{approval_id}-{decision}-{approver}", rpc_timeout=timeout, result_type=Approval),
+                    id=update_id("decide", approval_id, decision, approver), rpc_timeout=timeout, result_type=Approval),
                 "the decision", unknown=outcome_unknown(
                     "the decision", f"send the same decision again ({decision} by {approver})"))
         except WorkflowUpdateFailedError as err:

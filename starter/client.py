@@ -34,8 +34,8 @@ from starter.core import Deadlines
 from starter.errors import ConversationError, message_outcome_unknown
 from starter.listing import ListingCalls
 from starter.refunds import RefundCalls
-from starter.refusals import (check_ids as _check_ids, finished as _finished, rpc_reason as _rpc_reason,
-                               untyped as _untyped, update_refusal as _update_refusal)
+from starter.refusals import (built as _built, check_ids as _check_ids, finished as _finished,
+                               rpc_reason as _rpc_reason, untyped as _untyped, update_refusal as _update_refusal)
 from starter.resolution_calls import ResolutionCalls
 from workflows.approvals import ApprovalPolicy
 from workflows.contracts import (AssistantReply, CancelRequest, SupportInput, SupportOutcome, UserMessage,
@@ -101,6 +101,7 @@ class StatekeeperClient(ApprovalCalls, RefundCalls, ListingCalls, ResolutionCall
         loaded (the reason says why; the run failed), ``no_worker`` / ``unavailable``."""
         conversation_id = conversation_id or uuid.uuid4().hex
         _check_ids(conversation_id=conversation_id, store=store)
+        opening = _built(OpenConversation, "the store is an id of 1 to 64 characters", store=store)
         await self.require_worker()  # before starting: a refused start leaves nothing running
         made: list[WithStartWorkflowOperation] = []
 
@@ -125,7 +126,7 @@ class StatekeeperClient(ApprovalCalls, RefundCalls, ListingCalls, ResolutionCall
         try:
             opened: ConversationOpened = await self.run_update(
                 lambda timeout: self._client.start_update_with_start_workflow(
-                    SupportWorkflow.open, OpenConversation(store=store), start_workflow_operation=start(),
+                    SupportWorkflow.open, opening, start_workflow_operation=start(),
                     wait_for_stage=WorkflowUpdateStage.ACCEPTED, id=open_id, rpc_timeout=timeout),
                 "starting the conversation")
         except WorkflowAlreadyStartedError as err:
@@ -205,7 +206,8 @@ class StatekeeperClient(ApprovalCalls, RefundCalls, ListingCalls, ResolutionCall
         if problem is not None:
             raise ConversationError(problem, "invalid")
         handle = self._client.get_workflow_handle(support_workflow_id(conversation_id))
-        request = CancelRequest(reason=reason, rollback=rollback) if reason else CancelRequest(rollback=rollback)
+        request = (_built(CancelRequest, "the reason is at most 1000 characters", reason=reason, rollback=rollback)
+                   if reason else CancelRequest(rollback=rollback))
         try:
             await self.bounded(handle.signal(SupportWorkflow.cancel, request, rpc_timeout=self.rpc_timeout))
         except RPCError as err:

@@ -23,6 +23,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from starter.core import ClientCore
 from starter.errors import ConversationError, unreachable
+from starter.temporal_ids import fits
 from workflows.contracts import RefundOutcome
 from workflows.options import CONVERSATION_TASK_TIMEOUT, ORDER_IDS, PENDING_APPROVAL, STEP
 from workflows.refund import RefundWorkflow
@@ -124,6 +125,8 @@ class RefundCalls(ClientCore):
         return (await self._status(refund_id))[0]
 
     async def _status(self, refund_id: str) -> tuple[RefundStatus, dict[str, Any]]:
+        if not fits(refund_id):  # empty or longer than Temporal holds: no refund has it (asked, a 503)
+            raise ConversationError(f"refund {refund_id[:80]} does not exist", "not_found")
         handle = self._client.get_workflow_handle_for(RefundWorkflow.run, refund_id)
         try:
             description = await self.read(lambda: handle.describe(rpc_timeout=self.rpc_timeout))
@@ -132,6 +135,11 @@ class RefundCalls(ClientCore):
             if err.status is RPCStatusCode.NOT_FOUND:
                 raise ConversationError(f"refund {refund_id} does not exist", "not_found") from err
             raise unreachable() from err
+        if description.workflow_type != RefundWorkflow.__name__:
+            # a conversation's (or any other process's) workflow id is not a refund: read as one,
+            # a finished conversation's outcome failed to decode (a 500 with pydantic's text in
+            # the log) and a running one was reported as a refund 'running'
+            raise ConversationError(f"refund {refund_id} does not exist", "not_found")
         requested = memo.get(REQUEST_MEMO) or {}
         attributes = description.typed_search_attributes
         status = RefundStatus(refund_id=refund_id, status="running", step=attributes.get(STEP),

@@ -3,26 +3,48 @@ by the server's status text, and ids refused before sending (``starter.client``)
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Optional, TypeVar
+
+from pydantic import BaseModel, ValidationError
 
 from temporalio.client import WorkflowUpdateFailedError
 from temporalio.service import RPCError
 
 from starter.errors import ConversationError, unreachable
+from starter.temporal_ids import too_long
 from workflows.errors import ErrorType
 from workflows.support import support_workflow_id
 from workflows.user_text import id_problem
 
 FINISHED_HINT = "start a new conversation"
+ID_PREFIXES = {"conversation_id": support_workflow_id(""), "message_id": "msg-"}
+"""What the client puts before each id to make the workflow or update id Temporal stores."""
 
 
 def check_ids(**ids: Optional[str]) -> None:
     """Refuse (``invalid``) an id with a control character: it would become part of a
-    workflow or update id and of every log line and list that shows it."""
+    workflow or update id and of every log line and list that shows it; and one too long for
+    the workflow or update id it becomes (Temporal's refusal read as "not reachable")."""
     for name, value in ids.items():
-        problem = id_problem(value, f"the {name.replace('_', ' ')}") if value is not None else None
+        what = f"the {name.replace('_', ' ')}"
+        problem = id_problem(value, what) if value is not None else None
+        if problem is None and value is not None and name in ID_PREFIXES:
+            problem = too_long(value, ID_PREFIXES[name], what)
         if problem is not None:
             raise ConversationError(problem, "invalid")
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def built(model: type[M], refusal: str, **fields: Any) -> M:
+    """``model(**fields)``, or ``ConversationError(refusal, "invalid")`` when they do not
+    validate: a caller's bad argument is a refusal like any other, not pydantic's
+    ``ValidationError`` (whose text quotes the value) escaping the client."""
+    try:
+        return model(**fields)
+    except ValidationError as err:
+        raise ConversationError(refusal, "invalid") from err
 
 
 def finished(conversation_id: str) -> str:

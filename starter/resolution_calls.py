@@ -20,6 +20,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from starter.core import ClientCore
 from starter.errors import ConversationError, unreachable
 from starter.resolution_evidence import SystemsFactory, checked_against
+from starter.temporal_ids import update_id
 from workflows.errors import ErrorType
 from workflows.records import OutcomeResolution
 from workflows.resolution import ResolveOutcome
@@ -75,7 +76,7 @@ class ResolutionCalls(ClientCore):
             return await self.run_update(
                 lambda timeout: handle.start_update(
                     "resolve_outcome", payload, wait_for_stage=WorkflowUpdateStage.ACCEPTED,
-                    id=f"resolve-{step_id}-{outcome}-{operator}-{_digest(note)}", rpc_timeout=timeout,
+                    id=update_id("resolve", step_id, outcome, operator, _digest(note)), rpc_timeout=timeout,
                     result_type=OutcomeResolution),
                 "the resolution")
         except WorkflowUpdateFailedError as err:

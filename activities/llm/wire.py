@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import hashlib
 from typing import Any
 
 from pydantic import ValidationError
@@ -188,7 +189,7 @@ def build_create_kwargs(
 ) -> dict[str, Any]:
     """Keyword arguments of ``client.messages.create`` for one stateless call:
     ``system`` is the snapshot's system text, the single user message its content,
-    ``metadata.user_id`` the conversation id (the API's opaque end-user id; the offline
+    ``metadata.user_id`` the conversation id (``api_user_id``: the API's opaque end-user id; the offline
     stand-in finds a conversation's registered plan by it), and the tool's schema offers
     the tools of ``prompt_version`` (the version the snapshot was rendered with).
 
@@ -210,8 +211,23 @@ def build_create_kwargs(
         "messages": [{"role": "user", "content": content}],
         "tools": [propose_tool_param(prompt_version)],
         "tool_choice": forced_tool_choice(),
-        "metadata": {"user_id": conversation_id},
+        "metadata": {"user_id": api_user_id(conversation_id)},
     }
+
+
+MAX_USER_ID_CHARS = 256
+"""The Messages API's bound on ``metadata.user_id`` (a longer one is a 400 on every call)."""
+
+
+def api_user_id(conversation_id: str) -> str:
+    """``metadata.user_id`` of a conversation's calls: its id, or ``sha256:<hex>`` of it when
+    the id is longer than the API takes. The Python client takes conversation ids up to
+    Temporal's bound (992 bytes): sent whole, one over 256 characters had every model call
+    refused (400), so the conversation could answer nothing. Still opaque and one per
+    conversation; the offline stand-in's benchmark plans use short ids, sent as they are."""
+    if len(conversation_id) <= MAX_USER_ID_CHARS:
+        return conversation_id
+    return "sha256:" + hashlib.sha256(conversation_id.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def validation_summary(err: ValidationError, limit: int = 5) -> str:

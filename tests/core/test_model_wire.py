@@ -17,10 +17,11 @@ import httpx2
 import pytest
 
 from activities.llm.model_activity import ModelActivities, map_api_error, offline_client
-from activities.llm.wire import PROPOSE_TOOL_NAME
+from activities.llm.wire import PROPOSE_TOOL_NAME, build_create_kwargs
 from systems.model.wire import error_body, tool_use_message
-from tests.model_requests import MODEL, failure, request
+from tests.model_requests import MODEL, email_state, failure, request
 from workflows.actions import ReplyAction
+from workflows.prompt import render_snapshot
 
 
 async def test_offline_client_really_uses_the_given_app():
@@ -160,3 +161,17 @@ def _refs(node: Any) -> list[str]:
     if isinstance(node, list):
         return [r for v in node for r in _refs(v)]
     return []
+
+
+async def test_a_conversation_id_longer_than_the_api_takes_is_sent_hashed():
+    # the Python client takes conversation ids up to 992 bytes; metadata.user_id over 256
+    # characters is a 400 from the Messages API (and the stand-in): every model call failed
+    long_id = "conversation-" + "l" * 900
+    acts = ModelActivities(offline_client(10.0), model=MODEL)
+    result = await acts.propose_action(request(email_state().model_copy(update={"conversation_id": long_id})))
+    assert result.action is not None
+    sent = build_create_kwargs(render_snapshot(email_state()), model=MODEL, max_tokens=10, conversation_id=long_id)
+    user_id = sent["metadata"]["user_id"]
+    assert user_id.startswith("sha256:") and len(user_id) <= 256 and "l" * 10 not in user_id
+    short = build_create_kwargs(render_snapshot(email_state()), model=MODEL, max_tokens=10, conversation_id="tb-1-3")
+    assert short["metadata"]["user_id"] == "tb-1-3"  # benchmark plans are found by the id as it is
