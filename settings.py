@@ -98,9 +98,11 @@ class Settings(BaseSettings):
     api_port: int = Field(default=8000, ge=1, le=65535)
     """Where ``statekeeper dev`` serves the HTTP API (``statekeeper api`` takes --host/--port)."""
 
-    approval_threshold: Decimal = Decimal("500.00")
-    """Refund-type writes moving more than this (decimal currency) wait for a supervisor."""
-    approval_timeout_seconds: float = 24 * 3600.0
+    approval_threshold: Decimal = Field(default=Decimal("500.00"), ge=0)
+    """Refund-type writes moving more than this (decimal currency) wait for a supervisor. Both
+    approval settings have the bounds of ``workflows.approvals.ApprovalPolicy``, so a value it
+    would refuse is an invalid setting here, not a traceback where a client is made."""
+    approval_timeout_seconds: float = Field(default=24 * 3600.0, gt=0, le=366 * 86400.0)
     """An undecided approval is escalated to a human ticket after this long."""
 
     rpc_timeout_seconds: float = 10.0
