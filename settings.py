@@ -82,7 +82,10 @@ class Settings(BaseSettings):
     heartbeating activities that a newer message or a cancel interrupts at once) or ``local``
     (local activities: fewer server tasks per turn; see ``SupportInput.local_model_calls``)."""
 
-    write_timeout_seconds: float = DEFAULT_WRITE_TIMEOUT_SECONDS
+    write_timeout_seconds: float = Field(default=DEFAULT_WRITE_TIMEOUT_SECONDS, gt=0)
+    """Start-to-close timeout of a write activity. Zero or less is refused here: taken as no
+    timeout at all, it failed the refund child's workflow task at every attempt and hung the
+    conversation."""
     max_concurrent_activities: Optional[int] = Field(default=None, ge=1)
     """Activity slots of a worker (and threads of its activity pool). None: ``activity_slots``
     picks by what an activity waits for."""

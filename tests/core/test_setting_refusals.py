@@ -20,6 +20,10 @@ from workflows.approvals import ApprovalPolicy
     ("STATEKEEPER_APPROVAL_TIMEOUT_SECONDS", "-1"),
     ("STATEKEEPER_APPROVAL_TIMEOUT_SECONDS", str(400 * 86400)),
     ("STATEKEEPER_STORE_TENANTS", "notjson"),
+    # accepted before, then every refund child failed its workflow task ("Activity must have
+    # start_to_close_timeout or schedule_to_close_timeout") and `chat` waited 120 s for nothing
+    ("STATEKEEPER_WRITE_TIMEOUT_SECONDS", "0"),
+    ("STATEKEEPER_WRITE_TIMEOUT_SECONDS", "-3"),
 ])
 def test_an_unusable_setting_is_one_line_naming_it(monkeypatch, capsys, tmp_path, name, value):
     monkeypatch.setenv("STATEKEEPER_DATA_DIR", str(tmp_path))
