@@ -82,7 +82,10 @@ class Settings(BaseSettings):
     heartbeating activities that a newer message or a cancel interrupts at once) or ``local``
     (local activities: fewer server tasks per turn; see ``SupportInput.local_model_calls``)."""
 
-    write_timeout_seconds: float = DEFAULT_WRITE_TIMEOUT_SECONDS
+    write_timeout_seconds: float = Field(default=DEFAULT_WRITE_TIMEOUT_SECONDS, gt=0)
+    """Start-to-close timeout of a write activity. Zero or less is refused here: taken as no
+    timeout at all, it failed the refund child's workflow task at every attempt and hung the
+    conversation."""
     max_concurrent_activities: Optional[int] = Field(default=None, ge=1)
     """Activity slots of a worker (and threads of its activity pool). None: ``activity_slots``
     picks by what an activity waits for."""
@@ -98,9 +101,11 @@ class Settings(BaseSettings):
     api_port: int = Field(default=8000, ge=1, le=65535)
     """Where ``statekeeper dev`` serves the HTTP API (``statekeeper api`` takes --host/--port)."""
 
-    approval_threshold: Decimal = Decimal("500.00")
-    """Refund-type writes moving more than this (decimal currency) wait for a supervisor."""
-    approval_timeout_seconds: float = 24 * 3600.0
+    approval_threshold: Decimal = Field(default=Decimal("500.00"), ge=0)
+    """Refund-type writes moving more than this (decimal currency) wait for a supervisor. Both
+    approval settings have the bounds of ``workflows.approvals.ApprovalPolicy``, so a value it
+    would refuse is an invalid setting here, not a traceback where a client is made."""
+    approval_timeout_seconds: float = Field(default=24 * 3600.0, gt=0, le=366 * 86400.0)
     """An undecided approval is escalated to a human ticket after this long."""
 
     rpc_timeout_seconds: float = 10.0

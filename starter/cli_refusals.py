@@ -22,6 +22,7 @@ from typing import Iterator, Optional
 
 import typer
 from pydantic import ValidationError
+from pydantic_settings import SettingsError
 from rich.markup import escape
 
 from settings import Settings
@@ -42,6 +43,8 @@ _SQLITE_KINDS = {
     "SQLITE_IOERR": "cannot be read or written: a disk error",
     "SQLITE_PERM": "cannot be opened: permission denied",
 }
+_SETTINGS_FIELD = re.compile(r'error parsing value for field "([a-z_]{1,60})"')
+_JSON_EXAMPLES = {"STATEKEEPER_STORE_TENANTS": '{"acme-eu": "acme"}'}
 _UNKNOWN_REVISION = re.compile(r"Can't locate revision identified by '([^']{1,40})'")
 
 
@@ -74,6 +77,11 @@ def command_settings() -> Settings:
     except ValidationError as err:
         problems = "; ".join(f"STATEKEEPER_{'_'.join(map(str, e['loc'])).upper()}: {e['msg']}" for e in err.errors())
         raise fail(f"invalid setting: {problems}", 2) from None
+    except SettingsError as err:  # a JSON setting (STATEKEEPER_STORE_TENANTS) that does not parse
+        field = _SETTINGS_FIELD.search(str(err))
+        name = f"STATEKEEPER_{field.group(1).upper()}" if field else "a STATEKEEPER_ setting"
+        example = _JSON_EXAMPLES.get(name)
+        raise fail(f"invalid setting: {name}: not valid JSON" + (f" (e.g. {example})" if example else ""), 2) from None
 
 
 def storage_problem(err: BaseException, what: str = JOURNAL) -> Optional[str]:

@@ -29,7 +29,7 @@ from temporalio.client import (
 )
 from temporalio.service import RPCError, RPCStatusCode
 
-from activities.erasure.service import CUSTOMER_ID, ID_RULE, RunningWork
+from activities.erasure.service import CUSTOMER_ID, ID_RULE, ErasureReport, RunningWork
 from settings import MAX_DAYS, Settings
 from starter.cli_refusals import command_settings
 from starter.cli_support import errors
@@ -47,8 +47,22 @@ retention_app = typer.Typer(help="Retention of closed conversations (STATEKEEPER
                             no_args_is_help=True)
 SCHEDULE_ID = "statekeeper-retention"
 """The Temporal Schedule of the retention purge; its runs are ``retention-purge-<time>``."""
-DELETION_NOTE = ("Temporal accepted the deletions; it removes the histories shortly (within a minute or so). "
-                 "The system of record's customer profile and orders are its own records and are kept.")
+DELETION_NOTE = "Temporal accepted the deletions; it removes the histories shortly (within a minute or so). "
+KEPT_NOTE = "The system of record's customer profile and orders are its own records and are kept."
+NOTHING_NOTE = ("Nothing of this customer was found: already erased, or an id no conversation or refund used "
+                "(the system of record's user id, e.g. raj_sanchez_2970). ")
+
+
+def erasure_note(report: ErasureReport) -> str:
+    """What to make of an erasure's counts: Temporal's deletions are said to be under way only
+    when there were some (an erasure that found nothing said 'Temporal accepted the deletions'
+    too, and gave a mistyped id no hint), and the store's own records are kept."""
+    r = report.records
+    counts = (report.conversations, report.workflow_runs, report.journal_rows,
+              r.ledger_deleted, r.ledger_anonymised, r.outbox_deleted, r.tickets_deleted)
+    if not any(counts):
+        return NOTHING_NOTE + KEPT_NOTE
+    return (DELETION_NOTE if report.workflow_runs else "") + KEPT_NOTE
 
 
 def _fail(message: str, code: int) -> typer.Exit:
@@ -110,7 +124,7 @@ def erase(customer: str = typer.Option(..., "--customer", help="The real custome
                   f"journal: {report.journal_rows} row(s); ledger: {r.ledger_deleted} deleted, "
                   f"{r.ledger_anonymised} anonymised; emails: {r.outbox_deleted}; tickets: {r.tickets_deleted}.",
                   highlight=False)
-    console.print(DELETION_NOTE, style="dim")
+    console.print(erasure_note(report), style="dim")
 
 
 def purge_report(summary: PurgeSummary) -> str:

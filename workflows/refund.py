@@ -53,8 +53,8 @@ class RefundWorkflow(ApprovalGate):
         self._step = "starting"
         self._view: Optional[RefundView] = None
 
-    @workflow.query(description="The refund's current step: starting, ledger, fresh_read, refused, execute, "
-                                "notify, done, failed or escalated.")
+    @workflow.query(description="The refund's current step: starting, ledger, fresh_read, refused, "
+                                "awaiting_approval, execute, notify, done, failed or escalated.")
     def step(self) -> str:
         """The refund's current step: ledger, fresh_read, refused, awaiting_approval, execute, notify,
         done, failed, or escalated (a standalone request whose outcome could not be shown)."""

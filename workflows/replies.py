@@ -87,23 +87,30 @@ def awaiting_approval(detail: str) -> str:
             "I'll let you know as soon as it is decided.")
 
 
+def _was(detail: str) -> str:
+    """``detail`` quoted as what the user had asked for. A detail is worded as the change it
+    makes ("... The full amount of 826.70 is refunded to the original payment method."): after
+    "nothing was changed:" it read as if the refund had been made."""
+    return f'Your request was: "{detail}"'
+
+
 def approved(detail: str, refusal: "str | None") -> str:
     """What the user is told when a supervisor approved ``detail`` and it ran (``refusal``:
     None when it applied; otherwise the system's reason, which the user does not see)."""
     if refusal is None:
         return f"A supervisor approved your request, and it is done: {detail}"
-    return f"A supervisor approved your request, but it did not go through: {detail}"
+    return f"A supervisor approved your request, but it did not go through. {_was(detail)}"
 
 
 def approval_rejected(detail: str) -> str:
     """What the user is told when a supervisor rejected ``detail``."""
-    return f"A supervisor did not approve your request, so nothing was changed: {detail}"
+    return f"A supervisor did not approve your request, so nothing was changed. {_was(detail)}"
 
 
 def approval_expired(detail: str) -> str:
     """What the user is told when nobody decided on ``detail`` in time."""
     return (f"Your request was not decided in time, so I have handed it to a human agent, who will "
-            f"get back to you. Nothing has been changed yet: {detail}")
+            f"get back to you. Nothing has been changed yet. {_was(detail)}")
 
 
 def budget_exceeded(done: "list[str]", not_done: "list[str]") -> str:
@@ -129,5 +136,5 @@ def resolved(detail: str, applied: bool) -> str:
     escalated request ``detail`` whose outcome was unknown (``applied`` or not)."""
     if applied:
         return f"A colleague checked your request, and it went through: {detail} How else can I help?"
-    return (f"A colleague checked your request, and it did not go through; nothing was changed: {detail} "
+    return (f"A colleague checked your request, and it did not go through; nothing was changed. {_was(detail)} "
             "You can ask me to try again.")

@@ -34,6 +34,10 @@ from workflows.user_text import control_problem
 RESOLUTION_PATCH = "operator-resolves-unknown"
 """``workflow.patched`` id of waiting for an operator's resolution after escalating an
 unknown outcome (histories recorded before it complete at the escalation, as they did)."""
+RESOLUTION_JOURNAL_PATCH = "resolution-told-journaled"
+"""``workflow.patched`` id of writing what a resolution told the user to the journal at once
+(one ``record_turn`` call); before it, the transcript showed it only after the user's next
+message was answered, and never when none came."""
 
 
 class ResolveOutcome(BaseModel):
@@ -113,9 +117,10 @@ a new conversation to repeat a request whose outcome is being checked."""
 class ResolutionGate:
     """Mixin of ``SupportWorkflow``: the ``resolve_outcome`` update and ``_await_resolution``
     for its main loop. The workflow provides ``_state``, ``_cancel``, ``_notices``,
-    ``_visibility``, ``_answer(inbound, text)`` and ``_refuse_unloadable()``."""
+    ``_visibility``, ``_journal``, ``_answer(inbound, text)`` and ``_refuse_unloadable()``."""
 
     _state: Any
+    _journal: Any
     _cancel: Any
     _notices: list[str]
     _visibility: Any
@@ -168,4 +173,6 @@ class ResolutionGate:
             return False
         finally:
             self._waiting_for_operator = False
+        if state.is_open() and self._cancel is None and workflow.patched(RESOLUTION_JOURNAL_PATCH):
+            self._journal.flush(state)  # what the user was told goes to the transcript now
         return state.is_open() and self._cancel is None

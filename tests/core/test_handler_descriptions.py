@@ -31,3 +31,18 @@ def test_the_operators_workflows_have_handlers():
                          ids=[f"{c}.{n}" for c, _, n, _ in HANDLERS])
 def test_each_handler_is_described(workflow_name, kind, name, description):
     assert description and len(description.strip()) >= 20, f"{workflow_name} {kind} {name} has no description"
+
+
+def test_the_refund_step_query_names_every_step_a_refund_enters():
+    """The ``step`` query's description (the Web UI's *Queries* tab) left out
+    ``awaiting_approval``, the step an operator most often finds a refund in."""
+    import inspect
+    import re
+
+    from workflows import approval_gate, refund
+
+    entered = {m for module in (refund, approval_gate) for m in re.findall(r'_enter\("([a-z_]+)"', inspect.getsource(module))}
+    entered |= {"done", "failed", "escalated"}  # entered through a conditional expression
+    description = workflow._Definition.must_from_class(RefundWorkflow).queries["step"].description
+    assert "awaiting_approval" in entered
+    assert {step for step in entered if step not in description} == set(), description

@@ -99,3 +99,21 @@ def test_erase_and_retention_commands(tmp_path):
         assert "schedule statekeeper-retention deleted" in _cli(env, "retention", "schedule", "--delete").stdout
     finally:
         _cli(env, "stop")
+
+
+def test_the_note_after_an_erasure_says_what_its_counts_mean():
+    """An erasure that found nothing (a mistyped id) printed 'Temporal accepted the deletions;
+    it removes the histories shortly' after 'Temporal: 0 run(s) deleted', and no hint."""
+    from activities.erasure.records import RecordCounts
+    from activities.erasure.service import ErasureReport
+    from starter.erasure_cli import erasure_note
+
+    nothing = erasure_note(ErasureReport(pseudonym="cust-" + "0" * 20))
+    assert "Nothing of this customer was found" in nothing and "raj_sanchez_2970" in nothing
+    assert "accepted the deletions" not in nothing and "are kept" in nothing
+    journal_only = erasure_note(ErasureReport(pseudonym="cust-" + "0" * 20, conversations=1, journal_rows=4))
+    assert "accepted the deletions" not in journal_only and "Nothing" not in journal_only
+    ledger_only = erasure_note(ErasureReport(pseudonym="cust-" + "0" * 20, records=RecordCounts(ledger_anonymised=1)))
+    assert "Nothing" not in ledger_only
+    runs = erasure_note(ErasureReport(pseudonym="cust-" + "0" * 20, conversations=1, workflow_runs=2))
+    assert runs.startswith("Temporal accepted the deletions") and "are kept" in runs

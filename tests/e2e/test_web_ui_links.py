@@ -70,6 +70,17 @@ def test_link_refuses_bad_input_and_never_makes_a_key(tmp_path):
         assert refused.exit_code == 2 and "without quotes" in refused.stderr and refused.stdout == ""
 
 
+
+def test_link_with_an_invalid_setting_is_one_line_naming_it(tmp_path, monkeypatch):
+    """``link`` read its settings itself: STATEKEEPER_TOKEN_BUDGET=0 ended it with a pydantic
+    ``ValidationError`` traceback, where every other command says one line."""
+    monkeypatch.setenv("STATEKEEPER_TOKEN_BUDGET", "0")
+    refused = _link(tmp_path, "--order", "W4566809")
+    said = " ".join(refused.stderr.split())
+    assert refused.exit_code == 2 and refused.stdout == "", refused.output
+    assert "invalid setting: STATEKEEPER_TOKEN_BUDGET" in said and "ValidationError" not in said, said
+
+
 async def _listed(client, query: str, expected: set[str], timeout_seconds: float = 20.0) -> set[str]:
     deadline = time.monotonic() + timeout_seconds
     while True:
