@@ -31,6 +31,7 @@ from temporalio.client import Client, WorkflowExecutionStatus
 from activities.payments_port import MONEY_TOOLS, payments_key
 from starter.conversation_ids import conversation_named
 from starter.errors import ConversationError
+from starter.failure_words import failure_kind
 from starter.replay_history import Invoked, RunHistory, read_run
 from starter.replay_systems import Systems
 from starter.system_of_record import SERVICES
@@ -87,7 +88,7 @@ def _ask(what: str, fn: Any) -> tuple[Any, Optional[str]]:
     try:
         return fn(), None
     except Exception as err:  # noqa: BLE001 - any failure to answer: cannot tell
-        return None, f"{what} cannot be asked ({type(err).__name__})"
+        return None, f"{what} cannot be asked ({failure_kind(err)})"
 
 
 def _dispatched(systems: Systems, key: str) -> bool:
@@ -254,7 +255,7 @@ async def check(client: Client, conversation_id: str, systems: Systems) -> Repla
             runs.append(await read_run(await client.get_workflow_handle(child).fetch_history(),
                                        client.data_converter, input_model=None))
         except Exception as err:  # noqa: BLE001
-            reasons.append(f"the history of refund {child} cannot be read ({type(err).__name__})")
+            reasons.append(f"the history of refund {child} cannot be read ({failure_kind(err)})")
     report.effects, report.harmless = classify(runs, systems)
     if status in FINISHED:
         reasons.append(f"the run {FINISHED[status]}: there is nothing to resume")

@@ -16,6 +16,7 @@ from temporalio.api.enums.v1 import EventType, WorkflowTaskFailedCause
 from temporalio.client import WorkflowHistory
 from temporalio.converter import DataConverter
 
+from starter.failure_words import failure_kind
 from starter.system_of_record import services_in_identity
 from workflows.contracts import EmailRequest, SupportInput, TicketRequest, WriteToolRequest
 from workflows.resolution import ResolveOutcome
@@ -112,7 +113,7 @@ async def read_run(history: WorkflowHistory, converter: DataConverter, input_mod
                 run.input = await _decode(converter, event.workflow_execution_started_event_attributes.input,
                                           input_model)
             except Exception as err:  # noqa: BLE001 - any failure means: the input is not known
-                run.input_problem = f"the first event's input does not decode ({type(err).__name__})"
+                run.input_problem = f"the first event's input does not decode ({failure_kind(err)})"
         elif kind == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
             attrs = event.activity_task_scheduled_event_attributes
             invoked = Invoked(workflow_id=history.workflow_id, event_id=event.event_id,

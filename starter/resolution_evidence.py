@@ -18,6 +18,7 @@ from typing import Callable, Optional
 
 from temporalio.client import Client
 
+from starter.failure_words import failure_kind
 from starter.replay_check import Systems, check, ref_operation
 from workflows.support import support_workflow_id
 
@@ -60,7 +61,7 @@ async def checked_against(factory: Optional[SystemsFactory], client: Client, con
     try:
         systems = await asyncio.to_thread(factory)
     except Exception as err:  # noqa: BLE001 - no evidence to be had
-        return (f"the systems of record cannot be opened ({type(err).__name__}): resolve it once they answer "
+        return (f"the systems of record cannot be opened ({failure_kind(err)}): resolve it once they answer "
                 "(a resolution must agree with the system of record)")
     try:
         return await ledger_contradiction(client, conversation_id, step_id, outcome, systems)

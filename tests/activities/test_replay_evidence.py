@@ -81,7 +81,7 @@ def test_money_dispatched_without_a_result_while_payments_cannot_be_asked_is_unk
     effect = _one(_write("failed", "Timeout"), Systems(backend=Ledger(True), log=log, payments=Service(down=True)))
     assert effect.status == "unknown"
     assert effect.reason == (f"payments: {PAY} dispatched without a recorded result, and the payments service "
-                             "cannot be asked (ConnectionError)")
+                             "cannot be asked (a connection failed)")
     assert effect.evidence[0] == "retail ledger: recorded applied"
 
 

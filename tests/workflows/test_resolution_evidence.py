@@ -59,7 +59,7 @@ async def test_a_refund_that_never_moved_is_not_resolved_as_applied(temporal_env
             client.evidence = unopenable
             with pytest.raises(ConversationError) as blind:
                 await client.resolve_outcome(cid, step.step_id, "not_applied", "op-1", "checked")
-            assert "cannot be opened (ConnectionError)" in str(blind.value)
+            assert "cannot be opened (a connection failed)" in str(blind.value)
             state = await client.state(cid)
             assert state.status.value == "escalated" and state.resolutions == []
             assert httpx.get(f"{urls['payments']}/operations", params={"reference": PENDING}).json() == []
