@@ -34,8 +34,8 @@ from starter.core import Deadlines
 from starter.errors import ConversationError, message_outcome_unknown
 from starter.listing import ListingCalls
 from starter.refunds import RefundCalls
-from starter.refusals import (built as _built, check_ids as _check_ids, finished as _finished,
-                               rpc_reason as _rpc_reason, untyped as _untyped, update_refusal as _update_refusal)
+from starter.refusals import (built as _built, check_ids as _check_ids, check_new_conversation_id,
+                               finished as _finished, rpc_reason as _rpc_reason, untyped as _untyped, update_refusal as _update_refusal)
 from starter.resolution_calls import ResolutionCalls
 from workflows.approvals import ApprovalPolicy
 from workflows.contracts import (AssistantReply, CancelRequest, SupportInput, SupportOutcome, UserMessage,
@@ -94,12 +94,14 @@ class StatekeeperClient(ApprovalCalls, RefundCalls, ListingCalls, ResolutionCall
 
         Idempotent on the id: a running conversation is kept (one run however often this is
         called); each call checks the store again (a fresh ``open`` update id: a recorded
-        result of a finished run must not answer for it). Raises ``ConversationError``: ``invalid`` for a store the system of record
+        result of a finished run must not answer for it). Raises ``ConversationError``: ``invalid`` for an
+        id over 128 characters (``refusals.NEW_CONVERSATION_ID_CHARS``) or a store the system of record
         does not have (the conversation is closed at once), ``conflict`` for an id running
         with another store, ``finished`` for the id of a finished conversation,
         ``state_incompatible`` when ``state`` (or the saved state of the id's run) cannot be
         loaded (the reason says why; the run failed), ``no_worker`` / ``unavailable``."""
         conversation_id = conversation_id or uuid.uuid4().hex
+        check_new_conversation_id(conversation_id)
         _check_ids(conversation_id=conversation_id, store=store)
         opening = _built(OpenConversation, "the store is an id of 1 to 64 characters", store=store)
         await self.require_worker()  # before starting: a refused start leaves nothing running

@@ -34,6 +34,23 @@ def check_ids(**ids: Optional[str]) -> None:
             raise ConversationError(problem, "invalid")
 
 
+NEW_CONVERSATION_ID_CHARS = 128
+"""The longest id a conversation is started with, as over HTTP (``starter.api_models``):
+every key made from it (``{tool}:{order or user}:{id}.t{turn}`` and the email, ticket and
+approval-expiry keys around it) then fits the systems' bounds, the retail ledger's, outbox's
+and tickets' 256 characters and the email and ticketing services' 300. A longer id, which
+the Python client took up to Temporal's bound, committed an order's write, then failed on
+PostgreSQL or at a service (money not moved, an email not sent)."""
+
+
+def check_new_conversation_id(conversation_id: str) -> None:
+    """Refuse (``invalid``, naming the sizes, not the id) a conversation id over
+    ``NEW_CONVERSATION_ID_CHARS`` characters, before anything is started."""
+    if len(conversation_id) > NEW_CONVERSATION_ID_CHARS:
+        raise ConversationError(f"the conversation id is {len(conversation_id)} characters; a conversation is "
+                                f"started with one of at most {NEW_CONVERSATION_ID_CHARS}", "invalid")
+
+
 M = TypeVar("M", bound=BaseModel)
 
 

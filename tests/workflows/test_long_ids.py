@@ -33,8 +33,15 @@ async def test_ids_too_long_for_temporal_are_refused_not_retried(temporal_env, s
         reason = await _refused(client.send_message(cid, "hello", message_id="m" * 1100), "invalid")
         assert reason == "the message id is 1100 bytes; the limit is 996 bytes"
         reason = await _refused(client.start_conversation("c" * 1100), "invalid")
-        assert reason == "the conversation id is 1100 bytes; the limit is 992 bytes"
+        assert reason == "the conversation id is 1100 characters; a conversation is started with one of at most 128"
         assert "c" * 50 not in reason  # sizes, not the id
+        # one character over the bound: refused before anything starts (no run to find)
+        reason = await _refused(client.start_conversation("d" * 129), "invalid")
+        assert reason == "the conversation id is 129 characters; a conversation is started with one of at most 128"
+        await _refused(client.state("d" * 129), "not_found")
+        # a message to an id too long for Temporal (never started: refused as it always was)
+        reason = await _refused(client.send_message("c" * 1100, "hello"), "invalid")
+        assert reason == "the conversation id is 1100 bytes; the limit is 992 bytes"
         await _refused(client.refund(""), "not_found")
         await _refused(client.refund("r" * 1200), "not_found")
         await _refused(client.decide_approval(f"support-{'x' * 1000}~{'0' * 12}", "approve", "sup-1"), "not_found")
@@ -44,7 +51,7 @@ async def test_ids_too_long_for_temporal_are_refused_not_retried(temporal_env, s
 
 async def test_a_long_conversation_ids_approval_can_be_decided(temporal_env, settings):
     async with running_worker(temporal_env, settings, approvals=ApprovalPolicy()) as (client, backend):
-        cid = await client.start_conversation(f"{uuid.uuid4().hex}-{'l' * 900}")
+        cid = await client.start_conversation(f"{uuid.uuid4().hex}-{'l' * 95}")  # 128, the longest taken
         await client.send_message(cid, f"Hi, my email is {EMAIL}")
         shown = await client.send_message(cid, f"Please cancel order {PENDING}, I ordered it by mistake")
         assert shown.awaiting_confirmation
