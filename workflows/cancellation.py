@@ -66,13 +66,15 @@ def summary(state: ConversationState, not_undone: list[str]) -> str:
     parts = [replies.CANCELLED]
     kept = [d for d in details(StepStatus.DONE) if d not in not_undone]
     for label, items in (("Done", kept), ("Undone", details(StepStatus.COMPENSATED)),
-                         ("Done but could not be undone (a human agent will follow up)", not_undone),
-                         ("Did not go through", details(StepStatus.FAILED)),
+                         ("Done but could not be undone (a human agent will follow up)", not_undone)):
+        if items:
+            parts.append(f"{label}: {'; '.join(items)}")
+    for label, items in (("Did not go through", details(StepStatus.FAILED)),  # quoted: what was asked
                          ("Not known whether it went through (a human agent is checking)",
                           details(StepStatus.UNKNOWN)),
                          ("Not done", details(StepStatus.CANCELLED))):
         if items:
-            parts.append(f"{label}: {'; '.join(items)}")
+            parts.append(f"{label}: {replies.requests(items)}")
     if len(parts) == 1:
         parts.append("Nothing had been changed.")
     return " ".join(parts)
