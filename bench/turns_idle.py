@@ -149,7 +149,7 @@ def cli() -> None:
           f"{report['open_seconds']:.0f} s ({report['open_worker_cpu_seconds']:.0f} worker CPU-s); worker RSS "
           f"{r['before']:.0f} -> {r['after']:.0f} MiB ({r['per_conversation_kib']:.1f} KiB per conversation)")
     for kind in ("evicted", "cached"):
-        print(f"message to a {kind} conversation: p50 {m[kind]['p50'] * 1000:.0f} ms, p95 {m[kind]['p95'] * 1000:.0f} ms,"
+        print(f"message to {'an' if kind[0] in 'aeiou' else 'a'} {kind} conversation: p50 {m[kind]['p50'] * 1000:.0f} ms, p95 {m[kind]['p95'] * 1000:.0f} ms,"
               f" max {m[kind]['max'] * 1000:.0f} ms (n={m[kind]['n']})")
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=2))
