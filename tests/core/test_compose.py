@@ -268,7 +268,10 @@ def test_dockerfile_installs_the_project() -> None:
     # Everything pyproject.toml packages must be in the build context the Dockerfile copies.
     tool = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
     needed = {"pyproject.toml"} | {f"{m}.py" for m in tool.get("py-modules", [])}
-    needed |= {f"{p.split('.')[0]}/" for p in tool.get("packages", [])}
+    packages = tool.get("packages", [])  # a list, or {"find": {"include": ["workflows*", ...]}}
+    tops = ([p.split(".")[0] for p in packages] if isinstance(packages, list)
+            else [pattern.rstrip("*").split(".")[0] for pattern in packages["find"]["include"]])
+    needed |= {f"{top}/" for top in tops}
     copied = " ".join(line for line in text.splitlines() if line.startswith("COPY "))
     for path in sorted(needed):
         assert path in copied, f"Dockerfile does not copy {path}"
