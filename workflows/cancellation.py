@@ -60,8 +60,8 @@ def escalated_while_cancelling(state: ConversationState, request: Optional[Cance
 def summary(state: ConversationState, not_undone: list[str]) -> str:
     """What happened, step by step, in the user's words: changes made and kept, changes
     undone, changes that could not be undone, and changes that were not made."""
-    def details(status: StepStatus) -> list[str]:
-        return [step.detail or step.name for step in state.steps if step.status == status]
+    def details(status: StepStatus) -> list[str]:  # each once: a detail proposed again is one request
+        return list(dict.fromkeys(step.detail or step.name for step in state.steps if step.status == status))
 
     parts = [replies.CANCELLED]
     kept = [d for d in details(StepStatus.DONE) if d not in not_undone]

@@ -60,3 +60,10 @@ def test_a_cancel_summary_still_says_what_was_done_as_done():
 def test_the_budget_hand_off_quotes_what_did_not_go_through():
     told = replies.budget_exceeded([], [DETAIL])
     assert told.startswith(f'Your request did not go through: "{DETAIL}" '), told
+
+
+def test_a_request_proposed_again_is_not_done_once():
+    """Seen after a cancel: the user had declined the same cancel twice before a third was
+    awaiting approval, and the summary said "Not done: <detail>; <detail>; <detail>"."""
+    told = cancellation.summary(_state_with(*[(DETAIL, StepStatus.CANCELLED)] * 3), [])
+    assert told == f'{replies.CANCELLED} Not done: "{DETAIL}"', told
