@@ -269,8 +269,9 @@ def cli() -> None:
                         help="concurrency: turns asking about the order per conversation (each with one read)")
     parser.add_argument("--workers", default="1,2,4", help="concurrency: worker processes, comma-separated")
     args = parser.parse_args()
-    if args.quick:
-        args.turns, args.repeats, args.conversations, args.workers = 8, 1, "20", "1,2"
+    for name, quick in (("turns", 8), ("repeats", 1), ("conversations", "20"), ("workers", "1,2")) if args.quick else ():
+        if getattr(args, name) == parser.get_default(name):  # --quick sizes only what no option set
+            setattr(args, name, quick)
     args.conversations = [int(c) for c in str(args.conversations).split(",")]
     args.workers = [int(w) for w in str(args.workers).split(",")]
     args.kinds = tuple(args.kinds.split(","))

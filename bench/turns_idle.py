@@ -11,7 +11,7 @@ and replays their history) and to as many opened last (cached), one at a time, e
 to its reply (one model call of the stand-in).
 
 Run: ``.venv/bin/python bench/turns_idle.py [--conversations 10000] [--cache 200] [--json OUT]``
-(``--quick``: 500 conversations). Wall-clock on whatever else runs on the machine: compare
+(``--quick``: 500 conversations and 10 samples, unless given). Wall-clock on whatever else runs on the machine: compare
 the rows of one run.
 """
 
@@ -134,22 +134,25 @@ async def idle_run(conversations: int, cache: int, samples: int, parallel: int) 
 
 def cli() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--conversations", type=int, default=10_000)
+    parser.add_argument("--conversations", type=int, default=None, help="default 10000 (--quick: 500)")
     parser.add_argument("--cache", type=int, default=200, help="the worker's max_cached_workflows")
-    parser.add_argument("--samples", type=int, default=20, help="messages timed to evicted and to cached conversations")
+    parser.add_argument("--samples", type=int, default=None,
+                        help="messages timed to evicted and to cached conversations (default 20; --quick: 10)")
     parser.add_argument("--parallel", type=int, default=20, help="conversations being opened at once")
-    parser.add_argument("--quick", action="store_true", help="500 conversations, 10 samples")
+    parser.add_argument("--quick", action="store_true", help="500 conversations, 10 samples (unless given)")
     parser.add_argument("--json", help="write the figures to this file")
     args = parser.parse_args()
-    if args.quick:
-        args.conversations, args.samples = 500, 10
+    if args.conversations is None:  # --quick --conversations 50 ran 500
+        args.conversations = 500 if args.quick else 10_000
+    if args.samples is None:
+        args.samples = 10 if args.quick else 20
     report = asyncio.run(idle_run(args.conversations, args.cache, args.samples, args.parallel))
     m, r = report["message_seconds"], report["worker_rss_mib"]
     print(f"{report['conversations']} idle conversations ({report['not_opened']} not opened), worker cache {report['max_cached_workflows']}: opened in "
           f"{report['open_seconds']:.0f} s ({report['open_worker_cpu_seconds']:.0f} worker CPU-s); worker RSS "
           f"{r['before']:.0f} -> {r['after']:.0f} MiB ({r['per_conversation_kib']:.1f} KiB per conversation)")
     for kind in ("evicted", "cached"):
-        print(f"message to a {kind} conversation: p50 {m[kind]['p50'] * 1000:.0f} ms, p95 {m[kind]['p95'] * 1000:.0f} ms,"
+        print(f"message to {'an' if kind[0] in 'aeiou' else 'a'} {kind} conversation: p50 {m[kind]['p50'] * 1000:.0f} ms, p95 {m[kind]['p95'] * 1000:.0f} ms,"
               f" max {m[kind]['max'] * 1000:.0f} ms (n={m[kind]['n']})")
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=2))

@@ -56,7 +56,7 @@ from starter.auth import Access, AccessSource, Permission
 from starter.api_processes import router as processes_router
 from starter import package_version
 from starter.api_responses import responses_for
-from starter.body_guard import install_body_checks
+from starter.body_guard import install_body_checks, validation_reasons
 from starter.client import FIRST_MESSAGE_ID, ConversationError, StatekeeperClient
 from starter.errors import status_for
 from starter.listing import MAX_PAGE, Page
@@ -166,8 +166,7 @@ def create_app(client_factory: Optional[ClientFactory] = None,
     @app.exception_handler(RequestValidationError)
     async def _invalid_body(_: Request, err: RequestValidationError) -> JSONResponse:
         # one shape for every refusal: {"detail": "<reason>"}
-        reasons = "; ".join(f"{'.'.join(str(p) for p in e.get('loc', ()))}: {e.get('msg', '')}" for e in err.errors())
-        return JSONResponse(status_code=422, content={"detail": f"invalid request: {reasons}"})
+        return JSONResponse(status_code=422, content={"detail": validation_reasons(list(err.errors()))})
 
     @app.exception_handler(StarletteHTTPException)
     async def _http_refusal(_: Request, err: StarletteHTTPException) -> JSONResponse:

@@ -71,6 +71,19 @@ def body_problem(body: bytes) -> Optional[str]:
     return None
 
 
+def validation_reasons(errors: "list[Any]") -> str:
+    """A request that FastAPI refused, as the 422's reason: each error's place and message, and a
+    body that is not JSON said so with its position ("body.43: JSON decode error" read as if a
+    field named 43 were wrong)."""
+    def one(error: Any) -> str:
+        loc = list(error.get("loc", ()))
+        if error.get("type") == "json_invalid":
+            at = f" (at character {loc[1]})" if len(loc) > 1 and isinstance(loc[1], int) else ""
+            return f"the body is not valid JSON{at}"
+        return f"{'.'.join(str(p) for p in loc)}: {error.get('msg', '')}"
+    return "invalid request: " + "; ".join(one(e) for e in errors)
+
+
 class BodyGuard:
     """ASGI middleware: ``BodyGuard(app)``; refuses a non-empty body that ``body_problem``
     finds fault with (422 ``{"detail"}``) and passes every other request on unchanged."""

@@ -221,7 +221,7 @@ def _print_report(result: dict, settings: Settings, started_server: bool) -> Non
         for col in ("task", "hash", "outputs", "reason"):
             table.add_column(col)
         for t in failed:
-            table.add_row(str(t["task_index"]), str(t["hash_match"]), str(t["outputs_match"]), t["reason"])
+            table.add_row(str(t["task_index"]), str(t["hash_match"]), str(t["outputs_match"]), escape(t["reason"]))
         console.print(table)
     refused = [t for t in result["tasks"] if t["passed"] and t["policy_refusals"]]
     if refused:
@@ -229,7 +229,7 @@ def _print_report(result: dict, settings: Settings, started_server: bool) -> Non
         table.add_column("task")
         table.add_column("refusal")
         for t in refused:
-            table.add_row(str(t["task_index"]), "; ".join(t["policy_refusals"]))
+            table.add_row(str(t["task_index"]), escape("; ".join(t["policy_refusals"])))  # "[rule]" is not markup
         console.print(table)
     s = result["summary"]
     table = Table(title="τ-bench summary")

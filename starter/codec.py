@@ -178,6 +178,8 @@ class EncryptionCodec(PayloadCodec):
     def decrypt(self, payload: Payload) -> Payload:
         """One encrypted payload's inner payload. Raises ``CodecKeyError``."""
         key_id = payload.metadata.get(KEY_ID, b"").decode("ascii", "replace")
+        if not key_id:  # said "encrypted with codec key '', which is not configured"
+            raise CodecKeyError(f"an encrypted payload names no codec key (its {KEY_ID!r} metadata is missing)")
         cipher = self._ciphers.get(key_id)
         if cipher is None:
             raise CodecKeyError(f"a payload is encrypted with codec key {key_id!r}, which is not configured "

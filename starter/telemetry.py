@@ -12,6 +12,7 @@ interceptors.
 
 from __future__ import annotations
 
+import logging
 import threading
 from datetime import timedelta
 from typing import Optional
@@ -25,6 +26,7 @@ from temporalio.runtime import OpenTelemetryConfig, PrometheusConfig, Runtime, T
 
 from settings import Settings
 
+log = logging.getLogger("statekeeper.telemetry")
 _lock = threading.Lock()
 _exporting: set[str] = set()
 _runtimes: dict[tuple[Optional[str], Optional[str]], Runtime] = {}
@@ -67,6 +69,9 @@ def telemetry_runtime(settings: Settings) -> Optional[Runtime]:
     with _lock:
         if key not in _runtimes:
             if settings.metrics_prometheus_address:
+                if settings.metrics_otlp_endpoint:  # the SDK's runtime takes one: say which, not silently
+                    log.warning("STATEKEEPER_METRICS_PROMETHEUS_ADDRESS and STATEKEEPER_METRICS_OTLP_ENDPOINT are "
+                                "both set: metrics are served for Prometheus and not pushed over OTLP; set one")
                 metrics = PrometheusConfig(bind_address=settings.metrics_prometheus_address)
             else:
                 metrics = OpenTelemetryConfig(url=str(settings.metrics_otlp_endpoint),

@@ -60,19 +60,21 @@ def escalated_while_cancelling(state: ConversationState, request: Optional[Cance
 def summary(state: ConversationState, not_undone: list[str]) -> str:
     """What happened, step by step, in the user's words: changes made and kept, changes
     undone, changes that could not be undone, and changes that were not made."""
-    def details(status: StepStatus) -> list[str]:
-        return [step.detail or step.name for step in state.steps if step.status == status]
+    def details(status: StepStatus) -> list[str]:  # each once: a detail proposed again is one request
+        return list(dict.fromkeys(step.detail or step.name for step in state.steps if step.status == status))
 
     parts = [replies.CANCELLED]
     kept = [d for d in details(StepStatus.DONE) if d not in not_undone]
     for label, items in (("Done", kept), ("Undone", details(StepStatus.COMPENSATED)),
-                         ("Done but could not be undone (a human agent will follow up)", not_undone),
-                         ("Did not go through", details(StepStatus.FAILED)),
+                         ("Done but could not be undone (a human agent will follow up)", not_undone)):
+        if items:
+            parts.append(f"{label}: {'; '.join(items)}")
+    for label, items in (("Did not go through", details(StepStatus.FAILED)),  # quoted: what was asked
                          ("Not known whether it went through (a human agent is checking)",
                           details(StepStatus.UNKNOWN)),
                          ("Not done", details(StepStatus.CANCELLED))):
         if items:
-            parts.append(f"{label}: {'; '.join(items)}")
+            parts.append(f"{label}: {replies.requests(items)}")
     if len(parts) == 1:
         parts.append("Nothing had been changed.")
     return " ".join(parts)

@@ -94,6 +94,13 @@ def _was(detail: str) -> str:
     return f'Your request was: "{detail}"'
 
 
+def requests(details: "list[str]") -> str:
+    """Details of changes that were not (or not knowingly) made, each quoted as what was asked,
+    for the same reason as ``_was``: "Not done: Cancel order ... The full amount of 826.70 is
+    refunded ..." read as if the refund had been made."""
+    return "; ".join(f'"{detail}"' for detail in details)
+
+
 def approved(detail: str, refusal: "str | None") -> str:
     """What the user is told when a supervisor approved ``detail`` and it ran (``refusal``:
     None when it applied; otherwise the system's reason, which the user does not see)."""
@@ -117,7 +124,7 @@ def budget_exceeded(done: "list[str]", not_done: "list[str]") -> str:
     """The budget hand-off's reply, first telling what this turn's confirmed writes did:
     ``done`` and ``not_done`` are their details (the system's reasons stay in the state)."""
     told = [*([f"Your request is done: {'; '.join(done)}"] if done else []),
-            *([f"Your request did not go through: {'; '.join(not_done)}"] if not_done else [])]
+            *([f"Your request did not go through: {requests(not_done)}"] if not_done else [])]
     return " ".join([*told, BUDGET_EXCEEDED])
 
 

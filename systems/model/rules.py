@@ -120,10 +120,17 @@ def _authenticate(view: dict) -> dict[str, Any]:
         if not tried(view, tool, args):
             return tool_call(tool, args)
         obs = observation_of(view, tool, args)
-        failures.append(obs.get("result", "") if obs else "not allowed")
+        failures.append(_said(obs))
     if failures:
         return reply(f"I could not find your account ({failures[0]}). {IDENTIFY}")
     return reply(IDENTIFY)
+
+
+def _said(obs: "dict[str, Any] | None") -> str:
+    """A failed read's result as the reply quotes it: the system's reason without the tool's
+    "Error: " prefix ("I could not find order #W1: Error: order not found" read like a crash)."""
+    result = str(obs.get("result", "")) if obs else "not allowed"
+    return result.removeprefix("Error: ")
 
 
 def _result_summary(op: dict[str, Any]) -> str:
@@ -224,7 +231,7 @@ def _decide(view: dict) -> dict[str, Any]:
         args = {"user_id": customer["user_id"]}
         obs = observation_of(view, "get_user_details", args)
         if obs is not None and obs.get("turn") == turn:
-            return reply(f"I could not load your account details: {obs.get('result', '')}")
+            return reply(f"I could not load your account details: {_said(obs)}")
         return tool_call("get_user_details", args)
 
     orders = view.get("orders") or {}
@@ -234,7 +241,7 @@ def _decide(view: dict) -> dict[str, Any]:
         obs = observation_of(view, "get_order_details", args)
         if obs is None and not tried(view, "get_order_details", args):
             return tool_call("get_order_details", args)
-        return reply(f"I could not find order {order_id}: {obs.get('result', '') if obs else 'not allowed'}")
+        return reply(f"I could not find order {order_id}: {_said(obs)}")
 
     intent, text = _active_intent(view)
     if intent is None:

@@ -103,6 +103,17 @@ async def test_a_tampered_or_relabelled_ciphertext_does_not_decrypt():
         await codec.decode([Payload(metadata={"encoding": ENCODING, KEY_ID: b"k1"}, data=b"short")])
 
 
+async def test_an_encrypted_payload_without_its_key_id_is_refused_as_such():
+    """Seen posting such a payload to the codec server's /decode: "a payload is encrypted with
+    codec key '', which is not configured", as if a key named '' were missing."""
+    codec = EncryptionCodec(Keyring.parse(keys(("k1", K1))))
+    [sealed] = await codec.encode([Payload(metadata={"encoding": b"json/plain"}, data=b'"secret"')])
+    unnamed = Payload(metadata={"encoding": ENCODING}, data=sealed.data)
+    with pytest.raises(CodecKeyError, match="names no codec key .its 'encryption-key-id' metadata is missing.") as refused:
+        await codec.decode([unnamed])
+    assert "''" not in str(refused.value)
+
+
 async def test_failure_messages_and_stack_traces_are_encrypted_and_decode_back(tmp_path):
     converter = data_converter(settings_with(tmp_path, codec_keys=keys(("k1", K1))))
     failure = Failure()

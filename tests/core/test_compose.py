@@ -161,7 +161,7 @@ def test_one_shot_jobs_terminate(services: dict[str, Any]) -> None:
         assert deps["temporal-setup"]["condition"] == "service_completed_successfully", app
 
 
-SECRET = re.compile(r"PASSWORD|PWD|SECRET|CODEC_KEYS|API_KEY")
+SECRET = re.compile(r"PASSWORD|PWD|SECRET|CODEC_KEYS|API_KEY|PSEUDONYM_KEY")
 
 
 def test_secrets_come_from_the_environment_without_constant_fallbacks(compose: dict[str, Any]) -> None:
@@ -177,6 +177,15 @@ def test_secrets_come_from_the_environment_without_constant_fallbacks(compose: d
         url_passwords = re.findall(r"://\w+:([^@]*)@", " ".join(_env(service).values()))
         assert all(p.startswith("${") and ":?" in p for p in url_passwords), (service_name, url_passwords)
     assert "${POSTGRES_PASSWORD:?" in _env(compose["services"]["postgresql"])["POSTGRES_PASSWORD"]
+
+
+def test_every_app_container_shares_one_pseudonym_key(compose: dict[str, Any]) -> None:
+    """Without ``STATEKEEPER_PSEUDONYM_KEY`` each container made its own key in its data
+    directory, lost with the container: the API (create=False) had none, so ``GET
+    /conversations?customer_id=`` was refused, and the worker's pseudonyms changed on recreate."""
+    for name in ("migrate", "worker", "api", "codec-server"):
+        assert _env(compose["services"][name])["STATEKEEPER_PSEUDONYM_KEY"].startswith(
+            "${STATEKEEPER_PSEUDONYM_KEY:?"), name
 
 
 def _statekeeper_commands() -> set[str]:
@@ -268,7 +277,10 @@ def test_dockerfile_installs_the_project() -> None:
     # Everything pyproject.toml packages must be in the build context the Dockerfile copies.
     tool = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
     needed = {"pyproject.toml"} | {f"{m}.py" for m in tool.get("py-modules", [])}
-    needed |= {f"{p.split('.')[0]}/" for p in tool.get("packages", [])}
+    packages = tool.get("packages", [])  # a list, or {"find": {"include": ["workflows*", ...]}}
+    tops = ([p.split(".")[0] for p in packages] if isinstance(packages, list)
+            else [pattern.rstrip("*").split(".")[0] for pattern in packages["find"]["include"]])
+    needed |= {f"{top}/" for top in tops}
     copied = " ".join(line for line in text.splitlines() if line.startswith("COPY "))
     for path in sorted(needed):
         assert path in copied, f"Dockerfile does not copy {path}"

@@ -91,6 +91,22 @@ def test_metrics_settings_give_one_runtime_per_configuration(tmp_path: Path):
     assert telemetry_runtime(Settings(data_dir=tmp_path)) is None
 
 
+def test_both_metrics_exporters_set_says_which_one_is_used(tmp_path: Path, caplog):
+    """The SDK's runtime takes one metrics exporter: with both set, OTLP was dropped without a word."""
+    import socket
+
+    from starter.telemetry import telemetry_runtime
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    settings = Settings(data_dir=tmp_path, metrics_prometheus_address=f"127.0.0.1:{port}",
+                        metrics_otlp_endpoint="http://127.0.0.1:4317")
+    with caplog.at_level("WARNING", logger="statekeeper.telemetry"):
+        assert telemetry_runtime(settings) is not None
+    assert "not pushed over OTLP; set one" in caplog.text
+
+
 def test_activity_slots_fit_what_activities_wait_for():
     """16 offline (the stand-in model answers on the worker's CPU), 64 with a provider (its
     calls wait on the network); a configured number wins either way."""

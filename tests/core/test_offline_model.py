@@ -445,6 +445,18 @@ def test_rules_reports_a_failed_lookup_instead_of_retrying():
     assert action["kind"] == "reply" and "user not found" in action["text"]
 
 
+def test_rules_quotes_a_failed_read_without_the_tools_error_prefix():
+    """Seen in chat: "I could not find order #W1234567: Error: order not found"."""
+    state = chat("What is the status of order #W1234567?", facts_=(fact("order_id", "#W1234567"),),
+                 customer=customer(RAJ))
+    observe(state, "get_order_details", {"order_id": "#W1234567"}, "Error: order not found")
+    action = propose(rules_brain, state)
+    assert action == {"kind": "reply", "text": "I could not find order #W1234567: order not found"}
+    lookup = chat("me@nowhere.com", facts_=(fact("email", "me@nowhere.com"),))
+    observe(lookup, "find_user_id_by_email", {"email": "me@nowhere.com"}, "Error: user not found")
+    assert "(user not found)" in propose(rules_brain, lookup)["text"]
+
+
 def test_rules_cancel_flow():
     state = chat(f"Please cancel order {PENDING}, I ordered it by mistake. {RAJ_EMAIL}",
                  facts_=(fact("order_id", PENDING), fact("email", RAJ_EMAIL)), customer=customer(RAJ))

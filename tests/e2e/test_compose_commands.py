@@ -30,14 +30,14 @@ from alembic.runtime.migration import MigrationContext
 
 from activities.journal.migrate import owned_metadata
 from tests.conftest import POSTGRES_URL, TEST_CODEC_KEYS
-from tests.policy_fixtures import EMAIL
+from tests.policy_fixtures import CUSTOMER, EMAIL
 
 REPO = Path(__file__).resolve().parents[2]
 COMPOSE = yaml.safe_load((REPO / "docker-compose.yml").read_text())
 SERVICES: dict[str, Any] = COMPOSE["services"]
 BIN = Path(sys.executable).parent
 SECRETS = {"POSTGRES_PASSWORD": "unused-with-trust-auth", "STATEKEEPER_CODEC_KEYS": TEST_CODEC_KEYS,
-           "STATEKEEPER_API_KEY_SECRET": secrets.token_hex(32)}
+           "STATEKEEPER_API_KEY_SECRET": secrets.token_hex(32), "STATEKEEPER_PSEUDONYM_KEY": secrets.token_hex(32)}
 """What an operator exports before ``docker compose up`` (README, Production)."""
 
 
@@ -238,6 +238,16 @@ def test_every_compose_service_command_runs_and_becomes_healthy(local: Local, pr
         assert reply.status_code == 200, reply.text
         assert reply.json()["text"] and reply.json()["status"] == "active"
         assert http.get(f"/conversations/{cid}").json()["customer"]["email"] == EMAIL
+        # each process has a data directory of its own, as each container does: the pseudonym key
+        # must come from the environment for the API's lookup to match the worker's CustomerId
+        for _ in range(20):  # visibility follows the upsert within moments
+            listed = http.get("/conversations", params={"customer_id": CUSTOMER})
+            assert listed.status_code == 200, listed.text
+            if cid in [item["conversation_id"] for item in listed.json()["items"]]:
+                break
+            time.sleep(0.5)
+        else:
+            raise AssertionError(f"{cid} not listed for its customer: {listed.text}")
     codec = f"http://127.0.0.1:{local.ports[8234]}"
     plain = {"payloads": [{"metadata": {"encoding": "anNvbi9wbGFpbg=="}, "data": "eyJhIjogMX0="}]}
     encoded = httpx.post(f"{codec}/encode", json=plain, headers={"Authorization": f"Bearer {keys['operator']}"})

@@ -77,7 +77,7 @@ MALFORMED = {
     "deep JSON": (b'{"text": ' + b"[" * 5000 + b"]" * 5000 + b"}", "deeper than 32"),
     "raw NUL": (b'{"text": "hello\x00there"}', "raw control character (U+0000"),
     "UTF-16 JSON": ('{"text": "hello"}'.encode("utf-16-le"), "raw control character"),
-    "not JSON": (b'{"text": hello}', "JSON decode error"),
+    "not JSON": (b'{"text": hello}', "invalid request: the body is not valid JSON (at character 9)"),
 }
 
 

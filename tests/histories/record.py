@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import sys
 import tempfile
 import uuid
@@ -176,7 +177,25 @@ async def record(version: str) -> Path:
     return out
 
 
+USAGE = "usage: python -m tests.histories.record VERSION   (a new release, e.g. v0.2.0)"
+
+
+def main(argv: list[str]) -> int:
+    """The command: ``--help`` or anything but one new ``vX.Y.Z`` records nothing (``--help``
+    was taken for a version and recorded every scenario into ``tests/histories/--help/``, which
+    the replay test would then have read as a release)."""
+    if argv in (["-h"], ["--help"]):
+        print(USAGE)
+        return 0
+    if len(argv) != 1 or not re.fullmatch(r"v[0-9]+\.[0-9]+\.[0-9]+", argv[0], re.ASCII):
+        print(USAGE, file=sys.stderr)
+        return 2
+    if (HERE / argv[0]).exists():
+        print(f"tests/histories/{argv[0]}/ already exists: a release's histories are recorded once", file=sys.stderr)
+        return 2
+    print(asyncio.run(record(argv[0])))
+    return 0
+
+
 if __name__ == "__main__":
-    if len(sys.argv) != 2:
-        sys.exit("usage: python -m tests.histories.record VERSION   (e.g. v0.2.0)")
-    print(asyncio.run(record(sys.argv[1])))
+    sys.exit(main(sys.argv[1:]))

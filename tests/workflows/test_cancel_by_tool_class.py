@@ -127,7 +127,7 @@ async def test_cancel_during_an_irreversible_write_awaits_it_and_reports_it(temp
         answer = await asyncio.wait_for(yes, DEADLINE)
         reason = "the customer hung up" if how == "signal" else OPERATOR_CANCEL_REASON
         assert answer.status == "cancelled" and f"Done: Return from order {DELIVERED}" in answer.text
-        assert f"Not done: Cancel order {PENDING}" in answer.text
+        assert f'Not done: "Cancel order {PENDING}' in answer.text
         state = await _state(client, cid)
         [op] = state.completed_operations
         assert op.ok and op.tool == "return_delivered_order_items"
@@ -159,7 +159,7 @@ async def test_a_write_in_flight_whose_outcome_is_unknown_is_still_escalated_aft
         answer = await asyncio.wait_for(yes, DEADLINE)
         # escalated (a human must check the write), and the user hears of the cancel too
         assert answer.status == "escalated" and answer.text.startswith("The conversation was cancelled.")
-        assert f"Not known whether it went through (a human agent is checking): Cancel order {PENDING}" in answer.text
+        assert f'Not known whether it went through (a human agent is checking): "Cancel order {PENDING}' in answer.text
         assert answer.text.endswith(replies.escalated([], ticket_opened=True))
         state = await _state(client, cid)
         [step] = state.steps

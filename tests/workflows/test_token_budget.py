@@ -102,4 +102,4 @@ async def test_a_hand_off_right_after_a_write_still_tells_what_was_applied(tempo
 def test_the_hand_off_reply_names_done_and_refused_writes_and_nothing_else():
     assert replies.budget_exceeded([], []) == replies.BUDGET_EXCEEDED
     said = replies.budget_exceeded(["cancel A"], ["return B"])
-    assert said == f"Your request is done: cancel A Your request did not go through: return B {replies.BUDGET_EXCEEDED}"
+    assert said == f'Your request is done: cancel A Your request did not go through: "return B" {replies.BUDGET_EXCEEDED}'
