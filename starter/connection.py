@@ -40,9 +40,14 @@ def _pem(path: Optional[Path], setting: str) -> Optional[bytes]:
     if path is None:
         return None
     try:
-        return Path(path).expanduser().read_bytes()
+        data = Path(path).expanduser().read_bytes()
     except OSError as err:
         raise StartupRefused(f"cannot read {setting} ({path}): {err.strerror or err}") from None
+    if b"-----BEGIN " not in data:
+        # the SDK's TLS layer would fail the connection, and that reads as "not reachable"
+        raise StartupRefused(f"{setting} ({path}) is not a PEM file: it has no '-----BEGIN' line "
+                             "(a DER certificate converts with `openssl x509 -inform der`)")
+    return data
 
 
 def tls_config(settings: Settings) -> Union[TLSConfig, bool, None]:

@@ -82,6 +82,14 @@ def test_an_unreadable_file_is_refused_naming_the_setting(tmp_path: Path):
         tls_config(Settings(data_dir=tmp_path, temporal_tls_server_ca_cert=tmp_path / "missing.pem"))
 
 
+def test_a_file_that_is_not_pem_is_refused_naming_the_setting_not_as_unreachable(tmp_path: Path):
+    der = tmp_path / "ca.der"
+    der.write_bytes(b"\x30\x82\x03\x0b")  # a DER certificate's first bytes
+    settings = Settings(data_dir=tmp_path, temporal_tls_server_ca_cert=der)
+    with pytest.raises(StartupRefused, match="STATEKEEPER_TEMPORAL_TLS_SERVER_CA_CERT .* is not a PEM file"):
+        tls_config(settings)
+
+
 def test_metrics_settings_give_one_runtime_per_configuration(tmp_path: Path):
     from starter.telemetry import telemetry_runtime
 
