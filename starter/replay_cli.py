@@ -109,7 +109,9 @@ def resolve(conversation_id: str = _ID,
             operator: str = typer.Option(..., "--operator", help="Your operator id (recorded in the state)."),
             note: str = typer.Option(..., "--note", help="What you checked (recorded; 1-1000 characters).")) -> None:
     """Resolve an escalated unknown outcome as applied or not_applied after checking the system;
-    the user is told and the conversation goes on. Exit status 1 when refused."""
+    the user is told and the conversation goes on. Exit status 2 for a malformed resolution
+    (refused before connecting, as other commands refuse bad input), 1 when the conversation
+    refuses it."""
     from starter.cli import _interruptible, _settings, console, errors
     from starter.client import ConversationError, client_for
     from starter.connection import connect
@@ -121,7 +123,7 @@ def resolve(conversation_id: str = _ID,
         resolution_payload(step, outcome, operator, note, "cli")
     except ConversationError as err:
         errors.print(f"[red]statekeeper resolve: {escape(str(err))}[/]", highlight=False)
-        raise typer.Exit(1) from None
+        raise typer.Exit(2) from None
 
     async def main():
         from starter.conversation_ids import conversation_named

@@ -147,6 +147,6 @@ def test_resolve_refuses_a_bad_resolution_before_connecting(tmp_path, args):
     """`resolve --outcome maybe` connected to Temporal before it refused the outcome: with the
     server away, the user was told "not reachable" instead of what was wrong (a helper's finding)."""
     done = _cli(tmp_path, "resolve", "c-1", "--step", "s-1", *args, STATEKEEPER_TEMPORAL_ADDRESS="127.0.0.1:1")
-    assert done.returncode == 1, done.stdout + done.stderr
+    assert done.returncode == 2, done.stdout + done.stderr  # bad input, as every command says it
     said = " ".join(done.stderr.split())
     assert "invalid resolution" in said and "reachable" not in said and "Traceback" not in said, said
