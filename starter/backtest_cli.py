@@ -107,3 +107,5 @@ def print_report(report: BacktestReport, show: int = 30) -> None:
         table.add_column(col, justify="right")
     table.add_row(str(report.calls), str(report.same), str(report.different_proposal), str(report.different_verdict))
     console.print(table)
+    if not report.calls:  # a 0/0 table alone read as a broken run
+        console.print("no recorded model call matched the selection (--conversation, --since): nothing was re-asked")

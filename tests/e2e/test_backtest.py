@@ -82,6 +82,8 @@ async def test_backtest_on_the_dev_tasks_decision_log(temporal_env, settings, tm
 
     one, _ = backtest_cli(settings, tmp_path, "--prompt-version", PROMPT_VERSION, "--conversation", "tb-bt-3")
     assert one["calls"] == one["same"] == len([r for r in logged if r.conversation_id == "tb-bt-3"]) > 0
+    none, printed = backtest_cli(settings, tmp_path, "--prompt-version", PROMPT_VERSION, "--conversation", "nobody")
+    assert none["calls"] == 0 and "no recorded model call matched the selection" in printed  # not a bare 0/0
 
     # executes nothing: every store, the ledger, the plans and the journal are as they were
     assert (digest(sor), digest(log)) == before
