@@ -11,9 +11,11 @@ serializes them; SQLite's write lock does so itself). Revisions live in ``migrat
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import threading
 from pathlib import Path
-from typing import Optional
+from typing import Iterator, Optional
 
 import sqlalchemy as sa
 from alembic import command
@@ -21,6 +23,8 @@ from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy.engine import Connection, Engine
+
+log = logging.getLogger("statekeeper.journal")
 
 MIGRATIONS = Path(__file__).resolve().with_name("migrations")
 LOCK_NAME = "statekeeper-journal"
@@ -61,7 +65,7 @@ def head_revision() -> str:
 
 def current_revision(engine: Engine) -> Optional[str]:
     """The revision ``engine``'s database is at (None: never migrated)."""
-    with engine.connect() as conn:
+    with engine.connect() as conn, _alembic_quiet():
         return MigrationContext.configure(conn).get_current_revision()
 
 
@@ -79,9 +83,26 @@ def upgrade(engine: Engine, revision: str = "head") -> None:
     with _done_lock:
         if revision == "head" and key in _done:
             return
-        with engine.begin() as conn:
+        with engine.begin() as conn, _alembic_quiet():
             if engine.dialect.name == "postgresql":
                 conn.execute(sa.select(sa.func.pg_advisory_xact_lock(sa.func.hashtext(LOCK_NAME))))
+            before = MigrationContext.configure(conn).get_current_revision()
             command.upgrade(alembic_config(conn), revision)
+            after = MigrationContext.configure(conn).get_current_revision()
+        if after != before:  # one line, where Alembic logged each revision's whole docstring
+            log.info("journal schema migrated from %s to %s", before or "nothing", after)
         if revision == "head":
             _done.add(key)
+
+
+@contextlib.contextmanager
+def _alembic_quiet() -> Iterator[None]:
+    """Alembic's migration logger at WARNING for the duration (its INFO lines, a revision's
+    docstring each, came before anything else a command printed, e.g. the API's refusal)."""
+    logger = logging.getLogger("alembic.runtime.migration")
+    level = logger.level
+    logger.setLevel(logging.WARNING)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)

@@ -6,6 +6,7 @@ made before migrations existed is adopted."""
 
 from __future__ import annotations
 
+import logging
 import os
 import subprocess
 import sys
@@ -193,3 +194,11 @@ def test_threads_opening_a_new_journal_at_once_all_succeed(url: str):
         assert current_revision(store.engine) == head_revision()
     finally:
         store.close()
+
+
+def test_a_migration_logs_one_line_not_alembics_revision_docstrings(tmp_path, caplog):
+    engine = make_engine(f"sqlite:///{tmp_path / 'quiet.sqlite'}")
+    with caplog.at_level(logging.INFO):
+        upgrade(engine)
+    said = [r.getMessage() for r in caplog.records if r.levelno >= logging.INFO]
+    assert len(said) == 1 and said[0].startswith("journal schema migrated from nothing to "), said
