@@ -80,6 +80,18 @@ def _ui_url(settings: Settings) -> str:
     return f"http://127.0.0.1:{settings.ui_port}/namespaces/{settings.temporal_namespace}/workflows"
 
 
+def _conversation_url(settings: Settings, conversation_id: str) -> str:
+    """The Web UI list filtered to the conversation's runs (the workflow list when its id cannot
+    go into a list query: ``starter.links.SAFE_VALUE``)."""
+    from starter.links import SAFE_VALUE, list_url
+    from workflows.support import support_workflow_id
+
+    workflow_id = support_workflow_id(conversation_id)
+    if not SAFE_VALUE.fullmatch(workflow_id):
+        return _ui_url(settings)
+    return list_url(f"http://127.0.0.1:{settings.ui_port}", settings.temporal_namespace, f'WorkflowId="{workflow_id}"')
+
+
 @app.command()
 def worker() -> None:
     """Run a worker against the configured Temporal server."""
@@ -117,7 +129,8 @@ def chat(conversation_id: Optional[str] = typer.Option(None, help="Resume or nam
             except ConversationError as err:  # e.g. a finished id: a page of traceback before
                 errors.print(f"[red]{escape(str(err))}[/]")
                 raise typer.Exit(1)
-            console.print(f"conversation [bold]{cid}[/] — Web UI {_ui_url(settings)}. Type 'quit' to leave.")
+            console.print(f"conversation [bold]{escape(cid)}[/] — Web UI {escape(_conversation_url(settings, cid))}. "
+                          "Type 'quit' to leave.", soft_wrap=True)  # a URL cut by a line break is not a link
             if settings.offline:
                 console.print("[dim]Offline stand-in model: type your email, #W order ids, item ids, "
                               "payment method ids, and yes/no.[/]")

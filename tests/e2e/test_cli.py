@@ -54,6 +54,11 @@ def test_dev_detach_chat_state_stop(tmp_path):
         chat = _cli(env, "chat", "--conversation-id", "cli-chat", stdin=script)
         assert chat.returncode == 0, chat.stdout + chat.stderr
         assert "Please confirm: Cancel order #W4566809" in chat.stdout and "cancelled" in chat.stdout
+        # the banner links the conversation's own runs, not the whole workflow list
+        link = f"http://127.0.0.1:{ui_port}/namespaces/default/workflows?query=WorkflowId%3D%22support-cli-chat%22"
+        assert link in chat.stdout, chat.stdout
+        with urllib.request.urlopen(link, timeout=30) as page:
+            assert page.status == 200
 
         # Ctrl-D (the end of input) at the prompt ends the chat as "quit" does: it was "Aborted.", status 1
         ended = _cli(env, "chat", "--conversation-id", "cli-chat-eof", stdin=f"Hi, my email is {EMAIL}\n")
