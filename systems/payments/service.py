@@ -27,6 +27,7 @@ from sqlalchemy.engine import Connection
 
 from systems.service_kit.app import service_app
 from systems.service_kit.limits import Text
+from systems.service_kit.times import UtcTime
 
 metadata = sa.MetaData()
 operations = sa.Table(
@@ -62,7 +63,7 @@ class Recorded(MoneyOperation):
     """A recorded operation: its key, when, and whether this answer is a replay."""
 
     idempotency_key: str
-    created_at: datetime
+    created_at: UtcTime
     replayed: bool = False
 
 

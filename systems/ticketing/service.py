@@ -18,6 +18,7 @@ from pydantic import BaseModel, Field
 
 from systems.service_kit.app import service_app
 from systems.service_kit.limits import Text
+from systems.service_kit.times import UtcTime
 from systems.service_kit.store import Owners, erase_model, reference_store
 
 metadata = sa.MetaData()
@@ -49,7 +50,7 @@ class Ticket(TicketIn):
     """An opened ticket with the service's id and time."""
 
     ticket_id: int
-    created_at: datetime
+    created_at: UtcTime
 
 
 def create_app(database_url: str) -> FastAPI:

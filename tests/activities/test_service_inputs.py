@@ -148,3 +148,14 @@ def test_concurrent_writers_on_sqlite_all_succeed(services, valid, system):
                               .status_code, bodies))
     assert codes == [201] * len(bodies)
     assert all(_stored(services, system, b["reference"]) == 1 for b in bodies)
+
+
+@pytest.mark.parametrize("system", ["payments", "email", "ticketing"])
+def test_a_record_read_again_has_the_time_it_was_first_answered_with(services, valid, system):
+    path, body = valid[system]
+    first = httpx.post(f"{services[system]}{path}", json=body, headers=_headers(body)).json()
+    [again] = httpx.get(f"{services[system]}{path}", params={"reference": body["reference"]}).json()
+    assert first["created_at"] == again["created_at"] and again["created_at"].endswith("Z")
+    if system == "payments":  # the replay of the same request answers with the same time
+        replay = httpx.post(f"{services[system]}{path}", json=body, headers=_headers(body)).json()
+        assert replay["replayed"] and replay["created_at"] == first["created_at"]
