@@ -204,6 +204,23 @@ class Settings(BaseSettings):
         # compose passes an unset variable as "" (``${VAR:-}``): that means "not configured"
         return None if isinstance(value, str) and not value.strip() else value
 
+    @field_validator("pseudonym_key", "api_key_secret")
+    @classmethod
+    def _secret_not_blank(cls, value: Optional[SecretStr]) -> Optional[SecretStr]:
+        # a blank key was used as is (" ": pseudonyms anyone could compute) or failed later
+        # (the worker's "a pseudonym key is required" traceback)
+        if value is not None and not value.get_secret_value().strip():
+            raise ValueError("is set but blank: set it to a long random value, or unset it")
+        return value
+
+    @field_validator("data_dir", "dev_state_file", mode="before")
+    @classmethod
+    def _path_not_blank(cls, value: object) -> object:
+        # Path("") is the working directory: a blank data dir put the databases and keys there
+        if isinstance(value, str) and not value.strip():
+            raise ValueError("is set but empty: unset it for the default, or name a path")
+        return value
+
     @field_validator("data_dir")
     @classmethod
     def _absolute_data_dir(cls, value: Path) -> Path:

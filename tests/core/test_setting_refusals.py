@@ -47,6 +47,13 @@ from workflows.approvals import ApprovalPolicy
     ("STATEKEEPER_MODEL_MAX_TOKENS", "-1"),
     ("STATEKEEPER_DEFAULT_TENANT", ""),
     ("STATEKEEPER_DEFAULT_TENANT", "ACME"),
+    # a blank secret: " " was used as the pseudonyms' HMAC key, "" a worker traceback
+    ("STATEKEEPER_PSEUDONYM_KEY", ""),
+    ("STATEKEEPER_PSEUDONYM_KEY", "   "),
+    ("STATEKEEPER_API_KEY_SECRET", " "),
+    # a blank path was the working directory: databases and key files written there
+    ("STATEKEEPER_DATA_DIR", ""),
+    ("STATEKEEPER_DEV_STATE_FILE", " "),
 ])
 def test_an_unusable_setting_is_one_line_naming_it(monkeypatch, capsys, tmp_path, name, value):
     monkeypatch.setenv("STATEKEEPER_DATA_DIR", str(tmp_path))
