@@ -116,7 +116,8 @@ def codec_app(codec: PayloadCodec, origins: Sequence[str], access: Access) -> Fa
 def local_access(settings: Settings) -> Access:
     """Keyless access for ``statekeeper dev``'s codec server: loopback callers only (its Web
     UI's browser cannot send an API key), every call audited in the journal database."""
-    return Access(AuditLog(settings.resolved_journal_url()), Tenancy.from_settings(settings))
+    return Access(AuditLog(settings.resolved_journal_url()), Tenancy.from_settings(settings),
+                  page_origins=frozenset(cors_origins(settings)))
 
 
 def served_access(settings: Settings, host: str) -> Access:
