@@ -13,7 +13,7 @@ from typing import Literal, Optional
 from pydantic import AliasChoices, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from starter.setting_types import MAX_SLOTS, MAX_WAIT_SECONDS, HostPort, Name, Seconds, Slots, Tenant
+from starter.setting_types import MAX_SLOTS, MAX_WAIT_SECONDS, HostPort, HttpUrl, Name, Seconds, Slots, Tenant
 from workflows.options import DEFAULT_WRITE_TIMEOUT_SECONDS
 
 
@@ -153,9 +153,9 @@ class Settings(BaseSettings):
     """Closed conversations older than this many days are purged by ``statekeeper retention
     purge`` and its schedule (``activities.erasure``). None (default): retention is off."""
 
-    payments_url: Optional[str] = None
-    email_url: Optional[str] = None
-    ticketing_url: Optional[str] = None
+    payments_url: Optional[HttpUrl] = None
+    email_url: Optional[HttpUrl] = None
+    ticketing_url: Optional[HttpUrl] = None
     """Base URLs of the external payments, email and ticketing services (``systems/``; started
     by ``statekeeper dev``). None: no payments mirror, and emails and tickets go to the retail
     database's side channels (the tests' default)."""
@@ -187,13 +187,13 @@ class Settings(BaseSettings):
     """Name to verify the server's certificate against (None: the address's host)."""
     temporal_api_key: Optional[SecretStr] = None
     """Temporal Cloud API key (sent as a bearer token; TLS on)."""
-    otel_exporter_otlp_endpoint: Optional[str] = None
+    otel_exporter_otlp_endpoint: Optional[HttpUrl] = None
     """OTLP/HTTP traces endpoint, e.g. ``http://otel-collector:4318/v1/traces``. None: spans are
     still made (the trace id of every log line) but exported nowhere."""
     otel_service_name: str = "statekeeper"
-    metrics_prometheus_address: Optional[str] = None
+    metrics_prometheus_address: Optional[HostPort] = None
     """``host:port`` where the Temporal SDK's metrics are served for Prometheus (None: off)."""
-    metrics_otlp_endpoint: Optional[str] = None
+    metrics_otlp_endpoint: Optional[HttpUrl] = None
     """OTLP/gRPC collector URL the SDK's metrics are pushed to, e.g. ``http://otel-collector:4317`` (None: off)."""
 
     @field_validator("temporal_tls_server_ca_cert", "temporal_tls_client_cert", "temporal_tls_client_key",

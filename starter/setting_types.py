@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 from typing import Annotated
+from urllib.parse import urlsplit
 
 from pydantic import AfterValidator, Field
 
@@ -52,6 +53,17 @@ def _host_port(value: str) -> str:
     return _name(value)
 
 
+def _http_url(value: str) -> str:
+    try:
+        parts = urlsplit(value.strip())
+        ok = parts.scheme in ("http", "https") and bool(parts.hostname) and parts.port != 0
+    except ValueError:  # a port that is not a number, a bad IPv6 address
+        ok = False
+    if not ok:
+        raise ValueError("must be an http:// or https:// URL with a host, e.g. http://127.0.0.1:4318")
+    return value.strip()
+
+
 Seconds = Annotated[float, Field(gt=0, le=MAX_WAIT_SECONDS, allow_inf_nan=False)]
 """A deadline or timeout: above 0, at most a day (``nan`` and ``inf`` are refused)."""
 Slots = Annotated[int, Field(ge=1, le=MAX_SLOTS)]
@@ -62,3 +74,5 @@ Name = Annotated[str, Field(max_length=1000), AfterValidator(_name)]
 """A name sent to Temporal or the model (task queue, namespace, model id): not blank."""
 HostPort = Annotated[str, AfterValidator(_host_port)]
 """A ``host:port`` address."""
+HttpUrl = Annotated[str, AfterValidator(_http_url)]
+"""An ``http(s)://host[:port][/path]`` URL."""

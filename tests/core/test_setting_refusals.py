@@ -47,6 +47,14 @@ from workflows.approvals import ApprovalPolicy
     ("STATEKEEPER_MODEL_MAX_TOKENS", "-1"),
     ("STATEKEEPER_DEFAULT_TENANT", ""),
     ("STATEKEEPER_DEFAULT_TENANT", "ACME"),
+    # a worker's ValueError traceback ("Invalid Prometheus address", "Invalid OTel URL"), or
+    # a URL every refund, email or span then failed to reach
+    ("STATEKEEPER_METRICS_PROMETHEUS_ADDRESS", "nonsense"),
+    ("STATEKEEPER_METRICS_OTLP_ENDPOINT", "nonsense"),
+    ("STATEKEEPER_OTEL_EXPORTER_OTLP_ENDPOINT", "ftp://collector"),
+    ("STATEKEEPER_PAYMENTS_URL", "payments:8301"),
+    ("STATEKEEPER_EMAIL_URL", "http://email:port"),
+    ("STATEKEEPER_TICKETING_URL", "http://"),
     # a blank secret: " " was used as the pseudonyms' HMAC key, "" a worker traceback
     ("STATEKEEPER_PSEUDONYM_KEY", ""),
     ("STATEKEEPER_PSEUDONYM_KEY", "   "),
@@ -90,11 +98,15 @@ def test_the_bounded_settings_still_take_ordinary_values(monkeypatch, tmp_path):
     monkeypatch.setenv("STATEKEEPER_DATA_DIR", str(tmp_path))
     monkeypatch.setenv("STATEKEEPER_DEV_STATE_FILE", str(tmp_path / "dev.json"))
     for name, value in (("TEMPORAL_ADDRESS", "[::1]:7233"), ("RPC_TIMEOUT_SECONDS", "0.5"), ("TASK_QUEUE", "q 1"),
-                        ("MAX_CACHED_WORKFLOWS", "0"), ("DEFAULT_TENANT", "acme-eu"), ("MODEL_MAX_TOKENS", "64000")):
+                        ("MAX_CACHED_WORKFLOWS", "0"), ("DEFAULT_TENANT", "acme-eu"), ("MODEL_MAX_TOKENS", "64000"),
+                        ("METRICS_PROMETHEUS_ADDRESS", "0.0.0.0:9464"), ("METRICS_OTLP_ENDPOINT", ""),
+                        ("PAYMENTS_URL", "http://payments.internal:8301/")):
         monkeypatch.setenv(f"STATEKEEPER_{name}", value)
     settings = command_settings()
     assert (settings.temporal_address, settings.rpc_timeout_seconds, settings.task_queue) == ("[::1]:7233", 0.5, "q 1")
     assert (settings.max_cached_workflows, settings.default_tenant, settings.model_max_tokens) == (0, "acme-eu", 64000)
+    assert (settings.metrics_prometheus_address, settings.metrics_otlp_endpoint) == ("0.0.0.0:9464", None)
+    assert settings.payments_url == "http://payments.internal:8301/"
 
 
 def test_the_approval_settings_accept_what_the_approval_policy_accepts(monkeypatch, tmp_path):
