@@ -13,6 +13,7 @@ from typing import Literal, Optional
 from pydantic import AliasChoices, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from starter.setting_types import MAX_SLOTS, MAX_WAIT_SECONDS, HostPort, HttpUrl, Name, Seconds, Slots, Tenant
 from workflows.options import DEFAULT_WRITE_TIMEOUT_SECONDS
 
 
@@ -51,9 +52,9 @@ class Settings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="STATEKEEPER_", extra="ignore")
 
-    temporal_address: str = "127.0.0.1:7233"
-    temporal_namespace: str = "default"
-    task_queue: str = "statekeeper"
+    temporal_address: HostPort = "127.0.0.1:7233"
+    temporal_namespace: Name = "default"
+    task_queue: Name = "statekeeper"
     data_dir: Path = Path(".statekeeper")
     """Resolved to an absolute path at load, so every process started for it agrees on it."""
     database_url: Optional[str] = None
@@ -70,10 +71,10 @@ class Settings(BaseSettings):
         default=None, validation_alias=AliasChoices("ANTHROPIC_API_KEY", "STATEKEEPER_ANTHROPIC_API_KEY")
     )
     anthropic_base_url: Optional[str] = None
-    model: str = "claude-sonnet-4-5"
+    model: Name = "claude-sonnet-4-5"
     offline_model_name: str = "statekeeper-offline-stand-in"
-    model_max_tokens: int = 1024
-    model_timeout_seconds: float = 50.0
+    model_max_tokens: int = Field(default=1024, ge=1, le=1_000_000)
+    model_timeout_seconds: Seconds = 50.0
     token_budget: Optional[int] = Field(default=None, ge=1)
     """Tokens one conversation's model calls may use in all (input, cache reads and writes,
     output); past it the conversation is handed to a human agent. None (default): no budget."""
@@ -82,18 +83,19 @@ class Settings(BaseSettings):
     heartbeating activities that a newer message or a cancel interrupts at once) or ``local``
     (local activities: fewer server tasks per turn; see ``SupportInput.local_model_calls``)."""
 
-    write_timeout_seconds: float = Field(default=DEFAULT_WRITE_TIMEOUT_SECONDS, gt=0)
+    write_timeout_seconds: float = Field(default=DEFAULT_WRITE_TIMEOUT_SECONDS, gt=0, le=MAX_WAIT_SECONDS,
+                                         allow_inf_nan=False)
     """Start-to-close timeout of a write activity. Zero or less is refused here: taken as no
     timeout at all, it failed the refund child's workflow task at every attempt and hung the
     conversation."""
-    max_concurrent_activities: Optional[int] = Field(default=None, ge=1)
+    max_concurrent_activities: Optional[Slots] = None
     """Activity slots of a worker (and threads of its activity pool). None: ``activity_slots``
     picks by what an activity waits for."""
-    max_concurrent_workflow_tasks: int = 64
+    max_concurrent_workflow_tasks: Slots = 64
     sticky_schedule_to_start_seconds: float = Field(default=1.0, gt=0, le=60)
     """How long a conversation's workflow task waits on the sticky queue of the worker that last
     ran it before any worker may take it (``workflows.options.STICKY_SCHEDULE_TO_START``)."""
-    max_cached_workflows: int = Field(default=1000, ge=0)
+    max_cached_workflows: int = Field(default=1000, ge=0, le=MAX_SLOTS)
     """Conversations a worker keeps in memory between their messages (the SDK's default); a
     message to one evicted from it costs a replay of its run's history (bench/turns_idle.py)."""
 
@@ -108,12 +110,12 @@ class Settings(BaseSettings):
     approval_timeout_seconds: float = Field(default=24 * 3600.0, gt=0, le=366 * 86400.0)
     """An undecided approval is escalated to a human ticket after this long."""
 
-    rpc_timeout_seconds: float = 10.0
+    rpc_timeout_seconds: Seconds = 10.0
     """Deadline of one client RPC to Temporal (API and CLI calls; ``starter.core.Deadlines``)."""
-    update_accept_seconds: float = 5.0
+    update_accept_seconds: Seconds = 5.0
     """An update (a message, a decision) not accepted by a worker within this is checked
     against the task queue's pollers: no worker → a ``no_worker`` refusal (HTTP 503)."""
-    reply_timeout_seconds: float = 120.0
+    reply_timeout_seconds: Seconds = 120.0
     """The longest a client waits for a reply to a message (HTTP 504 after it; resending the
     same message id returns the reply once it exists)."""
 
@@ -138,10 +140,10 @@ class Settings(BaseSettings):
     (``http://127.0.0.1:<ui_port>``, ``http://localhost:<ui_port>``)."""
 
     # --- API authentication and tenancy (starter.keys, starter.auth, starter.tenancy) ---
-    default_tenant: str = "default"
+    default_tenant: Tenant = "default"
     """The tenant of every store not in ``store_tenants``, of runs started without a ``Tenant``
     (by the CLI, τ-bench, or before tenancy existed) and of the keyless loopback API."""
-    store_tenants: dict[str, str] = {}
+    store_tenants: dict[str, Tenant] = {}
     """Store → tenant (JSON in ``STATEKEEPER_STORE_TENANTS``, e.g. ``{"acme-eu": "acme"}``); a
     store not listed (``main`` by default) belongs to ``default_tenant``."""
     api_key_secret: Optional[SecretStr] = None
@@ -151,15 +153,15 @@ class Settings(BaseSettings):
     """Closed conversations older than this many days are purged by ``statekeeper retention
     purge`` and its schedule (``activities.erasure``). None (default): retention is off."""
 
-    payments_url: Optional[str] = None
-    email_url: Optional[str] = None
-    ticketing_url: Optional[str] = None
+    payments_url: Optional[HttpUrl] = None
+    email_url: Optional[HttpUrl] = None
+    ticketing_url: Optional[HttpUrl] = None
     """Base URLs of the external payments, email and ticketing services (``systems/``; started
     by ``statekeeper dev``). None: no payments mirror, and emails and tickets go to the retail
     database's side channels (the tests' default)."""
     services_port: int = Field(default=8301, ge=1, le=65533)
     """``statekeeper dev`` serves payments, email and ticketing on this port and the next two."""
-    services_timeout_seconds: float = 10.0
+    services_timeout_seconds: Seconds = 10.0
     """Timeout of one request to an external service (also bounded by the activity's own)."""
 
     sandbox_project_modules: bool = False
@@ -185,13 +187,13 @@ class Settings(BaseSettings):
     """Name to verify the server's certificate against (None: the address's host)."""
     temporal_api_key: Optional[SecretStr] = None
     """Temporal Cloud API key (sent as a bearer token; TLS on)."""
-    otel_exporter_otlp_endpoint: Optional[str] = None
+    otel_exporter_otlp_endpoint: Optional[HttpUrl] = None
     """OTLP/HTTP traces endpoint, e.g. ``http://otel-collector:4318/v1/traces``. None: spans are
     still made (the trace id of every log line) but exported nowhere."""
     otel_service_name: str = "statekeeper"
-    metrics_prometheus_address: Optional[str] = None
+    metrics_prometheus_address: Optional[HostPort] = None
     """``host:port`` where the Temporal SDK's metrics are served for Prometheus (None: off)."""
-    metrics_otlp_endpoint: Optional[str] = None
+    metrics_otlp_endpoint: Optional[HttpUrl] = None
     """OTLP/gRPC collector URL the SDK's metrics are pushed to, e.g. ``http://otel-collector:4317`` (None: off)."""
 
     @field_validator("temporal_tls_server_ca_cert", "temporal_tls_client_cert", "temporal_tls_client_key",
@@ -201,6 +203,23 @@ class Settings(BaseSettings):
     def _empty_is_unset(cls, value: object) -> object:
         # compose passes an unset variable as "" (``${VAR:-}``): that means "not configured"
         return None if isinstance(value, str) and not value.strip() else value
+
+    @field_validator("pseudonym_key", "api_key_secret")
+    @classmethod
+    def _secret_not_blank(cls, value: Optional[SecretStr]) -> Optional[SecretStr]:
+        # a blank key was used as is (" ": pseudonyms anyone could compute) or failed later
+        # (the worker's "a pseudonym key is required" traceback)
+        if value is not None and not value.get_secret_value().strip():
+            raise ValueError("is set but blank: set it to a long random value, or unset it")
+        return value
+
+    @field_validator("data_dir", "dev_state_file", mode="before")
+    @classmethod
+    def _path_not_blank(cls, value: object) -> object:
+        # Path("") is the working directory: a blank data dir put the databases and keys there
+        if isinstance(value, str) and not value.strip():
+            raise ValueError("is set but empty: unset it for the default, or name a path")
+        return value
 
     @field_validator("data_dir")
     @classmethod

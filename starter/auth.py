@@ -18,6 +18,7 @@ import ipaddress
 import logging
 from enum import Enum
 from typing import Any, Callable, Optional
+from urllib.parse import urlsplit
 
 from fastapi import Request
 from pydantic import BaseModel
@@ -98,6 +99,37 @@ def is_loopback(host: Optional[str]) -> bool:
         return False
 
 
+def _host_name(host_header: str) -> str:
+    """The name of a ``Host`` header: ``127.0.0.1:8000`` -> ``127.0.0.1``, ``[::1]:8000`` -> ``::1``."""
+    if host_header.startswith("["):
+        return host_header[1:host_header.find("]")] if "]" in host_header else ""
+    return host_header.rpartition(":")[0] if host_header.count(":") == 1 else host_header
+
+
+def foreign_page_problem(request: Request, origins: frozenset[str] = frozenset()) -> Optional[str]:
+    """Why a keyless loopback server must not answer ``request``, which came from this
+    machine on behalf of a web page elsewhere (None: it did not). A browser is a loopback
+    caller for every site it opens: a page of attacker.example could post a bodiless
+    ``POST /conversations/{id}/cancel`` (a request the browser sends without asking), and
+    after pointing its own name at 127.0.0.1 (DNS rebinding) read every transcript as the
+    page's own origin. So the ``Host`` must name a loopback address and an ``Origin``, when
+    the browser sends one, must be a page served on one (the Web UI, ``/docs``) or one of
+    ``origins`` (the codec server's configured CORS origins)."""
+    if not is_loopback(_host_name(request.headers.get("host", "").strip().lower())):
+        return "this server runs without keys and answers requests addressed to 127.0.0.1, ::1 or localhost only"
+    origin = request.headers.get("origin")
+    if origin is not None and origin.strip().rstrip("/") not in origins and not _loopback_origin(origin):
+        return "this server runs without keys and answers pages served on this machine's loopback address only"
+    return None
+
+
+def _loopback_origin(origin: str) -> bool:
+    try:
+        return is_loopback(urlsplit(origin.strip().lower()).hostname)
+    except ValueError:  # not a URL ("null": a sandboxed or file page)
+        return False
+
+
 def presented_key(request: Request) -> Optional[str]:
     """The key a request carries: ``Authorization: Bearer <key>``, else ``X-API-Key``."""
     scheme, _, value = request.headers.get("authorization", "").partition(" ")
@@ -114,9 +146,13 @@ class Access:
     request on, without a restart. ``audit`` is where reads of personal data are recorded."""
 
     def __init__(self, audit: AuditLog, tenancy: Tenancy, keys: Optional[KeyStore] = None,
-                 keyless_while_none: bool = False) -> None:
+                 keyless_while_none: bool = False, page_origins: Optional[frozenset[str]] = None) -> None:
         self.audit, self.tenancy, self.keys = audit, tenancy, keys
         self.keyless_while_none = keyless_while_none and keys is not None
+        self.page_origins = page_origins
+        """Keyless, also refuse what a browser sends for a page elsewhere (``foreign_page_problem``),
+        but for these origins; None: no such check (an app served in-process, by the tests).
+        Set by the servers that listen on a real loopback socket."""
 
     @property
     def keyless(self) -> bool:
@@ -132,6 +168,9 @@ class Access:
             client = request.client.host if request.client else None
             if not is_loopback(client):
                 raise ConversationError("this API runs without keys and answers loopback callers only", "unauthenticated")
+            problem = None if self.page_origins is None else foreign_page_problem(request, self.page_origins)
+            if problem is not None:
+                raise ConversationError(problem, "forbidden")
             return Principal(actor=LOCAL_ACTOR, tenant=self.tenancy.default_tenant, role=Role.OPERATOR)
         presented = presented_key(request)
         if presented is None:
@@ -181,7 +220,7 @@ def access_from_settings(settings: Any, host: Optional[str]) -> Access:
                              "(the same for the API and `statekeeper keys`), or unset it") from err
     audit, tenancy = AuditLog(url), Tenancy.from_settings(settings)
     if host is not None and is_loopback(host):
-        return Access(audit, tenancy, keys, keyless_while_none=True)
+        return Access(audit, tenancy, keys, keyless_while_none=True, page_origins=frozenset())
     if keys.active_count() > 0:
         return Access(audit, tenancy, keys)
     keys.close()

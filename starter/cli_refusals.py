@@ -75,13 +75,22 @@ def command_settings() -> Settings:
     try:
         return devstate.adopt(Settings())
     except ValidationError as err:
-        problems = "; ".join(f"STATEKEEPER_{'_'.join(map(str, e['loc'])).upper()}: {e['msg']}" for e in err.errors())
+        problems = "; ".join(_problem(e) for e in err.errors())
         raise fail(f"invalid setting: {problems}", 2) from None
     except SettingsError as err:  # a JSON setting (STATEKEEPER_STORE_TENANTS) that does not parse
         field = _SETTINGS_FIELD.search(str(err))
         name = f"STATEKEEPER_{field.group(1).upper()}" if field else "a STATEKEEPER_ setting"
         example = _JSON_EXAMPLES.get(name)
         raise fail(f"invalid setting: {name}: not valid JSON" + (f" (e.g. {example})" if example else ""), 2) from None
+
+
+def _problem(error: dict) -> str:
+    """``STATEKEEPER_<NAME>: <why>`` of one validation error: the variable is the field's,
+    and an entry of a JSON setting is named inside it (``STATEKEEPER_STORE_TENANTS`` entry
+    ``acme-eu``, not a variable ``STATEKEEPER_STORE_TENANTS_ACME-EU`` that does not exist)."""
+    name, *inside = map(str, error["loc"])
+    where = f" (entry {'.'.join(inside)})" if inside else ""
+    return f"STATEKEEPER_{name.upper()}{where}: {error['msg'].removeprefix('Value error, ')}"
 
 
 def storage_problem(err: BaseException, what: str = JOURNAL) -> Optional[str]:

@@ -8,7 +8,8 @@ origin, so CORS allows the configured origins (default: the embedded Web UI). Se
 ``statekeeper codec-server`` and, beside the dev server, by ``statekeeper dev``.
 
 Callers authenticate as the HTTP API's do (``starter.auth``): with API keys, an operator key
-(``Authorization: Bearer <key>``; the ``temporal`` CLI's ``--codec-auth``); keyless, loopback
+of the default tenant (``Authorization: Bearer <key>``; the ``temporal`` CLI's ``--codec-auth``):
+the payloads of every tenant are encrypted under the same keys; keyless, loopback
 callers only. Every call is written to the audit log (decrypting is reading personal data).
 """
 
@@ -57,7 +58,7 @@ def cors_origins(settings: Settings) -> list[str]:
 def codec_app(codec: PayloadCodec, origins: Sequence[str], access: Access) -> FastAPI:
     """The codec server's app over ``codec``, its callers authenticated by ``access``: 401
     without a valid key (or, keyless, from a non-loopback address), 403 for a key that is not
-    a tenant-wide operator's. A body that is not a JSON ``Payloads`` message gets 422
+    a tenant-wide operator's of the default tenant. A body that is not a JSON ``Payloads`` message gets 422
     ``{"detail"}``; a payload that does not decrypt with the configured keys, 422 too (the
     detail names the key id, never a key); 503 when the audit log cannot be written."""
     app = FastAPI(title="statekeeper codec server", docs_url=None, redoc_url=None, openapi_url=None)
@@ -70,6 +71,12 @@ def codec_app(codec: PayloadCodec, origins: Sequence[str], access: Access) -> Fa
             principal = await access.authenticate(request)
             if principal.role is not Role.OPERATOR or principal.customer is not None:
                 raise ConversationError("the codec server needs an operator key", "forbidden")
+            # one key encrypts every tenant's payloads, so decoding is a read across tenants: only
+            # the deployment's own (default) tenant's operators, never another tenant's, whose
+            # keys read nothing outside their tenant (README, "API access")
+            if principal.tenant != access.tenancy.default_tenant:
+                raise ConversationError("the codec server needs an operator key of the default tenant: it decrypts "
+                                        "every tenant's payloads", "forbidden")
         except ConversationError as err:
             headers = {"WWW-Authenticate": "Bearer"} if err.kind == "unauthenticated" else None
             return JSONResponse(status_code=status_for(err), content={"detail": str(err)}, headers=headers)
@@ -109,7 +116,8 @@ def codec_app(codec: PayloadCodec, origins: Sequence[str], access: Access) -> Fa
 def local_access(settings: Settings) -> Access:
     """Keyless access for ``statekeeper dev``'s codec server: loopback callers only (its Web
     UI's browser cannot send an API key), every call audited in the journal database."""
-    return Access(AuditLog(settings.resolved_journal_url()), Tenancy.from_settings(settings))
+    return Access(AuditLog(settings.resolved_journal_url()), Tenancy.from_settings(settings),
+                  page_origins=frozenset(cors_origins(settings)))
 
 
 def served_access(settings: Settings, host: str) -> Access:

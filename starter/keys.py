@@ -29,6 +29,7 @@ import sqlalchemy as sa
 from pydantic import BaseModel
 
 from activities.journal.tables import create_schema, make_engine
+from starter.setting_types import TENANT_PATTERN, TENANT_RULE
 from workflows.user_text import control_problem
 
 metadata = sa.MetaData()
@@ -50,8 +51,6 @@ api_keys = sa.Table(
 
 KEY_PATTERN = re.compile(r"^sk_([0-9a-f]{12})_([A-Za-z0-9_-]{43})$")
 """A presented key: ``sk_``, the key id, ``_``, the 43-character URL-safe secret."""
-TENANT_PATTERN = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
-"""A tenant name: lower-case ASCII letters, digits and ``._-``, at most 64 characters."""
 
 
 class Role(str, Enum):
@@ -89,7 +88,7 @@ def _utc(value: Optional[datetime]) -> Optional[datetime]:
 def check_tenant(tenant: str) -> str:
     """``tenant`` if it is a valid tenant name; else ``ValueError`` saying what one is."""
     if not TENANT_PATTERN.fullmatch(tenant):
-        raise ValueError("a tenant is 1 to 64 lower-case letters, digits and ._- (starting with a letter or digit)")
+        raise ValueError(TENANT_RULE)
     return tenant
 
 

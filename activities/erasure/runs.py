@@ -31,6 +31,11 @@ QUOTABLE = re.compile(r"[A-Za-z0-9#._:@-]{1,1000}")
 query language's escaping is not relied on). Other ids are left out of id queries."""
 
 
+MAX_CHAIN = 10_000
+"""The most runs ``TemporalRuns._chain`` follows back (a conversation continues as new every
+few hundred turns: far more than any lives through)."""
+
+
 class Run(NamedTuple):
     """One workflow run as visibility lists it (``running`` confirmed by a describe)."""
 
@@ -85,8 +90,46 @@ class TemporalRuns:
         ids = {r.workflow_id for r in runs} | {CONVERSATION_PREFIX + c for c in conversation_ids}
         for chunk in _chunks(sorted(i for i in ids if QUOTABLE.fullmatch(i))):
             runs += await self._list(f"WorkflowId IN ({_in(chunk)}) AND {self.TYPES}")
+        for workflow_id in sorted(i for i in ids if not QUOTABLE.fullmatch(i)):
+            runs += await self._chain(workflow_id)
         unique = {(r.workflow_id, r.run_id): r for r in runs}
+        # visibility lags: a run a conversation has just continued as new into may not be
+        # listed yet while the run it left is, and erasure then neither refused nor stopped
+        # it, and it went on writing the customer's records. Each workflow's latest run is
+        # asked for directly.
+        for workflow_id in sorted({r.workflow_id for r in runs} | {i for i in ids if QUOTABLE.fullmatch(i)}):
+            for latest in await self._chain(workflow_id, depth=1):
+                unique.setdefault((latest.workflow_id, latest.run_id), latest)
         return [await self._confirmed(r) for _, r in sorted(unique.items())]
+
+    async def _chain(self, workflow_id: str, depth: int = MAX_CHAIN) -> list[Run]:
+        """Every run of ``workflow_id`` from its latest back through the runs it continued as
+        new from, without a visibility query: an id that cannot be quoted in one (a space, a
+        letter outside ASCII: the Python client takes any id) was left out, and the runs of
+        such a conversation before the customer authenticated (no ``CustomerId``) outlived the
+        erasure with what the user had said in them. ``depth`` 1: the latest run alone."""
+        runs: list[Run] = []
+        run_id: Optional[str] = None
+        while len(runs) < depth:
+            handle = self.client.get_workflow_handle(workflow_id, run_id=run_id)
+            try:
+                description = await handle.describe()
+                if description.workflow_type not in (SUPPORT, REFUND):
+                    break
+                runs.append(Run(workflow_id, description.run_id, description.workflow_type,
+                                description.status == WorkflowExecutionStatus.RUNNING, description.parent_id))
+                if len(runs) == depth:
+                    break
+                described = self.client.get_workflow_handle(workflow_id, run_id=description.run_id)
+                first = await anext(aiter(described.fetch_history_events(page_size=1)))
+            except (RPCError, StopAsyncIteration) as err:
+                if isinstance(err, RPCError) and err.status != RPCStatusCode.NOT_FOUND:
+                    raise
+                break
+            run_id = first.workflow_execution_started_event_attributes.continued_execution_run_id or None
+            if run_id is None:
+                break
+        return runs
 
     async def _confirmed(self, run: Run) -> Run:
         # visibility may still list a run that has just closed as running: ask the run itself

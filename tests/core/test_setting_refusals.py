@@ -24,6 +24,44 @@ from workflows.approvals import ApprovalPolicy
     # start_to_close_timeout or schedule_to_close_timeout") and `chat` waited 120 s for nothing
     ("STATEKEEPER_WRITE_TIMEOUT_SECONDS", "0"),
     ("STATEKEEPER_WRITE_TIMEOUT_SECONDS", "-3"),
+    # accepted before (starter.setting_types): each ended a command or a worker with a traceback
+    # (ValueError, OverflowError, RPCError, TypeError), or hung every conversation
+    *[(f"STATEKEEPER_{name}", value) for name in ("RPC_TIMEOUT_SECONDS", "UPDATE_ACCEPT_SECONDS",
+                                                  "REPLY_TIMEOUT_SECONDS", "SERVICES_TIMEOUT_SECONDS",
+                                                  "MODEL_TIMEOUT_SECONDS", "WRITE_TIMEOUT_SECONDS")
+      for value in ("nan", "inf", "1e308", "-1")],
+    ("STATEKEEPER_RPC_TIMEOUT_SECONDS", "0"),
+    ("STATEKEEPER_TASK_QUEUE", ""),
+    ("STATEKEEPER_TASK_QUEUE", " "),
+    ("STATEKEEPER_TEMPORAL_NAMESPACE", ""),
+    ("STATEKEEPER_MODEL", " "),
+    ("STATEKEEPER_TEMPORAL_ADDRESS", ""),
+    ("STATEKEEPER_TEMPORAL_ADDRESS", "127.0.0.1"),
+    ("STATEKEEPER_TEMPORAL_ADDRESS", "127.0.0.1:0"),
+    ("STATEKEEPER_TEMPORAL_ADDRESS", "\u00e9:\u0661"),
+    ("STATEKEEPER_MAX_CONCURRENT_WORKFLOW_TASKS", "0"),
+    ("STATEKEEPER_MAX_CONCURRENT_WORKFLOW_TASKS", "99999999999999999999"),
+    ("STATEKEEPER_MAX_CONCURRENT_ACTIVITIES", "99999999999999999999"),
+    ("STATEKEEPER_MAX_CACHED_WORKFLOWS", "99999999999999999999"),
+    ("STATEKEEPER_MODEL_MAX_TOKENS", "0"),
+    ("STATEKEEPER_MODEL_MAX_TOKENS", "-1"),
+    ("STATEKEEPER_DEFAULT_TENANT", ""),
+    ("STATEKEEPER_DEFAULT_TENANT", "ACME"),
+    # a worker's ValueError traceback ("Invalid Prometheus address", "Invalid OTel URL"), or
+    # a URL every refund, email or span then failed to reach
+    ("STATEKEEPER_METRICS_PROMETHEUS_ADDRESS", "nonsense"),
+    ("STATEKEEPER_METRICS_OTLP_ENDPOINT", "nonsense"),
+    ("STATEKEEPER_OTEL_EXPORTER_OTLP_ENDPOINT", "ftp://collector"),
+    ("STATEKEEPER_PAYMENTS_URL", "payments:8301"),
+    ("STATEKEEPER_EMAIL_URL", "http://email:port"),
+    ("STATEKEEPER_TICKETING_URL", "http://"),
+    # a blank secret: " " was used as the pseudonyms' HMAC key, "" a worker traceback
+    ("STATEKEEPER_PSEUDONYM_KEY", ""),
+    ("STATEKEEPER_PSEUDONYM_KEY", "   "),
+    ("STATEKEEPER_API_KEY_SECRET", " "),
+    # a blank path was the working directory: databases and key files written there
+    ("STATEKEEPER_DATA_DIR", ""),
+    ("STATEKEEPER_DEV_STATE_FILE", " "),
 ])
 def test_an_unusable_setting_is_one_line_naming_it(monkeypatch, capsys, tmp_path, name, value):
     monkeypatch.setenv("STATEKEEPER_DATA_DIR", str(tmp_path))
@@ -43,6 +81,32 @@ def test_a_store_tenants_value_that_is_not_json_is_shown_its_shape(monkeypatch, 
     with pytest.raises(typer.Exit):
         command_settings()
     assert 'not valid JSON (e.g. {"acme-eu": "acme"})' in capsys.readouterr().err
+
+
+def test_an_entry_of_a_json_setting_is_named_inside_the_variable(monkeypatch, capsys, tmp_path):
+    monkeypatch.setenv("STATEKEEPER_DATA_DIR", str(tmp_path))
+    monkeypatch.setenv("STATEKEEPER_DEV_STATE_FILE", str(tmp_path / "dev.json"))
+    monkeypatch.setenv("STATEKEEPER_STORE_TENANTS", '{"acme-eu": "Acme EU"}')
+    with pytest.raises(typer.Exit):
+        command_settings()
+    said = " ".join(capsys.readouterr().err.split())
+    assert "STATEKEEPER_STORE_TENANTS (entry acme-eu): a tenant is 1 to 64 lower-case" in said, said
+    assert "Value error" not in said, said
+
+
+def test_the_bounded_settings_still_take_ordinary_values(monkeypatch, tmp_path):
+    monkeypatch.setenv("STATEKEEPER_DATA_DIR", str(tmp_path))
+    monkeypatch.setenv("STATEKEEPER_DEV_STATE_FILE", str(tmp_path / "dev.json"))
+    for name, value in (("TEMPORAL_ADDRESS", "[::1]:7233"), ("RPC_TIMEOUT_SECONDS", "0.5"), ("TASK_QUEUE", "q 1"),
+                        ("MAX_CACHED_WORKFLOWS", "0"), ("DEFAULT_TENANT", "acme-eu"), ("MODEL_MAX_TOKENS", "64000"),
+                        ("METRICS_PROMETHEUS_ADDRESS", "0.0.0.0:9464"), ("METRICS_OTLP_ENDPOINT", ""),
+                        ("PAYMENTS_URL", "http://payments.internal:8301/")):
+        monkeypatch.setenv(f"STATEKEEPER_{name}", value)
+    settings = command_settings()
+    assert (settings.temporal_address, settings.rpc_timeout_seconds, settings.task_queue) == ("[::1]:7233", 0.5, "q 1")
+    assert (settings.max_cached_workflows, settings.default_tenant, settings.model_max_tokens) == (0, "acme-eu", 64000)
+    assert (settings.metrics_prometheus_address, settings.metrics_otlp_endpoint) == ("0.0.0.0:9464", None)
+    assert settings.payments_url == "http://payments.internal:8301/"
 
 
 def test_the_approval_settings_accept_what_the_approval_policy_accepts(monkeypatch, tmp_path):

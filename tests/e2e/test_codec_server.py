@@ -96,6 +96,26 @@ async def test_with_api_keys_only_an_operator_key_decodes(tmp_path):
     assert AuditLog(settings.resolved_journal_url()).entries(actor="local") == []  # refused calls decode nothing
 
 
+async def test_another_tenants_operator_key_decodes_nothing(tmp_path):
+    # every tenant's payloads are sealed with the same keys: an operator of tenant acme, whose
+    # key reads nothing of another tenant through the API, decrypted the default tenant's too
+    settings = Settings(data_dir=tmp_path, ui_port=_free_port(), store_tenants={"acme-store": "acme"})
+    keys = KeyStore(settings.resolved_journal_url(), settings.api_key_hmac_secret())
+    _, operator_key = keys.create("default", Role.OPERATOR)
+    acme, acme_key = keys.create("acme", Role.OPERATOR)
+    async with codec_beside(settings, port=_free_port(), access=served_access(settings, "0.0.0.0")) as url:
+        async with httpx.AsyncClient(base_url=url, timeout=10) as http:
+            sealed = await http.post("/encode", json={"payloads": [plain(EMAIL)]}, headers={"X-API-Key": operator_key})
+            assert sealed.status_code == 200
+            for path, body in (("/decode", sealed.json()), ("/encode", {"payloads": [plain(EMAIL)]})):
+                refused = await http.post(path, json=body, headers={"X-API-Key": acme_key})
+                assert refused.status_code == 403, refused.text
+                assert refused.json() == {"detail": "the codec server needs an operator key of the default tenant: "
+                                                    "it decrypts every tenant's payloads"}
+                assert EMAIL not in refused.text
+    assert AuditLog(settings.resolved_journal_url()).entries(actor=f"key:{acme.key_id}") == []
+
+
 def test_a_public_bind_needs_api_keys(tmp_path):
     with pytest.raises(StartupRefused, match="refusing to serve the codec server on 0.0.0.0 without API keys"):
         served_access(Settings(data_dir=tmp_path), "0.0.0.0")

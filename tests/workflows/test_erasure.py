@@ -12,6 +12,7 @@ import uuid
 
 import pytest
 from temporalio.client import WorkflowExecutionStatus
+from temporalio.service import RPCError, RPCStatusCode
 
 from activities.erasure.service import RunningWork
 from activities.journal.store import JournalStore
@@ -116,6 +117,40 @@ async def test_a_running_conversation_is_refused_then_terminated_on_request(env,
         await gone(env.client, [f"support-{cid}"])
         assert mentioning(journal_rows(journal), PERSONAL) == []
         assert [e.action for e in audit.entries(subject=pseudonym)] == ["erase_customer_refused", "erase_customer"]
+
+
+async def test_the_runs_before_authentication_of_an_id_a_query_cannot_quote_are_erased_too(env, settings):
+    # the Python client takes any id; one with a space or a letter outside ASCII was left out of
+    # the erasure's visibility queries by workflow id, so the runs it continued as new from before
+    # the customer authenticated (no CustomerId on them) kept what the user had said
+    from workflows.contracts import SupportInput
+    from workflows.support import SupportWorkflow
+
+    cid = f"erase über {uuid.uuid4().hex[:6]}"
+    async with running_worker(env, settings) as (client, backend):
+        await env.client.start_workflow(SupportWorkflow.run, SupportInput(conversation_id=cid, max_turns_per_run=1),
+                                        id=f"support-{cid}", task_queue=settings.task_queue)
+        await client.send_message(cid, "Hello, this is Raj Sanchez, I need help with an order")
+        await client.send_message(cid, f"my email is {EMAIL}")
+        state = await client.state(cid)
+        assert state.customer is not None and state.customer.user_id == CUSTOMER
+        handle = env.client.get_workflow_handle(f"support-{cid}")
+        first = (await anext(aiter(handle.fetch_history_events()))).workflow_execution_started_event_attributes
+        pre_auth = first.continued_execution_run_id
+        assert pre_auth, "no continue-as-new before authentication: the test would prove nothing"
+
+        report = await build_erasure(env.client, settings, backend).erase_customer(CUSTOMER, "operator-7",
+                                                                                   terminate_running=True)
+        assert report.conversations == 1 and report.workflow_runs >= 3  # the runs before, at and after authentication
+
+        async def pre_auth_gone() -> bool:
+            try:
+                await env.client.get_workflow_handle(f"support-{cid}", run_id=pre_auth).describe()
+            except RPCError as err:
+                return err.status == RPCStatusCode.NOT_FOUND
+            return False
+
+        await until(pre_auth_gone, "the run before authentication to be deleted")
 
 
 @pytest.mark.parametrize("bad", ["", "raj sanchez", "raj'; drop", "x" * 129, "ｒａｊ"])
