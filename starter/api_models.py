@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
 from starter.client import StatekeeperClient
 from starter.listing import FILTER_VALUE, PAGE_TOKEN_VALUE
+from starter.refusals import NEW_CONVERSATION_ID_CHARS
 from workflows.contracts import AssistantReply
 from workflows.options import MAX_USER_MESSAGE_BYTES
 from workflows.user_text import (FREE_TEXT_PATTERN, LAYOUT_CONTROLS, MESSAGE_PATTERN, message_problem,
@@ -76,7 +77,8 @@ class StartConversation(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    conversation_id: Optional[str] = Field(default=None, min_length=1, max_length=128, pattern=ID_PATTERN)
+    conversation_id: Optional[str] = Field(default=None, min_length=1, max_length=NEW_CONVERSATION_ID_CHARS,
+                                           pattern=ID_PATTERN)
     store: str = Field(default="main", min_length=1, max_length=64, pattern=ID_PATTERN)
     text: Optional[MessageText] = None
     message_id: Optional[str] = Field(default=None, min_length=1, max_length=128, pattern=ID_PATTERN)
