@@ -6,7 +6,7 @@ transitions, approvals, replies, the cancel summary).
 
 The async workflow code is mirrored step by step rather than run, so that a write can
 be left in flight while a cancel or a supervisor's decision arrives: one ``Driver``
-method per point where the workflow waits. Used by tests/core/test_conversation_invariants.py.
+method per point where the workflow waits. Used by tests/core/conversation_invariants_machine.py.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """A simulated system of record for the conversation property test
-(tests/core/test_conversation_invariants.py): the τ-bench retail tools as pure functions
+(tests/core/conversation_invariants_machine.py): the τ-bench retail tools as pure functions
 over an in-memory copy of the benchmark's data, behind a ledger keyed by the idempotency
 key the workflow computes (``workflows.keys``), with the write faults the issue names.
 

@@ -1,5 +1,5 @@
 """Plain regression tests of the failing examples found by the conversation invariants
-(tests/core/test_conversation_invariants.py), each shrunk to its steps.
+(tests/core/conversation_invariants_machine.py), each shrunk to its steps.
 
 1. A reset re-executed a confirmed address change whose first run had committed (its
    outcome was unknown and escalated): the before-image was read after the write, so a
@@ -18,7 +18,7 @@ from __future__ import annotations
 from decimal import Decimal
 
 from tests.conversation_sim import CUSTOMER, Fate
-from tests.core.test_conversation_invariants import ConversationMachine, OTHER_ADDRESS, WRITES
+from tests.core.conversation_invariants_machine import ConversationMachine, OTHER_ADDRESS, WRITES
 from workflows import replies
 from workflows.actions import make_tool_call
 from workflows.approvals import ApprovalStatus
