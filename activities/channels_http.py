@@ -77,3 +77,7 @@ class HttpTickets(_ByReference):
     def open_ticket(self, store: str, ticket_key: str, user_id: Optional[str], summary: str) -> bool:
         """Open once per ``ticket_key`` (the reference); True if opened now, False if it had been."""
         return self._once(ticket_key, {"reference": ticket_key, "user_id": user_id, "summary": summary})
+
+    def ticket_opened(self, store: str, ticket_key: str) -> bool:
+        """True if the ticketing service holds a ticket whose reference is ``ticket_key``."""
+        return bool(self.sent(ticket_key))

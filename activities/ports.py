@@ -66,3 +66,7 @@ class TicketPort(Protocol):
     def open_ticket(self, store: str, ticket_key: str, user_id: Optional[str], summary: str) -> bool:
         """True if newly opened, False if the key was already open."""
         ...
+
+    def ticket_opened(self, store: str, ticket_key: str) -> bool:
+        """True if a ticket is open under ``ticket_key`` (a read; opens nothing)."""
+        ...

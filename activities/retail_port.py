@@ -63,6 +63,11 @@ class RetailPort:
         with _port_errors("ticket", store):
             return self.backend.open_ticket(store, ticket_key, user_id, summary)
 
+    def ticket_opened(self, store: str, ticket_key: str) -> bool:
+        """See ``activities.ports.TicketPort``."""
+        with _port_errors("ticket", store):
+            return self.backend.ticket_opened(store, ticket_key)
+
 
 @contextmanager
 def _port_errors(tool: str, store: str) -> Iterator[None]:

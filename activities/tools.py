@@ -27,6 +27,7 @@ from workflows.contracts import (
     EmailRequest,
     ReadToolRequest,
     StoreCheckRequest,
+    TicketLookup,
     TicketRequest,
     ToolResult,
     WriteToolRequest,
@@ -154,10 +155,16 @@ class ToolActivities(ToolActivitiesApi):
         """Open a human-agent ticket once per ``ticket_key``; True if newly opened."""
         return await _call(self._tickets.open_ticket, req.store, req.ticket_key, req.user_id, req.summary)
 
+    @activity.defn
+    async def find_ticket(self, req: TicketLookup) -> bool:
+        """True if the ticketing system holds a ticket under ``req.ticket_key`` (a read): the
+        workflow asks before it acts on a write an earlier run may have handed to a human."""
+        return await _call(self._tickets.ticket_opened, req.store, req.ticket_key)
+
     def all(self) -> list[Callable[..., Any]]:
         """The activity methods, for ``Worker(activities=...)``."""
         return [self.run_read_tool, self.run_write_tool, self.find_recorded_write, self.peek_recorded_write,
-                self.check_store, self.send_customer_email, self.open_ticket]
+                self.check_store, self.send_customer_email, self.open_ticket, self.find_ticket]
 
 
 async def _call(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:

@@ -19,7 +19,14 @@ from typing import Any, Optional
 
 from workflows import keys, replies
 from workflows import transitions as tr
-from workflows.approval_flow import _outcome, needs_approval, ready_to_settle, record_recorded, request_approval
+from workflows.approval_flow import (
+    HANDED_OVER,
+    _outcome,
+    needs_approval,
+    ready_to_settle,
+    record_recorded,
+    request_approval,
+)
 from workflows.approvals import ApprovalPolicy, ApprovalStatus, expire, expiry_ticket_summary
 from workflows.actions import call_arguments, make_tool_call
 from workflows.catalogue import Execution, ToolClass, spec_of
@@ -132,10 +139,23 @@ class Driver:
             recorded = self.sim.recorded(pending.call, key)
             if recorded is not None:  # a reset re-executed the yes of a write that ran: recorded, not parked
                 return record_recorded(state, pending, recorded)
+            if self.handed_over(pending):  # ``handed_over``: its approval expired in the first run
+                return self.answer(self.claims[-1][2])
         if request_approval(state, pending, self.policy, WORKFLOW_ID, self.now) is not None:
             self.answer(replies.awaiting_approval(pending.detail))
         else:
             self.start_write(pending, "turn")
+
+    def handed_over(self, confirmed: PendingConfirmation) -> bool:
+        """``approval_flow.handed_over``: the ticketing system holds the write's approval-expiry
+        ticket (an earlier timeline expired it), so it is a human agent's; records the claim told."""
+        key = keys.idempotency_key(confirmed.call, confirmed.operation_id)
+        if not self.sim.has_ticket(keys.approval_expiry_ticket_key(key)):
+            return False
+        tr.finish_step(self.state, confirmed.operation_id, StepStatus.FAILED, HANDED_OVER)
+        self.claims.append(("not_done", identity(key, call_arguments(confirmed.call)),
+                            replies.already_handed_over(confirmed.detail)))
+        return True
 
     # --- the model's proposals (``_agent_loop``) ---------------------------------
     def propose(self, action: Any) -> None:

@@ -156,6 +156,11 @@ class SimSystem:
         self.tickets.setdefault(key, summary)
         return True
 
+    def has_ticket(self, key: str) -> bool:
+        """``find_ticket``: whether a ticket is open under ``key`` (a read)."""
+        self._log("lookup", "find_ticket", key)
+        return key in self.tickets
+
     def cancel_out_of_band(self, order_id: str) -> None:
         """Another agent cancels a pending order directly in the system (the conversation does not know)."""
         order = self.data["orders"][order_id]

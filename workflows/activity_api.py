@@ -22,6 +22,7 @@ from workflows.contracts import (
     PseudonymRequest,
     ReadToolRequest,
     StoreCheckRequest,
+    TicketLookup,
     TicketRequest,
     ToolResult,
     WriteToolRequest,
@@ -65,6 +66,11 @@ class ToolActivitiesApi:
     @activity.defn
     async def open_ticket(self, req: TicketRequest) -> bool:
         """Open one human-agent ticket per ticket key; True if newly opened."""
+        raise NotImplementedError
+
+    @activity.defn
+    async def find_ticket(self, req: TicketLookup) -> bool:
+        """True if a human-agent ticket is open under ``req.ticket_key`` (a read; opens nothing)."""
         raise NotImplementedError
 
 

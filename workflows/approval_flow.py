@@ -13,7 +13,12 @@ start of the reply to their next message).
 Before a write is parked, the ledger is asked by its key (``LEDGER_BEFORE_APPROVAL_PATCH``):
 a reset to before the user's yes re-executes it, and a write that a supervisor approved and
 that applied in the first run is recorded as applied, never parked for a second decision
-whose rejection, expiry or cancel would tell the user it was not made.
+whose rejection, expiry or cancel would tell the user it was not made. Likewise the
+ticketing system is asked for the write's approval-expiry ticket before it is parked
+(``HANDOVER_BEFORE_APPROVAL_PATCH``): a write whose approval expired in an earlier run is a
+human agent's, and a reset that re-executes its yes never parks it for a supervisor who could
+approve it beside them. (A reset to after the yes keeps the approval's ``expires_at`` in the
+state, so it expires again at once and cannot be approved.)
 """
 
 from __future__ import annotations
@@ -39,7 +44,7 @@ from workflows.approvals import (
 from workflows.activity_api import ToolActivitiesApi
 from workflows.catalogue import spec_of
 from workflows.clauses import Rule
-from workflows.contracts import CancelRequest, ToolResult, WriteToolRequest
+from workflows.contracts import CancelRequest, TicketLookup, ToolResult, WriteToolRequest
 from workflows.execute import execute_confirmed, open_ticket
 from workflows.interrupts import Interrupted
 from workflows.journal import Verdict
@@ -52,6 +57,12 @@ from workflows.visibility import Visibility
 LEDGER_BEFORE_APPROVAL_PATCH = "ledger-before-approval"
 """``workflow.patched`` id of asking the ledger, by the write's key, before parking a
 confirmed write for a supervisor (``recorded_before_approval``)."""
+
+HANDOVER_BEFORE_APPROVAL_PATCH = "handover-before-approval"
+"""``workflow.patched`` id of asking the ticketing system, by the write's approval-expiry
+ticket key, before parking a confirmed write (``handed_over``)."""
+HANDED_OVER = "the approval expired undecided in an earlier run; handed to a human agent"
+"""The step's error when ``handed_over`` finds the write already with a human agent."""
 
 
 def needs_approval(state: ConversationState, confirmed: PendingConfirmation, policy: ApprovalPolicy) -> bool:
@@ -84,6 +95,37 @@ async def recorded_before_approval(state: ConversationState, confirmed: PendingC
     except ActivityError as err:
         workflow.logger.warning("ledger lookup before approval failed: %s", type(err.cause).__name__)
         return None
+
+
+async def handed_over(state: ConversationState, confirmed: PendingConfirmation, policy: ApprovalPolicy,
+                      journal: Optional[JournalLog] = None) -> bool:
+    """True when an earlier run of this conversation handed ``confirmed`` to a human agent:
+    the ticketing system holds its approval-expiry ticket (``keys.approval_expiry_ticket_key``).
+    A reset restarts an approval's timer, so without this the re-executed yes parks the write
+    again and a supervisor may approve what a human agent already has. When True, the step has
+    failed with ``HANDED_OVER`` and the verdict is in ``journal``: the caller tells the user
+    ``replies.already_handed_over`` and runs nothing.
+
+    Asks only for writes that need approval, in runs recorded after
+    ``HANDOVER_BEFORE_APPROVAL_PATCH``; a failed look-up returns False (the write waits for, or
+    runs after, the supervisor's decision as before)."""
+    if not needs_approval(state, confirmed, policy) or not workflow.patched(HANDOVER_BEFORE_APPROVAL_PATCH):
+        return False
+    ticket = keys.approval_expiry_ticket_key(keys.idempotency_key(confirmed.call, confirmed.operation_id))
+    try:
+        found = await workflow.execute_activity_method(
+            ToolActivitiesApi.find_ticket, TicketLookup(store=state.store, ticket_key=ticket),
+            heartbeat_timeout=HEARTBEAT_TIMEOUT, start_to_close_timeout=READ_TIMEOUT, retry_policy=READ_RETRY,
+            summary="ask the ticketing system whether a human agent already has this write",
+        )
+    except ActivityError as err:
+        workflow.logger.warning("ticket lookup before approval failed: %s", type(err.cause).__name__)
+        return False
+    if found:
+        tr.finish_step(state, confirmed.operation_id, StepStatus.FAILED, HANDED_OVER)
+        if journal is not None:
+            journal.write_verdict(confirmed, Verdict.DECLINED, Rule.APPROVAL_EXPIRED.value, HANDED_OVER)
+    return found
 
 
 def record_recorded(state: ConversationState, confirmed: PendingConfirmation, recorded: ToolResult) -> None:

@@ -14,6 +14,7 @@ from pydantic import BaseModel, Field, field_validator, model_validator
 
 from workflows.actions import ProposedAction, ToolCall
 from workflows.approvals import Approval, ApprovalPolicy
+from workflows.channel_contracts import EmailRequest, TicketLookup, TicketRequest  # noqa: F401 (their home before)
 from workflows.journal import TurnRecord
 from workflows.options import DEFAULT_WRITE_TIMEOUT_SECONDS
 from workflows.prompt import ModelSnapshot
@@ -129,25 +130,6 @@ class PseudonymRequest(BaseModel):
     (``workflows.pseudonym``; the key stays in the worker)."""
 
     customer_id: str
-
-
-class EmailRequest(BaseModel):
-    """Input of ``send_customer_email``: one outbox message, exactly once per ``message_key``."""
-
-    store: str
-    message_key: str
-    to_email: str
-    subject: str
-    body: str
-
-
-class TicketRequest(BaseModel):
-    """Input of ``open_ticket``: a hand-off to a human agent, exactly once per ``ticket_key``."""
-
-    store: str
-    ticket_key: str
-    user_id: Optional[str] = None
-    summary: str
 
 
 class RefundInput(BaseModel):

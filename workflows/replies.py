@@ -120,6 +120,13 @@ def approval_expired(detail: str) -> str:
             f"get back to you. Nothing has been changed yet. {_was(detail)}")
 
 
+def already_handed_over(detail: str) -> str:
+    """What the user is told when ``detail`` was handed to a human agent earlier (its approval
+    expired in a run before a reset): it stays theirs, nothing runs here."""
+    return (f"This request is already with a human agent, who will get back to you. Nothing has been "
+            f"changed yet. {_was(detail)}")
+
+
 def budget_exceeded(done: "list[str]", not_done: "list[str]") -> str:
     """The budget hand-off's reply, first telling what this turn's confirmed writes did:
     ``done`` and ``not_done`` are their details (the system's reasons stay in the state)."""

@@ -18,7 +18,7 @@ from temporalio.exceptions import ActivityError
 from workflows import budget, keys, replies
 from workflows import transitions as tr
 from workflows.activity_api import ModelActivitiesApi
-from workflows.approval_flow import record_recorded, recorded_before_approval, request_approval
+from workflows.approval_flow import handed_over, record_recorded, recorded_before_approval, request_approval
 from workflows.approvals import ApprovalPolicy
 from workflows.clauses import Rule
 from workflows.confirm import describe, is_no, is_yes
@@ -101,6 +101,9 @@ async def _run_turn(ctx: TurnContext, inbound: Inbound) -> Optional[str]:
                 record_recorded(state, pending, recorded)
                 journal.write_done(state, pending)
                 ctx.visibility.publish(state)
+            elif await handed_over(state, pending, ctx.approvals, journal):  # its approval expired in a run before
+                ctx.visibility.publish(state)
+                return replies.already_handed_over(pending.detail)
             elif request_approval(state, pending, ctx.approvals, workflow.info().workflow_id,
                                   workflow.now()) is not None:
                 journal.write_verdict(pending, Verdict.CONFIRMED, Rule.AWAITING_APPROVAL.value)

@@ -30,6 +30,13 @@ class SideChannels(Database):
         row = {"store": store, "ticket_key": ticket_key, "user_id": user_id, "summary": summary}
         return self._insert_once(_tickets, row)
 
+    def ticket_opened(self, store: str, ticket_key: str) -> bool:
+        """True if ``store`` holds a ticket under ``ticket_key`` (a read)."""
+        with self._tx(write=False) as conn:
+            found = conn.execute(sa.select(_tickets.c.ticket_key).where(
+                _tickets.c.store == store, _tickets.c.ticket_key == ticket_key).limit(1)).first()
+        return found is not None
+
     def outbox_messages(self, store: str) -> list[dict[str, Any]]:
         """Queued emails of ``store`` (dicts of the outbox columns), oldest first."""
         return self._rows(_outbox, store)

@@ -324,6 +324,16 @@ def test_email_and_ticket_exactly_once(env, separate_engines):
     assert len(env.backend.outbox_messages(store)) == 2
 
 
+def test_a_ticket_is_found_by_its_key_in_its_store_only(env):
+    # ``find_ticket``: the workflow asks before parking a write whose approval expired in a run before
+    b, key = env.backend, "approval-expired:cancel_pending_order:#W1:desk.t3"
+    assert b.ticket_opened(env.store, key) is False
+    assert b.open_ticket(env.store, key, "olivia_ito_3591", "expired undecided") is True
+    assert b.ticket_opened(env.store, key) is True
+    assert b.ticket_opened(env.store, key + "0") is False and b.ticket_opened("another-store", key) is False
+    assert len(b.tickets(env.store)) == 1  # asking opened nothing
+
+
 # ---------------------------------------------------------------- dev task replay
 
 

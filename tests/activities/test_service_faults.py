@@ -155,6 +155,17 @@ def test_an_operation_is_found_by_its_key_whatever_the_key_holds(services, tmp_p
     assert payments.find(key.replace("#", "%23")) is None  # the key itself, not a decoded variant
 
 
+def test_a_ticket_is_found_by_its_key_over_http(services, tmp_path):  # noqa: F811
+    # ``HttpTickets.ticket_opened``: asked by reference ('#', ':' and '.' in it), opens nothing
+    tickets = HttpTickets(services["ticketing"], 2.0, _log(tmp_path))
+    key = "approval-expired:cancel_pending_order:#W4566809:desk-43.t3"
+    assert tickets.ticket_opened("s", key) is False
+    with deadline_in(5.0):
+        assert tickets.open_ticket("s", key, "user_1", "expired undecided") is True
+    assert tickets.ticket_opened("s", key) is True and tickets.ticket_opened("s", key + "0") is False
+    assert len(tickets.sent(key)) == 1
+
+
 def test_a_key_naming_a_non_ascii_conversation_moves_money_once(services, tmp_path):  # noqa: F811
     # the Python client takes any conversation id without control characters; a key holding
     # 'é' could not go into the Idempotency-Key header (UnicodeEncodeError on every attempt,

@@ -1,31 +1,21 @@
-"""Conversation invariants over generated interleavings, run in a fresh interpreter.
+"""Conversation invariants over generated interleavings (issue 7, item 7, pure core).
 
-The ``RuleBasedStateMachine`` lives in ``tests/core/conversation_invariants_machine.py``
-(not collected on its own). It is derandomized, so in a fresh process it walks the same
-800 examples every time and passes; run in the same process after some other core test
-files (seen: ``test_bench_quick_options.py`` together with ``test_chaos_parts.py`` ..
-``test_conversation_id_bounds.py``) it reached a different example, reported "told not
-done but cancel_pending_order applied" after an approval expiry, and its shrinking, which
-traces every line on Python 3.11, ran into the 300 s timeout. Which process state it reads
-is not yet found (see the README's Tests section); until it is, the machine runs where its
-examples are the documented ones, and a failure there is a real failure.
+The ``RuleBasedStateMachine`` and its rules live in ``tests/core/conversation_invariants_machine.py``
+(the regression tests of its findings import them). Derandomized: a fixed walk of 800 examples.
+
+It ran in a fresh interpreter for one session, because in a shared process (after other core
+files) it walked other examples and failed one: "told not done but ... applied" after an approval
+expired to a human ticket and a reset re-executed the yes, which parked the write again for a
+supervisor who then approved it. That was a product gap, not process state leaking into the
+conversation: the ticketing system is now asked before a write is parked (``handed_over``;
+tests/core/test_conversation_regressions.py, test 4). Which walk hypothesis takes still depends
+on more than its seed (seen here: one seed of a non-derandomized run failed once, then passed on
+the same code), so the machine runs in the suite's process like every other test, without the
+explain phase whose tracing ran a late failure's shrink into the timeout; a failure is a finding.
 """
 
 from __future__ import annotations
 
-import subprocess
-import sys
-from pathlib import Path
+from tests.core.conversation_invariants_machine import ConversationMachine
 
-ROOT = Path(__file__).resolve().parents[2]
-MACHINE = "tests/core/conversation_invariants_machine.py"
-
-
-def test_conversation_invariants_hold_over_generated_interleavings() -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
-         "--timeout", "280", MACHINE],
-        cwd=ROOT, capture_output=True, text=True, timeout=290,
-    )
-    assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-2000:]
-    assert "1 passed" in done.stdout, done.stdout[-2000:]
+TestConversationInvariants = ConversationMachine.TestCase

@@ -11,7 +11,9 @@ again. The effect keys come from business identity (conversation, turn, order), 
 - a different change confirmed at the same turn after the reset is a known non-application
   (the key holds another call), not an escalation of an "unknown" outcome;
 - a write a supervisor approved and that applied is found in the ledger when the reset
-  re-executes its yes, not parked for a second approval.
+  re-executes its yes, not parked for a second approval;
+- a write whose approval expired to a human ticket is found in the ticketing system when the
+  reset re-executes its yes, not parked for a supervisor who could approve it beside the human.
 """
 
 from __future__ import annotations
@@ -198,3 +200,43 @@ async def test_reset_after_an_approved_and_applied_refund_does_not_ask_a_supervi
     assert next(s for s in state.steps if s.name == "cancel_pending_order").status.value == "done"
     assert backend.duplicate_writes("main") == 0
     assert len([e for e in backend.ledger_entries("main") if e["tool"] == "cancel_pending_order"]) == 1
+
+
+async def test_reset_after_an_expired_approval_leaves_the_write_with_the_human(temporal_env, settings):
+    """The approval of a confirmed cancel runs out of time (a human ticket, "Nothing has been changed
+    yet"); the reset re-executes the yes. The ticketing system is asked for the write's expiry ticket
+    before it is parked (``handed_over``): it stays the human agent's, no second approval is opened
+    (which a supervisor could approve, applying the cancel beside the human's ticket), nothing runs."""
+    from starter.client import StatekeeperClient
+    from tests.workflow_harness import until
+    from workflows.approval_flow import HANDED_OVER
+    from workflows.approvals import ApprovalPolicy, ApprovalStatus
+
+    async with running_worker(temporal_env, settings, brain=CANCEL) as (_, backend):
+        client = StatekeeperClient(temporal_env.client, settings.task_queue, settings.write_timeout_seconds,
+                                   approvals=ApprovalPolicy(timeout_seconds=2.0))  # 826.70 > 500.00
+        cid = await client.start_conversation(f"reset-expired-{uuid.uuid4().hex[:6]}")
+        await client.send_message(cid, f"Hi, my email is {EMAIL}")
+        assert (await client.send_message(cid, f"cancel {PENDING} please")).awaiting_confirmation
+        parked = await client.send_message(cid, "yes")
+        point = (await message_points(temporal_env, f"support-{cid}"))[-1]
+        assert parked.awaiting_approval
+
+        async def expired() -> bool:
+            state = await client.state(cid)
+            return bool(state.approvals) and state.approvals[0].status is ApprovalStatus.EXPIRED \
+                and "handed it to a human agent" in state.recent_turns[-1].text
+        await until(expired, "the approval to expire to a human ticket")
+        [ticket] = backend.tickets("main")
+
+        await reset_to(temporal_env, f"support-{cid}", point)
+        await wait_for_turn(client, cid, 2)
+        again = await client.send_message(cid, "yes")
+        state = await client.state(cid)
+    assert again.awaiting_approval is None and "already with a human agent" in again.text
+    assert "Nothing has been changed yet" in again.text
+    assert state.approvals == [] and state.pending_approvals() == [] and state.completed_operations == []
+    step = next(s for s in state.steps if s.name == "cancel_pending_order")
+    assert step.status.value == "failed" and step.error == HANDED_OVER
+    assert backend.tickets("main") == [ticket]  # the human's ticket, once
+    assert backend.ledger_entries("main") == [] and order_details(backend, PENDING)["status"] == "pending"
