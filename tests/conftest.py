@@ -27,6 +27,24 @@ from starter.connection import data_converter
 from starter.devserver import DEV_SERVER_STARTUP, dynamic_config_args
 from workflows.options import SEARCH_ATTRIBUTES
 
+
+def _drop_deployment_settings(environ: dict) -> list[str]:
+    """Remove from ``environ`` every ``STATEKEEPER_*`` variable that is a setting of
+    ``settings.Settings`` and return their names. The README's "beside another dev" recipe
+    exports ports, an address and a dev state file into the developer's shell; inherited by
+    the tests they changed what ``Settings()`` reads (a core test saw the shell's UI port, not
+    the recorded dev's) and what the commands the tests start would use. The tests' own
+    switches (``STATEKEEPER_TEST_POSTGRES_URL``, ``STATEKEEPER_SKIP_BROWSER``, ...) are not
+    settings and stay."""
+    names = {f"STATEKEEPER_{name.upper()}" for name in Settings.model_fields}
+    dropped = sorted(name for name in environ if name in names)
+    for name in dropped:
+        del environ[name]
+    return dropped
+
+
+_drop_deployment_settings(os.environ)
+
 TEST_CODEC_KEYS = "test-2:dGVzdC1jb2RlYy1rZXktMi0wMTIzNDU2Nzg5YWJjZGU=,test-1:dGVzdC1jb2RlYy1rZXktMS0wMTIzNDU2Nzg5YWJjZGU="
 """Payload encryption is on in every test, as in production: every Settings of this process
 and every process a test starts gets these keys (current ``test-2``, ``test-1`` only decrypts:
