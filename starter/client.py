@@ -185,6 +185,8 @@ class StatekeeperClient(ApprovalCalls, RefundCalls, ListingCalls, ResolutionCall
                                                     rpc_timeout=timeout, result_type=AssistantReply),
                 "the message", unknown=message_outcome_unknown(message_id))
             if reply.message_digest not in (None, message_digest(text)):  # None: a reply of an older release
+                if not await self._running(handle):  # a new message id cannot help there: say it has finished
+                    raise await self._closed(conversation_id, ConversationError(_finished(conversation_id), "finished"))
                 raise ConversationError(f'message id "{message_id}" was already used for another message, which '
                                         "was the one handled; send this one with a new message id", "conflict")
             return reply

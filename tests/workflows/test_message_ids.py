@@ -73,3 +73,23 @@ async def test_a_retried_yes_does_not_confirm_the_write_its_lost_reply_proposed(
         assert [e["tool"] for e in backend.ledger_entries("main")] == ["cancel_pending_order"]
         assert state.pending_confirmation is not None  # still awaiting the user's own yes
         assert order_details(backend, PENDING)["status"] == "cancelled"
+
+
+async def test_another_text_under_a_used_message_id_of_a_finished_conversation_says_finished(temporal_env, settings):
+    # a new user's POST /conversations {"conversation_id": <a cancelled one>, "text": ...} (message
+    # id "first" by default) was told to send it "with a new message id", which only got "finished"
+    from starter.errors import ConversationError
+
+    async with running_worker(temporal_env, settings) as (client, backend):
+        cid = f"msg-done-{uuid.uuid4().hex[:6]}"
+        first = await client.send_message(await client.start_conversation(cid), f"Hi, my email is {EMAIL}",
+                                          message_id="first")
+        await client.cancel(cid, "customer hung up")
+        await client.outcome(cid)  # the run has ended
+        assert (await client.send_message(cid, f"Hi, my email is {EMAIL}", message_id="first")) == first
+        try:
+            await client.send_message(cid, "hi", message_id="first")
+        except ConversationError as err:
+            assert err.kind == "finished" and "has finished" in str(err) and "new message id" not in str(err)
+        else:
+            raise AssertionError("another text under a used message id of a finished conversation was answered")
