@@ -207,7 +207,7 @@ def create_app(client_factory: Optional[ClientFactory] = None,
         return JSONResponse({"status": "ok", "temporal": "reachable", "task_queue": client.task_queue})
 
     @app.post("/conversations", status_code=status.HTTP_201_CREATED, response_model=ConversationCreated,
-              response_model_exclude_none=True, responses=responses_for("POST", "/conversations"))
+              responses=responses_for("POST", "/conversations"))
     async def start_conversation(body: Optional[StartConversation] = None,
                                  guard: Guard = Depends(guard_dep),
                                  client: StatekeeperClient = Depends(client_dep)) -> ConversationCreated:

@@ -73,6 +73,8 @@ async def test_start_with_text_twice_is_one_run_with_the_same_reply(stack):
     second = await http.post("/conversations", json=body)
     assert second.status_code == 201, second.text
     assert first.json() == second.json() and first.json()["reply"]["turn"] == 1
+    # the first reply has a message reply's fields: they were left out when null
+    assert first.json()["reply"]["awaiting_confirmation"] is None and first.json()["reply"]["awaiting_approval"] is None
     state = (await http.get(f"/conversations/{cid}")).json()
     assert state["turn"] == 1 and state["customer"]["user_id"] == CUSTOMER  # the handler ran once
     assert await _eventually(lambda: _runs(client, f"support-{cid}")) == 1
