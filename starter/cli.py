@@ -31,7 +31,7 @@ from rich.table import Table
 from settings import Settings
 from starter.backtest_cli import backtest
 from starter.cli_refusals import command_settings, given_id, write_output, writable_output
-from starter.cli_support import _interruptible, agent_line, as_ctrl_c, console, errors, typed_line
+from starter.cli_support import _interruptible, agent_line, as_ctrl_c, console, errors, one_line_summaries, typed_line
 from starter.client import ConversationError, client_for
 from starter.codec_server import codec_server
 from starter.conversation_ids import conversation_named
@@ -257,6 +257,9 @@ def _print_report(result: dict, settings: Settings, started_server: bool) -> Non
                       "Run `statekeeper dev --detach` first to keep it.")
     else:
         console.print(f"Web UI: {_ui_url(settings)}  (search e.g. WorkflowType=\"SupportWorkflow\" or CustomerId)")
+
+
+one_line_summaries(app)  # after every command above is registered
 
 
 def main() -> None:

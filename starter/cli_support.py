@@ -97,3 +97,19 @@ def as_ctrl_c(signum: int, frame) -> None:
     else:
         raise KeyboardInterrupt
 
+
+
+def one_line_summaries(app: typer.Typer) -> None:
+    """Give each command of ``app`` (and of its sub-apps) without a short help the first
+    paragraph of its docstring on one line: in the command list of ``statekeeper --help``
+    typer's rich mode keeps a docstring's line breaks, so "validate the answers" ended one
+    row and "with the current policy" began the next, mid-sentence."""
+    import inspect
+
+    for info in app.registered_commands:
+        doc = inspect.getdoc(info.callback) if info.callback else None
+        if info.short_help is None and info.help is None and doc:
+            info.short_help = " ".join(doc.split("\n\n")[0].split())
+    for group in app.registered_groups:
+        if group.typer_instance is not None:
+            one_line_summaries(group.typer_instance)
