@@ -18,7 +18,10 @@ ticketing system is asked for the write's approval-expiry ticket before it is pa
 (``HANDOVER_BEFORE_APPROVAL_PATCH``): a write whose approval expired in an earlier run is a
 human agent's, and a reset that re-executes its yes never parks it for a supervisor who could
 approve it beside them. (A reset to after the yes keeps the approval's ``expires_at`` in the
-state, so it expires again at once and cannot be approved.)
+state, so it expires again at once and cannot be approved.) Such a reset also puts an approval
+that was decided after it back to pending, though the write may have applied in the first run:
+before a rejected or expired approval tells the user nothing was changed, the ledger is asked by
+the write's key (``LEDGER_BEFORE_SETTLE_PATCH``).
 """
 
 from __future__ import annotations
@@ -58,6 +61,10 @@ LEDGER_BEFORE_APPROVAL_PATCH = "ledger-before-approval"
 """``workflow.patched`` id of asking the ledger, by the write's key, before parking a
 confirmed write for a supervisor (``recorded_before_approval``)."""
 
+LEDGER_BEFORE_SETTLE_PATCH = "ledger-before-settle"
+"""``workflow.patched`` id of asking the ledger, by the write's key, before settling a rejected
+or expired approval as "nothing was changed" (``settle_approvals``)."""
+
 HANDOVER_BEFORE_APPROVAL_PATCH = "handover-before-approval"
 """``workflow.patched`` id of asking the ticketing system, by the write's approval-expiry
 ticket key, before parking a confirmed write (``handed_over``)."""
@@ -83,6 +90,11 @@ async def recorded_before_approval(state: ConversationState, confirmed: PendingC
     and its refund child asks the ledger first once approved)."""
     if not needs_approval(state, confirmed, policy) or not workflow.patched(LEDGER_BEFORE_APPROVAL_PATCH):
         return None
+    return await _recorded(state, confirmed, "before asking a supervisor")
+
+
+async def _recorded(state: ConversationState, confirmed: PendingConfirmation, when: str) -> Optional[ToolResult]:
+    """The ledger's result under ``confirmed``'s key, or None (none held, or the look-up failed)."""
     call = confirmed.call
     try:
         return await workflow.execute_activity_method(
@@ -90,10 +102,10 @@ async def recorded_before_approval(state: ConversationState, confirmed: PendingC
             WriteToolRequest(store=state.store, call=call, idempotency_key=keys.idempotency_key(call, confirmed.operation_id),
                              system_of_record=state.system_of_record),
             heartbeat_timeout=HEARTBEAT_TIMEOUT, start_to_close_timeout=READ_TIMEOUT, retry_policy=READ_RETRY,
-            summary=f"ask the ledger for {call.name} before asking a supervisor",
+            summary=f"ask the ledger for {call.name} {when}",
         )
     except ActivityError as err:
-        workflow.logger.warning("ledger lookup before approval failed: %s", type(err.cause).__name__)
+        workflow.logger.warning("ledger lookup %s failed: %s", when, type(err.cause).__name__)
         return None
 
 
@@ -179,6 +191,16 @@ async def settle_approvals(state: ConversationState, policy: ApprovalPolicy, wri
             expire(approval, now)
     told = []
     for confirmed, approval in tr.take_settled(state):
+        if approval.status is not ApprovalStatus.APPROVED and workflow.patched(LEDGER_BEFORE_SETTLE_PATCH):
+            # a reset to after the yes undid a decision whose write ran: it is not "nothing changed"
+            recorded = await _recorded(state, confirmed, "before telling the user it was not made")
+            if recorded is not None:
+                record_recorded(state, confirmed, recorded)
+                approval.note = "the write had already run in an earlier run of this conversation (ledger)"
+                if journal is not None:
+                    journal.write_done(state, confirmed)
+                told.append(replies.made_earlier(confirmed.detail, None if recorded.ok else recorded.result))
+                continue
         if approval.status is ApprovalStatus.APPROVED:
             try:
                 ended = await execute_confirmed(state, confirmed, write_timeout_seconds, visibility,

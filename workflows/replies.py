@@ -109,6 +109,15 @@ def approved(detail: str, refusal: "str | None") -> str:
     return f"A supervisor approved your request, but it did not go through. {_was(detail)}"
 
 
+def made_earlier(detail: str, refusal: "str | None") -> str:
+    """What the user is told when a write whose approval was rejected or ran out of time after a
+    reset had already run before it (the ledger holds it under its key; ``refusal`` as in
+    ``approved``): what was done is said, not "nothing was changed"."""
+    if refusal is None:
+        return f"Your request had already been made: {detail}"
+    return f"Your request had already been tried, and it did not go through. {_was(detail)}"
+
+
 def approval_rejected(detail: str) -> str:
     """What the user is told when a supervisor rejected ``detail``."""
     return f"A supervisor did not approve your request, so nothing was changed. {_was(detail)}"
