@@ -65,6 +65,12 @@ LEDGER_BEFORE_SETTLE_PATCH = "ledger-before-settle"
 """``workflow.patched`` id of asking the ledger, by the write's key, before settling a rejected
 or expired approval as "nothing was changed" (``settle_approvals``)."""
 
+TRUTHFUL_EXPIRY_PATCH = "no-handover-without-ticket"
+"""``workflow.patched`` id of telling the user that an expired approval's write went to no one
+when its human ticket could not be opened (before: "handed it to a human agent")."""
+NO_TICKET = "the approval expired undecided; no human-agent ticket could be opened"
+"""The step's error when the expiry's ticket could not be opened."""
+
 HANDOVER_BEFORE_APPROVAL_PATCH = "handover-before-approval"
 """``workflow.patched`` id of asking the ticketing system, by the write's approval-expiry
 ticket key, before parking a confirmed write (``handed_over``)."""
@@ -226,8 +232,13 @@ async def settle_approvals(state: ConversationState, policy: ApprovalPolicy, wri
             if journal is not None:
                 journal.write_verdict(confirmed, Verdict.DECLINED, Rule.APPROVAL_EXPIRED.value, reason)
             write_key = keys.idempotency_key(confirmed.call, confirmed.operation_id)
-            await open_ticket(state, expiry_ticket_summary(approval), keys.approval_expiry_ticket_key(write_key))
-            told.append(replies.approval_expired(confirmed.detail))
+            opened = await open_ticket(state, expiry_ticket_summary(approval),
+                                       keys.approval_expiry_ticket_key(write_key))
+            if not opened and workflow.patched(TRUTHFUL_EXPIRY_PATCH):  # no human has it: none is promised
+                tr.finish_step(state, confirmed.operation_id, StepStatus.FAILED, NO_TICKET)
+                told.append(replies.approval_expired_without_ticket(confirmed.detail))
+            else:
+                told.append(replies.approval_expired(confirmed.detail))
     visibility.publish(state)
     return told
 

@@ -129,6 +129,13 @@ def approval_expired(detail: str) -> str:
             f"get back to you. Nothing has been changed yet. {_was(detail)}")
 
 
+def approval_expired_without_ticket(detail: str) -> str:
+    """What the user is told when nobody decided on ``detail`` in time and no human agent could be
+    given it (the ticketing system could not be reached): nothing runs, and no one is promised."""
+    return (f"Your request was not decided in time, and I could not pass it to a human agent, so nothing "
+            f"has been changed. Please ask again later. {_was(detail)}")
+
+
 def already_handed_over(detail: str) -> str:
     """What the user is told when ``detail`` was handed to a human agent earlier (its approval
     expired in a run before a reset): it stays theirs, nothing runs here."""
