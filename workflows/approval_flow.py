@@ -65,6 +65,10 @@ LEDGER_BEFORE_SETTLE_PATCH = "ledger-before-settle"
 """``workflow.patched`` id of asking the ledger, by the write's key, before settling a rejected
 or expired approval as "nothing was changed" (``settle_approvals``)."""
 
+SETTLE_KEEPS_BATCH_PATCH = "settle-keeps-batch"
+"""``workflow.patched`` id of keeping a settle batch's writes among ``awaiting_approval`` until each
+is settled: an escalation of one withdraws the rest and says so (before, they were dropped)."""
+
 TRUTHFUL_EXPIRY_PATCH = "no-handover-without-ticket"
 """``workflow.patched`` id of telling the user that an expired approval's write went to no one
 when its human ticket could not be opened (before: "handed it to a human agent")."""
@@ -195,8 +199,12 @@ async def settle_approvals(state: ConversationState, policy: ApprovalPolicy, wri
     for approval in state.pending_approvals():
         if now >= approval.expires_at:
             expire(approval, now)
-    told = []
-    for confirmed, approval in tr.take_settled(state):
+    told, waiting = [], list(state.awaiting_approval)
+    settled = tr.take_settled(state)
+    if settled and workflow.patched(SETTLE_KEEPS_BATCH_PATCH):
+        state.awaiting_approval = waiting  # each leaves when settled: an escalation withdraws (and tells) the rest
+    for confirmed, approval in settled:
+        state.awaiting_approval = [c for c in state.awaiting_approval if c.operation_id != confirmed.operation_id]
         if approval.status is not ApprovalStatus.APPROVED and workflow.patched(LEDGER_BEFORE_SETTLE_PATCH):
             # a reset to after the yes undid a decision whose write ran: it is not "nothing changed"
             recorded = await _recorded(state, confirmed, "before telling the user it was not made")
