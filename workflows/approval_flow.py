@@ -18,7 +18,10 @@ ticketing system is asked for the write's approval-expiry ticket before it is pa
 (``HANDOVER_BEFORE_APPROVAL_PATCH``): a write whose approval expired in an earlier run is a
 human agent's, and a reset that re-executes its yes never parks it for a supervisor who could
 approve it beside them. (A reset to after the yes keeps the approval's ``expires_at`` in the
-state, so it expires again at once and cannot be approved.)
+state, so it expires again at once and cannot be approved.) Such a reset also puts an approval
+that was decided after it back to pending, though the write may have applied in the first run:
+before a rejected or expired approval tells the user nothing was changed, the ledger is asked by
+the write's key (``LEDGER_BEFORE_SETTLE_PATCH``).
 """
 
 from __future__ import annotations
@@ -58,6 +61,20 @@ LEDGER_BEFORE_APPROVAL_PATCH = "ledger-before-approval"
 """``workflow.patched`` id of asking the ledger, by the write's key, before parking a
 confirmed write for a supervisor (``recorded_before_approval``)."""
 
+LEDGER_BEFORE_SETTLE_PATCH = "ledger-before-settle"
+"""``workflow.patched`` id of asking the ledger, by the write's key, before settling a rejected
+or expired approval as "nothing was changed" (``settle_approvals``)."""
+
+SETTLE_KEEPS_BATCH_PATCH = "settle-keeps-batch"
+"""``workflow.patched`` id of keeping a settle batch's writes among ``awaiting_approval`` until each
+is settled: an escalation of one withdraws the rest and says so (before, they were dropped)."""
+
+TRUTHFUL_EXPIRY_PATCH = "no-handover-without-ticket"
+"""``workflow.patched`` id of telling the user that an expired approval's write went to no one
+when its human ticket could not be opened (before: "handed it to a human agent")."""
+NO_TICKET = "the approval expired undecided; no human-agent ticket could be opened"
+"""The step's error when the expiry's ticket could not be opened."""
+
 HANDOVER_BEFORE_APPROVAL_PATCH = "handover-before-approval"
 """``workflow.patched`` id of asking the ticketing system, by the write's approval-expiry
 ticket key, before parking a confirmed write (``handed_over``)."""
@@ -83,6 +100,11 @@ async def recorded_before_approval(state: ConversationState, confirmed: PendingC
     and its refund child asks the ledger first once approved)."""
     if not needs_approval(state, confirmed, policy) or not workflow.patched(LEDGER_BEFORE_APPROVAL_PATCH):
         return None
+    return await _recorded(state, confirmed, "before asking a supervisor")
+
+
+async def _recorded(state: ConversationState, confirmed: PendingConfirmation, when: str) -> Optional[ToolResult]:
+    """The ledger's result under ``confirmed``'s key, or None (none held, or the look-up failed)."""
     call = confirmed.call
     try:
         return await workflow.execute_activity_method(
@@ -90,10 +112,10 @@ async def recorded_before_approval(state: ConversationState, confirmed: PendingC
             WriteToolRequest(store=state.store, call=call, idempotency_key=keys.idempotency_key(call, confirmed.operation_id),
                              system_of_record=state.system_of_record),
             heartbeat_timeout=HEARTBEAT_TIMEOUT, start_to_close_timeout=READ_TIMEOUT, retry_policy=READ_RETRY,
-            summary=f"ask the ledger for {call.name} before asking a supervisor",
+            summary=f"ask the ledger for {call.name} {when}",
         )
     except ActivityError as err:
-        workflow.logger.warning("ledger lookup before approval failed: %s", type(err.cause).__name__)
+        workflow.logger.warning("ledger lookup %s failed: %s", when, type(err.cause).__name__)
         return None
 
 
@@ -177,8 +199,22 @@ async def settle_approvals(state: ConversationState, policy: ApprovalPolicy, wri
     for approval in state.pending_approvals():
         if now >= approval.expires_at:
             expire(approval, now)
-    told = []
-    for confirmed, approval in tr.take_settled(state):
+    told, waiting = [], list(state.awaiting_approval)
+    settled = tr.take_settled(state)
+    if settled and workflow.patched(SETTLE_KEEPS_BATCH_PATCH):
+        state.awaiting_approval = waiting  # each leaves when settled: an escalation withdraws (and tells) the rest
+    for confirmed, approval in settled:
+        state.awaiting_approval = [c for c in state.awaiting_approval if c.operation_id != confirmed.operation_id]
+        if approval.status is not ApprovalStatus.APPROVED and workflow.patched(LEDGER_BEFORE_SETTLE_PATCH):
+            # a reset to after the yes undid a decision whose write ran: it is not "nothing changed"
+            recorded = await _recorded(state, confirmed, "before telling the user it was not made")
+            if recorded is not None:
+                record_recorded(state, confirmed, recorded)
+                approval.note = "the write had already run in an earlier run of this conversation (ledger)"
+                if journal is not None:
+                    journal.write_done(state, confirmed)
+                told.append(replies.made_earlier(confirmed.detail, None if recorded.ok else recorded.result))
+                continue
         if approval.status is ApprovalStatus.APPROVED:
             try:
                 ended = await execute_confirmed(state, confirmed, write_timeout_seconds, visibility,
@@ -204,8 +240,13 @@ async def settle_approvals(state: ConversationState, policy: ApprovalPolicy, wri
             if journal is not None:
                 journal.write_verdict(confirmed, Verdict.DECLINED, Rule.APPROVAL_EXPIRED.value, reason)
             write_key = keys.idempotency_key(confirmed.call, confirmed.operation_id)
-            await open_ticket(state, expiry_ticket_summary(approval), keys.approval_expiry_ticket_key(write_key))
-            told.append(replies.approval_expired(confirmed.detail))
+            opened = await open_ticket(state, expiry_ticket_summary(approval),
+                                       keys.approval_expiry_ticket_key(write_key))
+            if not opened and workflow.patched(TRUTHFUL_EXPIRY_PATCH):  # no human has it: none is promised
+                tr.finish_step(state, confirmed.operation_id, StepStatus.FAILED, NO_TICKET)
+                told.append(replies.approval_expired_without_ticket(confirmed.detail))
+            else:
+                told.append(replies.approval_expired(confirmed.detail))
     visibility.publish(state)
     return told
 

@@ -67,6 +67,10 @@ LOCAL_READS_PATCH = "local-reads"
 under a millisecond, and as an activity it cost a server round trip, a workflow task and six
 history events (bench/turns.py); as a local activity it runs inside the workflow task that
 asked for it and leaves one marker. Histories recorded before it replay with activities."""
+TICKET_HELD_PATCH = "ticket-already-held"
+"""``workflow.patched`` id of ``open_ticket`` returning True when the ticketing system already held
+the ticket (opened by an earlier run; a reset re-executed the hand-off): before, that was False,
+read by its callers as "no ticket could be opened"."""
 TENANT_PATCH = "tenant-on-refund-child"
 """``workflow.patched`` id of passing the conversation's ``Tenant`` to its refund child: a
 start option of the child, guarded so that histories recorded without it replay unchanged."""
@@ -104,9 +108,10 @@ async def read(state: ConversationState, call, summary_prefix: str = "",
 
 async def open_ticket(state: ConversationState, summary: str, ticket_key: str) -> bool:
     """Open a human-agent ticket; False if it could not be opened (the conversation still
-    closes, and its ``Step`` search attribute tells operators it needs a human)."""
+    closes, and its ``Step`` search attribute tells operators it needs a human). True also when
+    the ticketing system already held it (``TICKET_HELD_PATCH``)."""
     try:
-        return await workflow.execute_activity_method(
+        opened = await workflow.execute_activity_method(
             ToolActivitiesApi.open_ticket,
             TicketRequest(store=state.store, ticket_key=ticket_key,
                           user_id=state.customer.user_id if state.customer else None, summary=summary),
@@ -117,6 +122,7 @@ async def open_ticket(state: ConversationState, summary: str, ticket_key: str) -
     except ActivityError as err:
         tr.reject(state, Rule.TOOL_ERROR.value, f"opening the ticket failed: {failure_reason(err, TICKET_SYSTEM)}")
         return False
+    return opened or workflow.patched(TICKET_HELD_PATCH)  # held already: a human has it all the same
 
 
 def escalation_summary(reason: str, withdrawn: list[str]) -> str:

@@ -109,6 +109,15 @@ def approved(detail: str, refusal: "str | None") -> str:
     return f"A supervisor approved your request, but it did not go through. {_was(detail)}"
 
 
+def made_earlier(detail: str, refusal: "str | None") -> str:
+    """What the user is told when a write whose approval was rejected or ran out of time after a
+    reset had already run before it (the ledger holds it under its key; ``refusal`` as in
+    ``approved``): what was done is said, not "nothing was changed"."""
+    if refusal is None:
+        return f"Your request had already been made: {detail}"
+    return f"Your request had already been tried, and it did not go through. {_was(detail)}"
+
+
 def approval_rejected(detail: str) -> str:
     """What the user is told when a supervisor rejected ``detail``."""
     return f"A supervisor did not approve your request, so nothing was changed. {_was(detail)}"
@@ -118,6 +127,13 @@ def approval_expired(detail: str) -> str:
     """What the user is told when nobody decided on ``detail`` in time."""
     return (f"Your request was not decided in time, so I have handed it to a human agent, who will "
             f"get back to you. Nothing has been changed yet. {_was(detail)}")
+
+
+def approval_expired_without_ticket(detail: str) -> str:
+    """What the user is told when nobody decided on ``detail`` in time and no human agent could be
+    given it (the ticketing system could not be reached): nothing runs, and no one is promised."""
+    return (f"Your request was not decided in time, and I could not pass it to a human agent, so nothing "
+            f"has been changed. Please ask again later. {_was(detail)}")
 
 
 def already_handed_over(detail: str) -> str:

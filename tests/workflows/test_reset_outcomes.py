@@ -240,3 +240,28 @@ async def test_reset_after_an_expired_approval_leaves_the_write_with_the_human(t
     assert step.status.value == "failed" and step.error == HANDED_OVER
     assert backend.tickets("main") == [ticket]  # the human's ticket, once
     assert backend.ledger_entries("main") == [] and order_details(backend, PENDING)["status"] == "pending"
+
+
+def _transfer(view: dict, plan: Optional[dict] = None) -> dict:
+    if view["customer"] is None:
+        return {"kind": "tool_call", "tool": {"name": "find_user_id_by_email", "arguments": {"email": EMAIL}}}
+    if view["turn"] < 2:
+        return {"kind": "reply", "text": "How can I help?"}
+    return {"kind": "transfer_to_human", "summary": "the customer asks for a human"}
+
+
+async def test_reset_that_re_runs_a_transfer_finds_its_ticket_held(temporal_env, settings):
+    """The transfer's ticket was opened in the first run; the re-run finds it held (``open_ticket``
+    answered False: not opened now) and transfers, not "I could not hand you over" (patch
+    ``ticket-already-held``)."""
+    from workflows.replies import TRANSFERRED
+
+    async with running_worker(temporal_env, settings, brain=_transfer) as (client, backend):
+        cid = await client.start_conversation(f"reset-transfer-{uuid.uuid4().hex[:6]}")
+        await client.send_message(cid, f"Hi, my email is {EMAIL}")
+        assert (await client.send_message(cid, "a human please")).text == TRANSFERRED
+        await reset_to(temporal_env, f"support-{cid}", (await message_points(temporal_env, f"support-{cid}"))[-1])
+        await wait_for_turn(client, cid, 1)
+        again = await client.send_message(cid, "a human please")
+    assert again.text == TRANSFERRED and again.status == "transferred"
+    assert len(backend.tickets("main")) == 1
