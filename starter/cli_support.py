@@ -98,7 +98,6 @@ def as_ctrl_c(signum: int, frame) -> None:
         raise KeyboardInterrupt
 
 
-
 def one_line_summaries(app: typer.Typer) -> None:
     """Give each command of ``app`` (and of its sub-apps) without a short help the first
     paragraph of its docstring on one line: in the command list of ``statekeeper --help``

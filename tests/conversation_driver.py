@@ -269,14 +269,27 @@ class Driver:
         for approval in self.state.pending_approvals():
             if self.now >= approval.expires_at:
                 expire(approval, self.now)
+        waiting = list(self.state.awaiting_approval)
         self.settling = tr.take_settled(self.state)
+        if self.settling:  # ``settle-keeps-batch``: each leaves when settled, an escalation names the rest
+            self.state.awaiting_approval = waiting
         self.settle_rest()
 
     def settle_rest(self) -> None:
         """The rest of ``settle_approvals``' loop: until a write goes in flight."""
         while self.settling and self.in_flight is None:
             confirmed, approval = self.settling.pop(0)
+            self.state.awaiting_approval = [c for c in self.state.awaiting_approval
+                                            if c.operation_id != confirmed.operation_id]
             write_key = keys.idempotency_key(confirmed.call, confirmed.operation_id)
+            effect = identity(write_key, call_arguments(confirmed.call))
+            if approval.status is not ApprovalStatus.APPROVED:  # ``ledger-before-settle``
+                recorded = self.sim.recorded(confirmed.call, write_key)
+                if recorded is not None:  # a reset undid the decision of a write that ran
+                    record_recorded(self.state, confirmed, recorded)
+                    self.notify(replies.made_earlier(confirmed.detail, None if recorded.ok else recorded.result))
+                    self.claims.append(("done" if recorded.ok else "not_done", effect, self.told[-1]))
+                    continue
             if approval.status is ApprovalStatus.APPROVED:
                 if self.cancel is not None:
                     self.settling = []  # ``execute_confirmed`` raises Interrupted before the write starts
@@ -286,13 +299,13 @@ class Driver:
                 reason = f"a supervisor rejected it ({approval.approver})"
                 tr.decline(self.state, confirmed, Rule.APPROVAL_REJECTED.value, f"{reason}: {confirmed.detail}")
                 self.notify(replies.approval_rejected(confirmed.detail))
-                self.claims.append(("not_done", identity(write_key, call_arguments(confirmed.call)), self.told[-1]))
+                self.claims.append(("not_done", effect, self.told[-1]))
             else:
                 tr.finish_step(self.state, confirmed.operation_id, StepStatus.FAILED,
                                "the approval expired undecided; handed to a human agent")
                 self.sim.ticket(keys.approval_expiry_ticket_key(write_key), expiry_ticket_summary(approval))
                 self.notify(replies.approval_expired(confirmed.detail))
-                self.claims.append(("not_done", identity(write_key, call_arguments(confirmed.call)), self.told[-1]))
+                self.claims.append(("not_done", effect, self.told[-1]))
 
     # --- a cancel (``cancellation.cancel_conversation`` and ``compensation.roll_back``) ----
     def request_cancel(self, request: CancelRequest) -> None:

@@ -74,6 +74,8 @@ TRUTHFUL_EXPIRY_PATCH = "no-handover-without-ticket"
 when its human ticket could not be opened (before: "handed it to a human agent")."""
 NO_TICKET = "the approval expired undecided; no human-agent ticket could be opened"
 """The step's error when the expiry's ticket could not be opened."""
+RAN_EARLIER = "the write had already run in an earlier run of this conversation (ledger)"
+"""Added to an approval's note when ``ledger-before-settle`` finds its write applied."""
 
 HANDOVER_BEFORE_APPROVAL_PATCH = "handover-before-approval"
 """``workflow.patched`` id of asking the ticketing system, by the write's approval-expiry
@@ -210,7 +212,8 @@ async def settle_approvals(state: ConversationState, policy: ApprovalPolicy, wri
             recorded = await _recorded(state, confirmed, "before telling the user it was not made")
             if recorded is not None:
                 record_recorded(state, confirmed, recorded)
-                approval.note = "the write had already run in an earlier run of this conversation (ledger)"
+                # the supervisor's own note (a rejection's reason) stays: the audit keeps both
+                approval.note = "; ".join(filter(None, [approval.note, RAN_EARLIER]))
                 if journal is not None:
                     journal.write_done(state, confirmed)
                 told.append(replies.made_earlier(confirmed.detail, None if recorded.ok else recorded.result))
@@ -237,16 +240,17 @@ async def settle_approvals(state: ConversationState, policy: ApprovalPolicy, wri
         else:
             reason = "the approval expired undecided; handed to a human agent"
             tr.finish_step(state, confirmed.operation_id, StepStatus.FAILED, reason)
-            if journal is not None:
-                journal.write_verdict(confirmed, Verdict.DECLINED, Rule.APPROVAL_EXPIRED.value, reason)
             write_key = keys.idempotency_key(confirmed.call, confirmed.operation_id)
             opened = await open_ticket(state, expiry_ticket_summary(approval),
                                        keys.approval_expiry_ticket_key(write_key))
             if not opened and workflow.patched(TRUTHFUL_EXPIRY_PATCH):  # no human has it: none is promised
-                tr.finish_step(state, confirmed.operation_id, StepStatus.FAILED, NO_TICKET)
+                reason = NO_TICKET
+                tr.finish_step(state, confirmed.operation_id, StepStatus.FAILED, reason)
                 told.append(replies.approval_expired_without_ticket(confirmed.detail))
             else:
                 told.append(replies.approval_expired(confirmed.detail))
+            if journal is not None:  # in memory until the turn's record is sent: after the ticket is fine
+                journal.write_verdict(confirmed, Verdict.DECLINED, Rule.APPROVAL_EXPIRED.value, reason)
     visibility.publish(state)
     return told
 

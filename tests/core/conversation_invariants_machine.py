@@ -109,6 +109,8 @@ class ConversationMachine(RuleBasedStateMachine):
         self.cancel_mark: int | None = None
         self.allowed_after_cancel: str | None = None
         self.resets = 0
+        self.claim_epochs: list[int] = []
+        """How many resets had happened when each of ``d.claims`` was made (the step that made it)."""
         self.out_of_band = False
 
     # --- preconditions ---------------------------------------------------------
@@ -335,8 +337,10 @@ class ConversationMachine(RuleBasedStateMachine):
             if approval.status is ApprovalStatus.EXPIRED:
                 assert f"approval-expired:{key}" in self.sim.tickets, f"{key} expired without a ticket"
                 continue
-            if approval.status is ApprovalStatus.WITHDRAWN and state.status is ConversationStatus.ESCALATED:
-                # another write's unknown outcome escalated: the human's ticket and the user both hear of it
+            if (approval.status in (ApprovalStatus.WITHDRAWN, ApprovalStatus.APPROVED)
+                    and state.status is ConversationStatus.ESCALATED):
+                # another write's unknown outcome escalated (also one settled before it in the same batch,
+                # ``settle-keeps-batch``): the human's ticket and the user both hear of it
                 detail = next(s.detail for s in state.steps if s.operation_id == op)
                 assert any(detail in text for text in self.sim.tickets.values()), f"{key} withdrawn, not in a ticket"
                 assert any(detail in text for text in d.said), f"{key} withdrawn without telling the user"
@@ -349,12 +353,17 @@ class ConversationMachine(RuleBasedStateMachine):
     def the_user_is_told_only_what_happened(self) -> None:
         if not hasattr(self, "d"):
             return
-        for claim, effect, text in self.d.claims:
+        self.claim_epochs += [self.resets] * (len(self.d.claims) - len(self.claim_epochs))
+        for (claim, effect, text), epoch in zip(self.d.claims, self.claim_epochs):
             applied = self.sim.effects[effect]
             if claim == "done":
                 assert applied == 1, f"told done but {effect} did not apply: {text}"
             elif claim == "not_done":
-                assert applied == 0, f"told not done but {effect} applied: {text}"
+                # true when told, and after no reset since; a write said to be a human agent's stays
+                # unmade for ever. A reset that re-executes a yes may bring a rejected write back to a
+                # supervisor, whose approval then makes it (the user is told so): a new decision
+                if epoch == self.resets or "human agent" in text:
+                    assert applied == 0, f"told not done but {effect} applied: {text}"
             else:
                 key = effect.split("|")[0]
                 op = next(o for o in reversed(self.d.state.completed_operations) if o.idempotency_key == key)

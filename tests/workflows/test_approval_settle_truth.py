@@ -83,26 +83,34 @@ async def test_an_approval_that_expires_after_a_reset_finds_the_applied_write(te
     assert order_details(backend, PENDING)["status"] == "cancelled" and backend.duplicate_writes("main") == 0
 
 
-async def test_an_expiry_without_a_ticket_does_not_promise_a_human(temporal_env, settings, monkeypatch):
-    from activities.retail_port import RetailPort
+async def test_an_expiry_without_a_ticket_does_not_promise_a_human(temporal_env, settings, tmp_path):
+    """The ticketing service refuses every request (its own fault injection, over HTTP)."""
+    import httpx
 
-    def ticketing_down(self, *args, **kwargs):
-        raise ConnectionError("the ticketing system is down")
-    monkeypatch.setattr(RetailPort, "open_ticket", ticketing_down)
-    async with running_worker(temporal_env, settings, brain=CANCEL) as (_, backend):
-        client = StatekeeperClient(temporal_env.client, settings.task_queue, settings.write_timeout_seconds,
-                                   approvals=ApprovalPolicy(timeout_seconds=2.0))
-        cid, _ = await _parked(client, "settle-no-ticket")
+    from systems.service_kit.fleet import Fleet, sqlite_databases
+    from tests.service_fixtures import arm
 
-        async def settled() -> bool:
+    fleet = Fleet(sqlite_databases(tmp_path))
+    urls = fleet.start()
+    try:
+        arm(urls["ticketing"], "http_5xx", count=100)
+        async with running_worker(temporal_env, settings, brain=CANCEL, services=urls) as (_, backend):
+            client = StatekeeperClient(temporal_env.client, settings.task_queue, settings.write_timeout_seconds,
+                                       approvals=ApprovalPolicy(timeout_seconds=2.0))
+            cid, _ = await _parked(client, "settle-no-ticket")
+
+            async def settled() -> bool:
+                state = await client.state(cid)
+                return state.rejections and state.rejections[-1].reason.startswith("opening the ticket failed")
+            await until(settled, "the expiry's ticket to fail", 40)
+            await until(lambda: _last_is_notice(client, cid), "the user to be told")
             state = await client.state(cid)
-            return state.rejections and state.rejections[-1].reason.startswith("opening the ticket failed")
-        await until(settled, "the expiry's ticket to fail", 40)
-        await until(lambda: _last_is_notice(client, cid), "the user to be told")
-        state = await client.state(cid)
-        nxt = await client.send_message(cid, "hello?")
+            nxt = await client.send_message(cid, "hello?")
+        tickets = httpx.get(f"{urls['ticketing']}/tickets/references").json()
+    finally:
+        fleet.stop()
     told = _told(state)
-    assert backend.tickets("main") == []
+    assert tickets == []
     assert "handed it to a human agent" not in told and "get back to you" not in told, told
     assert "could not pass it to a human agent" in told
     assert "nothing has been changed" in told.lower() and "Cancel order #W4566809" in told
