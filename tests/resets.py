@@ -20,6 +20,20 @@ async def completed_tasks(env, workflow_id: str) -> list[int]:
     return [e.event_id for e in history.events if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED]
 
 
+async def completed_before(env, workflow_id: str, marks, what: str) -> int:
+    """The event id of the last workflow task completed before the first event for which
+    ``marks(event)`` is true (a reset point just before it); AssertionError naming ``what``
+    when no event is marked."""
+    history = await env.client.get_workflow_handle(workflow_id).fetch_history()
+    completed = 0
+    for event in history.events:
+        if event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
+            completed = event.event_id
+        elif marks(event):
+            return completed
+    raise AssertionError(f"no {what} in the history")
+
+
 async def reset_to(env, workflow_id: str, event_id: int) -> None:
     """Reset to the workflow task that completed at ``event_id``; nothing is re-applied."""
     await env.client.workflow_service.reset_workflow_execution(ResetWorkflowExecutionRequest(

@@ -16,7 +16,7 @@ from temporalio.api.enums.v1 import EventType
 
 from starter.client import StatekeeperClient
 from tests.policy_fixtures import EMAIL, PENDING
-from tests.resets import reset_to
+from tests.resets import completed_before, reset_to
 from tests.workflow_harness import order_details, running_worker, until
 from tests.workflows.test_reset_outcomes import CANCEL
 from workflows.approval_flow import NO_TICKET
@@ -35,15 +35,10 @@ async def _parked(client: StatekeeperClient, name: str) -> tuple[str, str]:
 
 async def _before_the_decision(env, workflow_id: str) -> int:
     """The last completed workflow task before the ``decide_approval`` update was accepted."""
-    history = await env.client.get_workflow_handle(workflow_id).fetch_history()
-    completed = 0
-    for event in history.events:
-        if event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
-            completed = event.event_id
-        elif (event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED and event
-              .workflow_execution_update_accepted_event_attributes.accepted_request.input.name == "decide_approval"):
-            return completed
-    raise AssertionError("no decision in the history")
+    def decision(event) -> bool:
+        return (event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED and event
+                .workflow_execution_update_accepted_event_attributes.accepted_request.input.name == "decide_approval")
+    return await completed_before(env, workflow_id, decision, "decision")
 
 
 def _told(state) -> str:
@@ -126,14 +121,8 @@ async def _last_is_notice(client: StatekeeperClient, cid: str) -> bool:
 
 async def _before_the_expiry(env, workflow_id: str) -> int:
     """The last completed workflow task before the approval's timer fired."""
-    history = await env.client.get_workflow_handle(workflow_id).fetch_history()
-    completed = 0
-    for event in history.events:
-        if event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
-            completed = event.event_id
-        elif event.event_type == EventType.EVENT_TYPE_TIMER_FIRED:
-            return completed
-    raise AssertionError("no timer fired")
+    return await completed_before(env, workflow_id, lambda e: e.event_type == EventType.EVENT_TYPE_TIMER_FIRED,
+                                  "timer fired")
 
 
 async def test_an_expiry_again_after_a_reset_finds_the_ticket_held(temporal_env, settings):
