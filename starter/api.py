@@ -271,6 +271,7 @@ def create_app(client_factory: Optional[ClientFactory] = None,
         """Ask the conversation to stop (operators); accepted, not yet done (a running write finishes first)."""
         body = body or CancelIn()
         await guard.conversation(client, conversation_id, Permission.CANCEL_CONVERSATION)
+        await guard.audit("cancel_conversation", conversation_id, f"rollback={body.rollback}")  # first: 503 unsent
         await client.cancel(conversation_id, body.reason, rollback=body.rollback)
         return CancelAccepted(conversation_id=conversation_id)
 

@@ -47,8 +47,9 @@ async def resolve_outcome(conversation_id: ConversationId, body: ResolutionIn, g
     """Resolve an escalated unknown outcome as applied or not applied (operators); answers the
     resolution, with what the user was told."""
     await guard.conversation(client, conversation_id, Permission.RESOLVE_OUTCOME)
-    resolution = await client.resolve_outcome(conversation_id, body.step_id, body.outcome, body.operator, body.note,
-                                              actor=guard.principal.actor)
+    # first: a resolution whose entry cannot be written is not sent (503); written after it, an
+    # unwritable entry left a resolution made and never recorded (its retry is a 409)
     await guard.audit("resolve_outcome", conversation_id, f"step={body.step_id} outcome={body.outcome} "
                                                           f"operator={body.operator}")
-    return resolution
+    return await client.resolve_outcome(conversation_id, body.step_id, body.outcome, body.operator, body.note,
+                                        actor=guard.principal.actor)

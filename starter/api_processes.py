@@ -80,6 +80,9 @@ async def decide_approval(approval_id: ApprovalId, body: DecisionIn, guard: Guar
                           client: StatekeeperClient = Depends(client_dep)) -> Any:
     """Approve or reject a pending approval as ``approver`` (operators); answers the decided approval."""
     await guard.approval(client, approval_id)
+    # the approver is a name the caller types: the entry ties the decision to the key that sent
+    # it, written first, so a decision whose entry cannot be written is never sent (503)
+    await guard.audit("decide_approval", approval_id, f"decision={body.decision} approver={body.approver}")
     return await client.decide_approval(approval_id, body.decision, body.approver, body.note)
 
 

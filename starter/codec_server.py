@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import re
 from typing import AsyncIterator, Optional, Sequence
 
 import typer
@@ -42,6 +43,8 @@ from starter.serving import serve_until_stopped, serving
 from starter.tenancy import Tenancy
 
 log = logging.getLogger("statekeeper.codec_server")
+NAMESPACE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,254}", re.ASCII)
+"""What ``X-Namespace`` may be (a Temporal namespace name); it is the audit entry's subject."""
 
 BODY_LIMIT_BYTES = 16 * 1024 * 1024
 """A request holds at most this much JSON (a page of history's payloads; one payload is <= 2 MB)."""
@@ -85,6 +88,9 @@ def codec_app(codec: PayloadCodec, origins: Sequence[str], access: Access) -> Fa
         except (json_format.ParseError, UnicodeDecodeError, RecursionError):
             return JSONResponse(status_code=422, content={"detail": 'the body must be {"payloads": [...]}'})
         namespace = request.headers.get("x-namespace") or "default"
+        if NAMESPACE.fullmatch(namespace) is None:  # the audit entry's subject: an id, never the caller's text
+            return JSONResponse(status_code=422, content={"detail": "X-Namespace must be a Temporal namespace name: "
+                                                          "1-255 ASCII letters, digits and ._-"})
         try:  # the entry comes first: a decrypted answer never leaves unrecorded
             await access.record(principal, "codec.encode" if encode else "codec.decode", f"namespace:{namespace}",
                                 f"payloads={len(payloads.payloads)}")

@@ -69,13 +69,19 @@ def refund_workflow_id(store: str, order_id: str, operation: str) -> str:
     return f"refund-{store}-{order_id.lstrip('#')}-{operation}"
 
 
-def standalone_operation_id(request_id: str) -> str:
-    """The operation of a backend's standalone refund request: ``<request_id>.req``.
+def standalone_operation_id(request_id: str, store: str = "main") -> str:
+    """The operation of a backend's standalone refund request: ``<request_id>.req`` on store
+    ``main``, ``<store>.<request_id>.req`` on any other.
 
     Disjoint from conversation operations (``<conversation>.t<turn>``: they end in ``.t``
     and digits, this ends in ``.req``, and a request id holds no ``.``), so a request and
-    a conversation turn never share an idempotency key."""
-    return f"{request_id}.req"
+    a conversation turn never share an idempotency key. The store is part of it because
+    two stores (two tenants' systems) number their orders alike and the payments, email and
+    ticketing services key every store's effects in one table: without it, the same request
+    id on the same order id in a second store met the first's payments key and its money
+    never moved. ``main`` keeps the form it always had; the last ``.`` before ``.req``
+    separates the store (which may hold dots) from the request id (which holds none)."""
+    return f"{request_id}.req" if store == "main" else f"{store}.{request_id}.req"
 
 
 def standalone_refund_id(store: str, order_id: str, request_id: str) -> str:

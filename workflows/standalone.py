@@ -112,7 +112,7 @@ class RefundRequest(BaseModel):
     def refund_input(self, write_timeout_seconds: float = DEFAULT_WRITE_TIMEOUT_SECONDS) -> RefundInput:
         """The ``RefundInput`` for ``RefundWorkflow``: no conversation, no expected user
         (the order's owner is the customer), the operation id from the request id."""
-        return RefundInput(store=self.store, operation_id=keys.standalone_operation_id(self.request_id),
+        return RefundInput(store=self.store, operation_id=keys.standalone_operation_id(self.request_id, self.store),
                            call=self.tool_call(), expected_user_id=None, conversation_id=None,
                            write_timeout_seconds=write_timeout_seconds)
 

@@ -400,3 +400,38 @@ async def test_an_id_only_the_journal_remembers_is_not_started_again_and_its_tra
     assert gone.value.status is RPCStatusCode.NOT_FOUND
     assert journal.transcript(cid) == before  # the old record is intact, not overwritten by a new turn 1
     journal.close()
+
+
+async def test_an_operators_decision_and_cancel_are_audited_with_the_key_that_made_them(stack):
+    """The approver is a name the caller types: before, nothing recorded which key approved
+    (or cancelled), so an operator key could approve a refund as anyone. A resolution was
+    already recorded with its key; a decision and a cancel now are too, before they are
+    sent, and one whose entry cannot be written is not sent."""
+    s = stack
+    s.backend.seed_store("s-audit")  # an order of its own: the other tests' refunds cancel theirs
+    refund_id, approval_id = await _awaiting_refund(s, "svc", "s-audit")
+    cid = (await _conversation(s, "svc"))["conversation_id"]
+    engine = sa.create_engine(s.settings.resolved_journal_url())
+    with engine.begin() as conn:
+        conn.exec_driver_sql("ALTER TABLE audit_log RENAME TO audit_log_away")
+    try:
+        for path, body in ((f"/approvals/{approval_id}", {"decision": "approve", "approver": "sup-9"}),
+                           (f"/conversations/{cid}/cancel", {"reason": "x"})):
+            response = await s.http.post(path, json=body, headers=s.headers["op"])
+            assert response.status_code == 503, (path, response.text)
+    finally:
+        with engine.begin() as conn:
+            conn.exec_driver_sql("ALTER TABLE audit_log_away RENAME TO audit_log")
+        engine.dispose()
+    assert (await s.http.get(f"/refunds/{refund_id}", headers=s.headers["svc"])).json()["status"] == "awaiting_approval"
+    assert (await _state(s, cid))["status"] == "active"
+    approved = await s.http.post(f"/approvals/{approval_id}", json={"decision": "approve", "approver": "sup-9"},
+                                 headers=s.headers["op"])
+    assert approved.status_code == 200, approved.text
+    assert (await s.http.post(f"/conversations/{cid}/cancel", json={"rollback": True},
+                              headers=s.headers["op"])).status_code == 202
+    decided = s.audit.entries(subject=approval_id)
+    assert [(e.actor, e.action) for e in decided] == [(f"key:{s.ids['op']}", "decide_approval")]
+    assert decided[0].detail == "tenant=default decision=approve approver=sup-9"
+    cancelled = s.audit.entries(subject=cid, action="cancel_conversation")
+    assert [(e.actor, e.detail) for e in cancelled] == [(f"key:{s.ids['op']}", "tenant=default rollback=True")]

@@ -196,3 +196,17 @@ def test_the_command_serves_the_configured_keys(tmp_path):
         proc.terminate()
         out, _ = proc.communicate(timeout=20)
     assert f"codec server on http://127.0.0.1:{port}" in out and "keyless" in out  # its INFO startup line
+
+
+@pytest.mark.parametrize("namespace", [b"evil\x1b[2Kkey:x read_state", "a\u202eb".encode(), b"n" * 300, b"two words"])
+async def test_a_namespace_that_is_not_one_is_refused_and_never_written_to_the_audit_log(served, namespace):
+    """``X-Namespace`` is the caller's text and goes into the audit entry's subject: before, an
+    escape sequence (which rewrites the line a terminal shows), a bidirectional control or a
+    thousand characters were written there as they came, while every other subject is an id."""
+    http, settings = served
+    before = len(AuditLog(settings.resolved_journal_url()).entries())
+    refused = await http.post("/decode", json={"payloads": [plain("x")]}, headers={"X-Namespace": namespace})
+    assert refused.status_code == 422 and "X-Namespace" in refused.json()["detail"], refused.text
+    assert namespace.decode("latin-1") not in refused.text
+    assert len(AuditLog(settings.resolved_journal_url()).entries()) == before
+    assert (await http.post("/decode", json={"payloads": []}, headers={"X-Namespace": "prod-eu.1"})).status_code == 200

@@ -185,3 +185,37 @@ async def test_a_conversation_whose_id_starts_with_support_is_checked_against_it
             await client.resolve_outcome(cid, step_id, "not_applied", "op-2", "nothing in the order system")
         assert refused.value.kind == "resolution_refused" and "as applied" in str(refused.value)
         assert (await client.state(cid)).resolutions == []
+
+
+async def test_a_resolution_whose_audit_entry_cannot_be_written_is_not_made(temporal_env, settings):
+    """Before, the entry was written after the resolution: with the audit log unwritable the
+    operator got a 503 while the step was already resolved, and the retry's 409 ("already
+    resolved") wrote none either, so the resolution stayed unaudited for good."""
+    import sqlalchemy as sa
+
+    from starter.audit import AuditLog
+
+    keys = KeyStore(settings.resolved_journal_url(), settings.api_key_hmac_secret())
+    record, operator = keys.create("default", Role.OPERATOR, label="ops")
+    access = access_from_settings(settings, "127.0.0.1")
+    headers = {"Authorization": f"Bearer {operator}"}
+    async with running_worker(temporal_env, settings, brain=_brain(), wrap_port=UnknownWrites) as (client, _):
+        cid, step_id = await _escalated(client, "api-audit")
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=create_app(lambda: client, access=access)),
+                                     base_url="http://statekeeper.test", timeout=60.0) as http:
+            fields = {"step_id": step_id, "outcome": "not_applied", "operator": "op-7", "note": "checked the store"}
+            engine = sa.create_engine(settings.resolved_journal_url())
+            with engine.begin() as conn:
+                conn.exec_driver_sql("ALTER TABLE audit_log RENAME TO audit_log_away")
+            try:
+                refused = await http.post(f"/conversations/{cid}/resolutions", json=fields, headers=headers)
+            finally:
+                with engine.begin() as conn:
+                    conn.exec_driver_sql("ALTER TABLE audit_log_away RENAME TO audit_log")
+                engine.dispose()
+            assert refused.status_code == 503, refused.text
+            assert (await client.state(cid)).resolutions == []  # nothing was resolved unrecorded
+            done = await http.post(f"/conversations/{cid}/resolutions", json=fields, headers=headers)
+            assert done.status_code == 200, done.text
+    entries = AuditLog(settings.resolved_journal_url()).entries(subject=cid, action="resolve_outcome")
+    assert [e.actor for e in entries] == [f"key:{record.key_id}"]

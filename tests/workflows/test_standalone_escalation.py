@@ -51,3 +51,28 @@ async def test_a_standalone_refund_whose_payment_cannot_be_told_is_escalated(tem
     with payments.connect() as conn:  # sent once, never replayed
         assert conn.execute(sa.text("SELECT count(*) FROM payment_operations")).scalar_one() == 1
     payments.dispose()
+
+
+async def test_the_same_request_in_two_stores_moves_each_stores_money(temporal_env, settings, tmp_path):
+    """Two stores (two tenants' systems) number their orders alike. Before, the same request id
+    on the same order id in a second store met the first's payments key: both refunds said
+    ``applied``, but the payments service held one operation, and the second store's customer's
+    money never moved (answered as a replay of the first)."""
+    small = "#W5356919"  # pending, 45.90: no approval
+    fleet = Fleet(sqlite_databases(tmp_path))
+    urls = fleet.start()
+    try:
+        async with running_worker(temporal_env, settings, services=urls) as (client, backend):
+            await asyncio.to_thread(backend.seed_store, "acme-eu")
+            refunds = [await client.request_refund(RefundRequest(request_id="r-1", order_id=small, operation="cancel",
+                                                                 reason="no longer needed", store=store))
+                       for store in ("main", "acme-eu")]
+            settled = [await refund_settled(client, r.refund_id) for r in refunds]
+            assert [(s.status, s.replayed) for s in settled] == [("applied", False), ("applied", False)]
+            backend.engine.dispose()
+    finally:
+        fleet.stop()
+    payments = sa.create_engine(sqlite_databases(tmp_path)["payments"])
+    with payments.connect() as conn:
+        assert conn.execute(sa.text("SELECT count(*) FROM payment_operations")).scalar_one() == 2
+    payments.dispose()
