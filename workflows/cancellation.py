@@ -12,7 +12,7 @@ that escalation. The user receives a summary of exactly what happened.
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import TYPE_CHECKING
 
 from temporalio import workflow
 
@@ -23,6 +23,9 @@ from workflows.contracts import CancelRequest
 from workflows.execute import open_ticket
 from workflows.state import ConversationState, ConversationStatus, StepStatus
 
+if TYPE_CHECKING:
+    from workflows.turn import TurnContext
+
 
 async def cancel_conversation(state: ConversationState, request: CancelRequest, write_timeout_seconds: float) -> str:
     """Close ``state`` as cancelled (after the rollback, if asked) and return the summary
@@ -30,13 +33,19 @@ async def cancel_conversation(state: ConversationState, request: CancelRequest, 
     not_undone: list[str] = []
     if state.is_open():
         if request.rollback:
-            not_undone = await roll_back(state, write_timeout_seconds)
-            if not_undone:
-                # a human must look at what the rollback could not restore: one ticket per cancel
-                await open_ticket(state, "Rollback after a cancel could not undo: " + "; ".join(not_undone),
-                                  keys.rollback_ticket_key(state.conversation_id))
+            not_undone = await _roll_back(state, write_timeout_seconds)
         tr.close(state, ConversationStatus.CANCELLED, request.reason)
     return summary(state, not_undone)
+
+
+async def _roll_back(state: ConversationState, write_timeout_seconds: float) -> list[str]:
+    """Undo the reversible writes (``roll_back``); what could not be undone goes to a human."""
+    not_undone = await roll_back(state, write_timeout_seconds)
+    if not_undone:
+        # a human must look at what the rollback could not restore: one ticket per cancel
+        await open_ticket(state, "Rollback after a cancel could not undo: " + "; ".join(not_undone),
+                          keys.rollback_ticket_key(state.conversation_id))
+    return not_undone
 
 
 ESCALATED_WHILE_CANCELLING_PATCH = "cancel-summary-on-escalation"
@@ -45,16 +54,27 @@ still escalated (the one thing a cancel lets start), and the user's reply and th
 say that the conversation was cancelled (before: only the escalation was said)."""
 
 
-def escalated_while_cancelling(state: ConversationState, request: Optional[CancelRequest], reply: str) -> str:
+ROLLBACK_ON_ESCALATION_PATCH = "rollback-on-escalation"
+"""Since this patch, a cancel with ``rollback`` that arrives while a write whose outcome turns out
+unknown is in flight still undoes the conversation's reversible writes after the escalation
+(before: the rollback was dropped unsaid, and the summary reported those writes done)."""
+
+
+async def escalated_while_cancelling(ctx: "TurnContext", reply: str) -> str:
     """The reply to a turn that ended escalated: prefixed with the cancel's summary, and the
     cancel's reason added to ``state.ended_reason``, when a cancel was pending; ``reply``
-    unchanged otherwise (the status stays ``escalated``: a human must check the write)."""
+    unchanged otherwise (the status stays ``escalated``: a human must check the write). A
+    cancel asking for a rollback undoes the reversible writes first (``ROLLBACK_ON_ESCALATION_PATCH``)."""
+    state, request = ctx.state, ctx.cancel_request()
     if request is None or state.status is not ConversationStatus.ESCALATED:
         return reply
     if not workflow.patched(ESCALATED_WHILE_CANCELLING_PATCH):
         return reply
+    not_undone: list[str] = []
+    if request.rollback and workflow.patched(ROLLBACK_ON_ESCALATION_PATCH):
+        not_undone = await _roll_back(state, ctx.write_timeout_seconds)
     state.ended_reason = f"{state.ended_reason}; cancel requested meanwhile: {request.reason}"
-    return f"{summary(state, [])} {reply}"
+    return f"{summary(state, not_undone)} {reply}"
 
 
 def summary(state: ConversationState, not_undone: list[str]) -> str:

@@ -235,7 +235,7 @@ class SupportWorkflow(ResolutionGate):
             if reply_text is None:
                 interrupted = inbound  # a cancel stopped this turn; the cancel path answers it
                 break
-            self._answer(inbound, escalated_while_cancelling(state, self._cancel, reply_text))
+            self._answer(inbound, await escalated_while_cancelling(ctx, reply_text))
             self._turns_this_run += 1
             if state.is_open() and not self._inbox and self._cancel is None and (
                 workflow.info().is_continue_as_new_suggested() or self._turns_this_run >= inp.max_turns_per_run
