@@ -12,7 +12,7 @@ that escalation. The user receives a summary of exactly what happened.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Optional
 
 from temporalio import workflow
 
@@ -65,14 +65,19 @@ async def escalated_while_cancelling(ctx: "TurnContext", reply: str) -> str:
     cancel's reason added to ``state.ended_reason``, when a cancel was pending; ``reply``
     unchanged otherwise (the status stays ``escalated``: a human must check the write). A
     cancel asking for a rollback undoes the reversible writes first (``ROLLBACK_ON_ESCALATION_PATCH``)."""
-    state, request = ctx.state, ctx.cancel_request()
+    return await escalated_with_cancel(ctx.state, ctx.cancel_request(), reply, ctx.write_timeout_seconds)
+
+
+async def escalated_with_cancel(state: ConversationState, request: Optional[CancelRequest], reply: str,
+                                write_timeout_seconds: float) -> str:
+    """``escalated_while_cancelling`` for a write run outside a turn (a supervisor approved it)."""
     if request is None or state.status is not ConversationStatus.ESCALATED:
         return reply
     if not workflow.patched(ESCALATED_WHILE_CANCELLING_PATCH):
         return reply
     not_undone: list[str] = []
     if request.rollback and workflow.patched(ROLLBACK_ON_ESCALATION_PATCH):
-        not_undone = await _roll_back(state, ctx.write_timeout_seconds)
+        not_undone = await _roll_back(state, write_timeout_seconds)
     state.ended_reason = f"{state.ended_reason}; cancel requested meanwhile: {request.reason}"
     return f"{summary(state, not_undone)} {reply}"
 
