@@ -80,3 +80,32 @@ async def test_a_rollback_cancel_during_an_approved_write_escalated_as_unknown_i
         assert told.startswith("The conversation was cancelled."), told
         assert user_details(backend, CUSTOMER)["address"] == before, told
         assert state.steps[0].status == StepStatus.COMPENSATED and "Undone: " in told, told
+
+
+async def test_a_rollback_cancel_while_waiting_for_an_operator_is_honoured(temporal_env, settings):
+    # escalated first, waiting for an operator's resolution; then the customer cancels with a rollback
+    port = FaultyPort()
+    port.arm("cancel_pending_order", "http_5xx", count=5)
+    script = Script([call("find_user_id_by_email", email=EMAIL), reply("Hello Raj, how can I help?"),
+                     call("get_user_details", user_id=CUSTOMER),
+                     call("modify_user_address", user_id=CUSTOMER, **NEW_ADDRESS), reply("Your address is changed."),
+                     call("get_order_details", order_id=PENDING),
+                     call("cancel_pending_order", order_id=PENDING, reason="ordered by mistake")])
+    async with running_worker(temporal_env, settings, brain=script, slow_reads=port) as (client, backend):
+        before = user_details(backend, CUSTOMER)["address"]
+        cid = await client.start_conversation(f"undo-wait-{uuid.uuid4().hex[:6]}")
+        await client.send_message(cid, f"Hi, my email is {EMAIL}")
+        assert (await client.send_message(cid, "Change my address to 1 New Street, Austin")).awaiting_confirmation
+        await client.send_message(cid, "yes")
+        assert (await client.send_message(cid, f"Cancel {PENDING}, I ordered it by mistake")).awaiting_confirmation
+        assert (await client.send_message(cid, "yes")).status == "escalated"
+        await client.cancel(cid, "the customer changed their mind", rollback=True)
+        outcome = await asyncio.wait_for(client.outcome(cid), 60)
+        state = outcome.state
+        told = state.recent_turns[-1].text
+        assert state.ended_reason.endswith("cancel requested meanwhile: the customer changed their mind"), \
+            state.ended_reason
+        assert told.startswith("The conversation was cancelled."), told
+        assert user_details(backend, CUSTOMER)["address"] == before, told
+        assert "Undone: " in told and "Not known whether it went through" in told, told
+        assert state.status.value == "escalated" and state.steps[1].status == StepStatus.UNKNOWN
