@@ -60,10 +60,17 @@ unknown is in flight still undoes the conversation's reversible writes after the
 (before: the rollback was dropped unsaid, and the summary reported those writes done)."""
 
 
+CANCEL_DURING_TRANSFER_PATCH = "cancel-summary-on-transfer"
+"""Since this patch, a cancel that arrives while a transfer to a human agent (or a hand-over at the
+token budget) opens its ticket is honoured like one during an escalation: the status stays
+``transferred`` (the ticket is open), the summary is told, the reason joins ``ended_reason`` and
+the rollback runs (before: the cancel left no trace)."""
+
+
 async def escalated_while_cancelling(ctx: "TurnContext", reply: str) -> str:
-    """The reply to a turn that ended escalated: prefixed with the cancel's summary, and the
+    """The reply to a turn that ended escalated or transferred: prefixed with the cancel's summary, and the
     cancel's reason added to ``state.ended_reason``, when a cancel was pending; ``reply``
-    unchanged otherwise (the status stays ``escalated``: a human must check the write). A
+    unchanged otherwise (the status stays: a human must check the write, or has the case). A
     cancel asking for a rollback undoes the reversible writes first (``ROLLBACK_ON_ESCALATION_PATCH``)."""
     return await escalated_with_cancel(ctx.state, ctx.cancel_request(), reply, ctx.write_timeout_seconds)
 
@@ -71,12 +78,13 @@ async def escalated_while_cancelling(ctx: "TurnContext", reply: str) -> str:
 async def escalated_with_cancel(state: ConversationState, request: Optional[CancelRequest], reply: str,
                                 write_timeout_seconds: float) -> str:
     """``escalated_while_cancelling`` for a write run outside a turn (a supervisor approved it)."""
-    if request is None or state.status is not ConversationStatus.ESCALATED:
+    if request is None or state.status not in (ConversationStatus.ESCALATED, ConversationStatus.TRANSFERRED):
         return reply
-    if not workflow.patched(ESCALATED_WHILE_CANCELLING_PATCH):
+    transferred = state.status is ConversationStatus.TRANSFERRED
+    if not workflow.patched(CANCEL_DURING_TRANSFER_PATCH if transferred else ESCALATED_WHILE_CANCELLING_PATCH):
         return reply
     not_undone: list[str] = []
-    if request.rollback and workflow.patched(ROLLBACK_ON_ESCALATION_PATCH):
+    if request.rollback and (transferred or workflow.patched(ROLLBACK_ON_ESCALATION_PATCH)):
         not_undone = await _roll_back(state, write_timeout_seconds)
     state.ended_reason = f"{state.ended_reason}; cancel requested meanwhile: {request.reason}"
     return f"{summary(state, not_undone)} {reply}"
