@@ -90,6 +90,19 @@ async def escalated_with_cancel(state: ConversationState, request: Optional[Canc
     return f"{summary(state, not_undone)} {reply}"
 
 
+CANCEL_ANSWERS_TURN_PATCH = "cancel-answers-its-turn"
+"""Since this patch, a turn that ends with a reply while a cancel that arrived during it is pending
+(an approval being requested, a transfer whose ticket failed, a write found changed) is answered
+by the cancel's summary, as an interrupted turn is: before, the user read a reply the cancel had
+already made untrue ("this needs a supervisor's approval" for a write it withdrew)."""
+
+
+def answered_by_cancel(state: ConversationState, request: Optional[CancelRequest]) -> bool:
+    """True when the turn just answered must be answered by the cancel path instead: a cancel is
+    pending and the conversation is still open (``CANCEL_ANSWERS_TURN_PATCH``)."""
+    return request is not None and state.is_open() and workflow.patched(CANCEL_ANSWERS_TURN_PATCH)
+
+
 def summary(state: ConversationState, not_undone: list[str]) -> str:
     """What happened, step by step, in the user's words: changes made and kept, changes
     undone, changes that could not be undone, and changes that were not made."""
