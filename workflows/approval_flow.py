@@ -48,6 +48,7 @@ from workflows.activity_api import ToolActivitiesApi
 from workflows.catalogue import spec_of
 from workflows.clauses import Rule
 from workflows.contracts import CancelRequest, TicketLookup, ToolResult, WriteToolRequest
+from workflows.cancellation import escalated_with_cancel
 from workflows.execute import execute_confirmed, open_ticket
 from workflows.interrupts import Interrupted
 from workflows.journal import Verdict
@@ -76,6 +77,11 @@ NO_TICKET = "the approval expired undecided; no human-agent ticket could be open
 """The step's error when the expiry's ticket could not be opened."""
 RAN_EARLIER = "the write had already run in an earlier run of this conversation (ledger)"
 """Added to an approval's note when ``ledger-before-settle`` finds its write applied."""
+
+SETTLE_CANCEL_SUMMARY_PATCH = "settle-escalation-cancel-summary"
+"""``workflow.patched`` id of honouring a cancel that arrived while an approved write ran outside a
+turn and ended escalated: its summary, its reason in ``ended_reason``, its rollback (as
+``workflows.cancellation.escalated_while_cancelling`` does in a turn); before, the cancel left no trace."""
 
 HANDOVER_BEFORE_APPROVAL_PATCH = "handover-before-approval"
 """``workflow.patched`` id of asking the ticketing system, by the write's approval-expiry
@@ -230,6 +236,8 @@ async def settle_approvals(state: ConversationState, policy: ApprovalPolicy, wri
                 journal.write_done(state, confirmed)
             told.append(ended or replies.approved(confirmed.detail, _outcome(state, confirmed)))
             if not state.is_open():
+                if ended is not None and workflow.patched(SETTLE_CANCEL_SUMMARY_PATCH):  # escalated: a cancel too
+                    told[-1] = await escalated_with_cancel(state, cancel_requested(), ended, write_timeout_seconds)
                 break
         elif approval.status is ApprovalStatus.REJECTED:
             reason = f"a supervisor rejected it ({approval.approver})"

@@ -27,13 +27,18 @@ from temporalio.exceptions import ApplicationError
 
 from workflows import replies
 from workflows.approvals import APPROVER_PATTERN
+from workflows.cancellation import escalated_with_cancel
 from workflows.errors import ErrorType
+from workflows.journal import EntryKind
 from workflows.records import ConversationStatus, OutcomeResolution, Step, StepStatus
 from workflows.user_text import control_problem
 
 RESOLUTION_PATCH = "operator-resolves-unknown"
 """``workflow.patched`` id of waiting for an operator's resolution after escalating an
 unknown outcome (histories recorded before it complete at the escalation, as they did)."""
+CANCEL_WHILE_WAITING_PATCH = "cancel-while-awaiting-resolution"
+"""``workflow.patched`` id of honouring a cancel that ends the wait for an operator: the summary
+is told, its reason joins ``ended_reason`` and its rollback runs (before: no trace of it)."""
 RESOLUTION_JOURNAL_PATCH = "resolution-told-journaled"
 """``workflow.patched`` id of writing what a resolution told the user to the journal at once
 (one ``record_turn`` call); before it, the transcript showed it only after the user's next
@@ -124,6 +129,7 @@ class ResolutionGate:
     _cancel: Any
     _notices: list[str]
     _visibility: Any
+    _input: Any
     _waiting_for_operator: bool = False
 
     def _awaiting_resolution(self) -> bool:
@@ -173,6 +179,10 @@ class ResolutionGate:
             return False
         finally:
             self._waiting_for_operator = False
+        if self._cancel is not None and not state.is_open() and workflow.patched(CANCEL_WHILE_WAITING_PATCH):
+            # said and done as for a cancel during the write (its rollback too); the step stays unknown
+            told = await escalated_with_cancel(state, self._cancel, "", self._input.write_timeout_seconds)
+            self._answer(None, told.strip(), EntryKind.CANCELLATION)
         if state.is_open() and self._cancel is None and workflow.patched(RESOLUTION_JOURNAL_PATCH):
             self._journal.flush(state)  # what the user was told goes to the transcript now
         return state.is_open() and self._cancel is None

@@ -27,7 +27,7 @@ from workflows.budget import adopt_budget
 from workflows.contracts import AssistantReply, CancelRequest, SupportInput, SupportOutcome, UserMessage, message_digest
 from workflows.approval_flow import next_expiry, ready_to_settle, settle_approvals
 from workflows.approvals import Approval, ApprovalDecision, apply_decision, check_decision, check_decision_text
-from workflows.cancellation import cancel_conversation, escalated_while_cancelling
+from workflows.cancellation import answered_by_cancel, cancel_conversation, escalated_while_cancelling
 from workflows.errors import ErrorType
 from workflows.migrations import initial_state
 from workflows.resolution import AWAITING_RESOLUTION_TEXT, ResolutionGate
@@ -232,10 +232,10 @@ class SupportWorkflow(ResolutionGate):
                 continue
             inbound = self._inbox.pop(0)
             reply_text = await run_turn(ctx, inbound)
-            if reply_text is None:
-                interrupted = inbound  # a cancel stopped this turn; the cancel path answers it
+            if reply_text is None or answered_by_cancel(state, self._cancel):
+                interrupted = inbound  # a cancel stopped this turn, or came in it: the cancel path answers it
                 break
-            self._answer(inbound, escalated_while_cancelling(state, self._cancel, reply_text))
+            self._answer(inbound, await escalated_while_cancelling(ctx, reply_text))
             self._turns_this_run += 1
             if state.is_open() and not self._inbox and self._cancel is None and (
                 workflow.info().is_continue_as_new_suggested() or self._turns_this_run >= inp.max_turns_per_run

@@ -1,0 +1,111 @@
+"""A cancel with ``rollback`` that arrives while a write is in flight whose outcome then turns
+out unknown: the write is escalated (a human must check it), and the rollback the cancel asked
+for still undoes the conversation's reversible writes (the README: nothing new starts after a
+cancel "except those compensations and the escalation"); the user's summary says so."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+from tests.policy_fixtures import CUSTOMER, EMAIL, PENDING
+from tests.port_faults import FaultyPort
+from tests.workflow_harness import Script, call, reply, running_worker, until, user_details
+from workflows.contracts import CancelRequest
+from workflows.state import StepStatus
+from workflows.support import SupportWorkflow, support_workflow_id
+
+NEW_ADDRESS = dict(address1="1 New Street", address2="", city="Austin", state="TX", country="USA", zip="78701")
+
+
+async def test_a_rollback_cancel_during_a_write_escalated_as_unknown_still_undoes(temporal_env, settings):
+    port = FaultyPort()
+    port.arm("cancel_pending_order", "http_5xx", count=5)
+    script = Script([call("find_user_id_by_email", email=EMAIL), reply("Hello Raj, how can I help?"),
+                     call("get_user_details", user_id=CUSTOMER),
+                     call("modify_user_address", user_id=CUSTOMER, **NEW_ADDRESS), reply("Your address is changed."),
+                     call("get_order_details", order_id=PENDING),
+                     call("cancel_pending_order", order_id=PENDING, reason="ordered by mistake")])
+    async with running_worker(temporal_env, settings, brain=script, slow_reads=port) as (client, backend):
+        before = user_details(backend, CUSTOMER)["address"]
+        cid = await client.start_conversation(f"undo-esc-{uuid.uuid4().hex[:6]}")
+        await client.send_message(cid, f"Hi, my email is {EMAIL}")
+        assert (await client.send_message(cid, "Change my address to 1 New Street, Austin")).awaiting_confirmation
+        await client.send_message(cid, "yes")
+        assert (await client.send_message(cid, f"Cancel {PENDING}, I ordered it by mistake")).awaiting_confirmation
+        yes = asyncio.ensure_future(client.send_message(cid, "yes"))
+        await until(lambda: (len(port.hits) >= 1), "the write's first failed attempt")
+        await temporal_env.client.get_workflow_handle(support_workflow_id(cid)).signal(
+            SupportWorkflow.cancel, CancelRequest(reason="the customer changed their mind", rollback=True))
+        answer = await asyncio.wait_for(yes, 60)
+        assert answer.status == "escalated" and answer.text.startswith("The conversation was cancelled.")
+        state = await client.state(cid)
+        address_step, cancel_step = state.steps
+        assert cancel_step.status == StepStatus.UNKNOWN
+        assert user_details(backend, CUSTOMER)["address"] == before, answer.text  # the rollback was asked for
+        assert address_step.status == StepStatus.COMPENSATED and "Undone: " in answer.text, answer.text
+
+
+async def test_a_rollback_cancel_during_an_approved_write_escalated_as_unknown_is_honoured(temporal_env, settings):
+    # the same, with the write run outside any turn once a supervisor approved it
+    from workflows.approvals import ApprovalPolicy
+
+    port = FaultyPort()
+    script = Script([call("find_user_id_by_email", email=EMAIL), reply("Hello Raj, how can I help?"),
+                     call("get_user_details", user_id=CUSTOMER),
+                     call("modify_user_address", user_id=CUSTOMER, **NEW_ADDRESS), reply("Your address is changed."),
+                     call("get_order_details", order_id=PENDING),
+                     call("cancel_pending_order", order_id=PENDING, reason="ordered by mistake")])
+    async with running_worker(temporal_env, settings, brain=script, slow_reads=port,
+                              approvals=ApprovalPolicy()) as (client, backend):
+        before = user_details(backend, CUSTOMER)["address"]
+        cid = await client.start_conversation(f"undo-apr-{uuid.uuid4().hex[:6]}")
+        await client.send_message(cid, f"Hi, my email is {EMAIL}")
+        assert (await client.send_message(cid, "Change my address to 1 New Street, Austin")).awaiting_confirmation
+        await client.send_message(cid, "yes")
+        assert (await client.send_message(cid, f"Cancel {PENDING}, I ordered it by mistake")).awaiting_confirmation
+        approval_id = (await client.send_message(cid, "yes")).awaiting_approval
+        assert approval_id
+        port.arm("cancel_pending_order", "http_5xx", count=5)
+        await client.decide_approval(approval_id, "approve", "sup-alice", note="checked")
+        await until(lambda: (len(port.hits) >= 1), "the approved write's first failed attempt")
+        await temporal_env.client.get_workflow_handle(support_workflow_id(cid)).signal(
+            SupportWorkflow.cancel, CancelRequest(reason="the customer changed their mind", rollback=True))
+        outcome = await asyncio.wait_for(client.outcome(cid), 60)
+        state = outcome.state
+        assert state.status.value == "escalated"
+        assert state.ended_reason.endswith("cancel requested meanwhile: the customer changed their mind"), \
+            state.ended_reason
+        told = state.recent_turns[-1].text
+        assert told.startswith("The conversation was cancelled."), told
+        assert user_details(backend, CUSTOMER)["address"] == before, told
+        assert state.steps[0].status == StepStatus.COMPENSATED and "Undone: " in told, told
+
+
+async def test_a_rollback_cancel_while_waiting_for_an_operator_is_honoured(temporal_env, settings):
+    # escalated first, waiting for an operator's resolution; then the customer cancels with a rollback
+    port = FaultyPort()
+    port.arm("cancel_pending_order", "http_5xx", count=5)
+    script = Script([call("find_user_id_by_email", email=EMAIL), reply("Hello Raj, how can I help?"),
+                     call("get_user_details", user_id=CUSTOMER),
+                     call("modify_user_address", user_id=CUSTOMER, **NEW_ADDRESS), reply("Your address is changed."),
+                     call("get_order_details", order_id=PENDING),
+                     call("cancel_pending_order", order_id=PENDING, reason="ordered by mistake")])
+    async with running_worker(temporal_env, settings, brain=script, slow_reads=port) as (client, backend):
+        before = user_details(backend, CUSTOMER)["address"]
+        cid = await client.start_conversation(f"undo-wait-{uuid.uuid4().hex[:6]}")
+        await client.send_message(cid, f"Hi, my email is {EMAIL}")
+        assert (await client.send_message(cid, "Change my address to 1 New Street, Austin")).awaiting_confirmation
+        await client.send_message(cid, "yes")
+        assert (await client.send_message(cid, f"Cancel {PENDING}, I ordered it by mistake")).awaiting_confirmation
+        assert (await client.send_message(cid, "yes")).status == "escalated"
+        await client.cancel(cid, "the customer changed their mind", rollback=True)
+        outcome = await asyncio.wait_for(client.outcome(cid), 60)
+        state = outcome.state
+        told = state.recent_turns[-1].text
+        assert state.ended_reason.endswith("cancel requested meanwhile: the customer changed their mind"), \
+            state.ended_reason
+        assert told.startswith("The conversation was cancelled."), told
+        assert user_details(backend, CUSTOMER)["address"] == before, told
+        assert "Undone: " in told and "Not known whether it went through" in told, told
+        assert state.status.value == "escalated" and state.steps[1].status == StepStatus.UNKNOWN
