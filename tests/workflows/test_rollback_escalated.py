@@ -18,21 +18,31 @@ from workflows.support import SupportWorkflow, support_workflow_id
 NEW_ADDRESS = dict(address1="1 New Street", address2="", city="Austin", state="TX", country="USA", zip="78701")
 
 
+def _script() -> Script:
+    """The model: authenticate, change the customer's address, then propose cancelling PENDING."""
+    return Script([call("find_user_id_by_email", email=EMAIL), reply("Hello Raj, how can I help?"),
+                   call("get_user_details", user_id=CUSTOMER),
+                   call("modify_user_address", user_id=CUSTOMER, **NEW_ADDRESS), reply("Your address is changed."),
+                   call("get_order_details", order_id=PENDING),
+                   call("cancel_pending_order", order_id=PENDING, reason="ordered by mistake")])
+
+
+async def _address_changed_then_cancel_shown(client, cid: str) -> None:
+    """The address change is confirmed and applied; the order's cancel is shown for confirmation."""
+    await client.send_message(cid, f"Hi, my email is {EMAIL}")
+    assert (await client.send_message(cid, "Change my address to 1 New Street, Austin")).awaiting_confirmation
+    await client.send_message(cid, "yes")
+    assert (await client.send_message(cid, f"Cancel {PENDING}, I ordered it by mistake")).awaiting_confirmation
+
+
 async def test_a_rollback_cancel_during_a_write_escalated_as_unknown_still_undoes(temporal_env, settings):
     port = FaultyPort()
     port.arm("cancel_pending_order", "http_5xx", count=5)
-    script = Script([call("find_user_id_by_email", email=EMAIL), reply("Hello Raj, how can I help?"),
-                     call("get_user_details", user_id=CUSTOMER),
-                     call("modify_user_address", user_id=CUSTOMER, **NEW_ADDRESS), reply("Your address is changed."),
-                     call("get_order_details", order_id=PENDING),
-                     call("cancel_pending_order", order_id=PENDING, reason="ordered by mistake")])
+    script = _script()
     async with running_worker(temporal_env, settings, brain=script, slow_reads=port) as (client, backend):
         before = user_details(backend, CUSTOMER)["address"]
         cid = await client.start_conversation(f"undo-esc-{uuid.uuid4().hex[:6]}")
-        await client.send_message(cid, f"Hi, my email is {EMAIL}")
-        assert (await client.send_message(cid, "Change my address to 1 New Street, Austin")).awaiting_confirmation
-        await client.send_message(cid, "yes")
-        assert (await client.send_message(cid, f"Cancel {PENDING}, I ordered it by mistake")).awaiting_confirmation
+        await _address_changed_then_cancel_shown(client, cid)
         yes = asyncio.ensure_future(client.send_message(cid, "yes"))
         await until(lambda: (len(port.hits) >= 1), "the write's first failed attempt")
         await temporal_env.client.get_workflow_handle(support_workflow_id(cid)).signal(
@@ -51,19 +61,12 @@ async def test_a_rollback_cancel_during_an_approved_write_escalated_as_unknown_i
     from workflows.approvals import ApprovalPolicy
 
     port = FaultyPort()
-    script = Script([call("find_user_id_by_email", email=EMAIL), reply("Hello Raj, how can I help?"),
-                     call("get_user_details", user_id=CUSTOMER),
-                     call("modify_user_address", user_id=CUSTOMER, **NEW_ADDRESS), reply("Your address is changed."),
-                     call("get_order_details", order_id=PENDING),
-                     call("cancel_pending_order", order_id=PENDING, reason="ordered by mistake")])
+    script = _script()
     async with running_worker(temporal_env, settings, brain=script, slow_reads=port,
                               approvals=ApprovalPolicy()) as (client, backend):
         before = user_details(backend, CUSTOMER)["address"]
         cid = await client.start_conversation(f"undo-apr-{uuid.uuid4().hex[:6]}")
-        await client.send_message(cid, f"Hi, my email is {EMAIL}")
-        assert (await client.send_message(cid, "Change my address to 1 New Street, Austin")).awaiting_confirmation
-        await client.send_message(cid, "yes")
-        assert (await client.send_message(cid, f"Cancel {PENDING}, I ordered it by mistake")).awaiting_confirmation
+        await _address_changed_then_cancel_shown(client, cid)
         approval_id = (await client.send_message(cid, "yes")).awaiting_approval
         assert approval_id
         port.arm("cancel_pending_order", "http_5xx", count=5)
@@ -86,18 +89,11 @@ async def test_a_rollback_cancel_while_waiting_for_an_operator_is_honoured(tempo
     # escalated first, waiting for an operator's resolution; then the customer cancels with a rollback
     port = FaultyPort()
     port.arm("cancel_pending_order", "http_5xx", count=5)
-    script = Script([call("find_user_id_by_email", email=EMAIL), reply("Hello Raj, how can I help?"),
-                     call("get_user_details", user_id=CUSTOMER),
-                     call("modify_user_address", user_id=CUSTOMER, **NEW_ADDRESS), reply("Your address is changed."),
-                     call("get_order_details", order_id=PENDING),
-                     call("cancel_pending_order", order_id=PENDING, reason="ordered by mistake")])
+    script = _script()
     async with running_worker(temporal_env, settings, brain=script, slow_reads=port) as (client, backend):
         before = user_details(backend, CUSTOMER)["address"]
         cid = await client.start_conversation(f"undo-wait-{uuid.uuid4().hex[:6]}")
-        await client.send_message(cid, f"Hi, my email is {EMAIL}")
-        assert (await client.send_message(cid, "Change my address to 1 New Street, Austin")).awaiting_confirmation
-        await client.send_message(cid, "yes")
-        assert (await client.send_message(cid, f"Cancel {PENDING}, I ordered it by mistake")).awaiting_confirmation
+        await _address_changed_then_cancel_shown(client, cid)
         assert (await client.send_message(cid, "yes")).status == "escalated"
         await client.cancel(cid, "the customer changed their mind", rollback=True)
         outcome = await asyncio.wait_for(client.outcome(cid), 60)
