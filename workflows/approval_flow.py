@@ -52,6 +52,7 @@ from workflows.cancellation import escalated_with_cancel
 from workflows.execute import execute_confirmed, open_ticket
 from workflows.interrupts import Interrupted
 from workflows.journal import Verdict
+from workflows.ledger_lookup import recorded_under
 from workflows.journal_log import JournalLog
 from workflows.options import HEARTBEAT_TIMEOUT, READ_RETRY, READ_TIMEOUT
 from workflows.state import ConversationState, PendingConfirmation, StepStatus
@@ -114,17 +115,9 @@ async def recorded_before_approval(state: ConversationState, confirmed: PendingC
 async def _recorded(state: ConversationState, confirmed: PendingConfirmation, when: str) -> Optional[ToolResult]:
     """The ledger's result under ``confirmed``'s key, or None (none held, or the look-up failed)."""
     call = confirmed.call
-    try:
-        return await workflow.execute_activity_method(
-            ToolActivitiesApi.find_recorded_write,
-            WriteToolRequest(store=state.store, call=call, idempotency_key=keys.idempotency_key(call, confirmed.operation_id),
-                             system_of_record=state.system_of_record),
-            heartbeat_timeout=HEARTBEAT_TIMEOUT, start_to_close_timeout=READ_TIMEOUT, retry_policy=READ_RETRY,
-            summary=f"ask the ledger for {call.name} {when}",
-        )
-    except ActivityError as err:
-        workflow.logger.warning("ledger lookup %s failed: %s", when, type(err.cause).__name__)
-        return None
+    request = WriteToolRequest(store=state.store, call=call, system_of_record=state.system_of_record,
+                               idempotency_key=keys.idempotency_key(call, confirmed.operation_id))
+    return await recorded_under(request, f"ask the ledger for {call.name} {when}")
 
 
 async def handed_over(state: ConversationState, confirmed: PendingConfirmation, policy: ApprovalPolicy,

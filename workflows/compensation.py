@@ -22,8 +22,9 @@ from workflows import transitions as tr
 from workflows.actions import call_arguments, make_tool_call
 from workflows.activity_api import ToolActivitiesApi
 from workflows.catalogue import ToolClass, spec_of
-from workflows.contracts import CancelRequest, ReadToolRequest, ToolResult, WriteToolRequest
+from workflows.contracts import CancelRequest, ReadToolRequest, WriteToolRequest
 from workflows.interrupts import cancellable
+from workflows.ledger_lookup import recorded_under
 from workflows.options import HEARTBEAT_TIMEOUT, READ_RETRY, READ_TIMEOUT, WRITE_RETRY
 from workflows.state import CompletedOperation, ConversationState, StepStatus
 
@@ -125,7 +126,8 @@ async def _compensate(state: ConversationState, op: CompletedOperation, tool: st
     except ActivityError:
         if not workflow.patched(COMPENSATION_RECHECK_PATCH):
             return False
-        result = await _recorded(request)  # its answer may be what was lost, not its commit
+        # its answer may be what was lost, not its commit; None: reported not undone, a human follows up
+        result = await recorded_under(request, "re-check the undo by its key")
         if result is None:
             return False
     fold = spec_of(tool).fold
@@ -138,17 +140,6 @@ COMPENSATION_RECHECK_PATCH = "recheck-ledger-after-compensation"
 """``workflow.patched`` id of asking the ledger, by the compensation's key, about a compensating
 write whose retries ran out: it may have committed with its answer lost. Before, such a write
 was reported "could not be undone" (and a human asked to restore) when it had undone the change."""
-
-
-async def _recorded(request: WriteToolRequest) -> Optional[ToolResult]:
-    """The compensating write's outcome as the ledger holds it under its key; None when it
-    holds none or cannot say (then the write is reported not undone, and a human follows up)."""
-    try:
-        return await workflow.execute_activity_method(
-            ToolActivitiesApi.find_recorded_write, request, heartbeat_timeout=HEARTBEAT_TIMEOUT,
-            start_to_close_timeout=READ_TIMEOUT, retry_policy=READ_RETRY, summary="re-check the undo by its key")
-    except ActivityError:
-        return None
 
 
 def _step_detail(state: ConversationState, op: CompletedOperation) -> str:

@@ -42,6 +42,7 @@ from workflows.contracts import (
 from workflows.errors import ErrorType
 from workflows.failures import ORDER_SYSTEM, TICKET_SYSTEM, application_cause, log_detail, public_reason
 from workflows.interrupts import Interrupted, cancellable, local_failure_as_activity_error, start_local_or_activity
+from workflows.ledger_lookup import recorded_under
 from workflows.options import (CONVERSATION_TASK_TIMEOUT, HEARTBEAT_TIMEOUT, READ_RETRY,
                                READ_TIMEOUT, TENANT, WRITE_RETRY)
 from workflows.refund import RefundWorkflow
@@ -216,16 +217,9 @@ async def execute_confirmed(state: ConversationState, pending: PendingConfirmati
 async def _recheck(state: ConversationState, call, key: str) -> Optional[ToolResult]:
     """The write's outcome as the system of record holds it under ``key`` (applied or refused),
     asked once more before anyone is told it failed; None when it holds none or cannot say."""
-    try:
-        return await workflow.execute_activity_method(
-            ToolActivitiesApi.find_recorded_write,
-            WriteToolRequest(store=state.store, call=call, idempotency_key=key, system_of_record=state.system_of_record),
-            heartbeat_timeout=HEARTBEAT_TIMEOUT, start_to_close_timeout=READ_TIMEOUT, retry_policy=READ_RETRY,
-            summary=f"re-check {call.name} by its key before escalating",
-        )
-    except ActivityError as err:
-        workflow.logger.warning("re-check before escalation failed: %s", log_detail(err))
-        return None
+    request = WriteToolRequest(store=state.store, call=call, idempotency_key=key,
+                               system_of_record=state.system_of_record)
+    return await recorded_under(request, f"re-check {call.name} by its key before escalating")
 
 
 async def _run_refund(state: ConversationState, pending: PendingConfirmation, write_timeout_seconds: float,
