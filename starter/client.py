@@ -37,6 +37,7 @@ from starter.refunds import RefundCalls
 from starter.refusals import (built as _built, check_ids as _check_ids, check_new_conversation_id,
                                finished as _finished, rpc_reason as _rpc_reason, untyped as _untyped, update_refusal as _update_refusal)
 from starter.resolution_calls import ResolutionCalls
+from starter.run_status import with_run_status
 from workflows.approvals import ApprovalPolicy
 from workflows.contracts import (AssistantReply, CancelRequest, SupportInput, SupportOutcome, UserMessage,
                                  message_digest)
@@ -223,8 +224,8 @@ class StatekeeperClient(ApprovalCalls, RefundCalls, ListingCalls, ResolutionCall
         cannot be loaded), ``not_found``, ``no_worker`` or ``unavailable``."""
         handle = self._client.get_workflow_handle(support_workflow_id(conversation_id))
         try:
-            return await self.read(lambda: handle.query(SupportWorkflow.state, result_type=ConversationState,
-                                                        rpc_timeout=self.rpc_timeout))
+            state = await self.read(lambda: handle.query(SupportWorkflow.state, result_type=ConversationState,
+                                                         rpc_timeout=self.rpc_timeout))
         except WorkflowQueryFailedError as err:
             # the workflow refused to answer: only a run whose saved state cannot be loaded does
             raise await self._closed(conversation_id, ConversationError(
@@ -238,6 +239,7 @@ class StatekeeperClient(ApprovalCalls, RefundCalls, ListingCalls, ResolutionCall
             await self.require_worker()  # no worker: no_worker; else the worker is busy
             raise ConversationError(f"conversation {conversation_id} did not answer within "
                                     f"{self.deadlines.rpc_seconds:.0f} s; retry", "timeout") from err
+        return await with_run_status(self, handle, state)
 
     async def outcome(self, conversation_id: str) -> SupportOutcome:
         """Wait for the conversation to finish (no deadline: for tests and scripts); returns

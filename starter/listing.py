@@ -22,6 +22,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from starter.core import ClientCore
 from starter.errors import ConversationError, unreachable
+from starter.run_status import abnormal_word, status_clause
 from workflows.options import CUSTOMER_ID, ORDER_IDS, PENDING_APPROVAL, STATUS, STEP
 from workflows.pseudonym import PREFIX as PSEUDONYM_PREFIX
 from workflows.pseudonym import customer_pseudonym
@@ -143,9 +144,12 @@ class ListingCalls(ClientCore):
                                         "STATEKEEPER_DATA_DIR to their data directory or STATEKEEPER_PSEUDONYM_KEY",
                                         "unavailable")
             parts.append(clause(CUSTOMER_ID.name, customer_pseudonym(customer_id, self._pseudonym_key)))
-        for key, value in ((ORDER_IDS, order_id), (STATUS, status), (STEP, step)):
+        ended = status_clause(status) if status is not None else None
+        for key, value in ((ORDER_IDS, order_id), (STATUS, None if ended else status), (STEP, step)):
             if value is not None:
                 parts.append(clause(key.name, value))
+        if ended:  # the run never published these words: Temporal's execution status says them
+            parts.append(ended)
         if status in LIVE_STATUSES:  # a run that closed without its final Status is not live
             parts.append('ExecutionStatus = "Running"')
         return parts
@@ -218,11 +222,11 @@ def _refund_item(execution: WorkflowExecution) -> RefundItem:
 
 
 def _common(execution: WorkflowExecution) -> dict:
-    """Fields every item shares; ``status`` falls back to Temporal's execution status for a
-    run that has not set the ``Status`` search attribute yet, or that closed (failed,
-    terminated, timed out) while it still said it was live."""
+    """Fields every item shares; ``status`` is Temporal's execution status for a run that
+    ended without the workflow's say (terminated, timed out, failed: ``starter.run_status``),
+    and for a run that has not set the ``Status`` search attribute yet."""
     fallback = execution.status.name.lower() if execution.status is not None else None
-    status = _keyword(execution, STATUS) or fallback
+    status = abnormal_word(execution.status) or _keyword(execution, STATUS) or fallback
     if status in LIVE_STATUSES and execution.status not in (None, WorkflowExecutionStatus.RUNNING):
         status = fallback
     customer = _keyword(execution, CUSTOMER_ID)

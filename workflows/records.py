@@ -57,13 +57,18 @@ class StepStatus(str, Enum):
 
 
 class ConversationStatus(str, Enum):
-    """Whether the conversation still accepts messages (active) and how it finished."""
+    """Whether the conversation still accepts messages (active) and how it finished. The
+    workflow writes the first five; the last three are never stored: the client reports them
+    for a run Temporal ended without the workflow's say (``starter.run_status``)."""
 
     ACTIVE = "active"
     ENDED = "ended"
     TRANSFERRED = "transferred"
     CANCELLED = "cancelled"
     ESCALATED = "escalated"
+    TERMINATED = "terminated"
+    TIMED_OUT = "timed_out"
+    FAILED = "failed"
 
 
 class Role(str, Enum):

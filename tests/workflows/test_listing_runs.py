@@ -1,7 +1,8 @@
 """Lists name each conversation once, with the status it has now: the runs a conversation
 continued as new from are not listed (they showed it again, "active", once per run), and a
 run that closed without setting its final ``Status`` (failed, terminated) is not listed as
-``active``/``running``. (Adversarial review.)"""
+``active``/``running``: it is listed, found by ``?status=`` and read as ``terminated``.
+(Adversarial review.)"""
 
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ async def _settled(read, expected, seconds: float = 10.0):
     return found
 
 
-async def test_a_conversation_that_continued_as_new_is_listed_once_and_a_terminated_one_not_as_active(
+async def test_a_conversation_that_continued_as_new_is_listed_once_and_a_terminated_one_as_terminated(
         temporal_env, settings):
     async with running_worker(temporal_env, settings, brain=two_orders_brain()) as (client, _):
         cid = await conversation_over_runs(temporal_env.client, settings, client, "list-can")
@@ -38,6 +39,13 @@ async def test_a_conversation_that_continued_as_new_is_listed_once_and_a_termina
         assert await _settled(lambda: _statuses(client, cid), [("active", "active")]) == [("active", "active")]
         assert await _settled(lambda: _statuses(client, cid, status="active"), [("active", "active")]) == [
             ("active", "active")]
+        before = await client.state(cid)
+        assert before.status.value == "active"
         await temporal_env.client.get_workflow_handle(f"support-{cid}").terminate("an operator stopped it")
         assert await _settled(lambda: _statuses(client, cid), [("terminated", "active")]) == [("terminated", "active")]
         assert await _settled(lambda: _statuses(client, cid, status="active"), []) == []
+        # the word an item shows finds it, and the state says the same (its turns intact)
+        assert await _settled(lambda: _statuses(client, cid, status="terminated"), [("terminated", "active")]) == [
+            ("terminated", "active")]
+        state = await client.state(cid)
+        assert state.status.value == "terminated" and state.turn and state.model_dump(exclude={"status"}) == before.model_dump(exclude={"status"})
