@@ -8,6 +8,7 @@ finished or long-gone conversation's transcript is still there until erased or p
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import sys
@@ -184,10 +185,33 @@ def erase(conversation: Optional[str] = typer.Option(None, "--conversation", hel
 @journal_app.command()
 def purge(older_than_days: float = typer.Option(..., "--older-than-days", min=0, max=MAX_DAYS,
                                                 help="Remove conversations whose newest record is older.")) -> None:
-    """Remove whole conversations whose newest journal record is older than N days (retention)."""
+    """Remove whole conversations whose newest journal record is older than N days (retention);
+    conversations still running are kept (Temporal is asked)."""
     cutoff = datetime.now(timezone.utc) - timedelta(days=older_than_days)
     with _store() as store:
-        erased = store.purge(cutoff)
+        stale = store.stale_conversations(cutoff)
+        running = _still_running(stale) if stale else set()
+        erased = store.purge(cutoff, keep=running)
     console.print(f"purged {erased.conversations} conversation(s) older than {older_than_days:g} day(s): "
                   f"{erased.model_calls} model calls, {erased.verdicts} verdicts, "
-                  f"{erased.transcript} transcript entries")
+                  f"{erased.transcript} transcript entries"
+                  + (f"; kept {len(running)} still running" if running else ""))
+
+
+def _still_running(conversation_ids: set[str]) -> set[str]:
+    """The running ones among ``conversation_ids``; when Temporal cannot tell, the purge is
+    refused whole (status 2, one line) rather than made blind."""
+    # late: the Temporal client and the dev server's code are not needed when nothing is stale
+    from temporalio.service import RPCError
+
+    from starter.devserver import DevServerError
+    from starter.preflight import StartupRefused
+    from starter.running_conversations import running_conversations
+
+    try:
+        return asyncio.run(running_conversations(command_settings(), conversation_ids))
+    except (StartupRefused, DevServerError, RPCError) as err:
+        reason = str(err) if not isinstance(err, RPCError) else "Temporal did not answer"
+        typer.echo(f"statekeeper: nothing was purged: whether a conversation still runs is Temporal's to say. "
+                   f"{reason}", err=True)
+        raise typer.Exit(2) from None

@@ -245,11 +245,12 @@ class JournalStore:
         with self._ready().connect() as conn:
             return set(conn.execute(self._stale(older_than)).scalars())
 
-    def purge(self, older_than: datetime) -> Erased:
+    def purge(self, older_than: datetime, keep: Iterable[str] = ()) -> Erased:
         """Remove whole conversations whose newest row is older than ``older_than`` (aware
-        datetime; naive is taken as UTC): retention is per conversation, never half of one."""
+        datetime; naive is taken as UTC), except the ids in ``keep`` (still running):
+        retention is per conversation, never half of one."""
         with self._ready().begin() as conn:
-            return self._erase(conn, set(conn.execute(self._stale(older_than)).scalars()))
+            return self._erase(conn, set(conn.execute(self._stale(older_than)).scalars()) - set(keep))
 
 
 def _chunks(ids: list[str], size: int = 500) -> list[list[str]]:

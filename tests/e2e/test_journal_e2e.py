@@ -70,7 +70,8 @@ async def served(tmp_path_factory) -> AsyncIterator[dict]:
                         break
                     await asyncio.sleep(0.1)
                 journal.close()
-                yield {"http": http, "cid": cid, "replies": replies, "settings": settings, "state": state}
+                yield {"http": http, "cid": cid, "replies": replies, "settings": settings, "state": state,
+                       "address": env.client.service_client.config.target_host}
     finally:
         await env.shutdown()
 
@@ -115,9 +116,9 @@ async def test_the_route_is_in_the_openapi_document(served):
     assert "404" in route and "503" in route
 
 
-def _cli(data_dir: Path, tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
+def _cli(data_dir: Path, tmp_path: Path, *args: str, **settings: str) -> subprocess.CompletedProcess:
     env = dict(os.environ, STATEKEEPER_DATA_DIR=str(data_dir), STATEKEEPER_DEV_STATE_FILE=str(tmp_path / "none.json"),
-               COLUMNS="250")
+               COLUMNS="250", **settings)
     env.pop("STATEKEEPER_JOURNAL_URL", None)
     return subprocess.run([sys.executable, "-m", "starter.cli", *args], cwd=ROOT, env=env, capture_output=True,
                           text=True, timeout=120)
@@ -163,7 +164,7 @@ def _copy_journal(served, data: Path) -> None:
         shutil.copy(path, data / path.name)
 
 
-def test_cli_erase_and_purge(served, tmp_path):
+async def test_cli_erase_and_purge_keeps_a_running_conversation(served, tmp_path):
     data = tmp_path / "copy"
     data.mkdir()
     _copy_journal(served, data)  # leave the original be
@@ -179,6 +180,18 @@ def test_cli_erase_and_purge(served, tmp_path):
     _copy_journal(served, data)
     assert "erased 1 conversation(s)" in _cli(data, tmp_path, "journal", "erase", "--conversation", cid).stdout
     _copy_journal(served, data)
-    purged = _cli(data, tmp_path, "journal", "purge", "--older-than-days", "0")
-    assert purged.returncode == 0 and "purged 1 conversation(s)" in purged.stdout
+    # the conversation still runs (it waits for a next message): its rows stay, however old
+    server = {"STATEKEEPER_TEMPORAL_ADDRESS": served["address"]}
+    kept = _cli(data, tmp_path, "journal", "purge", "--older-than-days", "0", **server)
+    assert kept.returncode == 0 and "purged 0 conversation(s)" in kept.stdout and "kept 1 still running" in kept.stdout
+    assert _cli(data, tmp_path, "transcript", cid).returncode == 0
+    cancelled = await served["http"].post(f"/conversations/{cid}/cancel", json={})
+    assert cancelled.status_code in (200, 202), cancelled.text
+    for _ in range(100):  # its run closes once the cancel is handled
+        if (await served["http"].get(f"/conversations/{cid}")).json()["status"] != "active":
+            break
+        await asyncio.sleep(0.1)
+    await asyncio.sleep(0.5)  # the run's last task completes after its state says cancelled
+    purged = _cli(data, tmp_path, "journal", "purge", "--older-than-days", "0", **server)
+    assert purged.returncode == 0 and "purged 1 conversation(s)" in purged.stdout, purged.stdout + purged.stderr
     assert _cli(data, tmp_path, "transcript", cid).returncode == 1
