@@ -64,7 +64,8 @@ class ApprovalStatus(str, Enum):
     REJECTED = "rejected"
     EXPIRED = "expired"
     WITHDRAWN = "withdrawn"
-    """The process was cancelled before a supervisor decided."""
+    """The process was cancelled (ended, transferred, escalated) before a supervisor decided,
+    or after an approval but before the approved write ran (the approver stays on record)."""
 
 
 class ApprovalPolicy(BaseModel):

@@ -135,14 +135,21 @@ def decline(state: ConversationState, pending: PendingConfirmation, rule: str, r
 
 
 def close(state: ConversationState, status: ConversationStatus, reason: str) -> None:
-    """End the conversation: drop the pending confirmation, withdraw pending approvals,
-    cancel unfinished steps."""
+    """End the conversation: drop the pending confirmation, withdraw pending approvals and
+    approved ones whose write has not run, cancel unfinished steps."""
     if state.pending_confirmation is not None:
         finish_step(state, state.pending_confirmation.operation_id, StepStatus.CANCELLED, reason)
         state.pending_confirmation = None
     for approval in state.pending_approvals():
         approval.status = ApprovalStatus.WITHDRAWN
         approval.note = reason
+    unrun = {s.step_id for s in state.steps if s.status is StepStatus.AWAITING_APPROVAL}
+    for approval in state.approvals:
+        # approved, but its write never ran: an "approved" beside a cancelled step told
+        # operators the write was on its way; the approver and the time stay on record
+        if approval.status is ApprovalStatus.APPROVED and approval.operation_id in unrun:
+            approval.status = ApprovalStatus.WITHDRAWN
+            approval.note = f"{reason} (after approval{': ' + approval.note if approval.note else ''})"
     state.awaiting_approval = []
     for step in state.steps:
         if step.status in (StepStatus.PENDING, StepStatus.RUNNING, StepStatus.AWAITING_APPROVAL):

@@ -305,3 +305,30 @@ def test_policy_bounds():
     for bad in ({"threshold": Decimal("-1")}, {"timeout_seconds": 0}, {"refund_elsewhere_threshold": -1}):
         with pytest.raises(ValidationError):
             ApprovalPolicy(**bad)
+
+
+def test_closing_withdraws_an_approved_write_that_never_ran_and_keeps_its_approver():
+    # a cancel that lands after the approval and before the approved write ran: the approval
+    # used to stay "approved" beside the cancelled step (operators read the write as on its way)
+    from workflows import transitions as tr
+    from workflows.records import ConversationStatus, StepStatus
+    from workflows.state import ConversationState
+
+    state = ConversationState(conversation_id="c")
+    [approval] = pending()
+    state.approvals = [approval]
+    tr.start_step(state, approval.operation_id, approval.tool, "cancel #W1", operation_id=approval.operation_id)
+    tr.finish_step(state, approval.operation_id, StepStatus.AWAITING_APPROVAL)
+    d = ApprovalDecision(approval_id=approval.approval_id, decision="approve", approver="alice", note="checked")
+    apply_decision(check_decision(state.approvals, d, NOW), d, NOW)
+    done = approval.model_copy(update={"operation_id": "c.t2", "approval_id": "other"})
+    state.approvals.append(done)  # approved and run: its step is done, it stays approved
+    tr.start_step(state, "c.t2", done.tool, "cancel #W2", operation_id="c.t2")
+    tr.finish_step(state, "c.t2", StepStatus.DONE)
+
+    tr.close(state, ConversationStatus.CANCELLED, "the customer hung up")
+    withdrawn, kept = state.approvals
+    assert withdrawn.status is ApprovalStatus.WITHDRAWN and withdrawn.approver == "alice"
+    assert withdrawn.decided_at == NOW and withdrawn.note == "the customer hung up (after approval: checked)"
+    assert kept.status is ApprovalStatus.APPROVED
+    assert [s.status for s in state.steps] == [StepStatus.CANCELLED, StepStatus.DONE]
