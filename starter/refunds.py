@@ -154,10 +154,20 @@ class RefundCalls(ClientCore):
                 raise unreachable() from err
             # the same words as the Status search attribute the list route filters on
             status.status = "applied" if outcome.ok else "escalated" if outcome.escalated else "refused"
-            status.reason, status.replayed = outcome.escalation_reason or outcome.refused_reason, outcome.replayed
+            status.reason, status.replayed = _reason(outcome), outcome.replayed
         else:
             status.status = description.status.name.lower() if description.status else "unknown"
         return status, memo
+
+
+def _reason(outcome: RefundOutcome) -> Optional[str]:
+    """Why a finished refund did not apply: the escalation's or the refusal's reason, else (a
+    write the system of record itself refused, e.g. an order cancelled by another request while
+    this one awaited approval) the system's answer, which the outcome carries only in
+    ``result``; None for an applied refund."""
+    if outcome.ok:
+        return None
+    return outcome.escalation_reason or outcome.refused_reason or outcome.result.removeprefix("Error: ") or None
 
 
 def _errors(err: Exception, tool: str = "", most: int = 5) -> str:

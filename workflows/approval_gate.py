@@ -4,7 +4,8 @@ pending ``Approval``, shows it in the ``PendingApproval`` search attribute and w
 the ``decide_approval`` update or a durable timer (``ApprovalPolicy.timeout_seconds``).
 
 Approve → the write runs. Reject → the refund is refused "rejected by <approver>".
-Expiry → a human ticket is opened (key ``approval-expired:<write key>``, once) and the
+Expiry → a human ticket is opened (key ``approval-expired:<write key>``, once; when it cannot
+be, the reason says so: ``refund-expiry-without-ticket``) and the
 refund is refused. ``PendingApproval`` is unset once the approval is decided or expired.
 """
 
@@ -16,6 +17,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Optional
 
 from temporalio import workflow
+from temporalio.exceptions import ActivityError
 
 from workflows import keys
 from workflows.actions import make_tool_call
@@ -35,11 +37,18 @@ from workflows.approvals import (
 from workflows.catalogue.amounts import money
 from workflows.catalogue.folds import order_fact
 from workflows.contracts import ReadToolRequest, TicketRequest, ToolResult
+from workflows.failures import log_detail
 from workflows.options import HEARTBEAT_TIMEOUT, PENDING_APPROVAL, READ_RETRY, READ_TIMEOUT
 from workflows.records import OrderFact
 
 if TYPE_CHECKING:
     from workflows.contracts import RefundInput
+
+EXPIRY_WITHOUT_TICKET_PATCH = "refund-expiry-without-ticket"
+"""``workflow.patched`` id: an approval that expired while its human ticket could not be opened
+refuses the refund with ``NO_TICKET`` in its reason; before, the run failed."""
+NO_TICKET = "no human-agent ticket could be opened, so nothing has been changed and no one has it"
+"""The end of the refusal reason of an expiry whose ticket could not be opened."""
 
 
 class ApprovalGate:
@@ -106,13 +115,22 @@ class ApprovalGate:
             return approval, f"rejected by {approval.approver}"
         reason = (f"approval expired undecided after {inp.approvals.timeout_seconds:g} s; "
                   "handed to a human agent")
-        await workflow.execute_activity_method(
-            ToolActivitiesApi.open_ticket,
-            TicketRequest(store=inp.store, ticket_key=keys.approval_expiry_ticket_key(write_key),
-                          user_id=inp.expected_user_id, summary=expiry_ticket_summary(approval)),
-            heartbeat_timeout=HEARTBEAT_TIMEOUT, start_to_close_timeout=READ_TIMEOUT, retry_policy=READ_RETRY,
-            summary=f"ticket: approval of {inp.call.name} {approval.order_id} expired",
-        )
+        try:
+            await workflow.execute_activity_method(
+                ToolActivitiesApi.open_ticket,
+                TicketRequest(store=inp.store, ticket_key=keys.approval_expiry_ticket_key(write_key),
+                              user_id=inp.expected_user_id, summary=expiry_ticket_summary(approval)),
+                heartbeat_timeout=HEARTBEAT_TIMEOUT, start_to_close_timeout=READ_TIMEOUT, retry_policy=READ_RETRY,
+                summary=f"ticket: approval of {inp.call.name} {approval.order_id} expired",
+            )
+        except ActivityError as err:
+            # the ticketing system down past its retries: the run failed, a standalone refund read
+            # "failed" with no reason, and nothing said that no human agent has it; nothing was
+            # written, so it is refused saying so (as a conversation does, no-handover-without-ticket)
+            if not workflow.patched(EXPIRY_WITHOUT_TICKET_PATCH):
+                raise
+            workflow.logger.warning("approval-expiry ticket failed: %s", log_detail(err))
+            return approval, f"approval expired undecided after {inp.approvals.timeout_seconds:g} s; {NO_TICKET}"
         return approval, reason
 
     async def _new_prices(self, inp: RefundInput, order: OrderFact) -> dict[str, Decimal]:

@@ -86,7 +86,18 @@ class RefundWorkflow(ApprovalGate):
             # A run started again for the same operation (a reset, a restarted child) must not
             # re-check preconditions its own write already changed: the ledger answers first.
             self._enter("ledger", f"Looking up `{key}` in the system of record")
-            recorded = await _recorded(write, peek, f"look up {inp.call.name} {order_id} by its idempotency key")
+            try:
+                recorded = await _recorded(write, peek, f"look up {inp.call.name} {order_id} by its idempotency key")
+            except ActivityError as err:
+                # the key holds another call: a request id resent with other arguments once its
+                # first run is gone from Temporal; nothing is written, so it is refused, not failed
+                refusal = standalone.key_conflict_refusal(inp, err)
+                if refusal is None:
+                    raise
+                self._view.outcome = f"refused: {refusal}"
+                self._enter("refused", "the idempotency key holds another request")
+                return RefundOutcome(idempotency_key=key, result=f"Error: {refusal}", ok=False,
+                                     refused_reason=refusal)
             if recorded is not None:
                 self._view.outcome = outcome_text(recorded.ok, recorded.result, replayed=True)
                 self._enter("done" if recorded.ok else "failed", "already recorded in the ledger")

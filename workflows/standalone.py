@@ -227,3 +227,22 @@ def unknown_store_refusal(inp: RefundInput, err: ActivityError) -> Optional[str]
             cause.type != ErrorType.UNKNOWN_STORE.value or not workflow.patched(UNKNOWN_STORE_PATCH):
         return None
     return unknown_store_reason(inp.store)
+
+
+KEY_CONFLICT_PATCH = "standalone-key-conflict-refused"
+"""``workflow.patched`` id of ``key_conflict_refusal``: runs recorded before it failed instead."""
+KEY_CONFLICT_REASON = ("this request id was already used on this order with other arguments; nothing was "
+                       "changed: use a new request_id for a different request")
+"""The refusal of a request whose idempotency key the ledger holds for another call."""
+
+
+def key_conflict_refusal(inp: RefundInput, err: ActivityError) -> Optional[str]:
+    """The refusal of a standalone request whose ledger look-up found its key holding another
+    call (``IdempotencyKeyConflict``): the same request id sent with other arguments after its
+    first run left Temporal (retention, erasure), when the API's 409 can no longer see it. None
+    for any other failure, or a conversation's refund."""
+    cause = application_cause(err)
+    if not is_standalone(inp) or not isinstance(cause, ApplicationError) or \
+            cause.type != ErrorType.IDEMPOTENCY_KEY_CONFLICT.value or not workflow.patched(KEY_CONFLICT_PATCH):
+        return None
+    return KEY_CONFLICT_REASON
