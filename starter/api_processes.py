@@ -44,8 +44,10 @@ async def request_refund(body: RefundRequest, guard: Guard = Depends(guard_dep),
     return await client.request_refund(body, search_attributes=attributes)
 
 
-RefundListStatus = Literal["running", "awaiting_approval", "applied", "refused", "escalated"]
-"""The statuses ``GET /refunds`` filters by: those of ``starter.refunds.RefundStatus``."""
+RefundListStatus = Literal["running", "awaiting_approval", "applied", "refused", "escalated", "terminated",
+                           "timed_out", "failed"]
+"""The statuses ``GET /refunds`` filters by: those of ``starter.refunds.RefundStatus`` (the last
+three: Temporal ended the run, ``starter.run_status``)."""
 
 
 @router.get("/refunds", response_model=Page, responses=responses_for("GET", "/refunds"))

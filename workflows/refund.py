@@ -9,9 +9,10 @@ conversation's copy of the order may be stale by the time the user says yes.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from datetime import timedelta
-from typing import Optional
+from typing import Any, Optional
 
 from temporalio import workflow
 from temporalio.exceptions import ActivityError
@@ -145,14 +146,14 @@ class RefundWorkflow(ApprovalGate):
 
         self._enter("execute", f"`{key}`")
         try:
-            written = await workflow.execute_activity_method(
+            written, cancel_late = await _through_cancel(workflow.start_activity_method(
                 ToolActivitiesApi.run_write_tool,
                 write,
                 heartbeat_timeout=HEARTBEAT_TIMEOUT,
                 start_to_close_timeout=timedelta(seconds=inp.write_timeout_seconds),
                 retry_policy=WRITE_RETRY,
                 summary=f"{inp.call.name} {order_id}",
-            )
+            ))
         except ActivityError as err:
             # a conversation's child fails and its parent escalates; a standalone request has no
             # parent: it escalates itself (ledger re-check, ticket, status ``escalated``)
@@ -179,7 +180,8 @@ class RefundWorkflow(ApprovalGate):
                 retry_policy=READ_RETRY,
                 summary=f"email {spec.notify} instructions for {order_id}",
             )
-        self._view.outcome = outcome_text(written.ok, written.result, written.replayed, notified)
+        self._view.outcome = outcome_text(written.ok, written.result, written.replayed, notified) + (
+            "; a cancel arrived while the write ran, too late to stop it" if cancel_late else "")
         self._enter("done" if written.ok else "failed", "write recorded in the system of record")
         return RefundOutcome(idempotency_key=key, result=written.result, ok=written.ok,
                              replayed=written.replayed, notified=notified, approval=approval)
@@ -208,6 +210,26 @@ class RefundWorkflow(ApprovalGate):
         failed = status_refusal(spec.name, spec.status, order["order_id"], order.get("status", ""),
                                 len(order.get("payment_history", [])))
         return f"{failed[1]} ({failed[0].value})" if failed else None
+
+
+WRITE_THROUGH_CANCEL_PATCH = "refund-write-through-cancel"
+"""``workflow.patched`` id: a Temporal cancel that reaches a refund while its write runs lets the
+write finish and reports its outcome. Before, the cancel abandoned the write's activity: the
+refund escalated as "could not be reached" while the write could still commit."""
+
+
+async def _through_cancel(write: Any) -> tuple[ToolResult, bool]:
+    """The outcome of the started ``write`` activity, which a Temporal cancel of this run does not
+    abandon (as a conversation's writes, ``SupportWorkflow.run``): an irreversible write in flight
+    is not stopped halfway; True when such a cancel arrived. Raises ``ActivityError`` as the write does."""
+    try:
+        return await asyncio.shield(write), False
+    except asyncio.CancelledError:
+        if not workflow.patched(WRITE_THROUGH_CANCEL_PATCH):
+            write.cancel()  # as runs recorded before it did
+            return await write, True
+        workflow.logger.info("cancel requested while the write ran: the write finishes first")
+        return await write, True
 
 
 LEDGER_PEEK_PATCH = "refund-ledger-peek"

@@ -1,0 +1,53 @@
+"""A Temporal cancel (Web UI, ``temporal workflow cancel``, a parent's close policy) that
+reaches a standalone refund while its write runs. The cancel used to abandon the write's
+activity: the refund asked the ledger at once (nothing yet), opened a human ticket and said
+``escalated``, "the order system could not be reached", while the write went on and
+committed a moment later. The write now finishes, once, and the refund says ``applied``.
+Real parts: a Temporal dev server, a worker and the SQLite system of record; the write is
+held before it reaches the store (``PauseBeforeWrite``) so the cancel lands mid-flight."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from pathlib import Path
+from typing import Any, Optional
+
+from temporalio.client import WorkflowExecutionStatus
+
+from tests.faults import DelegatingPort
+from tests.policy_fixtures import PENDING
+from tests.workflow_harness import order_details, refund_settled, running_worker, until
+from workflows.standalone import RefundRequest
+
+
+class PauseBeforeWrite(DelegatingPort):
+    """Touches ``marker`` and sleeps ``seconds`` before each write reaches the store."""
+
+    def __init__(self, inner: Any, seconds: float, marker: Path) -> None:
+        self._inner, self._seconds, self._marker = inner, seconds, marker
+
+    def invoke(self, store: str, tool: str, arguments: dict[str, Any], *, idempotency_key: Optional[str] = None,
+               **kwargs: Any):
+        if idempotency_key is not None:
+            self._marker.touch()
+            time.sleep(self._seconds)
+        return self._inner.invoke(store, tool, arguments, idempotency_key=idempotency_key, **kwargs)
+
+
+async def test_a_temporal_cancel_during_the_write_lets_it_finish_and_reports_it_applied(temporal_env, settings,
+                                                                                        tmp_path):
+    marker = tmp_path / "writing"
+    async with running_worker(temporal_env, settings,
+                              wrap_port=lambda port: PauseBeforeWrite(port, 3.0, marker)) as (client, backend):
+        request = RefundRequest(request_id=f"cw-{uuid.uuid4().hex[:6]}", order_id=PENDING, operation="cancel",
+                                reason="no longer needed")
+        refund_id = (await client.request_refund(request)).refund_id
+        await until(lambda: marker.exists(), "the write to start")
+        await temporal_env.client.get_workflow_handle(refund_id).cancel()
+        status = await refund_settled(client, refund_id)
+        assert (status.status, status.reason) == ("applied", None), status
+        described = await temporal_env.client.get_workflow_handle(refund_id).describe()
+        assert described.status is WorkflowExecutionStatus.COMPLETED
+        assert [e["tool"] for e in backend.ledger_entries("main")] == ["cancel_pending_order"]
+        assert order_details(backend, PENDING)["status"] == "cancelled"
