@@ -157,7 +157,21 @@ class RefundCalls(ClientCore):
             status.reason, status.replayed = _reason(outcome), outcome.replayed
         else:
             status.status = description.status.name.lower() if description.status else "unknown"
+            status.reason = ENDED_REASONS.get(status.status)
         return status, memo
+
+
+ENDED_REASONS = {
+    "failed": "the refund stopped on an error before it finished; nothing after that point ran (operators see "
+              "the error in the Temporal Web UI; a write it had started is in the system of record's ledger)",
+    "terminated": "an operator stopped the refund; nothing after that point ran (a write it had started is in the "
+                  "system of record's ledger)",
+    "timed_out": "the refund ran out of time; nothing after that point ran",
+    "canceled": "the refund was cancelled before it finished; nothing after that point ran (a write it had "
+                "started is in the system of record's ledger)",
+}
+"""``reason`` of a refund whose run Temporal ended (its own words for it: none). Never the
+failure's text: it names exceptions and internal ids."""
 
 
 def _reason(outcome: RefundOutcome) -> Optional[str]:

@@ -4,7 +4,8 @@ activity: the refund asked the ledger at once (nothing yet), opened a human tick
 ``escalated``, "the order system could not be reached", while the write went on and
 committed a moment later. The write now finishes, once, and the refund says ``applied``.
 Real parts: a Temporal dev server, a worker and the SQLite system of record; the write is
-held before it reaches the store (``PauseBeforeWrite``) so the cancel lands mid-flight."""
+held before it reaches the store (``PauseBeforeWrite``) so the cancel lands mid-flight. A refund
+terminated there says so with a reason, and ``?status=terminated`` lists it. (Adversarial review.)"""
 
 from __future__ import annotations
 
@@ -51,3 +52,31 @@ async def test_a_temporal_cancel_during_the_write_lets_it_finish_and_reports_it_
         assert described.status is WorkflowExecutionStatus.COMPLETED
         assert [e["tool"] for e in backend.ledger_entries("main")] == ["cancel_pending_order"]
         assert order_details(backend, PENDING)["status"] == "cancelled"
+
+
+async def test_a_refund_terminated_during_its_write_says_so_and_is_listed_by_that_word(temporal_env, settings,
+                                                                                      tmp_path):
+    # GET /refunds/{id} said "terminated" with no reason, and ?status=terminated found nothing
+    # (the run's Status search attribute still said "running")
+    marker = tmp_path / "writing"
+    async with running_worker(temporal_env, settings,
+                              wrap_port=lambda port: PauseBeforeWrite(port, 2.0, marker)) as (client, backend):
+        request = RefundRequest(request_id=f"tw-{uuid.uuid4().hex[:6]}", order_id=PENDING, operation="cancel",
+                                reason="no longer needed")
+        refund_id = (await client.request_refund(request)).refund_id
+        await until(lambda: marker.exists(), "the write to start")
+        await temporal_env.client.get_workflow_handle(refund_id).terminate("stopped by an operator")
+        status = await client.refund(refund_id)
+        assert status.status == "terminated" and status.reason and "operator stopped" in status.reason, status
+        assert "Error" not in status.reason and refund_id not in status.reason
+
+        async def listed(word: str) -> list:
+            page = await client.list_refunds(order_id=PENDING, status=word, limit=100)
+            return [(i.refund_id, i.status) for i in page.items if i.refund_id == refund_id]
+
+        await until(lambda: _equal(listed("terminated"), [(refund_id, "terminated")]), "the list by its word")
+        assert await listed("running") == []
+
+
+async def _equal(found, expected) -> bool:
+    return await found == expected
