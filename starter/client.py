@@ -29,6 +29,7 @@ from temporalio.common import (
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError
 
+from starter.answered import recorded_or_refused
 from starter.approval_calls import ApprovalCalls
 from starter.core import Deadlines
 from starter.errors import ConversationError, message_outcome_unknown
@@ -185,21 +186,22 @@ class StatekeeperClient(ApprovalCalls, RefundCalls, ListingCalls, ResolutionCall
                                                     wait_for_stage=WorkflowUpdateStage.ACCEPTED, id=update_id,
                                                     rpc_timeout=timeout, result_type=AssistantReply),
                 "the message", unknown=message_outcome_unknown(message_id))
-            if reply.message_digest not in (None, message_digest(text)):  # None: a reply of an older release
-                if not await self._running(handle):  # a new message id cannot help there: say it has finished
-                    raise await self._closed(conversation_id, ConversationError(_finished(conversation_id), "finished"))
-                raise ConversationError(f'message id "{message_id}" was already used for another message, which '
-                                        "was the one handled; send this one with a new message id", "conflict")
-            return reply
         except WorkflowUpdateFailedError as err:
             if _untyped(err) and await self._running(handle):
                 # the run the message waited on ended under it (a reset, continue-as-new) and the
                 # conversation goes on: the newer run may have taken it; only the same id can tell
                 raise message_outcome_unknown(message_id, "the conversation was restarted while the message "
                                               "waited (a reset)") from err
-            raise await self._closed(conversation_id, _update_refusal(conversation_id, err)) from err
+            reply = await recorded_or_refused(self, conversation_id, update_id, _update_refusal(conversation_id, err), err)
         except RPCError as err:  # a definite refusal (unclear ones are outcome_unknown: run_update)
-            raise await self._closed(conversation_id, ConversationError(*_rpc_reason(conversation_id, err))) from err
+            reply = await recorded_or_refused(self, conversation_id, update_id,
+                                              ConversationError(*_rpc_reason(conversation_id, err)), err)
+        if reply.message_digest not in (None, message_digest(text)):  # None: a reply of an older release
+            if not await self._running(handle):  # a new message id cannot help there: say it has finished
+                raise await self._closed(conversation_id, ConversationError(_finished(conversation_id), "finished"))
+            raise ConversationError(f'message id "{message_id}" was already used for another message, which '
+                                    "was the one handled; send this one with a new message id", "conflict")
+        return reply
 
     async def cancel(self, conversation_id: str, reason: Optional[str] = None, rollback: bool = False) -> None:
         """Signal the conversation to stop; a write already running finishes first; with

@@ -23,6 +23,7 @@ from temporalio.exceptions import ApplicationError
 
 from workflows import replies
 from workflows import transitions as tr
+from workflows.answered import AnsweredReplies
 from workflows.budget import adopt_budget
 from workflows.contracts import AssistantReply, CancelRequest, SupportInput, SupportOutcome, UserMessage, message_digest
 from workflows.approval_flow import next_expiry, ready_to_settle, settle_approvals
@@ -47,18 +48,13 @@ from workflows.user_text import message_problem
 from workflows.visibility import Visibility
 
 
-ANSWERED_KEPT = 50
-"""Message ids whose replies a new run still knows: a client retries within minutes, not
-after 50 more messages."""
-
-
 def support_workflow_id(conversation_id: str) -> str:
     """Workflow id of a conversation: one workflow per conversation id."""
     return f"support-{conversation_id}"
 
 
 @workflow.defn
-class SupportWorkflow(ResolutionGate):
+class SupportWorkflow(ResolutionGate, AnsweredReplies):
     """Input ``SupportInput``; returns ``SupportOutcome`` when the conversation ends,
     is transferred, escalated or cancelled."""
 
@@ -88,13 +84,12 @@ class SupportWorkflow(ResolutionGate):
     async def send_message(self, message: UserMessage) -> AssistantReply:
         """Deliver one user message; returns the assistant's reply to it (the recorded reply
         when this message id was answered in an earlier run)."""
+        recorded = self._recorded()
+        if recorded is not None:
+            return recorded
         update_id = workflow.current_update_info().id
-        if update_id in self._answered:
-            return self._answered[update_id]
         reply = await self._deliver(message, update_id)
-        self._answered[update_id] = reply
-        while len(self._answered) > ANSWERED_KEPT:
-            del self._answered[next(iter(self._answered))]
+        self._remember(update_id, reply)
         return reply
 
     async def _deliver(self, message: UserMessage, update_id: str) -> AssistantReply:
@@ -111,6 +106,11 @@ class SupportWorkflow(ResolutionGate):
     def _validate_message(self, message: UserMessage) -> None:
         # A rejected update never enters history: the state stays exactly as it was.
         self._refuse_unloadable()
+        if self._recorded() is not None:
+            # a retry of a message an earlier run answered (Temporal dedups within a run only)
+            # gets its reply, as within its run, also while the conversation closes; accepting
+            # it adds no command (the handler returns the recorded reply), so replay is unchanged
+            return
         problem = message_problem(message.text)  # empty, a control character, over 8 KB
         if problem is not None:
             raise ApplicationError(problem, type=ErrorType.INVALID_MESSAGE.value, non_retryable=True)
