@@ -107,27 +107,24 @@ async def roll_back(state: ConversationState, write_timeout_seconds: float) -> l
 async def _compensate(state: ConversationState, op: CompletedOperation, tool: str,
                       write_timeout_seconds: float) -> bool:
     spec = spec_of(op.tool)
+    call = make_tool_call(tool, op.undo_arguments or {})
+    key = keys.idempotency_key(call, keys.compensation_operation(op.operation_id))
+    request = WriteToolRequest(store=state.store, call=call, idempotency_key=key,
+                               system_of_record=state.system_of_record)
     # Undo only what this write set: if something else changed it since (another
     # conversation, an agent), restoring the before-image would overwrite that change.
     now = await _subject_document(state, spec, op.arguments[spec.subject], lambda: None)
     current = now.get(spec.compensation_from or "") if now else None
     if not isinstance(current, dict) or any(current.get(k) != v for k, v in op.arguments.items() if k in current):
-        return False
-    call = make_tool_call(tool, op.undo_arguments or {})
-    key = keys.idempotency_key(call, keys.compensation_operation(op.operation_id))
-    request = WriteToolRequest(store=state.store, call=call, idempotency_key=key,
-                               system_of_record=state.system_of_record)
-    try:
-        result = await workflow.execute_activity_method(
-            ToolActivitiesApi.run_write_tool, request,
-            heartbeat_timeout=HEARTBEAT_TIMEOUT, start_to_close_timeout=timedelta(seconds=write_timeout_seconds),
-            retry_policy=WRITE_RETRY, summary=f"undo {op.tool} (rollback)",
-        )
-    except ActivityError:
-        if not workflow.patched(COMPENSATION_RECHECK_PATCH):
+        if not workflow.patched(RESET_COMPENSATION_PATCH):
             return False
-        # its answer may be what was lost, not its commit; None: reported not undone, a human follows up
-        result = await recorded_under(request, "re-check the undo by its key")
+        # a reset re-running a rollback whose undo applied finds the change already undone,
+        # not what the write set: the ledger, asked by the undo's key, says whether it was ours
+        result = await recorded_under(request, "ask the ledger whether the undo already applied")
+        if result is None:
+            return False
+    else:
+        result = await _undo(request, write_timeout_seconds, f"undo {op.tool} (rollback)")
         if result is None:
             return False
     fold = spec_of(tool).fold
@@ -136,10 +133,29 @@ async def _compensate(state: ConversationState, op: CompletedOperation, tool: st
     return result.ok
 
 
+async def _undo(request: WriteToolRequest, write_timeout_seconds: float, summary: str) -> Optional[Any]:
+    """The compensating write's result; None when it failed and the ledger holds nothing under its key."""
+    try:
+        return await workflow.execute_activity_method(
+            ToolActivitiesApi.run_write_tool, request,
+            heartbeat_timeout=HEARTBEAT_TIMEOUT, start_to_close_timeout=timedelta(seconds=write_timeout_seconds),
+            retry_policy=WRITE_RETRY, summary=summary,
+        )
+    except ActivityError:
+        if not workflow.patched(COMPENSATION_RECHECK_PATCH):
+            return None
+        # its answer may be what was lost, not its commit; None: reported not undone, a human follows up
+        return await recorded_under(request, "re-check the undo by its key")
+
+
 COMPENSATION_RECHECK_PATCH = "recheck-ledger-after-compensation"
 """``workflow.patched`` id of asking the ledger, by the compensation's key, about a compensating
 write whose retries ran out: it may have committed with its answer lost. Before, such a write
 was reported "could not be undone" (and a human asked to restore) when it had undone the change."""
+RESET_COMPENSATION_PATCH = "reset-finds-applied-compensation"
+"""``workflow.patched`` id of asking the ledger, by the undo's key, when the subject no longer holds
+what the write set: a reset that re-ran a rollback found the change undone by the first run's
+compensation and reported it "could not be undone", a human asked to restore what was restored."""
 
 
 def _step_detail(state: ConversationState, op: CompletedOperation) -> str:
