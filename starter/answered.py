@@ -16,14 +16,15 @@ from temporalio.service import RPCError
 
 from starter.errors import ConversationError
 from workflows.contracts import AssistantReply
-from workflows.support import support_workflow_id
+from workflows.support import SupportWorkflow, support_workflow_id
 
 
 async def answered_reply(client: Any, handle: Any, update_id: str) -> Optional[AssistantReply]:
     """The reply the conversation (``handle``, any state) recorded for ``update_id``; ``None``
     when it recorded none, its worker code predates the query, or it cannot be asked now."""
     try:
-        return await client.read(lambda: handle.query("answered_reply", update_id, result_type=Optional[AssistantReply],
+        return await client.read(lambda: handle.query(SupportWorkflow.answered_reply, update_id,
+                                                      result_type=Optional[AssistantReply],
                                                       rpc_timeout=client.rpc_timeout))
     except (RPCError, WorkflowQueryFailedError, ConversationError):
         return None  # the refusal stands: no worse than before the query existed
