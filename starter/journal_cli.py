@@ -138,9 +138,11 @@ def no_decisions(conversation: Optional[str], customer: Optional[str], rule: Opt
     """What ``decisions`` says when nothing matches: an empty twelve-column table squeezed to
     80 columns ("conv ersa tion", "pro mpt") was all a mistyped conversation id got."""
     scope = [f"conversation {conversation}" if conversation else "", "that customer" if customer else "",
-             f"rule {rule}" if rule else "", f"since {since}" if since else ""]
+             f"rule {rule}" if rule else ""]
     said = ", ".join(part for part in scope if part)
-    return escape(f"no model calls in the decision log{f' for {said}' if said else ''}")
+    # "since" reads on its own: "for since 2099-01-01" was what --since alone got
+    return escape(f"no model calls in the decision log{f' for {said}' if said else ''}"
+                  f"{f' since {since}' if since else ''}")
 
 
 def decision_table(rows: list) -> Table:
