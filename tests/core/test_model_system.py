@@ -34,7 +34,7 @@ def test_the_stand_ins_knowledge_matches_the_process():
     assert model_view.RULE_MALFORMED_OUTPUT == Rule.MALFORMED_OUTPUT.value
     assert model_view.RULE_USER_DECLINED == Rule.USER_DECLINED.value
     assert model_view.TRANSFER_TOOL not in TOOL_CLASS  # transfer is its own kind of action
-    assert model_view.ENDED_STEPS == {s.value for s in StepStatus} - {"pending", "running", "awaiting_approval"}
+    assert model_view.SERVED_STEPS == {s.value for s in StepStatus} - {"pending", "running"}
     assert model_wire.DEFAULT_TOOL_NAME == PROPOSE_TOOL_NAME
 
 

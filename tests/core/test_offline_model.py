@@ -544,6 +544,13 @@ def test_rules_does_not_propose_again_a_write_handed_to_a_human():
     state.turn = 4  # asked again in so many words: proposed again
     state.recent_turns.append(user_turn(4, f"please cancel {PENDING}"))
     assert propose(rules_brain, state)["tool"]["name"] == "cancel_pending_order"
+    # while it waits for a supervisor, "any news?" re-proposed it too, and the policy's
+    # reason for the model ("... wait for it before proposing another") was quoted to the user
+    state.steps.append(Step(step_id="chat.t4", name="cancel_pending_order", status=StepStatus.AWAITING_APPROVAL,
+                            turn=4))
+    state.turn = 5
+    state.recent_turns.append(user_turn(5, "any news?"))
+    assert propose(rules_brain, state)["text"].endswith(CAPABILITIES)
 
 
 def test_rules_status_reply():
