@@ -49,10 +49,13 @@ async def test_a_refund_that_never_moved_is_not_resolved_as_applied(temporal_env
 
             with_services = fast.model_copy(update={f"{n}_url": u for n, u in urls.items()})
             client.evidence = lambda: Systems.from_settings(with_services)
-            for outcome, words in (("applied", "the money has not moved"), ("not_applied", "as applied")):
+            for outcome, words in (("applied", "the money has not moved"),
+                                   ("not_applied", "cannot be resolved as applied either")):
                 with pytest.raises(ConversationError) as refused:
                     await client.resolve_outcome(cid, step.step_id, outcome, "op-1", "checked the order")
                 assert refused.value.kind == "resolution_refused" and words in str(refused.value)
+                # not_applied's refusal said "resolve it as applied", which the other refuses here
+                assert "resolve it as applied" not in str(refused.value)
 
             def unopenable() -> Systems:
                 raise ConnectionError("the database is down")
