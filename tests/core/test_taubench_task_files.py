@@ -55,7 +55,7 @@ def test_the_command_refuses_before_starting_anything(tmp_path):
     path = _file(tmp_path, ["a"])
     result = CliRunner().invoke(app, ["taubench", "--tasks", path], env={"COLUMNS": "300", "NO_COLOR": "1"})
     assert result.exit_code == 2
-    assert "a task is a JSON object, not a string" in result.output
+    assert result.output.startswith("statekeeper: ") and "a task is a JSON object, not a string" in result.output
     assert "Traceback" not in result.output and "AttributeError" not in result.output
 
 
