@@ -39,6 +39,20 @@ def _print(report: ReplayReport) -> None:
     console.print(f"conversation [bold]{escape(report.conversation_id)}[/] (run {report.run_id or '-'}, "
                   f"{report.run_status or 'not found'}); original input "
                   f"{'known' if report.input_known else '[red]not known[/]'}", highlight=False)
+    if report.effects:
+        console.print(_effects_table(report))
+    else:  # an empty eight-column table squeezed to 80 columns said nothing
+        console.print("effects invoked (writes, emails, tickets): none", highlight=False)
+    if report.harmless:
+        console.print("harmless (read, model, journal upsert): " +
+                      ", ".join(f"{name} ×{count}" for name, count in sorted(report.harmless.items())))
+    colour = "green" if report.verdict == "resume" else "red"
+    console.print(f"verdict: [bold {colour}]{report.verdict}[/]", highlight=False)
+    for reason in report.reasons:
+        console.print(f"  - {escape(reason)}", highlight=False)
+
+
+def _effects_table(report: ReplayReport) -> Table:
     table = Table(title="Effects invoked (history) and what the systems hold")
     for column in ("workflow", "event", "activity", "system", "key", "ended", "evidence", "status"):
         table.add_column(column, overflow="fold")  # folded, never elided: keys and reasons are read whole
@@ -47,14 +61,7 @@ def _print(report: ReplayReport) -> None:
         table.add_row(escape(e.workflow_id), str(e.event_id), e.activity, e.system, escape(e.key or "?"),
                       e.ended + (f" ({e.failure_type})" if e.failure_type else ""), escape("; ".join(e.evidence)),
                       f"[{colours[e.status]}]{e.status}[/]: {escape(e.reason)}")
-    console.print(table)
-    if report.harmless:
-        console.print("harmless (read, model, journal upsert): " +
-                      ", ".join(f"{name} ×{count}" for name, count in sorted(report.harmless.items())))
-    colour = "green" if report.verdict == "resume" else "red"
-    console.print(f"verdict: [bold {colour}]{report.verdict}[/]", highlight=False)
-    for reason in report.reasons:
-        console.print(f"  - {escape(reason)}", highlight=False)
+    return table
 
 
 def replay_check(conversation_id: str = _ID, json_out: bool = _JSON) -> None:
