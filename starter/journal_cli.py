@@ -176,6 +176,10 @@ def erase(conversation: Optional[str] = typer.Option(None, "--conversation", hel
     if (conversation is None) == (customer is None):
         typer.echo("statekeeper: give exactly one of --conversation ID or --customer ID", err=True)
         raise typer.Exit(2)
+    for option, value in (("--conversation", conversation), ("--customer", customer)):
+        if value is not None and not value.strip():  # an unset shell variable: "erased 0" read as done
+            typer.echo(f"statekeeper: {option} is empty; give the id whose records to erase", err=True)
+            raise typer.Exit(2)
     with _store() as store:
         erased = (store.erase_conversation(conversation) if conversation is not None
                   else store.erase_customer(customer or ""))
