@@ -15,6 +15,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from starter.cli_refusals import given_id
 from starter.replay_check import ReplayReport, Systems, check
 from starter.replay_resume import ResumeRefused, resume as reset_run
 
@@ -70,6 +71,7 @@ def replay_check(conversation_id: str = _ID, json_out: bool = _JSON) -> None:
     with reasons. Exit status 0 for resume, 1 for refuse."""
     from starter.cli import _interruptible, _settings
 
+    given_id(conversation_id)  # empty: refused before connecting, as `state` refuses it
     settings = _settings()
     with _interruptible(130):
         report, _client = asyncio.run(_report(settings, conversation_id))
@@ -86,6 +88,7 @@ def resume(conversation_id: str = _ID, json_out: bool = _JSON) -> None:
     verdict is resume; otherwise change nothing, print the reasons and exit with status 1."""
     from starter.cli import _interruptible, _settings, console, errors
 
+    given_id(conversation_id)
     settings = _settings()
 
     async def main() -> tuple[ReplayReport, Optional[str]]:
@@ -125,6 +128,7 @@ def resolve(conversation_id: str = _ID,
 
     from starter.resolution_calls import resolution_payload
 
+    given_id(conversation_id)
     settings = _settings()
     try:  # refused before connecting: a wrong --outcome waited for Temporal first (a helper's finding)
         resolution_payload(step, outcome, operator, note, "cli")
