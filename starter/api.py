@@ -37,19 +37,9 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from temporalio.service import RPCError
 
-from starter.api_models import (
-    MAX_BODY_BYTES,
-    CancelAccepted,
-    CancelIn,
-    ConversationCreated,
-    ConversationId,
-    MessageIn,
-    StartConversation,
-    check_message,
-    client_dep,
-    filter_query,
-    page_token_query,
-)
+from starter.api_models import (MAX_BODY_BYTES, CancelAccepted, CancelIn, ConversationCreated, ConversationId,
+                                 ConversationStatusFilter, MessageIn, StartConversation, check_message, client_dep,
+                                 filter_query, page_token_query)
 from starter.api_guard import Authenticate, Guard, document_security, documented_app, guard_dep
 from starter.api_journal import router as journal_router
 from starter.auth import Access, AccessSource, Permission
@@ -240,7 +230,7 @@ def create_app(client_factory: Optional[ClientFactory] = None,
     @app.get("/conversations", response_model=Page, response_model_exclude_none=False,
              responses=responses_for("GET", "/conversations"))
     async def list_conversations(customer_id: Optional[str] = filter_query(), order_id: Optional[str] = filter_query(),
-                                 status: Optional[str] = filter_query(), step: Optional[str] = filter_query(),
+                                 status: ConversationStatusFilter = None, step: Optional[str] = filter_query(),
                                  limit: int = Query(20, ge=1, le=MAX_PAGE),
                                  next_page_token: Optional[str] = page_token_query(),
                                  guard: Guard = Depends(guard_dep),

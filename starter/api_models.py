@@ -63,6 +63,15 @@ def filter_query() -> Any:
                  description="An id of ASCII letters, digits and #._:@- (at most 128 characters).")
 
 
+ConversationStatusFilter = Annotated[
+    Optional[Literal["active", "ended", "cancelled", "transferred", "escalated", "terminated", "timed_out", "failed"]],
+    Query(description="A conversation's status (workflows.records.ConversationStatus: the last three for a run "
+                      "Temporal ended); another value is a 422")]
+"""The ``status`` filter of ``GET /conversations``: one of the statuses a conversation sets,
+as ``GET /refunds`` takes only a refund's (any id-shaped word was taken, so a typo such as
+``activ`` listed nothing with a 200)."""
+
+
 def page_token_query() -> Any:
     """The ``next_page_token`` parameter of a list: optional, URL-safe base64."""
     return Query(None, max_length=4100, pattern=PAGE_TOKEN_VALUE,

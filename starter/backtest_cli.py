@@ -24,7 +24,7 @@ from starter.journal_cli import parse_since as journal_since
 from starter.backtest import BacktestError, BacktestReport, backtest as run_backtest
 from starter.backtest import check_prompt_version, load_decisions, model_client
 from starter.backtest_diff import Difference, describe
-from starter.cli_refusals import command_settings, storage_refusals, writable_output, write_output
+from starter.cli_refusals import command_settings, given_id, storage_refusals, writable_output, write_output
 from starter.cli_support import errors
 from workflows.prompt import PROMPT_VERSION
 
@@ -51,12 +51,14 @@ def backtest(
 ) -> None:
     """Re-ask recorded model calls with another prompt version or model, validate the answers
     with the current policy, and compare; executes nothing."""
+    if conversation is not None:  # an unset shell variable re-asked every conversation's calls
+        given_id(conversation)
     settings = command_settings()
     writable_output(json_out)  # refused before the model calls, not after them
     try:
         prompt = check_prompt_version(prompt_version)
         with storage_refusals(settings):  # a damaged or unreachable journal: one line, not a traceback
-            rows = load_decisions(settings, conversation_id=conversation if conversation else None,
+            rows = load_decisions(settings, conversation_id=conversation,
                                   since=parse_since(since))
         report = asyncio.run(_run(settings, rows, prompt, model, concurrency))
     except BacktestError as err:

@@ -127,7 +127,7 @@ def chat(conversation_id: Optional[str] = typer.Option(None, help="Resume or nam
             try:
                 cid = await client.start_conversation(conversation_id or f"chat-{uuid.uuid4().hex[:8]}")
             except ConversationError as err:  # e.g. a finished id: a page of traceback before
-                errors.print(f"[red]{escape(str(err))}[/]")
+                errors.print(f"[red]statekeeper: {escape(str(err))}[/]", highlight=False)
                 raise typer.Exit(1)
             console.print(f"conversation [bold]{escape(cid)}[/] — Web UI {escape(_conversation_url(settings, cid))}. "
                           "Type 'quit' to leave.", soft_wrap=True)  # a URL cut by a line break is not a link
@@ -169,7 +169,7 @@ def state(conversation_id: str) -> None:
                 named = await conversation_named(rt.client, conversation_id)  # "support-x" may be x's or its own
                 current = await client_for(rt.client, settings).state(named)
             except ConversationError as err:
-                errors.print(f"[red]{escape(str(err))}[/]")
+                errors.print(f"[red]statekeeper: {escape(str(err))}[/]", highlight=False)
                 raise typer.Exit(1)
             print(current.model_dump_json(indent=2))
 
@@ -191,7 +191,7 @@ def taubench(
     try:
         task_list = load_tasks(tasks, limit)
     except ValueError as err:
-        errors.print(f"[red]{escape(str(err))}[/]")
+        errors.print(f"[red]statekeeper: {escape(str(err))}[/]", highlight=False)
         raise typer.Exit(2)
 
     run_id = uuid.uuid4().hex[:8]  # its conversations are tb-<run_id>-<task index>

@@ -57,7 +57,10 @@ def dev(detach: bool = typer.Option(False, "--detach", help="Run in the backgrou
             served: Optional[str] = None
             access = await asyncio.to_thread(access_from_settings, settings, settings.api_host)
             try:
-                api_url = served = await stack.enter_async_context(api_beside(rt.client, settings, access=access))
+                # the services' URLs too: the API checks an operator's resolution against the payments
+                # service (without them "applied" was taken for a refund whose money never moved)
+                api_url = served = await stack.enter_async_context(api_beside(rt.client, served_settings,
+                                                                              access=access))
             except OSError as err:  # e.g. the port is taken: the worker and the Web UI still serve
                 api_url = f"not served ({err}; set STATEKEEPER_API_PORT)"
             else:

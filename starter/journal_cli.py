@@ -139,9 +139,11 @@ def no_decisions(conversation: Optional[str], customer: Optional[str], rule: Opt
     """What ``decisions`` says when nothing matches: an empty twelve-column table squeezed to
     80 columns ("conv ersa tion", "pro mpt") was all a mistyped conversation id got."""
     scope = [f"conversation {conversation}" if conversation else "", "that customer" if customer else "",
-             f"rule {rule}" if rule else "", f"since {since}" if since else ""]
+             f"rule {rule}" if rule else ""]
     said = ", ".join(part for part in scope if part)
-    return escape(f"no model calls in the decision log{f' for {said}' if said else ''}")
+    # "since" reads on its own: "for since 2099-01-01" was what --since alone got
+    return escape(f"no model calls in the decision log{f' for {said}' if said else ''}"
+                  f"{f' since {since}' if since else ''}")
 
 
 def decision_table(rows: list) -> Table:
@@ -175,6 +177,10 @@ def erase(conversation: Optional[str] = typer.Option(None, "--conversation", hel
     if (conversation is None) == (customer is None):
         typer.echo("statekeeper: give exactly one of --conversation ID or --customer ID", err=True)
         raise typer.Exit(2)
+    for option, value in (("--conversation", conversation), ("--customer", customer)):
+        if value is not None and not value.strip():  # an unset shell variable: "erased 0" read as done
+            typer.echo(f"statekeeper: {option} is empty; give the id whose records to erase", err=True)
+            raise typer.Exit(2)
     with _store() as store:
         erased = (store.erase_conversation(conversation) if conversation is not None
                   else store.erase_customer(customer or ""))

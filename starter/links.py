@@ -15,7 +15,7 @@ from urllib.parse import quote
 import typer
 
 from settings import Settings
-from starter.cli_refusals import command_settings
+from starter.cli_refusals import command_settings, given_id
 from workflows.options import CUSTOMER_ID, ORDER_IDS
 from workflows.pseudonym import customer_pseudonym
 
@@ -66,6 +66,8 @@ def link(
     ui: Optional[str] = typer.Option(None, "--ui", help="Web UI base URL (default: the embedded one)."),
 ) -> None:
     """Print the Web UI link listing the conversations and refunds of a customer or an order."""
+    if customer is not None:  # an empty id (an unset shell variable) linked the pseudonym of ""
+        given_id(customer, "customer id")
     settings = command_settings()  # from any directory: the detached dev's data and key; a bad setting is one line
     try:
         if order is not None and BARE_ORDER.fullmatch(order):

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any, Optional, Sequence
 
 from pydantic import BaseModel, ValidationError
-from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError
 from temporalio.common import (
     SearchAttributePair,
     TypedSearchAttributes,
@@ -23,8 +23,10 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from starter.core import ClientCore
 from starter.errors import ConversationError, unreachable
+from starter.listing import SUPPORT_PREFIX
 from starter.temporal_ids import fits
 from workflows.contracts import RefundOutcome
+from workflows.failures import public_reason
 from workflows.options import CONVERSATION_TASK_TIMEOUT, ORDER_IDS, PENDING_APPROVAL, STEP
 from workflows.refund import RefundWorkflow
 from workflows.standalone import RefundRequest
@@ -158,7 +160,25 @@ class RefundCalls(ClientCore):
         else:
             status.status = description.status.name.lower() if description.status else "unknown"
             status.reason = ENDED_REASONS.get(status.status)
+            if description.status == WorkflowExecutionStatus.FAILED:
+                status.reason = await self._failed_because(handle, description.parent_id) or status.reason
         return status, memo
+
+    async def _failed_because(self, handle: Any, parent_id: Optional[str]) -> Optional[str]:
+        """Why a refund's run failed, worded from the failure's kind (``public_reason``, never
+        its text), and, for a conversation's refund, who has the case: a "failed" refund with
+        no reason read as nothing done, when its write's outcome was unknown and its
+        conversation had escalated it (its retail write had applied)."""
+        try:
+            await self.read(lambda: handle.result(follow_runs=False, rpc_timeout=self.rpc_timeout))
+        except WorkflowFailureError as err:
+            said = f"its run failed: {public_reason(err.cause)}"
+            if parent_id:  # named by its conversation id, as the API names conversations
+                said += f"; its conversation {parent_id.removeprefix(SUPPORT_PREFIX)} has the case: see its state"
+            return said
+        except (RPCError, ConversationError):
+            pass
+        return None
 
 
 ENDED_REASONS = {

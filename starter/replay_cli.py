@@ -15,6 +15,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from starter.cli_refusals import given_id
 from starter.replay_check import ReplayReport, Systems, check
 from starter.replay_resume import ResumeRefused, resume as reset_run
 
@@ -39,15 +40,10 @@ def _print(report: ReplayReport) -> None:
     console.print(f"conversation [bold]{escape(report.conversation_id)}[/] (run {report.run_id or '-'}, "
                   f"{report.run_status or 'not found'}); original input "
                   f"{'known' if report.input_known else '[red]not known[/]'}", highlight=False)
-    table = Table(title="Effects invoked (history) and what the systems hold")
-    for column in ("workflow", "event", "activity", "system", "key", "ended", "evidence", "status"):
-        table.add_column(column, overflow="fold")  # folded, never elided: keys and reasons are read whole
-    colours = {"deduplicated": "green", "harmless": "green", "resolved": "green", "unknown": "red", "unproven": "red"}
-    for e in report.effects:
-        table.add_row(escape(e.workflow_id), str(e.event_id), e.activity, e.system, escape(e.key or "?"),
-                      e.ended + (f" ({e.failure_type})" if e.failure_type else ""), escape("; ".join(e.evidence)),
-                      f"[{colours[e.status]}]{e.status}[/]: {escape(e.reason)}")
-    console.print(table)
+    if report.effects:
+        console.print(_effects_table(report))
+    else:  # an empty eight-column table squeezed to 80 columns said nothing
+        console.print("effects invoked (writes, emails, tickets): none", highlight=False)
     if report.harmless:
         console.print("harmless (read, model, journal upsert): " +
                       ", ".join(f"{name} ×{count}" for name, count in sorted(report.harmless.items())))
@@ -57,12 +53,25 @@ def _print(report: ReplayReport) -> None:
         console.print(f"  - {escape(reason)}", highlight=False)
 
 
+def _effects_table(report: ReplayReport) -> Table:
+    table = Table(title="Effects invoked (history) and what the systems hold")
+    for column in ("workflow", "event", "activity", "system", "key", "ended", "evidence", "status"):
+        table.add_column(column, overflow="fold")  # folded, never elided: keys and reasons are read whole
+    colours = {"deduplicated": "green", "harmless": "green", "resolved": "green", "unknown": "red", "unproven": "red"}
+    for e in report.effects:
+        table.add_row(escape(e.workflow_id), str(e.event_id), e.activity, e.system, escape(e.key or "?"),
+                      e.ended + (f" ({e.failure_type})" if e.failure_type else ""), escape("; ".join(e.evidence)),
+                      f"[{colours[e.status]}]{e.status}[/]: {escape(e.reason)}")
+    return table
+
+
 def replay_check(conversation_id: str = _ID, json_out: bool = _JSON) -> None:
     """Whether a conversation's run may be resumed safely: its original input, the effects it
     invoked and what the ledgers and services hold of each, and a verdict (resume|refuse)
     with reasons. Exit status 0 for resume, 1 for refuse."""
     from starter.cli import _interruptible, _settings
 
+    given_id(conversation_id)  # empty: refused before connecting, as `state` refuses it
     settings = _settings()
     with _interruptible(130):
         report, _client = asyncio.run(_report(settings, conversation_id))
@@ -79,6 +88,7 @@ def resume(conversation_id: str = _ID, json_out: bool = _JSON) -> None:
     verdict is resume; otherwise change nothing, print the reasons and exit with status 1."""
     from starter.cli import _interruptible, _settings, console, errors
 
+    given_id(conversation_id)
     settings = _settings()
 
     async def main() -> tuple[ReplayReport, Optional[str]]:
@@ -118,6 +128,7 @@ def resolve(conversation_id: str = _ID,
 
     from starter.resolution_calls import resolution_payload
 
+    given_id(conversation_id)
     settings = _settings()
     try:  # refused before connecting: a wrong --outcome waited for Temporal first (a helper's finding)
         resolution_payload(step, outcome, operator, note, "cli")

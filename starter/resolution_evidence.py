@@ -42,6 +42,11 @@ async def ledger_contradiction(client: Client, conversation_id: str, step_id: st
         if effect.ledger is None:
             return (f"the retail ledger cannot be asked about the write of step {step_id} right now: resolve it "
                     "once it answers (a resolution must agree with the system of record)")
+        if outcome == "not_applied" and effect.ledger == "applied" and effect.money == "absent":
+            # "resolve it as applied" sent the operator to the refusal below: neither outcome fits
+            return (f"the retail ledger records the write of step {step_id} as applied, so it cannot be resolved "
+                    "as not_applied; the payments service holds no money movement for it, so it cannot be "
+                    "resolved as applied either: the case stays with its ticket")
         if outcome == "not_applied" and effect.ledger == "applied":
             return (f"the retail ledger records the write of step {step_id} as applied: it cannot be resolved as "
                     "not_applied (resolve it as applied once you have checked the order)")

@@ -19,15 +19,14 @@ the conversation has executed it, and counts it in ``approvals_granted``.
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 import uuid
-from pathlib import Path
 from typing import Any, Optional
 
 from pydantic import BaseModel, Field
 
 from starter.client import ConversationError, StatekeeperClient
+from starter.taubench_tasks import Task, load_tasks, task_user  # load_tasks: re-exported for the CLI and tests
 from systems.model.plans import PlanBook
 from systems.retail.backend import RetailBackend
 from workflows.state import ConversationState, Role
@@ -39,17 +38,6 @@ SUPERVISOR = "taubench-supervisor"
 APPROVAL_DEADLINE_SECONDS = 120.0
 """How long the runner waits for an approved write to be executed before failing the task."""
 APPROVAL_POLL_SECONDS = 0.2
-
-
-class Task(BaseModel):
-    """One benchmark task (the file format of ../shared/taubench-retail/tasks_*.json)."""
-
-    task_index: int
-    user_id: str
-    instruction: str = ""
-    actions: list[dict[str, Any]] = Field(default_factory=list)
-    outputs: list[str] = Field(default_factory=list)
-    gt_data_hash: str
 
 
 class TaskResult(BaseModel):
@@ -87,21 +75,6 @@ class Report(BaseModel):
 
     summary: Summary
     tasks: list[TaskResult]
-
-
-def load_tasks(path: Path, limit: Optional[int] = None) -> list[Task]:
-    """Tasks from a τ-bench task file; raises ``ValueError`` naming the bad entry."""
-    raw = json.loads(Path(path).read_text())
-    if not isinstance(raw, list):
-        raise ValueError(f"{path}: expected a JSON list of tasks")
-    tasks = []
-    for position, entry in enumerate(raw):
-        entry.setdefault("task_index", position)
-        try:
-            tasks.append(Task.model_validate(entry))
-        except ValueError as err:
-            raise ValueError(f"{path}: task at position {position} is malformed: {err}") from err
-    return tasks[:limit] if limit else tasks
 
 
 def plan_of(user: dict[str, Any], task: Task) -> dict[str, Any]:
@@ -180,8 +153,8 @@ class TauBenchRunner:
         state: Optional[ConversationState] = None
         granted = 0
         try:
-            user = json.loads(await asyncio.to_thread(self._backend.read, store, "get_user_details",
-                                                      {"user_id": task.user_id}))
+            user = task_user(await asyncio.to_thread(self._backend.read, store, "get_user_details",
+                                                     {"user_id": task.user_id}), task)
             await asyncio.to_thread(self._plans.put, conversation_id, plan_of(user, task))
             await self._client.start_conversation(conversation_id, store=store)
             reply = await self._client.send_message(conversation_id, opening_message(user))
@@ -212,6 +185,8 @@ class TauBenchRunner:
             state = await self._client.state(conversation_id)
         except ConversationError as err:
             error = f"conversation error: {err}"
+        except LookupError as err:  # the task names no customer of the data: said, not a JSONDecodeError
+            error = str(err)
         except Exception as err:  # noqa: BLE001 - one broken task must not abort the whole run
             error = f"{type(err).__name__}: {err}"
         data_hash = await asyncio.to_thread(self._backend.hash, store)

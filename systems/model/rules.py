@@ -26,6 +26,7 @@ from typing import Any, Optional
 
 from systems.model.view import (
     CANCEL_REASONS,
+    SERVED_STEPS,
     RULE_MALFORMED_OUTPUT,
     RULE_USER_DECLINED,
     amount,
@@ -79,7 +80,14 @@ def _satisfied(view: dict, intent: str, since_turn: int) -> bool:
             r.get("turn", 0) >= since_turn and ((r.get("proposal") or {}).get("tool") or {}).get("name") == tool
             for r in view.get("rejections") or []
         )
-        return done or refused
+        # a step that ended without an operation or a rejection (an approval that ran out of
+        # time and went to a human agent), or waits for a supervisor, served it too: "hello?"
+        # re-proposed the write the user had just been told a human agent (or a supervisor) has
+        ended = any(
+            s.get("name") == tool and s.get("turn", 0) >= since_turn and s.get("status") in SERVED_STEPS
+            for s in view.get("steps") or []
+        )
+        return done or refused or ended
     return any(
         t.get("role") == "assistant" and t.get("turn", 0) >= since_turn and t.get("text", "").startswith(STATUS_PREFIX)
         for t in view.get("recent_turns") or []

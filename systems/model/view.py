@@ -13,7 +13,8 @@ The stand-in's own knowledge, held here as plain values rather than imported:
   ``transfer_to_human_agents``, which is its own kind of action);
 - ``CANCEL_REASONS``: the only reasons a cancellation may give;
 - ``RULE_MALFORMED_OUTPUT`` / ``RULE_USER_DECLINED``: rule ids it reacts to when it finds
-  them in the view's ``rejections``.
+  them in the view's ``rejections``;
+- ``SERVED_STEPS``: the statuses of a step whose request was served (ended, or with a supervisor).
 
 Also the small view helpers both brains share (raw action dicts, evidence look-ups), and
 ``honour_offered``: what becomes of a call of a tool the request did not offer.
@@ -44,6 +45,8 @@ RULE_MALFORMED_OUTPUT = "malformed-model-output"
 RULE_USER_DECLINED = "user-declined"
 """The user said no to a confirmation, or changed the subject."""
 TRANSFER_TOOL = "transfer_to_human_agents"
+SERVED_STEPS = frozenset({"done", "failed", "cancelled", "compensated", "unknown", "awaiting_approval"})
+"""Statuses of a step (the view's ``steps``) whose write was dealt with, or is with a supervisor."""
 
 
 def _blocks(content: str) -> list[str]:

@@ -46,5 +46,7 @@ def test_nothing_to_show_is_one_line_naming_the_filters():
     twelve-column table whose headers, at 80 columns, read "conv ersa tion" (a new user's report)."""
     assert no_decisions("nope", None, None, None) == "no model calls in the decision log for conversation nope"
     assert no_decisions(None, "raj_sanchez_2970", "check-status", "2026-11-23") == (
-        "no model calls in the decision log for that customer, rule check-status, since 2026-11-23")
+        "no model calls in the decision log for that customer, rule check-status since 2026-11-23")
+    # --since alone read "... decision log for since 2099-01-01" (a new user's report)
+    assert no_decisions(None, None, None, "2099-01-01") == "no model calls in the decision log since 2099-01-01"
     assert no_decisions(None, None, None, None) == "no model calls in the decision log"

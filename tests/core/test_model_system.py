@@ -18,6 +18,7 @@ from workflows import prompt
 from workflows.catalogue import TOOL_CLASS, ToolClass
 from workflows.catalogue.checks import CANCEL_REASONS
 from workflows.policy import Rule
+from workflows.records import StepStatus
 from workflows.state import ConversationState, PinnedFact, Role, Turn
 
 # --- the stand-in's own knowledge agrees with the process it serves ----------------------
@@ -33,6 +34,7 @@ def test_the_stand_ins_knowledge_matches_the_process():
     assert model_view.RULE_MALFORMED_OUTPUT == Rule.MALFORMED_OUTPUT.value
     assert model_view.RULE_USER_DECLINED == Rule.USER_DECLINED.value
     assert model_view.TRANSFER_TOOL not in TOOL_CLASS  # transfer is its own kind of action
+    assert model_view.SERVED_STEPS == {s.value for s in StepStatus} - {"pending", "running"}
     assert model_wire.DEFAULT_TOOL_NAME == PROPOSE_TOOL_NAME
 
 

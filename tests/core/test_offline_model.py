@@ -31,6 +31,8 @@ from workflows.state import (
     ProductFact,
     Rejection,
     Role,
+    Step,
+    StepStatus,
     Turn,
     Variant,
 )
@@ -527,6 +529,28 @@ def test_rules_acknowledges_a_no():
                  rejections=[Rejection(turn=2, rule="user-declined", reason="the user declined", proposal=proposal)])
     action = propose(rules_brain, state)
     assert action["kind"] == "reply" and "not made that change" in action["text"]
+
+
+def test_rules_does_not_propose_again_a_write_handed_to_a_human():
+    """An approval that ran out of time hands the write to a human agent (its step failed,
+    no operation, no rejection); the user's next words ("hello?") got the same write proposed
+    again, and a yes parked it for a supervisor beside the human (a new user's report)."""
+    state = chat(f"cancel {PENDING}", "yes", "hello?", facts_=(fact("order_id", PENDING),), customer=customer(RAJ),
+                 orders={PENDING: order_fact(PENDING)},
+                 steps=[Step(step_id="chat.t1", name="cancel_pending_order", status=StepStatus.FAILED, turn=1,
+                             error="the approval expired undecided; handed to a human agent")])
+    action = propose(rules_brain, state)
+    assert action["kind"] == "reply" and action["text"].endswith(CAPABILITIES)
+    state.turn = 4  # asked again in so many words: proposed again
+    state.recent_turns.append(user_turn(4, f"please cancel {PENDING}"))
+    assert propose(rules_brain, state)["tool"]["name"] == "cancel_pending_order"
+    # while it waits for a supervisor, "any news?" re-proposed it too, and the policy's
+    # reason for the model ("... wait for it before proposing another") was quoted to the user
+    state.steps.append(Step(step_id="chat.t4", name="cancel_pending_order", status=StepStatus.AWAITING_APPROVAL,
+                            turn=4))
+    state.turn = 5
+    state.recent_turns.append(user_turn(5, "any news?"))
+    assert propose(rules_brain, state)["text"].endswith(CAPABILITIES)
 
 
 def test_rules_status_reply():

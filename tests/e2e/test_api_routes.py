@@ -300,7 +300,9 @@ async def test_lists_filter_by_search_attributes_and_paginate(stack):
         pending = (await http.get("/approvals", params={"status": "pending", "limit": 100})).json()["items"]
         assert {"approval_id": f"support-list-{tag}-2~0123456789ab", "process": "conversation",
                 "process_id": f"list-{tag}-2"} in pending
+        # a status no conversation has is refused as GET /refunds refuses one (it listed nothing, 200)
         for params in ({"customer_id": 'a" OR WorkflowId != "x'}, {"order_id": "#W 1"}, {"status": "é"},
+                       {"status": "activ"}, {"status": "running"},
                        {"limit": 0}, {"limit": 101}, {"next_page_token": "not-a-token!"},
                        {"next_page_token": "AAAA"}, {"next_page_token": "\x00\x01"},
                        {"next_page_token": "eyJ4IjoxfQ=="},  # made-up tokens: refused before the server
@@ -364,6 +366,16 @@ async def _refunds_filter_like_conversations(http, client: Client, customer: str
     assert len(first["items"]) == 2 and len(rest["items"]) == 1 and not rest["next_page_token"]
     for params in ({"step": 'done" OR Step != "x'}, {"order_id": "#W 1"}, {"limit": 0}, {"status": "bogus"}):
         assert (await http.get("/refunds", params=params)).status_code == 422, params
+
+
+def test_the_conversation_status_filter_takes_exactly_the_conversation_statuses():
+    from typing import get_args
+
+    from starter.api_models import ConversationStatusFilter
+    from workflows.records import ConversationStatus
+
+    taken = get_args(get_args(get_args(ConversationStatusFilter)[0])[0])
+    assert set(taken) == {s.value for s in ConversationStatus}
 
 
 async def _nonempty(listed):

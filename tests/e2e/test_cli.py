@@ -69,7 +69,12 @@ def test_dev_detach_chat_state_stop(tmp_path):
         assert "conversation ended" in done.stdout, done.stdout + done.stderr
         again = _cli(env, "chat", "--conversation-id", "cli-chat-eof", stdin="hello\n")
         assert again.returncode == 1, again.stdout + again.stderr
-        assert "conversation cli-chat-eof has finished; start a new conversation" in " ".join(again.stderr.split())
+        # named as every command's refusal is ("statekeeper: ..."); chat and state said it bare
+        assert "statekeeper: conversation cli-chat-eof has finished; start a new conversation" in " ".join(
+            again.stderr.split())
+        unknown = _cli(env, "state", "no-such-chat")
+        assert unknown.returncode == 1 and unknown.stderr.startswith("statekeeper: conversation no-such-chat does not"), \
+            unknown.stderr
         assert "Traceback" not in again.stdout + again.stderr
 
         shown = _cli(env, "state", "support-cli-chat")  # the workflow id is accepted too

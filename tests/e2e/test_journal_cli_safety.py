@@ -85,3 +85,20 @@ def test_a_blank_or_control_character_id_is_refused_before_anything_starts(tmp_p
         assert refused.returncode == 2, (args, refused.stdout, refused.stderr)
         assert said in refused.stderr and "Traceback" not in refused.stderr
     assert not (tmp_path / "temporal.sqlite").exists() and not (tmp_path / "journal.sqlite").exists()
+
+
+def test_an_empty_id_is_refused_not_reported_erased(tmp_path):
+    """``journal erase --customer "$CUSTOMER"`` with the variable unset answered "erased 0
+    conversation(s)", status 0: read as the customer's erasure done (``statekeeper erase`` and
+    ``decisions`` refuse an empty id). (A new user's report.)"""
+    _journal(tmp_path, {"keep": "I am Carol"})
+    for option in ("--customer", "--conversation"):
+        for empty in ("", "  "):
+            refused = _cli(tmp_path, "journal", "erase", option, empty)
+            assert refused.returncode == 2, (option, refused.stdout)
+            assert f"statekeeper: {option} is empty" in refused.stderr and "erased" not in refused.stdout
+    store = JournalStore(f"sqlite:///{tmp_path / 'journal.sqlite'}")
+    try:
+        assert [e.text for e in store.transcript("keep")] == ["I am Carol"]
+    finally:
+        store.close()

@@ -20,6 +20,7 @@ from systems.service_kit.server import ServiceThread
 from tests.policy_fixtures import EMAIL, PENDING
 from tests.service_fixtures import arm
 from tests.workflow_harness import ListBrain, reply, running_worker
+from workflows.keys import refund_workflow_id
 from tests.workflows.test_unknown_outcomes import CANCEL_BRAIN
 
 
@@ -46,13 +47,21 @@ async def test_a_refund_that_never_moved_is_not_resolved_as_applied(temporal_env
             assert httpx.get(f"{urls['payments']}/operations", params={"reference": PENDING}).json() == []
             assert [e["tool"] for e in backend.ledger_entries("main")] == ["cancel_pending_order"]
             [step] = [s for s in (await client.state(cid)).steps if s.status.value == "unknown"]
+            # its refund run failed: said with why and who has the case (it was "failed", reason
+            # null, read as nothing done while its retail write had applied)
+            refund = await client.refund(refund_workflow_id("main", PENDING, step.operation_id))
+            assert refund.status == "failed" and refund.reason.startswith("its run failed: ")
+            assert refund.reason.endswith(f"its conversation {cid} has the case: see its state")
 
             with_services = fast.model_copy(update={f"{n}_url": u for n, u in urls.items()})
             client.evidence = lambda: Systems.from_settings(with_services)
-            for outcome, words in (("applied", "the money has not moved"), ("not_applied", "as applied")):
+            for outcome, words in (("applied", "the money has not moved"),
+                                   ("not_applied", "cannot be resolved as applied either")):
                 with pytest.raises(ConversationError) as refused:
                     await client.resolve_outcome(cid, step.step_id, outcome, "op-1", "checked the order")
                 assert refused.value.kind == "resolution_refused" and words in str(refused.value)
+                # not_applied's refusal said "resolve it as applied", which the other refuses here
+                assert "resolve it as applied" not in str(refused.value)
 
             def unopenable() -> Systems:
                 raise ConnectionError("the database is down")
