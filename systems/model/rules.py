@@ -141,10 +141,23 @@ def _said(obs: "dict[str, Any] | None") -> str:
     return result.removeprefix("Error: ")
 
 
+RULE_SUFFIX = re.compile(r"\s*\((?:[a-z]+-)+[a-z]+\)")
+"""A policy clause id in parentheses, e.g. " (cancel-pending-only)": for operators and the log."""
+TOOL_NAME = re.compile(r"\b([a-z]+(?:_[a-z]+)+)\b")
+"""A tool name (``modify_pending_order_items``); ids with digits (``credit_card_1``) do not match."""
+
+
+def plain(reason: str) -> str:
+    """``reason`` as a user reads it: without clause ids, an ``Error:`` prefix or tool names
+    in snake case (users never see internal names)."""
+    text = RULE_SUFFIX.sub("", reason.removeprefix("Error: "))
+    return TOOL_NAME.sub(lambda m: m.group(1).replace("_", " "), text)
+
+
 def _result_summary(op: dict[str, Any]) -> str:
     order_id = (op.get("arguments") or {}).get("order_id", "")
     if not op.get("ok"):
-        return f"{op.get('tool')} on order {order_id} did not go through: {op.get('result', '')}"
+        return f"{plain(str(op.get('tool')))} on order {order_id} did not go through: {plain(op.get('result', ''))}"
     status = ""
     try:
         status = json.loads(op.get("result", "")).get("status", "")
@@ -207,7 +220,7 @@ def _guarded(view: dict, action: dict[str, Any]) -> dict[str, Any]:
     """Never propose what was rejected at this very turn; say why instead."""
     rej = rejection_for(view, action, view.get("turn", 0))
     if rej is not None:
-        return reply(f"I can't do that: {rej.get('reason', 'it was not allowed')}")
+        return reply(f"I can't do that: {plain(rej.get('reason', 'it was not allowed'))}")
     return action
 
 
@@ -222,7 +235,7 @@ def _decide(view: dict) -> dict[str, Any]:
     if last and last.get("turn") == turn and last.get("rule") != RULE_MALFORMED_OUTPUT:
         # a malformed-output rejection is about our own previous output, not the user's request: carry on
         if last.get("rule") != RULE_USER_DECLINED:
-            return reply(f"I can't do that: {last.get('reason', 'it was not allowed')}")
+            return reply(f"I can't do that: {plain(last.get('reason', 'it was not allowed'))}")
         if _intent(latest) is None:
             # "no" to a confirmation: acknowledge; a new request in the same message goes on below.
             return reply("Understood, I have not made that change. Is there anything else I can help with?")

@@ -596,3 +596,20 @@ def test_rules_chat_end_to_end_through_the_workflow_policy():
     assert sim.proposed[-1]["kind"] == "end"
     assert sim.state.rejections[-1].rule == "user-declined"
     assert [r.rule for r in sim.state.rejections] == ["user-declined"]  # the policy refused nothing
+
+
+def test_rules_tell_a_refusal_without_clause_ids_or_tool_names():
+    # the stand-in quoted the policy's reason word for word: "(cancel-pending-only)" and
+    # "modify_pending_order_items" reached the user (new-user review)
+    from systems.model.rules import plain
+
+    proposal = call("cancel_pending_order", order_id=PENDING, reason="no longer needed")
+    state = chat(f"cancel {PENDING}", facts_=(fact("order_id", PENDING),), customer=customer(RAJ),
+                 orders={PENDING: order_fact(PENDING)},
+                 rejections=[Rejection(turn=1, rule="item-change-once", proposal=proposal,
+                                       reason=f"modify_pending_order_items was already done once for order {PENDING} "
+                                              "(item-change-once)")])
+    assert propose(rules_brain, state) == {
+        "kind": "reply", "text": f"I can't do that: modify pending order items was already done once for order {PENDING}"}
+    assert plain("credit_card_3362387 is not one of gift_card_1's (one-customer)") == \
+        "credit_card_3362387 is not one of gift_card_1's"
