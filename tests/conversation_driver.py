@@ -38,7 +38,7 @@ from workflows.confirm import describe, is_no, is_yes
 from workflows.contracts import CancelRequest, Outcome, ToolResult
 from workflows.execute import escalation_summary
 from workflows.options import MAX_CONSECUTIVE_REJECTIONS, MAX_MODEL_STEPS_PER_TURN
-from workflows.policy import validate_execution, validate_proposal
+from workflows.policy import handed_over_refusal, validate_execution, validate_proposal
 from workflows.state import (
     Confirmation,
     ConversationState,
@@ -167,6 +167,8 @@ class Driver:
             tr.reject(state, Rule.SUPERSEDED.value, "a newer user message arrived", action.model_dump(mode="json"))
             return self.answer(replies.SUPERSEDED)
         verdict = validate_proposal(state, action)
+        if verdict.accepted:  # as the workflow (no-write-after-handover)
+            verdict = handed_over_refusal(state, action) or verdict
         if not verdict.accepted:
             tr.reject(state, verdict.rule.value, verdict.reason, action.model_dump(mode="json"))
             self.rejections_in_a_row += 1

@@ -35,6 +35,7 @@ from temporalio.exceptions import ActivityError
 from workflows import keys, replies
 from workflows import transitions as tr
 from workflows.approvals import (
+    HANDED_TO_HUMAN,
     Approval,
     ApprovalPolicy,
     ApprovalStatus,
@@ -87,7 +88,7 @@ turn and ended escalated: its summary, its reason in ``ended_reason``, its rollb
 HANDOVER_BEFORE_APPROVAL_PATCH = "handover-before-approval"
 """``workflow.patched`` id of asking the ticketing system, by the write's approval-expiry
 ticket key, before parking a confirmed write (``handed_over``)."""
-HANDED_OVER = "the approval expired undecided in an earlier run; handed to a human agent"
+HANDED_OVER = f"the approval expired undecided in an earlier run; {HANDED_TO_HUMAN}"
 """The step's error when ``handed_over`` finds the write already with a human agent."""
 
 
@@ -239,7 +240,7 @@ async def settle_approvals(state: ConversationState, policy: ApprovalPolicy, wri
                 journal.write_verdict(confirmed, Verdict.DECLINED, Rule.APPROVAL_REJECTED.value, reason)
             told.append(replies.approval_rejected(confirmed.detail))
         else:
-            reason = "the approval expired undecided; handed to a human agent"
+            reason = f"the approval expired undecided; {HANDED_TO_HUMAN}"
             tr.finish_step(state, confirmed.operation_id, StepStatus.FAILED, reason)
             write_key = keys.idempotency_key(confirmed.call, confirmed.operation_id)
             opened = await open_ticket(state, expiry_ticket_summary(approval),

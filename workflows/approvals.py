@@ -56,6 +56,11 @@ _BAD_ESCAPE = re.compile(r"%(?![0-9A-Fa-f]{2})")
 MAX_APPROVAL_ID = 1100
 
 
+HANDED_TO_HUMAN = "handed to a human agent"
+"""How the step of a write whose approval expired and whose ticket opened ends its error: a
+human agent has that order's change (``policy.handed_over_refusal``)."""
+
+
 class ApprovalStatus(str, Enum):
     """Where an approval stands: waiting, or decided (approved/rejected), or expired undecided."""
 

@@ -15,9 +15,11 @@ from typing import Any, Optional
 from pydantic import BaseModel
 
 from workflows.actions import call_arguments, call_digest
+from workflows.approvals import HANDED_TO_HUMAN, ApprovalStatus
 from workflows.catalogue import Scope, ToolSpec, spec_of
 from workflows.catalogue.checks import status_refusal
 from workflows.clauses import PolicyViolation, Rule, require
+from workflows.records import StepStatus
 from workflows.state import Confirmation, ConversationState, PendingConfirmation
 
 __all__ = ["Rule", "Verdict", "validate_proposal", "validate_execution", "check_call"]
@@ -61,6 +63,23 @@ def validate_proposal(state: ConversationState, action: Any) -> Verdict:
         return _refuse(Rule.AWAITING_APPROVAL, f"a change to order {order_id} already awaits a supervisor's "
                                                "decision; wait for it before proposing another")
     return Verdict(accepted=True, needs_confirmation=spec.is_write)
+
+
+def handed_over_refusal(state: ConversationState, action: Any) -> Optional[Verdict]:
+    """A write proposed on an order whose earlier write in this conversation went to a human
+    agent when its approval expired (its ticket opened): refused under approval-expired, since
+    the human agent has that order's change and a second approval would be decided beside them.
+    None for anything else (a read, another order, an expiry whose ticket could not be opened)."""
+    if action.kind != "tool_call" or not spec_of(action.tool.name).is_write:
+        return None
+    order_id = getattr(action.tool.arguments, "order_id", None)
+    handed = {s.step_id for s in state.steps if s.status is StepStatus.FAILED and (s.error or "").endswith(
+        HANDED_TO_HUMAN)}
+    if any(a.order_id == order_id and a.status is ApprovalStatus.EXPIRED and a.operation_id in handed
+           for a in state.approvals):
+        return _refuse(Rule.APPROVAL_EXPIRED, f"a change to order {order_id} is with a human agent since its "
+                                              "approval expired; no other change to it is made here")
+    return None
 
 
 def validate_execution(

@@ -54,6 +54,8 @@ _REFUSALS: dict[Rule, str] = {
     Rule.USER_DECLINED: "you did not confirm it.",
     Rule.AWAITING_APPROVAL: "a change to that order is already waiting for a supervisor's decision; "
     "I'll tell you as soon as it is decided.",
+    Rule.APPROVAL_EXPIRED: "a change to that order is already with a human agent, who will follow up; "
+    "I can't make another change to it here.",
 }
 
 

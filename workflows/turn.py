@@ -36,10 +36,16 @@ from workflows.options import (
     MODEL_RETRY,
     MODEL_TIMEOUT,
 )
-from workflows.policy import validate_execution, validate_proposal
+from workflows.policy import handed_over_refusal, validate_execution, validate_proposal
 from workflows.prompt import PROMPT_VERSION, state_view
 from workflows.state import Confirmation, ConversationState, ConversationStatus
 from workflows.visibility import Visibility
+
+
+NO_WRITE_AFTER_HANDOVER_PATCH = "no-write-after-handover"
+"""``workflow.patched`` id: a write proposed on an order whose earlier write went to a human agent
+when its approval expired is refused (``policy.handed_over_refusal``). Before, the user could ask
+again and a supervisor approve a second write beside the human agent holding the ticket."""
 
 
 @dataclass(frozen=True)
@@ -156,6 +162,9 @@ async def _agent_loop(ctx: TurnContext) -> Optional[str]:
             consecutive_rejections += 1
         else:
             verdict = validate_proposal(state, result.action)
+            handed = handed_over_refusal(state, result.action) if verdict.accepted else None
+            if handed is not None and workflow.patched(NO_WRITE_AFTER_HANDOVER_PATCH):
+                verdict = handed  # the human agent has that order's change: no second approval beside them
             if not verdict.accepted:
                 tr.reject(state, verdict.rule.value, verdict.reason, result.action.model_dump(mode="json"))
                 journal.call_verdict(Verdict.REJECTED, verdict.rule.value, verdict.reason)

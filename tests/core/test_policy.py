@@ -6,6 +6,7 @@ as it was (compared as JSON before and after).
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
 from decimal import Decimal
 
 import pytest
@@ -352,3 +353,31 @@ def test_other_customers_order_read_is_withheld_from_the_state():
     state.customer.details_loaded = False  # order list unknown: the read is allowed, its result withheld
     shown = read(state, "get_order_details", order_id=OTHER_ORDER)
     assert shown.startswith("Error") and OTHER_ORDER not in state.orders
+
+
+def test_a_write_on_an_order_handed_to_a_human_agent_is_refused_and_only_that():
+    # an approval expired and its ticket opened: a second write on that order would be parked
+    # for a supervisor beside the human agent holding it (new-user review)
+    from workflows import transitions as tr
+    from workflows.approvals import HANDED_TO_HUMAN, ApprovalPolicy, ApprovalStatus, open_approval
+    from workflows.policy import handed_over_refusal
+    from workflows.records import StepStatus
+
+    state = authenticated()
+    cancel = call("cancel_pending_order", order_id=PENDING, reason="no longer needed")
+    approval = open_approval("support-c~1", "c.t1", cancel.tool, state.orders[PENDING], Decimal("826.70"), ["[x] y"],
+                             datetime(2026, 12, 1, tzinfo=timezone.utc), ApprovalPolicy())
+    approval.status = ApprovalStatus.EXPIRED
+    state.approvals.append(approval)
+    tr.start_step(state, "c.t1", "cancel_pending_order", "cancel", operation_id="c.t1")
+    tr.finish_step(state, "c.t1", StepStatus.FAILED, f"the approval expired undecided; {HANDED_TO_HUMAN}")
+    refused = handed_over_refusal(state, cancel)
+    assert refused is not None and refused.rule is Rule.APPROVAL_EXPIRED and PENDING in refused.reason
+    assert handed_over_refusal(state, call("get_order_details", order_id=PENDING)) is None  # a read
+    other = call("return_delivered_order_items", order_id=DELIVERED, item_ids=pending_items(DELIVERED)[:1],
+                 payment_method_id=CARD)
+    assert handed_over_refusal(state, other) is None  # another order
+    # no ticket could be opened: nobody has it, so the user may ask again
+    tr.finish_step(state, "c.t1", StepStatus.FAILED, "the approval expired undecided; no human-agent ticket could "
+                                                     "be opened")
+    assert handed_over_refusal(state, cancel) is None

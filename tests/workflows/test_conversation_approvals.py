@@ -106,6 +106,14 @@ async def test_an_undecided_approval_expires_to_a_human_ticket(temporal_env, set
         with pytest.raises(ConversationError) as late:
             await client.decide_approval(approval_id, "approve", SUPERVISOR)
         assert late.value.kind == "approval_refused" and "expired" in str(late.value)
+        # asked again, the change is not offered a second time: the human agent has that order
+        # (before: a yes parked a second approval, which a supervisor could approve beside them)
+        again = await short.send_message(cid, f"Please cancel order {PENDING}, I ordered it by mistake")
+        assert again.awaiting_confirmation is None and again.awaiting_approval is None, again
+        assert "human agent" in again.text, again.text
+        state = await client.state(cid)
+        assert [s.status for s in state.steps] == [StepStatus.FAILED] and len(state.approvals) == 1
+        assert state.rejections[-1].rule == "approval-expired"
 
 
 async def test_a_cancel_withdraws_the_approval(temporal_env, settings):
