@@ -50,7 +50,10 @@ async def test_an_escalation_in_a_settle_batch_withdraws_the_approved_write_afte
     told = [t.text for t in state.recent_turns if t.role is Role.ASSISTANT][-1]
     cancel_step = next(s for s in state.steps if s.name == "cancel_pending_order")
     assert cancel_step.status is StepStatus.CANCELLED
-    assert next(a for a in state.approvals if a.approval_id == second).status is ApprovalStatus.APPROVED
+    # approved, then withdrawn by the escalation before it ran: the approver stays on record
+    withdrawn = next(a for a in state.approvals if a.approval_id == second)
+    assert withdrawn.status is ApprovalStatus.WITHDRAWN and withdrawn.approver == "sup-ana", withdrawn
+    assert withdrawn.note and withdrawn.note.endswith("(after approval)"), withdrawn.note
     # the user had been told the cancel waits for a supervisor: the escalation says it was not made
     assert f"Cancel order {PENDING}" in told, told
     [ticket] = [t for t in backend.tickets("main") if t["ticket_key"].startswith("escalate:")]
