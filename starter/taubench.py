@@ -26,9 +26,11 @@ from typing import Any, Optional
 from pydantic import BaseModel, Field
 
 from starter.client import ConversationError, StatekeeperClient
+from starter.transient import transient_retried
 from starter.taubench_tasks import Task, load_tasks, task_user  # load_tasks: re-exported for the CLI and tests
 from systems.model.plans import PlanBook
 from systems.retail.backend import RetailBackend
+from workflows.contracts import AssistantReply
 from workflows.state import ConversationState, Role
 
 MAX_USER_MESSAGES = 40
@@ -157,7 +159,8 @@ class TauBenchRunner:
                                                      {"user_id": task.user_id}), task)
             await asyncio.to_thread(self._plans.put, conversation_id, plan_of(user, task))
             await self._client.start_conversation(conversation_id, store=store)
-            reply = await self._client.send_message(conversation_id, opening_message(user))
+            sent = 0
+            reply = await self._send(conversation_id, opening_message(user), sent)
             replies.append(reply.text)
             nudges = 0
             for _ in range(MAX_USER_MESSAGES):
@@ -180,9 +183,10 @@ class TauBenchRunner:
                         error = f"conversation stalled: {reply.text[:200]}"
                         break
                     text = "Please continue."
-                reply = await self._client.send_message(conversation_id, text)
+                sent += 1
+                reply = await self._send(conversation_id, text, sent)
                 replies.append(reply.text)
-            state = await self._client.state(conversation_id)
+            state = await transient_retried(lambda: self._client.state(conversation_id))
         except ConversationError as err:
             error = f"conversation error: {err}"
         except LookupError as err:  # the task names no customer of the data: said, not a JSONDecodeError
@@ -215,10 +219,15 @@ class TauBenchRunner:
                           duplicate_writes=duplicates, seconds=round(time.monotonic() - started, 3),
                           policy_refusals=refusals, approvals_granted=granted)
 
+    async def _send(self, conversation_id: str, text: str, n: int) -> AssistantReply:
+        """User message ``n`` of the task, with a message id of its own, so a retry after a
+        transient error (``transient_retried``) is handled once and answers the first reply."""
+        return await transient_retried(lambda: self._client.send_message(conversation_id, text, message_id=f"u{n}"))
+
     async def _approve(self, approval_id: str) -> None:
         """Approve ``approval_id`` as ``SUPERVISOR``; raises ``ConversationError`` if refused."""
-        await self._client.decide_approval(approval_id, "approve", SUPERVISOR,
-                                           note="τ-bench runner: the task's ground truth includes this write")
+        await transient_retried(lambda: self._client.decide_approval(
+            approval_id, "approve", SUPERVISOR, note="τ-bench runner: the task's ground truth includes this write"))
 
     async def _await_executed(self, conversation_id: str, approval_id: str,
                               said: list[str]) -> tuple[list[str], ConversationState]:
@@ -227,7 +236,7 @@ class TauBenchRunner:
         and the outcome) and the state. Raises ``TimeoutError`` after the deadline."""
         deadline = time.monotonic() + self._approval_deadline
         while True:
-            state = await self._client.state(conversation_id)
+            state = await transient_retried(lambda: self._client.state(conversation_id))
             if approval_settled(state, approval_id):
                 break
             if time.monotonic() > deadline:
