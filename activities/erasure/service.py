@@ -157,8 +157,9 @@ class DataErasure:
     async def purge(self, older_than: datetime, actor: str) -> PurgeSummary:
         """Purge every conversation closed before ``older_than`` (aware datetime) whose
         records are all older: Temporal runs (and their refunds'), journal rows and side
-        records; standalone requests' side records older than it too. Conversations still
-        running, or with a run or a running refund since, are kept whole. Records an audit
+        records; standalone requests' side records older than it too, unless their refund runs
+        or closed since. Conversations still running, or with a run or a running refund
+        since, are kept whole. Records an audit
         entry (subject ``retention``) with the counts; returns them."""
         older_than = older_than.astimezone(timezone.utc)
         closed, keep = await self.runs.expired(older_than)
@@ -171,8 +172,8 @@ class DataErasure:
             r.workflow_id in purged or (r.workflow_type == REFUND and (r.parent_id is None or r.parent_id in purged)))]
 
         def side_records() -> RecordCounts:
-            found = conversation_records(self.backend, conversations) + expired_request_records(self.backend,
-                                                                                                older_than)
+            found = conversation_records(self.backend, conversations) + expired_request_records(
+                self.backend, older_than, keep)
             return self._erase_channels(forget(self.backend, found), conversations)
 
         records = await asyncio.to_thread(side_records)
