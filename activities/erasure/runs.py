@@ -18,7 +18,7 @@ from temporalio.api.workflowservice.v1 import DeleteWorkflowExecutionRequest
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
-from workflows.options import CUSTOMER_ID
+from workflows.options import CUSTOMER_ID, ORDER_IDS
 from workflows.refund import RefundWorkflow
 from workflows.support import SupportWorkflow
 
@@ -101,6 +101,23 @@ class TemporalRuns:
             for latest in await self._chain(workflow_id, depth=1):
                 unique.setdefault((latest.workflow_id, latest.run_id), latest)
         return [await self._confirmed(r) for _, r in sorted(unique.items())]
+
+    async def running_refunds(self, orders: Iterable[tuple[str, str]]) -> list[Run]:
+        """The running refunds of ``orders`` (``(store, order id)`` pairs), found by their
+        ``OrderIds`` (set when the refund starts) and workflow id (``refund-{store}-{order}-``),
+        whether or not they carry a ``CustomerId`` yet."""
+        # a standalone refund (``POST /refunds``) learns its customer from its fresh read of
+        # the order, so until a worker has run it, it carries no ``CustomerId``: missed, erasure
+        # neither refused nor stopped it, and it then wrote the customer's order to the ledger
+        wanted = {(store, order.lstrip("#")) for store, order in orders}
+        values = sorted({v for _, order in wanted for v in (order, f"#{order}") if QUOTABLE.fullmatch(v)})
+        found: list[Run] = []
+        for chunk in _chunks(values):
+            query = (f"{ORDER_IDS.name} IN ({_in(chunk)}) AND WorkflowType = '{REFUND}' "
+                     "AND ExecutionStatus = 'Running'")
+            found += [r for r in await self._list(query)
+                      if any(r.workflow_id.startswith(f"refund-{store}-{order}-") for store, order in wanted)]
+        return [confirmed for r in found if (confirmed := await self._confirmed(r)).running]
 
     async def _chain(self, workflow_id: str, depth: int = MAX_CHAIN) -> list[Run]:
         """Every run of ``workflow_id`` from its latest back through the runs it continued as

@@ -13,8 +13,8 @@ What is removed, and where:
 The system of record's own customer profile and orders are not statekeeper's to erase
 (the shop keeps orders for its accounts and erases customers by its own procedure).
 
-The Temporal runs are found by the ``CustomerId`` pseudonym and the conversations by the
-journal, so a second erasure after a failure finds what the first left. Running
+The Temporal runs are found by the ``CustomerId`` pseudonym (and refunds still running on
+the customer's orders by ``OrderIds``) and the conversations by the journal, so a second erasure after a failure finds what the first left. Running
 conversations or refunds of the customer make an erasure refuse before anything is
 removed (``RunningWork``), unless ``terminate_running`` is given.
 """
@@ -128,6 +128,11 @@ class DataErasure:
         for identity in identities:
             conversations |= await asyncio.to_thread(self.journal.conversations_of_customer, identity)
         runs = await self.runs.of_customer(identities, conversations)
+        footprint = await asyncio.to_thread(self.backend.customer_footprint, customer_id)
+        listed = {(r.workflow_id, r.run_id) for r in runs}
+        runs += [r for r in await self.runs.running_refunds(
+            (store, order) for store, fp in footprint.items() for order in fp.order_ids)
+            if (r.workflow_id, r.run_id) not in listed]
         conversations |= {c for r in runs if (c := conversation_of(r.workflow_id))}
         running = [r for r in runs if r.running]
         if running and not terminate_running:
