@@ -18,7 +18,7 @@ from temporalio.api.workflowservice.v1 import DeleteWorkflowExecutionRequest
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
-from workflows.options import CUSTOMER_ID, ORDER_IDS
+from workflows.options import CUSTOMER_ID
 from workflows.refund import RefundWorkflow
 from workflows.support import SupportWorkflow
 
@@ -103,20 +103,19 @@ class TemporalRuns:
         return [await self._confirmed(r) for _, r in sorted(unique.items())]
 
     async def running_refunds(self, orders: Iterable[tuple[str, str]]) -> list[Run]:
-        """The running refunds of ``orders`` (``(store, order id)`` pairs), found by their
-        ``OrderIds`` (set when the refund starts) and workflow id (``refund-{store}-{order}-``),
-        whether or not they carry a ``CustomerId`` yet."""
-        # a standalone refund (``POST /refunds``) learns its customer from its fresh read of
-        # the order, so until a worker has run it, it carries no ``CustomerId``: missed, erasure
-        # neither refused nor stopped it, and it then wrote the customer's order to the ledger
-        wanted = {(store, order.lstrip("#")) for store, order in orders}
-        values = sorted({v for _, order in wanted for v in (order, f"#{order}") if QUOTABLE.fullmatch(v)})
+        """The running refunds of ``orders`` (``(store, order id)`` pairs), found by workflow
+        id (``refund-{store}-{order without #}-``: a conversation's and a standalone request's
+        alike), whether or not they carry a ``CustomerId`` yet."""
+        # a refund learns its customer in its first workflow task (a standalone one from its fresh
+        # read of the order), so until a worker has run it, it carries no ``CustomerId``; missed,
+        # erasure neither refused nor stopped it (a conversation's child outlives its terminated
+        # parent: abandoned), and it then wrote the customer's order to the ledger and emailed them
+        prefixes = sorted({p for store, order in orders
+                           if QUOTABLE.fullmatch(p := f"refund-{store}-{order.lstrip('#')}-")})
         found: list[Run] = []
-        for chunk in _chunks(values):
-            query = (f"{ORDER_IDS.name} IN ({_in(chunk)}) AND WorkflowType = '{REFUND}' "
-                     "AND ExecutionStatus = 'Running'")
-            found += [r for r in await self._list(query)
-                      if any(r.workflow_id.startswith(f"refund-{store}-{order}-") for store, order in wanted)]
+        for chunk in _chunks(prefixes):
+            ids = " OR ".join(f"WorkflowId STARTS_WITH '{p}'" for p in chunk)
+            found += await self._list(f"WorkflowType = '{REFUND}' AND ExecutionStatus = 'Running' AND ({ids})")
         return [confirmed for r in found if (confirmed := await self._confirmed(r)).running]
 
     async def _chain(self, workflow_id: str, depth: int = MAX_CHAIN) -> list[Run]:

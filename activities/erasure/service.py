@@ -14,7 +14,7 @@ The system of record's own customer profile and orders are not statekeeper's to 
 (the shop keeps orders for its accounts and erases customers by its own procedure).
 
 The Temporal runs are found by the ``CustomerId`` pseudonym (and refunds still running on
-the customer's orders by ``OrderIds``) and the conversations by the journal, so a second erasure after a failure finds what the first left. Running
+the customer's orders by workflow id) and the conversations by the journal, so a second erasure after a failure finds what the first left. Running
 conversations or refunds of the customer make an erasure refuse before anything is
 removed (``RunningWork``), unless ``terminate_running`` is given.
 """
