@@ -161,12 +161,16 @@ class TemporalRuns:
 
     async def expired(self, older_than: datetime) -> tuple[list[Run], set[str]]:
         """Runs of conversations and refunds closed before ``older_than``, and the ids of the
-        workflows that must be kept: running or closed since (for a refund still running,
-        its parent conversation too, which it writes for)."""
+        workflows that must be kept: running or closed since (for a refund running or closed
+        since, its parent conversation too, which it writes for)."""
         cutoff = _time(older_than)
         closed = await self._list(f"{self.TYPES} AND ExecutionStatus != 'Running' AND CloseTime < '{cutoff}'")
         active = await self._list(f"{self.TYPES} AND (ExecutionStatus = 'Running' OR CloseTime >= '{cutoff}')")
-        keep = {r.workflow_id for r in active} | {r.parent_id for r in active if r.parent_id and r.running}
+        # a refund child outlives a conversation terminated while it wrote (it is abandoned):
+        # kept only while it ran, its parent was purged when the child had closed since, and the
+        # child's run (the customer's order and email in its input) then outlived every purge,
+        # since a refund goes with its parent only
+        keep = {r.workflow_id for r in active} | {r.parent_id for r in active if r.parent_id}
         return closed, keep
 
     async def delete(self, runs: Iterable[Run]) -> int:

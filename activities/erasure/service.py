@@ -163,7 +163,7 @@ class DataErasure:
         """Purge every conversation closed before ``older_than`` (aware datetime) whose
         records are all older: Temporal runs (and their refunds'), journal rows and side
         records; standalone requests' side records older than it too, unless their refund runs
-        or closed since. Conversations still running, or with a run or a running refund
+        or closed since. Conversations still running, or with a run or a refund running or closed
         since, are kept whole. Records an audit
         entry (subject ``retention``) with the counts; returns them."""
         older_than = older_than.astimezone(timezone.utc)

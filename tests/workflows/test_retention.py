@@ -50,9 +50,9 @@ def ghost(journal: JournalStore, cid: str) -> None:
                                               recorded_at=datetime(2020, 1, 1, tzinfo=timezone.utc)))
 
 
-async def closed_in_visibility(client, workflow_id: str) -> bool:
-    return [w.status async for w in client.list_workflows(f"WorkflowId = '{workflow_id}'")] == [
-        WorkflowExecutionStatus.COMPLETED]
+async def closed_in_visibility(client, workflow_id: str,
+                               status: WorkflowExecutionStatus = WorkflowExecutionStatus.COMPLETED) -> bool:
+    return [w.status async for w in client.list_workflows(f"WorkflowId = '{workflow_id}'")] == [status]
 
 
 async def test_purge_removes_only_conversations_closed_before_the_cutoff(env, settings):
@@ -186,3 +186,36 @@ async def test_purge_keeps_the_ledger_row_of_a_standalone_refund_still_running(e
         await until(lambda: _applied(client, started.refund_id), "the standalone refund", 30)
         outcome = await env.client.get_workflow_handle(started.refund_id, result_type=RefundOutcome).result()
     assert json.loads(outcome.result)["status"] == "cancelled", outcome.result
+
+
+async def test_a_conversation_whose_refund_closed_after_the_cutoff_is_kept_whole(env, settings, tmp_path):
+    """An operator terminates a conversation while its refund child writes; the child, abandoned
+    (``ParentClosePolicy.ABANDON``), finishes after the cutoff. The conversation must be kept whole
+    like one with a run closed since: purged, its journal, ledger row and run went while the
+    child's run (the customer's order and email in its input) stayed, and no later purge could
+    delete that run, whose parent it no longer knew."""
+    cid = f"orphan-{uuid.uuid4().hex[:6]}"
+    marker = tmp_path / "committed.marker"
+    async with running_worker(env, settings, brain=transfer_on_request, pause_after_write=(4.0, marker)) as (
+            client, backend):
+        journal = JournalStore(settings.resolved_journal_url())
+        await client.start_conversation(cid)
+        await client.send_message(cid, f"Hi, my email is {OTHER_EMAIL}")
+        asking = await client.send_message(cid, f"Please cancel order {OTHER_PENDING}, I ordered it by mistake")
+        assert asking.awaiting_confirmation, asking.text
+        told = asyncio.create_task(client.send_message(cid, "yes"))
+        await until(lambda: marker.exists(), "the refund's write to commit")
+        await env.client.get_workflow_handle(f"support-{cid}").terminate(reason="an operator stopped it")
+        await until(lambda: closed_in_visibility(env.client, f"support-{cid}", WorkflowExecutionStatus.TERMINATED),
+                    "the conversation terminated")
+        cutoff = datetime.now(timezone.utc)
+        [child] = [w.id async for w in env.client.list_workflows(f"ParentWorkflowId = 'support-{cid}'")]
+        await until(lambda: closed_in_visibility(env.client, child), "the abandoned refund to finish", 30)
+        await asyncio.gather(told, return_exceptions=True)  # its conversation was terminated
+        before = journal.transcript(cid)
+
+        summary = await build_erasure(env.client, settings, backend).purge(cutoff, "retention-test")
+
+        assert await exists(env.client, f"support-{cid}") and await exists(env.client, child), summary
+        assert journal.transcript(cid) == before and before
+        assert [e for e in backend.ledger_entries("main") if cid in e["idempotency_key"]]
