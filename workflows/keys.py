@@ -140,3 +140,29 @@ def key_ref(key: str) -> KeyRef:
     standalone = operation.endswith(".req")
     return KeyRef(conversation=None if standalone else operation_conversation(operation),
                   subject=None if subject == "-" else subject, standalone=standalone)
+
+
+def standalone_refund_prefix(key: str, store: str) -> Optional[str]:
+    """The readable start (``refund-{store}-{order without #}-{request_id}.r``) of the workflow
+    id of the standalone refund whose request made the record keyed ``key`` in ``store`` (its
+    idempotency key, or an email, escalation or approval-expiry key around it); None for a key
+    of any other form. Retention keeps such a record while that refund runs.
+
+    A prefix, not the whole id: the id's hex digests the order id as the request gave it (with
+    or without ``#``), which the key does not keep; a prefix that also matches another request
+    (``-`` inside a store or request id) only keeps a record longer, never erases one early."""
+    for prefix in _WRAPPED:
+        if key.startswith(prefix):
+            return standalone_refund_prefix(key[len(prefix):], store)
+    parts = key.split(":", 2)
+    if len(parts) != 3 or not all(parts) or not parts[2].endswith(".req"):
+        return None
+    _tool, order_id, operation = parts
+    request_id = operation.removesuffix(".req")
+    if store != "main":
+        if not request_id.startswith(f"{store}."):
+            return None
+        request_id = request_id[len(store) + 1:]
+    if not request_id or "." in request_id:
+        return None
+    return refund_workflow_id(store, order_id, request_id) + ".r"

@@ -102,6 +102,22 @@ class TemporalRuns:
                 unique.setdefault((latest.workflow_id, latest.run_id), latest)
         return [await self._confirmed(r) for _, r in sorted(unique.items())]
 
+    async def running_refunds(self, orders: Iterable[tuple[str, str]]) -> list[Run]:
+        """The running refunds of ``orders`` (``(store, order id)`` pairs), found by workflow
+        id (``refund-{store}-{order without #}-``: a conversation's and a standalone request's
+        alike), whether or not they carry a ``CustomerId`` yet."""
+        # a refund learns its customer in its first workflow task (a standalone one from its fresh
+        # read of the order), so until a worker has run it, it carries no ``CustomerId``; missed,
+        # erasure neither refused nor stopped it (a conversation's child outlives its terminated
+        # parent: abandoned), and it then wrote the customer's order to the ledger and emailed them
+        prefixes = sorted({p for store, order in orders
+                           if QUOTABLE.fullmatch(p := f"refund-{store}-{order.lstrip('#')}-")})
+        found: list[Run] = []
+        for chunk in _chunks(prefixes):
+            ids = " OR ".join(f"WorkflowId STARTS_WITH '{p}'" for p in chunk)
+            found += await self._list(f"WorkflowType = '{REFUND}' AND ExecutionStatus = 'Running' AND ({ids})")
+        return [confirmed for r in found if (confirmed := await self._confirmed(r)).running]
+
     async def _chain(self, workflow_id: str, depth: int = MAX_CHAIN) -> list[Run]:
         """Every run of ``workflow_id`` from its latest back through the runs it continued as
         new from, without a visibility query: an id that cannot be quoted in one (a space, a
@@ -145,12 +161,16 @@ class TemporalRuns:
 
     async def expired(self, older_than: datetime) -> tuple[list[Run], set[str]]:
         """Runs of conversations and refunds closed before ``older_than``, and the ids of the
-        workflows that must be kept: running or closed since (for a refund still running,
-        its parent conversation too, which it writes for)."""
+        workflows that must be kept: running or closed since (for a refund running or closed
+        since, its parent conversation too, which it writes for)."""
         cutoff = _time(older_than)
         closed = await self._list(f"{self.TYPES} AND ExecutionStatus != 'Running' AND CloseTime < '{cutoff}'")
         active = await self._list(f"{self.TYPES} AND (ExecutionStatus = 'Running' OR CloseTime >= '{cutoff}')")
-        keep = {r.workflow_id for r in active} | {r.parent_id for r in active if r.parent_id and r.running}
+        # a refund child outlives a conversation terminated while it wrote (it is abandoned):
+        # kept only while it ran, its parent was purged when the child had closed since, and the
+        # child's run (the customer's order and email in its input) then outlived every purge,
+        # since a refund goes with its parent only
+        keep = {r.workflow_id for r in active} | {r.parent_id for r in active if r.parent_id}
         return closed, keep
 
     async def delete(self, runs: Iterable[Run]) -> int:

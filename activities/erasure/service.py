@@ -13,8 +13,8 @@ What is removed, and where:
 The system of record's own customer profile and orders are not statekeeper's to erase
 (the shop keeps orders for its accounts and erases customers by its own procedure).
 
-The Temporal runs are found by the ``CustomerId`` pseudonym and the conversations by the
-journal, so a second erasure after a failure finds what the first left. Running
+The Temporal runs are found by the ``CustomerId`` pseudonym (and refunds still running on
+the customer's orders by workflow id) and the conversations by the journal, so a second erasure after a failure finds what the first left. Running
 conversations or refunds of the customer make an erasure refuse before anything is
 removed (``RunningWork``), unless ``terminate_running`` is given.
 """
@@ -128,6 +128,11 @@ class DataErasure:
         for identity in identities:
             conversations |= await asyncio.to_thread(self.journal.conversations_of_customer, identity)
         runs = await self.runs.of_customer(identities, conversations)
+        footprint = await asyncio.to_thread(self.backend.customer_footprint, customer_id)
+        listed = {(r.workflow_id, r.run_id) for r in runs}
+        runs += [r for r in await self.runs.running_refunds(
+            (store, order) for store, fp in footprint.items() for order in fp.order_ids)
+            if (r.workflow_id, r.run_id) not in listed]
         conversations |= {c for r in runs if (c := conversation_of(r.workflow_id))}
         running = [r for r in runs if r.running]
         if running and not terminate_running:
@@ -157,8 +162,9 @@ class DataErasure:
     async def purge(self, older_than: datetime, actor: str) -> PurgeSummary:
         """Purge every conversation closed before ``older_than`` (aware datetime) whose
         records are all older: Temporal runs (and their refunds'), journal rows and side
-        records; standalone requests' side records older than it too. Conversations still
-        running, or with a run or a running refund since, are kept whole. Records an audit
+        records; standalone requests' side records older than it too, unless their refund runs
+        or closed since. Conversations still running, or with a run or a refund running or closed
+        since, are kept whole. Records an audit
         entry (subject ``retention``) with the counts; returns them."""
         older_than = older_than.astimezone(timezone.utc)
         closed, keep = await self.runs.expired(older_than)
@@ -171,8 +177,8 @@ class DataErasure:
             r.workflow_id in purged or (r.workflow_type == REFUND and (r.parent_id is None or r.parent_id in purged)))]
 
         def side_records() -> RecordCounts:
-            found = conversation_records(self.backend, conversations) + expired_request_records(self.backend,
-                                                                                                older_than)
+            found = conversation_records(self.backend, conversations) + expired_request_records(
+                self.backend, older_than, keep)
             return self._erase_channels(forget(self.backend, found), conversations)
 
         records = await asyncio.to_thread(side_records)

@@ -12,6 +12,7 @@ from workflows import keys
 from workflows.actions import make_tool_call
 from workflows.keys import KeyRef, key_ref
 from workflows.refund import RefundWorkflow
+from workflows.standalone import RefundRequest
 from workflows.support import SupportWorkflow
 
 CANCEL = make_tool_call("cancel_pending_order", {"order_id": PENDING, "reason": "no longer needed"})
@@ -51,3 +52,18 @@ def test_workflow_ids_and_types_of_erasure():
     assert conversation_of("support-") is None
     assert (SUPPORT, REFUND) == (SupportWorkflow.__temporal_workflow_definition.name,
                                  RefundWorkflow.__temporal_workflow_definition.name)
+
+
+@pytest.mark.parametrize("store,order_id", [("main", "#W5500815"), ("eu.shop", "W1"), ("t-1", "#W2")])
+def test_a_standalone_requests_records_name_the_start_of_its_refund_id(store, order_id):
+    # retention keeps them while that refund runs, or closed after its cutoff
+    request = RefundRequest(request_id="abc-1", order_id=order_id, operation="cancel", store=store,
+                            reason="no longer needed")
+    inp = request.refund_input()
+    write = keys.idempotency_key(inp.call, inp.operation_id)
+    for key in (write, keys.email_key(write), keys.escalation_ticket_key(write), keys.approval_expiry_ticket_key(write)):
+        prefix = keys.standalone_refund_prefix(key, store)
+        assert prefix is not None and request.refund_id().startswith(prefix), key
+    conversation = keys.idempotency_key(CANCEL, keys.operation_id("conv-1", 2))
+    assert keys.standalone_refund_prefix(conversation, "main") is None
+    assert keys.standalone_refund_prefix(keys.transfer_ticket_key("conv-1", 2), "main") is None

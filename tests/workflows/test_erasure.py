@@ -8,6 +8,7 @@ refuse and change nothing, unless told to terminate it."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 
 import pytest
@@ -17,8 +18,9 @@ from temporalio.service import RPCError, RPCStatusCode
 from activities.erasure.service import RunningWork
 from activities.journal.store import JournalStore
 from starter.audit import AuditLog
-from tests.policy_fixtures import CUSTOMER, EMAIL
-from tests.workflow_harness import running_worker, until
+from starter.client import StatekeeperClient
+from tests.policy_fixtures import CUSTOMER, EMAIL, PENDING
+from tests.workflow_harness import NO_APPROVALS, running_worker, until
 from tests.workflows.erasure_fixtures import (
     OTHERS,
     PERSONAL,
@@ -33,9 +35,14 @@ from tests.workflows.erasure_fixtures import (
     side_rows,
     transfer_on_request,
 )
-from worker import build_erasure
+from worker import build_backend, build_erasure
 from workflows.options import CUSTOMER_ID
+from workflows import keys
+from workflows.actions import make_tool_call
+from workflows.contracts import RefundInput
 from workflows.pseudonym import customer_pseudonym
+from workflows.refund import RefundWorkflow
+from workflows.standalone import RefundRequest
 
 
 async def test_erasing_a_customer_leaves_nothing_of_theirs_anywhere(env, settings):
@@ -159,3 +166,54 @@ async def test_a_malformed_customer_id_is_refused_before_anything(env, settings,
     with pytest.raises(ValueError, match="customer id"):
         await build_erasure(env.client, settings).erase_customer(bad, "operator-7")
     assert AuditLog(settings.resolved_journal_url()).entries() == []
+
+
+
+async def _refund_before_any_worker(env, settings, kind: str) -> tuple[str, str]:
+    """A refund of the customer's pending order started while no worker polls: a standalone
+    request (``POST /refunds``: it carries ``OrderIds``) or a conversation's child (started as
+    its parent starts it: no search attribute of the customer or the order). Returns its
+    workflow id and the idempotency key it would write under."""
+    tag = uuid.uuid4().hex[:6]
+    if kind == "standalone":
+        request = RefundRequest(request_id=f"erase-{tag}", order_id=PENDING, operation="cancel",
+                                reason="no longer needed")
+        starter = StatekeeperClient(env.client, settings.task_queue, settings.write_timeout_seconds,
+                                    approvals=NO_APPROVALS)
+
+        async def polled() -> None:  # the worker that polled a moment ago has just died
+            return None
+
+        starter.require_worker = polled
+        inp = request.refund_input()
+        return (await starter.request_refund(request)).refund_id, keys.idempotency_key(inp.call, inp.operation_id)
+    operation = keys.operation_id(f"erase-child-{tag}", 2)
+    call = make_tool_call("cancel_pending_order", {"order_id": PENDING, "reason": "no longer needed"})
+    inp = RefundInput(store="main", operation_id=operation, call=call, expected_user_id=CUSTOMER, notify_email=EMAIL,
+                      conversation_id=f"erase-child-{tag}", approvals=NO_APPROVALS)
+    refund_id = keys.refund_workflow_id("main", PENDING, operation)
+    await env.client.start_workflow(RefundWorkflow.run, inp, id=refund_id, task_queue=settings.task_queue)
+    return refund_id, keys.idempotency_key(call, operation)
+
+
+@pytest.mark.parametrize("kind", ["standalone", "child"])
+async def test_a_refund_no_worker_has_run_yet_is_running_work(env, settings, kind):
+    """A refund of one of the customer's orders that no worker has run yet carries no
+    ``CustomerId`` (the refund sets it from its first workflow task): erasure must still see it
+    running and refuse, and with ``terminate_running`` stop it. Missed, it ran after the erasure
+    had reported the customer erased and wrote their order, with its address and payment ids,
+    into the ledger (a conversation's child, abandoned by its terminated parent, emailed them too)."""
+    refund_id, key = await _refund_before_any_worker(env, settings, kind)
+    settings.pseudonym_secret()  # the key file the workers made (none has run in this data directory)
+    erasure = build_erasure(env.client, settings, build_backend(settings))
+
+    with pytest.raises(RunningWork) as refused:
+        await erasure.erase_customer(CUSTOMER, "dpo-test")
+    assert refused.value.workflow_ids == [refund_id]
+    report = await erasure.erase_customer(CUSTOMER, "dpo-test", terminate_running=True)
+    assert report.terminated == 1
+    async with running_worker(env, settings, brain=transfer_on_request) as (_, backend):
+        await asyncio.sleep(2)  # a worker now polls the queue: the refund, had it survived, would write
+        assert not [e for e in backend.ledger_entries("main") if e["idempotency_key"] == key]
+        assert not [m for m in backend.outbox_messages("main") if key in m["message_key"]]
+    await gone(env.client, [refund_id])

@@ -9,6 +9,7 @@ and one that started before the cutoff but closed after it. The Temporal Schedul
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
 from datetime import datetime, timedelta, timezone
 
@@ -17,10 +18,11 @@ from temporalio.client import WorkflowExecutionStatus
 
 from activities.journal.store import JournalStore, ModelCallRecord
 from starter.audit import AuditLog
+from starter.client import StatekeeperClient
 from starter.erasure_cli import SCHEDULE_ID, ensure_schedule, retention_schedule
 from systems.retail.erasure import ERASED_RESULT
 from tests.policy_fixtures import EMAIL
-from tests.workflow_harness import running_worker, until
+from tests.workflow_harness import NO_APPROVALS, running_worker, until
 from tests.workflows.erasure_fixtures import (
     OTHER_EMAIL,
     OTHER_PENDING,
@@ -31,7 +33,10 @@ from tests.workflows.erasure_fixtures import (
     return_then_transfer,
     transfer_on_request,
 )
-from worker import build_erasure
+from worker import build_backend, build_erasure
+from workflows.actions import call_arguments
+from workflows.contracts import RefundOutcome
+from workflows.keys import idempotency_key
 from workflows.retention import PurgeSummary
 from workflows.standalone import RefundRequest
 
@@ -45,9 +50,9 @@ def ghost(journal: JournalStore, cid: str) -> None:
                                               recorded_at=datetime(2020, 1, 1, tzinfo=timezone.utc)))
 
 
-async def closed_in_visibility(client, workflow_id: str) -> bool:
-    return [w.status async for w in client.list_workflows(f"WorkflowId = '{workflow_id}'")] == [
-        WorkflowExecutionStatus.COMPLETED]
+async def closed_in_visibility(client, workflow_id: str,
+                               status: WorkflowExecutionStatus = WorkflowExecutionStatus.COMPLETED) -> bool:
+    return [w.status async for w in client.list_workflows(f"WorkflowId = '{workflow_id}'")] == [status]
 
 
 async def test_purge_removes_only_conversations_closed_before_the_cutoff(env, settings):
@@ -145,3 +150,72 @@ async def test_the_schedule_runs_the_purge_on_a_worker(env, settings):
 async def _purges(client) -> bool:
     return [w.status async for w in client.list_workflows("WorkflowType = 'RetentionWorkflow'")] == [
         WorkflowExecutionStatus.COMPLETED]
+
+
+async def test_purge_keeps_the_ledger_row_of_a_standalone_refund_still_running(env, settings):
+    """A standalone refund whose write committed while its worker died before the activity
+    completed still runs, and its retried write (or ledger look-up) answers from the ledger row.
+    A purge whose cutoff comes after that row must leave it whole: anonymised, the refund was
+    answered ``erased`` and a cancel's money (read back from the recorded order) never moved.
+    Here the refund is started before any worker polls its queue and the row is written by the
+    system of record directly, under the refund's own key (what the dead worker's attempt did)."""
+    tag = uuid.uuid4().hex[:6]
+    request = RefundRequest(request_id=f"mid-{tag}", order_id=OTHER_PENDING_2, operation="cancel",
+                            reason="no longer needed")
+    starter = StatekeeperClient(env.client, settings.task_queue, settings.write_timeout_seconds, approvals=NO_APPROVALS)
+
+    async def polled() -> None:  # the worker that polled a moment ago has just died
+        return None
+
+    starter.require_worker = polled
+    started = await starter.request_refund(request)
+    inp = request.refund_input()
+    key = idempotency_key(inp.call, inp.operation_id)
+    backend = build_backend(settings)
+    written = backend.invoke("main", inp.call.name, call_arguments(inp.call), idempotency_key=key)
+    assert written.applied, written.result
+    cutoff = datetime.now(timezone.utc) + timedelta(seconds=1)
+
+    summary = await build_erasure(env.client, settings, backend).purge(cutoff, "retention-test")
+
+    ledger = {e["idempotency_key"]: e["result"] for e in backend.ledger_entries("main")}
+    assert ledger[key] != ERASED_RESULT, summary
+    assert (await env.client.get_workflow_handle(started.refund_id).describe()).status == \
+        WorkflowExecutionStatus.RUNNING
+    async with running_worker(env, settings, brain=transfer_on_request) as (client, _):
+        await until(lambda: _applied(client, started.refund_id), "the standalone refund", 30)
+        outcome = await env.client.get_workflow_handle(started.refund_id, result_type=RefundOutcome).result()
+    assert json.loads(outcome.result)["status"] == "cancelled", outcome.result
+
+
+async def test_a_conversation_whose_refund_closed_after_the_cutoff_is_kept_whole(env, settings, tmp_path):
+    """An operator terminates a conversation while its refund child writes; the child, abandoned
+    (``ParentClosePolicy.ABANDON``), finishes after the cutoff. The conversation must be kept whole
+    like one with a run closed since: purged, its journal, ledger row and run went while the
+    child's run (the customer's order and email in its input) stayed, and no later purge could
+    delete that run, whose parent it no longer knew."""
+    cid = f"orphan-{uuid.uuid4().hex[:6]}"
+    marker = tmp_path / "committed.marker"
+    async with running_worker(env, settings, brain=transfer_on_request, pause_after_write=(4.0, marker)) as (
+            client, backend):
+        journal = JournalStore(settings.resolved_journal_url())
+        await client.start_conversation(cid)
+        await client.send_message(cid, f"Hi, my email is {OTHER_EMAIL}")
+        asking = await client.send_message(cid, f"Please cancel order {OTHER_PENDING}, I ordered it by mistake")
+        assert asking.awaiting_confirmation, asking.text
+        told = asyncio.create_task(client.send_message(cid, "yes"))
+        await until(lambda: marker.exists(), "the refund's write to commit")
+        await env.client.get_workflow_handle(f"support-{cid}").terminate(reason="an operator stopped it")
+        await until(lambda: closed_in_visibility(env.client, f"support-{cid}", WorkflowExecutionStatus.TERMINATED),
+                    "the conversation terminated")
+        cutoff = datetime.now(timezone.utc)
+        [child] = [w.id async for w in env.client.list_workflows(f"ParentWorkflowId = 'support-{cid}'")]
+        await until(lambda: closed_in_visibility(env.client, child), "the abandoned refund to finish", 30)
+        await asyncio.gather(told, return_exceptions=True)  # its conversation was terminated
+        before = journal.transcript(cid)
+
+        summary = await build_erasure(env.client, settings, backend).purge(cutoff, "retention-test")
+
+        assert await exists(env.client, f"support-{cid}") and await exists(env.client, child), summary
+        assert journal.transcript(cid) == before and before
+        assert [e for e in backend.ledger_entries("main") if cid in e["idempotency_key"]]
