@@ -32,8 +32,9 @@ from workflows.user_text import id_problem
 
 JOURNAL = "the journal database"
 _SQLITE_KINDS = {
-    "SQLITE_NOTADB": "is not a database (or is damaged): point STATEKEEPER_JOURNAL_URL or STATEKEEPER_DATA_DIR "
-                     "at statekeeper's own journal",
+    # worded for either database: the worker reports its system of record with this table too
+    "SQLITE_NOTADB": "is not a database (or is damaged): point its URL setting (STATEKEEPER_JOURNAL_URL, "
+                     "STATEKEEPER_DATABASE_URL) or STATEKEEPER_DATA_DIR at statekeeper's own database",
     "SQLITE_CORRUPT": "is damaged: restore it from a backup",
     "SQLITE_CANTOPEN": "cannot be opened: its directory is missing or not writable",
     "SQLITE_BUSY": "is locked by another process: try again in a moment",
