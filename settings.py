@@ -13,7 +13,8 @@ from typing import Literal, Optional
 from pydantic import AliasChoices, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from starter.setting_types import MAX_SLOTS, MAX_WAIT_SECONDS, HostPort, HttpUrl, Name, Seconds, Slots, Tenant
+from starter.setting_types import (MAX_SLOTS, MAX_WAIT_SECONDS, DatabaseUrl, HostPort, HttpUrl, Name, Seconds, Slots,
+                                   Tenant)
 from workflows.options import DEFAULT_WRITE_TIMEOUT_SECONDS
 
 
@@ -57,8 +58,8 @@ class Settings(BaseSettings):
     task_queue: Name = "statekeeper"
     data_dir: Path = Path(".statekeeper")
     """Resolved to an absolute path at load, so every process started for it agrees on it."""
-    database_url: Optional[str] = None
-    journal_url: Optional[str] = None
+    database_url: Optional[DatabaseUrl] = None
+    journal_url: Optional[DatabaseUrl] = None
     """SQLAlchemy URL of the journal (decision log and transcript; ``activities.journal``), our
     own store, never the system of record. None: ``sqlite:///<data_dir>/journal.sqlite``."""
     ui_port: int = Field(default=8233, ge=1, le=65535)

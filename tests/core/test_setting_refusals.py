@@ -59,6 +59,12 @@ from workflows.approvals import ApprovalPolicy
     ("STATEKEEPER_PSEUDONYM_KEY", ""),
     ("STATEKEEPER_PSEUDONYM_KEY", "   "),
     ("STATEKEEPER_API_KEY_SECRET", " "),
+    # a worker's ArgumentError, NoSuchModuleError or ModuleNotFoundError ('psycopg2') traceback
+    ("STATEKEEPER_DATABASE_URL", "statekeeper.sqlite"),
+    ("STATEKEEPER_DATABASE_URL", "postgres+psycopg://db/statekeeper"),
+    ("STATEKEEPER_DATABASE_URL", "postgresql://db/statekeeper"),
+    ("STATEKEEPER_JOURNAL_URL", "postgresql+psycopg://db:port/journal"),
+    ("STATEKEEPER_JOURNAL_URL", "mysql://db/journal"),
     # a blank path was the working directory: databases and key files written there
     ("STATEKEEPER_DATA_DIR", ""),
     ("STATEKEEPER_DEV_STATE_FILE", " "),
@@ -100,13 +106,15 @@ def test_the_bounded_settings_still_take_ordinary_values(monkeypatch, tmp_path):
     for name, value in (("TEMPORAL_ADDRESS", "[::1]:7233"), ("RPC_TIMEOUT_SECONDS", "0.5"), ("TASK_QUEUE", "q 1"),
                         ("MAX_CACHED_WORKFLOWS", "0"), ("DEFAULT_TENANT", "acme-eu"), ("MODEL_MAX_TOKENS", "64000"),
                         ("METRICS_PROMETHEUS_ADDRESS", "0.0.0.0:9464"), ("METRICS_OTLP_ENDPOINT", ""),
-                        ("PAYMENTS_URL", "http://payments.internal:8301/")):
+                        ("PAYMENTS_URL", "http://payments.internal:8301/"), ("JOURNAL_URL", "sqlite:////tmp/j.sqlite"),
+                        ("DATABASE_URL", "postgresql+psycopg://u:p@db:5432/sor")):
         monkeypatch.setenv(f"STATEKEEPER_{name}", value)
     settings = command_settings()
     assert (settings.temporal_address, settings.rpc_timeout_seconds, settings.task_queue) == ("[::1]:7233", 0.5, "q 1")
     assert (settings.max_cached_workflows, settings.default_tenant, settings.model_max_tokens) == (0, "acme-eu", 64000)
     assert (settings.metrics_prometheus_address, settings.metrics_otlp_endpoint) == ("0.0.0.0:9464", None)
     assert settings.payments_url == "http://payments.internal:8301/"
+    assert (settings.journal_url, settings.database_url) == ("sqlite:////tmp/j.sqlite", "postgresql+psycopg://u:p@db:5432/sor")
 
 
 def test_the_approval_settings_accept_what_the_approval_policy_accepts(monkeypatch, tmp_path):
@@ -117,3 +125,15 @@ def test_the_approval_settings_accept_what_the_approval_policy_accepts(monkeypat
     settings = command_settings()
     policy = ApprovalPolicy(threshold=settings.approval_threshold, timeout_seconds=settings.approval_timeout_seconds)
     assert (policy.threshold, policy.timeout_seconds) == (0, 60)
+
+
+def test_a_refused_database_url_is_not_echoed(monkeypatch, capsys, tmp_path):
+    # the URL holds the database password: the refusal names the setting, never its value
+    monkeypatch.setenv("STATEKEEPER_DATA_DIR", str(tmp_path))
+    monkeypatch.setenv("STATEKEEPER_DEV_STATE_FILE", str(tmp_path / "dev.json"))
+    monkeypatch.setenv("STATEKEEPER_DATABASE_URL", "postgresql://sor:hunter2-secret@db/sor")
+    with pytest.raises(typer.Exit):
+        command_settings()
+    said = " ".join(capsys.readouterr().err.split())
+    assert "STATEKEEPER_DATABASE_URL: its database driver (postgresql) is not installed" in said, said
+    assert "hunter2" not in said, said
