@@ -34,8 +34,10 @@ def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
                                      ["api", "--host", "0.0.0.0", "--port", "1"]])
 def test_a_server_refuses_an_unreachable_journal_in_one_line(tmp_path, command):
     # port 1 is never listened on: the refusal must come before any bind
-    done = subprocess.run([str(BIN / "statekeeper"), *command], env=_env(tmp_path, STATEKEEPER_JOURNAL_URL=UNREACHABLE),
-                          capture_output=True, text=True, timeout=120)
+    # no COLUMNS: a container's log is a pipe, which rich took for 80 columns and wrapped at
+    env = _env(tmp_path, STATEKEEPER_JOURNAL_URL=UNREACHABLE)
+    env.pop("COLUMNS")
+    done = subprocess.run([str(BIN / "statekeeper"), *command], env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 2, (done.stdout, done.stderr)
     said = done.stderr.strip()
     assert not any(name in said for name in CLASS_NAMES), said
