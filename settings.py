@@ -71,7 +71,10 @@ class Settings(BaseSettings):
     anthropic_api_key: Optional[str] = Field(
         default=None, validation_alias=AliasChoices("ANTHROPIC_API_KEY", "STATEKEEPER_ANTHROPIC_API_KEY")
     )
-    anthropic_base_url: Optional[str] = None
+    anthropic_base_url: Optional[HttpUrl] = None
+    """The Messages API's base URL (None: the SDK's default). Checked at load: any string was
+    taken, and every model call of the worker then failed as a connection error (retried as the
+    provider being unavailable) instead of the worker refusing to start."""
     model: Name = "claude-sonnet-4-5"
     offline_model_name: str = "statekeeper-offline-stand-in"
     model_max_tokens: int = Field(default=1024, ge=1, le=1_000_000)
@@ -100,7 +103,7 @@ class Settings(BaseSettings):
     """Conversations a worker keeps in memory between their messages (the SDK's default); a
     message to one evicted from it costs a replay of its run's history (bench/turns_idle.py)."""
 
-    api_host: str = "127.0.0.1"
+    api_host: Name = "127.0.0.1"
     api_port: int = Field(default=8000, ge=1, le=65535)
     """Where ``statekeeper dev`` serves the HTTP API (``statekeeper api`` takes --host/--port)."""
 
@@ -199,7 +202,7 @@ class Settings(BaseSettings):
 
     @field_validator("temporal_tls_server_ca_cert", "temporal_tls_client_cert", "temporal_tls_client_key",
                      "temporal_tls_server_name", "temporal_api_key", "otel_exporter_otlp_endpoint",
-                     "metrics_prometheus_address", "metrics_otlp_endpoint", mode="before")
+                     "metrics_prometheus_address", "metrics_otlp_endpoint", "anthropic_base_url", mode="before")
     @classmethod
     def _empty_is_unset(cls, value: object) -> object:
         # compose passes an unset variable as "" (``${VAR:-}``): that means "not configured"

@@ -65,6 +65,11 @@ from workflows.approvals import ApprovalPolicy
     ("STATEKEEPER_DATABASE_URL", "postgresql://db/statekeeper"),
     ("STATEKEEPER_JOURNAL_URL", "postgresql+psycopg://db:port/journal"),
     ("STATEKEEPER_JOURNAL_URL", "mysql://db/journal"),
+    # taken as is before: every model call then failed as a connection error
+    ("STATEKEEPER_ANTHROPIC_BASE_URL", "api.anthropic.com"),
+    # a blank API host bound every interface (uvicorn's "http://:8000")
+    ("STATEKEEPER_API_HOST", ""),
+    ("STATEKEEPER_API_HOST", " "),
     # a blank path was the working directory: databases and key files written there
     ("STATEKEEPER_DATA_DIR", ""),
     ("STATEKEEPER_DEV_STATE_FILE", " "),
@@ -107,13 +112,15 @@ def test_the_bounded_settings_still_take_ordinary_values(monkeypatch, tmp_path):
                         ("MAX_CACHED_WORKFLOWS", "0"), ("DEFAULT_TENANT", "acme-eu"), ("MODEL_MAX_TOKENS", "64000"),
                         ("METRICS_PROMETHEUS_ADDRESS", "0.0.0.0:9464"), ("METRICS_OTLP_ENDPOINT", ""),
                         ("PAYMENTS_URL", "http://payments.internal:8301/"), ("JOURNAL_URL", "sqlite:////tmp/j.sqlite"),
-                        ("DATABASE_URL", "postgresql+psycopg://u:p@db:5432/sor")):
+                        ("DATABASE_URL", "postgresql+psycopg://u:p@db:5432/sor"), ("ANTHROPIC_BASE_URL", ""),
+                        ("API_HOST", "::1")):
         monkeypatch.setenv(f"STATEKEEPER_{name}", value)
     settings = command_settings()
     assert (settings.temporal_address, settings.rpc_timeout_seconds, settings.task_queue) == ("[::1]:7233", 0.5, "q 1")
     assert (settings.max_cached_workflows, settings.default_tenant, settings.model_max_tokens) == (0, "acme-eu", 64000)
     assert (settings.metrics_prometheus_address, settings.metrics_otlp_endpoint) == ("0.0.0.0:9464", None)
     assert settings.payments_url == "http://payments.internal:8301/"
+    assert (settings.anthropic_base_url, settings.api_host) == (None, "::1")
     assert (settings.journal_url, settings.database_url) == ("sqlite:////tmp/j.sqlite", "postgresql+psycopg://u:p@db:5432/sor")
 
 
