@@ -202,10 +202,12 @@ class Settings(BaseSettings):
 
     @field_validator("temporal_tls_server_ca_cert", "temporal_tls_client_cert", "temporal_tls_client_key",
                      "temporal_tls_server_name", "temporal_api_key", "otel_exporter_otlp_endpoint",
-                     "metrics_prometheus_address", "metrics_otlp_endpoint", "anthropic_base_url", mode="before")
+                     "metrics_prometheus_address", "metrics_otlp_endpoint", "anthropic_base_url", "anthropic_api_key",
+                     mode="before")
     @classmethod
     def _empty_is_unset(cls, value: object) -> object:
-        # compose passes an unset variable as "" (``${VAR:-}``): that means "not configured"
+        # compose passes an unset variable as "" (``${VAR:-}``): that means "not configured"; a
+        # blank API key (" ") was taken for a provider's: every model call was sent with a blank key
         return None if isinstance(value, str) and not value.strip() else value
 
     @field_validator("pseudonym_key", "api_key_secret")

@@ -144,3 +144,17 @@ def test_a_refused_database_url_is_not_echoed(monkeypatch, capsys, tmp_path):
     said = " ".join(capsys.readouterr().err.split())
     assert "STATEKEEPER_DATABASE_URL: its database driver (postgresql) is not installed" in said, said
     assert "hunter2" not in said, said
+
+
+@pytest.mark.parametrize("name", ["ANTHROPIC_API_KEY", "STATEKEEPER_ANTHROPIC_API_KEY"])
+@pytest.mark.parametrize("value", ["", " ", "\t"])
+def test_a_blank_model_api_key_is_the_offline_model(monkeypatch, tmp_path, name, value):
+    # " " was taken for a provider's key: the worker said "offline model: False" and sent
+    # every model call with a blank key; "" (compose's ${ANTHROPIC_API_KEY:-}) was offline already
+    monkeypatch.setenv("STATEKEEPER_DATA_DIR", str(tmp_path))
+    monkeypatch.setenv("STATEKEEPER_DEV_STATE_FILE", str(tmp_path / "dev.json"))
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    monkeypatch.delenv("STATEKEEPER_ANTHROPIC_API_KEY", raising=False)
+    monkeypatch.setenv(name, value)
+    settings = command_settings()
+    assert settings.anthropic_api_key is None and settings.offline
