@@ -13,8 +13,8 @@ from typing import Literal, Optional
 from pydantic import AliasChoices, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from starter.setting_types import (MAX_SLOTS, MAX_WAIT_SECONDS, DatabaseUrl, HostPort, HttpUrl, Name, Seconds, Slots,
-                                   Tenant)
+from starter.setting_types import (MAX_SLOTS, MAX_WAIT_SECONDS, DatabaseUrl, HostPort, HttpUrl, Name, Origins, Seconds,
+                                   Slots, Tenant)
 from workflows.options import DEFAULT_WRITE_TIMEOUT_SECONDS
 
 
@@ -139,7 +139,7 @@ class Settings(BaseSettings):
     both; set false while processes of an older release still serve the task queue."""
     codec_port: int = Field(default=8234, ge=1, le=65535)
     """Where ``statekeeper dev`` serves the codec server for the Web UI (``codec-server --port``)."""
-    codec_cors_origins: Optional[str] = None
+    codec_cors_origins: Optional[Origins] = None
     """Comma-separated origins allowed to call the codec server. None: the embedded Web UI
     (``http://127.0.0.1:<ui_port>``, ``http://localhost:<ui_port>``)."""
 

@@ -12,7 +12,8 @@ a ``TypeError`` traceback from the SDK's worker config; a default tenant no API 
 for (``""``, ``ACME``) served the keyless API as a tenant nobody else could ever reach; a
 ``STATEKEEPER_DATABASE_URL`` or ``STATEKEEPER_JOURNAL_URL`` SQLAlchemy cannot parse, or of an
 unknown dialect, ended ``statekeeper worker`` with an ``ArgumentError``/``NoSuchModuleError``
-traceback.
+traceback; a ``STATEKEEPER_CODEC_CORS_ORIGINS`` entry that is no origin (``localhost:8233``,
+``*``, a URL with a path) started a codec server no browser's Web UI could call.
 Imports nothing heavy: ``settings`` (and so every process) loads it.
 """
 
@@ -67,6 +68,22 @@ def _http_url(value: str) -> str:
     return value.strip()
 
 
+def _origins(value: str) -> str:
+    if not value.strip():
+        return value  # blank: the embedded Web UI's origins, as when unset
+    for origin in (entry.strip().rstrip("/") for entry in value.split(",") if entry.strip()):
+        try:
+            parts = urlsplit(origin)
+            ok = (parts.scheme in ("http", "https") and bool(parts.hostname) and parts.port != 0
+                  and not parts.path and not parts.query and not parts.fragment and "@" not in parts.netloc)
+        except ValueError:  # a port that is not a number, a bad IPv6 address
+            ok = False
+        if not ok:
+            raise ValueError("must be comma-separated origins, each http(s)://host[:port], e.g. "
+                             "https://temporal-ui.internal,http://localhost:8233")
+    return value
+
+
 def _database_url(value: str) -> str:
     if not value.strip():
         return value  # blank: the SQLite default in the data directory, as when unset
@@ -100,5 +117,7 @@ HostPort = Annotated[str, AfterValidator(_host_port)]
 """A ``host:port`` address."""
 HttpUrl = Annotated[str, AfterValidator(_http_url)]
 """An ``http(s)://host[:port][/path]`` URL."""
+Origins = Annotated[str, AfterValidator(_origins)]
+"""Comma-separated web origins (``scheme://host[:port]``), as a browser sends ``Origin``."""
 DatabaseUrl = Annotated[str, AfterValidator(_database_url)]
 """A SQLAlchemy URL whose dialect (and driver name) SQLAlchemy knows; blank is the default."""

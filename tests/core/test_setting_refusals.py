@@ -70,6 +70,10 @@ from workflows.approvals import ApprovalPolicy
     # a blank API host bound every interface (uvicorn's "http://:8000")
     ("STATEKEEPER_API_HOST", ""),
     ("STATEKEEPER_API_HOST", " "),
+    # accepted before: a codec server no browser could call (CORS matches whole origins)
+    ("STATEKEEPER_CODEC_CORS_ORIGINS", "localhost:8233"),
+    ("STATEKEEPER_CODEC_CORS_ORIGINS", "*"),
+    ("STATEKEEPER_CODEC_CORS_ORIGINS", "http://localhost:8233,https://ui.example.com/temporal"),
     # a blank path was the working directory: databases and key files written there
     ("STATEKEEPER_DATA_DIR", ""),
     ("STATEKEEPER_DEV_STATE_FILE", " "),
@@ -113,7 +117,7 @@ def test_the_bounded_settings_still_take_ordinary_values(monkeypatch, tmp_path):
                         ("METRICS_PROMETHEUS_ADDRESS", "0.0.0.0:9464"), ("METRICS_OTLP_ENDPOINT", ""),
                         ("PAYMENTS_URL", "http://payments.internal:8301/"), ("JOURNAL_URL", "sqlite:////tmp/j.sqlite"),
                         ("DATABASE_URL", "postgresql+psycopg://u:p@db:5432/sor"), ("ANTHROPIC_BASE_URL", ""),
-                        ("API_HOST", "::1")):
+                        ("API_HOST", "::1"), ("CODEC_CORS_ORIGINS", "https://ui.example.com, http://[::1]:8233/,")):
         monkeypatch.setenv(f"STATEKEEPER_{name}", value)
     settings = command_settings()
     assert (settings.temporal_address, settings.rpc_timeout_seconds, settings.task_queue) == ("[::1]:7233", 0.5, "q 1")
@@ -121,6 +125,7 @@ def test_the_bounded_settings_still_take_ordinary_values(monkeypatch, tmp_path):
     assert (settings.metrics_prometheus_address, settings.metrics_otlp_endpoint) == ("0.0.0.0:9464", None)
     assert settings.payments_url == "http://payments.internal:8301/"
     assert (settings.anthropic_base_url, settings.api_host) == (None, "::1")
+    assert settings.codec_cors_origins == "https://ui.example.com, http://[::1]:8233/,"
     assert (settings.journal_url, settings.database_url) == ("sqlite:////tmp/j.sqlite", "postgresql+psycopg://u:p@db:5432/sor")
 
 
