@@ -194,7 +194,9 @@ class Settings(BaseSettings):
     otel_exporter_otlp_endpoint: Optional[HttpUrl] = None
     """OTLP/HTTP traces endpoint, e.g. ``http://otel-collector:4318/v1/traces``. None: spans are
     still made (the trace id of every log line) but exported nowhere."""
-    otel_service_name: str = "statekeeper"
+    otel_service_name: Name = "statekeeper"
+    """The traces' ``service.name`` and the metrics' ``service_name`` tag: not blank (a blank one
+    was taken, and exported spans and metrics named no service)."""
     metrics_prometheus_address: Optional[HostPort] = None
     """``host:port`` where the Temporal SDK's metrics are served for Prometheus (None: off)."""
     metrics_otlp_endpoint: Optional[HttpUrl] = None

@@ -74,6 +74,9 @@ from workflows.approvals import ApprovalPolicy
     ("STATEKEEPER_CODEC_CORS_ORIGINS", "localhost:8233"),
     ("STATEKEEPER_CODEC_CORS_ORIGINS", "*"),
     ("STATEKEEPER_CODEC_CORS_ORIGINS", "http://localhost:8233,https://ui.example.com/temporal"),
+    # taken before: spans and metrics exported under a blank service name
+    ("STATEKEEPER_OTEL_SERVICE_NAME", ""),
+    ("STATEKEEPER_OTEL_SERVICE_NAME", " "),
     # a blank path was the working directory: databases and key files written there
     ("STATEKEEPER_DATA_DIR", ""),
     ("STATEKEEPER_DEV_STATE_FILE", " "),
