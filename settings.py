@@ -13,7 +13,8 @@ from typing import Literal, Optional
 from pydantic import AliasChoices, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from starter.setting_types import MAX_SLOTS, MAX_WAIT_SECONDS, HostPort, HttpUrl, Name, Seconds, Slots, Tenant
+from starter.setting_types import (MAX_SLOTS, MAX_WAIT_SECONDS, DatabaseUrl, HostPort, HttpUrl, Name, Origins, Seconds,
+                                   Slots, Tenant)
 from workflows.options import DEFAULT_WRITE_TIMEOUT_SECONDS
 
 
@@ -57,8 +58,8 @@ class Settings(BaseSettings):
     task_queue: Name = "statekeeper"
     data_dir: Path = Path(".statekeeper")
     """Resolved to an absolute path at load, so every process started for it agrees on it."""
-    database_url: Optional[str] = None
-    journal_url: Optional[str] = None
+    database_url: Optional[DatabaseUrl] = None
+    journal_url: Optional[DatabaseUrl] = None
     """SQLAlchemy URL of the journal (decision log and transcript; ``activities.journal``), our
     own store, never the system of record. None: ``sqlite:///<data_dir>/journal.sqlite``."""
     ui_port: int = Field(default=8233, ge=1, le=65535)
@@ -70,7 +71,10 @@ class Settings(BaseSettings):
     anthropic_api_key: Optional[str] = Field(
         default=None, validation_alias=AliasChoices("ANTHROPIC_API_KEY", "STATEKEEPER_ANTHROPIC_API_KEY")
     )
-    anthropic_base_url: Optional[str] = None
+    anthropic_base_url: Optional[HttpUrl] = None
+    """The Messages API's base URL (None: the SDK's default). Checked at load: any string was
+    taken, and every model call of the worker then failed as a connection error (retried as the
+    provider being unavailable) instead of the worker refusing to start."""
     model: Name = "claude-sonnet-4-5"
     offline_model_name: str = "statekeeper-offline-stand-in"
     model_max_tokens: int = Field(default=1024, ge=1, le=1_000_000)
@@ -99,7 +103,7 @@ class Settings(BaseSettings):
     """Conversations a worker keeps in memory between their messages (the SDK's default); a
     message to one evicted from it costs a replay of its run's history (bench/turns_idle.py)."""
 
-    api_host: str = "127.0.0.1"
+    api_host: Name = "127.0.0.1"
     api_port: int = Field(default=8000, ge=1, le=65535)
     """Where ``statekeeper dev`` serves the HTTP API (``statekeeper api`` takes --host/--port)."""
 
@@ -135,7 +139,7 @@ class Settings(BaseSettings):
     both; set false while processes of an older release still serve the task queue."""
     codec_port: int = Field(default=8234, ge=1, le=65535)
     """Where ``statekeeper dev`` serves the codec server for the Web UI (``codec-server --port``)."""
-    codec_cors_origins: Optional[str] = None
+    codec_cors_origins: Optional[Origins] = None
     """Comma-separated origins allowed to call the codec server. None: the embedded Web UI
     (``http://127.0.0.1:<ui_port>``, ``http://localhost:<ui_port>``)."""
 
@@ -190,7 +194,9 @@ class Settings(BaseSettings):
     otel_exporter_otlp_endpoint: Optional[HttpUrl] = None
     """OTLP/HTTP traces endpoint, e.g. ``http://otel-collector:4318/v1/traces``. None: spans are
     still made (the trace id of every log line) but exported nowhere."""
-    otel_service_name: str = "statekeeper"
+    otel_service_name: Name = "statekeeper"
+    """The traces' ``service.name`` and the metrics' ``service_name`` tag: not blank (a blank one
+    was taken, and exported spans and metrics named no service)."""
     metrics_prometheus_address: Optional[HostPort] = None
     """``host:port`` where the Temporal SDK's metrics are served for Prometheus (None: off)."""
     metrics_otlp_endpoint: Optional[HttpUrl] = None
@@ -198,10 +204,12 @@ class Settings(BaseSettings):
 
     @field_validator("temporal_tls_server_ca_cert", "temporal_tls_client_cert", "temporal_tls_client_key",
                      "temporal_tls_server_name", "temporal_api_key", "otel_exporter_otlp_endpoint",
-                     "metrics_prometheus_address", "metrics_otlp_endpoint", mode="before")
+                     "metrics_prometheus_address", "metrics_otlp_endpoint", "anthropic_base_url", "anthropic_api_key",
+                     mode="before")
     @classmethod
     def _empty_is_unset(cls, value: object) -> object:
-        # compose passes an unset variable as "" (``${VAR:-}``): that means "not configured"
+        # compose passes an unset variable as "" (``${VAR:-}``): that means "not configured"; a
+        # blank API key (" ") was taken for a provider's: every model call was sent with a blank key
         return None if isinstance(value, str) and not value.strip() else value
 
     @field_validator("pseudonym_key", "api_key_secret")

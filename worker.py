@@ -179,6 +179,17 @@ async def preflight(client: Client, settings: Settings, *, serving: bool = True)
                                fingerprint(settings.resolved_database_url()), services=configured_services(settings))
 
 
+def _storage_refused(err: Exception, settings: Settings) -> BaseException:
+    """``StartupRefused`` saying in one line what is wrong with the database ``err`` came from
+    (``starter.cli_refusals.storage_problem``); ``err`` itself when it is no storage failure."""
+    from starter.cli_refusals import storage_problem
+
+    what = ("the system of record (STATEKEEPER_DATABASE_URL)" if settings.database_url
+            else f"the system of record {settings.data_dir / 'statekeeper.sqlite'}")
+    problem = storage_problem(err, what)
+    return err if problem is None else StartupRefused(problem)
+
+
 def configured_services(settings: Settings) -> str:
     """The services fingerprint of ``settings``' payments, email and ticketing URLs, which
     every worker of a task queue must share (``starter.preflight.check_task_queue``)."""
@@ -193,8 +204,16 @@ async def run_worker(settings: Optional[Settings] = None, tools: Optional[ToolAc
     settings = settings or Settings()
     client = await connect(settings)
     await preflight(client, settings)
-    model = model or build_model_activities(settings)
-    worker = build_worker(client, settings, tools=tools, model=model)
+    try:
+        model = model or build_model_activities(settings)
+        worker = build_worker(client, settings, tools=tools, model=model)
+    except Exception as err:  # noqa: BLE001 - only storage failures are translated; the rest re-raised
+        # an unreachable or damaged system of record ended the worker with a page of
+        # SQLAlchemy traceback (psycopg's "connection failed") instead of what to fix
+        refused = _storage_refused(err, settings)
+        if refused is err:
+            raise
+        raise refused from None
     # one thread per activity slot and per local activity slot: an activity that got a slot
     # never queues for a thread (the default pool has cores + 4 threads) while its timer runs
     loop = asyncio.get_running_loop()

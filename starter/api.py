@@ -46,6 +46,7 @@ from starter.auth import Access, AccessSource, Permission
 from starter.api_processes import router as processes_router
 from starter import package_version
 from starter.api_responses import responses_for
+from starter.api_startup import OneLineStartupRefusal
 from starter.body_guard import install_body_checks, validation_reasons
 from starter.client import FIRST_MESSAGE_ID, ConversationError, StatekeeperClient
 from starter.errors import status_for
@@ -146,6 +147,7 @@ def create_app(client_factory: Optional[ClientFactory] = None,
     app = documented_app(title="statekeeper", version=package_version(), lifespan=lifespan, redirect_slashes=False,
                          description="Durable LLM-driven support conversations and refunds on Temporal.")
     app.state.ensure_client, app.state.ensure_journal, app.state.ensure_access = ensure_client, ensure_journal, ensure_access
+    app.add_middleware(OneLineStartupRefusal)  # uvicorn starter.api:app: a refusal in one line
     app.include_router(processes_router)
     app.include_router(journal_router)
 

@@ -215,13 +215,23 @@ def access_from_settings(settings: Any, host: Optional[str]) -> Access:
     url = settings.resolved_journal_url()
     try:
         keys = KeyStore(url, settings.api_key_hmac_secret() or "")
+        active = keys.active_count() if host is None or not is_loopback(host) else 0
     except ValueError as err:
         raise StartupRefused("STATEKEEPER_API_KEY_SECRET is set but empty: set it to a long random value "
                              "(the same for the API and `statekeeper keys`), or unset it") from err
+    except Exception as err:  # noqa: BLE001 - only storage failures are translated; the rest re-raised
+        # an unreachable, damaged or newer journal database ended `statekeeper api` and
+        # `codec-server` with a page of SQLAlchemy traceback instead of what to fix
+        from starter.cli_refusals import storage_problem
+
+        problem = storage_problem(err, "the journal database (API keys, audit log)")
+        if problem is None:
+            raise
+        raise StartupRefused(problem) from None
     audit, tenancy = AuditLog(url), Tenancy.from_settings(settings)
     if host is not None and is_loopback(host):
         return Access(audit, tenancy, keys, keyless_while_none=True, page_origins=frozenset())
-    if keys.active_count() > 0:
+    if active > 0:
         return Access(audit, tenancy, keys)
     keys.close()
     where = f"on {host}" if host is not None else "where its bind address is not known (uvicorn starter.api:app)"

@@ -32,8 +32,9 @@ from workflows.user_text import id_problem
 
 JOURNAL = "the journal database"
 _SQLITE_KINDS = {
-    "SQLITE_NOTADB": "is not a database (or is damaged): point STATEKEEPER_JOURNAL_URL or STATEKEEPER_DATA_DIR "
-                     "at statekeeper's own journal",
+    # worded for either database: the worker reports its system of record with this table too
+    "SQLITE_NOTADB": "is not a database (or is damaged): point its URL setting (STATEKEEPER_JOURNAL_URL, "
+                     "STATEKEEPER_DATABASE_URL) or STATEKEEPER_DATA_DIR at statekeeper's own database",
     "SQLITE_CORRUPT": "is damaged: restore it from a backup",
     "SQLITE_CANTOPEN": "cannot be opened: its directory is missing or not writable",
     "SQLITE_BUSY": "is locked by another process: try again in a moment",
@@ -75,13 +76,17 @@ def command_settings() -> Settings:
     try:
         return devstate.adopt(Settings())
     except ValidationError as err:
-        problems = "; ".join(_problem(e) for e in err.errors())
-        raise fail(f"invalid setting: {problems}", 2) from None
+        raise fail(f"invalid setting: {settings_problems(err)}", 2) from None
     except SettingsError as err:  # a JSON setting (STATEKEEPER_STORE_TENANTS) that does not parse
         field = _SETTINGS_FIELD.search(str(err))
         name = f"STATEKEEPER_{field.group(1).upper()}" if field else "a STATEKEEPER_ setting"
         example = _JSON_EXAMPLES.get(name)
         raise fail(f"invalid setting: {name}: not valid JSON" + (f" (e.g. {example})" if example else ""), 2) from None
+
+
+def settings_problems(err: ValidationError) -> str:
+    """``STATEKEEPER_<NAME>: <why>`` of each invalid setting in ``err``, joined by ``; ``."""
+    return "; ".join(_problem(e) for e in err.errors())
 
 
 def _problem(error: dict) -> str:

@@ -76,7 +76,8 @@ class _interruptible:
             console.print("\nstopped.")
             raise typer.Exit(self.stopped_status)
         if exc_type is not None and issubclass(exc_type, (StartupRefused, DevServerError)):
-            errors.print(f"[red]statekeeper: {escape(str(exc))}[/]", highlight=False)
+            # soft_wrap: one line in a container's log too (rich wrapped a piped stderr at 80 columns)
+            errors.print(f"[red]statekeeper: {escape(str(exc))}[/]", highlight=False, soft_wrap=True)
             raise typer.Exit(2)
         if exc_type is not None and issubclass(exc_type, NotListening):
             # soft_wrap: one line in a log too (a piped stderr is 80 columns wide to rich)

@@ -133,7 +133,7 @@ def served_access(settings: Settings, host: str) -> Access:
     try:
         return access_from_settings(settings, host)
     except StartupRefused as refused:
-        if "STATEKEEPER_API_KEY_SECRET" in str(refused):
+        if not str(refused).startswith("refusing to serve"):  # a blank secret, a journal it cannot use
             raise
         raise StartupRefused(
             f"refusing to serve the codec server on {host} without API keys: anyone who can reach it could "

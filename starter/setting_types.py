@@ -9,7 +9,11 @@ reported as "Temporal is not reachable"; an empty ``STATEKEEPER_TASK_QUEUE`` was
 port a ``ValueError`` traceback; ``STATEKEEPER_MAX_CONCURRENT_WORKFLOW_TASKS=0`` started a
 worker that never took a workflow task (every conversation waited for ever), and a huge one
 a ``TypeError`` traceback from the SDK's worker config; a default tenant no API key can be made
-for (``""``, ``ACME``) served the keyless API as a tenant nobody else could ever reach.
+for (``""``, ``ACME``) served the keyless API as a tenant nobody else could ever reach; a
+``STATEKEEPER_DATABASE_URL`` or ``STATEKEEPER_JOURNAL_URL`` SQLAlchemy cannot parse, or of an
+unknown dialect, ended ``statekeeper worker`` with an ``ArgumentError``/``NoSuchModuleError``
+traceback; a ``STATEKEEPER_CODEC_CORS_ORIGINS`` entry that is no origin (``localhost:8233``,
+``*``, a URL with a path) started a codec server no browser's Web UI could call.
 Imports nothing heavy: ``settings`` (and so every process) loads it.
 """
 
@@ -64,6 +68,43 @@ def _http_url(value: str) -> str:
     return value.strip()
 
 
+def _origins(value: str) -> str:
+    if not value.strip():
+        return value  # blank: the embedded Web UI's origins, as when unset
+    for origin in (entry.strip().rstrip("/") for entry in value.split(",") if entry.strip()):
+        try:
+            parts = urlsplit(origin)
+            ok = (parts.scheme in ("http", "https") and bool(parts.hostname) and parts.port != 0
+                  and not parts.path and not parts.query and not parts.fragment and "@" not in parts.netloc)
+        except ValueError:  # a port that is not a number, a bad IPv6 address
+            ok = False
+        if not ok:
+            raise ValueError("must be comma-separated origins, each http(s)://host[:port], e.g. "
+                             "https://temporal-ui.internal,http://localhost:8233")
+    return value
+
+
+def _database_url(value: str) -> str:
+    if not value.strip():
+        return value  # blank: the SQLite default in the data directory, as when unset
+    # imported here: settings load this module in every process, and most set no URL
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import SQLAlchemyError
+
+    try:
+        url = make_url(value)
+        dialect = url.get_dialect()  # no connection is made
+    except (SQLAlchemyError, ValueError):  # not a URL, an unknown dialect or driver, a bad port
+        raise ValueError("must be a SQLAlchemy database URL, e.g. postgresql+psycopg://user:password@host:5432/name "
+                         "or sqlite:////path/file.sqlite") from None
+    try:
+        dialect.import_dbapi()  # `postgresql://` means psycopg2, which is not installed: psycopg (3) is
+    except ImportError:
+        raise ValueError(f"its database driver ({url.drivername}) is not installed: name one that is, e.g. "
+                         "postgresql+psycopg://... (psycopg 3) or sqlite:///...") from None
+    return value
+
+
 Seconds = Annotated[float, Field(gt=0, le=MAX_WAIT_SECONDS, allow_inf_nan=False)]
 """A deadline or timeout: above 0, at most a day (``nan`` and ``inf`` are refused)."""
 Slots = Annotated[int, Field(ge=1, le=MAX_SLOTS)]
@@ -76,3 +117,7 @@ HostPort = Annotated[str, AfterValidator(_host_port)]
 """A ``host:port`` address."""
 HttpUrl = Annotated[str, AfterValidator(_http_url)]
 """An ``http(s)://host[:port][/path]`` URL."""
+Origins = Annotated[str, AfterValidator(_origins)]
+"""Comma-separated web origins (``scheme://host[:port]``), as a browser sends ``Origin``."""
+DatabaseUrl = Annotated[str, AfterValidator(_database_url)]
+"""A SQLAlchemy URL whose dialect (and driver name) SQLAlchemy knows; blank is the default."""

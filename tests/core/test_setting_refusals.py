@@ -59,6 +59,24 @@ from workflows.approvals import ApprovalPolicy
     ("STATEKEEPER_PSEUDONYM_KEY", ""),
     ("STATEKEEPER_PSEUDONYM_KEY", "   "),
     ("STATEKEEPER_API_KEY_SECRET", " "),
+    # a worker's ArgumentError, NoSuchModuleError or ModuleNotFoundError ('psycopg2') traceback
+    ("STATEKEEPER_DATABASE_URL", "statekeeper.sqlite"),
+    ("STATEKEEPER_DATABASE_URL", "postgres+psycopg://db/statekeeper"),
+    ("STATEKEEPER_DATABASE_URL", "postgresql://db/statekeeper"),
+    ("STATEKEEPER_JOURNAL_URL", "postgresql+psycopg://db:port/journal"),
+    ("STATEKEEPER_JOURNAL_URL", "mysql://db/journal"),
+    # taken as is before: every model call then failed as a connection error
+    ("STATEKEEPER_ANTHROPIC_BASE_URL", "api.anthropic.com"),
+    # a blank API host bound every interface (uvicorn's "http://:8000")
+    ("STATEKEEPER_API_HOST", ""),
+    ("STATEKEEPER_API_HOST", " "),
+    # accepted before: a codec server no browser could call (CORS matches whole origins)
+    ("STATEKEEPER_CODEC_CORS_ORIGINS", "localhost:8233"),
+    ("STATEKEEPER_CODEC_CORS_ORIGINS", "*"),
+    ("STATEKEEPER_CODEC_CORS_ORIGINS", "http://localhost:8233,https://ui.example.com/temporal"),
+    # taken before: spans and metrics exported under a blank service name
+    ("STATEKEEPER_OTEL_SERVICE_NAME", ""),
+    ("STATEKEEPER_OTEL_SERVICE_NAME", " "),
     # a blank path was the working directory: databases and key files written there
     ("STATEKEEPER_DATA_DIR", ""),
     ("STATEKEEPER_DEV_STATE_FILE", " "),
@@ -100,13 +118,18 @@ def test_the_bounded_settings_still_take_ordinary_values(monkeypatch, tmp_path):
     for name, value in (("TEMPORAL_ADDRESS", "[::1]:7233"), ("RPC_TIMEOUT_SECONDS", "0.5"), ("TASK_QUEUE", "q 1"),
                         ("MAX_CACHED_WORKFLOWS", "0"), ("DEFAULT_TENANT", "acme-eu"), ("MODEL_MAX_TOKENS", "64000"),
                         ("METRICS_PROMETHEUS_ADDRESS", "0.0.0.0:9464"), ("METRICS_OTLP_ENDPOINT", ""),
-                        ("PAYMENTS_URL", "http://payments.internal:8301/")):
+                        ("PAYMENTS_URL", "http://payments.internal:8301/"), ("JOURNAL_URL", "sqlite:////tmp/j.sqlite"),
+                        ("DATABASE_URL", "postgresql+psycopg://u:p@db:5432/sor"), ("ANTHROPIC_BASE_URL", ""),
+                        ("API_HOST", "::1"), ("CODEC_CORS_ORIGINS", "https://ui.example.com, http://[::1]:8233/,")):
         monkeypatch.setenv(f"STATEKEEPER_{name}", value)
     settings = command_settings()
     assert (settings.temporal_address, settings.rpc_timeout_seconds, settings.task_queue) == ("[::1]:7233", 0.5, "q 1")
     assert (settings.max_cached_workflows, settings.default_tenant, settings.model_max_tokens) == (0, "acme-eu", 64000)
     assert (settings.metrics_prometheus_address, settings.metrics_otlp_endpoint) == ("0.0.0.0:9464", None)
     assert settings.payments_url == "http://payments.internal:8301/"
+    assert (settings.anthropic_base_url, settings.api_host) == (None, "::1")
+    assert settings.codec_cors_origins == "https://ui.example.com, http://[::1]:8233/,"
+    assert (settings.journal_url, settings.database_url) == ("sqlite:////tmp/j.sqlite", "postgresql+psycopg://u:p@db:5432/sor")
 
 
 def test_the_approval_settings_accept_what_the_approval_policy_accepts(monkeypatch, tmp_path):
@@ -117,3 +140,29 @@ def test_the_approval_settings_accept_what_the_approval_policy_accepts(monkeypat
     settings = command_settings()
     policy = ApprovalPolicy(threshold=settings.approval_threshold, timeout_seconds=settings.approval_timeout_seconds)
     assert (policy.threshold, policy.timeout_seconds) == (0, 60)
+
+
+def test_a_refused_database_url_is_not_echoed(monkeypatch, capsys, tmp_path):
+    # the URL holds the database password: the refusal names the setting, never its value
+    monkeypatch.setenv("STATEKEEPER_DATA_DIR", str(tmp_path))
+    monkeypatch.setenv("STATEKEEPER_DEV_STATE_FILE", str(tmp_path / "dev.json"))
+    monkeypatch.setenv("STATEKEEPER_DATABASE_URL", "postgresql://sor:hunter2-secret@db/sor")
+    with pytest.raises(typer.Exit):
+        command_settings()
+    said = " ".join(capsys.readouterr().err.split())
+    assert "STATEKEEPER_DATABASE_URL: its database driver (postgresql) is not installed" in said, said
+    assert "hunter2" not in said, said
+
+
+@pytest.mark.parametrize("name", ["ANTHROPIC_API_KEY", "STATEKEEPER_ANTHROPIC_API_KEY"])
+@pytest.mark.parametrize("value", ["", " ", "\t"])
+def test_a_blank_model_api_key_is_the_offline_model(monkeypatch, tmp_path, name, value):
+    # " " was taken for a provider's key: the worker said "offline model: False" and sent
+    # every model call with a blank key; "" (compose's ${ANTHROPIC_API_KEY:-}) was offline already
+    monkeypatch.setenv("STATEKEEPER_DATA_DIR", str(tmp_path))
+    monkeypatch.setenv("STATEKEEPER_DEV_STATE_FILE", str(tmp_path / "dev.json"))
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    monkeypatch.delenv("STATEKEEPER_ANTHROPIC_API_KEY", raising=False)
+    monkeypatch.setenv(name, value)
+    settings = command_settings()
+    assert settings.anthropic_api_key is None and settings.offline

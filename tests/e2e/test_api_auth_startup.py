@@ -88,7 +88,14 @@ def test_a_non_loopback_bind_without_keys_refuses_to_start(env):
     # the app served by a bare ASGI server cannot know its bind: without keys it never starts
     code, output = _refused_to_start([str(BIN / "uvicorn"), "starter.api:app", "--host", "0.0.0.0",
                                       "--port", str(port)], env, port)
-    assert code != 0 and "without API keys" in output
+    assert code != 0 and "ERROR:    statekeeper: refusing to serve the API where its bind address is not known" in output
+    # one line in the container's log: before, Starlette's traceback ending in the exception's class
+    assert "Traceback" not in output and "StartupRefused" not in output, output
+    # an invalid setting likewise, named as the commands name it
+    code, output = _refused_to_start([str(BIN / "uvicorn"), "starter.api:app", "--port", str(port)],
+                                     {**env, "STATEKEEPER_RPC_TIMEOUT_SECONDS": "nan"}, port)
+    assert code != 0 and "statekeeper: invalid setting: STATEKEEPER_RPC_TIMEOUT_SECONDS: " in output, output
+    assert "Traceback" not in output and "ValidationError" not in output, output
     # a revoked key is no key
     key_id = _run(env, "keys", "create", "--tenant", "default", "--role", "service").stderr.split()[2]
     assert _run(env, "keys", "revoke", key_id).exit_code == 0
