@@ -141,9 +141,9 @@ def _said(obs: "dict[str, Any] | None") -> str:
     return result.removeprefix("Error: ")
 
 
-RULE_SUFFIX = re.compile(r"\s*\((?:[a-z]+-)+[a-z]+\)")
+RULE_SUFFIX = re.compile(r"\s*\((?:[a-z]+-)+[a-z]+\)", re.ASCII)
 """A policy clause id in parentheses, e.g. " (cancel-pending-only)": for operators and the log."""
-TOOL_NAME = re.compile(r"\b([a-z]+(?:_[a-z]+)+)\b")
+TOOL_NAME = re.compile(r"\b([a-z]+(?:_[a-z]+)+)\b", re.ASCII)
 """A tool name (``modify_pending_order_items``); ids with digits (``credit_card_1``) do not match."""
 
 
