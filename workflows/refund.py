@@ -21,6 +21,7 @@ from workflows import keys, read_before_write, standalone
 from workflows.actions import make_tool_call
 from workflows.activity_api import ToolActivitiesApi
 from workflows.approval_gate import ApprovalGate
+from workflows.approvals import Approval
 from workflows.catalogue import spec_of
 from workflows.catalogue.checks import status_refusal
 from workflows.failures import log_detail
@@ -95,10 +96,7 @@ class RefundWorkflow(ApprovalGate):
                 refusal = standalone.key_conflict_refusal(inp, err)
                 if refusal is None:
                     raise
-                self._view.outcome = f"refused: {refusal}"
-                self._enter("refused", "the idempotency key holds another request")
-                return RefundOutcome(idempotency_key=key, result=f"Error: {refusal}", ok=False,
-                                     refused_reason=refusal)
+                return self._refuse(key, refusal, "the idempotency key holds another request")
             if recorded is not None:
                 self._view.outcome = outcome_text(recorded.ok, recorded.result, replayed=True)
                 self._enter("done" if recorded.ok else "failed", "already recorded in the ledger")
@@ -115,9 +113,7 @@ class RefundWorkflow(ApprovalGate):
             refusal = standalone.unknown_store_refusal(inp, err)
             if refusal is None:
                 raise
-            self._view.outcome = f"refused: {refusal}"
-            self._enter("refused", "the system of record has no such store")
-            return RefundOutcome(idempotency_key=key, result=f"Error: {refusal}", ok=False, refused_reason=refusal)
+            return self._refuse(key, refusal, "the system of record has no such store")
         self._view.amount = amount_from_read(inp.call, read.result)
         if self._view.pseudonym is None and read.ok:
             # a standalone request names no customer: the order's owner is the customer, so the
@@ -128,21 +124,14 @@ class RefundWorkflow(ApprovalGate):
         if refusal is None and standalone.is_standalone(inp):
             refusal = await standalone.standalone_refusal(inp, read)  # the spec's own policy check
         if refusal is not None:
-            self._view.outcome = f"refused: {refusal}"
-            self._enter("refused", "precondition failed on the fresh read")
-            return RefundOutcome(idempotency_key=key, result=f"Error: {refusal}", ok=False, refused_reason=refusal)
+            return self._refuse(key, refusal, "precondition failed on the fresh read")
         if refusal is None and inp.confirmed_fingerprint is not None:
             refusal = await self._changed_since_confirmed(inp, read)
         if refusal is not None:
-            self._view.outcome = f"refused: {refusal}"
-            self._enter("refused", "the order changed after the user confirmed")
-            return RefundOutcome(idempotency_key=key, result=f"Error: {refusal}", ok=False, refused_reason=refusal)
+            return self._refuse(key, refusal, "the order changed after the user confirmed")
         approval, refusal = await self._await_approval(inp, read, key)
         if refusal is not None:
-            self._view.outcome = f"refused: {refusal}"
-            self._enter("refused", "supervisor approval not granted")
-            return RefundOutcome(idempotency_key=key, result=f"Error: {refusal}", ok=False, refused_reason=refusal,
-                                 approval=approval)
+            return self._refuse(key, refusal, "supervisor approval not granted", approval)
 
         self._enter("execute", f"`{key}`")
         try:
@@ -185,6 +174,14 @@ class RefundWorkflow(ApprovalGate):
         self._enter("done" if written.ok else "failed", "write recorded in the system of record")
         return RefundOutcome(idempotency_key=key, result=written.result, ok=written.ok,
                              replayed=written.replayed, notified=notified, approval=approval)
+
+    def _refuse(self, key: str, refusal: str, detail: str, approval: Optional[Approval] = None) -> RefundOutcome:
+        """End refused with ``refusal`` (the reason the caller reads), shown to operators with
+        ``detail`` (no personal data); nothing was written."""
+        self._view.outcome = f"refused: {refusal}"
+        self._enter("refused", detail)
+        return RefundOutcome(idempotency_key=key, result=f"Error: {refusal}", ok=False, refused_reason=refusal,
+                             approval=approval)
 
     async def _changed_since_confirmed(self, inp: RefundInput, read: ToolResult) -> Optional[str]:
         """``read_before_write.CHANGED_REASON`` when the order just read, or the payment method the

@@ -45,7 +45,8 @@ def test_a_server_refuses_an_unreachable_journal_in_one_line(tmp_path, command):
                     "connection: check the URL, the server and its credentials"), said
 
 
-def test_a_worker_refuses_an_unreachable_system_of_record(tmp_path, monkeypatch):
+def _no_temporal(monkeypatch) -> None:
+    """The worker's Temporal connection and preflight stubbed: only its database is tried."""
     async def connect(settings):
         return object()
 
@@ -54,6 +55,10 @@ def test_a_worker_refuses_an_unreachable_system_of_record(tmp_path, monkeypatch)
 
     monkeypatch.setattr(worker_module, "connect", connect)
     monkeypatch.setattr(worker_module, "preflight", preflight)
+
+
+def test_a_worker_refuses_an_unreachable_system_of_record(tmp_path, monkeypatch):
+    _no_temporal(monkeypatch)
     settings = Settings(data_dir=tmp_path, database_url=UNREACHABLE, codec_enabled=False)
     with pytest.raises(StartupRefused) as refused:
         asyncio.run(worker_module.run_worker(settings))
@@ -62,14 +67,7 @@ def test_a_worker_refuses_an_unreachable_system_of_record(tmp_path, monkeypatch)
 
 
 def test_a_worker_names_the_default_sqlite_system_of_record(tmp_path, monkeypatch):
-    async def connect(settings):
-        return object()
-
-    async def preflight(client, settings):
-        return None
-
-    monkeypatch.setattr(worker_module, "connect", connect)
-    monkeypatch.setattr(worker_module, "preflight", preflight)
+    _no_temporal(monkeypatch)
     (tmp_path / "statekeeper.sqlite").write_bytes(b"not a database, " * 64)
     with pytest.raises(StartupRefused) as refused:
         asyncio.run(worker_module.run_worker(Settings(data_dir=tmp_path, codec_enabled=False)))

@@ -9,10 +9,11 @@ terminated there says so with a reason, and ``?status=terminated`` lists it. (Ad
 
 from __future__ import annotations
 
+import contextlib
 import time
 import uuid
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, AsyncIterator, Optional
 
 from temporalio.client import WorkflowExecutionStatus
 
@@ -36,15 +37,23 @@ class PauseBeforeWrite(DelegatingPort):
         return self._inner.invoke(store, tool, arguments, idempotency_key=idempotency_key, **kwargs)
 
 
-async def test_a_temporal_cancel_during_the_write_lets_it_finish_and_reports_it_applied(temporal_env, settings,
-                                                                                        tmp_path):
+@contextlib.asynccontextmanager
+async def _refund_writing(temporal_env, settings, tmp_path: Path, seconds: float) -> AsyncIterator[tuple]:
+    """A standalone cancel of PENDING whose write is held ``seconds`` before it reaches the store;
+    yields (client, backend, refund id) once the write has started."""
     marker = tmp_path / "writing"
     async with running_worker(temporal_env, settings,
-                              wrap_port=lambda port: PauseBeforeWrite(port, 3.0, marker)) as (client, backend):
-        request = RefundRequest(request_id=f"cw-{uuid.uuid4().hex[:6]}", order_id=PENDING, operation="cancel",
+                              wrap_port=lambda port: PauseBeforeWrite(port, seconds, marker)) as (client, backend):
+        request = RefundRequest(request_id=f"w-{uuid.uuid4().hex[:6]}", order_id=PENDING, operation="cancel",
                                 reason="no longer needed")
         refund_id = (await client.request_refund(request)).refund_id
         await until(lambda: marker.exists(), "the write to start")
+        yield client, backend, refund_id
+
+
+async def test_a_temporal_cancel_during_the_write_lets_it_finish_and_reports_it_applied(temporal_env, settings,
+                                                                                        tmp_path):
+    async with _refund_writing(temporal_env, settings, tmp_path, 3.0) as (client, backend, refund_id):
         await temporal_env.client.get_workflow_handle(refund_id).cancel()
         status = await refund_settled(client, refund_id)
         assert (status.status, status.reason) == ("applied", None), status
@@ -58,13 +67,7 @@ async def test_a_refund_terminated_during_its_write_says_so_and_is_listed_by_tha
                                                                                       tmp_path):
     # GET /refunds/{id} said "terminated" with no reason, and ?status=terminated found nothing
     # (the run's Status search attribute still said "running")
-    marker = tmp_path / "writing"
-    async with running_worker(temporal_env, settings,
-                              wrap_port=lambda port: PauseBeforeWrite(port, 2.0, marker)) as (client, backend):
-        request = RefundRequest(request_id=f"tw-{uuid.uuid4().hex[:6]}", order_id=PENDING, operation="cancel",
-                                reason="no longer needed")
-        refund_id = (await client.request_refund(request)).refund_id
-        await until(lambda: marker.exists(), "the write to start")
+    async with _refund_writing(temporal_env, settings, tmp_path, 2.0) as (client, _backend, refund_id):
         await temporal_env.client.get_workflow_handle(refund_id).terminate("stopped by an operator")
         status = await client.refund(refund_id)
         assert status.status == "terminated" and status.reason and "operator stopped" in status.reason, status
