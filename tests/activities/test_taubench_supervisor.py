@@ -15,6 +15,7 @@ import asyncio
 from datetime import datetime, timedelta, timezone
 from decimal import Decimal
 from types import SimpleNamespace
+from typing import Optional
 
 from starter.client import ConversationError
 from starter.taubench import SUPERVISOR, Task, TauBenchRunner, approval_settled, report_json
@@ -60,7 +61,7 @@ class ScriptedConversation:
                                          operation_id="op.t2"))
         return conversation_id
 
-    async def send_message(self, conversation_id: str, text: str) -> AssistantReply:
+    async def send_message(self, conversation_id: str, text: str, message_id: Optional[str] = None) -> AssistantReply:
         self.sent.append(text)
         if len(self.sent) == 1:
             return AssistantReply(text="Please confirm: cancel.", turn=1, status="active",
