@@ -158,7 +158,9 @@ class TauBenchRunner:
             user = task_user(await asyncio.to_thread(self._backend.read, store, "get_user_details",
                                                      {"user_id": task.user_id}), task)
             await asyncio.to_thread(self._plans.put, conversation_id, plan_of(user, task))
-            await self._client.start_conversation(conversation_id, store=store)
+            # a start past its deadline may have started the run: sent again, it attaches to it
+            # (the workflow id's conflict policy is use-existing) and its open update re-checks the store
+            await transient_retried(lambda: self._client.start_conversation(conversation_id, store=store))
             sent = 0
             reply = await self._send(conversation_id, opening_message(user), sent)
             replies.append(reply.text)
