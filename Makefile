@@ -17,7 +17,7 @@ DEMO_TASKS ?= systems/retail/data/tasks_dev.json
 BENCH_TASKS ?= systems/retail/data/tasks_dev.json
 BENCH_CONCURRENCY ?= 8
 BENCH_REPORT ?= bench/taubench-report.json
-# Same defaults as settings.py; make sees STATEKEEPER_* from the environment.
+# Same defaults as settings/__init__.py; make sees STATEKEEPER_* from the environment.
 STATEKEEPER_UI_PORT ?= 8233
 STATEKEEPER_TEMPORAL_NAMESPACE ?= default
 UI_URL ?= http://127.0.0.1:$(STATEKEEPER_UI_PORT)/namespaces/$(STATEKEEPER_TEMPORAL_NAMESPACE)/workflows

@@ -1,7 +1,7 @@
 """HTTP adapters of the email and ticketing services behind ``OutboxPort`` and ``TicketPort``.
 
 Neither service takes an idempotency key; each finds what it sent by business reference.
-The effect's key (``workflows.keys``: ``email:{write key}``, ``transfer:…``, ``escalate:…``)
+The effect's key (``workflows.domain.keys``: ``email:{write key}``, ``transfer:…``, ``escalate:…``)
 is that reference, and the unknown-outcome protocol (``activities.reconcile``) asks by it
 before sending again, so a retried or replayed send goes out once.
 """
@@ -12,7 +12,7 @@ from typing import Any, Optional
 
 from activities.http_service import ServiceClient
 from activities.reconcile import DispatchLog, reconciled
-from workflows.keys import key_ref
+from workflows.domain.keys import key_ref
 
 
 class _ByReference:

@@ -12,7 +12,7 @@ import httpx
 from activities import deadline
 from activities.ports import PortError
 from activities.reconcile import Ambiguous, NotDone
-from workflows.errors import ErrorType
+from workflows.domain.errors import ErrorType
 
 DEADLINE_HEADER = "X-Deadline"
 SERVICE_MARGIN_SECONDS = 0.25

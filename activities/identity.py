@@ -1,6 +1,6 @@
 """Identity activities: the customer pseudonyms the ``CustomerId`` search attribute holds.
 
-Why an activity: the pseudonym is keyed (HMAC-SHA256, ``workflows.pseudonym``) and the key
+Why an activity: the pseudonym is keyed (HMAC-SHA256, ``workflows.domain.pseudonym``) and the key
 is a secret of the deployment. Workflows never read settings, and anything in a workflow's
 input or history is readable by everyone with Web UI access; so the key stays in the worker,
 given to this class at construction (``worker.build_worker``), and a workflow asks for the
@@ -15,9 +15,9 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from workflows.activity_api import IdentityActivitiesApi
-from workflows.contracts import PseudonymRequest
-from workflows.errors import ErrorType
-from workflows.pseudonym import customer_pseudonym
+from workflows.domain.contracts import PseudonymRequest
+from workflows.domain.errors import ErrorType
+from workflows.domain.pseudonym import customer_pseudonym
 
 
 class IdentityActivities(IdentityActivitiesApi):

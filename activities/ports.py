@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, Optional, Protocol
 
-from workflows.contracts import ToolResult
-from workflows.errors import ErrorType
+from workflows.domain.contracts import ToolResult
+from workflows.domain.errors import ErrorType
 
 Guard = Callable[[dict[str, dict]], Optional[str]]
 """Sees the locked documents a write will touch, inside its transaction, and returns an

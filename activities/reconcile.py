@@ -24,7 +24,7 @@ import sqlalchemy as sa
 
 from activities import deadline
 from activities.ports import PortError
-from workflows.errors import ErrorType
+from workflows.domain.errors import ErrorType
 
 T = TypeVar("T")
 
@@ -76,7 +76,7 @@ class DispatchLog:
 
     def _schema(self) -> None:
         if not self._ready:
-            from activities.journal.migrate import upgrade  # noqa: PLC0415  (Alembic only when used)
+            from activities.store.migrate import upgrade  # noqa: PLC0415  (Alembic only when used)
 
             upgrade(self.engine)
             self._ready = True

@@ -23,8 +23,8 @@ from systems.retail.errors import (
     UnknownToolError,
 )
 from systems.retail.outcome import InvokeResult
-from workflows.contracts import Outcome, ToolResult
-from workflows.errors import ErrorType
+from workflows.domain.contracts import Outcome, ToolResult
+from workflows.domain.errors import ErrorType
 
 
 class RetailPort:

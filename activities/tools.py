@@ -19,11 +19,11 @@ from activities.deadline import attempt_deadline
 from activities.heartbeat import heartbeating
 from activities.payments_port import PaymentsPort, money_movements, payments_key
 from activities.ports import Guard, OutboxPort, PortError, TicketPort, ToolPort
-from workflows.actions import call_arguments
+from workflows.domain.actions import call_arguments
 from workflows.activity_api import ToolActivitiesApi
 from workflows.catalogue import spec_of
 from workflows.catalogue.checks import status_refusal
-from workflows.contracts import (
+from workflows.domain.contracts import (
     EmailRequest,
     ReadToolRequest,
     StoreCheckRequest,
@@ -32,7 +32,7 @@ from workflows.contracts import (
     ToolResult,
     WriteToolRequest,
 )
-from workflows.errors import ErrorType
+from workflows.domain.errors import ErrorType
 
 T = TypeVar("T")
 

@@ -23,8 +23,8 @@ import pytest_asyncio
 from temporalio.testing import WorkflowEnvironment
 
 from settings import Settings
-from starter.connection import data_converter
-from starter.devserver import DEV_SERVER_STARTUP, dynamic_config_args
+from starter.runtime.connection import data_converter
+from starter.dev.server import DEV_SERVER_STARTUP, dynamic_config_args
 from workflows.options import SEARCH_ATTRIBUTES
 
 

@@ -1,5 +1,5 @@
 """The pure core of ``SupportWorkflow`` composed as the workflow composes it
-(``workflows.support``, ``turn``, ``execute``, ``approval_flow``, ``cancellation``,
+(``workflows.conversation.workflow``, ``turn``, ``execute``, ``approval_flow``, ``cancellation``,
 ``compensation``), with every activity answered by ``tests.conversation_sim.SimSystem``
 and every decision taken by the real pure functions (policy, confirmation, keys,
 transitions, approvals, replies, the cancel summary).
@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any, Optional
 
-from workflows import keys, replies
-from workflows import transitions as tr
-from workflows.approval_flow import (
+from workflows.domain import keys, replies
+from workflows.domain import transitions as tr
+from workflows.conversation.approvals import (
     HANDED_OVER,
     _outcome,
     needs_approval,
@@ -27,19 +27,19 @@ from workflows.approval_flow import (
     record_recorded,
     request_approval,
 )
-from workflows.approvals import ApprovalPolicy, ApprovalStatus, expire, expiry_ticket_summary
-from workflows.actions import call_arguments, make_tool_call
+from workflows.policy.approvals import ApprovalPolicy, ApprovalStatus, expire, expiry_ticket_summary
+from workflows.domain.actions import call_arguments, make_tool_call
 from workflows.catalogue import Execution, ToolClass, spec_of
 from workflows.catalogue.checks import status_refusal
-from workflows.cancellation import summary
-from workflows.clauses import Rule
-from workflows.compensation import usable_before_image
-from workflows.confirm import describe, is_no, is_yes
-from workflows.contracts import CancelRequest, Outcome, ToolResult
-from workflows.execute import escalation_summary
+from workflows.conversation.cancellation import summary
+from workflows.policy.clauses import Rule
+from workflows.conversation.compensation import usable_before_image
+from workflows.policy.confirm import describe, is_no, is_yes
+from workflows.domain.contracts import CancelRequest, Outcome, ToolResult
+from workflows.conversation.execute import escalation_summary
 from workflows.options import MAX_CONSECUTIVE_REJECTIONS, MAX_MODEL_STEPS_PER_TURN
-from workflows.policy import handed_over_refusal, validate_execution, validate_proposal
-from workflows.state import (
+from workflows.policy.validator import handed_over_refusal, validate_execution, validate_proposal
+from workflows.domain.state import (
     Confirmation,
     ConversationState,
     ConversationStatus,

@@ -1,7 +1,7 @@
 """A simulated system of record for the conversation property test
 (tests/core/conversation_invariants_machine.py): the τ-bench retail tools as pure functions
 over an in-memory copy of the benchmark's data, behind a ledger keyed by the idempotency
-key the workflow computes (``workflows.keys``), with the write faults the issue names.
+key the workflow computes (``workflows.domain.keys``), with the write faults the issue names.
 
 It records every call it receives (reads, writes, tickets), the number of times each
 key's effect was applied, and the before-image of every reversible write's subject at the
@@ -22,9 +22,9 @@ from typing import Any, Optional
 from systems.retail import load_data
 from systems.retail.ledger import args_digest
 from systems.retail.tools import run_tool
-from workflows.actions import call_arguments
+from workflows.domain.actions import call_arguments
 from workflows.catalogue import ToolClass, spec_of
-from workflows.contracts import Outcome, ToolResult
+from workflows.domain.contracts import Outcome, ToolResult
 
 CUSTOMER = "raj_sanchez_2970"
 EMAIL = "raj.sanchez2046@example.com"

@@ -19,7 +19,7 @@ from activities.retail_port import RetailPort
 from activities.tools import ToolActivities
 from settings import Settings
 from tests.faults import PauseAfterWrite, SlowReads
-from worker import build_backend, main, run_worker
+from starter.runtime.worker import build_backend, main, run_worker
 
 
 def pause_after_write(seconds: float, marker: Path) -> None:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from activities.ports import Guard, ToolPort
-from workflows.contracts import ToolResult
+from workflows.domain.contracts import ToolResult
 
 
 class DelegatingPort:

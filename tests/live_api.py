@@ -12,10 +12,10 @@ from typing import Any, AsyncIterator, Callable, Optional
 
 import uvicorn
 
-from activities.journal.store import JournalStore
+from activities.store.journal import JournalStore
 from settings import Settings
-from starter.api import create_app
-from starter.client import StatekeeperClient
+from starter.api.app import create_app
+from starter.client.conversations import StatekeeperClient
 
 
 @contextlib.asynccontextmanager

@@ -1,4 +1,4 @@
-"""Capturing what the process's root logger writes, as ``starter.logs.configure_logging``
+"""Capturing what the process's root logger writes, as ``starter.runtime.logs.configure_logging``
 sets it up, with the loggers' state restored afterwards (other tests keep theirs)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import io
 import logging
 from typing import Iterator
 
-from starter.logs import configure_logging
+from starter.runtime.logs import configure_logging
 
 
 @contextlib.contextmanager

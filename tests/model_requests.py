@@ -8,9 +8,9 @@ import pytest
 from temporalio.exceptions import ApplicationError
 
 from activities.llm.model_activity import ModelActivities
-from workflows.contracts import ModelRequest
-from workflows.prompt import render_snapshot
-from workflows.state import ConversationState, PinnedFact, Role, Turn
+from workflows.domain.contracts import ModelRequest
+from workflows.domain.prompt import render_snapshot
+from workflows.domain.state import ConversationState, PinnedFact, Role, Turn
 
 MODEL = "test-model-1"
 

@@ -26,7 +26,7 @@ from temporalio.api.history.v1 import History
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 
-from starter.codec import ENCODING
+from starter.runtime.codec import ENCODING
 
 ENCRYPTED_B64 = base64.b64encode(ENCODING).decode()
 

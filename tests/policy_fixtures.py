@@ -7,9 +7,9 @@ import json
 from functools import lru_cache
 from pathlib import Path
 
-from workflows import transitions as tr
-from workflows.actions import make_tool_call
-from workflows.state import ConversationState
+from workflows.domain import transitions as tr
+from workflows.domain.actions import make_tool_call
+from workflows.domain.state import ConversationState
 
 DATA = Path(__file__).resolve().parent.parent / "systems" / "retail" / "data"
 CUSTOMER = "raj_sanchez_2970"

@@ -18,7 +18,7 @@ from typing import Any, Optional
 
 from activities import deadline
 from activities.ports import Guard, ToolPort
-from workflows.contracts import ToolResult
+from workflows.domain.contracts import ToolResult
 
 
 class InjectedFault(ConnectionError):

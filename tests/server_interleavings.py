@@ -30,8 +30,8 @@ from tests.faults import DelegatingPort
 from tests.policy_fixtures import PENDING
 from tests.port_faults import FaultyPort
 from tests.workflow_harness import call, running_worker
-from workflows.approvals import ApprovalPolicy
-from workflows.contracts import ToolResult
+from workflows.policy.approvals import ApprovalPolicy
+from workflows.domain.contracts import ToolResult
 
 ADDRESSES = {
     "1 Main St": dict(address1="1 Main St", address2="", city="Austin", state="TX", country="USA", zip="78701"),

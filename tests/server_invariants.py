@@ -14,9 +14,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Optional
 
-from bench.chaos_faults import duplicates
+from bench.chaos.faults import duplicates
 from systems.retail.backend import RetailBackend
-from workflows.state import ConversationState, Role, StepStatus
+from workflows.domain.state import ConversationState, Role, StepStatus
 
 CONFIRMED_ONLY = (StepStatus.RUNNING, StepStatus.DONE, StepStatus.AWAITING_APPROVAL, StepStatus.UNKNOWN,
                   StepStatus.COMPENSATED)

@@ -12,16 +12,16 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any, AsyncIterator, Callable, Optional
 
-from activities.journal.store import JournalStore
+from activities.store.journal import JournalStore
 from activities.llm.model_activity import ModelActivities, offline_client
 from activities.retail_port import RetailPort
 from activities.tools import ToolActivities
 from settings import Settings
-from starter.client import StatekeeperClient
+from starter.client.conversations import StatekeeperClient
 from systems.retail.backend import RetailBackend
 from tests.faults import PauseAfterWrite, SlowReads
-from worker import build_backend, build_tool_activities, build_worker
-from workflows.approvals import ApprovalPolicy
+from starter.runtime.worker import build_backend, build_tool_activities, build_worker
+from workflows.policy.approvals import ApprovalPolicy
 
 
 NO_APPROVALS = ApprovalPolicy(threshold=Decimal("1000000"), refund_elsewhere_threshold=Decimal("1000000"))
@@ -110,8 +110,8 @@ async def conversation_over_runs(temporal: Any, settings: Settings, client: Stat
     two turns (``max_turns_per_run=1``) on a worker running ``two_orders_brain``; asserts that it
     did, or a test built on it would prove nothing."""
     from tests.policy_fixtures import DELIVERED, EMAIL, PENDING  # noqa: PLC0415
-    from workflows.contracts import SupportInput  # noqa: PLC0415
-    from workflows.support import SupportWorkflow  # noqa: PLC0415
+    from workflows.domain.contracts import SupportInput  # noqa: PLC0415
+    from workflows.conversation.workflow import SupportWorkflow  # noqa: PLC0415
 
     cid = f"{prefix}-{uuid.uuid4().hex[:6]}"
     await temporal.start_workflow(SupportWorkflow.run, SupportInput(conversation_id=cid, max_turns_per_run=1),

@@ -15,7 +15,7 @@ from typing import Optional
 
 from temporalio import activity
 
-from workflows.contracts import (
+from workflows.domain.contracts import (
     EmailRequest,
     ModelRequest,
     ModelResult,
@@ -27,7 +27,7 @@ from workflows.contracts import (
     ToolResult,
     WriteToolRequest,
 )
-from workflows.journal import TurnRecord
+from workflows.domain.journal import TurnRecord
 
 
 class ToolActivitiesApi:

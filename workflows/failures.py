@@ -19,7 +19,7 @@ import re
 from temporalio.exceptions import ApplicationError
 from temporalio.exceptions import TimeoutError as TemporalTimeout
 
-from workflows.errors import ErrorType
+from workflows.domain.errors import ErrorType
 
 ORDER_SYSTEM = "the order system"
 TICKET_SYSTEM = "the ticketing system"

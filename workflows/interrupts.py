@@ -16,7 +16,7 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, FailureError
 
-from workflows.contracts import CancelRequest
+from workflows.domain.contracts import CancelRequest
 from workflows.options import HEARTBEAT_TIMEOUT
 
 T = TypeVar("T")

@@ -1,10 +1,10 @@
 """One question to the system of record before telling anyone what a write did: what does
 the ledger hold under this write's idempotency key? (workflow code, deterministic)
 
-Asked before an unknown outcome is escalated (``workflows.execute``), before a write is parked
+Asked before an unknown outcome is escalated (``workflows.conversation.execute``), before a write is parked
 for a supervisor or a decided approval is told as "nothing was changed"
-(``workflows.approval_flow``), and before a compensating write whose retries ran out is
-reported as not undone (``workflows.compensation``). Each caller fails open: a look-up that
+(``workflows.conversation.approvals``), and before a compensating write whose retries ran out is
+reported as not undone (``workflows.conversation.compensation``). Each caller fails open: a look-up that
 cannot answer is treated as "nothing recorded", and the caller's own next step (escalating,
 parking, a human ticket) keeps the user's account honest.
 """
@@ -17,7 +17,7 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError
 
 from workflows.activity_api import ToolActivitiesApi
-from workflows.contracts import ToolResult, WriteToolRequest
+from workflows.domain.contracts import ToolResult, WriteToolRequest
 from workflows.failures import log_detail
 from workflows.options import HEARTBEAT_TIMEOUT, READ_RETRY, READ_TIMEOUT
 

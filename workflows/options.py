@@ -12,10 +12,10 @@ from datetime import timedelta
 
 from temporalio.common import RetryPolicy, SearchAttributeKey
 
-from workflows.errors import TOOL_NON_RETRYABLE, ErrorType
+from workflows.domain.errors import TOOL_NON_RETRYABLE, ErrorType
 
 CUSTOMER_ID = SearchAttributeKey.for_keyword("CustomerId")
-"""The customer's keyed pseudonym (``workflows.pseudonym``), never the real id: τ-bench ids hold names."""
+"""The customer's keyed pseudonym (``workflows.domain.pseudonym``), never the real id: τ-bench ids hold names."""
 ORDER_IDS = SearchAttributeKey.for_keyword_list("OrderIds")
 """Every order the process touched (read or wrote), not just the latest; bounded
 (``workflows.visibility.ORDER_IDS_KEPT``)."""
@@ -25,7 +25,7 @@ STATUS = SearchAttributeKey.for_keyword("Status")
 PENDING_APPROVAL = SearchAttributeKey.for_keyword("PendingApproval")
 """The approval id awaiting a supervisor's decision; unset when none is pending."""
 TENANT = SearchAttributeKey.for_keyword("Tenant")
-"""The tenant a process belongs to (``starter.tenancy``): set by the client at start (not a
+"""The tenant a process belongs to (``starter.client.tenancy``): set by the client at start (not a
 command), passed on to a conversation's refund children; unset means the default tenant."""
 SEARCH_ATTRIBUTES = (CUSTOMER_ID, ORDER_IDS, STEP, STATUS, PENDING_APPROVAL, TENANT)
 """Search attributes the workflows set; registered on the embedded dev server."""
@@ -50,7 +50,7 @@ full-history replay on whichever worker takes the task."""
 
 CONVERSATION_TASK_TIMEOUT = timedelta(seconds=4)
 """A conversation's workflow task timeout (start option; the server's default is 10 s). A
-conversation's reads run as local activities inside a workflow task (``workflows.execute``),
+conversation's reads run as local activities inside a workflow task (``workflows.conversation.execute``),
 so a worker killed during a read, or while it holds any of the conversation's workflow tasks,
 is noticed after this. A task that runs longer (a slow local activity) is kept alive by the
 SDK's workflow-task heartbeat at 80 % of it; a replay slower than this on an overloaded worker
@@ -124,7 +124,7 @@ JOURNAL_RETRY = RetryPolicy(
 )
 """The journal write (decision log, transcript): upserts, so retries are safe. Bounded
 (``JOURNAL_GIVE_UP`` from schedule to close): the journal is an audit record, not the
-system of record, and a conversation must not stall on it (``workflows.journal_log``)."""
+system of record, and a conversation must not stall on it (``workflows.conversation.journal``)."""
 
 JOURNAL_LOCAL_TIMEOUT = timedelta(seconds=2)
 JOURNAL_LOCAL_RETRY = RetryPolicy(maximum_attempts=1)

@@ -27,10 +27,10 @@ from typing import Any, Iterable, Optional
 from temporalio import workflow
 from temporalio.exceptions import ActivityError
 
-from workflows.actions import call_arguments
+from workflows.domain.actions import call_arguments
 from workflows.activity_api import IdentityActivitiesApi
 from workflows.catalogue import spec_of
-from workflows.contracts import PseudonymRequest
+from workflows.domain.contracts import PseudonymRequest
 from workflows.options import (
     CUSTOMER_ID,
     IDENTITY_RETRY,
@@ -40,7 +40,7 @@ from workflows.options import (
     STATUS,
     STEP,
 )
-from workflows.state import ConversationState, StepStatus
+from workflows.domain.state import ConversationState, StepStatus
 
 SUMMARY_CHARS = 200
 ORDER_IDS_KEPT = 50

@@ -14,7 +14,7 @@ from temporalio import activity
 
 from activities.erasure.service import DataErasure
 from activities.heartbeat import heartbeating
-from workflows.retention import PurgeRequest, PurgeSummary, RetentionActivitiesApi
+from workflows.retention.workflow import PurgeRequest, PurgeSummary, RetentionActivitiesApi
 
 
 class RetentionActivities(RetentionActivitiesApi):

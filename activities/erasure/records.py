@@ -1,7 +1,7 @@
 """Which side records in the system of record (ledger rows, queued emails, tickets) belong
 to a customer or to a set of conversations, and forgetting them.
 
-Keys are read back with ``workflows.keys.key_ref``. A ledger row of a conversation's
+Keys are read back with ``workflows.domain.keys.key_ref``. A ledger row of a conversation's
 operation is deleted with the conversation (its id is never reused, and its workflows are
 deleted with it, so nothing can replay the key); a ledger row of a backend's standalone
 request (``….req``) is anonymised instead (``RecordErasure.anonymise_ledger``): the same
@@ -17,10 +17,10 @@ from pydantic import BaseModel
 
 from systems.retail.backend import RetailBackend
 from systems.retail.erasure import SideRecord
-from workflows.keys import key_ref, standalone_refund_prefix
+from workflows.domain.keys import key_ref, standalone_refund_prefix
 
 STANDALONE_FRAGMENT = ".req"
-"""Every standalone request's operation ends so (``workflows.keys.standalone_operation_id``)."""
+"""Every standalone request's operation ends so (``workflows.domain.keys.standalone_operation_id``)."""
 
 
 class RecordCounts(BaseModel):

@@ -19,8 +19,8 @@ from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
 from workflows.options import CUSTOMER_ID
-from workflows.refund import RefundWorkflow
-from workflows.support import SupportWorkflow
+from workflows.refund.workflow import RefundWorkflow
+from workflows.conversation.workflow import SupportWorkflow
 
 SUPPORT, REFUND = SupportWorkflow.__name__, RefundWorkflow.__name__
 """The workflow types erasure and retention act on (their ``@workflow.defn`` names)."""

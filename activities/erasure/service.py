@@ -38,10 +38,10 @@ from activities.erasure.records import (
     forget,
 )
 from activities.erasure.runs import CONVERSATION_PREFIX, REFUND, SUPPORT, Run, TemporalRuns, conversation_of
-from activities.journal.store import Erased, JournalStore
+from activities.store.journal import Erased, JournalStore
 from systems.retail.backend import RetailBackend
-from workflows.pseudonym import customer_pseudonym
-from workflows.retention import PurgeSummary
+from workflows.domain.pseudonym import customer_pseudonym
+from workflows.retention.workflow import PurgeSummary
 
 CUSTOMER_ID = re.compile(r"[A-Za-z0-9#._:@-]{1,128}")
 """A customer id erasure accepts (ASCII; the API's id alphabet)."""
@@ -49,7 +49,7 @@ ID_RULE = "a customer id is 1-128 characters of A-Z a-z 0-9 # . _ : @ -"
 
 
 class AuditSink(Protocol):
-    """Where erasures and purges are recorded (``starter.audit.AuditLog``)."""
+    """Where erasures and purges are recorded (``activities.store.audit.AuditLog``)."""
 
     def record(self, actor: str, action: str, subject: str, detail: str = "") -> None:
         """Append one entry; raises when it cannot be written."""

@@ -7,5 +7,5 @@
   ``offline_client`` points the SDK at the offline stand-in model, ``systems.model``.
 
 Nothing here is imported by workflow code; the workflow only sees
-``workflows.contracts.ModelRequest`` / ``ModelResult``.
+``workflows.domain.contracts.ModelRequest`` / ``ModelResult``.
 """

@@ -9,7 +9,7 @@ from typing import Any, Optional
 
 from temporalio.exceptions import ApplicationError
 
-from workflows.errors import ErrorType
+from workflows.domain.errors import ErrorType
 
 REJECTED = ErrorType.MODEL_REQUEST_REJECTED.value
 UNAVAILABLE = ErrorType.MODEL_UNAVAILABLE.value

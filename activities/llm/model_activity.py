@@ -39,15 +39,15 @@ from activities.heartbeat import heartbeating
 from activities.llm.api_errors import map_api_error
 from activities.llm.wire import MalformedOutput, build_create_kwargs, read_proposal
 from workflows.activity_api import ModelActivitiesApi
-from workflows.contracts import ModelRequest, ModelResult
-from workflows.errors import ErrorType
-from workflows.prompt import PROMPT_VERSION, ModelSnapshot, UnknownPromptVersion, render_request
+from workflows.domain.contracts import ModelRequest, ModelResult
+from workflows.domain.errors import ErrorType
+from workflows.domain.prompt import PROMPT_VERSION, ModelSnapshot, UnknownPromptVersion, render_request
 
 if TYPE_CHECKING:
     import anthropic
     from anthropic import AsyncAnthropic
 
-    from activities.journal.store import JournalStore
+    from activities.store.journal import JournalStore
     from systems.model.server import Plans
 
 log = logging.getLogger("statekeeper.model")
@@ -258,7 +258,7 @@ class ModelActivities(ModelActivitiesApi):
         personal data) and the decision-log row is missing for this call."""
         if not self._recordable(req):
             return False
-        from activities.journal.store import ModelCallRecord  # noqa: PLC0415  (SQLAlchemy only when journaling)
+        from activities.store.journal import ModelCallRecord  # noqa: PLC0415  (SQLAlchemy only when journaling)
 
         usage: Any = getattr(response, "usage", None)
         customer = req.view.get("customer") or {}

@@ -13,7 +13,7 @@ union into one object schema whose properties are the union of the variants' fie
 with ``kind`` as an enum. The model's input is still exactly a ``ProposedAction``
 dict, and ``parse_proposed_action`` (pydantic, strict) remains the real validator.
 
-A prompt version (``workflows.prompt.PROMPT_VERSIONS``) may withhold tools: the schema
+A prompt version (``workflows.domain.prompt.PROMPT_VERSIONS``) may withhold tools: the schema
 of a call then lists only the version's tools under ``tool``, so a provider decoding
 under the schema cannot propose the others (the policy still validates whatever comes back).
 """
@@ -27,10 +27,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from workflows.actions import parse_proposed_action, proposed_action_json_schema
+from workflows.domain.actions import parse_proposed_action, proposed_action_json_schema
 from workflows.catalogue import CATALOGUE
-from workflows.prompt import PROMPT_VERSION, ModelSnapshot
-from workflows.prompt import prompt_version as named_prompt
+from workflows.domain.prompt import PROMPT_VERSION, ModelSnapshot
+from workflows.domain.prompt import prompt_version as named_prompt
 
 PROPOSE_TOOL_NAME = "propose_action"
 PROPOSE_TOOL_DESCRIPTION = (
@@ -193,7 +193,7 @@ def build_create_kwargs(
     stand-in finds a conversation's registered plan by it), and the tool's schema offers
     the tools of ``prompt_version`` (the version the snapshot was rendered with).
 
-    A snapshot with ``stable`` blocks (the cached layout, ``workflows.prompt_layout``) is sent
+    A snapshot with ``stable`` blocks (the cached layout, ``workflows.domain.prompt_layout``) is sent
     as content blocks with ``cache_control`` breakpoints: on the system block (covering tools
     + system, shared by every conversation) and on each stable block; the volatile content
     comes last, unmarked. That is 1 + len(stable) breakpoints, at most the API's 4.

@@ -1,4 +1,4 @@
-"""API keys (``starter.keys``) on real SQLite and PostgreSQL: a key verifies only whole and
+"""API keys (``activities.store.api_keys``) on real SQLite and PostgreSQL: a key verifies only whole and
 under the server secret it was made with, is stored as an HMAC digest (never the key),
 stops working the moment it is revoked; bad tenants and scopes are refused; and the server
 secret file is made once, 0600."""
@@ -14,7 +14,7 @@ import pytest
 import sqlalchemy as sa
 
 from settings import Settings
-from starter.keys import ApiKey, KeyStore, Role
+from activities.store.api_keys import ApiKey, KeyStore, Role
 from tests.journal_fixtures import postgres_database
 
 SECRET = "server-secret-for-tests"

@@ -1,4 +1,4 @@
-"""The audit log (``starter.audit``) on real SQLite and PostgreSQL: appended rows come back in order with their actor,
+"""The audit log (``activities.store.audit``) on real SQLite and PostgreSQL: appended rows come back in order with their actor,
 action, subject and a UTC time; filters select; the table is append-only; details are bounded."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 import sqlalchemy as sa
 
-from starter.audit import MAX_DETAIL, AuditLog
+from activities.store.audit import MAX_DETAIL, AuditLog
 from tests.journal_fixtures import postgres_database
 
 

@@ -11,11 +11,11 @@ from typing import Any, Optional
 import pytest
 import sqlalchemy as sa
 
-from activities.journal.store import DecisionRow, JournalStore, ModelCallRecord
+from activities.store.journal import DecisionRow, JournalStore, ModelCallRecord
 from activities.llm.model_activity import build_client, offline_client
 from settings import Settings
-from starter.backtest import BacktestError, backtest, load_decisions, model_client, propose
-from starter.backtest_diff import ACCEPTED, MALFORMED, Difference
+from starter.ops.backtest import BacktestError, backtest, load_decisions, model_client, propose
+from starter.ops.backtest_diff import ACCEPTED, MALFORMED, Difference
 from systems.model.plans import PlanBook
 from systems.model.server import BrainFault, offline_brain, start_in_thread
 from tests.core.test_offline_model import (
@@ -30,8 +30,8 @@ from tests.core.test_offline_model import (
     fact,
     order_fact,
 )
-from workflows.journal import TurnRecord, Verdict, VerdictRecord
-from workflows.prompt import PROMPT_VERSION, state_view
+from workflows.domain.journal import TurnRecord, Verdict, VerdictRecord
+from workflows.domain.prompt import PROMPT_VERSION, state_view
 
 NO_RETURNS = f"{PROMPT_VERSION}-no-returns"
 T0 = datetime(2026, 11, 23, 9, 0, tzinfo=timezone.utc)

@@ -1,4 +1,4 @@
-"""``statekeeper dev``'s external services (``starter.services.external_systems``): served on
+"""``statekeeper dev``'s external services (``starter.dev.services.external_systems``): served on
 consecutive ports with a SQLite file each in the data directory, their URLs in the settings
 the worker gets; configured URLs are used as they are; a taken port is reported, not fatal."""
 
@@ -9,7 +9,7 @@ import socket
 import httpx
 
 from settings import Settings
-from starter.services import external_systems
+from starter.dev.services import external_systems
 from systems.service_kit.server import free_port
 
 

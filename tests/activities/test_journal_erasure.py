@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from activities.journal.store import JournalStore
+from activities.store.journal import JournalStore
 from tests.activities.test_journal_store import T0, _conversation, said, store  # noqa: F401  (fixture)
-from workflows.journal import EntryKind, Role, TurnRecord
+from workflows.domain.journal import EntryKind, Role, TurnRecord
 
 
 def _everything(journal: JournalStore) -> list:

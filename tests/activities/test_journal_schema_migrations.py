@@ -1,5 +1,5 @@
 """statekeeper's own database (the journal's: decision log, transcript, audit log, API keys)
-is made by its Alembic migrations (``activities.journal.migrate``), on PostgreSQL and SQLite:
+is made by its Alembic migrations (``activities.store.migrate``), on PostgreSQL and SQLite:
 the revisions produce exactly the SQLAlchemy metadata the code uses (Alembic's
 ``compare_metadata`` finds no difference), upgrading again changes nothing, and a database
 made before migrations existed is adopted."""
@@ -18,10 +18,10 @@ import sqlalchemy as sa
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 
-from activities.journal.migrate import current_revision, head_revision, owned_metadata, upgrade
-from activities.journal.store import JournalStore, ModelCallRecord
-from activities.journal.tables import make_engine, metadata as journal_metadata
-from starter.audit import AuditLog
+from activities.store.migrate import current_revision, head_revision, owned_metadata, upgrade
+from activities.store.journal import JournalStore, ModelCallRecord
+from activities.store.tables import make_engine, metadata as journal_metadata
+from activities.store.audit import AuditLog
 from tests.journal_fixtures import postgres_database, sqlite_url
 
 OWNED = {"model_calls", "verdicts", "transcript", "audit_log", "api_keys", "effect_dispatches"}
@@ -79,7 +79,7 @@ def test_upgrading_again_changes_nothing(url: str):
         upgrade(engine, "head")
         again = make_engine(url)  # another process: its own engine, not this process's memo
         try:
-            from activities.journal import migrate
+            from activities.store import migrate
             migrate._done.discard(url)
             upgrade(again)
             assert columns(again) == before and current_revision(again) == head_revision()
@@ -133,7 +133,7 @@ def test_a_reader_never_creates_the_schema(tmp_path: Path):
 def test_statekeeper_migrate_command(tmp_path: Path):
     env = {**os.environ, "STATEKEEPER_DATA_DIR": str(tmp_path), "STATEKEEPER_JOURNAL_URL": sqlite_url(tmp_path),
            "STATEKEEPER_DEV_STATE_FILE": str(tmp_path / "dev.json")}
-    command = [sys.executable, "-m", "starter.cli", "migrate"]
+    command = [sys.executable, "-m", "starter.cli.app", "migrate"]
     first = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
     assert first.returncode == 0, first.stderr
     assert f"migrated from empty to revision {head_revision()}" in first.stderr
@@ -149,7 +149,7 @@ def test_statekeeper_migrate_command(tmp_path: Path):
 def test_statekeeper_migrate_fails_readably_when_the_database_is_unreachable(tmp_path: Path):
     env = {**os.environ, "STATEKEEPER_DATA_DIR": str(tmp_path), "STATEKEEPER_DEV_STATE_FILE": str(tmp_path / "d.json"),
            "STATEKEEPER_JOURNAL_URL": "postgresql+psycopg://nobody:secret-pw@127.0.0.1:1/none"}
-    done = subprocess.run([sys.executable, "-m", "starter.cli", "migrate"], env=env, capture_output=True, text=True,
+    done = subprocess.run([sys.executable, "-m", "starter.cli.app", "migrate"], env=env, capture_output=True, text=True,
                           timeout=120)
     assert done.returncode == 1
     # worded from the failure's kind, never its class name (it was "(OperationalError)")
@@ -167,7 +167,7 @@ def test_calls_recorded_before_prompt_caching_keep_their_rows_with_no_cache_toke
                 "INSERT INTO model_calls (conversation_id, turn, call_seq, prompt_version, model, view, "
                 "input_tokens, output_tokens, recorded_at) "
                 "VALUES ('c-1', 1, 1, '2026-11-30', 'm', '{}', 900, 30, CURRENT_TIMESTAMP)"))
-        from activities.journal import migrate
+        from activities.store import migrate
         migrate._done.discard(url)
         upgrade(engine)
         assert current_revision(engine) == head_revision() and schema_diff(engine) == []

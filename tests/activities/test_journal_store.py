@@ -1,4 +1,4 @@
-"""The journal store (``activities.journal.store``) on real SQLite and PostgreSQL: upserts
+"""The journal store (``activities.store.journal``) on real SQLite and PostgreSQL: upserts
 keyed by conversation/turn/seq are idempotent, a re-run turn replaces its rows, the
 decision query filters and joins, JSON Lines export, transcript order, erasure and purge;
 and the ``record_turn`` activity's typed failures."""
@@ -14,10 +14,10 @@ import sqlalchemy as sa
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
-from activities.journal.activity import JournalActivities
-from activities.journal.store import JournalStore, ModelCallRecord
+from activities.journal import JournalActivities
+from activities.store.journal import JournalStore, ModelCallRecord
 from tests.journal_fixtures import postgres_database, sqlite_url
-from workflows.journal import EntryKind, Role, TranscriptRecord, TurnRecord, Verdict, VerdictRecord
+from workflows.domain.journal import EntryKind, Role, TranscriptRecord, TurnRecord, Verdict, VerdictRecord
 
 T0 = datetime(2026, 11, 1, 12, 0, tzinfo=timezone.utc)
 

@@ -16,9 +16,9 @@ from temporalio.testing import ActivityEnvironment
 from activities.retail_port import RetailPort
 from activities.tools import ToolActivities
 from tests.policy_fixtures import PENDING
-from workflows.actions import make_tool_call
-from workflows.contracts import WriteToolRequest
-from worker import build_backend
+from workflows.domain.actions import make_tool_call
+from workflows.domain.contracts import WriteToolRequest
+from starter.runtime.worker import build_backend
 
 
 def _write(reason: str, key: str = f"cancel_pending_order:{PENDING}:c-peek.t2") -> WriteToolRequest:

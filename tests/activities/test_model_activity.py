@@ -20,9 +20,9 @@ from activities.llm.model_activity import ModelActivities, build_client, offline
 from activities.llm.wire import PROPOSE_TOOL_NAME
 from systems.model.server import BrainFault, offline_brain, start_in_thread
 from tests.model_requests import MODEL, failure, request
-from workflows.actions import ReplyAction, ToolCallAction
-from workflows.contracts import ModelRequest, ModelResult
-from workflows.prompt import ModelSnapshot
+from workflows.domain.actions import ReplyAction, ToolCallAction
+from workflows.domain.contracts import ModelRequest, ModelResult
+from workflows.domain.prompt import ModelSnapshot
 
 
 class SwitchableBrain:

@@ -13,14 +13,14 @@ import pytest
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
-from activities.journal.store import JournalStore
+from activities.store.journal import JournalStore
 from activities.llm.model_activity import ModelActivities, offline_client
 from systems.model.server import BrainFault, StoppedEarly
 from tests.journal_fixtures import sqlite_url
 from tests.model_requests import MODEL, email_state, request
-from workflows.contracts import ModelRequest
-from workflows.prompt import PROMPT_VERSION, state_view
-from workflows.state import Customer
+from workflows.domain.contracts import ModelRequest
+from workflows.domain.prompt import PROMPT_VERSION, state_view
+from workflows.domain.state import Customer
 
 REPLY = {"kind": "reply", "text": "Hello!"}
 
@@ -129,7 +129,7 @@ def test_a_request_needs_a_view_or_a_snapshot():
 
 def turn_journal(request: ModelRequest) -> ModelRequest:
     """``request`` carrying its turn's journal record so far (the user's message)."""
-    from workflows.journal import EntryKind, Role, TranscriptRecord, TurnRecord
+    from workflows.domain.journal import EntryKind, Role, TranscriptRecord, TurnRecord
 
     said = TranscriptRecord(turn=request.turn, seq=0, role=Role.USER, kind=EntryKind.MESSAGE, text="hi",
                             at=datetime(2026, 11, 1, tzinfo=timezone.utc))

@@ -24,10 +24,10 @@ from activities.tools import ToolActivities
 from tests.policy_fixtures import PENDING
 from tests.service_fixtures import services  # noqa: F401 - fixture
 from tests.workflow_harness import order_details
-from workflows import keys
-from workflows.actions import make_tool_call
-from workflows.contracts import WriteToolRequest
-from workflows.errors import ErrorType
+from workflows.domain import keys
+from workflows.domain.actions import make_tool_call
+from workflows.domain.contracts import WriteToolRequest
+from workflows.domain.errors import ErrorType
 
 
 def _cancel(conversation_id: str) -> WriteToolRequest:
@@ -37,7 +37,7 @@ def _cancel(conversation_id: str) -> WriteToolRequest:
 
 @pytest.mark.parametrize("conversation_id", ["c" * 300, "é" * 60])
 async def test_a_long_write_keys_money_moves_once(services, settings, conversation_id):  # noqa: F811
-    from worker import build_backend
+    from starter.runtime.worker import build_backend
 
     backend = build_backend(settings)
     port, payments = RetailPort(backend), HttpPayments(services["payments"])
@@ -62,7 +62,7 @@ class RefusingPayments:
 
 
 async def test_a_refused_money_movement_after_the_write_is_an_unknown_outcome(settings):
-    from worker import build_backend
+    from starter.runtime.worker import build_backend
 
     backend = build_backend(settings)
     port = RetailPort(backend)

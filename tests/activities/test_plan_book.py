@@ -14,10 +14,10 @@ import pytest
 
 from systems.model.plans import PlanBook
 from systems.retail.backend import make_engine
-from worker import build_model_activities
-from workflows import prompt
-from workflows.contracts import ModelRequest
-from workflows.state import ConversationState, PinnedFact, Role, Turn
+from starter.runtime.worker import build_model_activities
+from workflows.domain import prompt
+from workflows.domain.contracts import ModelRequest
+from workflows.domain.state import ConversationState, PinnedFact, Role, Turn
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

@@ -11,7 +11,7 @@ import sys
 
 import sqlalchemy as sa
 
-from activities.journal.tables import make_engine as journal_engine
+from activities.store.tables import make_engine as journal_engine
 from systems.retail.engine import make_engine
 
 

@@ -1,4 +1,4 @@
-"""How ``replay-check`` classifies each effect from what the systems hold (``starter.replay_check``):
+"""How ``replay-check`` classifies each effect from what the systems hold (``starter.ops.replay_check``):
 the dispatch log is real (SQLite); the retail ledger and the services' lookups are stand-ins
 answering as the real adapters do (a result, nothing, or an error when they cannot be asked).
 The history side is covered on a real server in tests/workflows/test_replay_decision.py."""
@@ -11,11 +11,11 @@ from types import SimpleNamespace
 import pytest
 
 from activities.reconcile import DispatchLog
-from starter.replay_check import Systems, classify
-from starter.replay_history import Invoked, RunHistory
+from starter.ops.replay_check import Systems, classify
+from starter.ops.replay_history import Invoked, RunHistory
 from systems.retail.engine import make_engine
-from workflows.actions import make_tool_call
-from workflows.contracts import EmailRequest, WriteToolRequest
+from workflows.domain.actions import make_tool_call
+from workflows.domain.contracts import EmailRequest, WriteToolRequest
 
 KEY = "cancel_pending_order:#W1:c-1.t2"
 PAY = f"pay:{KEY}"

@@ -19,7 +19,7 @@ from activities.ports import PortError
 from activities.reconcile import Ambiguous, DispatchLog, NotDone, OutcomeUnknown
 from systems.retail.engine import make_engine
 from tests.service_fixtures import arm, services  # noqa: F401 - fixture
-from workflows.errors import ErrorType
+from workflows.domain.errors import ErrorType
 
 FAULTS = ("http_5xx", "fail_before_commit", "commit_then_drop", "answer_after_timeout", "slow_lock")
 FIRST_ATTEMPT_RAISES = {"http_5xx": NotDone, "fail_before_commit": Ambiguous, "commit_then_drop": Ambiguous,

@@ -1,5 +1,5 @@
 """A failed request to an external service is logged through the process's root logger and
-its redaction (starter.logs), never by handlers of uvicorn's own: the dev process serves
+its redaction (starter.runtime.logs), never by handlers of uvicorn's own: the dev process serves
 the services beside its worker, and a SQLite "database is locked" traceback under load once
 wrote a payment method id from the SQL parameters into dev.log (the PII scan found it)."""
 

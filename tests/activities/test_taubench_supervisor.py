@@ -17,15 +17,15 @@ from decimal import Decimal
 from types import SimpleNamespace
 from typing import Optional
 
-from starter.client import ConversationError
-from starter.taubench import SUPERVISOR, Task, TauBenchRunner, approval_settled, report_json
+from starter.client.conversations import ConversationError
+from starter.ops.taubench import SUPERVISOR, Task, TauBenchRunner, approval_settled, report_json
 from systems.retail import load_data
 from systems.retail.hashing import data_hash
 from systems.retail.tools import run_tool
-from workflows.approvals import Approval, ApprovalStatus
-from workflows.contracts import AssistantReply
-from workflows.state import ConversationState, Role, Step, StepStatus, Turn
-from worker import build_backend
+from workflows.policy.approvals import Approval, ApprovalStatus
+from workflows.domain.contracts import AssistantReply
+from workflows.domain.state import ConversationState, Role, Step, StepStatus, Turn
+from starter.runtime.worker import build_backend
 
 ORDER = "#W4566809"  # 826.70: above the default threshold
 CANCEL = {"name": "cancel_pending_order", "kwargs": {"order_id": ORDER, "reason": "no longer needed"}}

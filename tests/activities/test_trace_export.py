@@ -1,5 +1,5 @@
 """With ``STATEKEEPER_OTEL_EXPORTER_OTLP_ENDPOINT`` set, the spans of a process reach that
-OTLP/HTTP endpoint (``starter.telemetry``), named by ``STATEKEEPER_OTEL_SERVICE_NAME``. Run in a
+OTLP/HTTP endpoint (``starter.runtime.telemetry``), named by ``STATEKEEPER_OTEL_SERVICE_NAME``. Run in a
 child process: the tracer provider is process-wide."""
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 CHILD = """
 from settings import Settings
-from starter.connection import connect_options
-from starter.telemetry import tracer_provider
+from starter.runtime.connection import connect_options
+from starter.runtime.telemetry import tracer_provider
 
 settings = Settings()
 connect_options(settings)  # what every process does when it connects

@@ -31,12 +31,12 @@ from temporalio.exceptions import ApplicationError
 
 from tests.conversation_driver import Driver
 from tests.conversation_sim import CARD, CUSTOMER, DELIVERED, EMAIL, GIFT, PENDING, Fate, SimSystem
-from workflows import transitions as tr
-from workflows.actions import ReplyAction, ToolCallAction, make_tool_call
-from workflows.approval_flow import HANDED_OVER, ready_to_settle
-from workflows.approvals import ApprovalDecision, ApprovalPolicy, ApprovalStatus, apply_decision, check_decision
-from workflows.contracts import CancelRequest
-from workflows.state import ConversationState, ConversationStatus
+from workflows.domain import transitions as tr
+from workflows.domain.actions import ReplyAction, ToolCallAction, make_tool_call
+from workflows.conversation.approvals import HANDED_OVER, ready_to_settle
+from workflows.policy.approvals import ApprovalDecision, ApprovalPolicy, ApprovalStatus, apply_decision, check_decision
+from workflows.domain.contracts import CancelRequest
+from workflows.domain.state import ConversationState, ConversationStatus
 
 ADDRESS = {"address1": "1 Main St", "address2": "", "city": "Austin", "state": "TX", "country": "USA",
            "zip": "78701"}

@@ -7,10 +7,10 @@ from __future__ import annotations
 import pytest
 from starlette.requests import Request
 
-from starter.auth import MATRIX, Permission, Principal, is_loopback, presented_key
-from starter.errors import ConversationError, status_for
-from starter.keys import KEY_PATTERN, Role, check_tenant
-from starter.tenancy import Tenancy, start_attributes
+from starter.api.auth import MATRIX, Permission, Principal, is_loopback, presented_key
+from starter.client.errors import ConversationError, status_for
+from activities.store.api_keys import KEY_PATTERN, Role, check_tenant
+from starter.client.tenancy import Tenancy, start_attributes
 from workflows.options import CUSTOMER_ID, TENANT
 
 P = Permission

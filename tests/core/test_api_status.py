@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from starter.api import status_for
-from starter.client import ConversationError
+from starter.api.app import status_for
+from starter.client.conversations import ConversationError
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""Supervisor approvals, pure (workflows/approvals.py, workflows/catalogue/amounts.py): when a
+"""Supervisor approvals, pure (workflows/policy/approvals.py, workflows/catalogue/amounts.py): when a
 refund-type write needs approval (threshold, policy flags), the money each tool moves, the
 approval id's format, and every refused decision (unknown id, another operation's id,
 second decision, after expiry) with its message and the approvals left as they were."""
@@ -13,8 +13,8 @@ import pytest
 from pydantic import ValidationError
 from temporalio.exceptions import ApplicationError
 
-from workflows.actions import call_digest, make_tool_call
-from workflows.approvals import (
+from workflows.domain.actions import call_digest, make_tool_call
+from workflows.policy.approvals import (
     Approval,
     ApprovalDecision,
     ApprovalPolicy,
@@ -30,7 +30,7 @@ from workflows.approvals import (
 from workflows.catalogue import CATALOGUE, REFUND_TOOLS, Execution, Scope, ToolClass, ToolSpec
 from workflows.catalogue.amounts import money
 from workflows.catalogue.folds import order_fact
-from workflows.errors import ErrorType
+from workflows.domain.errors import ErrorType
 from tests.policy_fixtures import data
 
 POLICY = ApprovalPolicy()
@@ -168,7 +168,7 @@ def cancel_of(order_id: str):
 
 
 def _product(doc):
-    from workflows.records import ProductFact, Variant
+    from workflows.domain.records import ProductFact, Variant
     return ProductFact(product_id=doc["product_id"], name=doc["name"], variants={
         k: Variant(item_id=k, options=v["options"], available=v["available"], price=v["price"])
         for k, v in doc["variants"].items()})
@@ -285,7 +285,7 @@ def test_a_decision_after_expiry_is_refused():
     message = refused(approvals, decision(approvals[0].approval_id), expiry)
     assert message.startswith("this approval expired at 2026-11-29 13:00:00 UTC undecided")
     assert approvals[0].status is ApprovalStatus.PENDING  # the workflow's timer marks it, not the check
-    from workflows.approvals import expire
+    from workflows.policy.approvals import expire
     expire(approvals[0], expiry)
     assert "expired" in refused(approvals, decision(approvals[0].approval_id), expiry - timedelta(hours=1))
 
@@ -310,9 +310,9 @@ def test_policy_bounds():
 def test_closing_withdraws_an_approved_write_that_never_ran_and_keeps_its_approver():
     # a cancel that lands after the approval and before the approved write ran: the approval
     # used to stay "approved" beside the cancelled step (operators read the write as on its way)
-    from workflows import transitions as tr
-    from workflows.records import ConversationStatus, StepStatus
-    from workflows.state import ConversationState
+    from workflows.domain import transitions as tr
+    from workflows.domain.records import ConversationStatus, StepStatus
+    from workflows.domain.state import ConversationState
 
     state = ConversationState(conversation_id="c")
     [approval] = pending()

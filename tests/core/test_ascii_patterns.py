@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-MODULES = sorted(p for folder in ("workflows", "starter", "activities", "systems")
-                 for p in (ROOT / folder).rglob("*.py")) + [ROOT / "worker.py", ROOT / "settings.py"]
+MODULES = sorted(p for folder in ("workflows", "starter", "activities", "systems", "settings")
+                 for p in (ROOT / folder).rglob("*.py")) + [ROOT / "worker.py"]
 RE_FUNCTIONS = {"compile", "search", "match", "fullmatch", "sub", "subn", "findall", "finditer", "split"}
 UNICODE_CLASSES = re.compile(r"\\[dwsbDWSB]")
 FLAG_POSITION = {"compile": 1, "search": 2, "match": 2, "fullmatch": 2, "findall": 2, "finditer": 2, "split": 3,

@@ -12,10 +12,10 @@ tests/workflows/test_authentication.py.
 from __future__ import annotations
 
 from tests.policy_fixtures import CUSTOMER, EMAIL, authenticated, fresh
-from workflows import transitions as tr
-from workflows.actions import make_tool_call, parse_proposed_action
-from workflows.policy import validate_proposal
-from workflows.state import ConversationState, Role
+from workflows.domain import transitions as tr
+from workflows.domain.actions import make_tool_call, parse_proposed_action
+from workflows.policy.validator import validate_proposal
+from workflows.domain.state import ConversationState, Role
 
 
 def _lookup_verdict(state, email):

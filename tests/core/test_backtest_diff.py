@@ -8,7 +8,7 @@ from decimal import Decimal
 
 import pytest
 
-from starter.backtest_diff import (
+from starter.ops.backtest_diff import (
     ACCEPTED,
     MALFORMED,
     Difference,
@@ -21,11 +21,11 @@ from starter.backtest_diff import (
     state_from_view,
 )
 from tests.policy_fixtures import CARD, CUSTOMER, DELIVERED, EMAIL, PENDING, authenticated, data
-from workflows import transitions as tr
-from workflows.actions import make_tool_call
-from workflows.approvals import ApprovalPolicy, open_approval
-from workflows.journal import Verdict
-from workflows.prompt import state_view
+from workflows.domain import transitions as tr
+from workflows.domain.actions import make_tool_call
+from workflows.policy.approvals import ApprovalPolicy, open_approval
+from workflows.domain.journal import Verdict
+from workflows.domain.prompt import state_view
 
 NOW = datetime(2026, 11, 30, tzinfo=timezone.utc)
 

@@ -1,6 +1,6 @@
 """``--quick`` sizes a benchmark run only where no option asked for another size:
 ``bench/turns.py --quick --conversations 50`` ran 20 conversations and
-``bench/turns_idle.py --quick --conversations 50`` ran 500, the option doing nothing."""
+``bench/turns/idle.py --quick --conversations 50`` ran 500, the option doing nothing."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from bench import turns, turns_idle
+from bench.turns import run as turns, idle as turns_idle
 
 
 class Captured(Exception):

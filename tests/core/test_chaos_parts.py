@@ -1,4 +1,4 @@
-"""Pure parts of the chaos suite (``bench/chaos_user.py``, ``bench/chaos_faults.py``).
+"""Pure parts of the chaos suite (``bench/chaos/user.py``, ``bench/chaos/faults.py``).
 
 Regression: in the first 200-task run a conversation whose workflow task kept timing out on
 the overloaded machine answered after 22 minutes; the front end had stopped resending its
@@ -11,10 +11,10 @@ from __future__ import annotations
 import threading
 from collections import Counter
 
-from bench.chaos import parser
-from bench.chaos_faults import ChaosBoard, _conversation
-from bench.chaos_user import FrontEnd, p95, reason_group
-from starter.client import ConversationError
+from bench.chaos.run import parser
+from bench.chaos.faults import ChaosBoard, _conversation
+from bench.chaos.user import FrontEnd, p95, reason_group
+from starter.client.conversations import ConversationError
 from systems.service_kit.faults import Fault
 
 
@@ -36,7 +36,7 @@ async def test_front_end_resends_with_the_same_message_id_until_answered(monkeyp
     async def instant(_seconds: float) -> None:
         return None
 
-    monkeypatch.setattr("bench.chaos_user.asyncio.sleep", instant)
+    monkeypatch.setattr("bench.chaos.user.asyncio.sleep", instant)
     client = _Flaky(failures=4)
     front = FrontEnd(client, patience_seconds=60)  # type: ignore[arg-type]
     assert await front.send_message("c1", "yes") == "reply to yes"

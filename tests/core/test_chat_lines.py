@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from rich.console import Console
 
-from starter.cli_support import agent_line
+from starter.cli.support import agent_line
 
 
 def _shown(markup: str) -> str:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typer.testing import CliRunner
 
-from starter.cli import app
+from starter.cli.app import app
 
 
 def _commands(typer_app):

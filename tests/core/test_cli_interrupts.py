@@ -1,4 +1,4 @@
-"""How a command ends on Ctrl-C or SIGTERM (``starter.cli_support``): SIGTERM inside
+"""How a command ends on Ctrl-C or SIGTERM (``starter.cli.support``): SIGTERM inside
 ``asyncio.run`` cancels the main task as Ctrl-C does, so ``async with`` blocks unwind (a
 ``KeyboardInterrupt`` raised at a random point of the event loop left a chat waiting for a reply
 hung, with its embedded server running); an interrupted command stops where it is, with its
@@ -15,7 +15,7 @@ import signal
 import pytest
 import typer
 
-from starter.cli_support import _interruptible, as_ctrl_c
+from starter.cli.support import _interruptible, as_ctrl_c
 
 
 def test_sigterm_inside_asyncio_run_cancels_the_main_task_and_its_cleanups_run():
@@ -65,11 +65,11 @@ def test_an_interrupted_command_stops_with_its_status_and_runs_nothing_after(sta
 
 @pytest.mark.parametrize("settled", [True, False])
 def test_a_cancelled_bounded_call_leaves_no_unread_error(settled):
-    """``starter.core.within``: the SDK answers the cancellation of an update RPC with its own
+    """``starter.client.core.within``: the SDK answers the cancellation of an update RPC with its own
     error; ``asyncio.wait_for`` left it unread in its task, and asyncio logged "Task exception
     was never retrieved" after a chat's "stopped.". ``settled`` False: the call takes a moment
     to end after it is cancelled."""
-    from starter.core import within
+    from starter.client.core import within
 
     unread: list[dict] = []
 

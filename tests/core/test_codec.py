@@ -1,5 +1,5 @@
-"""The payload codec (``starter.codec``) and the data converter built on it
-(``starter.connection.data_converter``): AES-GCM with key ids, rotation, payloads recorded
+"""The payload codec (``starter.runtime.codec``) and the data converter built on it
+(``starter.runtime.connection.data_converter``): AES-GCM with key ids, rotation, payloads recorded
 before the codec, tampering, failure messages, and where the keys come from."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.exceptions import ApplicationError
 
 from settings import Settings
-from starter.codec import (
+from starter.runtime.codec import (
     COMPRESSED,
     ENCODING,
     KEY_FILE,
@@ -26,8 +26,8 @@ from starter.codec import (
     Keyring,
     codec_keyring,
 )
-from starter.connection import data_converter
-from starter.preflight import StartupRefused
+from starter.runtime.connection import data_converter
+from starter.runtime.preflight import StartupRefused
 from tests.policy_fixtures import EMAIL
 
 K1, K2 = b"1" * 32, b"2" * 16

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
-from starter.devserver import attribute_type_name
+from starter.dev.server import attribute_type_name
 from workflows.options import SEARCH_ATTRIBUTES
 
 REPO = Path(__file__).resolve().parents[2]
@@ -191,7 +191,7 @@ def test_every_app_container_shares_one_pseudonym_key(compose: dict[str, Any]) -
 def _statekeeper_commands() -> set[str]:
     import typer.main
 
-    from starter.cli import app
+    from starter.cli.app import app
 
     return set(typer.main.get_command(app).commands)  # type: ignore[attr-defined]
 
@@ -237,7 +237,7 @@ def test_app_services_build_from_the_dockerfile_and_reach_temporal_and_postgresq
 def test_commands_of_worker_and_api(services: dict[str, Any]) -> None:
     assert _command_text(services["worker"]) == "statekeeper worker"
     api = _command_text(services["api"])
-    assert api.startswith("uvicorn starter.api:app") and "--host 0.0.0.0" in api and "--port 8000" in api
+    assert api.startswith("uvicorn starter.api.app:app") and "--host 0.0.0.0" in api and "--port 8000" in api
     assert any(p.startswith("8000:") for p in _ports(services["api"]))
 
 
@@ -301,7 +301,7 @@ def test_the_image_installs_the_base_package_only() -> None:
 
 def test_the_image_tag_and_the_openapi_version_are_the_package_version(services: dict[str, Any]) -> None:
     from starter import package_version
-    from starter.api import create_app
+    from starter.api.app import create_app
 
     version = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
     assert package_version() == version  # the venv's install is this checkout's

@@ -1,5 +1,5 @@
 """Settings of a secured Temporal (TLS, mTLS, API key) and of telemetry map to the arguments
-``starter.connection.connect`` passes to ``Client.connect``: what the worker, the API and
+``starter.runtime.connection.connect`` passes to ``Client.connect``: what the worker, the API and
 the CLI use to reach Temporal Cloud or a secured cluster."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from temporalio.contrib.opentelemetry import TracingInterceptor
 from temporalio.service import TLSConfig
 
 from settings import Settings
-from starter.connection import connect_options, tls_config
-from starter.preflight import StartupRefused
+from starter.runtime.connection import connect_options, tls_config
+from starter.runtime.preflight import StartupRefused
 
 
 def pem(tmp_path: Path, name: str) -> Path:
@@ -91,7 +91,7 @@ def test_a_file_that_is_not_pem_is_refused_naming_the_setting_not_as_unreachable
 
 
 def test_metrics_settings_give_one_runtime_per_configuration(tmp_path: Path):
-    from starter.telemetry import telemetry_runtime
+    from starter.runtime.telemetry import telemetry_runtime
 
     settings = Settings(data_dir=tmp_path, metrics_otlp_endpoint="http://127.0.0.1:4317")
     runtime = connect_options(settings)["runtime"]
@@ -103,7 +103,7 @@ def test_both_metrics_exporters_set_says_which_one_is_used(tmp_path: Path, caplo
     """The SDK's runtime takes one metrics exporter: with both set, OTLP was dropped without a word."""
     import socket
 
-    from starter.telemetry import telemetry_runtime
+    from starter.runtime.telemetry import telemetry_runtime
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -132,7 +132,7 @@ def test_model_calls_setting_reaches_the_conversations_input_and_refuses_other_v
     ``activity`` or ``local`` is refused naming the setting."""
     import pydantic
 
-    from starter.client import client_for
+    from starter.client.conversations import client_for
 
     monkeypatch.setenv("STATEKEEPER_MODEL_CALLS", "local")
     assert client_for(object(), Settings(_env_file=None, data_dir=tmp_path))._local_model_calls is True

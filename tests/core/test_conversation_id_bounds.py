@@ -12,11 +12,11 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from activities.payments_port import MAX_KEY_CHARS, payments_key, wire_key
-from starter.refusals import NEW_CONVERSATION_ID_CHARS
+from starter.client.refusals import NEW_CONVERSATION_ID_CHARS
 from systems.email.service import messages
 from systems.retail.schema import LedgerEntry, OutboxMessage, Ticket
 from systems.ticketing.service import tickets
-from workflows import keys
+from workflows.domain import keys
 from workflows.catalogue import CATALOGUE
 
 LONGEST_TURN = 999_999

@@ -23,13 +23,13 @@ from decimal import Decimal
 
 from tests.conversation_sim import CUSTOMER, Fate
 from tests.core.conversation_invariants_machine import ConversationMachine, OTHER_ADDRESS, WRITES
-from workflows import replies
-from workflows.actions import make_tool_call
-from workflows.approval_flow import HANDED_OVER
-from workflows.approvals import ApprovalStatus
-from workflows.compensation import usable_before_image
-from workflows.execute import escalation_summary
-from workflows.state import ConversationStatus, StepStatus
+from workflows.domain import replies
+from workflows.domain.actions import make_tool_call
+from workflows.conversation.approvals import HANDED_OVER
+from workflows.policy.approvals import ApprovalStatus
+from workflows.conversation.compensation import usable_before_image
+from workflows.conversation.execute import escalation_summary
+from workflows.domain.state import ConversationStatus, StepStatus
 
 USER_ADDRESS = WRITES.index(("modify_user_address", {"user_id": CUSTOMER, **OTHER_ADDRESS}))
 CANCEL = next(i for i, (name, args) in enumerate(WRITES)

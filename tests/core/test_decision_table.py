@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 from rich.console import Console
 
-from starter.journal_cli import decision_table, no_decisions
+from starter.cli.journal import decision_table, no_decisions
 
 
 def _row(conversation: str, call: int, tool: str) -> SimpleNamespace:

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from starter import devserver
-from starter.devserver import DevServerError, temporal_binary
+from starter.dev import server as devserver
+from starter.dev.server import DevServerError, temporal_binary
 
 
 def test_a_missing_dev_server_binary_names_the_extra(tmp_path: Path, monkeypatch):

@@ -1,4 +1,4 @@
-"""Effect keys (``workflows.keys``) come from business identity: the conversation, the
+"""Effect keys (``workflows.domain.keys``) come from business identity: the conversation, the
 turn that proposed the write and its subject, never from a random id, so a re-executed
 write gets the key it had the first time.
 
@@ -8,8 +8,8 @@ That they survive real workflow resets is tests/workflows/test_reset_outcomes.py
 from __future__ import annotations
 
 from tests.policy_fixtures import PENDING
-from workflows import keys
-from workflows.actions import make_tool_call
+from workflows.domain import keys
+from workflows.domain.actions import make_tool_call
 
 NEW_ADDRESS = {"address1": "1 Reset Road", "address2": "", "city": "Austin", "state": "TX",
                "country": "USA", "zip": "78701"}
@@ -29,7 +29,7 @@ def test_standalone_requests_of_two_stores_never_share_an_effect_key():
     so the second store's cancel met the first's payments key and its refund never moved
     (answered as replayed), though it was reported applied."""
     from activities.payments_port import payments_key
-    from workflows.standalone import RefundRequest
+    from workflows.refund.standalone import RefundRequest
 
     def write_key(store: str) -> str:
         request = RefundRequest(request_id="r-1", order_id=PENDING, operation="cancel", reason="no longer needed",
@@ -48,7 +48,7 @@ def test_standalone_requests_of_two_stores_never_share_an_effect_key():
 def test_the_longest_standalone_request_keys_fit_every_system():
     """With the store in the operation, the longest store, order and request id still give keys
     within the ledger's, outbox's and tickets' 256 characters."""
-    from workflows.standalone import RefundRequest
+    from workflows.refund.standalone import RefundRequest
 
     request = RefundRequest(request_id="r" * 96, order_id="#" + "W" * 31, operation="exchange", store="s" * 64,
                             item_ids=["1"], new_item_ids=["2"], payment_method_id="gift_card_1")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 from typer.testing import CliRunner
 
-from starter.cli import app
+from starter.cli.app import app
 
 
 @pytest.mark.parametrize("args, said", [
@@ -25,7 +25,7 @@ def test_an_empty_id_is_refused_before_anything_runs(args, said, monkeypatch):
     def no_connection(*_args, **_kwargs):
         raise AssertionError("connected for an empty id")
 
-    monkeypatch.setattr("starter.connection.connect", no_connection)
+    monkeypatch.setattr("starter.runtime.connection.connect", no_connection)
     result = CliRunner().invoke(app, args, env={"COLUMNS": "300", "NO_COLOR": "1"})
     assert result.exit_code == 2, result.output
     assert f"statekeeper: {said}" in result.output

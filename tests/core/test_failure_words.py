@@ -1,4 +1,4 @@
-"""``starter.failure_words.failure_kind``: what an operator reads for a failure names its kind
+"""``starter.client.failure_words.failure_kind``: what an operator reads for a failure names its kind
 in words, never the exception's class (API refusals, ``replay-check`` reports)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pydantic import BaseModel, ValidationError
 from sqlalchemy.exc import OperationalError
 from temporalio.service import RPCError, RPCStatusCode
 
-from starter.failure_words import failure_kind
+from starter.client.failure_words import failure_kind
 
 
 class _Shape(BaseModel):

@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 from temporalio import workflow
 
-from workflows.refund import RefundWorkflow
-from workflows.retention import RetentionWorkflow
-from workflows.support import SupportWorkflow
+from workflows.refund.workflow import RefundWorkflow
+from workflows.retention.workflow import RetentionWorkflow
+from workflows.conversation.workflow import SupportWorkflow
 
 WORKFLOWS = (SupportWorkflow, RefundWorkflow, RetentionWorkflow)
 """The workflows `worker.build_worker` registers."""
@@ -39,7 +39,7 @@ def test_the_refund_step_query_names_every_step_a_refund_enters():
     import inspect
     import re
 
-    from workflows import approval_gate, refund
+    from workflows.refund import approval_gate, workflow as refund
 
     entered = {m for module in (refund, approval_gate) for m in re.findall(r'_enter\("([a-z_]+)"', inspect.getsource(module))}
     entered |= {"done", "failed", "escalated"}  # entered through a conditional expression

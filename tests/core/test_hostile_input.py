@@ -18,15 +18,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from temporalio.exceptions import ActivityError, ApplicationError, RetryState
 
-from starter.body_guard import MAX_JSON_DEPTH, body_problem, json_depth
+from starter.api.body_guard import MAX_JSON_DEPTH, body_problem, json_depth
 from systems.model.view import parse_state_view
 from systems.retail.tools.read import calculate
-from workflows.confirm import MAX_CONFIRMATION_CHARS, is_no, is_yes
-from workflows.facts import MAX_FACTS_PER_KIND_PER_MESSAGE, extract_facts
+from workflows.policy.confirm import MAX_CONFIRMATION_CHARS, is_no, is_yes
+from workflows.domain.facts import MAX_FACTS_PER_KIND_PER_MESSAGE, extract_facts
 from workflows.failures import MODEL, ORDER_SYSTEM, public_reason, redact
-from workflows.money import money
+from workflows.domain.money import money
 from workflows.options import MAX_USER_MESSAGE_BYTES
-from workflows.user_text import control_problem, message_problem
+from workflows.domain.user_text import control_problem, message_problem
 
 BOUNDED = settings(max_examples=150, derandomize=True, database=None, deadline=None,
                    suppress_health_check=[HealthCheck.too_slow])

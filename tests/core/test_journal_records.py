@@ -1,4 +1,4 @@
-"""The journal's records as the workflow shapes them (``workflows.journal_log.JournalLog``,
+"""The journal's records as the workflow shapes them (``workflows.conversation.journal.JournalLog``,
 pure apart from its clock): call numbering per turn, the verdict vocabulary, later stages of
 a shown write, transcript numbering (also resumed after continue-as-new), and the record
 one ``record_turn`` call carries."""
@@ -11,14 +11,14 @@ import pytest
 from pydantic import ValidationError
 
 from tests.policy_fixtures import PENDING, authenticated
-from workflows import keys
-from workflows import transitions as tr
-from workflows.actions import make_tool_call
-from workflows.approvals import Approval, ApprovalStatus
-from workflows.contracts import ModelRequest, Outcome
-from workflows.journal import ACCEPTED_VERDICTS, EntryKind, TurnRecord, Verdict, VerdictRecord
-from workflows.journal_log import JournalLog, operation_turn
-from workflows.state import ConversationState, ConversationStatus, Role
+from workflows.domain import keys
+from workflows.domain import transitions as tr
+from workflows.domain.actions import make_tool_call
+from workflows.policy.approvals import Approval, ApprovalStatus
+from workflows.domain.contracts import ModelRequest, Outcome
+from workflows.domain.journal import ACCEPTED_VERDICTS, EntryKind, TurnRecord, Verdict, VerdictRecord
+from workflows.conversation.journal import JournalLog, operation_turn
+from workflows.domain.state import ConversationState, ConversationStatus, Role
 
 T0 = datetime(2026, 11, 1, tzinfo=timezone.utc)
 

@@ -1,4 +1,4 @@
-"""Logs never hold personal data (``starter.logs``): the texts our processes really log
+"""Logs never hold personal data (``starter.runtime.logs``): the texts our processes really log
 (a SQL error with its parameters, an activity failure carrying the user document, an access
 log line with a customer id) lose the customer's email, names, address and payment method
 ids at every level, while the ids an operator needs stay."""
@@ -11,7 +11,7 @@ import logging
 
 import pytest
 
-from starter.logs import RedactingFilter, configure_logging, redact
+from starter.runtime.logs import RedactingFilter, configure_logging, redact
 from tests.log_capture import root_log
 from tests.policy_fixtures import CARD, CUSTOMER, EMAIL, GIFT, PENDING, data
 
@@ -93,7 +93,7 @@ def test_console_warnings_carry_their_exception_in_one_line_and_errors_their_tra
     import io
     import logging
 
-    from starter.logs import OneLineWarnings, RedactingFilter, log_formatter
+    from starter.runtime.logs import OneLineWarnings, RedactingFilter, log_formatter
 
     stream = io.StringIO()
     handler = logging.StreamHandler(stream)

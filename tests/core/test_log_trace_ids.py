@@ -1,5 +1,5 @@
 """Every log line of statekeeper's processes names its trace: ``trace_id=<32 hex>`` inside
-an OpenTelemetry span (``starter.telemetry``), ``trace_id=-`` outside any."""
+an OpenTelemetry span (``starter.runtime.telemetry``), ``trace_id=-`` outside any."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ def test_log_lines_carry_the_current_trace_id_or_a_dash():
 
 
 def test_a_record_no_filter_saw_still_formats():
-    from starter.logs import log_formatter
+    from starter.runtime.logs import log_formatter
 
     record = logging.LogRecord("x", logging.WARNING, __file__, 1, "plain", None, None)
     assert log_formatter().format(record).endswith("WARNING x trace_id=-: plain")

@@ -1,4 +1,4 @@
-"""The state's migration chain (``workflows.migrations``): every step, values preserved,
+"""The state's migration chain (``workflows.domain.migrations``): every step, values preserved,
 and every state it cannot read refused with a typed, readable reason.
 
 The version-1 states here are what v0.1.0 wrote: a state built from the real τ-bench data
@@ -19,9 +19,9 @@ from temporalio.exceptions import ApplicationError
 
 from systems.model.view import amount
 from tests.policy_fixtures import CARD, DELIVERED, EMAIL, GIFT, PENDING, authenticated, data
-from workflows.contracts import SupportInput
-from workflows.errors import ErrorType
-from workflows.migrations import (
+from workflows.domain.contracts import SupportInput
+from workflows.domain.errors import ErrorType
+from workflows.domain.migrations import (
     MIGRATIONS,
     OLDEST_VERSION,
     StateIncompatible,
@@ -30,8 +30,8 @@ from workflows.migrations import (
     migrate,
     v1_to_v2,
 )
-from workflows.money import money
-from workflows.state import SCHEMA_VERSION, CompletedOperation, ConversationState, OrderFact
+from workflows.domain.money import money
+from workflows.domain.state import SCHEMA_VERSION, CompletedOperation, ConversationState, OrderFact
 
 MONEY_PATHS = ("customer.payment_methods.*.balance", "orders.*.total", "orders.*.items.*.price",
                "orders.*.payment_history.*.amount", "products.*.variants.*.price")

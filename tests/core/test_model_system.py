@@ -14,12 +14,12 @@ import pytest
 from activities.llm.wire import PROPOSE_TOOL_NAME
 from systems.model import view as model_view
 from systems.model import wire as model_wire
-from workflows import prompt
+from workflows.domain import prompt
 from workflows.catalogue import TOOL_CLASS, ToolClass
 from workflows.catalogue.checks import CANCEL_REASONS
-from workflows.policy import Rule
-from workflows.records import StepStatus
-from workflows.state import ConversationState, PinnedFact, Role, Turn
+from workflows.policy.validator import Rule
+from workflows.domain.records import StepStatus
+from workflows.domain.state import ConversationState, PinnedFact, Role, Turn
 
 # --- the stand-in's own knowledge agrees with the process it serves ----------------------
 

@@ -20,8 +20,8 @@ from activities.llm.model_activity import ModelActivities, map_api_error, offlin
 from activities.llm.wire import PROPOSE_TOOL_NAME, build_create_kwargs
 from systems.model.wire import error_body, tool_use_message
 from tests.model_requests import MODEL, email_state, failure, request
-from workflows.actions import ReplyAction
-from workflows.prompt import render_snapshot
+from workflows.domain.actions import ReplyAction
+from workflows.domain.prompt import render_snapshot
 
 
 async def test_offline_client_really_uses_the_given_app():
@@ -142,7 +142,7 @@ def test_status_mapping(status: int, retryable: bool):
 
 def test_input_schema_is_an_object_covering_every_variant():
     from activities.llm.wire import propose_input_schema
-    from workflows.actions import proposed_action_json_schema
+    from workflows.domain.actions import proposed_action_json_schema
 
     schema = propose_input_schema()
     assert schema["type"] == "object" and schema["required"] == ["kind"]

@@ -15,9 +15,9 @@ import pytest
 from systems.model.rules import CAPABILITIES, STATUS_PREFIX, rules_brain
 from systems.model.scripted import scripted_brain
 from systems.model.server import offline_brain
-from workflows.actions import parse_proposed_action
-from workflows.prompt import state_view
-from workflows.state import (
+from workflows.domain.actions import parse_proposed_action
+from workflows.domain.prompt import state_view
+from workflows.domain.state import (
     CompletedOperation,
     ConversationState,
     Customer,
@@ -58,7 +58,7 @@ def dev_tasks() -> list[dict[str, Any]]:
     return json.loads((DATA / "tasks_dev.json").read_text())
 
 
-# --- state builders (the shapes of workflows.state, filled from the benchmark data) ------
+# --- state builders (the shapes of workflows.domain.state, filled from the benchmark data) ------
 
 
 def customer(user_id: str, loaded: bool = True) -> Customer:
@@ -99,7 +99,7 @@ def fact(kind: str, value: str, turn: int = 1) -> PinnedFact:
 
 
 def plan_of(task: dict[str, Any]) -> dict[str, Any]:
-    """The plan the τ-bench runner registers for a task (``starter.taubench.plan_of``)."""
+    """The plan the τ-bench runner registers for a task (``starter.ops.taubench.plan_of``)."""
     user = data()["users"][task["user_id"]]
     return {"user": {"email": user["email"], "first_name": user["name"]["first_name"],
                      "last_name": user["name"]["last_name"], "zip": user["address"]["zip"]},
@@ -283,7 +283,7 @@ def test_scripted_asks_for_the_yes_when_its_write_is_pending():
     (gt,) = task["actions"]
     state.customer = customer(task["user_id"])
     state.orders[gt["kwargs"]["order_id"]] = order_fact(gt["kwargs"]["order_id"])
-    from workflows.actions import make_tool_call
+    from workflows.domain.actions import make_tool_call
     pending_call = make_tool_call(gt["name"], gt["kwargs"])
     state.pending_confirmation = PendingConfirmation(operation_id="op", call=pending_call, detail="cancel it",
                                                      digest="d", proposed_turn=1)
@@ -327,10 +327,10 @@ class Simulator:
 
     def say(self, text: str) -> str:
         """One user message; returns the assistant's reply (or end text)."""
-        from workflows import transitions as tr
-        from workflows.confirm import is_yes
-        from workflows.policy import validate_execution
-        from workflows.state import Confirmation
+        from workflows.domain import transitions as tr
+        from workflows.policy.confirm import is_yes
+        from workflows.policy.validator import validate_execution
+        from workflows.domain.state import Confirmation
 
         tr.receive_user_message(self.state, text)
         pending, self.pending = self.pending, None
@@ -345,10 +345,10 @@ class Simulator:
 
     def _agent_loop(self) -> str:
         from systems.retail.tools import run_tool
-        from workflows import transitions as tr
-        from workflows.actions import call_arguments, call_digest
+        from workflows.domain import transitions as tr
+        from workflows.domain.actions import call_arguments, call_digest
         from workflows.catalogue import spec_of
-        from workflows.policy import validate_proposal
+        from workflows.policy.validator import validate_proposal
 
         for step in range(30):
             raw = propose(offline_brain, self.state, self.plan)
@@ -371,8 +371,8 @@ class Simulator:
 
     def _write(self, pending: PendingConfirmation) -> None:
         from systems.retail.tools import run_tool
-        from workflows import transitions as tr
-        from workflows.actions import call_arguments, make_tool_call
+        from workflows.domain import transitions as tr
+        from workflows.domain.actions import call_arguments, make_tool_call
         from workflows.catalogue import REFUND_TOOLS
 
         tool, state = pending.call, self.state

@@ -10,10 +10,10 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from starter.links import LinkError, list_query, list_url
+from starter.cli.links import LinkError, list_query, list_url
 from tests.policy_fixtures import CARD, CUSTOMER, DELIVERED, EMAIL, PENDING, data
-from workflows.actions import make_tool_call
-from workflows.refund_view import outcome_text, refund_amount
+from workflows.domain.actions import make_tool_call
+from workflows.refund.view import outcome_text, refund_amount
 from workflows.visibility import ORDER_IDS_KEPT, accumulate, call_summary, describe_call
 
 ADDRESS = {"address1": "557 Sunset Drive", "address2": "Suite 454", "city": "San Diego", "state": "CA",

@@ -1,4 +1,4 @@
-"""An operator's resolution of an unknown outcome, as pure functions (``workflows.resolution``):
+"""An operator's resolution of an unknown outcome, as pure functions (``workflows.conversation.resolution``):
 which steps it may resolve, what it changes, and the refusals' words."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from pydantic import ValidationError
 from temporalio.exceptions import ApplicationError
 
 from tests.policy_fixtures import authenticated
-from workflows import transitions as tr
-from workflows.records import ConversationStatus, StepStatus
-from workflows.resolution import ResolveOutcome, apply_resolution, check_resolution, unresolved
+from workflows.domain import transitions as tr
+from workflows.domain.records import ConversationStatus, StepStatus
+from workflows.conversation.resolution import ResolveOutcome, apply_resolution, check_resolution, unresolved
 
 NOW = datetime(2026, 11, 30, 9, 0, tzinfo=timezone.utc)
 

@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import pytest
 
 from activities.llm.wire import MalformedOutput, build_create_kwargs, read_proposal
-from workflows.prompt import ModelSnapshot
+from workflows.domain.prompt import ModelSnapshot
 
 
 def _block(order_id: str) -> SimpleNamespace:

@@ -26,7 +26,7 @@ from tests.policy_fixtures import (
     other_variant,
     read,
 )
-from workflows.actions import (
+from workflows.domain.actions import (
     EndAction,
     ReplyAction,
     ToolCallAction,
@@ -35,8 +35,8 @@ from workflows.actions import (
     make_tool_call,
     parse_proposed_action,
 )
-from workflows.policy import Rule, validate_execution, validate_proposal
-from workflows.state import Confirmation, ConversationStatus, PendingConfirmation
+from workflows.policy.validator import Rule, validate_execution, validate_proposal
+from workflows.domain.state import Confirmation, ConversationStatus, PendingConfirmation
 
 ADDRESS = {"address1": "1 Main St", "address2": "", "city": "Austin", "state": "TX", "country": "USA", "zip": "78701"}
 
@@ -69,7 +69,7 @@ def assert_accepted(state, action, needs_confirmation: bool) -> None:
 
 def test_authentication_lookups_are_allowed_before_anything_else():
     state = fresh()
-    from workflows import transitions as tr
+    from workflows.domain import transitions as tr
 
     tr.receive_user_message(state, "My name is Raj Sanchez and my zip code is 92147")
     assert_accepted(state, call("find_user_id_by_email", email=EMAIL), False)
@@ -227,7 +227,7 @@ def _state_for(kind: str):
     if kind == "closed":
         state.status = ConversationStatus.ENDED
     if kind in ("exchanged", "modified"):
-        from workflows import transitions as tr
+        from workflows.domain import transitions as tr
 
         order_id = DELIVERED if kind == "exchanged" else PENDING
         old, new = other_variant(order_id)
@@ -254,7 +254,7 @@ def test_out_of_policy_proposal_is_rejected_with_its_rule(kind, action, rule):
     if kind == "auth_paypal":
         # refund to a method of the customer that is neither the original nor a gift card
         state = authenticated()
-        from workflows.state import PaymentMethod
+        from workflows.domain.state import PaymentMethod
 
         state.customer.payment_methods["paypal_1111111"] = PaymentMethod(id="paypal_1111111", source="paypal")
         old, _ = other_variant(DELIVERED)
@@ -358,10 +358,10 @@ def test_other_customers_order_read_is_withheld_from_the_state():
 def test_a_write_on_an_order_handed_to_a_human_agent_is_refused_and_only_that():
     # an approval expired and its ticket opened: a second write on that order would be parked
     # for a supervisor beside the human agent holding it (new-user review)
-    from workflows import transitions as tr
-    from workflows.approvals import HANDED_TO_HUMAN, ApprovalPolicy, ApprovalStatus, open_approval
-    from workflows.policy import handed_over_refusal
-    from workflows.records import StepStatus
+    from workflows.domain import transitions as tr
+    from workflows.policy.approvals import HANDED_TO_HUMAN, ApprovalPolicy, ApprovalStatus, open_approval
+    from workflows.policy.validator import handed_over_refusal
+    from workflows.domain.records import StepStatus
 
     state = authenticated()
     cancel = call("cancel_pending_order", order_id=PENDING, reason="no longer needed")

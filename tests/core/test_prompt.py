@@ -11,12 +11,12 @@ import json
 from activities.llm.wire import propose_tool_param
 from systems.model.view import parse_state_view  # the consumer of the rendered view
 from tests.policy_fixtures import EMAIL, PENDING, authenticated
-from workflows import transitions as tr
-from workflows.facts import extract_facts
-from workflows.policy import Rule
-from workflows.policy_text import POLICY_CLAUSES
-from workflows.prompt import PROMPT_TURNS, render_snapshot
-from workflows.state import RECENT_TURNS_KEPT, ConversationState, Role
+from workflows.domain import transitions as tr
+from workflows.domain.facts import extract_facts
+from workflows.policy.validator import Rule
+from workflows.policy.text import POLICY_CLAUSES
+from workflows.domain.prompt import PROMPT_TURNS, render_snapshot
+from workflows.domain.state import RECENT_TURNS_KEPT, ConversationState, Role
 
 
 def test_rendering_is_deterministic():
@@ -88,7 +88,7 @@ def test_fact_pinning_knows_nothing_of_benchmark_plans():
 
 
 def test_prompt_stays_bounded_with_many_steps_operations_and_rejections():
-    from workflows.actions import make_tool_call
+    from workflows.domain.actions import make_tool_call
 
     state = authenticated()
     sizes = []

@@ -10,8 +10,8 @@ from activities.llm.wire import build_create_kwargs
 from systems.model.cache import MAX_BREAKPOINTS, request_blocks
 from systems.model.view import parse_state_view
 from tests.policy_fixtures import PENDING, authenticated, read
-from workflows import transitions as tr
-from workflows.prompt import (
+from workflows.domain import transitions as tr
+from workflows.domain.prompt import (
     PROMPT_VERSION,
     PROMPT_VERSIONS,
     SINGLE_LAYOUT_VERSION,
@@ -19,8 +19,8 @@ from workflows.prompt import (
     render_system,
     state_view,
 )
-from workflows.prompt_layout import split_view
-from workflows.state import ConversationState, Role
+from workflows.domain.prompt_layout import split_view
+from workflows.domain.state import ConversationState, Role
 
 
 def kwargs(state: ConversationState, version: str = PROMPT_VERSION) -> dict:

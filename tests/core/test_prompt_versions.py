@@ -10,13 +10,13 @@ import pytest
 
 import tests.core.test_offline_model as offline
 from activities.llm.wire import _described_schema, _flattened_schema, build_create_kwargs, propose_input_schema
-from starter.backtest import BacktestError, check_prompt_version
+from starter.ops.backtest import BacktestError, check_prompt_version
 from systems.model.server import offline_brain
 from systems.model.view import honour_offered
 from systems.model.wire import offered_tool_names
-from workflows.actions import parse_proposed_action
+from workflows.domain.actions import parse_proposed_action
 from workflows.catalogue import CATALOGUE
-from workflows.prompt import (
+from workflows.domain.prompt import (
     PROMPT_VERSION,
     PROMPT_VERSIONS,
     SINGLE_LAYOUT_VERSION,
@@ -26,7 +26,7 @@ from workflows.prompt import (
     state_view,
     tool_catalogue,
 )
-from workflows.state import ConversationState
+from workflows.domain.state import ConversationState
 
 NO_RETURNS = f"{PROMPT_VERSION}-no-returns"
 NO_ORDER_READS = f"{PROMPT_VERSION}-no-order-reads"

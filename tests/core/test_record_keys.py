@@ -1,4 +1,4 @@
-"""Keys read back (``workflows.keys.key_ref``): erasure and retention find a customer's or a
+"""Keys read back (``workflows.domain.keys.key_ref``): erasure and retention find a customer's or a
 conversation's ledger rows, emails and tickets by what each key names, for every key the
 workflows build, with conversation ids that contain the separators themselves."""
 
@@ -8,12 +8,12 @@ import pytest
 
 from activities.erasure.runs import REFUND, SUPPORT, conversation_of
 from tests.policy_fixtures import CUSTOMER, PENDING
-from workflows import keys
-from workflows.actions import make_tool_call
-from workflows.keys import KeyRef, key_ref
-from workflows.refund import RefundWorkflow
-from workflows.standalone import RefundRequest
-from workflows.support import SupportWorkflow
+from workflows.domain import keys
+from workflows.domain.actions import make_tool_call
+from workflows.domain.keys import KeyRef, key_ref
+from workflows.refund.workflow import RefundWorkflow
+from workflows.refund.standalone import RefundRequest
+from workflows.conversation.workflow import SupportWorkflow
 
 CANCEL = make_tool_call("cancel_pending_order", {"order_id": PENDING, "reason": "no longer needed"})
 ADDRESS = make_tool_call("modify_user_address", {"user_id": CUSTOMER, "address1": "1 Road", "address2": "",

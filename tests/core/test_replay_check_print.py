@@ -5,9 +5,9 @@ says there were none. A run with effects still gets the table, keys and reasons 
 
 from __future__ import annotations
 
-from starter import cli
-from starter.replay_check import EffectReport, ReplayReport
-from starter.replay_cli import _print
+from starter.cli import app as cli
+from starter.ops.replay_check import EffectReport, ReplayReport
+from starter.cli.replay import _print
 
 
 def _printed(report: ReplayReport, capsys, monkeypatch) -> str:

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import pytest
 
-from workflows import cancellation, replies
-from workflows.records import Step
-from workflows.state import ConversationState, StepStatus
+from workflows.conversation import cancellation
+
+from workflows.domain import replies
+from workflows.domain.records import Step
+from workflows.domain.state import ConversationState, StepStatus
 
 DETAIL = ("Cancel order #W1068289 (reason: ordered by mistake). The full amount of 3453.28 is refunded to the "
           "original payment method.")

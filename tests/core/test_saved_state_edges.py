@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from workflows.migrations import StateIncompatible, load_state
+from workflows.domain.migrations import StateIncompatible, load_state
 
 FIXTURE = Path(__file__).resolve().parents[1] / "histories" / "v0.1.0" / "states" / "returns_and_cancels-two_writes_done.json"
 GIFT = "gift_card_2259499"
@@ -30,7 +30,7 @@ def test_a_negative_turn_is_refused_at_load(turn):
 
 @pytest.mark.parametrize("text", ["12.345", "0.005", "1_000", "١٢٣"])
 def test_hand_edited_money_is_not_silently_changed(text):
-    # "nothing is silently dropped or guessed" (workflows.migrations): sub-cent amounts are
+    # "nothing is silently dropped or guessed" (workflows.domain.migrations): sub-cent amounts are
     # rounded, digit separators and non-ASCII digits are read as numbers
     state = dict(saved(), schema_version=2)
     state["customer"]["payment_methods"][GIFT]["balance"] = text

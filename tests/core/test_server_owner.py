@@ -1,4 +1,4 @@
-"""``starter.server_owner.orphan``: a record stops only the embedded server it names. Before, any
+"""``starter.dev.server_owner.orphan``: a record stops only the embedded server it names. Before, any
 live ``start-dev`` process at the recorded pid counted, and `statekeeper stop` with a record whose
 server pid was another statekeeper's live embedded server (another data directory, another
 address) killed it (a helper's finding). Real processes stand in for servers (never signalled)."""
@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from starter import server_owner
+from starter.dev import server_owner
 
 DEAD = 2 ** 22 + 1  # above pid_max's default ceiling: never a live process
 

@@ -1,4 +1,4 @@
-"""A setting a command cannot use is one line naming it and status 2 (``starter.cli_refusals.
+"""A setting a command cannot use is one line naming it and status 2 (``starter.cli.refusals.
 command_settings``), also for the settings that were checked only later: the approval policy's
 bounds (a negative STATEKEEPER_APPROVAL_THRESHOLD ended ``statekeeper state`` with a pydantic
 ``ValidationError`` traceback where the client was made) and JSON that does not parse
@@ -10,8 +10,8 @@ from __future__ import annotations
 import pytest
 import typer
 
-from starter.cli_refusals import command_settings
-from workflows.approvals import ApprovalPolicy
+from starter.cli.refusals import command_settings
+from workflows.policy.approvals import ApprovalPolicy
 
 
 @pytest.mark.parametrize("name, value", [
@@ -24,7 +24,7 @@ from workflows.approvals import ApprovalPolicy
     # start_to_close_timeout or schedule_to_close_timeout") and `chat` waited 120 s for nothing
     ("STATEKEEPER_WRITE_TIMEOUT_SECONDS", "0"),
     ("STATEKEEPER_WRITE_TIMEOUT_SECONDS", "-3"),
-    # accepted before (starter.setting_types): each ended a command or a worker with a traceback
+    # accepted before (settings.types): each ended a command or a worker with a traceback
     # (ValueError, OverflowError, RPCError, TypeError), or hung every conversation
     *[(f"STATEKEEPER_{name}", value) for name in ("RPC_TIMEOUT_SECONDS", "UPDATE_ACCEPT_SECONDS",
                                                   "REPLY_TIMEOUT_SECONDS", "SERVICES_TIMEOUT_SECONDS",

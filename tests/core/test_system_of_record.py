@@ -1,5 +1,5 @@
 """The system-of-record fingerprint a worker's identity carries, the absolute data directory,
-and how a command adopts the detached dev server's settings (``starter.devstate``)."""
+and how a command adopts the detached dev server's settings (``starter.dev.state``)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import socket
 from pathlib import Path
 
 from settings import Settings
-from starter import devstate
-from starter.system_of_record import database_identity, fingerprint, fingerprint_in_identity, worker_identity
+from starter.dev import state as devstate
+from starter.runtime.system_of_record import database_identity, fingerprint, fingerprint_in_identity, worker_identity
 
 PG = "postgresql+psycopg://shop:s3cret-pw@db.internal:5432/retail"
 
@@ -93,7 +93,7 @@ def test_no_adoption_for_another_address_or_a_dead_process(tmp_path):
 
 
 def test_the_services_fingerprint_names_which_services_and_hides_where():
-    from starter.system_of_record import services_difference, services_fingerprint, services_in_identity
+    from starter.runtime.system_of_record import services_difference, services_fingerprint, services_in_identity
 
     full = {"payments": "http://pay.internal:8001/", "email": "http://mail:8002", "ticketing": "http://t:8003"}
     value = services_fingerprint(full)

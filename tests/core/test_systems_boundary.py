@@ -63,12 +63,12 @@ def test_systems_use_absolute_imports(path: Path) -> None:
 def test_the_check_catches_imports(tmp_path: Path) -> None:
     module = tmp_path / "m.py"
     module.write_text(
-        "import os\nimport workflows.actions\nfrom activities.tools import x\n"
+        "import os\nimport workflows.domain.actions\nfrom activities.tools import x\n"
         "def f():\n    from workflows import policy\nfrom systems.retail import load_data\n"
         "import importlib\nimportlib.import_module('activities.llm')\n"
     )
     assert forbidden_imports(module) == [
-        "2: workflows.actions", "3: activities.tools", "5: workflows", "8: activities.llm",
+        "2: workflows.domain.actions", "3: activities.tools", "5: workflows", "8: activities.llm",
     ]
 
 

@@ -13,8 +13,8 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from starter.cli import app
-from starter.taubench_tasks import Task, load_tasks, task_user
+from starter.cli.app import app
+from starter.ops.taubench_tasks import Task, load_tasks, task_user
 
 GOOD = {"user_id": "raj_sanchez_2970", "gt_data_hash": "abc", "actions": [], "outputs": []}
 

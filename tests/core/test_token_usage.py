@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from workflows import budget
-from workflows import transitions as tr
-from workflows.contracts import SupportInput
-from workflows.state import ConversationState, Usage
+from workflows.conversation import budget
+from workflows.domain import transitions as tr
+from workflows.domain.contracts import SupportInput
+from workflows.domain.state import ConversationState, Usage
 from workflows.visibility import usage_line
 
 

@@ -1,4 +1,4 @@
-"""``starter.transient.transient_retried``: a call refused as unavailable, timed out or with an
+"""``starter.client.transient.transient_retried``: a call refused as unavailable, timed out or with an
 unknown outcome is sent again (the τ-bench runner's messages carry ids of their own, so a resend
 is handled once); a definite refusal is raised at once, and the last transient one after the
 attempts run out."""
@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from starter.errors import ConversationError
-from starter.transient import transient_retried
+from starter.client.errors import ConversationError
+from starter.client.transient import transient_retried
 
 
 def _script(*outcomes):

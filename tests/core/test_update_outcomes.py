@@ -11,8 +11,8 @@ from datetime import timedelta
 import pytest
 from temporalio.service import RPCError, RPCStatusCode
 
-from starter.core import UNCLEAR_RPC, ClientCore
-from starter.errors import ConversationError, message_outcome_unknown, outcome_unknown, status_for
+from starter.client.core import UNCLEAR_RPC, ClientCore
+from starter.client.errors import ConversationError, message_outcome_unknown, outcome_unknown, status_for
 
 DECISION = outcome_unknown("the decision", "send the same decision again (approve by alice)")
 

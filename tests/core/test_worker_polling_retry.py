@@ -14,9 +14,9 @@ from temporalio.api.taskqueue.v1 import PollerInfo
 from temporalio.api.workflowservice.v1 import DescribeTaskQueueResponse
 from temporalio.service import RPCError, RPCStatusCode
 
-from starter.core import ClientCore
-from starter.errors import ConversationError
-from starter.listing import ListingCalls
+from starter.client.core import ClientCore
+from starter.client.errors import ConversationError
+from starter.client.listing import ListingCalls
 
 
 def core(answers: list) -> tuple[ClientCore, list]:
@@ -120,13 +120,13 @@ async def test_a_refused_list_is_reported_at_once():
 async def test_checks_at_the_same_time_share_one_describe_and_a_yes_is_reused_briefly(monkeypatch):
     import asyncio  # noqa: PLC0415
 
-    import starter.core  # noqa: PLC0415
+    import starter.client.core  # noqa: PLC0415
 
     client, calls = core([polled_now(), polled_now()])
     assert await asyncio.gather(*[client.worker_polling() for _ in range(50)]) == [True] * 50
     assert await client.worker_polling()
     assert calls == ["q"]  # 51 checks, one RPC
-    monkeypatch.setattr(starter.core, "POLLING_REUSE_SECONDS", 0.0)
+    monkeypatch.setattr(starter.client.core, "POLLING_REUSE_SECONDS", 0.0)
     client, calls = core([polled_now(), polled_now()])
     assert await client.worker_polling() and await client.worker_polling()
     assert calls == ["q", "q"]
@@ -173,11 +173,11 @@ def test_a_check_left_pending_on_a_closed_loop_is_not_reused():
 
 
 async def test_the_worker_startup_checks_ask_a_dropped_read_once_more():
-    """``starter.preflight``: before this, one dropped ``DescribeTaskQueue`` or search-attribute
+    """``starter.runtime.preflight``: before this, one dropped ``DescribeTaskQueue`` or search-attribute
     listing stopped a worker's startup with the RPC error."""
     from temporalio.api.operatorservice.v1 import ListSearchAttributesResponse  # noqa: PLC0415
 
-    from starter.preflight import check_task_queue, ensure_search_attributes  # noqa: PLC0415
+    from starter.runtime.preflight import check_task_queue, ensure_search_attributes  # noqa: PLC0415
 
     dropped = RPCError("operation was canceled", RPCStatusCode.CANCELLED, b"")
     answers = [dropped, DescribeTaskQueueResponse(), dropped, DescribeTaskQueueResponse()]
@@ -197,7 +197,7 @@ async def test_the_worker_startup_checks_ask_a_dropped_read_once_more():
 
 
 async def test_the_worker_startup_check_reports_a_second_drop():
-    from starter.preflight import check_task_queue  # noqa: PLC0415
+    from starter.runtime.preflight import check_task_queue  # noqa: PLC0415
 
     dropped = RPCError("operation was canceled", RPCStatusCode.CANCELLED, b"")
     client, calls = core([dropped, dropped, DescribeTaskQueueResponse()])

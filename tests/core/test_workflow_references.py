@@ -14,7 +14,7 @@ from activities.identity import IdentityActivities
 from activities.llm.model_activity import ModelActivities
 from activities.tools import ToolActivities
 from workflows.activity_api import IdentityActivitiesApi, ModelActivitiesApi, ToolActivitiesApi
-from workflows.retention import RetentionActivitiesApi
+from workflows.retention.workflow import RetentionActivitiesApi
 
 WORKFLOWS = Path(__file__).resolve().parents[2] / "workflows"
 CALLS = {"execute_activity", "start_activity", "execute_activity_method", "start_activity_method",
@@ -55,7 +55,7 @@ def test_every_declared_activity_is_implemented_under_its_name(api, implementati
 
 
 def test_strict_runner_loads_the_project_inside_the_sandbox_and_the_fast_one_shares_it():
-    from worker import PROJECT_MODULES, workflow_runner
+    from starter.runtime.worker import PROJECT_MODULES, workflow_runner
 
     strict = workflow_runner(sandbox_project_modules=True).restrictions.passthrough_modules
     fast = workflow_runner(sandbox_project_modules=False).restrictions.passthrough_modules
@@ -68,7 +68,7 @@ def test_workers_run_sandboxed_unless_the_setting_turns_the_sandbox_off():
     from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
     from settings import Settings
-    from worker import workflow_runner
+    from starter.runtime.worker import workflow_runner
 
     assert Settings(_env_file=None).workflow_sandbox is True
     assert isinstance(workflow_runner(sandbox_project_modules=False), SandboxedWorkflowRunner)

@@ -23,10 +23,10 @@ import pytest
 from temporalio.testing import WorkflowEnvironment
 
 from settings import Settings
-from starter.api import create_app
-from starter.client import StatekeeperClient
-from starter.connection import data_converter
-from starter.devserver import DEV_SERVER_STARTUP
+from starter.api.app import create_app
+from starter.client.conversations import StatekeeperClient
+from starter.runtime.connection import data_converter
+from starter.dev.server import DEV_SERVER_STARTUP
 from workflows.options import MAX_USER_MESSAGE_BYTES, SEARCH_ATTRIBUTES
 
 REPO = Path(__file__).resolve().parents[2]
@@ -60,7 +60,7 @@ async def env() -> AsyncIterator[WorkflowEnvironment]:
 @pytest.fixture(scope="module")
 async def api(env: WorkflowEnvironment, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[httpx.AsyncClient]:
     """An HTTP client for ``create_app`` backed by a running worker on a unique task queue."""
-    from worker import build_worker  # imported late: the worker pulls in every activity
+    from starter.runtime.worker import build_worker  # imported late: the worker pulls in every activity
 
     tmp = tmp_path_factory.mktemp("api")
     settings = Settings(database_url=f"sqlite:///{tmp}/db.sqlite", task_queue=f"api-test-{uuid.uuid4().hex}",

@@ -10,10 +10,10 @@ from decimal import Decimal
 
 import httpx
 
-from starter.api import create_app
-from starter.client import StatekeeperClient
+from starter.api.app import create_app
+from starter.client.conversations import StatekeeperClient
 from tests.workflow_harness import order_details
-from workflows import approvals
+from workflows.policy import approvals
 
 ORDER = "#W5918442"  # sofia_rossi_8776, pending, one payment, items worth 1463.70
 
@@ -29,7 +29,7 @@ async def _status(http: httpx.AsyncClient, refund_id: str, wanted: set[str]) -> 
 
 
 async def test_another_operations_approval_is_refused_and_the_right_one_runs_once(temporal_env, settings):
-    from worker import build_backend, build_worker
+    from starter.runtime.worker import build_backend, build_worker
 
     backend = build_backend(settings)
     policy = approvals.ApprovalPolicy(threshold=Decimal("500.00"), timeout_seconds=600)

@@ -23,18 +23,18 @@ import sqlalchemy as sa
 from temporalio.worker import Replayer
 
 from settings import Settings
-from starter.connection import data_converter
-from starter.api_server import api_beside
-from starter.audit import AuditLog
-from starter.auth import access_from_settings
-from starter.keys import KeyStore, Role
+from starter.runtime.connection import data_converter
+from starter.api.server import api_beside
+from activities.store.audit import AuditLog
+from starter.api.auth import access_from_settings
+from activities.store.api_keys import KeyStore, Role
 from tests.policy_fixtures import CUSTOMER, EMAIL, PENDING
 from tests.workflow_harness import order_details
-from worker import workflow_runner
+from starter.runtime.worker import workflow_runner
 from workflows.options import TENANT
-from workflows.refund import RefundWorkflow
-from workflows.support import SupportWorkflow
-from workflows.pseudonym import customer_pseudonym
+from workflows.refund.workflow import RefundWorkflow
+from workflows.conversation.workflow import SupportWorkflow
+from workflows.domain.pseudonym import customer_pseudonym
 
 OTHER_CUSTOMER = "sofia_rossi_8776"
 BIG_ORDER = "#W5918442"  # sofia_rossi_8776, pending, 1463.70: a refund above the approval threshold
@@ -49,7 +49,7 @@ def _free_port() -> int:
 
 @pytest.fixture(scope="module")
 async def stack(temporal_env, tmp_path_factory) -> AsyncIterator[SimpleNamespace]:
-    from worker import build_backend, build_worker
+    from starter.runtime.worker import build_backend, build_worker
 
     tmp = tmp_path_factory.mktemp("auth")
     settings = Settings(database_url=f"sqlite:///{tmp / 'sor.sqlite'}", data_dir=tmp, anthropic_api_key=None,
@@ -375,8 +375,8 @@ async def test_an_id_only_the_journal_remembers_is_not_started_again_and_its_tra
 
     from temporalio.service import RPCError, RPCStatusCode
 
-    from activities.journal.store import JournalStore
-    from workflows.journal import EntryKind, Role, TranscriptRecord, TurnRecord
+    from activities.store.journal import JournalStore
+    from workflows.domain.journal import EntryKind, Role, TranscriptRecord, TurnRecord
 
     s = stack
     cid = f"retained-only-in-journal-{uuid.uuid4().hex[:8]}"

@@ -19,13 +19,13 @@ import pytest
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
-from starter.api import create_app
-from starter.client import ConversationError, Deadlines, StatekeeperClient
-from starter.connection import data_converter
-from starter.devserver import DEV_SERVER_STARTUP
-from workflows.contracts import SupportInput
+from starter.api.app import create_app
+from starter.client.conversations import ConversationError, Deadlines, StatekeeperClient
+from starter.runtime.connection import data_converter
+from starter.dev.server import DEV_SERVER_STARTUP
+from workflows.domain.contracts import SupportInput
 from workflows.options import SEARCH_ATTRIBUTES
-from workflows.support import SupportWorkflow
+from workflows.conversation.workflow import SupportWorkflow
 
 FAST = Deadlines(rpc_seconds=2.0, accept_seconds=2.0, reply_seconds=10.0)
 BOUND = 8.0

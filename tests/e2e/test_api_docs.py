@@ -1,7 +1,7 @@
 """The HTTP API's own documentation as a person opens it: ``/docs`` (Swagger UI) in Debian's
 Chromium, over real HTTP, with every request that leaves the API's address refused. Before,
 the page loaded its script from a CDN and stayed blank without internet (the README said
-so); now it comes from the API (``starter.api_guard.documented_app``). Its files are served
+so); now it comes from the API (``starter.api.guard.documented_app``). Its files are served
 without a key, like the page, and nothing else is. ReDoc (``/redoc``) is gone: it asked the
 vendor's CDN for its logo, which this test caught."""
 
@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import httpx
 
-from starter.auth import access_from_settings
-from starter.client import StatekeeperClient
-from starter.keys import KeyStore, Role
+from starter.api.auth import access_from_settings
+from starter.client.conversations import StatekeeperClient
+from activities.store.api_keys import KeyStore, Role
 from tests.e2e.test_web_ui import CHROMIUM, CHROMIUM_ARGS, playwright_api  # noqa: F401 (fixture)
 from tests.live_api import live_api
 

@@ -19,13 +19,13 @@ import httpx
 import pytest
 
 from settings import Settings
-from starter.api import create_app
-from starter.client import StatekeeperClient
+from starter.api.app import create_app
+from starter.client.conversations import StatekeeperClient
 
 
 @pytest.fixture
 async def api(temporal_env, tmp_path) -> AsyncIterator[httpx.AsyncClient]:
-    from worker import build_worker
+    from starter.runtime.worker import build_worker
 
     settings = Settings(database_url=f"sqlite:///{tmp_path}/db.sqlite", task_queue=f"brk-{uuid.uuid4().hex}",
                         data_dir=tmp_path, anthropic_api_key=None)
@@ -39,7 +39,7 @@ async def api(temporal_env, tmp_path) -> AsyncIterator[httpx.AsyncClient]:
 
 @pytest.mark.parametrize("conversation_id", ["closed-deal-1", "order-completed-7", "never-started"])
 async def test_unknown_conversation_is_404_whatever_its_id(api, conversation_id):
-    """starter/client.py _rpc_reason classifies by substring of the server's message, which
+    """starter/client/conversations.py _rpc_reason classifies by substring of the server's message, which
     contains the workflow id: an unknown id containing 'closed'/'completed' is reported as a
     finished conversation (409) instead of an unknown one (404)."""
     for method, path, body in (("POST", f"/conversations/{conversation_id}/messages", {"text": "hi"}),
@@ -92,7 +92,7 @@ async def test_empty_oversized_and_finished_messages_are_refused(api):
 
 @pytest.mark.parametrize("rollback", ["yes", "true", 1, "1", "on", 0.0])
 async def test_a_rollback_that_is_not_a_boolean_is_refused_and_nothing_is_cancelled(api, rollback):
-    """starter/api_models.py CancelIn.rollback was a lax ``bool``: ``"yes"``, ``"on"`` or ``1``
+    """starter/api/models.py CancelIn.rollback was a lax ``bool``: ``"yes"``, ``"on"`` or ``1``
     became ``true`` and the conversation's reversible writes were undone on a value the
     schema says is not one (adversarial review). Refused as a 422; the conversation goes on."""
     cid = (await api.post("/conversations", json={})).json()["conversation_id"]

@@ -20,16 +20,16 @@ import pytest
 from temporalio.client import Client
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
 
-from starter.api import create_app
-from starter.client import StatekeeperClient
+from starter.api.app import create_app
+from starter.client.conversations import StatekeeperClient
 from tests.policy_fixtures import CARD, CUSTOMER, DELIVERED, EMAIL, PENDING
 from tests.workflow_harness import order_details
-from workflows.actions import make_tool_call
-from workflows.contracts import RefundInput, SupportInput
+from workflows.domain.actions import make_tool_call
+from workflows.domain.contracts import RefundInput, SupportInput
 from workflows.options import CUSTOMER_ID, ORDER_IDS, PENDING_APPROVAL, STATUS, STEP
-from workflows.pseudonym import customer_pseudonym
-from workflows.refund import RefundWorkflow
-from workflows.support import SupportWorkflow
+from workflows.domain.pseudonym import customer_pseudonym
+from workflows.refund.workflow import RefundWorkflow
+from workflows.conversation.workflow import SupportWorkflow
 
 KEY = "test-pseudonym-key"
 OTHER_CARD = "credit_card_9789590"  # ethan_lopez_6291's card, not Raj's
@@ -38,7 +38,7 @@ OTHER_CARD = "credit_card_9789590"  # ethan_lopez_6291's card, not Raj's
 @pytest.fixture
 async def stack(temporal_env, settings) -> AsyncIterator[tuple[httpx.AsyncClient, object, Client]]:
     """(http client, retail backend, temporal client) over a worker on the test's queue."""
-    from worker import build_backend, build_worker
+    from starter.runtime.worker import build_backend, build_worker
 
     backend = build_backend(settings)
     client = StatekeeperClient(temporal_env.client, settings.task_queue, pseudonym_key=KEY)
@@ -371,8 +371,8 @@ async def _refunds_filter_like_conversations(http, client: Client, customer: str
 def test_the_conversation_status_filter_takes_exactly_the_conversation_statuses():
     from typing import get_args
 
-    from starter.api_models import ConversationStatusFilter
-    from workflows.records import ConversationStatus
+    from starter.api.models import ConversationStatusFilter
+    from workflows.domain.records import ConversationStatus
 
     taken = get_args(get_args(get_args(ConversationStatusFilter)[0])[0])
     assert set(taken) == {s.value for s in ConversationStatus}

@@ -20,9 +20,9 @@ from hypothesis.errors import Unsatisfiable
 from schemathesis.generation.modes import GenerationMode
 from schemathesis.specs.openapi.checks import ignored_auth, positive_data_acceptance
 
-from starter.api import create_app
-from starter.api_responses import COMMON, ROUTES, statuses_for
-from starter.client import StatekeeperClient
+from starter.api.app import create_app
+from starter.api.responses import COMMON, ROUTES, statuses_for
+from starter.client.conversations import StatekeeperClient
 from tests.live_api import blocking, live_api
 from tests.workflow_harness import running_worker
 
@@ -35,7 +35,7 @@ def test_the_document_declares_every_status_of_every_route_with_the_refusal_shap
     app = create_app(lambda: None)
     document = app.openapi()
     served = {(method.upper(), path) for path, operations in document["paths"].items() for method in operations}
-    assert served == set(ROUTES), "every route is declared in starter.api_responses.ROUTES, and only they"
+    assert served == set(ROUTES), "every route is declared in starter.api.responses.ROUTES, and only they"
     assert "HTTPValidationError" not in document["components"]["schemas"]  # FastAPI's shape, never sent
     refusal = {"$ref": "#/components/schemas/Refusal"}
     assert document["components"]["schemas"]["Refusal"]["required"] == ["detail"]

@@ -15,12 +15,12 @@ from typing import AsyncIterator
 import httpx
 import pytest
 
-from starter.api import create_app
-from starter.client import StatekeeperClient
+from starter.api.app import create_app
+from starter.client.conversations import StatekeeperClient
 from tests.core.test_migrations import as_v1, current_state
-from starter.errors import ConversationError
+from starter.client.errors import ConversationError
 from tests.policy_fixtures import DELIVERED, EMAIL, PENDING
-from workflows.state import SCHEMA_VERSION
+from workflows.domain.state import SCHEMA_VERSION
 
 REASON = ("the conversation's saved state cannot be loaded: saved by a newer version (99) than this worker "
           "understands (2); run a newer worker")
@@ -29,7 +29,7 @@ REASON = ("the conversation's saved state cannot be loaded: saved by a newer ver
 @pytest.fixture
 async def stack(temporal_env, settings) -> AsyncIterator[tuple[httpx.AsyncClient, StatekeeperClient, object]]:
     """(http client, the API's Python client, retail backend) over a worker on the test's queue."""
-    from worker import build_backend, build_worker
+    from starter.runtime.worker import build_backend, build_worker
 
     backend = build_backend(settings)
     client = StatekeeperClient(temporal_env.client, settings.task_queue)

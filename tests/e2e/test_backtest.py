@@ -12,12 +12,12 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
-from activities.journal.store import JournalStore
-from starter.taubench import TauBenchRunner, load_tasks
+from activities.store.journal import JournalStore
+from starter.ops.taubench import TauBenchRunner, load_tasks
 from tests.activities.test_backtest import digest
 from tests.workflow_harness import running_worker
-from workflows.approvals import ApprovalPolicy
-from workflows.prompt import PROMPT_VERSION
+from workflows.policy.approvals import ApprovalPolicy
+from workflows.domain.prompt import PROMPT_VERSION
 
 ROOT = Path(__file__).resolve().parents[2]
 DEV_TASKS = ROOT / "systems" / "retail" / "data" / "tasks_dev.json"
@@ -35,7 +35,7 @@ def backtest_cli(settings, tmp_path: Path, *args: str) -> tuple[dict, str]:
                STATEKEEPER_JOURNAL_URL=settings.resolved_journal_url(), STATEKEEPER_DATA_DIR=str(tmp_path),
                STATEKEEPER_DEV_STATE_FILE=str(tmp_path / "no-dev.json"), COLUMNS="160")
     env.pop("ANTHROPIC_API_KEY", None)
-    proc = subprocess.run([sys.executable, "-m", "starter.cli", "backtest", *args, "--json", str(out)], cwd=ROOT,
+    proc = subprocess.run([sys.executable, "-m", "starter.cli.app", "backtest", *args, "--json", str(out)], cwd=ROOT,
                           env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return json.loads(out.read_text()), proc.stdout

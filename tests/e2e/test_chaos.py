@@ -3,7 +3,7 @@ worker processes are SIGKILLed every few seconds, the payments, email and ticket
 fail in every way they can, and the Temporal dev server is killed and restarted on its
 database file; nothing is lost and nothing happens twice.
 
-Real everything: ``bench.chaos.run`` makes its own PostgreSQL databases, dev server, worker
+Real everything: ``bench.chaos.run.run`` makes its own PostgreSQL databases, dev server, worker
 processes and services. Fixed seed; shorter service and write timeouts than the defaults so
 the faults that wait for a timeout cost seconds, not tens of seconds.
 """
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.chaos import parser, run
+from bench.chaos.run import parser, run
 from systems.service_kit.faults import Fault
 
 DEV_TASKS = Path(__file__).resolve().parents[2] / "systems" / "retail" / "data" / "tasks_dev.json"

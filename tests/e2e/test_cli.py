@@ -11,7 +11,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from starter.devserver import reachable
+from starter.dev.server import reachable
 from tests.e2e.test_taubench import _free_port
 from tests.policy_fixtures import EMAIL, PENDING
 
@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _cli(env: dict, *args: str, stdin: str | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "starter.cli", *args], cwd=ROOT, env=env, input=stdin,
+    return subprocess.run([sys.executable, "-m", "starter.cli.app", *args], cwd=ROOT, env=env, input=stdin,
                           capture_output=True, text=True, timeout=timeout)
 
 
@@ -87,7 +87,7 @@ def test_dev_detach_chat_state_stop(tmp_path):
         assert _get_json(f"http://127.0.0.1:{api_port}/healthz")["status"] == "ok"
         served = _get_json(f"http://127.0.0.1:{api_port}/conversations/cli-chat")
         assert served["completed_operations"][0]["tool"] == "cancel_pending_order"
-        alone = subprocess.Popen([sys.executable, "-m", "starter.cli", "api", "--port", str(api2_port)], cwd=ROOT,
+        alone = subprocess.Popen([sys.executable, "-m", "starter.cli.app", "api", "--port", str(api2_port)], cwd=ROOT,
                                  env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
             assert _get_json(f"http://127.0.0.1:{api2_port}/healthz")["status"] == "ok"

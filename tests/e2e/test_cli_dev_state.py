@@ -14,8 +14,8 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
-from activities.journal.migrate import current_revision, head_revision
-from starter.devserver import reachable
+from activities.store.migrate import current_revision, head_revision
+from starter.dev.server import reachable
 from tests.e2e.test_taubench import _free_port
 from tests.policy_fixtures import EMAIL, PENDING
 
@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _cli(cwd: Path, env: dict, *args: str, stdin: str | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "starter.cli", *args], cwd=cwd, env=env, input=stdin,
+    return subprocess.run([sys.executable, "-m", "starter.cli.app", *args], cwd=cwd, env=env, input=stdin,
                           capture_output=True, text=True, timeout=timeout)
 
 
@@ -141,7 +141,7 @@ def test_a_chat_beside_a_foreground_dev_uses_its_services_and_stop_stops_it(tmp_
                STATEKEEPER_DEV_STATE_FILE=str(state_file), STATEKEEPER_APPROVAL_THRESHOLD="100000")
     dev_env = dict(env, STATEKEEPER_UI_PORT=str(_free_port()), STATEKEEPER_API_PORT=str(_free_port()),
                    STATEKEEPER_CODEC_PORT=str(_free_port()), STATEKEEPER_SERVICES_PORT=str(_free_port()))
-    dev = subprocess.Popen([sys.executable, "-m", "starter.cli", "dev"], cwd=here, env=dev_env, text=True,
+    dev = subprocess.Popen([sys.executable, "-m", "starter.cli.app", "dev"], cwd=here, env=dev_env, text=True,
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         deadline = time.monotonic() + 90

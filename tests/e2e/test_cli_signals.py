@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from starter.devserver import reachable
-from starter.server_owner import stop_orphan
+from starter.dev.server import reachable
+from starter.dev.server_owner import stop_orphan
 from tests.e2e.test_cli import _get_json
 from tests.e2e.test_taubench import _free_port
 
@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _start(env: dict, *args: str, stderr: int = subprocess.STDOUT) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "starter.cli", *args], cwd=ROOT, env=env, text=True,
+    return subprocess.Popen([sys.executable, "-m", "starter.cli.app", *args], cwd=ROOT, env=env, text=True,
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr,
                             start_new_session=True)  # a signal to the process only, not to its group
 

@@ -3,7 +3,7 @@ importing the command line (about 1.5 s on a loaded 2-core machine, before any c
 runs): the command stops quietly with status 130, as it does later on. Before, the user got
 a screenful of the import machinery's traceback ending in ``KeyboardInterrupt`` and the
 process died of the signal (status -2). Found by a hostile review of the CLI. Real
-processes: the console script and ``python -m starter.cli``."""
+processes: the console script and ``python -m starter.cli.app``."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = str(Path(sys.executable).with_name("statekeeper"))
 
 
-@pytest.mark.parametrize("launcher", [[SCRIPT], [sys.executable, "-m", "starter.cli"]], ids=["script", "module"])
+@pytest.mark.parametrize("launcher", [[SCRIPT], [sys.executable, "-m", "starter.cli.app"]], ids=["script", "module"])
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
 def test_a_signal_while_the_command_line_loads_stops_it_quietly(tmp_path, launcher, signum):
     env = dict(os.environ, STATEKEEPER_DATA_DIR=str(tmp_path), STATEKEEPER_DEV_STATE_FILE=str(tmp_path / "dev.json"))

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from activities.journal.store import JournalStore
-from workflows.journal import EntryKind, Role, TranscriptRecord, TurnRecord
+from activities.store.journal import JournalStore
+from workflows.domain.journal import EntryKind, Role, TranscriptRecord, TurnRecord
 
 ROOT = Path(__file__).resolve().parents[2]
 JOURNAL_COMMANDS = [
@@ -37,7 +37,7 @@ def _cli(data: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
     environ = dict(os.environ, STATEKEEPER_DATA_DIR=str(data), STATEKEEPER_DEV_STATE_FILE=str(data) + ".dev.json",
                    COLUMNS="250", **env)
     environ.pop("STATEKEEPER_JOURNAL_URL", None)
-    return subprocess.run([sys.executable, "-m", "starter.cli", *args], cwd=ROOT, env=environ, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "starter.cli.app", *args], cwd=ROOT, env=environ, capture_output=True,
                           text=True, timeout=120)
 
 

@@ -1,4 +1,4 @@
-"""The codec server over real HTTP (``starter.codec_server``): Temporal's remote codec
+"""The codec server over real HTTP (``starter.runtime.codec_server``): Temporal's remote codec
 protocol as the Web UI speaks it (JSON ``Payloads``, ``X-Namespace``, a CORS preflight from
 the UI's origin), its refusals, the API's authentication (keyless loopback, operator keys)
 with every call audited, and ``statekeeper codec-server`` as a process."""
@@ -17,11 +17,11 @@ import httpx
 import pytest
 
 from settings import Settings
-from starter.audit import AuditLog
-from starter.codec import ENCODING
-from starter.codec_server import BODY_LIMIT_BYTES, codec_beside, served_access
-from starter.keys import KeyStore, Role
-from starter.preflight import StartupRefused
+from activities.store.audit import AuditLog
+from starter.runtime.codec import ENCODING
+from starter.runtime.codec_server import BODY_LIMIT_BYTES, codec_beside, served_access
+from activities.store.api_keys import KeyStore, Role
+from starter.runtime.preflight import StartupRefused
 from tests.e2e.test_taubench import _free_port
 from tests.policy_fixtures import EMAIL
 
@@ -160,7 +160,7 @@ async def test_a_body_over_the_limit_is_413(served):
 
 
 def _cli(env: dict, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "starter.cli", "codec-server", *args], cwd=ROOT, env=env,
+    return subprocess.run([sys.executable, "-m", "starter.cli.app", "codec-server", *args], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=60)
 
 
@@ -178,7 +178,7 @@ def test_the_command_refuses_a_public_bind_and_a_missing_key(tmp_path):
 def test_the_command_serves_the_configured_keys(tmp_path):
     port = _free_port()
     env = dict(os.environ, STATEKEEPER_DATA_DIR=str(tmp_path), STATEKEEPER_DEV_STATE_FILE=str(tmp_path / "none.json"))
-    proc = subprocess.Popen([sys.executable, "-m", "starter.cli", "codec-server", "--port", str(port)], cwd=ROOT,
+    proc = subprocess.Popen([sys.executable, "-m", "starter.cli.app", "codec-server", "--port", str(port)], cwd=ROOT,
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         for _ in range(150):

@@ -28,7 +28,7 @@ import yaml
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 
-from activities.journal.migrate import owned_metadata
+from activities.store.migrate import owned_metadata
 from tests.conftest import POSTGRES_URL, TEST_CODEC_KEYS
 from tests.policy_fixtures import CUSTOMER, EMAIL
 

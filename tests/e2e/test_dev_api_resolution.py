@@ -19,7 +19,7 @@ from tests.policy_fixtures import EMAIL, PENDING
 
 
 def _cli(env: dict, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "starter.cli", *args], cwd=ROOT, env=env, text=True,
+    return subprocess.run([sys.executable, "-m", "starter.cli.app", *args], cwd=ROOT, env=env, text=True,
                           capture_output=True, timeout=120)
 
 

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from starter.devserver import reachable
+from starter.dev.server import reachable
 from tests.e2e.test_cli_signals import ROOT, _env, _kill_group, _start
 
 
@@ -59,7 +59,7 @@ def test_a_detached_dev_says_its_external_services_are_not_served_when_their_por
     held, services_port = _listener()
     env.update(STATEKEEPER_SERVICES_PORT=str(services_port))
     try:
-        done = subprocess.run([sys.executable, "-m", "starter.cli", "dev", "--detach"], cwd=ROOT, env=env,
+        done = subprocess.run([sys.executable, "-m", "starter.cli.app", "dev", "--detach"], cwd=ROOT, env=env,
                               capture_output=True, text=True, timeout=120)
         said = " ".join(done.stdout.split())
         assert done.returncode == 0, done.stdout + done.stderr
@@ -67,7 +67,7 @@ def test_a_detached_dev_says_its_external_services_are_not_served_when_their_por
                 "STATEKEEPER_SERVICES_PORT; see the log)") in said, said
         assert reachable(f"127.0.0.1:{port}")  # the rest serves
     finally:
-        stopped = subprocess.run([sys.executable, "-m", "starter.cli", "stop"], cwd=ROOT, env=env,
+        stopped = subprocess.run([sys.executable, "-m", "starter.cli.app", "stop"], cwd=ROOT, env=env,
                                  capture_output=True, text=True, timeout=120)
         held.close()
     assert "stopped" in stopped.stdout, stopped.stdout + stopped.stderr
@@ -81,7 +81,7 @@ def test_dev_says_which_port_when_its_web_ui_port_is_taken(tmp_path):
     held, ui_port = _listener()
     env.update(STATEKEEPER_UI_PORT=str(ui_port))
     try:
-        done = subprocess.run([sys.executable, "-m", "starter.cli", "dev"], cwd=ROOT, env=env, capture_output=True,
+        done = subprocess.run([sys.executable, "-m", "starter.cli.app", "dev"], cwd=ROOT, env=env, capture_output=True,
                               text=True, timeout=120)
     finally:
         held.close()
@@ -101,7 +101,7 @@ def test_api_and_codec_server_commands_say_their_port_is_taken(tmp_path, command
     env = dict(os.environ, STATEKEEPER_DATA_DIR=str(tmp_path), STATEKEEPER_DEV_STATE_FILE=str(tmp_path / "none.json"),
                STATEKEEPER_TEMPORAL_ADDRESS="127.0.0.1:1", COLUMNS="300")
     try:
-        done = subprocess.run([sys.executable, "-m", "starter.cli", command, "--port", str(port)], cwd=ROOT, env=env,
+        done = subprocess.run([sys.executable, "-m", "starter.cli.app", command, "--port", str(port)], cwd=ROOT, env=env,
                               capture_output=True, text=True, timeout=60)
     finally:
         held.close()
@@ -123,7 +123,7 @@ def test_a_port_outside_1_to_65535_is_refused_before_anything_starts(tmp_path, a
     (``api --port 99999``, ``codec-server --port 70000``), status 1."""
     env = dict(os.environ, STATEKEEPER_DATA_DIR=str(tmp_path), STATEKEEPER_DEV_STATE_FILE=str(tmp_path / "none.json"),
                STATEKEEPER_TEMPORAL_ADDRESS="127.0.0.1:1", COLUMNS="300", **setting)
-    done = subprocess.run([sys.executable, "-m", "starter.cli", *args], cwd=ROOT, env=env,
+    done = subprocess.run([sys.executable, "-m", "starter.cli.app", *args], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 2, done.stdout + done.stderr
     assert "Traceback" not in done.stderr and "OverflowError" not in done.stderr

@@ -10,7 +10,7 @@ import signal
 import subprocess
 import sys
 
-from starter.devserver import reachable
+from starter.dev.server import reachable
 from tests.e2e.test_cli import _get_json
 from tests.e2e.test_cli_signals import ROOT, _env, _kill_group, _start, _until
 
@@ -41,7 +41,7 @@ def test_a_killed_devs_server_is_stopped_by_the_next_dev_and_by_stop(tmp_path):
         os.kill(third.pid, signal.SIGKILL)
         third.wait(timeout=30)
         assert reachable(address)
-        stopped = subprocess.run([sys.executable, "-m", "starter.cli", "stop"], cwd=ROOT, env=env,
+        stopped = subprocess.run([sys.executable, "-m", "starter.cli.app", "stop"], cwd=ROOT, env=env,
                                  capture_output=True, text=True, timeout=60)
         assert stopped.returncode == 0 and "left running" in " ".join(stopped.stdout.split()), stopped.stdout
         assert _until(lambda: not reachable(address), 15)
@@ -49,7 +49,7 @@ def test_a_killed_devs_server_is_stopped_by_the_next_dev_and_by_stop(tmp_path):
         for proc in (first, second):
             if proc is not None:
                 _kill_group(proc)
-        from starter.server_owner import stop_orphan  # what a failed test left
+        from starter.dev.server_owner import stop_orphan  # what a failed test left
         stop_orphan(tmp_path / "orphan", address)
 
 
@@ -58,7 +58,7 @@ def test_dev_stops_when_its_embedded_server_dies(tmp_path):
     "poll_workflow_task_queue retried N times ... ConnectionRefused" for ever (a new user's report)."""
     import json  # noqa: PLC0415
 
-    from starter.server_owner import RECORD  # noqa: PLC0415
+    from starter.dev.server_owner import RECORD  # noqa: PLC0415
 
     env, port, api_port = _env(tmp_path, "dies")
     dev = _start(env, "dev")

@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from activities.journal.store import JournalStore
-from starter.audit import AuditLog
-from starter.cli import app
+from activities.store.journal import JournalStore
+from activities.store.audit import AuditLog
+from starter.cli.app import app
 from tests.e2e.test_taubench import _free_port
 from tests.policy_fixtures import CUSTOMER, EMAIL, PENDING
 
@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _cli(env: dict, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "starter.cli", *args], cwd=ROOT, env=env, input=stdin,
+    return subprocess.run([sys.executable, "-m", "starter.cli.app", *args], cwd=ROOT, env=env, input=stdin,
                           capture_output=True, text=True, timeout=180)
 
 
@@ -106,7 +106,7 @@ def test_the_note_after_an_erasure_says_what_its_counts_mean():
     it removes the histories shortly' after 'Temporal: 0 run(s) deleted', and no hint."""
     from activities.erasure.records import RecordCounts
     from activities.erasure.service import ErasureReport
-    from starter.erasure_cli import erasure_note
+    from starter.cli.erasure import erasure_note
 
     nothing = erasure_note(ErasureReport(pseudonym="cust-" + "0" * 20))
     assert "Nothing of this customer was found" in nothing and "raj_sanchez_2970" in nothing

@@ -10,8 +10,8 @@ import subprocess
 import sys
 import time
 
-from starter.devserver import reachable
-from starter.server_owner import stop_orphan
+from starter.dev.server import reachable
+from starter.dev.server_owner import stop_orphan
 from tests.e2e.test_cli import _get_json
 from tests.e2e.test_cli_signals import ROOT, _env, _kill_group, _start, _stopped_quietly
 
@@ -30,7 +30,7 @@ def test_sighup_stops_a_foreground_dev_and_its_embedded_server(tmp_path):
 
 def test_sighup_ignored_under_nohup_keeps_dev_running(tmp_path):
     env, port, api_port = _env(tmp_path, "nohup")
-    dev = subprocess.Popen(["nohup", sys.executable, "-m", "starter.cli", "dev"], cwd=ROOT, env=env, text=True,
+    dev = subprocess.Popen(["nohup", sys.executable, "-m", "starter.cli.app", "dev"], cwd=ROOT, env=env, text=True,
                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                            start_new_session=True)
     try:

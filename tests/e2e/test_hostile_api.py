@@ -21,8 +21,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from starter.api_responses import statuses_for
-from starter.client import StatekeeperClient
+from starter.api.responses import statuses_for
+from starter.client.conversations import StatekeeperClient
 from tests.live_api import blocking, live_api
 from tests.policy_fixtures import EMAIL, PENDING
 from tests.workflow_harness import running_worker
@@ -56,7 +56,7 @@ def _routes(cid: str) -> list[tuple[str, str]]:
 
 
 def _template(path: str, cid: str) -> str:
-    """The route's path as declared (``starter.api_responses.ROUTES``)."""
+    """The route's path as declared (``starter.api.responses.ROUTES``)."""
     return (path.replace(cid, "{conversation_id}").replace("refund-main-W4566809-r-1.r0123456789", "{refund_id}")
             .replace("x~0123456789ab", "{approval_id}"))
 

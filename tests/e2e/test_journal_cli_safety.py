@@ -10,8 +10,8 @@ import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
-from activities.journal.store import JournalStore
-from workflows.journal import EntryKind, Role, TranscriptRecord, TurnRecord
+from activities.store.journal import JournalStore
+from workflows.domain.journal import EntryKind, Role, TranscriptRecord, TurnRecord
 
 ROOT = Path(__file__).resolve().parents[2]
 NOW = datetime(2026, 11, 1, tzinfo=timezone.utc)
@@ -29,7 +29,7 @@ def _cli(data: Path, *args: str) -> subprocess.CompletedProcess:
     env = dict(os.environ, STATEKEEPER_DATA_DIR=str(data), STATEKEEPER_DEV_STATE_FILE=str(data / "none.json"),
                COLUMNS="250")
     env.pop("STATEKEEPER_JOURNAL_URL", None)
-    return subprocess.run([sys.executable, "-m", "starter.cli", *args], cwd=ROOT, env=env, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "starter.cli.app", *args], cwd=ROOT, env=env, capture_output=True,
                           text=True, timeout=120)
 
 
@@ -55,7 +55,7 @@ def test_the_transcript_does_not_pass_terminal_escapes_to_the_operator(tmp_path)
 def test_an_empty_filter_is_refused_not_read_as_no_filter(tmp_path):
     # adversarial review: `decisions --conversation "$CID" --jsonl out.jsonl` with CID unset
     # exported every conversation's model calls (their state views: names, emails, addresses)
-    from activities.journal.records import ModelCallRecord
+    from activities.store.records import ModelCallRecord
 
     store = JournalStore(f"sqlite:///{tmp_path / 'journal.sqlite'}")
     for cid in ("alice-chat", "bob-chat"):

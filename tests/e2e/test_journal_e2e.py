@@ -19,12 +19,12 @@ import httpx
 import pytest
 from temporalio.testing import WorkflowEnvironment
 
-from activities.journal.store import JournalStore
+from activities.store.journal import JournalStore
 from settings import Settings
-from starter.api import create_app
-from starter.client import StatekeeperClient
-from starter.connection import data_converter
-from starter.devserver import DEV_SERVER_STARTUP
+from starter.api.app import create_app
+from starter.client.conversations import StatekeeperClient
+from starter.runtime.connection import data_converter
+from starter.dev.server import DEV_SERVER_STARTUP
 from tests.policy_fixtures import EMAIL, PENDING
 from workflows.options import SEARCH_ATTRIBUTES
 
@@ -38,7 +38,7 @@ MESSAGES = [("j-1", f"Hi, my email is {EMAIL}"), ("j-2", f"Please cancel order {
 async def served(tmp_path_factory) -> AsyncIterator[dict]:
     """A finished 3-message conversation made through the API; yields the HTTP client, the
     conversation id, its replies and the worker's settings."""
-    from worker import build_worker  # imported late: the worker pulls in every activity
+    from starter.runtime.worker import build_worker  # imported late: the worker pulls in every activity
 
     env = await WorkflowEnvironment.start_local(
         dev_server_startup_timeout=DEV_SERVER_STARTUP,
@@ -120,7 +120,7 @@ def _cli(data_dir: Path, tmp_path: Path, *args: str, **settings: str) -> subproc
     env = dict(os.environ, STATEKEEPER_DATA_DIR=str(data_dir), STATEKEEPER_DEV_STATE_FILE=str(tmp_path / "none.json"),
                COLUMNS="250", **settings)
     env.pop("STATEKEEPER_JOURNAL_URL", None)
-    return subprocess.run([sys.executable, "-m", "starter.cli", *args], cwd=ROOT, env=env, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "starter.cli.app", *args], cwd=ROOT, env=env, capture_output=True,
                           text=True, timeout=120)
 
 

@@ -17,10 +17,10 @@ import httpx
 import pytest
 
 from settings import Settings
-from starter.api import create_app
-from starter.auth import access_from_settings
-from starter.codec_server import codec_app, local_access
-from starter.codec import payload_codec
+from starter.api.app import create_app
+from starter.api.auth import access_from_settings
+from starter.runtime.codec_server import codec_app, local_access
+from starter.runtime.codec import payload_codec
 
 FOREIGN_HOST = "this server runs without keys and answers requests addressed to 127.0.0.1, ::1 or localhost only"
 FOREIGN_PAGE = "this server runs without keys and answers pages served on this machine's loopback address only"
@@ -68,7 +68,7 @@ async def test_this_machines_own_callers_are_served(api, base_url, origin):
 
 async def test_the_dev_codec_server_takes_its_web_ui_and_configured_origins_only(tmp_path):
     settings = Settings(data_dir=tmp_path, ui_port=8233, codec_cors_origins="https://ui.example.com")
-    from starter.codec import codec_keyring
+    from starter.runtime.codec import codec_keyring
 
     codec_keyring(settings, create=True)
     app = codec_app(payload_codec(settings), ["https://ui.example.com"], local_access(settings))

@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from starter.keys import KeyStore, Role, api_keys
+from activities.store.api_keys import KeyStore, Role, api_keys
 
 ROOT = Path(__file__).resolve().parents[2]
 ESCAPES = "ok\x1b]0;owned\x07\x1b[2J\x1b[31mred"
@@ -21,7 +21,7 @@ def _cli(data: Path, *args: str) -> subprocess.CompletedProcess:
     env = dict(os.environ, STATEKEEPER_DATA_DIR=str(data), STATEKEEPER_DEV_STATE_FILE=str(data) + ".dev.json",
                COLUMNS="250")
     env.pop("STATEKEEPER_JOURNAL_URL", None)
-    return subprocess.run([sys.executable, "-m", "starter.cli", *args], cwd=ROOT, env=env, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "starter.cli.app", *args], cwd=ROOT, env=env, capture_output=True,
                           text=True, timeout=120)
 
 

@@ -15,12 +15,12 @@ import httpx
 import pytest
 from typer.testing import CliRunner
 
-from starter.api import create_app
-from starter.auth import access_from_settings
-from starter.cli import app
-from starter.client import ConversationError
-from starter.keys import KeyStore, Role
-from starter.replay_check import Systems
+from starter.api.app import create_app
+from starter.api.auth import access_from_settings
+from starter.cli.app import app
+from starter.client.conversations import ConversationError
+from activities.store.api_keys import KeyStore, Role
+from starter.ops.replay_check import Systems
 from tests.faults import AppliedButUnseen, UnknownWrites
 from tests.policy_fixtures import CUSTOMER, EMAIL, PENDING
 from tests.workflow_harness import ListBrain, call, running_worker
@@ -193,7 +193,7 @@ async def test_a_resolution_whose_audit_entry_cannot_be_written_is_not_made(temp
     resolved") wrote none either, so the resolution stayed unaudited for good."""
     import sqlalchemy as sa
 
-    from starter.audit import AuditLog
+    from activities.store.audit import AuditLog
 
     keys = KeyStore(settings.resolved_journal_url(), settings.api_key_hmac_secret())
     record, operator = keys.create("default", Role.OPERATOR, label="ops")

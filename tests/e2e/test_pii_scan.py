@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _cli(env: dict, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "starter.cli", *args], cwd=ROOT, env=env, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "starter.cli.app", *args], cwd=ROOT, env=env, capture_output=True,
                           text=True, timeout=timeout)
 
 
@@ -55,7 +55,7 @@ def _api_calls(env: dict, tmp_path: Path, user_id: str, email: str) -> Path:
     port = _free_port()
     log_path = tmp_path / "api.log"
     with open(log_path, "wb") as log:
-        api = subprocess.Popen([sys.executable, "-m", "starter.cli", "api", "--port", str(port)], cwd=ROOT, env=env,
+        api = subprocess.Popen([sys.executable, "-m", "starter.cli.app", "api", "--port", str(port)], cwd=ROOT, env=env,
                                stdout=log, stderr=subprocess.STDOUT)
         try:
             base = f"http://127.0.0.1:{port}"

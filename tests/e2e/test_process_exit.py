@@ -1,4 +1,4 @@
-"""Commands end without the interpreter's teardown (``starter.process_exit``): the SDK's
+"""Commands end without the interpreter's teardown (``starter.runtime.process_exit``): the SDK's
 native threads can call into a finalizing interpreter and abort it (temporalio/sdk-python
 issue 300). Seen in CI as a ``statekeeper chat`` that printed every reply, then died with
 "Fatal Python error: PyGILState_Release ... finalizing" and status -6. Real processes, a real
@@ -20,7 +20,7 @@ CLIENT_SCRIPT = textwrap.dedent("""
     import asyncio, sys
     from temporalio.api.workflowservice.v1 import GetSystemInfoRequest
     from temporalio.client import Client
-    from starter.process_exit import run_and_exit
+    from starter.runtime.process_exit import run_and_exit
 
     async def main():
         client = await Client.connect(sys.argv[1])
@@ -51,7 +51,7 @@ def test_short_lived_client_processes_all_end_with_status_0(temporal_env):
 def test_exit_handlers_buffered_output_and_logs_are_kept():
     done = _python(textwrap.dedent("""
         import atexit, logging, sys
-        from starter.process_exit import run_and_exit
+        from starter.runtime.process_exit import run_and_exit
         logging.basicConfig(stream=sys.stderr, format="%(message)s")
         atexit.register(lambda: print("exit handler ran"))
         sys.stdout.write("buffered, no newline; ")
@@ -64,25 +64,25 @@ def test_exit_handlers_buffered_output_and_logs_are_kept():
 
 
 def test_statuses_follow_the_interpreters_rules():
-    message = _python("from starter.process_exit import run_and_exit; run_and_exit(lambda: exit('no such order'))")
+    message = _python("from starter.runtime.process_exit import run_and_exit; run_and_exit(lambda: exit('no such order'))")
     assert (message.returncode, message.stderr) == (1, "no such order\n")
-    clean = _python("from starter.process_exit import run_and_exit; run_and_exit(lambda: None)")
+    clean = _python("from starter.runtime.process_exit import run_and_exit; run_and_exit(lambda: None)")
     assert (clean.returncode, clean.stderr) == (0, "")
-    crashed = _python("from starter.process_exit import run_and_exit; run_and_exit(lambda: 1 / 0)")
+    crashed = _python("from starter.runtime.process_exit import run_and_exit; run_and_exit(lambda: 1 / 0)")
     assert crashed.returncode == 1 and crashed.stderr.rstrip().endswith("ZeroDivisionError: division by zero")
 
 
 def test_the_statekeeper_command_and_python_m_starter_cli_end_through_it():
     (script,) = [e for e in entry_points(group="console_scripts") if e.name == "statekeeper"]
-    assert script.value == "starter.cli:main"
+    assert script.value == "starter.cli.app:main"
     source = (ROOT / "starter" / "cli.py").read_text()
     assert source.rstrip().endswith('if __name__ == "__main__":\n    main()')
-    bad = subprocess.run([sys.executable, "-m", "starter.cli", "no-such-command"], cwd=ROOT, capture_output=True,
+    bad = subprocess.run([sys.executable, "-m", "starter.cli.app", "no-such-command"], cwd=ROOT, capture_output=True,
                          text=True, timeout=60)
     assert bad.returncode == 2 and "No such command" in bad.stderr  # click's usage error status kept
 
 
-SAYS = "from starter.process_exit import run_and_exit; run_and_exit(lambda: print('the state as JSON'))"
+SAYS = "from starter.runtime.process_exit import run_and_exit; run_and_exit(lambda: print('the state as JSON'))"
 
 
 def _shell(line: str) -> subprocess.CompletedProcess:
@@ -110,7 +110,7 @@ def test_closed_stdout_or_stderr_still_ends_cleanly():
 def test_an_uncaught_exception_goes_through_the_installed_hook():
     hooked = _python(textwrap.dedent("""
         import sys
-        from starter.process_exit import run_and_exit
+        from starter.runtime.process_exit import run_and_exit
         sys.excepthook = lambda kind, value, tb: print(f"hook: {kind.__name__}: {value}", file=sys.stderr)
         run_and_exit(lambda: 1 / 0)
     """))
@@ -120,7 +120,7 @@ def test_an_uncaught_exception_goes_through_the_installed_hook():
 def test_a_worker_ends_without_the_exit_handlers():
     done = _python(textwrap.dedent("""
         import atexit, sys
-        from starter.process_exit import exit_now
+        from starter.runtime.process_exit import exit_now
         atexit.register(lambda: print("exit handler ran"))
         print("stopped", flush=False)
         exit_now(0, exit_handlers=False)

@@ -12,9 +12,9 @@ import uuid
 
 import httpx
 
-from starter.api import create_app
-from starter.client import StatekeeperClient
-from starter.errors import ConversationError
+from starter.api.app import create_app
+from starter.client.conversations import StatekeeperClient
+from starter.client.errors import ConversationError
 from tests.policy_fixtures import EMAIL
 
 
@@ -27,7 +27,7 @@ async def _finished(client: StatekeeperClient, cid: str) -> None:
 
 
 async def test_a_conversations_workflow_id_is_not_a_refund(temporal_env, settings):
-    from worker import build_backend, build_worker
+    from starter.runtime.worker import build_backend, build_worker
 
     client = StatekeeperClient(temporal_env.client, settings.task_queue, pseudonym_key="k")
     async with build_worker(temporal_env.client, settings, build_backend(settings)):

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-import worker as worker_module
+from starter.runtime import worker as worker_module
 from settings import Settings
-from starter.preflight import StartupRefused
+from starter.runtime.preflight import StartupRefused
 
 BIN = Path(sys.executable).parent
 UNREACHABLE = "postgresql+psycopg://statekeeper@127.0.0.1:1/nowhere"  # port 1: refused at once

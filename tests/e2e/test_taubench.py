@@ -11,13 +11,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-from starter.taubench import TauBenchRunner, load_tasks
+from starter.ops.taubench import TauBenchRunner, load_tasks
 from systems.retail import load_data
 from systems.retail.hashing import data_hash
 from systems.retail.tools import run_tool
 from tests.workflow_harness import running_worker
-from workflows.actions import make_tool_call
-from workflows.approvals import ApprovalPolicy, required_approval
+from workflows.domain.actions import make_tool_call
+from workflows.policy.approvals import ApprovalPolicy, required_approval
 from workflows.catalogue import REFUND_TOOLS
 from workflows.catalogue.amounts import money
 from workflows.catalogue.folds import order_fact
@@ -89,7 +89,7 @@ def test_cli_runs_a_task_file_with_reads_and_outputs_and_writes_the_json_report(
                STATEKEEPER_UI_PORT=str(_free_port()), STATEKEEPER_DATA_DIR=str(tmp_path / "data"))
     env.pop("ANTHROPIC_API_KEY", None)
     out = tmp_path / "out.json"
-    proc = subprocess.run([sys.executable, "-m", "starter.cli", "taubench", "--tasks", str(task_file),
+    proc = subprocess.run([sys.executable, "-m", "starter.cli.app", "taubench", "--tasks", str(task_file),
                            "--json", str(out)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 1, proc.stdout + proc.stderr  # one task is meant to fail
     report = json.loads(out.read_text())
@@ -108,7 +108,7 @@ def test_cli_runs_a_task_file_with_reads_and_outputs_and_writes_the_json_report(
     said = re.search(r"conversations tb-([0-9a-f]{8})-<task index>, e\.g\. `statekeeper transcript tb-\1-7`",
                      " ".join(proc.stdout.split()))
     assert said, proc.stdout
-    shown = subprocess.run([sys.executable, "-m", "starter.cli", "transcript", f"tb-{said.group(1)}-7"], cwd=ROOT,
+    shown = subprocess.run([sys.executable, "-m", "starter.cli.app", "transcript", f"tb-{said.group(1)}-7"], cwd=ROOT,
                            env=env, capture_output=True, text=True, timeout=120)
     assert shown.returncode == 0 and "[turn 1," in shown.stdout, shown.stdout + shown.stderr
 

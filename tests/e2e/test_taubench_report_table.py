@@ -5,7 +5,7 @@ clause refused the action (seen running ``statekeeper taubench`` on the training
 
 from __future__ import annotations
 
-from starter import cli
+from starter.cli import app as cli
 from settings import Settings
 
 REFUSAL = ("modify_pending_order_payment: [modify-payment] gift card gift_card_8893815 has 18.00, "

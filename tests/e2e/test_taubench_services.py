@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 
 from activities.payments_port import MONEY_TOOLS
-from starter.taubench import TauBenchRunner, load_tasks
+from starter.ops.taubench import TauBenchRunner, load_tasks
 from tests.service_fixtures import services  # noqa: F401 - fixture
 from tests.workflow_harness import running_worker
 

@@ -1,6 +1,6 @@
 """The Temporal Web UI as an operator uses it, in a real browser: Debian's Chromium driven
 by Playwright (``executable_path``: no browser download), against the embedded dev server
-with its Web UI (``starter.devserver``), a real worker and a conversation left pending.
+with its Web UI (``starter.dev.server``), a real worker and a conversation left pending.
 
 The operator opens the run and reads its current step in Current Details (Markdown
 rendered in an iframe), then finds the run in the workflow list filtered by ``OrderIds``
@@ -22,16 +22,16 @@ from types import SimpleNamespace
 import pytest
 
 from settings import Settings
-from starter.codec_server import codec_beside
-from starter.connection import connect
-from starter.devserver import embedded_temporal
-from starter.links import list_query, list_url
+from starter.runtime.codec_server import codec_beside
+from starter.runtime.connection import connect
+from starter.dev.server import embedded_temporal
+from starter.cli.links import list_query, list_url
 from tests.e2e.test_taubench import _free_port
 from tests.policy_fixtures import CUSTOMER, DELIVERED, EMAIL, PENDING
 from tests.workflow_harness import ListBrain, call, reply, running_worker
-from workflows.approvals import ApprovalPolicy
+from workflows.policy.approvals import ApprovalPolicy
 from workflows.options import CUSTOMER_ID, PENDING_APPROVAL
-from workflows.pseudonym import customer_pseudonym
+from workflows.domain.pseudonym import customer_pseudonym
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking"]

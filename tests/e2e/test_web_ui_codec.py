@@ -20,8 +20,8 @@ from collections import Counter
 import httpx
 
 from settings import Settings
-from starter.codec import KEY_FILE
-from starter.connection import data_converter
+from starter.runtime.codec import KEY_FILE
+from starter.runtime.connection import data_converter
 from tests.e2e.test_pii_scan import _cli, _env
 from tests.e2e.test_web_ui import CHROMIUM, CHROMIUM_ARGS, playwright_api  # noqa: F401 (fixture)
 from tests.conftest import temporal_cli

@@ -15,11 +15,11 @@ from urllib.parse import parse_qs, urlsplit
 from typer.testing import CliRunner
 
 from settings import Settings
-from starter.cli import app
-from starter.links import list_query
+from starter.cli.app import app
+from starter.cli.links import list_query
 from tests.policy_fixtures import CUSTOMER, DELIVERED, EMAIL, PENDING
 from tests.workflow_harness import ListBrain, call, reply, running_worker
-from workflows.pseudonym import customer_pseudonym
+from workflows.domain.pseudonym import customer_pseudonym
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -34,7 +34,7 @@ def _link(data_dir: Path, *args: str):
 def _link_process(data_dir: Path, *args: str) -> subprocess.CompletedProcess:
     env = dict(os.environ, STATEKEEPER_DATA_DIR=str(data_dir), STATEKEEPER_UI_PORT="8299")
     env.pop("STATEKEEPER_PSEUDONYM_KEY", None)
-    return subprocess.run([sys.executable, "-m", "starter.cli", "link", *args], cwd=ROOT, env=env,
+    return subprocess.run([sys.executable, "-m", "starter.cli.app", "link", *args], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=60)
 
 

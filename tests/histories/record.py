@@ -37,13 +37,13 @@ from tests.conftest import temporal_cli
 from tests.histories.scenarios_more import MORE_SCENARIOS
 from tests.policy_fixtures import CUSTOMER, DELIVERED, EMAIL, PENDING
 from tests.workflow_harness import NO_APPROVALS, Script, call, reply, running_worker, until
-from starter.connection import data_converter
-from starter.devserver import DEV_SERVER_STARTUP
-from workflows.approvals import ApprovalPolicy
-from workflows.contracts import CancelRequest, SupportInput
+from starter.runtime.connection import data_converter
+from starter.dev.server import DEV_SERVER_STARTUP
+from workflows.policy.approvals import ApprovalPolicy
+from workflows.domain.contracts import CancelRequest, SupportInput
 from workflows.options import SEARCH_ATTRIBUTES
-from workflows.standalone import RefundRequest
-from workflows.support import SupportWorkflow, support_workflow_id
+from workflows.refund.standalone import RefundRequest
+from workflows.conversation.workflow import SupportWorkflow, support_workflow_id
 
 HERE = Path(__file__).resolve().parent
 NEW_ADDRESS = dict(address1="1 New Street", address2="", city="Austin", state="TX", country="USA", zip="78701")

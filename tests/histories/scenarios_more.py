@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import asyncio
 
-from starter.client import StatekeeperClient
+from starter.client.conversations import StatekeeperClient
 from tests.policy_fixtures import EMAIL, PENDING
 from tests.workflow_harness import NO_APPROVALS, Script, Think, call, reply, running_worker, until
-from workflows.approvals import ApprovalPolicy
-from workflows.contracts import SupportInput
-from workflows.state import StepStatus
-from workflows.support import SupportWorkflow, support_workflow_id
+from workflows.policy.approvals import ApprovalPolicy
+from workflows.domain.contracts import SupportInput
+from workflows.domain.state import StepStatus
+from workflows.conversation.workflow import SupportWorkflow, support_workflow_id
 
 
 async def _no_wait(client, cid):

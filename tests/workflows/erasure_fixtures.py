@@ -14,10 +14,10 @@ from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 from temporalio.testing import WorkflowEnvironment
 
-from activities.journal.store import JournalStore
-from starter.client import StatekeeperClient
-from starter.connection import data_converter
-from starter.devserver import DEV_SERVER_STARTUP
+from activities.store.journal import JournalStore
+from starter.client.conversations import StatekeeperClient
+from starter.runtime.connection import data_converter
+from starter.dev.server import DEV_SERVER_STARTUP
 from systems.model.server import offline_brain
 from systems.retail.backend import RetailBackend
 from tests.conftest import temporal_cli

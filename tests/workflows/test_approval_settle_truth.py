@@ -14,14 +14,14 @@ import uuid
 
 from temporalio.api.enums.v1 import EventType
 
-from starter.client import StatekeeperClient
+from starter.client.conversations import StatekeeperClient
 from tests.policy_fixtures import EMAIL, PENDING
 from tests.resets import completed_before, reset_to
 from tests.workflow_harness import order_details, running_worker, until
 from tests.workflows.test_reset_outcomes import CANCEL
-from workflows.approval_flow import NO_TICKET
-from workflows.approvals import ApprovalPolicy, ApprovalStatus
-from workflows.state import Role, StepStatus
+from workflows.conversation.approvals import NO_TICKET
+from workflows.policy.approvals import ApprovalPolicy, ApprovalStatus
+from workflows.domain.state import Role, StepStatus
 
 
 async def _parked(client: StatekeeperClient, name: str) -> tuple[str, str]:

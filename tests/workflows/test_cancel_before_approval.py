@@ -11,9 +11,9 @@ import uuid
 from activities.retail_port import RetailPort
 from tests.policy_fixtures import EMAIL, PENDING
 from tests.workflow_harness import Script, call, reply, running_worker, until
-from workflows.approvals import ApprovalPolicy, ApprovalStatus
-from workflows.contracts import CancelRequest
-from workflows.support import SupportWorkflow, support_workflow_id
+from workflows.policy.approvals import ApprovalPolicy, ApprovalStatus
+from workflows.domain.contracts import CancelRequest
+from workflows.conversation.workflow import SupportWorkflow, support_workflow_id
 
 
 async def test_a_cancel_while_a_write_is_parked_for_approval_answers_the_yes_with_the_summary(

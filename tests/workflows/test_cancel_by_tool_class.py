@@ -17,17 +17,17 @@ import pytest
 from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError
 from temporalio.exceptions import CancelledError
 
-from starter.client import ConversationError
+from starter.client.conversations import ConversationError
 from tests.faults import SlowReads
 from tests.port_faults import FaultyPort
 from tests.policy_fixtures import CARD, CUSTOMER, DELIVERED, EMAIL, PENDING
 from tests.workflow_harness import SLOW, Script, call, order_details, reply, running_worker, until, user_details
-from workflows.approvals import ApprovalPolicy, ApprovalStatus
-from workflows.contracts import CancelRequest, SupportInput
-from workflows import replies
-from workflows.replies import OPERATOR_CANCEL_REASON
-from workflows.state import ConversationState, StepStatus
-from workflows.support import SupportWorkflow, support_workflow_id
+from workflows.policy.approvals import ApprovalPolicy, ApprovalStatus
+from workflows.domain.contracts import CancelRequest, SupportInput
+from workflows.domain import replies
+from workflows.domain.replies import OPERATOR_CANCEL_REASON
+from workflows.domain.state import ConversationState, StepStatus
+from workflows.conversation.workflow import SupportWorkflow, support_workflow_id
 
 DEADLINE = 20.0
 """Far below the minute a slow step takes: a reply within it proves the call was cancelled."""

@@ -11,9 +11,9 @@ import uuid
 from activities.retail_port import RetailPort
 from tests.policy_fixtures import CUSTOMER, EMAIL
 from tests.workflow_harness import Script, call, reply, running_worker, until, user_details
-from workflows import replies
-from workflows.contracts import CancelRequest
-from workflows.support import SupportWorkflow, support_workflow_id
+from workflows.domain import replies
+from workflows.domain.contracts import CancelRequest
+from workflows.conversation.workflow import SupportWorkflow, support_workflow_id
 
 NEW_ADDRESS = dict(address1="1 New Street", address2="", city="Austin", state="TX", country="USA", zip="78701")
 

@@ -15,7 +15,7 @@ import uuid
 
 import pytest
 
-from starter.client import ConversationError
+from starter.client.conversations import ConversationError
 from tests.policy_fixtures import EMAIL, PENDING
 from tests.workflow_harness import order_details, running_worker
 

@@ -1,4 +1,4 @@
-"""The ceiling row of ``bench/turns_ceiling.py`` on a real server: ``CeilingWorkflow`` answers
+"""The ceiling row of ``bench/turns/ceiling.py`` on a real server: ``CeilingWorkflow`` answers
 the bench conversation with the round trips item 3 of issue 8 asks for, and its write runs once."""
 
 from __future__ import annotations
@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 from temporalio.api.enums.v1 import EventType
 
-from bench.ceiling_workflow import build_ceiling_worker
-from bench.turns_ceiling import _ceiling_conversation, _pooled
-from bench.turns_load import pending_orders
-from worker import build_backend
+from bench.turns.ceiling_workflow import build_ceiling_worker
+from bench.turns.ceiling import _ceiling_conversation, _pooled
+from bench.turns.load import pending_orders
+from starter.runtime.worker import build_backend
 
 
 async def test_the_ceiling_conversation_writes_once_with_only_the_round_trips_it_needs(temporal_env, settings):

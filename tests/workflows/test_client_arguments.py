@@ -11,9 +11,9 @@ import uuid
 
 import pytest
 
-from starter.client import ConversationError
+from starter.client.conversations import ConversationError
 from tests.workflow_harness import running_worker
-from workflows.support import support_workflow_id
+from workflows.conversation.workflow import support_workflow_id
 
 
 async def test_a_bad_store_or_cancel_reason_is_an_invalid_refusal(temporal_env, settings):

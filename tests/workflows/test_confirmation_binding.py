@@ -21,14 +21,14 @@ import pytest
 from temporalio.client import WorkflowUpdateStage
 
 from activities.llm.model_activity import ModelActivities, build_client
-from starter.client import StatekeeperClient
+from starter.client.conversations import StatekeeperClient
 from systems.model.server import start_in_thread
 from tests.policy_fixtures import CUSTOMER, DELIVERED, EMAIL, PENDING
 from tests.workflow_harness import NO_APPROVALS, call, order_details, reply, running_worker
-from worker import build_backend, build_worker
-from workflows.contracts import AssistantReply, UserMessage
-from workflows.replies import SUPERSEDED
-from workflows.support import SupportWorkflow, support_workflow_id
+from starter.runtime.worker import build_backend, build_worker
+from workflows.domain.contracts import AssistantReply, UserMessage
+from workflows.domain.replies import SUPERSEDED
+from workflows.conversation.workflow import SupportWorkflow, support_workflow_id
 
 
 async def test_yes_sent_before_detail_was_shown_does_not_confirm_it(temporal_env, settings):
@@ -137,7 +137,7 @@ async def test_stale_duplicate_yes_does_not_confirm_a_later_proposal(temporal_en
     down; both messages are accepted with seen_digest = digest(D1). The first runs D1. The
     model then proposes the identical change again (new operation id, new pending step).
     The second "yes" was sent before that proposal existed, yet it confirms it because the
-    digest is of the call's content (workflows/support.py:197, policy.py:103): a second
+    digest is of the call's content (workflows/conversation/workflow.py:197, policy.py:103): a second
     write the user never saw a prompt for."""
     state = {"reproposed": False}
 

@@ -18,13 +18,13 @@ from typing import AsyncIterator
 import pytest
 from temporalio.testing import WorkflowEnvironment
 
-from starter.connection import data_converter
-from starter.devserver import DEV_SERVER_STARTUP
+from starter.runtime.connection import data_converter
+from starter.dev.server import DEV_SERVER_STARTUP
 from tests.conftest import temporal_cli
 from tests.policy_fixtures import CUSTOMER, DELIVERED_2, EMAIL, PENDING
 from tests.workflow_harness import running_worker
 from workflows.options import SEARCH_ATTRIBUTES
-from workflows.support import support_workflow_id
+from workflows.conversation.workflow import support_workflow_id
 
 
 @pytest.fixture(scope="module")
@@ -90,8 +90,8 @@ def _status(backend, order_id: str) -> str:
 
 async def test_state_survives_continue_as_new(temporal_env, settings):
     from tests.workflow_harness import NO_APPROVALS
-    from workflows.contracts import SupportInput
-    from workflows.support import SupportWorkflow
+    from workflows.domain.contracts import SupportInput
+    from workflows.conversation.workflow import SupportWorkflow
 
     async with running_worker(temporal_env, settings) as (client, backend):
         handle = await temporal_env.client.start_workflow(
@@ -112,14 +112,14 @@ async def test_state_survives_continue_as_new(temporal_env, settings):
 
 
 async def test_a_long_conversation_continues_across_runs_with_its_state_and_small_runs(temporal_env, settings):
-    """A shorter version of the 1,000-turn conversation (issue 8; ``bench/turns_long.py`` runs
+    """A shorter version of the 1,000-turn conversation (issue 8; ``bench/turns/long.py`` runs
     the long one): 150 turns, continuing as new every 40, end with every turn counted, the
     customer, the write done at turn 3 (its step and its one ledger entry) and the order id
     the user gave at turn 4 intact, and every run far under Temporal's 10,000-event guidance
     (about 18 events per turn)."""
     from tests.workflow_harness import NO_APPROVALS
-    from workflows.contracts import SupportInput
-    from workflows.support import SupportWorkflow
+    from workflows.domain.contracts import SupportInput
+    from workflows.conversation.workflow import SupportWorkflow
 
     cid, turns, per_run = f"long-{uuid.uuid4().hex[:6]}", 150, 40
     async with running_worker(temporal_env, settings) as (client, backend):

@@ -14,11 +14,11 @@ import uuid
 
 import pytest
 
-from starter.client import ConversationError, StatekeeperClient
+from starter.client.conversations import ConversationError, StatekeeperClient
 from tests.policy_fixtures import EMAIL, PENDING
 from tests.workflow_harness import order_details, running_worker, until
-from workflows.approvals import ApprovalPolicy, ApprovalStatus
-from workflows.state import Role, StepStatus
+from workflows.policy.approvals import ApprovalPolicy, ApprovalStatus
+from workflows.domain.state import Role, StepStatus
 
 SUPERVISOR = "sup-ana"
 

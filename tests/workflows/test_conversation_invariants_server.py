@@ -34,7 +34,7 @@ from decimal import Decimal
 from hypothesis import HealthCheck, Phase, settings as hsettings, strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, rule, run_state_machine_as_test
 
-from starter.client import StatekeeperClient
+from starter.client.conversations import StatekeeperClient
 from systems.service_kit.fleet import sqlite_databases
 from tests.policy_fixtures import EMAIL, PENDING
 from tests.resets import message_points, reset_to
@@ -42,12 +42,12 @@ from tests.server_interleavings import Bridge, Worker, World, address_request
 from tests.server_invariants import Cancel, Record, check_settled, check_step
 from tests.service_fixtures import arm, services  # noqa: F401 - fixture
 from tests.workflow_harness import until
-from worker import build_backend
-from workflows.approvals import ApprovalPolicy
-from workflows.contracts import SupportInput
+from starter.runtime.worker import build_backend
+from workflows.policy.approvals import ApprovalPolicy
+from workflows.domain.contracts import SupportInput
 from workflows.options import CONVERSATION_TASK_TIMEOUT
-from workflows.state import StepStatus
-from workflows.support import SupportWorkflow, support_workflow_id
+from workflows.domain.state import StepStatus
+from workflows.conversation.workflow import SupportWorkflow, support_workflow_id
 
 POLICY = ApprovalPolicy(threshold=Decimal("100.00"))
 BENIGN = "I have a question about my orders."

@@ -14,10 +14,10 @@ import sys
 import time
 from pathlib import Path
 
-from starter.client import StatekeeperClient
-from starter.core import Deadlines
-from starter.taubench import TauBenchRunner, load_tasks
-from worker import build_backend
+from starter.client.conversations import StatekeeperClient
+from starter.client.core import Deadlines
+from starter.ops.taubench import TauBenchRunner, load_tasks
+from starter.runtime.worker import build_backend
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def _worker_process(env, settings, tmp_path: Path, fault: bool) -> subprocess.Popen:
     # the faulty worker is a test worker (tests/fault_worker.py): its tool port pauses after a commit
     fault_args = ["pause-after-write", "600", str(tmp_path / "committed.marker")] if fault else None
-    return _spawn_worker(env, settings, tmp_path, fault_args, "worker-fault.log" if fault else "worker.log")
+    return _spawn_worker(env, settings, tmp_path, fault_args, "worker-fault.log" if fault else "starter.runtime.worker.log")
 
 
 def _spawn_worker(env, settings, tmp_path: Path, fault_args: list[str] | None, log_name: str) -> subprocess.Popen:
@@ -155,7 +155,7 @@ async def test_worker_killed_during_a_model_call_is_noticed_at_the_workflow_task
     out (start-to-close) and no model call ran as an activity."""
     from temporalio.api.enums.v1 import EventType, TimeoutType
 
-    from workflows.state import Role
+    from workflows.domain.state import Role
 
     answer, state, history = await _killed_mid_turn(temporal_env, settings, tmp_path, "hang-model", "model-kill-local",
                                                     "Hi, my email is raj.sanchez2046@example.com", local_model_calls=True)
@@ -175,7 +175,7 @@ async def test_worker_killed_during_a_read_is_replaced_and_the_turn_answered_onc
     from temporalio.api.enums.v1 import EventType
 
     from tests.policy_fixtures import EMAIL, PENDING
-    from workflows.state import Role
+    from workflows.domain.state import Role
 
     answer, state, history = await _killed_mid_turn(temporal_env, settings, tmp_path, "hang-read", "read-kill",
                                                     f"Hi, my email is {EMAIL}. Where is order {PENDING}?")

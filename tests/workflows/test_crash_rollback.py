@@ -16,10 +16,10 @@ import uuid
 from tests.policy_fixtures import CUSTOMER, EMAIL
 from tests.workflow_harness import Script, call, reply, running_worker, user_details
 from tests.workflows.test_crash_recovery import _until_polling, _wait_for, _worker_process
-from workflows import keys
-from workflows.contracts import CancelRequest
-from workflows.state import StepStatus
-from workflows.support import SupportWorkflow, support_workflow_id
+from workflows.domain import keys
+from workflows.domain.contracts import CancelRequest
+from workflows.domain.state import StepStatus
+from workflows.conversation.workflow import SupportWorkflow, support_workflow_id
 
 NEW_ADDRESS = dict(address1="1 New Street", address2="", city="Austin", state="TX", country="USA", zip="78701")
 

@@ -18,10 +18,10 @@ import uuid
 
 import pytest
 
-from starter.client import ConversationError
+from starter.client.conversations import ConversationError
 from tests.policy_fixtures import CUSTOMER, EMAIL, PENDING
 from tests.workflow_harness import ListBrain, call, running_worker
-from workflows.support import support_workflow_id
+from workflows.conversation.workflow import support_workflow_id
 
 
 async def test_refresh_read_failure_after_a_refund_does_not_fail_the_conversation(temporal_env, settings,

@@ -21,7 +21,7 @@ from tests.journal_fixtures import postgres_database
 from tests.policy_fixtures import CUSTOMER, EMAIL, PENDING
 from tests.service_fixtures import services  # noqa: F401 - fixture
 from tests.workflow_harness import ListBrain, call, running_worker
-from workflows import replies
+from workflows.domain import replies
 
 CITIES = ["Austin", "Boston", "Denver", "Fresno", "Tulsa", "Reno", "Omaha", "Salem"]
 

@@ -16,9 +16,9 @@ from temporalio.client import WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
 from activities.erasure.service import RunningWork
-from activities.journal.store import JournalStore
-from starter.audit import AuditLog
-from starter.client import StatekeeperClient
+from activities.store.journal import JournalStore
+from activities.store.audit import AuditLog
+from starter.client.conversations import StatekeeperClient
 from tests.policy_fixtures import CUSTOMER, EMAIL, PENDING
 from tests.workflow_harness import NO_APPROVALS, running_worker, until
 from tests.workflows.erasure_fixtures import (
@@ -35,14 +35,14 @@ from tests.workflows.erasure_fixtures import (
     side_rows,
     transfer_on_request,
 )
-from worker import build_backend, build_erasure
+from starter.runtime.worker import build_backend, build_erasure
 from workflows.options import CUSTOMER_ID
-from workflows import keys
-from workflows.actions import make_tool_call
-from workflows.contracts import RefundInput
-from workflows.pseudonym import customer_pseudonym
-from workflows.refund import RefundWorkflow
-from workflows.standalone import RefundRequest
+from workflows.domain import keys
+from workflows.domain.actions import make_tool_call
+from workflows.domain.contracts import RefundInput
+from workflows.domain.pseudonym import customer_pseudonym
+from workflows.refund.workflow import RefundWorkflow
+from workflows.refund.standalone import RefundRequest
 
 
 async def test_erasing_a_customer_leaves_nothing_of_theirs_anywhere(env, settings):
@@ -130,8 +130,8 @@ async def test_the_runs_before_authentication_of_an_id_a_query_cannot_quote_are_
     # the Python client takes any id; one with a space or a letter outside ASCII was left out of
     # the erasure's visibility queries by workflow id, so the runs it continued as new from before
     # the customer authenticated (no CustomerId on them) kept what the user had said
-    from workflows.contracts import SupportInput
-    from workflows.support import SupportWorkflow
+    from workflows.domain.contracts import SupportInput
+    from workflows.conversation.workflow import SupportWorkflow
 
     cid = f"erase über {uuid.uuid4().hex[:6]}"
     async with running_worker(env, settings) as (client, backend):

@@ -20,7 +20,7 @@ from tests.workflows.erasure_fixtures import (
     return_then_transfer,
     transfer_on_request,
 )
-from worker import build_erasure
+from starter.runtime.worker import build_erasure
 
 
 def _held(services: dict[str, str], service: str, path: str, reference: str) -> list[dict]:  # noqa: F811

@@ -14,10 +14,10 @@ from temporalio.client import WorkflowHistory
 from temporalio.worker import Replayer, UnsandboxedWorkflowRunner
 from temporalio.workflow import NondeterminismError
 
-from starter.connection import data_converter
-from worker import workflow_runner
-from workflows.refund import RefundWorkflow
-from workflows.support import SupportWorkflow
+from starter.runtime.connection import data_converter
+from starter.runtime.worker import workflow_runner
+from workflows.refund.workflow import RefundWorkflow
+from workflows.conversation.workflow import SupportWorkflow
 
 HISTORIES = Path(__file__).resolve().parent.parent / "histories"
 RECORDED = sorted(p for p in HISTORIES.glob("v*/*.json") if p.name != "workflow_ids.json")
@@ -53,13 +53,13 @@ async def test_recorded_history_replays_with_todays_code(path: Path):
 # `workflow.patched` guard: replaying the released histories must catch each of them.
 
 def _child_id_in_a_new_format(monkeypatch):
-    from workflows import keys
+    from workflows.domain import keys
     original = keys.refund_workflow_id
     monkeypatch.setattr(keys, "refund_workflow_id", lambda *args: original(*args) + "-v2")
 
 
 def _no_balance_re_read_after_a_refund(monkeypatch):
-    from workflows import execute
+    from workflows.conversation import execute
 
     async def skip(state, cancel_requested=None):
         return None

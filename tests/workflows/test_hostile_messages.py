@@ -18,12 +18,12 @@ import sqlalchemy
 from temporalio.client import WorkflowUpdateFailedError
 
 from activities.ports import Guard
-from starter.client import ConversationError
+from starter.client.conversations import ConversationError
 from tests.policy_fixtures import CUSTOMER, EMAIL, PENDING
 from tests.workflow_harness import call, reply, running_worker
-from workflows import replies
-from workflows.contracts import ToolResult, UserMessage
-from workflows.support import SupportWorkflow, support_workflow_id
+from workflows.domain import replies
+from workflows.domain.contracts import ToolResult, UserMessage
+from workflows.conversation.workflow import SupportWorkflow, support_workflow_id
 
 NESTED_SCRIPT = "<script>" + "[" * 1200 + "]" * 1200 + "</script>"
 SQL_TEXT = 'connection to server at "10.20.30.40", port 5432 failed: Connection refused'

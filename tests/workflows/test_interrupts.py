@@ -14,9 +14,9 @@ import uuid
 
 from tests.policy_fixtures import EMAIL, PENDING
 from tests.workflow_harness import Script, Think, call, reply, running_worker, until
-from workflows.clauses import Rule
-from workflows.replies import SUPERSEDED
-from workflows.state import Role
+from workflows.policy.clauses import Rule
+from workflows.domain.replies import SUPERSEDED
+from workflows.domain.state import Role
 
 
 async def test_a_newer_message_supersedes_the_proposal_in_flight(temporal_env, settings):

@@ -16,14 +16,14 @@ import uuid
 
 import sqlalchemy.exc
 
-from activities.journal.store import JournalStore
+from activities.store.journal import JournalStore
 from systems.model.server import offline_brain
 from tests.policy_fixtures import CUSTOMER, DELIVERED_2, EMAIL, PENDING
 from tests.workflow_harness import NO_APPROVALS, call, running_worker, until
-from workflows.approvals import ApprovalPolicy
-from workflows.contracts import SupportInput
-from workflows.prompt import PROMPT_VERSION
-from workflows.support import SupportWorkflow
+from workflows.policy.approvals import ApprovalPolicy
+from workflows.domain.contracts import SupportInput
+from workflows.domain.prompt import PROMPT_VERSION
+from workflows.conversation.workflow import SupportWorkflow
 
 
 class ReadBeforeAuth:

@@ -11,7 +11,7 @@ import uuid
 
 import sqlalchemy.exc
 
-from activities.journal.store import JournalStore
+from activities.store.journal import JournalStore
 from tests.policy_fixtures import EMAIL
 from tests.workflow_harness import running_worker
 
@@ -48,7 +48,7 @@ async def test_a_worker_starts_while_the_journal_is_unreachable(temporal_env, se
     """``build_worker`` opens ``JournalStore``, whose constructor creates the schema at once:
     with the journal's database unreachable at a (re)start the worker does not start, and
     every conversation stops, although the journal is only an audit record."""
-    from worker import build_worker
+    from starter.runtime.worker import build_worker
     down = settings.model_copy(update={"journal_url": DEAD_JOURNAL})
     try:
         build_worker(temporal_env.client, down)
@@ -63,7 +63,7 @@ async def test_after_a_reset_the_transcript_holds_only_the_conversation_that_hap
     the conversation's state no longer has, mixed with the new ones."""
     from tests.resets import message_points, reset_to, wait_for_turn
     from tests.workflow_harness import until
-    from workflows.support import support_workflow_id
+    from workflows.conversation.workflow import support_workflow_id
     async with running_worker(temporal_env, settings) as (client, _):
         cid = await client.start_conversation(f"journal-reset-{uuid.uuid4().hex[:6]}")
         await client.send_message(cid, f"Hi, my email is {EMAIL}")

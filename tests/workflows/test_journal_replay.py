@@ -7,11 +7,11 @@ from __future__ import annotations
 from temporalio.worker import Replayer, UnsandboxedWorkflowRunner
 from temporalio.workflow import NondeterminismError
 
-from starter.connection import data_converter
+from starter.runtime.connection import data_converter
 from tests.workflows.test_history_replay import HISTORIES, load
-from workflows import journal_log
-from workflows.refund import RefundWorkflow
-from workflows.support import SupportWorkflow
+from workflows.conversation import journal as journal_log
+from workflows.refund.workflow import RefundWorkflow
+from workflows.conversation.workflow import SupportWorkflow
 
 
 async def _replay_failure(name: str):

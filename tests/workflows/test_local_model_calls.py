@@ -17,12 +17,12 @@ import uuid
 from temporalio.api.enums.v1 import EventType
 from temporalio.worker import Replayer
 
-from starter.connection import data_converter
+from starter.runtime.connection import data_converter
 from tests.policy_fixtures import EMAIL, PENDING
 from tests.workflow_harness import SLOW, Script, call, reply, running_worker, until
-from worker import workflow_runner
-from workflows.refund import RefundWorkflow
-from workflows.support import SupportWorkflow, support_workflow_id
+from starter.runtime.worker import workflow_runner
+from workflows.refund.workflow import RefundWorkflow
+from workflows.conversation.workflow import SupportWorkflow, support_workflow_id
 
 SLOW_SECONDS = 60.0
 
@@ -44,7 +44,7 @@ async def _with_local_flag(history):
     """``history`` with ``local_model_calls`` set in its workflow's input."""
     from temporalio.client import WorkflowHistory
 
-    from workflows.contracts import SupportInput
+    from workflows.domain.contracts import SupportInput
 
     events = list(history.events)
     started = events[0].workflow_execution_started_event_attributes

@@ -14,10 +14,10 @@ import uuid
 
 import pytest
 
-from starter.client import ConversationError
+from starter.client.conversations import ConversationError
 from tests.policy_fixtures import EMAIL, PENDING
 from tests.workflow_harness import order_details, running_worker, until
-from workflows.approvals import ApprovalPolicy, ApprovalStatus
+from workflows.policy.approvals import ApprovalPolicy, ApprovalStatus
 
 
 async def _refused(call, kind: str) -> str:

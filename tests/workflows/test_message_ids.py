@@ -11,8 +11,8 @@ import uuid
 
 from tests.policy_fixtures import CUSTOMER, EMAIL, PENDING
 from tests.workflow_harness import NO_APPROVALS, ListBrain, call, order_details, running_worker
-from workflows.contracts import SupportInput
-from workflows.support import SupportWorkflow, support_workflow_id
+from workflows.domain.contracts import SupportInput
+from workflows.conversation.workflow import SupportWorkflow, support_workflow_id
 
 
 async def test_a_message_retried_after_continue_as_new_is_handled_once(temporal_env, settings):
@@ -35,7 +35,7 @@ async def test_a_message_retried_after_continue_as_new_is_handled_once(temporal_
 async def test_another_text_under_a_used_message_id_is_a_conflict_not_the_old_reply(temporal_env, settings):
     # adversarial review: "no" sent under the id of an earlier "cancel it" got that message's
     # confirmation prompt back, so the user believed they had declined
-    from starter.errors import ConversationError
+    from starter.client.errors import ConversationError
 
     async with running_worker(temporal_env, settings) as (client, backend):
         cid = f"msg-reuse-{uuid.uuid4().hex[:6]}"
@@ -78,7 +78,7 @@ async def test_a_retried_yes_does_not_confirm_the_write_its_lost_reply_proposed(
 async def test_another_text_under_a_used_message_id_of_a_finished_conversation_says_finished(temporal_env, settings):
     # a new user's POST /conversations {"conversation_id": <a cancelled one>, "text": ...} (message
     # id "first" by default) was told to send it "with a new message id", which only got "finished"
-    from starter.errors import ConversationError
+    from starter.client.errors import ConversationError
 
     async with running_worker(temporal_env, settings) as (client, backend):
         cid = f"msg-done-{uuid.uuid4().hex[:6]}"

@@ -17,8 +17,8 @@ import uuid
 
 from tests.policy_fixtures import EMAIL
 from tests.workflow_harness import NO_APPROVALS, ListBrain, call, reply, running_worker
-from workflows.contracts import SupportInput
-from workflows.support import SupportWorkflow, support_workflow_id
+from workflows.domain.contracts import SupportInput
+from workflows.conversation.workflow import SupportWorkflow, support_workflow_id
 
 
 async def _over_a_continue_as_new(temporal_env, settings, client, prefix: str):

@@ -18,10 +18,10 @@ import uuid
 
 import pytest
 
-from starter.client import ConversationError
+from starter.client.conversations import ConversationError
 from tests.policy_fixtures import EMAIL
 from tests.workflow_harness import call, running_worker
-from workflows.support import support_workflow_id
+from workflows.conversation.workflow import support_workflow_id
 
 FS = "\x1c"
 PAD = "\t"
@@ -52,7 +52,7 @@ async def test_exact_8192_bytes_multibyte_accepted_8193_rejected(temporal_env, s
 
 
 async def test_client_refuses_unencodable_text_as_invalid_message(temporal_env, settings):
-    """starter/client.py: refusals raise ConversationError(kind='invalid_message'). A lone
+    """starter/client/conversations.py: refusals raise ConversationError(kind='invalid_message'). A lone
     surrogate makes the pydantic converter raise PydanticSerializationError instead."""
     async with running_worker(temporal_env, settings) as (client, _):
         cid = await client.start_conversation(f"surrogate-{uuid.uuid4().hex[:6]}")
@@ -90,7 +90,7 @@ async def test_many_legal_messages_do_not_kill_the_conversation(temporal_env, se
 async def test_legal_messages_with_padded_names_do_not_kill_the_conversation(temporal_env, settings):
     """Each message is legal (< 8 KB, accepted by the validator): "i am" + 8100 x '\\t'
     (whitespace to the regex; the review used '\\x1c', now refused as a control character)
-    + a new name. workflows/facts.py:26,74 pins the whole span as
+    + a new name. workflows/domain/facts.py:26,74 pins the whole span as
     the fact's verbatim, forever; MAX_PINNED_FACTS counts facts, not bytes. The snapshot
     (activity input) and the state (continue-as-new input) pass Temporal's 2 MB payload
     limit after ~30 messages and the conversation dies."""
@@ -111,7 +111,7 @@ async def test_legal_messages_with_padded_names_do_not_kill_the_conversation(tem
 async def test_model_repeating_refused_proposals_does_not_kill_the_conversation(temporal_env, settings):
     """A confused model alternates a `think` (accepted, resets the rejection streak) with a
     refused write: 15 rejections per user turn, each keeping its whole proposal
-    (state.rejections is never trimmed, workflows/transitions.py:59). The prompt windows
+    (state.rejections is never trimmed, workflows/domain/transitions.py:59). The prompt windows
     them (5), but the state is the continue-as-new input and grows ~70 KB per turn."""
     n = {"calls": 0}
 

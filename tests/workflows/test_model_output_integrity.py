@@ -17,7 +17,7 @@ import pytest
 from systems.model.server import StoppedEarly
 from tests.policy_fixtures import EMAIL, PENDING
 from tests.workflow_harness import call, running_worker
-from workflows.replies import MODEL_TROUBLE
+from workflows.domain.replies import MODEL_TROUBLE
 
 
 async def test_a_cut_off_proposal_is_never_acted_on(temporal_env, settings):

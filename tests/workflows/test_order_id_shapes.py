@@ -15,7 +15,7 @@ import os
 from pathlib import Path
 from typing import Any, Optional
 
-from starter.taubench import Task, TauBenchRunner, load_tasks
+from starter.ops.taubench import Task, TauBenchRunner, load_tasks
 from tests.policy_fixtures import EMAIL, PENDING, other_customer_order
 from tests.workflow_harness import running_worker
 from workflows.catalogue import CATALOGUE

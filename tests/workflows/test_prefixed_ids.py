@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import uuid
 
-from starter.conversation_ids import conversation_named
-from starter.replay_check import Systems, check
+from starter.client.conversation_ids import conversation_named
+from starter.ops.replay_check import Systems, check
 from tests.workflow_harness import running_worker
 
 

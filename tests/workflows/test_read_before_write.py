@@ -18,8 +18,8 @@ from systems.retail.schema import Order
 from tests.policy_fixtures import CUSTOMER, EMAIL, PENDING
 from tests.service_fixtures import services  # noqa: F401 - fixture
 from tests.workflow_harness import ListBrain, call, order_details, running_worker
-from workflows import replies
-from workflows.read_before_write import CHANGED_REASON
+from workflows.domain import replies
+from workflows.policy.read_before_write import CHANGED_REASON
 
 _orders = Order.__table__
 

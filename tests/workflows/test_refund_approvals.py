@@ -12,15 +12,15 @@ import uuid
 
 import pytest
 
-from starter.client import ConversationError
+from starter.client.conversations import ConversationError
 from tests.policy_fixtures import CARD, CUSTOMER, DELIVERED, PENDING
 from tests.workflow_harness import order_details, running_worker
-from workflows import keys
-from workflows.actions import call_digest, make_tool_call
-from workflows.approvals import ApprovalPolicy, ApprovalStatus, approval_id_for
-from workflows.contracts import RefundInput, RefundOutcome
+from workflows.domain import keys
+from workflows.domain.actions import call_digest, make_tool_call
+from workflows.policy.approvals import ApprovalPolicy, ApprovalStatus, approval_id_for
+from workflows.domain.contracts import RefundInput, RefundOutcome
 from workflows.options import PENDING_APPROVAL
-from workflows.refund import RefundWorkflow
+from workflows.refund.workflow import RefundWorkflow
 
 CANCEL = make_tool_call("cancel_pending_order", {"order_id": PENDING, "reason": "no longer needed"})  # 826.70
 

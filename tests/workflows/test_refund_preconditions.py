@@ -20,7 +20,7 @@ import uuid
 from activities.llm.model_activity import ModelActivities, offline_client
 from activities.retail_port import RetailPort
 from activities.tools import ToolActivities
-from starter.client import StatekeeperClient
+from starter.client.conversations import StatekeeperClient
 from tests.policy_fixtures import CUSTOMER, EMAIL, PENDING
 from tests.workflow_harness import (
     NO_APPROVALS,
@@ -31,7 +31,7 @@ from tests.workflow_harness import (
     running_worker,
     user_details,
 )
-from worker import build_backend, build_worker
+from starter.runtime.worker import build_backend, build_worker
 
 ETHAN, ETHAN_EMAIL, ETHAN_ORDER = "ethan_lopez_6291", "ethan.lopez8943@example.com", "#W6779827"
 ETHAN_GIFT, ETHAN_CARD = "gift_card_7219486", "credit_card_9789590"  # the order was paid with the gift card
@@ -78,7 +78,7 @@ async def test_cancel_after_payment_change_refunds_at_most_the_order_total(tempo
 async def test_cancel_racing_a_payment_change_never_refunds_more_than_was_paid(temporal_env, settings):
     """Two conversations of the same customer (two tabs, or chat + a backend service) on one
     pending order: A confirms a cancel, B confirms a payment change. A's RefundWorkflow does
-    its fresh read (1 payment: ok, workflows/refund.py:73) and then the write activity runs
+    its fresh read (1 payment: ok, workflows/refund/workflow.py:73) and then the write activity runs
     later, in another transaction (systems/retail/ledger.py _apply re-checks nothing of
     the policy). If B's change commits in between, the cancel refunds every payment_history
     entry: 3 x the amount for one payment. The only test-side change is latency: A's cancel

@@ -12,12 +12,12 @@ import uuid
 
 from temporalio.worker import Replayer
 
-from starter.connection import data_converter
+from starter.runtime.connection import data_converter
 from tests.policy_fixtures import DELIVERED, EMAIL, PENDING
 from tests.workflow_harness import running_worker
-from worker import workflow_runner
-from workflows.refund import RefundWorkflow
-from workflows.support import SupportWorkflow, support_workflow_id
+from starter.runtime.worker import workflow_runner
+from workflows.refund.workflow import RefundWorkflow
+from workflows.conversation.workflow import SupportWorkflow, support_workflow_id
 
 
 async def test_replay_of_real_histories_is_deterministic(temporal_env, settings):

@@ -20,17 +20,17 @@ from temporalio.client import WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import Replayer
 
-from starter.client import ConversationError
-from starter.connection import data_converter
-from starter.replay_check import Systems, check
-from starter.replay_resume import ResumeRefused, _claim, resume
+from starter.client.conversations import ConversationError
+from starter.runtime.connection import data_converter
+from starter.ops.replay_check import Systems, check
+from starter.ops.replay_resume import ResumeRefused, _claim, resume
 from tests.faults import UnknownWrites
 from tests.policy_fixtures import CUSTOMER, EMAIL, PENDING
 from tests.workflow_harness import ListBrain, call, reply, running_worker
-from worker import workflow_runner
-from workflows import replies
-from workflows.refund import RefundWorkflow
-from workflows.support import SupportWorkflow
+from starter.runtime.worker import workflow_runner
+from workflows.domain import replies
+from workflows.refund.workflow import RefundWorkflow
+from workflows.conversation.workflow import SupportWorkflow
 
 ADDRESS = dict(order_id=PENDING, address1="1 Replay Road", address2="", city="Austin", state="TX", country="USA",
                zip="78701")
@@ -274,7 +274,7 @@ async def test_a_reset_that_failed_does_not_block_the_check(temporal_env, settin
             await resume(temporal_env.client, report)  # the run changed: never twice
         # a resume that read the run before that reset and got the claim after it was released:
         # its read again, under the claim, sees the reset
-        from starter import replay_resume  # noqa: PLC0415
+        from starter.ops import replay_resume  # noqa: PLC0415
         checks, unchanged = [], replay_resume._unchanged
 
         async def late(client_, report_):

@@ -168,9 +168,9 @@ async def test_reset_after_an_approved_and_applied_refund_does_not_ask_a_supervi
     ledger is asked before the write is parked (``recorded_before_approval``), so it is recorded
     as applied and no second approval is opened (whose rejection would tell the user "nothing
     was changed")."""
-    from starter.client import StatekeeperClient
+    from starter.client.conversations import StatekeeperClient
     from tests.workflow_harness import until
-    from workflows.approvals import ApprovalPolicy
+    from workflows.policy.approvals import ApprovalPolicy
 
     async with running_worker(temporal_env, settings, brain=CANCEL) as (_, backend):
         client = StatekeeperClient(temporal_env.client, settings.task_queue, settings.write_timeout_seconds,
@@ -207,10 +207,10 @@ async def test_reset_after_an_expired_approval_leaves_the_write_with_the_human(t
     yet"); the reset re-executes the yes. The ticketing system is asked for the write's expiry ticket
     before it is parked (``handed_over``): it stays the human agent's, no second approval is opened
     (which a supervisor could approve, applying the cancel beside the human's ticket), nothing runs."""
-    from starter.client import StatekeeperClient
+    from starter.client.conversations import StatekeeperClient
     from tests.workflow_harness import until
-    from workflows.approval_flow import HANDED_OVER
-    from workflows.approvals import ApprovalPolicy, ApprovalStatus
+    from workflows.conversation.approvals import HANDED_OVER
+    from workflows.policy.approvals import ApprovalPolicy, ApprovalStatus
 
     async with running_worker(temporal_env, settings, brain=CANCEL) as (_, backend):
         client = StatekeeperClient(temporal_env.client, settings.task_queue, settings.write_timeout_seconds,
@@ -254,7 +254,7 @@ async def test_reset_that_re_runs_a_transfer_finds_its_ticket_held(temporal_env,
     """The transfer's ticket was opened in the first run; the re-run finds it held (``open_ticket``
     answered False: not opened now) and transfers, not "I could not hand you over" (patch
     ``ticket-already-held``)."""
-    from workflows.replies import TRANSFERRED
+    from workflows.domain.replies import TRANSFERRED
 
     async with running_worker(temporal_env, settings, brain=_transfer) as (client, backend):
         cid = await client.start_conversation(f"reset-transfer-{uuid.uuid4().hex[:6]}")

@@ -23,9 +23,9 @@ from temporalio.api.enums.v1 import EventType
 from tests.policy_fixtures import CUSTOMER, EMAIL
 from tests.resets import completed_before, reset_to
 from tests.workflow_harness import Script, call, reply, running_worker, user_details
-from workflows.contracts import CancelRequest
-from workflows.state import StepStatus
-from workflows.support import SupportWorkflow, support_workflow_id
+from workflows.domain.contracts import CancelRequest
+from workflows.domain.state import StepStatus
+from workflows.conversation.workflow import SupportWorkflow, support_workflow_id
 
 NEW_ADDRESS = dict(address1="1 New Street", address2="", city="Austin", state="TX", country="USA", zip="78701")
 

@@ -1,5 +1,5 @@
 """An operator's resolution is checked against the systems of record before it is sent
-(``starter.resolution_evidence``): real Temporal server and worker, the retail system and
+(``starter.ops.resolution_evidence``): real Temporal server and worker, the retail system and
 the payments, email and ticketing services over HTTP (SQLite files). The payments service is
 held on a slow lock and then stopped while the customer's cancel runs, so the cancel is in
 the retail ledger but no money moved, and the step's outcome is unknown.
@@ -13,14 +13,14 @@ import uuid
 import httpx
 import pytest
 
-from starter.client import ConversationError
-from starter.replay_systems import Systems
+from starter.client.conversations import ConversationError
+from starter.ops.replay_systems import Systems
 from systems.service_kit.fleet import SERVICES, Fleet, sqlite_databases
 from systems.service_kit.server import ServiceThread
 from tests.policy_fixtures import EMAIL, PENDING
 from tests.service_fixtures import arm
 from tests.workflow_harness import ListBrain, reply, running_worker
-from workflows.keys import refund_workflow_id
+from workflows.domain.keys import refund_workflow_id
 from tests.workflows.test_unknown_outcomes import CANCEL_BRAIN
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from activities.journal.store import JournalStore
+from activities.store.journal import JournalStore
 from tests.e2e.test_operator_resolution import _brain, _escalated
 from tests.faults import UnknownWrites
 from tests.workflow_harness import running_worker

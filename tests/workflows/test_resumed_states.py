@@ -10,11 +10,11 @@ import uuid
 import pytest
 from temporalio.api.enums.v1 import EventType
 
-from activities.journal.store import JournalStore
-from starter.errors import ConversationError
+from activities.store.journal import JournalStore
+from starter.client.errors import ConversationError
 from tests.workflows.test_state_versions import v1_state
 from tests.workflow_harness import ListBrain, reply, running_worker
-from workflows.support import support_workflow_id
+from workflows.conversation.workflow import support_workflow_id
 
 
 async def test_a_state_with_a_negative_turn_is_refused_not_a_stuck_workflow_task(temporal_env, settings):

@@ -16,10 +16,10 @@ from datetime import datetime, timedelta, timezone
 import pytest
 from temporalio.client import WorkflowExecutionStatus
 
-from activities.journal.store import JournalStore, ModelCallRecord
-from starter.audit import AuditLog
-from starter.client import StatekeeperClient
-from starter.erasure_cli import SCHEDULE_ID, ensure_schedule, retention_schedule
+from activities.store.journal import JournalStore, ModelCallRecord
+from activities.store.audit import AuditLog
+from starter.client.conversations import StatekeeperClient
+from starter.cli.erasure import SCHEDULE_ID, ensure_schedule, retention_schedule
 from systems.retail.erasure import ERASED_RESULT
 from tests.policy_fixtures import EMAIL
 from tests.workflow_harness import NO_APPROVALS, running_worker, until
@@ -33,12 +33,12 @@ from tests.workflows.erasure_fixtures import (
     return_then_transfer,
     transfer_on_request,
 )
-from worker import build_backend, build_erasure
-from workflows.actions import call_arguments
-from workflows.contracts import RefundOutcome
-from workflows.keys import idempotency_key
-from workflows.retention import PurgeSummary
-from workflows.standalone import RefundRequest
+from starter.runtime.worker import build_backend, build_erasure
+from workflows.domain.actions import call_arguments
+from workflows.domain.contracts import RefundOutcome
+from workflows.domain.keys import idempotency_key
+from workflows.retention.workflow import PurgeSummary
+from workflows.refund.standalone import RefundRequest
 
 OTHER_PENDING_2 = "#W5500815"
 

@@ -11,9 +11,9 @@ import uuid
 from tests.policy_fixtures import CUSTOMER, EMAIL, PENDING
 from tests.port_faults import FaultyPort
 from tests.workflow_harness import Script, call, reply, running_worker, until, user_details
-from workflows.contracts import CancelRequest
-from workflows.state import StepStatus
-from workflows.support import SupportWorkflow, support_workflow_id
+from workflows.domain.contracts import CancelRequest
+from workflows.domain.state import StepStatus
+from workflows.conversation.workflow import SupportWorkflow, support_workflow_id
 
 NEW_ADDRESS = dict(address1="1 New Street", address2="", city="Austin", state="TX", country="USA", zip="78701")
 
@@ -58,7 +58,7 @@ async def test_a_rollback_cancel_during_a_write_escalated_as_unknown_still_undoe
 
 async def test_a_rollback_cancel_during_an_approved_write_escalated_as_unknown_is_honoured(temporal_env, settings):
     # the same, with the write run outside any turn once a supervisor approved it
-    from workflows.approvals import ApprovalPolicy
+    from workflows.policy.approvals import ApprovalPolicy
 
     port = FaultyPort()
     script = _script()

@@ -16,9 +16,9 @@ import uuid
 from tests.policy_fixtures import CUSTOMER, EMAIL
 from tests.port_faults import FaultyPort
 from tests.workflow_harness import Script, call, reply, running_worker, user_details
-from workflows.contracts import CancelRequest
-from workflows.state import StepStatus
-from workflows.support import SupportWorkflow, support_workflow_id
+from workflows.domain.contracts import CancelRequest
+from workflows.domain.state import StepStatus
+from workflows.conversation.workflow import SupportWorkflow, support_workflow_id
 
 NEW_ADDRESS = dict(address1="1 New Street", address2="", city="Austin", state="TX", country="USA", zip="78701")
 

@@ -1,4 +1,4 @@
-"""The worker's sandbox (``starter.sandbox_runner``: source strings compiled once) still runs
+"""The worker's sandbox (``starter.runtime.sandbox_runner``: source strings compiled once) still runs
 workflows to completion and still refuses non-deterministic calls, like the SDK's own."""
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ class SandboxProbeWorkflow:
 
 async def test_compiled_sandbox_runs_a_workflow_and_refuses_the_wall_clock(temporal_env):
     # imported here: the sandbox re-imports this module, and the worker's settings touch files
-    from starter.sandbox_runner import CompiledSandboxedWorkflowRunner
-    from worker import workflow_runner
+    from starter.runtime.sandbox_runner import CompiledSandboxedWorkflowRunner
+    from starter.runtime.worker import workflow_runner
 
     client = temporal_env.client
     queue = f"sandbox-{uuid.uuid4().hex[:8]}"
@@ -50,7 +50,7 @@ async def test_compiled_sandbox_runs_a_workflow_and_refuses_the_wall_clock(tempo
 
 
 def test_a_source_string_is_compiled_once():
-    from starter.sandbox_runner import compiled
+    from starter.runtime.sandbox_runner import compiled
 
     source = "x = 1\n"
     assert compiled(source) is compiled(source)

@@ -20,7 +20,7 @@ from temporalio.client import WorkflowExecutionStatus
 from tests.faults import DelegatingPort
 from tests.policy_fixtures import PENDING
 from tests.workflow_harness import order_details, refund_settled, running_worker, until
-from workflows.standalone import RefundRequest
+from workflows.refund.standalone import RefundRequest
 
 
 class PauseBeforeWrite(DelegatingPort):

@@ -17,8 +17,8 @@ from systems.service_kit.fleet import Fleet, sqlite_databases
 from tests.policy_fixtures import PENDING
 from tests.service_fixtures import arm
 from tests.workflow_harness import refund_settled, running_worker
-from workflows import keys
-from workflows.standalone import RefundRequest
+from workflows.domain import keys
+from workflows.refund.standalone import RefundRequest
 
 
 async def test_a_standalone_refund_whose_payment_cannot_be_told_is_escalated(temporal_env, settings, tmp_path):

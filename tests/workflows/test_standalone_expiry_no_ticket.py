@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import uuid
 
-from starter.client import StatekeeperClient
+from starter.client.conversations import StatekeeperClient
 from tests.policy_fixtures import PENDING
 from tests.service_fixtures import arm
 from tests.workflow_harness import order_details, refund_settled, running_worker
-from workflows.approvals import ApprovalPolicy
-from workflows.standalone import RefundRequest
+from workflows.policy.approvals import ApprovalPolicy
+from workflows.refund.standalone import RefundRequest
 
 
 async def test_an_expiry_whose_ticket_cannot_be_opened_is_refused_with_that_reason(temporal_env, settings,

@@ -12,8 +12,8 @@ import uuid
 
 from tests.policy_fixtures import PENDING
 from tests.workflow_harness import order_details, refund_settled, running_worker
-from workflows.refund import RefundWorkflow
-from workflows.standalone import RefundRequest
+from workflows.refund.workflow import RefundWorkflow
+from workflows.refund.standalone import RefundRequest
 
 
 async def test_a_request_resent_with_other_arguments_after_its_run_is_gone_is_refused(temporal_env, settings):

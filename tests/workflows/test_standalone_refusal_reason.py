@@ -11,8 +11,8 @@ import uuid
 
 from tests.policy_fixtures import PENDING
 from tests.workflow_harness import order_details, refund_settled, running_worker, until
-from workflows.approvals import ApprovalPolicy
-from workflows.standalone import RefundRequest
+from workflows.policy.approvals import ApprovalPolicy
+from workflows.refund.standalone import RefundRequest
 
 
 async def test_a_write_refused_after_approval_reports_its_reason(temporal_env, settings):

@@ -12,7 +12,7 @@ import pytest
 from tests.policy_fixtures import PENDING
 from tests.workflow_harness import refund_settled, running_worker
 from workflows.options import STATUS, STEP
-from workflows.standalone import RefundRequest
+from workflows.refund.standalone import RefundRequest
 
 DELIVERED = "#W7736708"  # raj_sanchez_2970's delivered order
 

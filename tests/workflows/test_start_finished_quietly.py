@@ -12,7 +12,7 @@ import uuid
 
 import pytest
 
-from starter.client import ConversationError
+from starter.client.conversations import ConversationError
 from tests.workflow_harness import running_worker
 
 

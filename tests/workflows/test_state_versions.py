@@ -21,14 +21,14 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 
-from starter.errors import ConversationError
+from starter.client.errors import ConversationError
 from tests.core.test_migrations import as_v1, current_state
 from tests.policy_fixtures import DELIVERED, PENDING
 from tests.workflow_harness import ListBrain, reply, running_worker
-from workflows.contracts import SupportInput
-from workflows.errors import ErrorType
-from workflows.state import SCHEMA_VERSION
-from workflows.support import SupportWorkflow, support_workflow_id
+from workflows.domain.contracts import SupportInput
+from workflows.domain.errors import ErrorType
+from workflows.domain.state import SCHEMA_VERSION
+from workflows.conversation.workflow import SupportWorkflow, support_workflow_id
 
 DEADLINE = 20.0
 

@@ -12,7 +12,7 @@ import gc
 import pytest
 from temporalio.api.sdk.v1 import WorkflowMetadata
 
-from starter.client import ConversationError
+from starter.client.conversations import ConversationError
 from systems.model.server import offline_brain
 from tests.policy_fixtures import (
     CUSTOMER,
@@ -22,10 +22,10 @@ from tests.policy_fixtures import (
     other_customer_order,
 )
 from tests.workflow_harness import running_worker
-from workflows.contracts import SupportInput
+from workflows.domain.contracts import SupportInput
 from workflows.options import CUSTOMER_ID, ORDER_IDS, STEP
-from workflows.pseudonym import customer_pseudonym
-from workflows.support import SupportWorkflow, support_workflow_id
+from workflows.domain.pseudonym import customer_pseudonym
+from workflows.conversation.workflow import SupportWorkflow, support_workflow_id
 
 
 async def test_chat_cancels_an_order_after_explicit_yes(temporal_env, settings):

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from temporalio.api.sdk.v1 import WorkflowMetadata
 
-from starter.client import StatekeeperClient
+from starter.client.conversations import StatekeeperClient
 from tests.policy_fixtures import CUSTOMER, EMAIL, PENDING
 from tests.workflow_harness import NO_APPROVALS, ListBrain, call, order_details, running_worker
-from workflows import replies
-from workflows.budget import BUDGET_REASON
+from workflows.domain import replies
+from workflows.conversation.budget import BUDGET_REASON
 
 
 async def details(env, cid: str) -> str:

@@ -1,7 +1,7 @@
-"""OpenTelemetry tracing through Temporal's contrib interceptor, as ``starter.connection``
+"""OpenTelemetry tracing through Temporal's contrib interceptor, as ``starter.runtime.connection``
 wires it: a conversation's client calls, its workflow and its activities are spans of one
 trace (client → workflow → activity, by parent links), and a log line written inside an
-activity carries that activity span's trace id (``starter.logs``)."""
+activity carries that activity span's trace id (``starter.runtime.logs``)."""
 
 from __future__ import annotations
 
@@ -15,14 +15,14 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from activities.llm.model_activity import ModelActivities, offline_client
 from settings import Settings
-from starter.client import StatekeeperClient
-from starter.connection import connect
-from starter.logs import RedactingFilter, TraceContextFilter, log_formatter
-from starter.telemetry import tracer_provider
+from starter.client.conversations import StatekeeperClient
+from starter.runtime.connection import connect
+from starter.runtime.logs import RedactingFilter, TraceContextFilter, log_formatter
+from starter.runtime.telemetry import tracer_provider
 from systems.model.server import offline_brain
 from tests.policy_fixtures import EMAIL
 from tests.workflow_harness import NO_APPROVALS
-from worker import build_backend, build_worker
+from starter.runtime.worker import build_backend, build_worker
 
 
 async def test_a_conversation_is_one_trace_from_client_to_activity_and_its_logs_name_it(temporal_env, settings: Settings):

@@ -22,7 +22,7 @@ from tests.journal_fixtures import postgres_database
 from tests.policy_fixtures import CUSTOMER, EMAIL, PENDING
 from tests.service_fixtures import arm, pg_services, services  # noqa: F401 - fixtures
 from tests.workflow_harness import ListBrain, call, order_details, running_worker
-from workflows import replies
+from workflows.domain import replies
 
 
 async def test_a_nul_in_a_transfer_summary_is_not_reported_as_a_transfer(temporal_env, settings,
@@ -152,7 +152,7 @@ async def test_a_payment_whose_outcome_cannot_be_told_is_escalated_not_replayed(
             assert len(tickets) == 1
             assert [e["ok"] for e in backend.ledger_entries("main")] == [True]  # the order side is recorded
             # replay-check refuses it: the payments request was dispatched and cannot be told
-            from starter.replay_check import Systems, check
+            from starter.ops.replay_check import Systems, check
             systems = Systems.from_settings(fast.model_copy(update={f"{n}_url": u for n, u in urls.items()}))
             report = await check(temporal_env.client, cid, systems)
             systems.close()

@@ -14,10 +14,10 @@ from temporalio.client import WorkflowUpdateFailedError
 from tests.faults import UnknownWrites
 from tests.policy_fixtures import CUSTOMER, EMAIL, PENDING
 from tests.workflow_harness import ListBrain, call, running_worker
-from workflows.approvals import ApprovalDecision, check_decision_text
-from workflows.errors import ErrorType
-from workflows.records import OutcomeResolution
-from workflows.resolution import ResolveOutcome
+from workflows.policy.approvals import ApprovalDecision, check_decision_text
+from workflows.domain.errors import ErrorType
+from workflows.domain.records import OutcomeResolution
+from workflows.conversation.resolution import ResolveOutcome
 
 TOOL = "modify_pending_order_address"
 ADDRESS = dict(order_id=PENDING, address1="1 Text Road", address2="", city="Austin", state="TX", country="USA",

@@ -14,11 +14,11 @@ from google.protobuf.json_format import MessageToDict
 from temporalio.api.sdk.v1 import WorkflowMetadata
 from temporalio.client import WorkflowHandle
 
-from starter.connection import data_converter
+from starter.runtime.connection import data_converter
 from tests.policy_fixtures import CARD, CUSTOMER, DELIVERED, EMAIL, GIFT, PENDING
 from tests.workflow_harness import ListBrain, call, conversation_over_runs, reply, running_worker, two_orders_brain
 from workflows.options import CUSTOMER_ID, ORDER_IDS, STATUS, STEP
-from workflows.pseudonym import customer_pseudonym
+from workflows.domain.pseudonym import customer_pseudonym
 
 PERSONAL = (EMAIL, CUSTOMER, "Sanchez", "Sunset Drive", "92147", "San Diego", CARD, GIFT)
 """The customer's email, id (it holds the name), last name, address, zip and payment ids."""
@@ -132,8 +132,8 @@ async def test_operators_find_a_conversation_by_pseudonym_and_every_order_it_tou
 async def test_the_scan_catches_personal_data_in_a_summary(temporal_env, settings):
     """The leak check above can fail: the same scan finds an email put in a run's summary."""
     async with running_worker(temporal_env, settings) as (client, _):
-        from workflows.contracts import SupportInput
-        from workflows.support import SupportWorkflow
+        from workflows.domain.contracts import SupportInput
+        from workflows.conversation.workflow import SupportWorkflow
 
         cid = f"ops-probe-{uuid.uuid4().hex[:6]}"
         handle = await temporal_env.client.start_workflow(

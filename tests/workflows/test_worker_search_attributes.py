@@ -18,10 +18,10 @@ import pytest
 from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
 
-from starter.client import StatekeeperClient
-from starter.devserver import temporal_binary, wait_until_reachable
-from starter.preflight import StartupRefused
-from starter.runtime import connect_with_retry, runtime
+from starter.client.conversations import StatekeeperClient
+from starter.dev.server import temporal_binary, wait_until_reachable
+from starter.runtime.preflight import StartupRefused
+from starter.dev.stack import connect_with_retry, runtime
 from tests.policy_fixtures import EMAIL
 from tests.workflow_harness import NO_APPROVALS
 from workflows.options import CUSTOMER_ID, ORDER_IDS, SEARCH_ATTRIBUTES, STEP
@@ -96,7 +96,7 @@ async def test_a_mistyped_attribute_stops_startup_naming_it(settings, tmp_path):
         # the same from the command line: a clear message, exit status 2, no traceback
         env = dict(os.environ, STATEKEEPER_TEMPORAL_ADDRESS=address, STATEKEEPER_DATA_DIR=str(tmp_path / "cli"),
                    STATEKEEPER_DEV_STATE_FILE=str(tmp_path / "no-dev.json"), COLUMNS="300")
-        done = subprocess.run([sys.executable, "-m", "starter.cli", "worker"], cwd=ROOT, env=env,
+        done = subprocess.run([sys.executable, "-m", "starter.cli.app", "worker"], cwd=ROOT, env=env,
                               capture_output=True, text=True, timeout=120)
         output = " ".join((done.stdout + done.stderr).split())
         assert done.returncode == 2, output

@@ -20,14 +20,14 @@ from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.worker import Worker
 
 from settings import Settings
-from starter.rpc import read_again_if_dropped
-from starter.client import StatekeeperClient
-from starter.preflight import StartupRefused, check_task_queue
-from starter.system_of_record import fingerprint, fingerprint_in_identity, worker_identity
+from starter.runtime.rpc import read_again_if_dropped
+from starter.client.conversations import StatekeeperClient
+from starter.runtime.preflight import StartupRefused, check_task_queue
+from starter.runtime.system_of_record import fingerprint, fingerprint_in_identity, worker_identity
 from systems.retail.backend import RetailBackend
 from tests.policy_fixtures import EMAIL, PENDING
 from tests.workflow_harness import NO_APPROVALS
-from worker import build_backend, build_worker, preflight, run_worker
+from starter.runtime.worker import build_backend, build_worker, preflight, run_worker
 
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -110,7 +110,7 @@ async def test_workers_on_the_same_database_scale_out(temporal_env, settings, tm
     async with build_worker(client, settings, backend):
         await _until_polled(client, settings)
         log = open(tmp_path / "second-worker.log", "wb")
-        second = subprocess.Popen([sys.executable, "-m", "starter.cli", "worker"], cwd=ROOT, env=env,
+        second = subprocess.Popen([sys.executable, "-m", "starter.cli.app", "worker"], cwd=ROOT, env=env,
                                   stdout=log, stderr=subprocess.STDOUT)
         try:
             # a new process imports the worker first: seconds on a loaded CI machine

@@ -1,8 +1,8 @@
 """The money each refund-type write moves (the ``approval_amount`` of a spec), in
 ``Decimal`` currency rounded to cents, computed from the typed ``OrderFact`` as just read
-from the system of record; ``workflows.approvals`` compares it with the approval policy.
+from the system of record; ``workflows.policy.approvals`` compares it with the approval policy.
 
-Prices in the records are already cent ``Decimal`` (``workflows.money``); prices read
+Prices in the records are already cent ``Decimal`` (``workflows.domain.money``); prices read
 from the system of record's JSON (floats) go through ``money``, so 500.01 stays 500.01.
 """
 
@@ -12,8 +12,8 @@ from collections import Counter
 from decimal import Decimal
 from typing import Any, Mapping
 
-from workflows.money import CENT, money  # noqa: F401  (re-exported: callers import money from here)
-from workflows.records import OrderFact
+from workflows.domain.money import CENT, money  # noqa: F401  (re-exported: callers import money from here)
+from workflows.domain.records import OrderFact
 
 
 class MissingPrice(LookupError):

@@ -3,7 +3,7 @@ figures they share with the confirmation detail.
 
 Each check raises ``PolicyViolation`` naming its clause. The generic gates (scope:
 authentication, one customer, the order read first) run before these, in
-``workflows.policy``.
+``workflows.policy.validator``.
 """
 
 from __future__ import annotations
@@ -13,12 +13,12 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Optional
 
 from workflows.catalogue.spec import StatusRequirement
-from workflows.clauses import PolicyViolation, Rule, require
-from workflows.facts import extract_facts
-from workflows.records import OrderFact, Role
+from workflows.policy.clauses import PolicyViolation, Rule, require
+from workflows.domain.facts import extract_facts
+from workflows.domain.records import OrderFact, Role
 
 if TYPE_CHECKING:
-    from workflows.state import ConversationState
+    from workflows.domain.state import ConversationState
 
 
 def status_refusal(name: str, status: Optional[StatusRequirement], order_id: str, current: str,

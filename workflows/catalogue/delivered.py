@@ -19,7 +19,7 @@ from workflows.catalogue.spec import (
     ToolClass,
     ToolSpec,
 )
-from workflows.clauses import Rule
+from workflows.policy.clauses import Rule
 
 
 class ReturnDeliveredOrderItemsArgs(ToolArgs):

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from workflows.catalogue.checks import item_change_difference
 
 if TYPE_CHECKING:
-    from workflows.state import ConversationState
+    from workflows.domain.state import ConversationState
 
 
 def money(value: Decimal) -> str:

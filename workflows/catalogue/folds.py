@@ -12,8 +12,8 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from workflows.catalogue.spec import Fold
-from workflows.money import money
-from workflows.records import (
+from workflows.domain.money import money
+from workflows.domain.records import (
     Customer,
     OrderFact,
     OrderItem,
@@ -24,7 +24,7 @@ from workflows.records import (
 )
 
 if TYPE_CHECKING:
-    from workflows.state import ConversationState
+    from workflows.domain.state import ConversationState
 
 ANOTHER_CUSTOMER = "Error: order not found"
 """What the model sees of another customer's order: the same as a missing one (one-customer)."""

@@ -17,7 +17,7 @@ from workflows.catalogue.spec import (
     ToolClass,
     ToolSpec,
 )
-from workflows.clauses import Rule
+from workflows.policy.clauses import Rule
 
 ORDER_ID = Field(min_length=1, max_length=100)
 """An order id as the model sends it; its shape is the system of record's to judge."""

@@ -19,11 +19,11 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional
 
 from pydantic import BaseModel, ConfigDict
 
-from workflows.clauses import Rule
+from workflows.policy.clauses import Rule
 
 if TYPE_CHECKING:
-    from workflows.records import OrderFact
-    from workflows.state import ConversationState
+    from workflows.domain.records import OrderFact
+    from workflows.domain.state import ConversationState
 
 
 class ToolClass(str, Enum):
@@ -120,7 +120,7 @@ class ToolSpec:
     email sent after a successful refund-type write ("return", "exchange").
     ``personal_data`` lists argument names holding personal data (kept out of logs).
     ``approval_amount`` (refund-type writes) is the money the write moves, for supervisor
-    approvals (``workflows.approvals``); ``refund_destination`` names the argument of the
+    approvals (``workflows.policy.approvals``); ``refund_destination`` names the argument of the
     payment method that receives refunds, when the caller chooses it.
     """
 

@@ -1,0 +1,258 @@
+"""``JournalStore``: the decision log and the transcript in our own SQL store (SQLite or
+PostgreSQL; never the system of record).
+
+Writes are upserts keyed by business identity (conversation, turn, sequence number), so a
+retried activity, a replayed workflow or a reset re-running a turn never duplicates a row.
+Reads: ``decisions`` (each model call joined with its verdict, filterable by conversation,
+customer, rule and time), ``export_jsonl``, ``transcript``; retention and erasure:
+``erase_conversation(s)``, ``erase_customer``, ``purge``, and the ids they would act on
+(``conversations_of_customer``, ``stale_conversations``). The row models are in
+``activities.store.records``.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+from typing import IO, Any, Iterable, Optional
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import Connection, Engine
+
+from activities.store.records import DecisionRow, Erased, ModelCallRecord, TranscriptEntry
+from activities.store.tables import TABLES, create_schema, make_engine, model_calls, transcript, verdicts
+from workflows.domain.journal import TurnRecord
+
+__all__ = ["DecisionRow", "Erased", "JournalStore", "ModelCallRecord", "TranscriptEntry"]  # the row models re-exported
+
+
+def _utc(value: datetime) -> datetime:
+    # SQLite hands back naive datetimes: they were stored as UTC
+    return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)
+
+
+class JournalStore:
+    """The journal at SQLAlchemy ``url`` (tables created if missing, on first use, unless
+    ``create`` is False: readers such as the backtest never write). Thread-safe; every method
+    is one transaction. Raises ``sqlalchemy.exc.SQLAlchemyError`` when the database fails."""
+
+    def __init__(self, url: str, *, create: bool = True) -> None:
+        self.engine = make_engine(url)
+        self._insert = postgresql.insert if self.engine.dialect.name == "postgresql" else sqlite.insert
+        self._create = create
+        self._upserts: dict[tuple[str, tuple[str, ...]], Any] = {}
+        self._schema_ready = False
+
+    def _ready(self) -> Engine:
+        # the schema is made on first use, not here: a worker must start while the journal's
+        # database is down (it is an audit record; conversations go on without it), and a
+        # failed attempt is simply tried again by the next call
+        if not self._schema_ready and self._create:
+            create_schema(self.engine)
+        self._schema_ready = True
+        return self.engine
+
+    def close(self) -> None:
+        """Release the connection pool."""
+        self.engine.dispose()
+
+    # --- writes -----------------------------------------------------------------------
+
+    def _upsert(self, conn: Connection, table: sa.Table, rows: list[dict[str, Any]]) -> None:
+        # rows of one table share their columns: one executemany, not a statement each
+        if rows:
+            conn.execute(self._upsert_statement(table, tuple(rows[0])), rows)
+
+    def _upsert_statement(self, table: sa.Table, columns: tuple[str, ...]) -> Any:
+        # one statement per (table, columns), values bound at execution: built and compiled
+        # once, where a statement with the values in it was compiled on every call
+        found = self._upserts.get((table.name, columns))
+        if found is None:
+            keys = [c.name for c in table.primary_key.columns]
+            stmt = self._insert(table)
+            found = stmt.on_conflict_do_update(index_elements=keys,
+                                               set_={k: stmt.excluded[k] for k in columns if k not in keys})
+            self._upserts[(table.name, columns)] = found
+        return found
+
+    def record_model_call(self, record: ModelCallRecord, turn: Optional[TurnRecord] = None) -> int:
+        """Upsert the row of model call (conversation, turn, call_seq): a retried or
+        re-run call overwrites it. With ``turn`` (the turn this call's reply completes), also
+        record it as ``record_turn`` does, in the same transaction; returns ``record_turn``'s
+        count of skipped verdicts (0 without ``turn``)."""
+        with self._ready().begin() as conn:
+            self._upsert(conn, model_calls, [record.model_dump()])
+            return self._record_turn(conn, turn) if turn is not None else 0
+
+    def record_turn(self, record: TurnRecord) -> int:
+        """Upsert a turn's verdicts and transcript entries; returns how many verdicts named
+        no known model call (``call_seq`` None in a turn without recorded calls) and were skipped.
+        With ``record.turn`` set, rows of that turn beyond what it made (``model_calls``, the
+        last transcript entry) are left over from an earlier run of the turn and removed."""
+        with self._ready().begin() as conn:
+            return self._record_turn(conn, record)
+
+    def _record_turn(self, conn: Connection, record: TurnRecord) -> int:
+        skipped = 0
+        cid = record.conversation_id
+        if record.turn is not None:
+            self._trim(conn, record)
+        rows = []
+        written: dict[int, int] = {}  # turn → the highest call_seq of this record's verdicts so far
+        for v in record.verdicts:
+            call_seq = v.call_seq
+            if call_seq is None:
+                # the rows go in together below, so the earlier verdicts of this record count too
+                found = [c for c in (self._last_call(conn, cid, v.turn), written.get(v.turn)) if c is not None]
+                call_seq = max(found, default=None)
+            if call_seq is None:
+                skipped += 1
+                continue
+            written[v.turn] = max(call_seq, written.get(v.turn, call_seq))
+            rows.append({"conversation_id": cid, "turn": v.turn, "call_seq": call_seq, "customer_id": record.customer_id,
+                         "verdict": v.verdict.value, "rule": v.rule, "reason": v.reason, "outcome": v.outcome,
+                         "recorded_at": v.at})
+        self._upsert(conn, verdicts, rows)
+        self._upsert(conn, transcript, [
+            {"conversation_id": cid, "turn": e.turn, "seq": e.seq, "customer_id": record.customer_id,
+             "role": e.role.value, "kind": e.kind.value, "text": e.text, "message_id": e.message_id, "at": e.at}
+            for e in record.transcript])
+        return skipped
+
+    @staticmethod
+    def _last_call(conn: Connection, cid: str, turn: int) -> Optional[int]:
+        found = [conn.execute(sa.select(sa.func.max(t.c.call_seq)).where(
+            t.c.conversation_id == cid, t.c.turn == turn)).scalar() for t in (model_calls, verdicts)]
+        return max((f for f in found if f is not None), default=None)
+
+    @staticmethod
+    def _trim(conn: Connection, record: TurnRecord) -> None:
+        # one statement per table: each is a round trip, and this runs once per turn
+        cid, turn = record.conversation_id, record.turn
+        last = max((e.seq for e in record.transcript if e.turn == turn), default=-1)
+        m, v, t = model_calls.c, verdicts.c, transcript.c
+        conn.execute(sa.delete(model_calls).where(m.conversation_id == cid, m.turn == turn,
+                                                  m.call_seq > record.model_calls))
+        # turns after this one are from a timeline a reset discarded (records are written in
+        # turn order); model calls of the next turn may already be in, so they stay, and are
+        # overwritten when the new timeline reaches their turn
+        conn.execute(sa.delete(verdicts).where(v.conversation_id == cid, sa.or_(
+            v.turn > turn, sa.and_(v.turn == turn, v.call_seq > record.model_calls))))
+        conn.execute(sa.delete(transcript).where(t.conversation_id == cid, sa.or_(
+            t.turn > turn, sa.and_(t.turn == turn, t.seq > last))))
+
+    # --- reads ------------------------------------------------------------------------
+
+    def decisions(self, conversation_id: Optional[str] = None, customer_id: Optional[str] = None,
+                  rule: Optional[str] = None, since: Optional[datetime] = None) -> list[DecisionRow]:
+        """Model calls joined with their verdicts, ordered by conversation, turn and call.
+        Filters combine with AND: ``customer_id`` the authenticated customer at the call,
+        ``rule`` the verdict's policy rule, ``since`` calls recorded at or after it (aware
+        datetime; naive is taken as UTC)."""
+        v = verdicts.c
+        query = sa.select(model_calls, v.verdict, v.rule, v.reason, v.outcome).select_from(
+            model_calls.outerjoin(verdicts, sa.and_(
+                v.conversation_id == model_calls.c.conversation_id, v.turn == model_calls.c.turn,
+                v.call_seq == model_calls.c.call_seq)))
+        if conversation_id is not None:
+            query = query.where(model_calls.c.conversation_id == conversation_id)
+        if customer_id is not None:
+            query = query.where(model_calls.c.customer_id == customer_id)
+        if rule is not None:
+            query = query.where(v.rule == rule)
+        if since is not None:
+            query = query.where(model_calls.c.recorded_at >= _utc(since))
+        query = query.order_by(model_calls.c.conversation_id, model_calls.c.turn, model_calls.c.call_seq)
+        with self._ready().connect() as conn:
+            rows = [dict(r._mapping) for r in conn.execute(query)]
+        return [DecisionRow(**{**r, "recorded_at": _utc(r["recorded_at"])}) for r in rows]
+
+    def export_jsonl(self, file: IO[str], **filters: Any) -> int:
+        """Write ``decisions(**filters)`` to ``file`` as JSON Lines (one ``DecisionRow`` per
+        line); returns the number of rows."""
+        rows = self.decisions(**filters)
+        for row in rows:
+            file.write(json.dumps(row.model_dump(mode="json"), sort_keys=True) + "\n")
+        return len(rows)
+
+    def transcript(self, conversation_id: str) -> list[TranscriptEntry]:
+        """Every recorded entry of a conversation in order (turn, then seq); [] if none."""
+        t = transcript.c
+        query = sa.select(t.conversation_id, t.turn, t.seq, t.role, t.kind, t.text, t.message_id, t.at).where(
+            t.conversation_id == conversation_id).order_by(t.turn, t.seq)
+        with self._ready().connect() as conn:
+            rows = [dict(r._mapping) for r in conn.execute(query)]
+        return [TranscriptEntry(**{**r, "at": _utc(r["at"])}) for r in rows]
+
+    def knows(self, conversation_id: str) -> bool:
+        """Whether any row (decision log or transcript) of ``conversation_id`` is recorded."""
+        with self._ready().connect() as conn:
+            return any(conn.execute(sa.select(table.c.conversation_id).where(
+                table.c.conversation_id == conversation_id).limit(1)).first() is not None for table in TABLES)
+
+    # --- retention and erasure --------------------------------------------------------
+
+    def _erase(self, conn: Connection, ids: set[str]) -> Erased:
+        erased, found = Erased(conversations=0), set()
+        for table in TABLES:
+            for chunk in _chunks(sorted(ids)):
+                found |= set(conn.execute(sa.select(table.c.conversation_id).where(
+                    table.c.conversation_id.in_(chunk)).distinct()).scalars())
+                count = conn.execute(sa.delete(table).where(table.c.conversation_id.in_(chunk))).rowcount
+                setattr(erased, table.name, getattr(erased, table.name) + count)
+        erased.conversations = len(found)  # those that had rows: erasing twice erases nothing
+        return erased
+
+    def erase_conversation(self, conversation_id: str) -> Erased:
+        """Remove every row of a conversation (decision log and transcript)."""
+        with self._ready().begin() as conn:
+            return self._erase(conn, {conversation_id})
+
+    def erase_conversations(self, conversation_ids: Iterable[str]) -> Erased:
+        """Remove every row of the given conversations, in one transaction."""
+        with self._ready().begin() as conn:
+            return self._erase(conn, set(conversation_ids))
+
+    @staticmethod
+    def _of_customer(conn: Connection, customer_id: str) -> set[str]:
+        return {cid for table in TABLES for cid in conn.execute(sa.select(table.c.conversation_id).where(
+            table.c.customer_id == customer_id).distinct()).scalars()}
+
+    def conversations_of_customer(self, customer_id: str) -> set[str]:
+        """Ids of the conversations in which ``customer_id`` was the authenticated customer."""
+        with self._ready().connect() as conn:
+            return self._of_customer(conn, customer_id)
+
+    def erase_customer(self, customer_id: str) -> Erased:
+        """Remove every conversation in which ``customer_id`` was the authenticated customer,
+        whole (its turns before authentication hold their personal data too)."""
+        with self._ready().begin() as conn:
+            return self._erase(conn, self._of_customer(conn, customer_id))
+
+    @staticmethod
+    def _stale(older_than: datetime) -> sa.Select:
+        newest = sa.union_all(
+            sa.select(model_calls.c.conversation_id.label("cid"), model_calls.c.recorded_at.label("at")),
+            sa.select(verdicts.c.conversation_id, verdicts.c.recorded_at),
+            sa.select(transcript.c.conversation_id, transcript.c.at),
+        ).subquery()
+        return sa.select(newest.c.cid).group_by(newest.c.cid).having(sa.func.max(newest.c.at) < _utc(older_than))
+
+    def stale_conversations(self, older_than: datetime) -> set[str]:
+        """Ids of the conversations whose newest row is older than ``older_than`` (aware
+        datetime; naive is taken as UTC)."""
+        with self._ready().connect() as conn:
+            return set(conn.execute(self._stale(older_than)).scalars())
+
+    def purge(self, older_than: datetime, keep: Iterable[str] = ()) -> Erased:
+        """Remove whole conversations whose newest row is older than ``older_than`` (aware
+        datetime; naive is taken as UTC), except the ids in ``keep`` (still running):
+        retention is per conversation, never half of one."""
+        with self._ready().begin() as conn:
+            return self._erase(conn, set(conn.execute(self._stale(older_than)).scalars()) - set(keep))
+
+
+def _chunks(ids: list[str], size: int = 500) -> list[list[str]]:
+    # bounded IN lists: SQLite limits bound parameters per statement
+    return [ids[i:i + size] for i in range(0, len(ids), size)]

@@ -1,0 +1,1 @@
+"""The chaos benchmark suite; ``bench/chaos.py`` runs it."""

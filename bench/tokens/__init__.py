@@ -1,0 +1,1 @@
+"""The tokens benchmark suite; ``bench/tokens.py`` runs it."""

@@ -1,0 +1,243 @@
+"""Input tokens per model call: statekeeper (its state, cache-friendly layout and prompt
+caching) vs resending the transcript (without caching, with incremental prefix caching) vs a
+sliding window of the last k turns, over conversations of 10, 100 and 500 user turns.
+
+How it runs: the **pure core**, not a Temporal server. Each conversation applies its turns
+with the workflow's own pure parts (``workflows.domain.transitions``, ``workflows.policy.validator``,
+``workflows.policy.confirm``, ``workflows.domain.keys``) in the order ``workflows.conversation.turn`` applies them; reads
+and the confirmed write run against an in-memory copy of the τ-bench data
+(``systems.retail.tools.run_tool``). Every statekeeper model call is the request the model
+activity sends: ``render_request(state_view(state), PROMPT_VERSION)`` →
+``build_create_kwargs`` → the anthropic SDK → the offline stand-in (``offline_client``), whose
+rules brain answers and whose ``PromptCache`` reports the usage. The baselines' requests are
+built from the same conversation (``bench/tokens/strategies.py``) and accounted by the same
+cache model, each with its own cache. **All figures are modelled**: tokens ≈ characters / 4,
+the provider's caching rules as ``systems/model/cache.py`` models them; cost-weighted tokens
+price cache reads 0.1×, cache writes 1.25×, fresh input 1×.
+
+The conversations come from τ-bench cancel tasks (``../shared/taubench-retail``), padded with
+off-topic turns and corrections; the order id stated at turn 4 is what the final cancellation
+acts on, and ``fact_retained`` says whether it is in each strategy's request of that decision.
+
+It replaces ``bench/prompt_size.py`` (characters of one snapshot vs the transcript), which
+measured neither caching nor the whole request.
+
+Run: ``.venv/bin/python bench/tokens.py [--turns 10,100,500] [--window 6] [--json OUT] [--quick]``
+(``--quick``: 10 and 100 turns unless ``--turns`` says otherwise).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from pathlib import Path
+from typing import Any, Optional
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from rich.console import Console  # noqa: E402
+from rich.table import Table  # noqa: E402
+
+from activities.llm.model_activity import offline_client  # noqa: E402
+from activities.llm.wire import build_create_kwargs, read_proposal  # noqa: E402
+from bench.tokens import strategies as ts  # noqa: E402
+from systems.model.cache import PromptCache  # noqa: E402
+from systems.retail import load_data  # noqa: E402
+from systems.retail.tools import run_tool  # noqa: E402
+from workflows.domain import keys, replies  # noqa: E402
+from workflows.domain import transitions as tr  # noqa: E402
+from workflows.domain.actions import call_arguments  # noqa: E402
+from workflows.catalogue import spec_of  # noqa: E402
+from workflows.policy.clauses import Rule  # noqa: E402
+from workflows.policy.confirm import describe, is_yes  # noqa: E402
+from workflows.options import MAX_CONSECUTIVE_REJECTIONS, MAX_MODEL_STEPS_PER_TURN  # noqa: E402
+from workflows.policy.validator import validate_execution, validate_proposal  # noqa: E402
+from workflows.domain.prompt import PROMPT_VERSION, render_request, state_view  # noqa: E402
+from workflows.domain.state import Confirmation, ConversationState, Role  # noqa: E402
+
+MODEL = "statekeeper-offline-stand-in"
+STRATEGIES = ("statekeeper", "naive", "naive_cached", "window")
+CONTEXT_LIMIT = 200_000
+
+
+class Run:
+    """One conversation of ``turns`` user turns and the usage of every strategy's calls."""
+
+    def __init__(self, task: dict[str, Any], turns: int, window: int) -> None:
+        self.task, self.turns, self.window = task, turns, window
+        self.data = load_data()
+        self.state = ConversationState(conversation_id=f"bench-tokens-{turns}")
+        self.transcript = ts.Transcript()
+        self.client = offline_client(30.0, brain=ts.status_brain)  # a fresh stand-in: its own prompt cache
+        self.caches = {s: PromptCache() for s in STRATEGIES[1:]}
+        self.calls: dict[str, list[tuple[int, dict[str, int]]]] = {s: [] for s in STRATEGIES}
+        self.final_prompts: dict[str, bool] = {}
+
+    async def model_call(self) -> Any:
+        """One statekeeper call (the activity's request) and the baselines' calls at this point."""
+        state = self.state
+        kwargs = build_create_kwargs(render_request(state_view(state), PROMPT_VERSION), model=MODEL,
+                                     max_tokens=1024, conversation_id=state.conversation_id,
+                                     prompt_version=PROMPT_VERSION)
+        response = await self.client.messages.create(**kwargs)
+        usage = response.usage
+        self.calls["statekeeper"].append((state.turn, {
+            "input_tokens": usage.input_tokens, "cache_read_input_tokens": usage.cache_read_input_tokens or 0,
+            "cache_creation_input_tokens": usage.cache_creation_input_tokens or 0}))
+        bodies = {s: self.transcript.request(s, MODEL, self.window) for s in STRATEGIES[1:]}
+        for strategy, body in bodies.items():
+            self.calls[strategy].append((state.turn, self.caches[strategy].account(body)))
+        action = read_proposal(response)
+        if action.kind == "tool_call" and spec_of(action.tool.name).is_write:
+            fact = self.task["order_id"]  # the decision the turn-4 fact matters to
+            self.final_prompts = {"statekeeper": ts.contains(kwargs, fact),
+                                  **{s: ts.contains(b, fact) for s, b in bodies.items()}}
+        return action
+
+    async def turn(self, text: str) -> str:
+        """One user turn, in the order ``workflows.conversation.turn`` applies it (no approvals: none
+        of these writes passes the approval threshold's amount in this bench's tasks)."""
+        state = self.state
+        tr.receive_user_message(state, text)
+        self.transcript.user(text)
+        pending = tr.take_pending(state)
+        if pending is not None:
+            if is_yes(text):
+                confirmation = Confirmation(operation_id=pending.operation_id, digest=pending.digest,
+                                            turn=state.turn, verbatim=text)
+                verdict = validate_execution(state, pending, confirmation)
+                if verdict.accepted:
+                    args = call_arguments(pending.call)
+                    result = run_tool(self.data, pending.call.name, args)
+                    self.transcript.tool(pending.call.name, args, result)
+                    tr.apply_write_result(state, pending.call, pending.operation_id,
+                                          keys.idempotency_key(pending.call, pending.operation_id), result,
+                                          not tr.is_error(result))
+                else:
+                    tr.decline(state, pending, verdict.rule.value, verdict.reason)
+            else:
+                tr.decline(state, pending, Rule.USER_DECLINED.value, f"the user declined: {pending.detail}")
+        rejections = 0
+        for _ in range(MAX_MODEL_STEPS_PER_TURN):
+            action = await self.model_call()
+            verdict = validate_proposal(state, action)
+            if not verdict.accepted:
+                tr.reject(state, verdict.rule.value, verdict.reason, action.model_dump(mode="json"))
+                rejections += 1
+                if rejections >= MAX_CONSECUTIVE_REJECTIONS:
+                    return replies.refused(verdict.rule.value)
+                continue
+            rejections = 0
+            if action.kind in ("reply", "end"):
+                return action.text or replies.ENDED
+            if action.kind == "transfer_to_human":
+                return replies.TRANSFERRED
+            call = action.tool
+            if verdict.needs_confirmation:
+                tr.await_confirmation(state, keys.operation_id(state.conversation_id, state.turn), call,
+                                      describe(state, call))
+                return replies.confirmation_prompt(state.pending_confirmation.detail)
+            result = run_tool(self.data, call.name, call_arguments(call))
+            self.transcript.tool(call.name, call_arguments(call), result)
+            tr.apply_read_result(state, call, result)
+        return replies.COULD_NOT_FINISH
+
+    async def play(self) -> None:
+        """Every turn of the script; each reply joins the state and the transcript."""
+        for text in ts.script(self.task, self.turns):
+            reply = await self.turn(text)
+            tr.add_turn(self.state, Role.ASSISTANT, reply)
+            self.transcript.assistant(reply)
+        await self.client.close()
+
+    def figures(self) -> dict[str, Any]:
+        """The issue's per-strategy figures of this run."""
+        out = {}
+        for strategy in STRATEGIES:
+            calls = self.calls[strategy]
+            contexts = [ts.context(u) for _, u in calls]
+            late = [ts.context(u) for turn, u in calls if turn > 10]
+            out[strategy] = {
+                "input_tokens": sum(contexts),
+                "cost_weighted_tokens": round(sum(ts.weighted(u) for _, u in calls), 1),
+                "max_context_tokens": max(contexts),
+                "per_call_max_over_min_after_10": ts.max_over_min(late),
+                "fact_retained": self.final_prompts.get(strategy, False),
+            }
+        return out
+
+    def per_turn(self, strategy: str) -> dict[int, tuple[int, float, int]]:
+        """turn -> (input tokens, cost-weighted tokens, largest context) of ``strategy``."""
+        rows: dict[int, list[float]] = {}
+        for turn, usage in self.calls[strategy]:
+            row = rows.setdefault(turn, [0, 0.0, 0])
+            row[0] += ts.context(usage)
+            row[1] += ts.weighted(usage)
+            row[2] = max(row[2], ts.context(usage))
+        return {t: (int(r[0]), r[1], int(r[2])) for t, r in rows.items()}
+
+    def first_turn_past(self, strategy: str, limit: int = CONTEXT_LIMIT) -> Optional[int]:
+        """The first turn whose context passes ``limit`` tokens (None: never)."""
+        return next((t for t, u in self.calls[strategy] if ts.context(u) > limit), None)
+
+
+def print_run(console: Console, run: Run, figures: dict[str, Any]) -> None:
+    """The run's totals and a per-turn sample."""
+    naive, cached = figures["naive"]["cost_weighted_tokens"], figures["naive_cached"]["cost_weighted_tokens"]
+    table = Table(title=f"{run.turns} turns (τ-bench task {run.task['task_index']}; modelled: tokens ≈ chars/4)")
+    for col in ("strategy", "input tokens", "cost-weighted", "÷ naive", "÷ naive cached", "max context",
+                "max/min after t10", "turn-4 fact kept"):
+        table.add_column(col, justify="right")
+    for strategy, f in figures.items():
+        ratio = f["per_call_max_over_min_after_10"]
+        table.add_row(strategy, f"{f['input_tokens']:,}", f"{f['cost_weighted_tokens']:,.0f}",
+                      f"{f['cost_weighted_tokens'] / naive:.3f}", f"{f['cost_weighted_tokens'] / cached:.3f}",
+                      f"{f['max_context_tokens']:,}", "-" if ratio is None else f"{ratio:.2f}",
+                      "yes" if f["fact_retained"] else "no")
+    console.print(table)
+    past = run.first_turn_past("naive")
+    console.print(f"naive context passes {CONTEXT_LIMIT:,} tokens at turn: {past or 'never'}")
+    turns = sorted({1, 2, 4, 5, 10, 20, 50, 100, 200, 300, 400, 499, 500} & set(range(1, run.turns + 1)))
+    sample = Table(title=f"per turn, {run.turns} turns: input tokens / cost-weighted (largest context)")
+    sample.add_column("turn", justify="right")
+    for strategy in STRATEGIES:
+        sample.add_column(strategy, justify="right")
+    rows = {s: run.per_turn(s) for s in STRATEGIES}
+    for turn in turns:
+        sample.add_row(str(turn), *(f"{rows[s][turn][0]:,} / {rows[s][turn][1]:,.0f} ({rows[s][turn][2]:,})"
+                                    for s in STRATEGIES))
+    console.print(sample)
+
+
+async def main_async(turn_counts: list[int], window: int, json_out: Optional[str]) -> dict[str, Any]:
+    console = Console(width=170)
+    tasks = ts.cancel_tasks(load_data())
+    runs = []
+    for turns in turn_counts:
+        run = Run(tasks[turns % len(tasks)], turns, window)  # the same task for a length in every release
+        await run.play()
+        figures = run.figures()
+        print_run(console, run, figures)
+        runs.append({"turns": turns, "strategies": figures})
+    result = {"runs": runs}
+    if json_out:
+        Path(json_out).write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    return result
+
+
+def main(argv: Optional[list[str]] = None) -> None:
+    """Parse the arguments and run."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--turns", default=None, help="comma-separated conversation lengths (default 10,100,500)")
+    parser.add_argument("--window", type=int, default=6, help="turns the sliding window keeps (default 6)")
+    parser.add_argument("--json", dest="json_out", default=None, help="write the figures as JSON to this file")
+    parser.add_argument("--quick", action="store_true", help="10 and 100 turns (unless --turns is given)")
+    args = parser.parse_args(argv)
+    counts = args.turns or ("10,100" if args.quick else "10,100,500")
+    asyncio.run(main_async([int(n) for n in counts.split(",")], args.window, args.json_out))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""The turns benchmark suite; ``bench/turns.py`` runs it."""

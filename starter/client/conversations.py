@@ -1,0 +1,299 @@
+"""Python client for backend services: conversations (start, message, cancel, state),
+standalone refunds, lists from search attributes, approval decisions. A thin layer over
+the Temporal client; all logic lives in the workflows.
+
+Every call has a deadline (``starter.client.core.Deadlines``) and raises ``ConversationError``
+(``starter.client.errors``) with a ``kind`` the API maps to an HTTP status.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Any, Optional, Sequence
+
+from temporalio.client import (
+    Client,
+    WorkflowExecutionStatus,
+    WithStartWorkflowOperation,
+    WorkflowQueryFailedError,
+    WorkflowUpdateFailedError,
+    WorkflowUpdateStage,
+)
+from temporalio.common import (
+    SearchAttributePair,
+    TypedSearchAttributes,
+    WorkflowIDConflictPolicy,
+    WorkflowIDReusePolicy,
+)
+from temporalio.exceptions import WorkflowAlreadyStartedError
+from temporalio.service import RPCError
+
+from starter.client.answered import recorded_or_refused
+from starter.client.approvals import ApprovalCalls
+from starter.client.core import Deadlines
+from starter.client.errors import ConversationError, message_outcome_unknown
+from starter.client.listing import ListingCalls
+from starter.client.refunds import RefundCalls
+from starter.client.refusals import (built as _built, check_ids as _check_ids, check_new_conversation_id,
+                               finished as _finished, rpc_reason as _rpc_reason, untyped as _untyped, update_refusal as _update_refusal)
+from starter.client.resolutions import ResolutionCalls
+from starter.client.run_status import with_run_status
+from workflows.policy.approvals import ApprovalPolicy
+from workflows.domain.contracts import (AssistantReply, CancelRequest, SupportInput, SupportOutcome, UserMessage,
+                                 message_digest)
+from workflows.domain.errors import ErrorType
+from workflows.conversation.opening import ConversationOpened, OpenConversation
+from workflows.options import CONVERSATION_TASK_TIMEOUT, DEFAULT_WRITE_TIMEOUT_SECONDS, STATUS
+from workflows.domain.state import ConversationState
+from workflows.conversation.workflow import SupportWorkflow, support_workflow_id
+from workflows.domain.user_text import control_problem, message_problem
+
+__all__ = ["ConversationError", "Deadlines", "StatekeeperClient"]
+
+FIRST_MESSAGE_ID = "first"
+"""Message id of the first message sent with the start when the caller gave none."""
+
+
+class StatekeeperClient(ApprovalCalls, RefundCalls, ListingCalls, ResolutionCalls):
+    """``StatekeeperClient(temporal_client, task_queue, write_timeout_seconds, approvals=None,
+    deadlines=None, pseudonym_key=None)``.
+
+    Conversation ids are caller-chosen strings (a UUID by default); the workflow id is
+    ``support-<conversation_id>``. ``write_timeout_seconds`` is the start-to-close timeout
+    of the writes of the processes it starts; ``approvals`` (an ``ApprovalPolicy``, from
+    ``Settings``) goes into their inputs; ``pseudonym_key`` maps a customer id to the
+    ``CustomerId`` pseudonym for lists; ``token_budget`` (tokens, None: none) and
+    ``local_model_calls`` (``SupportInput.local_model_calls``) go into the inputs of the
+    conversations it starts."""
+
+    def __init__(self, client: Client, task_queue: str = "statekeeper",
+                 write_timeout_seconds: float = DEFAULT_WRITE_TIMEOUT_SECONDS,
+                 approvals: Optional[ApprovalPolicy] = None,
+                 deadlines: Optional[Deadlines] = None, pseudonym_key: Optional[str] = None,
+                 token_budget: Optional[int] = None, local_model_calls: bool = False) -> None:
+        super().__init__(client, task_queue, deadlines)
+        self._token_budget = token_budget
+        self._local_model_calls = local_model_calls
+        self._write_timeout = write_timeout_seconds
+        self._approvals = approvals
+        self._pseudonym_key = pseudonym_key
+
+    def _policy(self) -> dict[str, Any]:
+        """Input fields that carry the approval policy, when one is configured."""
+        return {"approvals": self._approvals} if self._approvals is not None else {}
+
+    # --- conversations ---------------------------------------------------------
+
+    async def start_conversation(self, conversation_id: Optional[str] = None, *, store: str = "main",
+                                 state: Optional[dict[str, Any]] = None,
+                                 search_attributes: Sequence[SearchAttributePair] = ()) -> str:
+        """Start (or find) a conversation and check its store; returns the conversation id.
+
+        ``state`` resumes a saved conversation (a ``ConversationState`` JSON dump of any
+        released schema version, migrated by the workflow; ignored when the id is running).
+        ``search_attributes`` are set at the start (e.g. its ``Tenant``, ``starter.client.tenancy``).
+
+        Idempotent on the id: a running conversation is kept (one run however often this is
+        called); each call checks the store again (a fresh ``open`` update id: a recorded
+        result of a finished run must not answer for it). Raises ``ConversationError``: ``invalid`` for an
+        id over 128 characters (``refusals.NEW_CONVERSATION_ID_CHARS``) or a store the system of record
+        does not have (the conversation is closed at once), ``conflict`` for an id running
+        with another store, ``finished`` for the id of a finished conversation,
+        ``state_incompatible`` when ``state`` (or the saved state of the id's run) cannot be
+        loaded (the reason says why; the run failed), ``no_worker`` / ``unavailable``."""
+        conversation_id = conversation_id or uuid.uuid4().hex
+        check_new_conversation_id(conversation_id)
+        _check_ids(conversation_id=conversation_id, store=store)
+        opening = _built(OpenConversation, "the store is an id of 1 to 64 characters", store=store)
+        await self.require_worker()  # before starting: a refused start leaves nothing running
+        made: list[WithStartWorkflowOperation] = []
+
+        def start() -> WithStartWorkflowOperation:
+            # a fresh operation per attempt: the SDK refuses to send one twice, and run_update
+            # sends again (same update id) when a busy worker did not accept the first in time
+            made.append(WithStartWorkflowOperation(
+                SupportWorkflow.run,
+                SupportInput(conversation_id=conversation_id, store=store, write_timeout_seconds=self._write_timeout,
+                             state=state, token_budget=self._token_budget,
+                             local_model_calls=self._local_model_calls, **self._policy()),
+                id=support_workflow_id(conversation_id), task_queue=self._task_queue,
+                id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+                id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+                search_attributes=TypedSearchAttributes([SearchAttributePair(STATUS, "active"), *search_attributes]),
+                static_summary=f"support conversation {conversation_id} (store {store})",
+                task_timeout=CONVERSATION_TASK_TIMEOUT,
+            ))
+            return made[-1]
+
+        open_id = f"open-{uuid.uuid4().hex}"  # one id per call, the same if it is sent again
+        try:
+            opened: ConversationOpened = await self.run_update(
+                lambda timeout: self._client.start_update_with_start_workflow(
+                    SupportWorkflow.open, opening, start_workflow_operation=start(),
+                    wait_for_stage=WorkflowUpdateStage.ACCEPTED, id=open_id, rpc_timeout=timeout),
+                "starting the conversation")
+        except WorkflowAlreadyStartedError as err:
+            raise await self._closed(conversation_id, ConversationError(_finished(conversation_id), "finished")) from err
+        except WorkflowUpdateFailedError as err:
+            raise await self._closed(conversation_id, _update_refusal(conversation_id, err)) from err
+        except RPCError as err:
+            raise await self._closed(conversation_id, ConversationError(*_rpc_reason(conversation_id, err))) from err
+        finally:
+            _read_starts(made)
+        if opened.store != store:
+            raise ConversationError(f"conversation {conversation_id} exists with another store; choose a new "
+                                    "conversation id", "conflict")
+        return conversation_id
+
+    async def start_with_message(self, text: str, conversation_id: Optional[str] = None, *, store: str = "main",
+                                 message_id: Optional[str] = None,
+                                 state: Optional[dict[str, Any]] = None) -> tuple[str, AssistantReply]:
+        """Start (or find) a conversation, then send its first message; returns the id and
+        the reply. A repeat with the same conversation id (and message id) returns the same
+        reply from the same run. Raises as ``start_conversation`` and ``send_message``."""
+        message_id = message_id or FIRST_MESSAGE_ID
+        try:
+            conversation_id = await self.start_conversation(conversation_id, store=store, state=state)
+        except ConversationError as err:
+            if err.kind != "finished" or conversation_id is None:
+                raise
+            # a repeat after the first message ended the conversation: the server still
+            # answers a message id it recorded; any other message is refused as finished
+        return conversation_id, await self.send_message(conversation_id, text, message_id)
+
+    async def send_message(self, conversation_id: str, text: str, message_id: Optional[str] = None) -> AssistantReply:
+        """Send one user message and wait for the assistant's reply.
+
+        ``message_id`` (generated when None) is the update id: sending the same id again
+        returns the original reply and the message is handled once. Raises
+        ``ConversationError``: ``invalid_message`` (empty, over 8 KB, a control character or
+        a lone surrogate: the update validator's own words, refused here before sending),
+        ``invalid`` (an id with a control character), ``finished``, ``state_incompatible``,
+        ``not_found``, ``timeout``, ``no_worker``, and ``outcome_unknown`` when Temporal stopped
+        answering while the message was on its way (``err.message_id`` names the id to send it
+        again with, the generated one included)."""
+        problem = message_problem(text)
+        if problem is not None:
+            raise ConversationError(problem, "invalid_message")
+        _check_ids(conversation_id=conversation_id, message_id=message_id)
+        handle = self._client.get_workflow_handle(support_workflow_id(conversation_id))
+        message_id = message_id or uuid.uuid4().hex
+        update_id = f"msg-{message_id}"
+        try:
+            reply: AssistantReply = await self.run_update(
+                lambda timeout: handle.start_update(SupportWorkflow.send_message, UserMessage(text=text),
+                                                    wait_for_stage=WorkflowUpdateStage.ACCEPTED, id=update_id,
+                                                    rpc_timeout=timeout, result_type=AssistantReply),
+                "the message", unknown=message_outcome_unknown(message_id))
+        except WorkflowUpdateFailedError as err:
+            if _untyped(err) and await self._running(handle):
+                # the run the message waited on ended under it (a reset, continue-as-new) and the
+                # conversation goes on: the newer run may have taken it; only the same id can tell
+                raise message_outcome_unknown(message_id, "the conversation was restarted while the message "
+                                              "waited (a reset)") from err
+            reply = await recorded_or_refused(self, conversation_id, update_id, _update_refusal(conversation_id, err), err)
+        except RPCError as err:  # a definite refusal (unclear ones are outcome_unknown: run_update)
+            reply = await recorded_or_refused(self, conversation_id, update_id,
+                                              ConversationError(*_rpc_reason(conversation_id, err)), err)
+        if reply.message_digest not in (None, message_digest(text)):  # None: a reply of an older release
+            if not await self._running(handle):  # a new message id cannot help there: say it has finished
+                raise await self._closed(conversation_id, ConversationError(_finished(conversation_id), "finished"))
+            raise ConversationError(f'message id "{message_id}" was already used for another message, which '
+                                    "was the one handled; send this one with a new message id", "conflict")
+        return reply
+
+    async def cancel(self, conversation_id: str, reason: Optional[str] = None, rollback: bool = False) -> None:
+        """Signal the conversation to stop; a write already running finishes first; with
+        ``rollback`` its reversible writes are undone. Raises ``ConversationError``
+        ``finished``, ``state_incompatible``, ``not_found``, ``unavailable`` or ``invalid``
+        (a reason or id with a control character)."""
+        _check_ids(conversation_id=conversation_id)
+        problem = control_problem(reason, "the reason") if reason else None
+        if problem is not None:
+            raise ConversationError(problem, "invalid")
+        handle = self._client.get_workflow_handle(support_workflow_id(conversation_id))
+        request = (_built(CancelRequest, "the reason is at most 1000 characters", reason=reason, rollback=rollback)
+                   if reason else CancelRequest(rollback=rollback))
+        try:
+            await self.bounded(handle.signal(SupportWorkflow.cancel, request, rpc_timeout=self.rpc_timeout))
+        except RPCError as err:
+            raise await self._closed(conversation_id, ConversationError(*_rpc_reason(conversation_id, err))) from err
+
+    async def state(self, conversation_id: str) -> ConversationState:
+        """The conversation's typed state (also after it finished, while history is retained).
+        Raises ``ConversationError`` ``state_incompatible`` (its run failed: its saved state
+        cannot be loaded), ``not_found``, ``no_worker`` or ``unavailable``."""
+        handle = self._client.get_workflow_handle(support_workflow_id(conversation_id))
+        try:
+            state = await self.read(lambda: handle.query(SupportWorkflow.state, result_type=ConversationState,
+                                                         rpc_timeout=self.rpc_timeout))
+        except WorkflowQueryFailedError as err:
+            # the workflow refused to answer: only a run whose saved state cannot be loaded does
+            raise await self._closed(conversation_id, ConversationError(
+                f"conversation {conversation_id} could not answer; retry later", "unavailable"), always=True) from err
+        except RPCError as err:
+            reason, kind = _rpc_reason(conversation_id, err)
+            if kind == "unavailable":  # a query needs a worker: say so when none polls
+                await self.require_worker()
+            raise ConversationError(reason, kind) from err
+        except ConversationError as err:
+            await self.require_worker()  # no worker: no_worker; else the worker is busy
+            raise ConversationError(f"conversation {conversation_id} did not answer within "
+                                    f"{self.deadlines.rpc_seconds:.0f} s; retry", "timeout") from err
+        return await with_run_status(self, handle, state)
+
+    async def outcome(self, conversation_id: str) -> SupportOutcome:
+        """Wait for the conversation to finish (no deadline: for tests and scripts); returns
+        its final status and state."""
+        handle = self._client.get_workflow_handle_for(SupportWorkflow.run, support_workflow_id(conversation_id))
+        return await handle.result()
+
+    async def _running(self, handle: Any) -> bool:
+        """True when the conversation's latest run is running (False when that cannot be read)."""
+        try:
+            described = await self.read(lambda: handle.describe(rpc_timeout=self.rpc_timeout))
+        except Exception:  # noqa: BLE001 - unreadable: keep the refusal as it is
+            return False
+        return described.status is WorkflowExecutionStatus.RUNNING
+
+    async def _closed(self, conversation_id: str, refusal: ConversationError, always: bool = False) -> ConversationError:
+        """``refusal``, unless the conversation's run failed because its saved state cannot be
+        loaded: then ``state_incompatible`` with the reason (looked up for a ``finished``
+        refusal, or ``always``)."""
+        if refusal.kind != "finished" and not always:
+            return refusal
+        reason = await self.failure_of(support_workflow_id(conversation_id), ErrorType.STATE_INCOMPATIBLE.value)
+        return ConversationError(reason, "state_incompatible") if reason else refusal
+
+
+def client_for(temporal_client: Client, settings: Any) -> StatekeeperClient:
+    """The ``StatekeeperClient`` that ``settings`` (a ``settings.Settings``) describe: its task
+    queue, write timeout, deadlines, pseudonym key, approval policy and the systems of record
+    an operator's resolution is checked against."""
+    approvals = ApprovalPolicy(threshold=settings.approval_threshold, timeout_seconds=settings.approval_timeout_seconds)
+    deadlines = Deadlines(rpc_seconds=settings.rpc_timeout_seconds, accept_seconds=settings.update_accept_seconds,
+                          reply_seconds=settings.reply_timeout_seconds)
+    client = StatekeeperClient(temporal_client, settings.task_queue, settings.write_timeout_seconds,
+                               approvals=approvals, deadlines=deadlines,
+                               pseudonym_key=settings.pseudonym_secret(create=False),
+                               token_budget=getattr(settings, "token_budget", None),
+                               local_model_calls=getattr(settings, "model_calls", "activity") == "local")
+    client.evidence = lambda: _systems(settings)  # an operator's resolution is checked against the ledger
+    return client
+
+
+def _systems(settings: Any) -> Any:
+    from starter.ops.replay_check import Systems  # noqa: PLC0415 - the ledger's modules load only when asked
+
+    return Systems.from_settings(settings)
+
+
+def _read_starts(operations: list[WithStartWorkflowOperation]) -> None:
+    """Mark the start operations' outcomes read: the SDK sets the failure of a refused start
+    (a finished conversation's id: ``WorkflowAlreadyStartedError``) on a future nobody awaits,
+    and asyncio logged it at ERROR with its tracebacks when the future was collected."""
+    for operation in operations:
+        started = getattr(operation, "_workflow_handle", None)  # the SDK's future of the started run
+        if isinstance(started, asyncio.Future) and started.done() and not started.cancelled():
+            started.exception()

@@ -1,0 +1,220 @@
+"""What every client call shares: the Temporal connection, the task queue, the
+deadlines, and the check that a worker polls the queue.
+
+Every call is bounded: each RPC carries ``rpc_timeout`` and is also wrapped in
+``within`` (``asyncio.wait_for``; connection retries included), an update must be accepted by a
+worker within ``accept_seconds`` and answered within ``reply_seconds``. When an update
+is not accepted in time, ``DescribeTaskQueue`` tells "no worker polls this queue"
+(``no_worker``) from "Temporal is slow or down" (``unavailable``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import datetime, timedelta, timezone
+from typing import Any, Awaitable, Callable, Optional, TypeVar
+
+from pydantic import BaseModel
+from temporalio.api.enums.v1 import TaskQueueKind, TaskQueueType
+from temporalio.api.taskqueue.v1 import TaskQueue
+from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
+from temporalio.client import (
+    Client,
+    WorkflowExecutionStatus,
+    WorkflowFailureError,
+    WorkflowUpdateHandle,
+    WorkflowUpdateRPCTimeoutOrCancelledError,
+)
+from temporalio.exceptions import ApplicationError
+from temporalio.service import RPCError, RPCStatusCode
+
+from starter.client.errors import ConversationError, no_worker, unreachable
+from starter.runtime.rpc import read_again_if_dropped
+
+T = TypeVar("T")
+UNCLEAR_RPC = (RPCStatusCode.UNAVAILABLE, RPCStatusCode.DEADLINE_EXCEEDED, RPCStatusCode.CANCELLED,
+               RPCStatusCode.UNKNOWN, RPCStatusCode.INTERNAL)
+"""RPC failures after which an update may or may not have reached the server."""
+
+
+class Deadlines(BaseModel):
+    """How long a client call may wait, in seconds."""
+
+    rpc_seconds: float = 10.0
+    """One RPC to the Temporal server (start, signal, query, describe, list)."""
+    accept_seconds: float = 5.0
+    """An update's acceptance by a worker; beyond it the queue's pollers are checked."""
+    reply_seconds: float = 120.0
+    """An accepted update's result (a turn: model calls and tools)."""
+    poller_fresh_seconds: float = 70.0
+    """A poller seen longer ago than this is gone (pollers long-poll for about a minute)."""
+
+
+POLLING_REUSE_SECONDS = 2.0
+"""How long ``ClientCore.worker_polling``'s "a worker polls" stands without asking again; the
+server's own answer is up to ``Deadlines.poller_fresh_seconds`` (70 s) old."""
+
+
+async def within(call: Awaitable[T], seconds: float) -> T:
+    """``asyncio.wait_for(call, seconds)`` that leaves nothing unread when the caller is
+    cancelled (Ctrl-C or SIGTERM while a chat waits for a reply). The SDK ends a cancelled
+    update RPC with its own error (``WorkflowUpdateRPCTimeoutOrCancelledError``) instead of
+    ``CancelledError``; ``wait_for`` left it in the task it made for ``call``, and asyncio
+    printed "Task exception was never retrieved" with its traceback after "stopped."."""
+    task = asyncio.ensure_future(call)
+    try:
+        return await asyncio.wait_for(task, seconds)
+    except asyncio.CancelledError:
+        if task.done():
+            _read(task)
+        else:  # cancelled again while wait_for waited for the call to end
+            task.add_done_callback(_read)
+        raise
+
+
+def _read(task: asyncio.Future) -> None:
+    if not task.cancelled():
+        task.exception()  # marks it retrieved; the caller's cancellation is what goes on
+
+
+class ClientCore:
+    """``ClientCore(client, task_queue, deadlines)``: the shared part of ``StatekeeperClient``."""
+
+    def __init__(self, client: Client, task_queue: str, deadlines: Optional[Deadlines] = None) -> None:
+        self._client = client
+        self._task_queue = task_queue
+        self.deadlines = deadlines or Deadlines()
+        self._polled_check: Optional[asyncio.Future[bool]] = None
+        self._polled_until = 0.0
+
+    @property
+    def task_queue(self) -> str:
+        """The task queue this client starts workflows on."""
+        return self._task_queue
+
+    @property
+    def rpc_timeout(self) -> timedelta:
+        """``Deadlines.rpc_seconds`` as the SDK's ``rpc_timeout``."""
+        return timedelta(seconds=self.deadlines.rpc_seconds)
+
+    async def bounded(self, call: Awaitable[T], seconds: Optional[float] = None) -> T:
+        """Await ``call`` for at most ``seconds`` (default: the RPC deadline plus a second of
+        slack); past it, ``ConversationError`` ``unavailable``."""
+        try:
+            return await within(call, (seconds or self.deadlines.rpc_seconds) + 1.0)
+        except asyncio.TimeoutError as err:
+            raise unreachable() from err
+
+    async def read(self, call: Callable[[], Awaitable[T]]) -> T:
+        """``bounded(call())`` for an RPC that only reads (a describe, a query, a result, a page
+        of a listing): when the connection dropped it in flight (CANCELLED, "operation was
+        canceled": once in CI, a conversation then refused as "Temporal is not reachable") it
+        is asked once more. Any other ``RPCError``, and a second drop, propagate as they are."""
+        return await read_again_if_dropped(lambda: self.bounded(call()))
+
+    async def worker_polling(self) -> bool:
+        """True if at least one worker polled the task queue for workflow tasks recently.
+        Raises ``ConversationError`` ``unavailable`` when Temporal does not answer.
+
+        Calls at the same time share one ``DescribeTaskQueue``, and a "yes" holds for
+        ``POLLING_REUSE_SECONDS``: every conversation start asks, and at 200 starts at once
+        that was one RPC to the server's matching service per conversation (issue 8)."""
+        loop = asyncio.get_running_loop()
+        if loop.time() < self._polled_until:
+            return True
+        if self._polled_check is None or self._polled_check.done() or self._polled_check.get_loop() is not loop:
+            self._polled_check = asyncio.ensure_future(self._describe_pollers())
+            # read here too: when every caller was cancelled, nobody else reads its failure
+            self._polled_check.add_done_callback(_read)
+        polling = await asyncio.shield(self._polled_check)
+        if polling:
+            self._polled_until = max(self._polled_until, loop.time() + POLLING_REUSE_SECONDS)
+        return polling
+
+    async def _describe_pollers(self) -> bool:
+        request = DescribeTaskQueueRequest(
+            namespace=self._client.namespace,
+            task_queue=TaskQueue(name=self._task_queue, kind=TaskQueueKind.TASK_QUEUE_KIND_NORMAL),
+            task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
+        )
+        try:
+            response = await self.read(lambda: self._client.workflow_service.describe_task_queue(
+                request, timeout=self.rpc_timeout))
+        except RPCError as err:
+            raise unreachable() from err
+        oldest = datetime.now(timezone.utc) - timedelta(seconds=self.deadlines.poller_fresh_seconds)
+        return any(p.last_access_time.ToDatetime(tzinfo=timezone.utc) >= oldest for p in response.pollers)
+
+    async def require_worker(self) -> None:
+        """Raise ``ConversationError`` ``no_worker`` unless a worker polls the queue (checked
+        before starting anything, so a refused start leaves nothing behind)."""
+        # a worker that has just started may not have polled yet: look again for a moment
+        deadline = asyncio.get_running_loop().time() + self.deadlines.accept_seconds
+        while not await self.worker_polling():
+            if asyncio.get_running_loop().time() >= deadline:
+                raise no_worker(self._task_queue)
+            await asyncio.sleep(0.25)
+
+    async def failure_of(self, workflow_id: str, error_type: str) -> Optional[str]:
+        """The message of the failure that closed the latest run of ``workflow_id`` when that
+        run failed with an ``ApplicationError`` of type ``error_type``; else None (running,
+        closed otherwise, unknown, or Temporal did not answer: the caller's own refusal stands)."""
+        handle = self._client.get_workflow_handle(workflow_id)
+        try:
+            description = await self.read(lambda: handle.describe(rpc_timeout=self.rpc_timeout))
+            if description.status != WorkflowExecutionStatus.FAILED:
+                return None
+            await self.read(lambda: handle.result(follow_runs=False, rpc_timeout=self.rpc_timeout))
+        except WorkflowFailureError as err:
+            if isinstance(err.cause, ApplicationError) and err.cause.type == error_type:
+                return err.cause.message
+        except (RPCError, ConversationError):
+            pass
+        return None
+
+    async def run_update(self, start: Callable[[timedelta], Awaitable[WorkflowUpdateHandle[Any]]],
+                         what: str, unknown: Optional[ConversationError] = None) -> Any:
+        """Send an update with ``start(rpc_timeout)`` (waiting for the ACCEPTED stage) and
+        return its result. ``start`` must use the same update id on every call.
+
+        Not accepted within ``accept_seconds``: ``no_worker`` when no worker polls the queue;
+        else the worker is busy and the update may take up to ``reply_seconds`` to be
+        accepted and as long again to answer, then ``timeout`` (sending the same update id
+        again returns the result once it exists). Temporal unreachable: ``unavailable`` — or,
+        when the update id comes from the caller, ``unknown`` (an ``errors.outcome_unknown``:
+        it may have landed; the same id again is handled at most once). ``WorkflowUpdateFailedError``
+        and other ``RPCError``s pass through for the caller."""
+        try:
+            return await self._run_update(start, what)
+        except ConversationError as err:
+            if unknown is not None and err.kind == "unavailable":
+                raise unknown from err
+            raise
+        except RPCError as err:
+            if unknown is not None and err.status in UNCLEAR_RPC:
+                raise unknown from err
+            raise
+
+    async def _run_update(self, start: Callable[[timedelta], Awaitable[WorkflowUpdateHandle[Any]]],
+                          what: str) -> Any:
+        accept, reply = self.deadlines.accept_seconds, self.deadlines.reply_seconds
+        try:
+            try:
+                handle = await within(start(timedelta(seconds=accept)), accept + 1.0)
+            except (WorkflowUpdateRPCTimeoutOrCancelledError, asyncio.TimeoutError):
+                await self.require_worker()  # none: no_worker, and the update never ran
+                # a worker polls, so it is busy, not absent: send the same update id again
+                # (deduplicated) and allow it the reply deadline to be accepted
+                handle = await within(start(timedelta(seconds=reply)), reply + 1.0)
+        except (WorkflowUpdateRPCTimeoutOrCancelledError, asyncio.TimeoutError) as err:
+            raise ConversationError(f"{what} was not picked up within {reply:.0f} s; send it again with the "
+                                    "same id", "timeout") from err
+        except RPCError as err:
+            if err.status in (RPCStatusCode.UNAVAILABLE, RPCStatusCode.DEADLINE_EXCEEDED):
+                raise unreachable() from err
+            raise
+        try:
+            return await within(handle.result(rpc_timeout=timedelta(seconds=reply)), reply + 1.0)
+        except (WorkflowUpdateRPCTimeoutOrCancelledError, asyncio.TimeoutError) as err:
+            raise ConversationError(f"{what} is taking longer than {reply:.0f} s; send it again with the "
+                                    "same id to get the answer", "timeout") from err

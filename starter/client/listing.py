@@ -1,0 +1,236 @@
+"""Lists of conversations, refunds and pending approvals, from search attributes
+(Temporal visibility), one page at a time.
+
+Filter values go into a visibility query only after they matched ``FILTER_PATTERN``
+(ASCII id characters, no quote or space), so a value can never change the query. A
+customer id is mapped to its ``CustomerId`` pseudonym (``workflows.domain.pseudonym``) before it
+is looked up, and items carry the pseudonym, never the real id. Page tokens are the
+server's, in URL-safe base64.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import re
+from typing import Optional, Sequence
+
+from pydantic import BaseModel
+from temporalio.client import WorkflowExecution, WorkflowExecutionStatus
+from temporalio.service import RPCError, RPCStatusCode
+
+from starter.client.core import ClientCore
+from starter.client.errors import ConversationError, unreachable
+from starter.client.run_status import abnormal_word, status_clause
+from workflows.options import CUSTOMER_ID, ORDER_IDS, PENDING_APPROVAL, STATUS, STEP
+from workflows.domain.pseudonym import PREFIX as PSEUDONYM_PREFIX
+from workflows.domain.pseudonym import customer_pseudonym
+
+FILTER_VALUE = r"^[A-Za-z0-9#][A-Za-z0-9#._:@-]{0,127}$"
+"""A filter value: an id of ASCII letters, digits and ``#._:@-``, at most 128 characters."""
+FILTER_PATTERN = re.compile(FILTER_VALUE, re.ASCII)
+PAGE_TOKEN_VALUE = r"^[A-Za-z0-9_-]{1,4096}={0,2}$"
+"""The shape of the page tokens this client returns (URL-safe base64)."""
+MAX_PAGE = 100
+SUPPORT_PREFIX = "support-"
+AWAITING = "awaiting_approval"
+
+
+class ConversationItem(BaseModel):
+    """One conversation in a list: ``customer_id`` is the ``CustomerId`` pseudonym."""
+
+    conversation_id: str
+    customer_id: Optional[str] = None
+    order_ids: list[str] = []
+    status: Optional[str] = None
+    step: Optional[str] = None
+
+
+class RefundItem(BaseModel):
+    """One refund in a list (standalone or a conversation's)."""
+
+    refund_id: str
+    customer_id: Optional[str] = None
+    order_ids: list[str] = []
+    status: Optional[str] = None
+    step: Optional[str] = None
+    pending_approval: Optional[str] = None
+
+
+class ApprovalItem(BaseModel):
+    """A pending approval and the process (``conversation`` or ``refund``) waiting for it."""
+
+    approval_id: str
+    process: str
+    process_id: str
+
+
+class Page(BaseModel):
+    """One page of a list; ``next_page_token`` is None on the last page."""
+
+    items: list[ConversationItem | RefundItem | ApprovalItem]
+    next_page_token: Optional[str] = None
+
+
+def clause(name: str, value: str) -> str:
+    """```name` = "value"`` for a visibility query. Raises ``ConversationError`` ``invalid`` for
+    a value that is not id-shaped (the only guard against query injection: keep it). The
+    name is back-quoted: the server's parser rejects a bare ``Status`` (it reads it as a
+    reserved word), and quoting is harmless for the other names."""
+    if not FILTER_PATTERN.fullmatch(value):
+        raise ConversationError(f"{name} filter must be an id of letters, digits and #._:@- (at most 128)",
+                                "invalid")
+    return f'`{name}` = "{value}"'
+
+
+class ListingCalls(ClientCore):
+    """The list operations of ``StatekeeperClient``."""
+
+    _pseudonym_key: Optional[str] = None
+
+    async def list_conversations(self, *, customer_id: Optional[str] = None, order_id: Optional[str] = None,
+                                 status: Optional[str] = None, step: Optional[str] = None, limit: int = 20,
+                                 next_page_token: Optional[str] = None, scope: Sequence[str] = ()) -> Page:
+        """Conversations matching every given filter, newest first. ``customer_id`` is the real
+        id (mapped to its pseudonym here); ``scope`` are further clauses (the caller's tenant,
+        ``starter.client.tenancy``). Raises ``ConversationError`` ``invalid`` for a bad filter or page
+        token, ``unavailable``."""
+        parts = ['WorkflowType = "SupportWorkflow"', *self._filters(customer_id, order_id, status, step), *scope,
+                 CURRENT_RUNS]
+        executions, token = await self._page(" AND ".join(parts), limit, next_page_token)
+        return Page(items=[ConversationItem(conversation_id=e.id.removeprefix(SUPPORT_PREFIX), **_common(e))
+                           for e in executions], next_page_token=token)
+
+    async def list_refunds(self, *, order_id: Optional[str] = None, customer_id: Optional[str] = None,
+                           status: Optional[str] = None, step: Optional[str] = None, limit: int = 20,
+                           next_page_token: Optional[str] = None, scope: Sequence[str] = ()) -> Page:
+        """Refund workflows (standalone and conversations' children) matching every given
+        filter (``step``: e.g. ``awaiting_approval``, ``done``) and the ``scope`` clauses.
+        ``status`` and each item's status are a refund's as ``refund()`` states it: a running
+        refund at step ``awaiting_approval`` is ``awaiting_approval``, not ``running``."""
+        awaiting = []
+        if status == AWAITING:  # the Status attribute says running; the step says why
+            status, step = "running", step or AWAITING
+        elif status == "running":
+            awaiting = [f'(`{STEP.name}` IS NULL OR `{STEP.name}` != "{AWAITING}")']
+        parts = ['WorkflowType = "RefundWorkflow"', *self._filters(customer_id, order_id, status, step), *awaiting,
+                 *scope, CURRENT_RUNS]
+        executions, token = await self._page(" AND ".join(parts), limit, next_page_token)
+        return Page(items=[_refund_item(e) for e in executions], next_page_token=token)
+
+    async def list_pending_approvals(self, *, limit: int = 20, next_page_token: Optional[str] = None,
+                                     scope: Sequence[str] = ()) -> Page:
+        """Approvals awaiting a decision, from ``PendingApproval`` of running processes
+        (within the ``scope`` clauses)."""
+        query = " AND ".join(['ExecutionStatus = "Running" AND PendingApproval IS NOT NULL', *scope])
+        executions, token = await self._page(query, limit, next_page_token)
+        items = []
+        for e in executions:
+            approval_id = _keyword(e, PENDING_APPROVAL)
+            if approval_id:
+                conversation = e.id.startswith(SUPPORT_PREFIX)
+                items.append(ApprovalItem(approval_id=approval_id, process="conversation" if conversation else "refund",
+                                          process_id=e.id.removeprefix(SUPPORT_PREFIX) if conversation else e.id))
+        return Page(items=items, next_page_token=token)
+
+    def _filters(self, customer_id: Optional[str], order_id: Optional[str], status: Optional[str],
+                 step: Optional[str]) -> list[str]:
+        parts = []
+        if customer_id is not None:
+            clause(CUSTOMER_ID.name, customer_id)  # validate the real id before mapping it
+            if not self._pseudonym_key:
+                raise ConversationError("listing by customer needs the workers' pseudonym key: set "
+                                        "STATEKEEPER_DATA_DIR to their data directory or STATEKEEPER_PSEUDONYM_KEY",
+                                        "unavailable")
+            parts.append(clause(CUSTOMER_ID.name, customer_pseudonym(customer_id, self._pseudonym_key)))
+        ended = status_clause(status) if status is not None else None
+        for key, value in ((ORDER_IDS, order_id), (STATUS, None if ended else status), (STEP, step)):
+            if value is not None:
+                parts.append(clause(key.name, value))
+        if ended:  # the run never published these words: Temporal's execution status says them
+            parts.append(ended)
+        if status in LIVE_STATUSES:  # a run that closed without its final Status is not live
+            parts.append('ExecutionStatus = "Running"')
+        return parts
+
+    async def _page(self, query: str, limit: int, token: Optional[str]) -> tuple[list[WorkflowExecution], Optional[str]]:
+        if not 1 <= limit <= MAX_PAGE:
+            raise ConversationError(f"limit must be between 1 and {MAX_PAGE}", "invalid")
+        raw = _decode_token(token, query)
+        async def fetch():  # a fresh iterator per ask: ``read`` may ask twice
+            pages = self._client.list_workflows(query, page_size=limit, next_page_token=raw,
+                                                rpc_timeout=self.rpc_timeout)
+            await pages.fetch_next_page()
+            return pages
+
+        try:
+            iterator = await self.read(fetch)
+        except RPCError as err:
+            if err.status is RPCStatusCode.INVALID_ARGUMENT:
+                raise ConversationError("invalid list request (filter or page token)", "invalid") from err
+            if raw is not None and err.status not in (RPCStatusCode.UNAVAILABLE, RPCStatusCode.DEADLINE_EXCEEDED):
+                raise ConversationError("next_page_token is not a token this API returned", "invalid") from err
+            raise unreachable() from err
+        executions = list(iterator.current_page or [])
+        following = iterator.next_page_token
+        return executions, _encode_token(following, query) if following else None
+
+
+CURRENT_RUNS = 'ExecutionStatus != "ContinuedAsNew"'
+"""A conversation or refund is listed by its current run: the runs it continued as new from
+(each still saying "active") are not listed again."""
+LIVE_STATUSES = frozenset({"active", "running", "awaiting_approval"})
+"""``Status`` words of a process still going on: true only of a run that is running."""
+
+TOKEN_TAG = b"sk1"
+
+
+def _query_tag(query: str) -> bytes:
+    return hashlib.sha256(query.encode("utf-8")).digest()[:8]
+
+
+def _encode_token(raw: bytes, query: str) -> str:
+    """The server's page token, bound to the list's query: a token is only ever sent back
+    with the filter it was made for, and a made-up one is refused before reaching the server."""
+    return base64.urlsafe_b64encode(TOKEN_TAG + _query_tag(query) + raw).decode("ascii")
+
+
+def _decode_token(token: Optional[str], query: str) -> Optional[bytes]:
+    if token is None:
+        return None
+    try:
+        data = base64.urlsafe_b64decode(token.encode("ascii"))
+    except (binascii.Error, ValueError, UnicodeEncodeError) as err:
+        raise ConversationError("next_page_token is not a token this API returned", "invalid") from err
+    head = TOKEN_TAG + _query_tag(query)
+    if not data.startswith(head) or len(data) == len(head):
+        raise ConversationError("next_page_token is not a token this API returned for this list", "invalid")
+    return data[len(head):]
+
+
+def _keyword(execution: WorkflowExecution, key) -> Optional[str]:  # noqa: ANN001 (a SearchAttributeKey)
+    return execution.typed_search_attributes.get(key)
+
+
+def _refund_item(execution: WorkflowExecution) -> RefundItem:
+    item = RefundItem(refund_id=execution.id, pending_approval=_keyword(execution, PENDING_APPROVAL),
+                      **_common(execution))
+    if item.status == "running" and (item.step == AWAITING or item.pending_approval):
+        item.status = AWAITING  # as GET /refunds/{refund_id} says it
+    return item
+
+
+def _common(execution: WorkflowExecution) -> dict:
+    """Fields every item shares; ``status`` is Temporal's execution status for a run that
+    ended without the workflow's say (terminated, timed out, failed: ``starter.client.run_status``),
+    and for a run that has not set the ``Status`` search attribute yet."""
+    fallback = execution.status.name.lower() if execution.status is not None else None
+    status = abnormal_word(execution.status) or _keyword(execution, STATUS) or fallback
+    if status in LIVE_STATUSES and execution.status not in (None, WorkflowExecutionStatus.RUNNING):
+        status = fallback
+    customer = _keyword(execution, CUSTOMER_ID)
+    # only a pseudonym leaves this module: a run written before pseudonyms may hold a real id
+    return {"customer_id": customer if customer and customer.startswith(PSEUDONYM_PREFIX) else None,
+            "order_ids": list(execution.typed_search_attributes.get(ORDER_IDS) or []),
+            "status": status, "step": _keyword(execution, STEP)}

@@ -1,0 +1,263 @@
+"""Supervisor approvals inside a conversation (workflow code, deterministic).
+
+After the user's yes, a refund-type write that needs a supervisor
+(``workflows.policy.approvals.required_approval``, on the conversation's typed order) is not
+run: its approval is recorded, its step becomes ``awaiting_approval`` and the user is
+told at once. The conversation keeps serving messages. When a supervisor decides (the
+``decide_approval`` update) or the approval's durable timer runs out, the main loop
+settles it outside any user turn: approved → the write runs (its refund child is told
+who approved, so it does not ask again); rejected → nothing is written; expired → a
+human ticket is opened. The user is told each outcome (an assistant turn, and the
+start of the reply to their next message).
+
+Before a write is parked, the ledger is asked by its key (``LEDGER_BEFORE_APPROVAL_PATCH``):
+a reset to before the user's yes re-executes it, and a write that a supervisor approved and
+that applied in the first run is recorded as applied, never parked for a second decision
+whose rejection, expiry or cancel would tell the user it was not made. Likewise the
+ticketing system is asked for the write's approval-expiry ticket before it is parked
+(``HANDOVER_BEFORE_APPROVAL_PATCH``): a write whose approval expired in an earlier run is a
+human agent's, and a reset that re-executes its yes never parks it for a supervisor who could
+approve it beside them. (A reset to after the yes keeps the approval's ``expires_at`` in the
+state, so it expires again at once and cannot be approved.) Such a reset also puts an approval
+that was decided after it back to pending, though the write may have applied in the first run:
+before a rejected or expired approval tells the user nothing was changed, the ledger is asked by
+the write's key (``LEDGER_BEFORE_SETTLE_PATCH``).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Callable, Optional
+
+from temporalio import workflow
+from temporalio.exceptions import ActivityError
+
+from workflows.domain import keys, replies
+from workflows.domain import transitions as tr
+from workflows.policy.approvals import (
+    HANDED_TO_HUMAN,
+    Approval,
+    ApprovalPolicy,
+    ApprovalStatus,
+    expire,
+    expiry_ticket_summary,
+    open_approval,
+    required_approval,
+    variant_prices,
+)
+from workflows.activity_api import ToolActivitiesApi
+from workflows.catalogue import spec_of
+from workflows.policy.clauses import Rule
+from workflows.domain.contracts import CancelRequest, TicketLookup, ToolResult, WriteToolRequest
+from workflows.conversation.cancellation import escalated_with_cancel
+from workflows.conversation.execute import execute_confirmed, open_ticket
+from workflows.interrupts import Interrupted
+from workflows.domain.journal import Verdict
+from workflows.ledger_lookup import recorded_under
+from workflows.conversation.journal import JournalLog
+from workflows.options import HEARTBEAT_TIMEOUT, READ_RETRY, READ_TIMEOUT
+from workflows.domain.state import ConversationState, PendingConfirmation, StepStatus
+from workflows.visibility import Visibility
+
+
+LEDGER_BEFORE_APPROVAL_PATCH = "ledger-before-approval"
+"""``workflow.patched`` id of asking the ledger, by the write's key, before parking a
+confirmed write for a supervisor (``recorded_before_approval``)."""
+
+LEDGER_BEFORE_SETTLE_PATCH = "ledger-before-settle"
+"""``workflow.patched`` id of asking the ledger, by the write's key, before settling a rejected
+or expired approval as "nothing was changed" (``settle_approvals``)."""
+
+SETTLE_KEEPS_BATCH_PATCH = "settle-keeps-batch"
+"""``workflow.patched`` id of keeping a settle batch's writes among ``awaiting_approval`` until each
+is settled: an escalation of one withdraws the rest and says so (before, they were dropped)."""
+
+TRUTHFUL_EXPIRY_PATCH = "no-handover-without-ticket"
+"""``workflow.patched`` id of telling the user that an expired approval's write went to no one
+when its human ticket could not be opened (before: "handed it to a human agent")."""
+NO_TICKET = "the approval expired undecided; no human-agent ticket could be opened"
+"""The step's error when the expiry's ticket could not be opened."""
+RAN_EARLIER = "the write had already run in an earlier run of this conversation (ledger)"
+"""Added to an approval's note when ``ledger-before-settle`` finds its write applied."""
+
+SETTLE_CANCEL_SUMMARY_PATCH = "settle-escalation-cancel-summary"
+"""``workflow.patched`` id of honouring a cancel that arrived while an approved write ran outside a
+turn and ended escalated: its summary, its reason in ``ended_reason``, its rollback (as
+``workflows.conversation.cancellation.escalated_while_cancelling`` does in a turn); before, the cancel left no trace."""
+
+HANDOVER_BEFORE_APPROVAL_PATCH = "handover-before-approval"
+"""``workflow.patched`` id of asking the ticketing system, by the write's approval-expiry
+ticket key, before parking a confirmed write (``handed_over``)."""
+HANDED_OVER = f"the approval expired undecided in an earlier run; {HANDED_TO_HUMAN}"
+"""The step's error when ``handed_over`` finds the write already with a human agent."""
+
+
+def needs_approval(state: ConversationState, confirmed: PendingConfirmation, policy: ApprovalPolicy) -> bool:
+    """True when ``request_approval`` would park ``confirmed`` (pure; nothing recorded)."""
+    if spec_of(confirmed.call.name).approval_amount is None:
+        return False
+    order = state.orders.get(getattr(confirmed.call.arguments, "order_id", ""))
+    return order is not None and required_approval(confirmed.call, order, policy,
+                                                   variant_prices(state.products)) is not None
+
+
+async def recorded_before_approval(state: ConversationState, confirmed: PendingConfirmation,
+                                   policy: ApprovalPolicy) -> Optional[ToolResult]:
+    """The ledger's result for a write that needs a supervisor and already holds one under
+    its key (a reset re-executed the yes of a write that was approved and ran), else None.
+    Asks only for writes that need approval, in runs recorded after
+    ``LEDGER_BEFORE_APPROVAL_PATCH``; a failed lookup returns None (the write is parked,
+    and its refund child asks the ledger first once approved)."""
+    if not needs_approval(state, confirmed, policy) or not workflow.patched(LEDGER_BEFORE_APPROVAL_PATCH):
+        return None
+    return await _recorded(state, confirmed, "before asking a supervisor")
+
+
+async def _recorded(state: ConversationState, confirmed: PendingConfirmation, when: str) -> Optional[ToolResult]:
+    """The ledger's result under ``confirmed``'s key, or None (none held, or the look-up failed)."""
+    call = confirmed.call
+    request = WriteToolRequest(store=state.store, call=call, system_of_record=state.system_of_record,
+                               idempotency_key=keys.idempotency_key(call, confirmed.operation_id))
+    return await recorded_under(request, f"ask the ledger for {call.name} {when}")
+
+
+async def handed_over(state: ConversationState, confirmed: PendingConfirmation, policy: ApprovalPolicy,
+                      journal: Optional[JournalLog] = None) -> bool:
+    """True when an earlier run of this conversation handed ``confirmed`` to a human agent:
+    the ticketing system holds its approval-expiry ticket (``keys.approval_expiry_ticket_key``).
+    A reset restarts an approval's timer, so without this the re-executed yes parks the write
+    again and a supervisor may approve what a human agent already has. When True, the step has
+    failed with ``HANDED_OVER`` and the verdict is in ``journal``: the caller tells the user
+    ``replies.already_handed_over`` and runs nothing.
+
+    Asks only for writes that need approval, in runs recorded after
+    ``HANDOVER_BEFORE_APPROVAL_PATCH``; a failed look-up returns False (the write waits for, or
+    runs after, the supervisor's decision as before)."""
+    if not needs_approval(state, confirmed, policy) or not workflow.patched(HANDOVER_BEFORE_APPROVAL_PATCH):
+        return False
+    ticket = keys.approval_expiry_ticket_key(keys.idempotency_key(confirmed.call, confirmed.operation_id))
+    try:
+        found = await workflow.execute_activity_method(
+            ToolActivitiesApi.find_ticket, TicketLookup(store=state.store, ticket_key=ticket),
+            heartbeat_timeout=HEARTBEAT_TIMEOUT, start_to_close_timeout=READ_TIMEOUT, retry_policy=READ_RETRY,
+            summary="ask the ticketing system whether a human agent already has this write",
+        )
+    except ActivityError as err:
+        workflow.logger.warning("ticket lookup before approval failed: %s", type(err.cause).__name__)
+        return False
+    if found:
+        tr.finish_step(state, confirmed.operation_id, StepStatus.FAILED, HANDED_OVER)
+        if journal is not None:
+            journal.write_verdict(confirmed, Verdict.DECLINED, Rule.APPROVAL_EXPIRED.value, HANDED_OVER)
+    return found
+
+
+def record_recorded(state: ConversationState, confirmed: PendingConfirmation, recorded: ToolResult) -> None:
+    """Record the ledger's result for ``confirmed`` as its outcome (replayed, no before-image)."""
+    call, operation = confirmed.call, confirmed.operation_id
+    child = keys.refund_workflow_id(state.store, getattr(call.arguments, "order_id", ""), operation)
+    tr.apply_write_result(state, call, operation, keys.idempotency_key(call, operation), recorded.result,
+                          recorded.ok, child, None)
+
+
+def request_approval(state: ConversationState, confirmed: PendingConfirmation, policy: ApprovalPolicy,
+                     workflow_id: str, now: datetime) -> Optional[Approval]:
+    """Record the approval ``confirmed`` needs and park it; None when it needs none (or
+    the order was never read, which the policy's check-status already refuses)."""
+    if spec_of(confirmed.call.name).approval_amount is None:
+        return None
+    order = state.orders.get(getattr(confirmed.call.arguments, "order_id", ""))
+    if order is None:
+        return None
+    needed = required_approval(confirmed.call, order, policy, variant_prices(state.products))
+    if needed is None:
+        return None
+    amount, reasons = needed
+    approval = open_approval(workflow_id, confirmed.operation_id, confirmed.call, order, amount, reasons, now, policy)
+    tr.await_approval(state, confirmed, approval)
+    return approval
+
+
+def next_expiry(state: ConversationState) -> Optional[datetime]:
+    """When the earliest pending approval expires, if any is pending."""
+    pending = state.pending_approvals()
+    return min(a.expires_at for a in pending) if pending else None
+
+
+def ready_to_settle(state: ConversationState, now: datetime) -> bool:
+    """True when a parked write's approval was decided or has run out of time."""
+    return any(a.status is not ApprovalStatus.PENDING or now >= a.expires_at
+               for a in state.approvals if any(c.operation_id == a.operation_id for c in state.awaiting_approval))
+
+
+async def settle_approvals(state: ConversationState, policy: ApprovalPolicy, write_timeout_seconds: float,
+                           visibility: Visibility, cancel_requested: Callable[[], Optional[CancelRequest]],
+                           journal: Optional[JournalLog] = None) -> list[str]:
+    """Act on every decided or expired approval; returns what to tell the user, one
+    sentence per write, and notes each write's verdict in ``journal``. Raises
+    ``Interrupted`` when a cancel arrives before an approved write starts (it then never
+    starts)."""
+    now = workflow.now()
+    for approval in state.pending_approvals():
+        if now >= approval.expires_at:
+            expire(approval, now)
+    told, waiting = [], list(state.awaiting_approval)
+    settled = tr.take_settled(state)
+    if settled and workflow.patched(SETTLE_KEEPS_BATCH_PATCH):
+        state.awaiting_approval = waiting  # each leaves when settled: an escalation withdraws (and tells) the rest
+    for confirmed, approval in settled:
+        state.awaiting_approval = [c for c in state.awaiting_approval if c.operation_id != confirmed.operation_id]
+        if approval.status is not ApprovalStatus.APPROVED and workflow.patched(LEDGER_BEFORE_SETTLE_PATCH):
+            # a reset to after the yes undid a decision whose write ran: it is not "nothing changed"
+            recorded = await _recorded(state, confirmed, "before telling the user it was not made")
+            if recorded is not None:
+                record_recorded(state, confirmed, recorded)
+                # the supervisor's own note (a rejection's reason) stays: the audit keeps both
+                approval.note = "; ".join(filter(None, [approval.note, RAN_EARLIER]))
+                if journal is not None:
+                    journal.write_done(state, confirmed)
+                told.append(replies.made_earlier(confirmed.detail, None if recorded.ok else recorded.result))
+                continue
+        if approval.status is ApprovalStatus.APPROVED:
+            try:
+                ended = await execute_confirmed(state, confirmed, write_timeout_seconds, visibility,
+                                                cancel_requested, approvals=policy, approved_by=approval.approver)
+            except Interrupted:
+                if journal is not None:
+                    journal.write_done(state, confirmed)  # cancelled before it ran
+                raise
+            if journal is not None:
+                journal.write_done(state, confirmed)
+            told.append(ended or replies.approved(confirmed.detail, _outcome(state, confirmed)))
+            if not state.is_open():
+                if ended is not None and workflow.patched(SETTLE_CANCEL_SUMMARY_PATCH):  # escalated: a cancel too
+                    told[-1] = await escalated_with_cancel(state, cancel_requested(), ended, write_timeout_seconds)
+                break
+        elif approval.status is ApprovalStatus.REJECTED:
+            reason = f"a supervisor rejected it ({approval.approver})"
+            tr.decline(state, confirmed, Rule.APPROVAL_REJECTED.value, f"{reason}: {confirmed.detail}")
+            if journal is not None:
+                journal.write_verdict(confirmed, Verdict.DECLINED, Rule.APPROVAL_REJECTED.value, reason)
+            told.append(replies.approval_rejected(confirmed.detail))
+        else:
+            reason = f"the approval expired undecided; {HANDED_TO_HUMAN}"
+            tr.finish_step(state, confirmed.operation_id, StepStatus.FAILED, reason)
+            write_key = keys.idempotency_key(confirmed.call, confirmed.operation_id)
+            opened = await open_ticket(state, expiry_ticket_summary(approval),
+                                       keys.approval_expiry_ticket_key(write_key))
+            if not opened and workflow.patched(TRUTHFUL_EXPIRY_PATCH):  # no human has it: none is promised
+                reason = NO_TICKET
+                tr.finish_step(state, confirmed.operation_id, StepStatus.FAILED, reason)
+                told.append(replies.approval_expired_without_ticket(confirmed.detail))
+            else:
+                told.append(replies.approval_expired(confirmed.detail))
+            if journal is not None:  # in memory until the turn's record is sent: after the ticket is fine
+                journal.write_verdict(confirmed, Verdict.DECLINED, Rule.APPROVAL_EXPIRED.value, reason)
+    visibility.publish(state)
+    return told
+
+
+def _outcome(state: ConversationState, confirmed: PendingConfirmation) -> Optional[str]:
+    """None when the write applied, else the system's refusal (for the model, not the user)."""
+    op = next((o for o in reversed(state.completed_operations) if o.operation_id == confirmed.operation_id), None)
+    return None if op is not None and op.ok else (op.result if op else "not run")

@@ -1,0 +1,282 @@
+"""A conversation's journal records, collected in workflow memory and sent once per turn.
+
+``JournalLog`` lives in the workflow object, never in the state (the state is carried through
+continue-as-new and must stay small). During a turn it numbers the model calls
+(``next_call``: the ``call_seq`` of each ``ModelRequest``) and notes each call's verdict and
+each transcript entry; ``flush`` sends them with one ``record_turn`` activity call. Every
+record is keyed by (conversation, turn, sequence number), all deterministic, so a retried
+activity, a replay or a reset re-running the turn writes the same keys again.
+
+Transcript numbering: a user turn's message is entry 0, each text the user is then shown
+(the reply, a notice told between turns, the cancellation summary) the next one. A new run
+(continue-as-new) carries no memory, so it resumes the numbering of the current turn from
+the state's window of recent turns, which holds every entry of that turn: a run continues
+as new only right after answering a turn, when the turn holds its message and its reply.
+
+Deterministic workflow code: ``clock`` is ``workflow.now`` (tests of the record shaping
+pass their own).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import datetime
+from typing import Any, Callable, Optional
+
+from temporalio import workflow
+from temporalio.exceptions import ActivityError, FailureError
+
+from workflows.activity_api import JournalActivitiesApi
+from workflows.policy.approvals import ApprovalStatus
+from workflows.policy.clauses import Rule
+from workflows.domain.contracts import Outcome
+from workflows.domain.journal import EntryKind, Role, TranscriptRecord, TurnRecord, Verdict, VerdictRecord
+from workflows.domain.errors import ErrorType
+from workflows.options import (
+    HEARTBEAT_TIMEOUT,
+    JOURNAL_GIVE_UP,
+    JOURNAL_LOCAL_RETRY,
+    JOURNAL_LOCAL_TIMEOUT,
+    JOURNAL_RETRY,
+    JOURNAL_TIMEOUT,
+)
+from workflows.domain.state import ConversationState, ConversationStatus, PendingConfirmation
+
+JOURNAL_PATCH = "journal-v1"
+"""``workflow.patched`` id of the ``record_turn`` activity call: v0.1.0 made no such call,
+so its histories replay without it (and a run that began on v0.1.0 code keeps not making it)."""
+
+
+JOURNAL_LOCAL_PATCH = "journal-local"
+"""``workflow.patched`` id of writing the record as a local activity first (one marker event
+instead of an activity's three events and the workflow task its completion needs); histories
+recorded before it replay with the activity alone."""
+
+
+JOURNAL_IN_MODEL_PATCH = "journal-in-model"
+"""``workflow.patched`` id of handing the turn's record so far to each model call, which writes
+it when it proposes a reply (``ModelRequest.journal``); the turn's own write is then skipped
+when the record it would send is the one written (one history event less per turn)."""
+
+
+def journal_patched() -> bool:
+    """True when this run makes the journal's activity call (``JOURNAL_PATCH``): always in
+    new runs, never when replaying a history recorded without it."""
+    return workflow.patched(JOURNAL_PATCH)
+
+
+def operation_turn(operation_id: str) -> int:
+    """The user turn that proposed ``operation_id`` (``workflows.domain.keys.operation_id``:
+    ``<conversation>.t<turn>``). Raises ValueError for another shape."""
+    _, sep, turn = operation_id.rpartition(".t")
+    if not sep or not (turn.isascii() and turn.isdigit()):
+        raise ValueError(f"not an operation id: {operation_id!r}")
+    return int(turn)
+
+
+class JournalLog:
+    """The records of the turn in progress. ``clock()`` gives the time of each record."""
+
+    def __init__(self, state: ConversationState, clock: Callable[[], datetime] = workflow.now) -> None:
+        self._clock = clock
+        self.turn = state.turn
+        self.calls = 0
+        """Model calls made so far in user turn ``turn`` (by this run)."""
+        self._seq = sum(1 for t in state.recent_turns if t.turn == state.turn) - 1
+        self._verdicts: list[VerdictRecord] = []
+        self._entries: list[TranscriptRecord] = []
+        self._turn_complete = False
+        self._withdrawn_told: set[str] = set()
+        self._presumed: Optional[TurnRecord] = None
+        """The record a model call wrote with its reply (``model_wrote``), until the next ``take``."""
+        self._writing: Optional[asyncio.Task[None]] = None
+        """The last record's write, in the background: the next turn does not wait for the
+        journal (a journal that is down would otherwise hold up every message)."""
+
+    # --- transcript -------------------------------------------------------------------
+
+    def user_message(self, turn: int, text: str, message_id: Optional[str]) -> None:
+        """User turn ``turn`` begins with ``text`` (client message id ``message_id``)."""
+        self.turn, self.calls, self._seq = turn, 0, -1
+        self._entry(Role.USER, EntryKind.MESSAGE, text, message_id)
+        self._turn_complete = True
+
+    def unanswered_message(self, text: str, message_id: Optional[str]) -> None:
+        """A message that arrived after the conversation closed (answered that it is over)."""
+        self._entry(Role.USER, EntryKind.MESSAGE, text, message_id)
+
+    def said(self, text: str, kind: EntryKind = EntryKind.REPLY) -> None:
+        """The user was shown ``text`` (a reply, a notice, the cancellation summary)."""
+        self._entry(Role.ASSISTANT, kind, text, None)
+
+    def _entry(self, role: Role, kind: EntryKind, text: str, message_id: Optional[str]) -> None:
+        self._seq += 1
+        self._entries.append(TranscriptRecord(turn=self.turn, seq=self._seq, role=role, kind=kind, text=text,
+                                              message_id=message_id, at=self._clock()))
+
+    # --- verdicts ---------------------------------------------------------------------
+
+    def next_call(self) -> int:
+        """The ``call_seq`` of the next model call of this turn (from 1)."""
+        self.calls += 1
+        return self.calls
+
+    def call_verdict(self, verdict: Verdict, rule: Optional[str] = None, reason: Optional[str] = None,
+                     outcome: Optional[Outcome] = None) -> None:
+        """The verdict on the proposal of this turn's latest model call."""
+        self._verdict(self.turn, self.calls, verdict, rule, reason, outcome)
+
+    def write_verdict(self, pending: PendingConfirmation, verdict: Verdict, rule: Optional[str] = None,
+                      reason: Optional[str] = None, outcome: Optional[Outcome] = None) -> None:
+        """A later stage of the write ``pending`` (shown at the end of its turn, so its call is
+        that turn's last: ``call_seq`` None)."""
+        self._verdict(pending.proposed_turn, None, verdict, rule, reason, outcome)
+
+    def write_done(self, state: ConversationState, pending: PendingConfirmation) -> None:
+        """The verdict on ``pending`` once ``execute_confirmed`` returned or raised: executed with
+        its outcome (applied/refused as recorded; unknown when the conversation escalated), else
+        cancelled before it ran."""
+        op = next((o for o in reversed(state.completed_operations) if o.operation_id == pending.operation_id), None)
+        if op is not None:
+            outcome = Outcome.APPLIED if op.ok else Outcome.REFUSED
+            self.write_verdict(pending, Verdict.EXECUTED, None if op.ok else Rule.TOOL_ERROR.value,
+                               None if op.ok else op.result, outcome)
+        elif state.status is ConversationStatus.ESCALATED:
+            self.write_verdict(pending, Verdict.EXECUTED, Rule.TOOL_ERROR.value, state.ended_reason, Outcome.UNKNOWN)
+        else:
+            self.write_verdict(pending, Verdict.CANCELLED, Rule.CANCELLED.value, "cancelled before it ran")
+
+    def closing(self, state: ConversationState) -> None:
+        """Before a cancel closes ``state``: its shown write and its writes awaiting a
+        supervisor will not run."""
+        for pending in [*([state.pending_confirmation] if state.pending_confirmation else []),
+                        *state.awaiting_approval]:
+            self.write_verdict(pending, Verdict.CANCELLED, Rule.CANCELLED.value, "the conversation was cancelled")
+            self._withdrawn_told.add(pending.operation_id)
+
+    def _withdrawn(self, state: ConversationState) -> None:
+        # a transfer, an end or an escalation withdraws writes awaiting a supervisor (close());
+        # their approvals say so, and their operation ids name the proposing turn
+        for approval in state.approvals:
+            if approval.status is ApprovalStatus.WITHDRAWN and approval.operation_id not in self._withdrawn_told:
+                self._withdrawn_told.add(approval.operation_id)
+                try:
+                    turn = operation_turn(approval.operation_id)
+                except ValueError:
+                    continue  # not one of ours (never expected): a missing verdict beats a stalled run
+                self._verdict(turn, None, Verdict.CANCELLED, Rule.CANCELLED.value, approval.note, None)
+
+    def _verdict(self, turn: int, call_seq: Optional[int], verdict: Verdict, rule: Optional[str],
+                 reason: Optional[str], outcome: Optional[Outcome]) -> None:
+        self._verdicts.append(VerdictRecord(turn=turn, call_seq=call_seq, verdict=verdict, rule=rule,
+                                            reason=reason[:2000] if reason else reason,
+                                            outcome=outcome.value if outcome else None, at=self._clock()))
+
+    # --- the record a model call writes with its reply ---------------------------------
+
+    def for_model(self, state: ConversationState) -> Optional[TurnRecord]:
+        """The record so far of the user turn in progress, for the model call about to be made
+        (``ModelRequest.journal``); None when earlier records are still being written (records
+        go in turn order) or the turn began before the last record."""
+        if not self._turn_complete or (self._writing is not None and not self._writing.done()):
+            return None
+        # this patch first: asked during the replay of an older history before its journal-v1
+        # marker, journal_patched() would answer (and memoize) False
+        if not (workflow.patched(JOURNAL_IN_MODEL_PATCH) and journal_patched()):
+            return None
+        return self.so_far(state)
+
+    def so_far(self, state: ConversationState) -> TurnRecord:
+        """What ``take`` would return now for the user turn in progress, without forgetting it."""
+        return TurnRecord(conversation_id=state.conversation_id,
+                          customer_id=state.customer.user_id if state.customer else None, turn=self.turn,
+                          model_calls=self.calls, verdicts=list(self._verdicts), transcript=list(self._entries))
+
+    def model_wrote(self, record: Optional[TurnRecord], text: str) -> None:
+        """The model call given ``record`` wrote it completed by its reply ``text``."""
+        if record is not None:
+            self._presumed = record.with_reply(self.calls, text, self._clock())
+
+    # --- sending ----------------------------------------------------------------------
+
+    def take(self, state: ConversationState) -> Optional[TurnRecord]:
+        """The record of everything noted since the last one (None when nothing was), and
+        forget it. It completes user turn ``turn`` when that turn began since the last record."""
+        if not state.is_open():
+            self._withdrawn(state)
+        presumed, self._presumed = self._presumed, None
+        if not self._verdicts and not self._entries:
+            return None
+        record = TurnRecord(conversation_id=state.conversation_id,
+                            customer_id=state.customer.user_id if state.customer else None,
+                            turn=self.turn if self._turn_complete else None,
+                            model_calls=self.calls if self._turn_complete else 0,
+                            verdicts=self._verdicts, transcript=self._entries)
+        self._verdicts, self._entries, self._turn_complete = [], [], False
+        if presumed is not None and presumed.same_rows(record):
+            return None  # the model call that proposed the reply wrote exactly this
+        return record
+
+    def flush(self, state: ConversationState) -> None:
+        """Send what was noted (one ``record_turn`` call; nothing when nothing was noted) in
+        the background, after the records before it (the store trims turns after the one
+        it records, which is right only in turn order); ``drain`` waits for them.
+
+        If the journal stays down past ``JOURNAL_GIVE_UP``, or refuses the record's data, the
+        record is dropped with a warning and the conversation goes on: the journal is an
+        audit record kept beside the process, and the state and the workflow history still
+        hold every decision; a conversation that stalled on it would fail the customer."""
+        record = self.take(state)
+        if record is None:
+            return
+        before = self._writing
+
+        async def write() -> None:
+            if before is not None:
+                await before
+            await self.send(record)
+        self._writing = asyncio.ensure_future(write())
+
+    def resend(self, record: TurnRecord) -> None:
+        """Write ``record`` (carried over continue-as-new) before anything this run sends."""
+        self._writing = asyncio.ensure_future(self.send(record))
+
+    async def drain(self) -> None:
+        """Wait until every record sent so far is written or dropped: before continue-as-new
+        and before the run ends (a write still in flight then would be lost)."""
+        if self._writing is not None:
+            await self._writing
+
+    async def send(self, record: TurnRecord) -> None:
+        """Write ``record`` (one ``record_turn`` call; see ``flush``)."""
+        if not journal_patched():
+            return
+        summary = f"journal: turn {record.turn if record.turn is not None else self.turn}"
+        if workflow.patched(JOURNAL_LOCAL_PATCH):
+            try:
+                await workflow.execute_local_activity_method(
+                    JournalActivitiesApi.record_turn, record, start_to_close_timeout=JOURNAL_LOCAL_TIMEOUT,
+                    retry_policy=JOURNAL_LOCAL_RETRY, summary=summary)
+                return
+            except FailureError as err:  # a local activity's failure may come without its ActivityError wrapper
+                if _cause_name(err) == ErrorType.INVALID_JOURNAL_RECORD.value:
+                    workflow.logger.warning("journal record of turn %s dropped (%d verdicts, %d entries): %s",
+                                            record.turn, len(record.verdicts), len(record.transcript),
+                                            _cause_name(err))
+                    return
+                # the journal's database did not answer: the activity retries in the background
+        try:
+            await workflow.execute_activity_method(
+                JournalActivitiesApi.record_turn, record,
+                start_to_close_timeout=JOURNAL_TIMEOUT, schedule_to_close_timeout=JOURNAL_GIVE_UP,
+                heartbeat_timeout=HEARTBEAT_TIMEOUT, retry_policy=JOURNAL_RETRY, summary=summary,
+            )
+        except ActivityError as err:
+            # ids and counts only: the record holds the user's words
+            workflow.logger.warning("journal record of turn %s dropped (%d verdicts, %d entries): %s", record.turn,
+                                    len(record.verdicts), len(record.transcript), _cause_name(err))
+
+
+def _cause_name(err: BaseException) -> Any:
+    cause = err.cause if err.cause is not None else err
+    return getattr(cause, "type", None) or type(cause).__name__

@@ -1,0 +1,188 @@
+"""An operator resolves an escalated unknown outcome (issue 7 item 6).
+
+A write whose outcome could not be shown leaves its step ``unknown``, opens a ticket and
+escalates the conversation (``workflows.conversation.execute``). Under ``RESOLUTION_PATCH`` the
+conversation then waits (up to ``SupportInput.resolution_wait_seconds``) instead of
+completing: an operator who checked the system sends the ``resolve_outcome`` update —
+``applied`` or ``not_applied``, with their name and a note — and the step becomes ``done``
+or ``failed``, the resolution (who, when, what the user was told) is kept in the state's
+``resolutions``, the user is told, and, once no unknown step is left, the conversation is
+active again and goes on from there. The validator refuses an unknown step id, a step whose
+outcome is not unknown and a second resolution (``ErrorType.RESOLUTION_REFUSED``); a
+refused update never enters history.
+
+Pure functions plus ``ResolutionGate``, the mixin of ``SupportWorkflow`` holding the update;
+deterministic, imported inside the workflow sandbox.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import datetime
+from typing import Any, Literal, Optional
+
+from pydantic import BaseModel, Field
+from temporalio import workflow
+from temporalio.exceptions import ApplicationError
+
+from workflows.domain import replies
+from workflows.policy.approvals import APPROVER_PATTERN
+from workflows.conversation.cancellation import escalated_with_cancel
+from workflows.domain.errors import ErrorType
+from workflows.domain.journal import EntryKind
+from workflows.domain.records import ConversationStatus, OutcomeResolution, Step, StepStatus
+from workflows.domain.user_text import control_problem
+
+RESOLUTION_PATCH = "operator-resolves-unknown"
+"""``workflow.patched`` id of waiting for an operator's resolution after escalating an
+unknown outcome (histories recorded before it complete at the escalation, as they did)."""
+CANCEL_WHILE_WAITING_PATCH = "cancel-while-awaiting-resolution"
+"""``workflow.patched`` id of honouring a cancel that ends the wait for an operator: the summary
+is told, its reason joins ``ended_reason`` and its rollback runs (before: no trace of it)."""
+RESOLUTION_JOURNAL_PATCH = "resolution-told-journaled"
+"""``workflow.patched`` id of writing what a resolution told the user to the journal at once
+(one ``record_turn`` call); before it, the transcript showed it only after the user's next
+message was answered, and never when none came."""
+
+
+class ResolveOutcome(BaseModel):
+    """Input of the ``resolve_outcome`` update: the step (``Step.step_id``, as in the state),
+    what the operator found in the system, their name (an id like an approver's), a note
+    (1-1000 characters) and, set by the API or CLI, the authenticated caller."""
+
+    step_id: str = Field(min_length=1, max_length=300)
+    outcome: Literal["applied", "not_applied"]
+    operator: str = Field(min_length=1, max_length=128, pattern=APPROVER_PATTERN)
+    note: str = Field(min_length=1, max_length=1000)
+    actor: Optional[str] = Field(default=None, max_length=200)
+
+
+def _refused(message: str) -> ApplicationError:
+    return ApplicationError(message, type=ErrorType.RESOLUTION_REFUSED.value, non_retryable=True)
+
+
+def unresolved(state: Any) -> list[Step]:
+    """The state's steps whose outcome is unknown and not yet resolved."""
+    return [s for s in state.steps if s.status is StepStatus.UNKNOWN]
+
+
+def check_resolution(state: Any, request: ResolveOutcome) -> Step:
+    """The step ``request`` resolves. Raises ``ApplicationError`` ``ResolutionRefused``
+    (non-retryable) when no step has that id, the step was already resolved, or its outcome
+    is not unknown (each says which)."""
+    step = next((s for s in state.steps if s.step_id == request.step_id), None)
+    if step is None:
+        raise _refused(f"this conversation has no step {request.step_id}")
+    earlier = next((r for r in state.resolutions if r.step_id == step.step_id), None)
+    if earlier is not None:
+        raise _refused(f"step {step.step_id} was already resolved as {earlier.outcome} by {earlier.operator}")
+    if step.status is not StepStatus.UNKNOWN:
+        raise _refused(f"step {step.step_id} is {step.status.value}, not unknown: only an unknown outcome "
+                       "can be resolved")
+    return step
+
+
+def check_resolution_text(request: ResolveOutcome) -> None:
+    """Refuse (``ResolutionRefused``, non-retryable) a resolution whose note, step id or actor
+    has a control character (``workflows.domain.user_text``): for the update validator, the last edge
+    before the state and history (the client and the API refuse it too; a caller of Temporal
+    itself does not pass through them). Not in ``check_resolution``: the handler re-runs that
+    on replay, where a resolution accepted before this check must still apply."""
+    for text, what in ((request.note, "the note"), (request.step_id, "the step id"), (request.actor, "the actor")):
+        problem = control_problem(text, what) if text else None
+        if problem is not None:
+            raise _refused(problem)
+
+
+def apply_resolution(state: Any, step: Step, request: ResolveOutcome, now: datetime) -> OutcomeResolution:
+    """Resolve ``step`` (checked by ``check_resolution``): done or failed with the operator's
+    note, the resolution recorded, and the conversation re-opened when it was escalated and
+    no unknown step is left. Returns the record (``told``: what the user is told)."""
+    applied = request.outcome == "applied"
+    step.status = StepStatus.DONE if applied else StepStatus.FAILED
+    step.error = None if applied else f"not applied, checked by operator {request.operator}: {request.note}"
+    record = OutcomeResolution(step_id=step.step_id, operation_id=step.operation_id, outcome=request.outcome,
+                               operator=request.operator, actor=request.actor, note=request.note,
+                               resolved_at=now, told=replies.resolved(step.detail or step.name, applied))
+    state.resolutions.append(record)
+    if state.status is ConversationStatus.ESCALATED and not unresolved(state):
+        state.status = ConversationStatus.ACTIVE
+        state.ended_reason = None
+    return record
+
+
+AWAITING_RESOLUTION_TEXT = ("A colleague is checking whether your earlier request went through; you will be "
+                            "told here as soon as they have. This message was not taken: please send it again "
+                            "after that.")
+"""The refusal of a message while the conversation waits for an operator's resolution (the
+validator's, ``ErrorType.AWAITING_RESOLUTION``): not "finished", which would send the user to
+a new conversation to repeat a request whose outcome is being checked."""
+
+
+class ResolutionGate:
+    """Mixin of ``SupportWorkflow``: the ``resolve_outcome`` update and ``_await_resolution``
+    for its main loop. The workflow provides ``_state``, ``_cancel``, ``_notices``,
+    ``_visibility``, ``_journal``, ``_answer(inbound, text)`` and ``_refuse_unloadable()``."""
+
+    _state: Any
+    _journal: Any
+    _cancel: Any
+    _notices: list[str]
+    _visibility: Any
+    _input: Any
+    _waiting_for_operator: bool = False
+
+    def _awaiting_resolution(self) -> bool:
+        """True while the run waits for an operator's resolution (no cancel pending)."""
+        return self._waiting_for_operator and self._cancel is None
+
+    def _answer(self, inbound: Any, text: str, kind: Any = None) -> None:  # pragma: no cover - the workflow's
+        raise NotImplementedError
+
+    def _refuse_unloadable(self) -> None:  # pragma: no cover - the workflow's
+        raise NotImplementedError
+
+    @workflow.update(description="An operator resolves a step whose outcome was unknown: {step_id, outcome: "
+                                 "applied|not_applied, operator, note}. The user is told and the conversation "
+                                 "goes on. Refused for an unknown step, a step that is not unknown, or a second "
+                                 "resolution.")
+    def resolve_outcome(self, request: ResolveOutcome) -> OutcomeResolution:
+        """Apply the operator's resolution; returns its record (what the user was told)."""
+        step = check_resolution(self._state, request)  # again: two accepted in one task both passed
+        record = apply_resolution(self._state, step, request, workflow.now())
+        self._answer(None, record.told)
+        self._notices.append(record.told)  # opens the user's next reply as well
+        return record
+
+    @resolve_outcome.validator
+    def _validate_resolution(self, request: ResolveOutcome) -> None:
+        self._refuse_unloadable()
+        check_resolution_text(request)
+        check_resolution(self._state, request)
+
+    async def _await_resolution(self, wait_seconds: float) -> bool:
+        """After the main loop: an escalated conversation with an unresolved unknown step
+        waits up to ``wait_seconds`` for an operator (or a cancel). True when a resolution
+        re-opened it (the loop goes on); False at once for anything else, for a history
+        recorded before ``RESOLUTION_PATCH``, or when the wait ran out."""
+        state = self._state
+        if state.status is not ConversationStatus.ESCALATED or self._cancel is not None or not unresolved(state):
+            return False
+        if not workflow.patched(RESOLUTION_PATCH) or wait_seconds <= 0:
+            return False
+        self._visibility.publish(state)
+        self._waiting_for_operator = True
+        try:
+            await workflow.wait_condition(lambda: state.is_open() or self._cancel is not None,
+                                          timeout=wait_seconds, timeout_summary="operator resolution")
+        except asyncio.TimeoutError:
+            return False
+        finally:
+            self._waiting_for_operator = False
+        if self._cancel is not None and not state.is_open() and workflow.patched(CANCEL_WHILE_WAITING_PATCH):
+            # said and done as for a cancel during the write (its rollback too); the step stays unknown
+            told = await escalated_with_cancel(state, self._cancel, "", self._input.write_timeout_seconds)
+            self._answer(None, told.strip(), EntryKind.CANCELLATION)
+        if state.is_open() and self._cancel is None and workflow.patched(RESOLUTION_JOURNAL_PATCH):
+            self._journal.flush(state)  # what the user was told goes to the transcript now
+        return state.is_open() and self._cancel is None

@@ -1,0 +1,300 @@
+"""``SupportWorkflow``: one durable customer conversation — its message handlers and
+its main loop.
+
+Messages arrive by the ``send_message`` update, which returns the assistant's reply;
+``cancel`` is a signal; ``decide_approval`` and ``resolve_outcome`` (``workflows.conversation.resolution``)
+are updates; ``state`` is a query. Handlers only enqueue: the main loop
+processes one message at a time (``workflows.conversation.turn``), so turns never interleave and a
+message that arrives while an activity runs waits its turn, in order. The state object,
+not the transcript, is the record; it carries over continue-as-new, and so does a cancel.
+
+Temporal's own cancellation (the Web UI's "Request Cancellation") becomes the same cancel
+as the signal: the main loop runs shielded from it, so a write in flight is awaited and
+the cancel path (``workflows.conversation.cancellation``) runs; the run then ends as cancelled.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Optional
+
+from temporalio import workflow
+from temporalio.exceptions import ApplicationError
+
+from workflows.domain import replies
+from workflows.domain import transitions as tr
+from workflows.conversation.answered import AnsweredReplies
+from workflows.conversation.budget import adopt_budget
+from workflows.domain.contracts import AssistantReply, CancelRequest, SupportInput, SupportOutcome, UserMessage, message_digest
+from workflows.conversation.approvals import next_expiry, ready_to_settle, settle_approvals
+from workflows.policy.approvals import Approval, ApprovalDecision, apply_decision, check_decision, check_decision_text
+from workflows.conversation.cancellation import answered_by_cancel, cancel_conversation, escalated_while_cancelling
+from workflows.domain.errors import ErrorType
+from workflows.domain.migrations import initial_state
+from workflows.conversation.resolution import AWAITING_RESOLUTION_TEXT, ResolutionGate
+from workflows.conversation.opening import (
+    ConversationOpened,
+    OpenConversation,
+    store_known,
+    unknown_store,
+    unknown_store_reason,
+)
+from workflows.domain.state import ConversationState, Role
+from workflows.interrupts import Interrupted
+from workflows.domain.journal import EntryKind
+from workflows.conversation.journal import JournalLog
+from workflows.conversation.turn import Inbound, TurnContext, run_turn
+from workflows.domain.user_text import message_problem
+from workflows.visibility import Visibility
+
+
+def support_workflow_id(conversation_id: str) -> str:
+    """Workflow id of a conversation: one workflow per conversation id."""
+    return f"support-{conversation_id}"
+
+
+@workflow.defn
+class SupportWorkflow(ResolutionGate, AnsweredReplies):
+    """Input ``SupportInput``; returns ``SupportOutcome`` when the conversation ends,
+    is transferred, escalated or cancelled."""
+
+    @workflow.init
+    def __init__(self, inp: SupportInput) -> None:
+        self._input = inp
+        # the input state is JSON of any schema version: migrated here, or the run fails (``run``)
+        self._state, self._unloadable = initial_state(inp.conversation_id, inp.store, inp.state)
+        self._inbox: list[Inbound] = []
+        self._replies: dict[int, AssistantReply] = {}
+        self._next_message_id = 0
+        self._cancel: Optional[CancelRequest] = inp.cancel
+        self._visibility = Visibility()
+        self._turns_this_run = 0
+        self._notices: list[str] = []
+        """What the user was told outside a turn (approval outcomes), not yet in a reply."""
+        self._answered: dict[str, AssistantReply] = dict(inp.answered)
+        """Replies by message id (update id), carried across continue-as-new: Temporal
+        deduplicates update ids within a run only."""
+        self._journal = JournalLog(self._state)
+        """The decision log's verdicts and the transcript of the turn in progress (memory only)."""
+
+    # --- message passing ------------------------------------------------------
+
+    @workflow.update(description="Send one user message {text}; returns the assistant's reply. Use the client's "
+                                 "message id as the update id: a retry returns the first reply.")
+    async def send_message(self, message: UserMessage) -> AssistantReply:
+        """Deliver one user message; returns the assistant's reply to it (the recorded reply
+        when this message id was answered in an earlier run)."""
+        recorded = self._recorded()
+        if recorded is not None:
+            return recorded
+        update_id = workflow.current_update_info().id
+        reply = await self._deliver(message, update_id)
+        self._remember(update_id, reply)
+        return reply
+
+    async def _deliver(self, message: UserMessage, update_id: str) -> AssistantReply:
+        self._next_message_id += 1
+        message_id = self._next_message_id
+        pending = self._state.pending_confirmation
+        self._inbox.append(Inbound(message_id=message_id, text=message.text,
+                                   seen_operation_id=pending.operation_id if pending else None,
+                                   seen_digest=pending.digest if pending else None, update_id=update_id))
+        await workflow.wait_condition(lambda: message_id in self._replies)
+        return self._replies.pop(message_id)
+
+    @send_message.validator
+    def _validate_message(self, message: UserMessage) -> None:
+        # A rejected update never enters history: the state stays exactly as it was.
+        self._refuse_unloadable()
+        if self._recorded() is not None:
+            # a retry of a message an earlier run answered (Temporal dedups within a run only)
+            # gets its reply, as within its run, also while the conversation closes; accepting
+            # it adds no command (the handler returns the recorded reply), so replay is unchanged
+            return
+        problem = message_problem(message.text)  # empty, a control character, over 8 KB
+        if problem is not None:
+            raise ApplicationError(problem, type=ErrorType.INVALID_MESSAGE.value, non_retryable=True)
+        if self._cancel is not None and self._state.is_open():
+            raise ApplicationError(f"conversation {self._state.conversation_id} is being cancelled; "
+                                   "start a new conversation", type=ErrorType.CONVERSATION_FINISHED.value,
+                                   non_retryable=True)
+        if self._awaiting_resolution():
+            raise ApplicationError(AWAITING_RESOLUTION_TEXT, type=ErrorType.AWAITING_RESOLUTION.value,
+                                   non_retryable=True)
+        if not self._state.is_open():
+            raise ApplicationError(f"conversation {self._state.conversation_id} is {self._state.status.value}; "
+                                   "start a new conversation", type=ErrorType.CONVERSATION_FINISHED.value,
+                                   non_retryable=True)
+
+    @workflow.update(description="Check the conversation's store (sent with the start); an unknown store "
+                                 "closes the conversation and fails with UnknownStore.")
+    async def open(self, request: OpenConversation) -> ConversationOpened:
+        """Check the conversation's store against the system of record (sent with the start:
+        ``POST /conversations``); an unknown store closes the conversation and fails this
+        update with ``UnknownStore``."""
+        if not await store_known(self._state.store):
+            self._cancel = self._cancel or CancelRequest(reason=unknown_store_reason(self._state.store))
+            raise unknown_store(self._state.store)
+        return ConversationOpened(conversation_id=self._state.conversation_id, store=self._state.store,
+                                  status=self._state.status.value)
+
+    @open.validator
+    def _validate_open(self, request: OpenConversation) -> None:
+        self._refuse_unloadable()
+
+    @workflow.update(description="Approve or reject a confirmed write awaiting a supervisor: {approval_id, "
+                                 "decision: approve|reject, approver, note?}. Refused for an unknown id, an id "
+                                 "bound to another operation, a second decision, an expired approval or a "
+                                 "cancelled conversation.")
+    def decide_approval(self, decision: ApprovalDecision) -> Approval:
+        """Record a supervisor's decision; the main loop then runs or drops the write."""
+        # checked again: two decisions accepted in one workflow task both passed the validator
+        approval = check_decision(self._state.approvals, decision, workflow.now())
+        apply_decision(approval, decision, workflow.now())
+        return approval
+
+    @decide_approval.validator
+    def _validate_decision(self, decision: ApprovalDecision) -> None:
+        self._refuse_unloadable()
+        if self._cancel is not None or not self._state.is_open():
+            raise ApplicationError("this conversation has finished; its approvals were withdrawn",
+                                   type=ErrorType.APPROVAL_REFUSED.value, non_retryable=True)
+        check_decision_text(decision)
+        check_decision(self._state.approvals, decision, workflow.now())
+
+    @workflow.signal(description="Cancel the conversation: {reason, rollback}. In-flight model calls and reads "
+                                 "stop; a write in flight finishes; rollback undoes reversible writes. The first "
+                                 "cancel wins; later ones are ignored.")
+    def cancel(self, request: CancelRequest) -> None:
+        """Stop the conversation; a write already running finishes, nothing new starts.
+        The first cancel wins: a second one neither changes the reason nor the rollback."""
+        if self._cancel is None:
+            self._cancel = request
+
+    @workflow.query(description="The typed conversation state: customer, orders, steps with statuses, pinned "
+                                "facts, pending confirmation, completed operations, rejections.")
+    def state(self) -> ConversationState:
+        """The typed conversation state (refused when the run's input state could not be loaded)."""
+        self._refuse_unloadable()
+        return self._state
+
+    def _refuse_unloadable(self) -> None:
+        if self._unloadable is not None:
+            raise self._unloadable.failure()
+
+    # --- main loop ------------------------------------------------------------
+
+    @workflow.run
+    async def run(self, inp: SupportInput) -> SupportOutcome:
+        """Process messages one at a time until the conversation ends, is transferred,
+        escalated or cancelled (continuing as new when the history grows). Raises
+        ``asyncio.CancelledError`` after the cancel path when Temporal cancelled the run, and
+        a non-retryable ``StateIncompatible`` ``ApplicationError`` when the input state cannot
+        be loaded (``workflows.domain.migrations``)."""
+        self._refuse_unloadable()
+        serving = asyncio.ensure_future(self._serve(inp))
+        try:
+            # shielded: Temporal's cancellation must not abandon a write in flight
+            return await asyncio.shield(serving)
+        except asyncio.CancelledError:
+            if self._cancel is None:
+                self._cancel = CancelRequest(reason=replies.OPERATOR_CANCEL_REASON)
+            await serving
+            raise
+
+    async def _serve(self, inp: SupportInput) -> SupportOutcome:
+        state = self._state
+        if inp.token_budget is not None:  # a run without one keeps what the state carried over
+            adopt_budget(state, inp.token_budget)
+        ctx = TurnContext(state=state, write_timeout_seconds=inp.write_timeout_seconds,
+                          cancel_request=lambda: self._cancel, visibility=self._visibility,
+                          newer_message=lambda: bool(self._inbox), approvals=inp.approvals,
+                          journal=self._journal, local_model_calls=inp.local_model_calls)
+        self._visibility.publish(state)
+        if inp.journal is not None:
+            self._journal.resend(inp.journal)
+        interrupted: Optional[Inbound] = None
+        # an escalated unknown outcome waits for an operator's resolution, then goes on (workflows.conversation.resolution)
+        while (state.is_open() or await self._await_resolution(inp.resolution_wait_seconds)) and self._cancel is None:
+            await self._wait_for_work()
+            if self._cancel is not None:
+                break
+            if ready_to_settle(state, workflow.now()):
+                try:
+                    told = await settle_approvals(state, inp.approvals, inp.write_timeout_seconds, self._visibility,
+                                                  lambda: self._cancel, self._journal)
+                except Interrupted:
+                    break
+                for text in told:
+                    self._answer(None, text)
+                self._notices += told
+                self._journal.flush(state)
+                continue
+            inbound = self._inbox.pop(0)
+            reply_text = await run_turn(ctx, inbound)
+            if reply_text is None or answered_by_cancel(state, self._cancel):
+                interrupted = inbound  # a cancel stopped this turn, or came in it: the cancel path answers it
+                break
+            self._answer(inbound, await escalated_while_cancelling(ctx, reply_text))
+            self._turns_this_run += 1
+            if state.is_open() and not self._inbox and self._cancel is None and (
+                workflow.info().is_continue_as_new_suggested() or self._turns_this_run >= inp.max_turns_per_run
+            ):
+                # the history, not the state, is what grows: start a fresh run with the same state;
+                # a cancel that arrives while the handlers finish travels with it, and so does the
+                # turn's journal record (written first thing by the next run); earlier records
+                # still being written finish first, and a message arriving meanwhile is served here
+                await self._journal.drain()
+                if self._inbox or self._cancel is not None:
+                    continue
+                await workflow.wait_condition(workflow.all_handlers_finished)
+                workflow.continue_as_new(inp.model_copy(update={"state": state.model_dump(mode="json"),
+                                                                "cancel": self._cancel, "answered": self._answered,
+                                                                "journal": self._journal.take(state)}),
+                                          task_timeout=workflow.info().task_timeout)
+            self._journal.flush(state)
+        if self._cancel is not None and (state.is_open() or interrupted is not None):
+            self._journal.closing(state)
+            summary = await cancel_conversation(state, self._cancel, inp.write_timeout_seconds)
+            self._answer(interrupted, summary, EntryKind.CANCELLATION)
+        for queued in self._inbox:
+            self._replies[queued.message_id] = self._reply(replies.finished(state.status.value))
+            self._journal.unanswered_message(queued.text, queued.update_id)
+            self._journal.said(self._replies[queued.message_id].text)
+        self._inbox.clear()
+        self._visibility.publish(state)
+        self._journal.flush(state)
+        await self._journal.drain()
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        return SupportOutcome(status=state.status.value, state=state)
+
+    async def _wait_for_work(self) -> None:
+        """Until a message, a cancel, a supervisor's decision, or the next approval expiry."""
+        expiry = next_expiry(self._state)
+        timeout = max((expiry - workflow.now()).total_seconds(), 0.0) if expiry else None
+        try:
+            await workflow.wait_condition(
+                lambda: bool(self._inbox) or self._cancel is not None or ready_to_settle(self._state, workflow.now()),
+                timeout=timeout, timeout_summary="approval expiry" if timeout is not None else None)
+        except asyncio.TimeoutError:
+            pass  # an approval ran out of time: the loop settles it
+
+    def _answer(self, inbound: Optional[Inbound], text: str, kind: Optional[EntryKind] = None) -> None:
+        """Record the assistant's turn (and its transcript entry: ``kind``, by default a reply
+        to ``inbound`` or a notice told outside a turn) and, if a message awaits it, reply to
+        that message."""
+        tr.add_turn(self._state, Role.ASSISTANT, text)
+        self._journal.said(text, kind or (EntryKind.REPLY if inbound is not None else EntryKind.NOTICE))
+        if inbound is not None:
+            # outcomes the user was told outside a turn open the next reply they read
+            text = " ".join([*self._notices, text])
+            self._notices = []
+            self._replies[inbound.message_id] = self._reply(text, inbound.text)
+        self._visibility.publish(self._state)
+
+    def _reply(self, text: str, message: Optional[str] = None) -> AssistantReply:
+        pending, waiting = self._state.pending_confirmation, self._state.pending_approvals()
+        return AssistantReply(text=text, turn=self._state.turn, status=self._state.status.value,
+                              awaiting_confirmation=pending.detail if pending else None,
+                              awaiting_approval=waiting[-1].approval_id if waiting else None,
+                              message_digest=None if message is None else message_digest(message))

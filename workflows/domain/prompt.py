@@ -1,0 +1,204 @@
+"""The model's input, rendered as a pure, deterministic view of the state.
+
+The model sees: the policy, the tool catalogue, the state (customer, orders and
+products read so far, steps, completed operations), every pinned fact, only the last
+``PROMPT_TURNS`` turns, the reads not folded into typed state, and the last rejection
+reason. It never sees the full transcript, so the prompt stays bounded however long the
+conversation runs, and a fact pinned at turn 4 is still there at turn 30.
+
+Two layouts, named by the prompt version (``PromptVersion.layout``):
+
+- ``single`` (2026-11-30, kept so recorded calls still render for the backtest): one system
+  string carrying the tool argument schemas, one user message holding the whole view;
+- ``cached`` (current): ordered stable → volatile for the provider's prompt cache
+  (``workflows.domain.prompt_layout``): tools + system (shared by every conversation), the
+  conversation's records, its pinned facts, then the volatile block. Each stable part ends
+  with a cache breakpoint (``ModelSnapshot.stable``); the tool argument schemas appear once,
+  in the ``propose_action`` input schema.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from workflows.catalogue import CATALOGUE
+from workflows.policy.text import policy_text
+from workflows.domain.prompt_layout import CACHED_ACTION_GUIDE, STATE_CLOSE_TAG, STATE_OPEN_TAG, render_cached
+from workflows.domain.state import ConversationState
+
+PROMPT_TURNS = 6
+PROMPT_OBSERVATIONS = 8
+PROMPT_REJECTIONS = 5
+PROMPT_STEPS = 10
+PROMPT_OPERATIONS = 20
+PROMPT_PRODUCTS = 10
+
+ACTION_GUIDE = (
+    "Respond by calling the tool `propose_action` exactly once with one of: "
+    '{"kind": "tool_call", "tool": {"name": <tool>, "arguments": {...}}}, '
+    '{"kind": "reply", "text": ...}, {"kind": "transfer_to_human", "summary": ...}, '
+    '{"kind": "end", "text": ...}. You only propose; the workflow validates every proposal '
+    "against the policy and the state, asks the customer to confirm writes, and tells you "
+    "when a proposal was rejected and why."
+)
+
+
+PROMPT_VERSION = "2026-12-01"
+"""The prompt version new model calls use. A version names the system prompt's wording, its
+layout and the tools offered; every model call records the version it used (the decision log),
+and ``statekeeper backtest --prompt-version V`` re-renders recorded state views with another one."""
+
+SINGLE_LAYOUT_VERSION = "2026-11-30"
+"""The last version of the ``single`` layout (one system string with the argument schemas,
+one user message): still rendered for recorded calls and the backtest."""
+
+
+class PromptVersion(BaseModel):
+    """One named prompt: ``withheld_tools`` are left out of the tool catalogue offered to
+    the model (an experiment; the policy still validates whatever comes back); ``layout`` is
+    ``single`` or ``cached`` (module docstring)."""
+
+    name: str
+    withheld_tools: frozenset[str] = frozenset()
+    note: str = ""
+    layout: str = "single"
+
+
+def _versions(base: str, layout: str, note: str) -> dict[str, PromptVersion]:
+    # experiments for ``statekeeper backtest``: the offline stand-in does not read prose, so a
+    # variant that makes a difference to it withholds tools (they leave the wire schema too)
+    variants = {
+        "": (set(), note),
+        "-no-returns": ({"return_delivered_order_items"}, "the prompt without the return tool"),
+        "-no-order-reads": ({"get_order_details"}, "the prompt without the order read"),
+    }
+    return {base + suffix: PromptVersion(name=base + suffix, withheld_tools=frozenset(withheld), note=text,
+                                         layout=layout)
+            for suffix, (withheld, text) in variants.items()}
+
+
+PROMPT_VERSIONS: dict[str, PromptVersion] = {
+    **_versions(SINGLE_LAYOUT_VERSION, "single", "policy, every tool with its argument schema, action guide"),
+    **_versions(PROMPT_VERSION, "cached", "cache-friendly layout: stable → volatile, argument schemas once"),
+}
+
+
+class UnknownPromptVersion(KeyError):
+    """No prompt of that name (``PROMPT_VERSIONS``)."""
+
+
+def prompt_version(name: str) -> PromptVersion:
+    """The prompt named ``name``. Raises ``UnknownPromptVersion``."""
+    try:
+        return PROMPT_VERSIONS[name]
+    except KeyError:
+        raise UnknownPromptVersion(name) from None
+
+
+class ModelSnapshot(BaseModel):
+    """What one model call receives: ``system`` (policy + tools + guide), ``stable`` (the
+    conversation's stable blocks, each ending with a cache breakpoint; empty in the
+    ``single`` layout) and ``content`` (the volatile rest of the state view). Each part holds
+    machine-readable ``<state_json>`` blocks."""
+
+    system: str
+    content: str
+    stable: list[str] = Field(default_factory=list)
+
+    def text(self) -> str:
+        """The whole user message: the stable blocks, then the content."""
+        return "".join(self.stable) + self.content
+
+
+def tool_catalogue(version: str = PROMPT_VERSION) -> list[dict[str, Any]]:
+    """The tools offered by prompt ``version`` as ``{name, class, description, parameters}``
+    (JSON schema of the args). Raises ``UnknownPromptVersion``."""
+    withheld = prompt_version(version).withheld_tools
+    return [
+        {
+            "name": spec.name,
+            "class": spec.tool_class.value,
+            "description": spec.description,
+            "parameters": spec.args.model_json_schema(),
+        }
+        for spec in CATALOGUE.values()
+        if spec.name not in withheld
+    ]
+
+
+@lru_cache(maxsize=8)
+def render_system(version: str = PROMPT_VERSION) -> str:
+    """Policy + tool catalogue + action guide of prompt ``version``. Identical for every
+    call, so it is built once per process (JSON-schema generation is not free) and is
+    prompt-cache friendly. Raises ``UnknownPromptVersion``."""
+    if prompt_version(version).layout == "cached":
+        # the tools (class, description, arguments) are described once, in the tool's input schema
+        return ("You are the retail support assistant of statekeeper.\n\n## Policy\n"
+                f"{policy_text()}\n\n## How to act\n{CACHED_ACTION_GUIDE}")
+    catalogue = json.dumps(tool_catalogue(version), sort_keys=True, separators=(",", ":"))
+    return (
+        "You are the retail support assistant of statekeeper.\n\n## Policy\n"
+        f"{policy_text()}\n\n## Tools\n{catalogue}\n\n## How to act\n{ACTION_GUIDE}"
+    )
+
+
+def state_view(state: ConversationState) -> dict[str, Any]:
+    """The JSON view of the state given to the model. Everything that grows with the
+    conversation is windowed (turns, observations, steps, operations, rejections,
+    products); pinned facts are bounded where they are pinned (``workflows.domain.facts``)."""
+    return {
+        "schema_version": state.schema_version,
+        "conversation_id": state.conversation_id,
+        "turn": state.turn,
+        "status": state.status.value,
+        "customer": state.customer.model_dump(mode="json") if state.customer else None,
+        "orders": {k: v.model_dump(mode="json") for k, v in state.orders.items()},
+        "products": {k: v.model_dump(mode="json") for k, v in list(state.products.items())[-PROMPT_PRODUCTS:]},
+        "steps": [s.model_dump(mode="json") for s in state.steps[-PROMPT_STEPS:]],
+        "pinned_facts": [f.model_dump(mode="json") for f in state.pinned_facts],
+        "recent_turns": [t.model_dump(mode="json") for t in state.recent_turns[-PROMPT_TURNS:]],
+        "observations": [o.model_dump(mode="json") for o in state.observations[-PROMPT_OBSERVATIONS:]],
+        "pending_confirmation": (
+            state.pending_confirmation.model_dump(mode="json") if state.pending_confirmation else None
+        ),
+        "completed_operations": [
+            {k: v for k, v in op.model_dump(mode="json").items() if k not in ("child_workflow_id", "undo_arguments")}
+            for op in state.completed_operations[-PROMPT_OPERATIONS:]
+        ],
+        "rejections": [r.model_dump(mode="json") for r in state.rejections[-PROMPT_REJECTIONS:]],
+    }
+
+
+def render_view_content(view: dict[str, Any]) -> str:
+    """The per-call user content for a state ``view`` (``state_view``): a short
+    human-readable header plus the view as JSON."""
+    text = json.dumps(view, sort_keys=True, separators=(",", ":"))
+    header = [f"Conversation {view['conversation_id']}, user turn {view['turn']}."]
+    if view.get("rejections"):
+        last = view["rejections"][-1]
+        header.append(f"Your last proposal was rejected under [{last['rule']}]: {last['reason']}")
+    return "\n".join(header) + f"\n{STATE_OPEN_TAG}{text}{STATE_CLOSE_TAG}"
+
+
+def render_content(state: ConversationState) -> str:
+    """The whole per-call user message for ``state`` under the current prompt."""
+    return render_snapshot(state).text()
+
+
+def render_request(view: dict[str, Any], version: str = PROMPT_VERSION) -> ModelSnapshot:
+    """The model input for a state ``view`` under prompt ``version`` in its layout. Pure;
+    raises ``UnknownPromptVersion``. Used by the model activity and by the backtest."""
+    if prompt_version(version).layout == "cached":
+        stable, volatile = render_cached(view)
+        return ModelSnapshot(system=render_system(version), stable=stable, content=volatile)
+    return ModelSnapshot(system=render_system(version), content=render_view_content(view))
+
+
+def render_snapshot(state: ConversationState) -> ModelSnapshot:
+    """Render the model input for ``state`` with the current prompt. Pure: equal states
+    give equal snapshots."""
+    return render_request(state_view(state))

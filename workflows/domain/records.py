@@ -1,0 +1,265 @@
+"""The typed records the conversation state is made of: customers, orders, products,
+steps, turns, pinned facts, operations, rejections and usage.
+
+Split from ``workflows.domain.state`` so that the tool catalogue (whose folds build these
+records) and the state (whose pending confirmation holds a typed tool call) do not
+import each other. Pure and deterministic: imported inside the workflow sandbox.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from decimal import Decimal
+from enum import Enum
+from typing import Annotated, Any, Optional
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from workflows.domain.money import Money
+
+RECENT_TURNS_KEPT = 12
+"""Turns stored in state (the prompt shows fewer); older turns live on only as pinned facts."""
+REJECTIONS_KEPT = 50
+STEPS_KEPT = 100
+OBSERVATIONS_KEPT = 12
+"""Windows kept in the state itself (the workflow history keeps everything): the state is
+carried through continue-as-new, so it must stay small whatever a model or user does."""
+
+
+
+TurnNumber = Annotated[int, Field(ge=0)]
+"""A conversation turn (0 before the first message): bounded here as in every record built
+from the state (``ModelRequest``, the journal's records), so a saved state with a negative
+turn is refused when it is loaded instead of failing the run's workflow tasks later."""
+
+class Record(BaseModel):
+    """Base of every record of the state: a field this schema does not know is refused, not
+    silently dropped (a state saved by another schema version must be migrated, never
+    half-read; ``workflows.domain.migrations``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class StepStatus(str, Enum):
+    """Status of a business step: pending (awaiting confirmation), awaiting_approval
+    (confirmed, waiting for a supervisor), running, done, cancelled, failed, compensated
+    (done, then undone by its compensation after a rollback cancel), or unknown (escalated)."""
+
+    PENDING = "pending"
+    RUNNING = "running"
+    DONE = "done"
+    CANCELLED = "cancelled"
+    FAILED = "failed"
+    COMPENSATED = "compensated"
+    AWAITING_APPROVAL = "awaiting_approval"
+    UNKNOWN = "unknown"
+    """Ran, but whether it took effect could not be shown: escalated to a human, never replayed."""
+
+
+class ConversationStatus(str, Enum):
+    """Whether the conversation still accepts messages (active) and how it finished. The
+    workflow writes the first five; the last three are never stored: the client reports them
+    for a run Temporal ended without the workflow's say (``starter.client.run_status``)."""
+
+    ACTIVE = "active"
+    ENDED = "ended"
+    TRANSFERRED = "transferred"
+    CANCELLED = "cancelled"
+    ESCALATED = "escalated"
+    TERMINATED = "terminated"
+    TIMED_OUT = "timed_out"
+    FAILED = "failed"
+
+
+class Role(str, Enum):
+    """Who said a turn."""
+
+    USER = "user"
+    ASSISTANT = "assistant"
+
+
+class Turn(Record):
+    """One message; ``turn`` is the user-turn number it belongs to (1-based)."""
+
+    turn: TurnNumber
+    role: Role
+    text: str
+
+
+class PinnedFact(Record):
+    """Something the user stated that the process depends on, kept verbatim forever.
+
+    ``kind`` is one of: email, order_id, item_id, payment_method_id, user_id, zip,
+    name, cancel_reason. ``value`` is the normalised value, ``verbatim`` the
+    exact text span the user typed, ``turn`` the user turn it came from.
+    """
+
+    kind: str
+    value: str
+    verbatim: str
+    turn: TurnNumber
+
+
+class PaymentMethod(Record):
+    """A customer's payment method as read from the system of record.
+    ``balance`` is the gift-card balance, cent ``Decimal`` currency (None for other sources)."""
+
+    id: str
+    source: str
+    balance: Optional[Money] = None
+    display: str = ""
+
+
+class Customer(Record):
+    """The one customer this conversation serves (policy: one user per conversation)."""
+
+    user_id: str
+    authenticated_via: str  # "email" or "name_zip"
+    authenticated_turn: TurnNumber
+    first_name: str = ""
+    last_name: str = ""
+    email: str = ""
+    zip: str = ""
+    payment_methods: dict[str, PaymentMethod] = Field(default_factory=dict)
+    order_ids: list[str] = Field(default_factory=list)
+    details_loaded: bool = False
+
+
+class OrderItem(Record):
+    item_id: str
+    product_id: str
+    name: str
+    price: Money
+    options: dict[str, Any] = Field(default_factory=dict)
+
+
+class PaymentEntry(Record):
+    """One ``payment_history`` entry; ``amount`` in cent ``Decimal`` currency."""
+
+    transaction_type: str
+    amount: Money
+    payment_method_id: str
+
+
+class OrderFact(Record):
+    """An order as last read from (or written to) the system of record."""
+
+    order_id: str
+    user_id: str
+    status: str
+    items: list[OrderItem] = Field(default_factory=list)
+    payment_history: list[PaymentEntry] = Field(default_factory=list)
+    payment_method_ids: list[str] = Field(default_factory=list)
+    """Payment methods of the order's ``payment`` transactions, in order."""
+    total: Money = Decimal("0.00")
+    """Sum of the items' prices, cent ``Decimal`` currency."""
+    read_turn: TurnNumber = 0
+
+
+class Variant(Record):
+    item_id: str
+    options: dict[str, Any] = Field(default_factory=dict)
+    available: bool
+    price: Money
+
+
+class ProductFact(Record):
+    product_id: str
+    name: str
+    variants: dict[str, Variant] = Field(default_factory=dict)
+
+
+class Step(Record):
+    """One business step of the process (e.g. "cancel #W123"), with explicit status."""
+
+    step_id: str
+    name: str
+    status: StepStatus
+    turn: TurnNumber
+    operation_id: Optional[str] = None
+    detail: str = ""
+    error: Optional[str] = None
+
+
+class Confirmation(Record):
+    """The user's explicit yes, bound to the proposal that was awaiting confirmation when
+    their message was accepted: its ``operation_id`` and the ``digest`` of its detail."""
+
+    operation_id: str
+    digest: str
+    turn: TurnNumber
+    verbatim: str
+
+
+class CompletedOperation(Record):
+    """A write that reached the system of record, with its idempotency key and result."""
+
+    operation_id: str
+    idempotency_key: str
+    tool: str
+    arguments: dict[str, Any]
+    result: str
+    ok: bool
+    turn: TurnNumber
+    child_workflow_id: Optional[str] = None
+    undo_arguments: Optional[dict[str, Any]] = None
+    """A reversible write's compensation arguments (its before-image), read from the system
+    of record right before it ran; None for irreversible writes or when that read failed."""
+    compensated: bool = False
+
+
+class Observation(Record):
+    """The result of a read tool, kept in a bounded window for the model."""
+
+    tool: str
+    arguments: dict[str, Any]
+    result: str
+    turn: TurnNumber
+
+
+class Rejection(Record):
+    """A proposal the workflow refused, with the policy rule and the reason."""
+
+    turn: TurnNumber
+    rule: str
+    reason: str
+    proposal: Optional[dict[str, Any]] = None
+
+
+class Usage(Record):
+    """Model calls made by the conversation, their token counts, and the last model id.
+
+    ``input_tokens`` are the uncached input tokens (the provider's ``usage.input_tokens``),
+    ``cache_read_input_tokens`` / ``cache_creation_input_tokens`` the input read from / written
+    to the prompt cache, ``output_tokens`` the output: summed over every model call.
+    ``budget_tokens`` is the conversation's token budget (None: none), set from the run's input;
+    past it the conversation is handed to a human (``workflows.conversation.budget``)."""
+
+    model_calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    model: str = ""
+    cache_read_input_tokens: int = 0
+    cache_creation_input_tokens: int = 0
+    budget_tokens: Optional[int] = Field(default=None, ge=1)
+
+    def total_tokens(self) -> int:
+        """Every token the conversation's model calls processed: uncached input, cache reads,
+        cache writes and output (what a token budget counts)."""
+        return self.input_tokens + self.cache_read_input_tokens + self.cache_creation_input_tokens + self.output_tokens
+
+
+class OutcomeResolution(Record):
+    """An operator's resolution of a step whose outcome was unknown (escalated): after
+    checking the system, ``applied`` or ``not_applied``. ``operator`` is the name the operator
+    gave, ``actor`` the authenticated caller that sent it (``key:<id>``, ``local``, ``cli``);
+    ``resolved_at`` the workflow's clock (UTC); ``told`` what the user was told."""
+
+    step_id: str
+    operation_id: Optional[str] = None
+    outcome: str
+    operator: str
+    actor: Optional[str] = None
+    note: str
+    resolved_at: datetime
+    told: str

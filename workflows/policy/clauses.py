@@ -1,0 +1,52 @@
+"""Why a proposal can be refused: policy clause ids, and the violation that carries one.
+
+``Rule`` values are the clause ids of ``workflows.policy.text.POLICY_CLAUSES`` (plus a few
+protocol reasons that are not clauses). Per-tool checks in the catalogue raise
+``PolicyViolation``; ``workflows.policy.validator`` turns it into a ``Verdict``.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+
+
+class Rule(str, Enum):
+    """Why a proposal was rejected: a policy clause id, or a protocol problem."""
+
+    AUTHENTICATE_FIRST = "authenticate-first"
+    ONE_CUSTOMER = "one-customer"
+    EXPLICIT_CONFIRMATION = "explicit-confirmation"
+    CHECK_STATUS = "check-status"
+    CANCEL_PENDING_ONLY = "cancel-pending-only"
+    MODIFY_PENDING_ONLY = "modify-pending-only"
+    MODIFY_PAYMENT = "modify-payment"
+    ITEM_CHANGE_ONCE = "item-change-once"
+    SAME_PRODUCT_VARIANT = "same-product-variant"
+    PRICE_DIFFERENCE_PAYMENT = "price-difference-payment"
+    RETURN_DELIVERED_ONLY = "return-delivered-only"
+    EXCHANGE_DELIVERED_ONLY = "exchange-delivered-only"
+    CONVERSATION_CLOSED = "conversation-closed"
+    MALFORMED_OUTPUT = "malformed-model-output"
+    TOOL_ERROR = "tool-error"
+    USER_DECLINED = "user-declined"
+    SUPERSEDED = "superseded-by-newer-message"
+    APPROVAL_REJECTED = "approval-rejected"
+    APPROVAL_EXPIRED = "approval-expired"
+    AWAITING_APPROVAL = "awaiting-approval"
+    CANCELLED = "conversation-cancelled"
+
+
+class PolicyViolation(Exception):
+    """Raised by a check: the first failed clause (``rule``) and the reason, written for
+    the model (it may name ids the model already knows; users never see it)."""
+
+    def __init__(self, rule: Rule, reason: str) -> None:
+        super().__init__(reason)
+        self.rule = rule
+        self.reason = reason
+
+
+def require(condition: bool, rule: Rule, reason: str) -> None:
+    """Raise ``PolicyViolation(rule, reason)`` unless ``condition`` holds."""
+    if not condition:
+        raise PolicyViolation(rule, reason)

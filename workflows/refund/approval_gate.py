@@ -1,0 +1,158 @@
+"""``RefundWorkflow``'s approval gate (workflow code, deterministic): after the fresh read,
+a write that needs a supervisor (``workflows.policy.approvals.required_approval``) records a
+pending ``Approval``, shows it in the ``PendingApproval`` search attribute and waits for
+the ``decide_approval`` update or a durable timer (``ApprovalPolicy.timeout_seconds``).
+
+Approve → the write runs. Reject → the refund is refused "rejected by <approver>".
+Expiry → a human ticket is opened (key ``approval-expired:<write key>``, once; when it cannot
+be, the reason says so: ``refund-expiry-without-ticket``) and the
+refund is refused. ``PendingApproval`` is unset once the approval is decided or expired.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from decimal import Decimal
+from typing import TYPE_CHECKING, Optional
+
+from temporalio import workflow
+from temporalio.exceptions import ActivityError
+
+from workflows.domain import keys
+from workflows.domain.actions import make_tool_call
+from workflows.activity_api import ToolActivitiesApi
+from workflows.policy.approvals import (
+    Approval,
+    ApprovalDecision,
+    ApprovalStatus,
+    apply_decision,
+    check_decision,
+    check_decision_text,
+    expire,
+    expiry_ticket_summary,
+    open_approval,
+    required_approval,
+)
+from workflows.catalogue.amounts import money
+from workflows.catalogue.folds import order_fact
+from workflows.domain.contracts import ReadToolRequest, TicketRequest, ToolResult
+from workflows.failures import log_detail
+from workflows.options import HEARTBEAT_TIMEOUT, PENDING_APPROVAL, READ_RETRY, READ_TIMEOUT
+from workflows.domain.records import OrderFact
+
+if TYPE_CHECKING:
+    from workflows.domain.contracts import RefundInput
+
+EXPIRY_WITHOUT_TICKET_PATCH = "refund-expiry-without-ticket"
+"""``workflow.patched`` id: an approval that expired while its human ticket could not be opened
+refuses the refund with ``NO_TICKET`` in its reason; before, the run failed."""
+NO_TICKET = "no human-agent ticket could be opened, so nothing has been changed and no one has it"
+"""The end of the refusal reason of an expiry whose ticket could not be opened."""
+
+
+class ApprovalGate:
+    """Mixin of ``RefundWorkflow``: its approvals, the ``decide_approval`` update and the
+    ``approvals`` query, and ``_await_approval`` for its run. The subclass provides
+    ``_enter(step, detail)``."""
+
+    def __init__(self) -> None:
+        self._approvals: list[Approval] = []
+
+    def _enter(self, step: str, detail: str) -> None:  # pragma: no cover - provided by the workflow
+        raise NotImplementedError
+
+    @workflow.update(description="Approve or reject this refund's pending approval, as a named supervisor. "
+                                 "Refused (ApprovalRefused) for an unknown id, an id bound to another "
+                                 "operation, a second decision or an expired approval.")
+    def decide_approval(self, decision: ApprovalDecision) -> Approval:
+        """Record the supervisor's decision; returns the decided approval."""
+        # Checked again here: two decisions accepted in one workflow task both passed the validator.
+        approval = check_decision(self._approvals, decision, workflow.now())
+        apply_decision(approval, decision, workflow.now())
+        return approval
+
+    @decide_approval.validator
+    def _validate_decision(self, decision: ApprovalDecision) -> None:
+        check_decision_text(decision)
+        check_decision(self._approvals, decision, workflow.now())
+
+    @workflow.query(description="Every approval this refund asked for, with its status, approver and times.")
+    def approvals(self) -> list[Approval]:
+        """The refund's approvals (at most one), pending or decided."""
+        return self._approvals
+
+    async def _await_approval(self, inp: RefundInput, read: ToolResult,
+                              write_key: str) -> tuple[Optional[Approval], Optional[str]]:
+        """``(approval, refusal)``: ``(None, None)`` when no approval is needed or the
+        conversation already obtained it (``inp.approved_by``); ``(approval, None)`` when a
+        supervisor approved; ``(approval, reason)`` when rejected or expired."""
+        if inp.approved_by is not None:
+            return None, None
+        order = order_fact(json.loads(read.result))
+        prices = await self._new_prices(inp, order)
+        needed = required_approval(inp.call, order, inp.approvals, prices)
+        if needed is None:
+            return None, None
+        amount, reasons = needed
+        approval = open_approval(workflow.info().workflow_id, inp.operation_id, inp.call, order, amount, reasons,
+                                 workflow.now(), inp.approvals)
+        self._approvals.append(approval)
+        workflow.upsert_search_attributes([PENDING_APPROVAL.value_set(approval.approval_id)])
+        self._enter("awaiting_approval",
+                    f"Approval `{approval.approval_id}` of {inp.call.name} on {approval.order_id} "
+                    f"({approval.amount}) awaits a supervisor until {approval.expires_at:%Y-%m-%d %H:%M:%S} UTC."
+                    "\n\n" + "\n".join(f"- {reason}" for reason in reasons))
+        try:
+            await workflow.wait_condition(lambda: approval.status is not ApprovalStatus.PENDING,
+                                          timeout=inp.approvals.timeout_seconds, timeout_summary="approval expiry")
+        except asyncio.TimeoutError:
+            expire(approval, workflow.now())
+        workflow.upsert_search_attributes([PENDING_APPROVAL.value_unset()])
+        if approval.status is ApprovalStatus.APPROVED:
+            return approval, None
+        if approval.status is ApprovalStatus.REJECTED:
+            return approval, f"rejected by {approval.approver}"
+        reason = (f"approval expired undecided after {inp.approvals.timeout_seconds:g} s; "
+                  "handed to a human agent")
+        try:
+            await workflow.execute_activity_method(
+                ToolActivitiesApi.open_ticket,
+                TicketRequest(store=inp.store, ticket_key=keys.approval_expiry_ticket_key(write_key),
+                              user_id=inp.expected_user_id, summary=expiry_ticket_summary(approval)),
+                heartbeat_timeout=HEARTBEAT_TIMEOUT, start_to_close_timeout=READ_TIMEOUT, retry_policy=READ_RETRY,
+                summary=f"ticket: approval of {inp.call.name} {approval.order_id} expired",
+            )
+        except ActivityError as err:
+            # the ticketing system down past its retries: the run failed, a standalone refund read
+            # "failed" with no reason, and nothing said that no human agent has it; nothing was
+            # written, so it is refused saying so (as a conversation does, no-handover-without-ticket)
+            if not workflow.patched(EXPIRY_WITHOUT_TICKET_PATCH):
+                raise
+            workflow.logger.warning("approval-expiry ticket failed: %s", log_detail(err))
+            return approval, f"approval expired undecided after {inp.approvals.timeout_seconds:g} s; {NO_TICKET}"
+        return approval, reason
+
+    async def _new_prices(self, inp: RefundInput, order: OrderFact) -> dict[str, Decimal]:
+        """Prices of the variants an item change moves to, freshly read from the system of
+        record (the products of the changed items); empty for other writes. A product that
+        cannot be read leaves its prices out (the approval then fails closed)."""
+        args = inp.call.arguments
+        if not hasattr(args, "new_item_ids"):
+            return {}
+        by_id = {item.item_id: item.product_id for item in order.items}
+        product_ids = sorted({by_id[item_id] for item_id in args.item_ids if item_id in by_id})
+        prices: dict[str, Decimal] = {}
+        for product_id in product_ids:
+            read = await workflow.execute_activity_method(
+                ToolActivitiesApi.run_read_tool,
+                ReadToolRequest(store=inp.store, call=make_tool_call("get_product_details", {"product_id": product_id}),
+                                system_of_record=inp.system_of_record,
+                                scope_user_id=inp.expected_user_id),
+                heartbeat_timeout=HEARTBEAT_TIMEOUT, start_to_close_timeout=READ_TIMEOUT, retry_policy=READ_RETRY,
+                summary=f"read product {product_id} for the approval amount",
+            )
+            if read.ok:
+                variants = json.loads(read.result).get("variants", {})
+                prices.update({item_id: money(v["price"]) for item_id, v in variants.items()})
+        return prices

@@ -1,0 +1,248 @@
+"""Standalone refunds: a backend service's ``RefundRequest``, run by ``RefundWorkflow``
+without a conversation, under the same policy checks and the same ledger.
+
+A request names its business identity (store, order, the caller's ``request_id``), so
+its workflow id (``keys.standalone_refund_id``) and its idempotency key
+(``keys.standalone_operation_id``) are the same however often it is sent. The caller is
+not a customer who authenticated in a chat: the order's owner, from the fresh read, is
+the customer, and ``standalone_refusal`` checks the tool spec's own policy (scope gates
+and ``check``, ``workflows.policy.validator.check_call``) against a state built from fresh reads of
+the order, its owner and the products concerned — so, e.g., a refund to a payment
+method that is not the customer's is refused exactly as in a conversation.
+
+A request has no conversation to escalate it: when its write's outcome cannot be shown
+(the retries ran out, or the payments system could not say), ``escalate_unknown`` does
+what a conversation does — asks the ledger once more by the key, else opens a ticket keyed
+by the write (``keys.escalation_ticket_key``) and ends ``escalated`` with the reason;
+nothing is replayed. A deterministic refusal (invalid data, a key conflict) is ``refused``.
+
+Pure models and workflow code (activities by reference): imported inside the sandbox.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Annotated, Any, Literal, Optional
+
+from pydantic import BaseModel, ConfigDict, Field
+from temporalio import workflow
+from temporalio.exceptions import ActivityError, ApplicationError
+
+from workflows.domain import keys
+from workflows.domain.actions import make_tool_call
+from workflows.activity_api import ToolActivitiesApi
+from workflows.catalogue import folds
+from workflows.policy.clauses import PolicyViolation
+from workflows.domain.contracts import ReadToolRequest, RefundInput, RefundOutcome, TicketRequest, ToolResult, WriteToolRequest
+from workflows.domain.errors import ErrorType
+from workflows.failures import ORDER_SYSTEM, application_cause, log_detail, public_reason
+from workflows.conversation.opening import unknown_store_reason
+from workflows.options import DEFAULT_WRITE_TIMEOUT_SECONDS, HEARTBEAT_TIMEOUT, READ_RETRY, READ_TIMEOUT
+from workflows.policy.validator import check_call
+from workflows.domain.records import Customer
+from workflows.domain.state import ConversationState
+from workflows.domain.user_text import refuse_controls
+from workflows.visibility import call_summary
+
+OPERATIONS: dict[str, str] = {
+    "cancel": "cancel_pending_order",
+    "return": "return_delivered_order_items",
+    "exchange": "exchange_delivered_order_items",
+    "modify_items": "modify_pending_order_items",
+    "modify_payment": "modify_pending_order_payment",
+}
+"""A request's ``operation`` → the τ-bench tool that performs it (its arguments: the tool
+catalogue, ``workflows.catalogue``)."""
+
+ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_:@-]*$"
+"""A request id: URL-safe and without ``.`` (see ``keys.standalone_operation_id``)."""
+STORE_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:@-]*$"
+ORDER_PATTERN = r"^#?[A-Za-z0-9]+$"
+"""An order id as the retail system writes it (``#W0000000``): the refund id embeds it."""
+ARGUMENT_FIELDS = ("reason", "item_ids", "new_item_ids", "payment_method_id")
+ArgumentId = Annotated[str, Field(min_length=1, max_length=100), refuse_controls("an item id", is_id=True)]
+"""An item id of a request: plain text without control characters."""
+
+
+class RefundRequest(BaseModel):
+    """A backend's request for one refund-type write (body of ``POST /refunds``).
+
+    ``operation`` picks the tool (``OPERATIONS``); the other fields are that tool's
+    arguments: ``reason`` (cancel: "no longer needed" or "ordered by mistake"),
+    ``item_ids`` / ``new_item_ids`` (return, exchange, modify_items), ``payment_method_id``
+    (the refund destination of a return; the payment of an exchange or item change; the new
+    method of modify_payment). Unknown fields are refused."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    request_id: str = Field(min_length=1, max_length=96, pattern=ID_PATTERN)
+    order_id: str = Field(min_length=2, max_length=32, pattern=ORDER_PATTERN)
+    operation: Literal["cancel", "return", "exchange", "modify_items", "modify_payment"]
+    store: str = Field(default="main", min_length=1, max_length=64, pattern=STORE_PATTERN)
+    # no control characters (bidirectional ones included), as every free-text and id field of
+    # the API: before, these took them and the request was refused only later, by the policy or
+    # the ledger, after a 202
+    reason: Optional[Annotated[str, Field(min_length=1, max_length=200), refuse_controls("reason")]] = None
+    item_ids: Optional[list[ArgumentId]] = Field(default=None, min_length=1, max_length=50)
+    new_item_ids: Optional[list[ArgumentId]] = Field(default=None, min_length=1, max_length=50)
+    payment_method_id: Optional[Annotated[str, Field(min_length=1, max_length=100),
+                                          refuse_controls("payment_method_id", is_id=True)]] = None
+
+    @property
+    def tool(self) -> str:
+        """The τ-bench tool of ``operation``."""
+        return OPERATIONS[self.operation]
+
+    def tool_call(self) -> Any:
+        """The typed ``ToolCall``. Raises ``ValueError`` naming a missing argument or one
+        the tool does not take (``pydantic.ValidationError`` is a ``ValueError``)."""
+        given = {name: getattr(self, name) for name in ARGUMENT_FIELDS if getattr(self, name) is not None}
+        return make_tool_call(self.tool, {**given, "order_id": self.order_id})
+
+    def digest(self) -> str:
+        """SHA-256 hex of the canonical JSON of the whole request: a repeated ``request_id``
+        with any other field different is a conflict, not a repeat."""
+        return hashlib.sha256(json.dumps(self.model_dump(mode="json"), sort_keys=True).encode()).hexdigest()
+
+    def refund_id(self) -> str:
+        """The workflow id of this request (``keys.standalone_refund_id``)."""
+        return keys.standalone_refund_id(self.store, self.order_id, self.request_id)
+
+    def refund_input(self, write_timeout_seconds: float = DEFAULT_WRITE_TIMEOUT_SECONDS) -> RefundInput:
+        """The ``RefundInput`` for ``RefundWorkflow``: no conversation, no expected user
+        (the order's owner is the customer), the operation id from the request id."""
+        return RefundInput(store=self.store, operation_id=keys.standalone_operation_id(self.request_id, self.store),
+                           call=self.tool_call(), expected_user_id=None, conversation_id=None,
+                           write_timeout_seconds=write_timeout_seconds)
+
+
+OPERATION_WORDS = {"cancel_pending_order": "cancellation", "return_delivered_order_items": "return",
+                   "exchange_delivered_order_items": "exchange", "modify_pending_order_items": "item change",
+                   "modify_pending_order_payment": "payment change", "modify_pending_order_address": "address change"}
+"""How an escalated refund's reason names its operation: API callers see the reason, and
+tool names are internal (users never see internal ids)."""
+
+def is_standalone(inp: RefundInput) -> bool:
+    """True for a backend's request (no conversation authenticated the customer)."""
+    return inp.conversation_id is None
+
+
+async def standalone_refusal(inp: RefundInput, order_read: ToolResult) -> Optional[str]:
+    """The policy refusal of a standalone request, or None when it may run.
+
+    Reads the order's owner (and, for item changes, the products of the items concerned)
+    from the system of record, folds them into a fresh ``ConversationState`` whose customer
+    is the owner, and runs ``check_call`` (scope gates, status precondition, the spec's
+    ``check``). Returns ``"<reason> (<clause>)"`` like the fresh-read precondition."""
+    if not order_read.ok:
+        return order_read.result.removeprefix("Error: ")
+    order = json.loads(order_read.result)
+    user_id = order["user_id"]
+    state = ConversationState(conversation_id=f"request {inp.operation_id}", store=inp.store)
+    state.customer = Customer(user_id=user_id, authenticated_via="backend request", authenticated_turn=0)
+    user = await _read(inp.store, "get_user_details", {"user_id": user_id}, user_id)
+    if not user.ok:
+        return user.result.removeprefix("Error: ")
+    folds.user(state, {"user_id": user_id}, user.result)
+    folds.order(state, {"order_id": order["order_id"]}, order_read.result)
+    wanted = set(getattr(inp.call.arguments, "item_ids", None) or [])
+    if hasattr(inp.call.arguments, "new_item_ids"):
+        for product_id in dict.fromkeys(i["product_id"] for i in order.get("items", []) if i["item_id"] in wanted):
+            product = await _read(inp.store, "get_product_details", {"product_id": product_id}, user_id)
+            if product.ok:
+                folds.product(state, {"product_id": product_id}, product.result)
+    try:
+        check_call(state, inp.call)
+    except PolicyViolation as violation:
+        return f"{violation.reason} ({violation.rule.value})"
+    return None
+
+
+async def _read(store: str, tool: str, arguments: dict[str, Any], user_id: str) -> ToolResult:
+    call = make_tool_call(tool, arguments)
+    return await workflow.execute_activity_method(
+        ToolActivitiesApi.run_read_tool, ReadToolRequest(store=store, call=call, scope_user_id=user_id),
+        heartbeat_timeout=HEARTBEAT_TIMEOUT, start_to_close_timeout=READ_TIMEOUT, retry_policy=READ_RETRY,
+        summary=call_summary(call, "standalone request:"),  # personal arguments left out
+    )
+
+
+ESCALATE_PATCH = "standalone-refund-escalates"
+"""``workflow.patched`` id of ``escalate_unknown``: runs recorded before it failed instead."""
+KNOWN_NOT_APPLIED = (ErrorType.INVALID_DATA.value, ErrorType.IDEMPOTENCY_KEY_CONFLICT.value,
+                     ErrorType.WRONG_SYSTEM_OF_RECORD.value)
+"""Failures after which the write is known not to have been made: refused, not escalated."""
+
+
+async def escalate_unknown(inp: RefundInput, write: WriteToolRequest, read: ToolResult,
+                           err: ActivityError) -> RefundOutcome:
+    """The outcome of a standalone write whose activity failed with ``err`` (retries run out,
+    ``OutcomeUnknown``...): refused when the failure proves nothing was written; the
+    ledger's result if it holds one under the key; else escalated, with a ticket opened
+    for the order's owner (``read``: the fresh read) and the reason stated."""
+    key = write.idempotency_key
+    reason = public_reason(err, ORDER_SYSTEM)
+    workflow.logger.warning("standalone %s failed: %s", inp.call.name, log_detail(err))
+    cause = application_cause(err)
+    if isinstance(cause, ApplicationError) and cause.type in KNOWN_NOT_APPLIED:
+        return RefundOutcome(idempotency_key=key, result=f"Error: {reason}", ok=False, refused_reason=reason)
+    options = dict(heartbeat_timeout=HEARTBEAT_TIMEOUT, start_to_close_timeout=READ_TIMEOUT, retry_policy=READ_RETRY)
+    try:
+        recorded = await workflow.execute_activity_method(
+            ToolActivitiesApi.find_recorded_write, write, summary=f"re-check {inp.call.name} by its key", **options)
+    except ActivityError as again:
+        workflow.logger.warning("re-check before escalation failed: %s", log_detail(again))
+        recorded = None
+    if recorded is not None:
+        return RefundOutcome(idempotency_key=key, result=recorded.result, ok=recorded.ok, replayed=True,
+                             refused_reason=None if recorded.ok else recorded.result.removeprefix("Error: "))
+    why = (f"the {OPERATION_WORDS.get(inp.call.name, 'change')} of order {inp.call.arguments.order_id} could not "
+           f"be shown to have completed ({reason}); escalated to a human agent")
+    owner = json.loads(read.result).get("user_id") if read.ok else None
+    try:
+        opened = await workflow.execute_activity_method(
+            ToolActivitiesApi.open_ticket,
+            TicketRequest(store=inp.store, ticket_key=keys.escalation_ticket_key(key), user_id=owner,
+                          summary=f"{why} (request {inp.operation_id})"),
+            summary="open a human-agent ticket", **options)
+    except ActivityError as failed:
+        workflow.logger.warning("escalation ticket failed: %s", log_detail(failed))
+        opened = False
+    stated = why if opened else f"{why}; no ticket could be opened"
+    return RefundOutcome(idempotency_key=key, result=f"Error: {stated}", ok=False, escalated=True,
+                         escalation_reason=stated)
+
+
+UNKNOWN_STORE_PATCH = "standalone-unknown-store-refused"
+"""``workflow.patched`` id of ``unknown_store_refusal``: runs recorded before it failed instead."""
+
+
+def unknown_store_refusal(inp: RefundInput, err: ActivityError) -> Optional[str]:
+    """The refusal of a standalone request whose read failed because the system of record has
+    no such store (``UnknownStore``: a request names its store, unchecked until then); None
+    for any other failure, or a conversation's refund (its store was checked at its start)."""
+    cause = application_cause(err)
+    if not is_standalone(inp) or not isinstance(cause, ApplicationError) or \
+            cause.type != ErrorType.UNKNOWN_STORE.value or not workflow.patched(UNKNOWN_STORE_PATCH):
+        return None
+    return unknown_store_reason(inp.store)
+
+
+KEY_CONFLICT_PATCH = "standalone-key-conflict-refused"
+"""``workflow.patched`` id of ``key_conflict_refusal``: runs recorded before it failed instead."""
+KEY_CONFLICT_REASON = ("this request id was already used on this order with other arguments; nothing was "
+                       "changed: use a new request_id for a different request")
+"""The refusal of a request whose idempotency key the ledger holds for another call."""
+
+
+def key_conflict_refusal(inp: RefundInput, err: ActivityError) -> Optional[str]:
+    """The refusal of a standalone request whose ledger look-up found its key holding another
+    call (``IdempotencyKeyConflict``): the same request id sent with other arguments after its
+    first run left Temporal (retention, erasure), when the API's 409 can no longer see it. None
+    for any other failure, or a conversation's refund."""
+    cause = application_cause(err)
+    if not is_standalone(inp) or not isinstance(cause, ApplicationError) or \
+            cause.type != ErrorType.IDEMPOTENCY_KEY_CONFLICT.value or not workflow.patched(KEY_CONFLICT_PATCH):
+        return None
+    return KEY_CONFLICT_REASON

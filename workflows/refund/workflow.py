@@ -1,0 +1,295 @@
+"""``RefundWorkflow``: one refund-type write (cancel, return, exchange, modify payment
+or items), owning its steps: ledger lookup by key → fresh read of the order → execute → notify.
+
+Started as a child of the support conversation with an id derived from business
+identity (``workflows.domain.keys.refund_workflow_id``), or directly by a backend service. The
+fresh read re-checks the status precondition against the system of record, because the
+conversation's copy of the order may be stale by the time the user says yes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from datetime import timedelta
+from typing import Any, Optional
+
+from temporalio import workflow
+from temporalio.exceptions import ActivityError
+
+from workflows.domain import keys
+
+from workflows.policy import read_before_write
+
+from workflows.refund import standalone
+from workflows.domain.actions import make_tool_call
+from workflows.activity_api import ToolActivitiesApi
+from workflows.refund.approval_gate import ApprovalGate
+from workflows.policy.approvals import Approval
+from workflows.catalogue import spec_of
+from workflows.catalogue.checks import status_refusal
+from workflows.failures import log_detail
+from workflows.interrupts import local_failure_as_activity_error, start_local_or_activity
+from workflows.domain.contracts import (
+    EmailRequest,
+    ReadToolRequest,
+    RefundInput,
+    RefundOutcome,
+    ToolResult,
+    WriteToolRequest,
+)
+from workflows.options import (
+    HEARTBEAT_TIMEOUT,
+    READ_RETRY,
+    READ_TIMEOUT,
+    WRITE_RETRY,
+)
+from workflows.refund.view import RefundView, amount_from_read, outcome_text
+from workflows.visibility import pseudonym_of
+
+
+@workflow.defn
+class RefundWorkflow(ApprovalGate):
+    """Input ``RefundInput``; returns ``RefundOutcome``. Never raises for a business
+    refusal: a failed precondition, a tool error, or a rejected or expired supervisor
+    approval (``workflows.refund.approval_gate``) comes back as ``ok=False``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._step = "starting"
+        self._view: Optional[RefundView] = None
+
+    @workflow.query(description="The refund's current step: starting, ledger, fresh_read, refused, "
+                                "awaiting_approval, execute, notify, done, failed or escalated.")
+    def step(self) -> str:
+        """The refund's current step: ledger, fresh_read, refused, awaiting_approval, execute, notify,
+        done, failed, or escalated (a standalone request whose outcome could not be shown)."""
+        return self._step
+
+    def _enter(self, step: str, detail: str) -> None:
+        """Move to ``step`` and show it to operators (``detail``: no personal data)."""
+        self._step = step
+        if self._view is not None:
+            self._view.enter(step, detail, getattr(self, "_approvals", ()))
+
+    @workflow.run
+    async def run(self, inp: RefundInput) -> RefundOutcome:
+        """Ledger lookup by key → fresh read → precondition check → supervisor approval when
+        required → idempotent write → customer email."""
+        order_id = inp.call.arguments.order_id
+        spec = spec_of(inp.call.name)
+        key = keys.idempotency_key(inp.call, inp.operation_id)
+        self._view = RefundView(call=inp.call, operation_id=inp.operation_id)
+        # asked before the first local activity: asked after it, in the same workflow task, the
+        # patch failed to replay (a nondeterminism error on a query of a refund awaiting approval)
+        peek = workflow.patched(LEDGER_PEEK_PATCH)
+        self._view.pseudonym = await pseudonym_of(inp.expected_user_id) if inp.expected_user_id else None
+        self._view.publish()
+        write = WriteToolRequest(store=inp.store, call=inp.call, idempotency_key=key,
+                                 system_of_record=inp.system_of_record)
+
+        if spec.outcome_lookup:
+            # A run started again for the same operation (a reset, a restarted child) must not
+            # re-check preconditions its own write already changed: the ledger answers first.
+            self._enter("ledger", f"Looking up `{key}` in the system of record")
+            try:
+                recorded = await _recorded(write, peek, f"look up {inp.call.name} {order_id} by its idempotency key")
+            except ActivityError as err:
+                # the key holds another call: a request id resent with other arguments once its
+                # first run is gone from Temporal; nothing is written, so it is refused, not failed
+                refusal = standalone.key_conflict_refusal(inp, err)
+                if refusal is None:
+                    raise
+                return self._refuse(key, refusal, "the idempotency key holds another request")
+            if recorded is not None:
+                self._view.outcome = outcome_text(recorded.ok, recorded.result, replayed=True)
+                self._enter("done" if recorded.ok else "failed", "already recorded in the ledger")
+                return RefundOutcome(idempotency_key=key, result=recorded.result, ok=recorded.ok, replayed=True)
+
+        self._enter("fresh_read", f"Reading order {order_id} from the system of record")
+        try:
+            read = await _fresh_read(
+                ReadToolRequest(store=inp.store, call=make_tool_call("get_order_details", {"order_id": order_id}),
+                                system_of_record=inp.system_of_record,
+                                scope_user_id=inp.expected_user_id),
+                f"fresh read of {order_id} before {inp.call.name}")
+        except ActivityError as err:
+            refusal = standalone.unknown_store_refusal(inp, err)
+            if refusal is None:
+                raise
+            return self._refuse(key, refusal, "the system of record has no such store")
+        self._view.amount = amount_from_read(inp.call, read.result)
+        if self._view.pseudonym is None and read.ok:
+            # a standalone request names no customer: the order's owner is the customer, so the
+            # refund is found by customer like the ones a conversation starts
+            self._view.pseudonym = await pseudonym_of(json.loads(read.result).get("user_id", ""))
+            self._view.publish()
+        refusal = self._precondition(inp, read)
+        if refusal is None and standalone.is_standalone(inp):
+            refusal = await standalone.standalone_refusal(inp, read)  # the spec's own policy check
+        if refusal is not None:
+            return self._refuse(key, refusal, "precondition failed on the fresh read")
+        if refusal is None and inp.confirmed_fingerprint is not None:
+            refusal = await self._changed_since_confirmed(inp, read)
+        if refusal is not None:
+            return self._refuse(key, refusal, "the order changed after the user confirmed")
+        approval, refusal = await self._await_approval(inp, read, key)
+        if refusal is not None:
+            return self._refuse(key, refusal, "supervisor approval not granted", approval)
+
+        self._enter("execute", f"`{key}`")
+        try:
+            written, cancel_late = await _through_cancel(workflow.start_activity_method(
+                ToolActivitiesApi.run_write_tool,
+                write,
+                heartbeat_timeout=HEARTBEAT_TIMEOUT,
+                start_to_close_timeout=timedelta(seconds=inp.write_timeout_seconds),
+                retry_policy=WRITE_RETRY,
+                summary=f"{inp.call.name} {order_id}",
+            ))
+        except ActivityError as err:
+            # a conversation's child fails and its parent escalates; a standalone request has no
+            # parent: it escalates itself (ledger re-check, ticket, status ``escalated``)
+            if not standalone.is_standalone(inp) or not workflow.patched(standalone.ESCALATE_PATCH):
+                raise
+            escalated = await standalone.escalate_unknown(inp, write, read, err)
+            self._view.outcome = escalated.escalation_reason or outcome_text(escalated.ok, escalated.result, True)
+            self._enter("escalated" if escalated.escalated else ("done" if escalated.ok else "failed"),
+                        "outcome unknown: handed to a human agent" if escalated.escalated else "found in the ledger")
+            return escalated
+        notified = False
+        if written.ok and spec.notify and inp.notify_email:
+            self._enter("notify", f"Emailing the customer about their {spec.notify}")
+            notified = await _notify(
+                ToolActivitiesApi.send_customer_email,
+                EmailRequest(
+                    store=inp.store,
+                    message_key=keys.email_key(key),
+                    to_email=inp.notify_email,
+                    subject=f"Your {spec.notify} request for order {order_id}",
+                    body=_notification_body(spec.notify, order_id, written.result),
+                ),
+                heartbeat_timeout=HEARTBEAT_TIMEOUT, start_to_close_timeout=READ_TIMEOUT,
+                retry_policy=READ_RETRY,
+                summary=f"email {spec.notify} instructions for {order_id}",
+            )
+        self._view.outcome = outcome_text(written.ok, written.result, written.replayed, notified) + (
+            "; a cancel arrived while the write ran, too late to stop it" if cancel_late else "")
+        self._enter("done" if written.ok else "failed", "write recorded in the system of record")
+        return RefundOutcome(idempotency_key=key, result=written.result, ok=written.ok,
+                             replayed=written.replayed, notified=notified, approval=approval)
+
+    def _refuse(self, key: str, refusal: str, detail: str, approval: Optional[Approval] = None) -> RefundOutcome:
+        """End refused with ``refusal`` (the reason the caller reads), shown to operators with
+        ``detail`` (no personal data); nothing was written."""
+        self._view.outcome = f"refused: {refusal}"
+        self._enter("refused", detail)
+        return RefundOutcome(idempotency_key=key, result=f"Error: {refusal}", ok=False, refused_reason=refusal,
+                             approval=approval)
+
+    async def _changed_since_confirmed(self, inp: RefundInput, read: ToolResult) -> Optional[str]:
+        """``read_before_write.CHANGED_REASON`` when the order just read, or the payment method the
+        write uses (read again here), differ from what the user confirmed; else None."""
+        user_doc = None
+        if inp.confirmed_method_id is not None and inp.expected_user_id is not None:
+            user = await _fresh_read(
+                ReadToolRequest(store=inp.store, call=make_tool_call("get_user_details", {"user_id": inp.expected_user_id}),
+                                system_of_record=inp.system_of_record, scope_user_id=inp.expected_user_id),
+                f"fresh read of the payment method before {inp.call.name}")
+            user_doc = json.loads(user.result) if user.ok else {}
+        now = read_before_write.fresh(json.loads(read.result), user_doc, inp.confirmed_method_id)
+        return None if now == inp.confirmed_fingerprint else read_before_write.CHANGED_REASON
+
+    @staticmethod
+    def _precondition(inp: RefundInput, read: ToolResult) -> Optional[str]:
+        if not read.ok:
+            return read.result.removeprefix("Error: ")
+        order = json.loads(read.result)
+        if inp.expected_user_id is not None and order.get("user_id") != inp.expected_user_id:
+            return "order not found (one-customer)"
+        spec = spec_of(inp.call.name)
+        failed = status_refusal(spec.name, spec.status, order["order_id"], order.get("status", ""),
+                                len(order.get("payment_history", [])))
+        return f"{failed[1]} ({failed[0].value})" if failed else None
+
+
+WRITE_THROUGH_CANCEL_PATCH = "refund-write-through-cancel"
+"""``workflow.patched`` id: a Temporal cancel that reaches a refund while its write runs lets the
+write finish and reports its outcome. Before, the cancel abandoned the write's activity: the
+refund escalated as "could not be reached" while the write could still commit."""
+
+
+async def _through_cancel(write: Any) -> tuple[ToolResult, bool]:
+    """The outcome of the started ``write`` activity, which a Temporal cancel of this run does not
+    abandon (as a conversation's writes, ``SupportWorkflow.run``): an irreversible write in flight
+    is not stopped halfway; True when such a cancel arrived. Raises ``ActivityError`` as the write does."""
+    try:
+        return await asyncio.shield(write), False
+    except asyncio.CancelledError:
+        if not workflow.patched(WRITE_THROUGH_CANCEL_PATCH):
+            write.cancel()  # as runs recorded before it did
+            return await write, True
+        workflow.logger.info("cancel requested while the write ran: the write finishes first")
+        return await write, True
+
+
+LEDGER_PEEK_PATCH = "refund-ledger-peek"
+"""``workflow.patched`` id: the ledger lookup first asks, in a local activity that moves nothing
+(``peek_recorded_write``), whether the key was used at all, and runs the ``find_recorded_write``
+activity (which may move the money an applied write still owes) only when it was. A first run,
+nearly every run, saves that activity's three events, its activity task and the workflow task
+its completion needs (issue 8). Runs recorded before it replay with the activity alone."""
+
+
+async def _recorded(write: WriteToolRequest, peek: bool, summary: str) -> Optional[ToolResult]:
+    """The outcome recorded under ``write``'s idempotency key (``find_recorded_write``), or None;
+    ``peek``: ``LEDGER_PEEK_PATCH`` applies. Raises ``ActivityError`` when the ledger cannot be
+    read or refuses the key."""
+    if peek:
+        used = await local_failure_as_activity_error(workflow.start_local_activity_method(
+            ToolActivitiesApi.peek_recorded_write, write, start_to_close_timeout=READ_TIMEOUT,
+            retry_policy=READ_RETRY, summary=summary), "peek_recorded_write")
+        if not used:
+            return None
+    return await workflow.execute_activity_method(
+        ToolActivitiesApi.find_recorded_write, write, heartbeat_timeout=HEARTBEAT_TIMEOUT,
+        start_to_close_timeout=READ_TIMEOUT, retry_policy=READ_RETRY, summary=summary)
+
+
+LOCAL_FRESH_READS_PATCH = "refund-local-fresh-reads"
+"""``workflow.patched`` id: the refund's fresh reads (the order, the payment method) run as local
+activities, inside the workflow task that asks for them; as activities each cost an activity
+task and a workflow task (issue 8). The ledger lookup stays an activity where it may move money
+(``LEDGER_PEEK_PATCH``). Runs recorded before it replay with activities."""
+
+
+async def _fresh_read(request: ReadToolRequest, summary: str) -> ToolResult:
+    """Run one read tool for the refund (a local activity since ``LOCAL_FRESH_READS_PATCH``).
+    Raises ``ActivityError`` when the system of record cannot be read."""
+    return await local_failure_as_activity_error(start_local_or_activity(
+        ToolActivitiesApi.run_read_tool, request, local=workflow.patched(LOCAL_FRESH_READS_PATCH),
+        start_to_close_timeout=READ_TIMEOUT, retry_policy=READ_RETRY, summary=summary), "run_read_tool")
+
+
+EMAIL_FAILURE_PATCH = "refund-survives-email-failure"
+"""``workflow.patched`` id: an email that could not be sent (or whose sending is unknown) no
+longer fails a refund whose write is applied; the write's outcome is reported as it is."""
+
+
+async def _notify(*args, **kwargs) -> bool:
+    """Send the customer email; False when it could not be (the write stays applied)."""
+    try:
+        return await workflow.execute_activity_method(*args, **kwargs)
+    except ActivityError as err:
+        if not workflow.patched(EMAIL_FAILURE_PATCH):
+            raise
+        workflow.logger.warning("customer email failed: %s", log_detail(err))
+        return False
+
+
+def _notification_body(kind: str, order_id: str, result: str) -> str:
+    order = json.loads(result)
+    items = ", ".join(order.get(f"{kind}_items", []))
+    follow = "" if kind == "return" else "; the new items follow"
+    return (f"We received your {kind} request for order {order_id} (items {items}). "
+            f"Ship the items back using the label attached{follow}.")

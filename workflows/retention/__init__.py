@@ -1,0 +1,1 @@
+"""``RetentionWorkflow`` (``workflow``): one retention purge, started by a Temporal Schedule."""
