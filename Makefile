@@ -4,7 +4,8 @@
 #                τ-bench tasks offline, print the summary and the Web UI URL
 #   make stop    stop the background server started by make demo (`statekeeper stop` does so
 #                from any directory: the server records itself in the dev state file)
-#   make test    the test suite (two processes: TEST_WORKERS=0 for one)
+#   make check   the fast tiers: pure core and activities (tests/core, tests/activities), under 3 minutes
+#   make test    the whole suite (two processes: TEST_WORKERS=0 for one); what CI runs
 #   make bench   prompt-size, write-path and turns (--quick) benchmarks, then the τ-bench runner with a JSON report
 #   make clean   build/test caches; make distclean also removes .venv and local data
 
@@ -22,7 +23,7 @@ STATEKEEPER_UI_PORT ?= 8233
 STATEKEEPER_TEMPORAL_NAMESPACE ?= default
 UI_URL ?= http://127.0.0.1:$(STATEKEEPER_UI_PORT)/namespaces/$(STATEKEEPER_TEMPORAL_NAMESPACE)/workflows
 
-.PHONY: venv demo stop test bench clean distclean
+.PHONY: venv demo stop check test bench clean distclean
 
 venv: $(STAMP)
 
@@ -50,6 +51,9 @@ stop: venv
 # file at a time (a file's module fixtures are set up once): most tests wait on servers and
 # timers, not the CPU. TEST_WORKERS=0 runs in one process.
 TEST_WORKERS ?= 2
+
+check: venv
+	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile tests/core tests/activities
 
 test: venv
 	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile

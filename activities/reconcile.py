@@ -22,27 +22,12 @@ from typing import Any, Callable, Optional, TypeVar
 
 import sqlalchemy as sa
 
+from activities.store.dispatch import dispatches as _dispatches
 from activities import deadline
 from activities.ports import PortError
 from workflows.domain.errors import ErrorType
 
 T = TypeVar("T")
-
-_metadata = sa.MetaData()
-_dispatches = sa.Table(  # in the journal's database, under its migrations (revision 0003)
-    "effect_dispatches", _metadata,
-    sa.Column("effect_key", sa.String(64), primary_key=True),  # SHA-256 hex of the key
-    sa.Column("system", sa.String(50), nullable=False),
-    sa.Column("status", sa.String(20), nullable=False),
-    sa.Column("result", sa.Text, nullable=True),
-    sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
-)
-
-
-def dispatch_table() -> sa.Table:
-    """The ``effect_dispatches`` table (for the journal's migrations)."""
-    return _dispatches
-
 
 class Ambiguous(Exception):
     """The request may or may not have taken effect (retryable: the next attempt reconciles)."""

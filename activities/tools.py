@@ -21,8 +21,8 @@ from activities.payments_port import PaymentsPort, money_movements, payments_key
 from activities.ports import Guard, OutboxPort, PortError, TicketPort, ToolPort
 from workflows.domain.actions import call_arguments
 from workflows.activity_api import ToolActivitiesApi
-from workflows.catalogue import spec_of
-from workflows.catalogue.checks import status_refusal
+from workflows.domain.catalogue import spec_of
+from workflows.domain.catalogue.checks import status_refusal
 from workflows.domain.contracts import (
     EmailRequest,
     ReadToolRequest,

@@ -109,7 +109,7 @@ class Settings(BaseSettings):
 
     approval_threshold: Decimal = Field(default=Decimal("500.00"), ge=0)
     """Refund-type writes moving more than this (decimal currency) wait for a supervisor. Both
-    approval settings have the bounds of ``workflows.policy.approvals.ApprovalPolicy``, so a value it
+    approval settings have the bounds of ``workflows.domain.policy.approvals.ApprovalPolicy``, so a value it
     would refuse is an invalid setting here, not a traceback where a client is made."""
     approval_timeout_seconds: float = Field(default=24 * 3600.0, gt=0, le=366 * 86400.0)
     """An undecided approval is escalated to a human ticket after this long."""

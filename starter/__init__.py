@@ -15,7 +15,7 @@ from typing import Any
 
 _PUBLIC = {
     "StatekeeperClient": "starter.client.conversations",
-    "client_for": "starter.client.conversations",
+    "client_for": "starter.ops.bootstrap",
     "ConversationError": "starter.client.errors",
     "RefundStatus": "starter.client.refunds",
     "connect": "starter.runtime.connection",

@@ -27,18 +27,18 @@ from workflows.conversation.approvals import (
     record_recorded,
     request_approval,
 )
-from workflows.policy.approvals import ApprovalPolicy, ApprovalStatus, expire, expiry_ticket_summary
+from workflows.domain.policy.approvals import ApprovalPolicy, ApprovalStatus, expire, expiry_ticket_summary
 from workflows.domain.actions import call_arguments, make_tool_call
-from workflows.catalogue import Execution, ToolClass, spec_of
-from workflows.catalogue.checks import status_refusal
+from workflows.domain.catalogue import Execution, ToolClass, spec_of
+from workflows.domain.catalogue.checks import status_refusal
 from workflows.conversation.cancellation import summary
-from workflows.policy.clauses import Rule
+from workflows.domain.policy.clauses import Rule
 from workflows.conversation.compensation import usable_before_image
-from workflows.policy.confirm import describe, is_no, is_yes
+from workflows.domain.policy.confirm import describe, is_no, is_yes
 from workflows.domain.contracts import CancelRequest, Outcome, ToolResult
 from workflows.conversation.execute import escalation_summary
 from workflows.options import MAX_CONSECUTIVE_REJECTIONS, MAX_MODEL_STEPS_PER_TURN
-from workflows.policy.validator import handed_over_refusal, validate_execution, validate_proposal
+from workflows.domain.policy.validator import handed_over_refusal, validate_execution, validate_proposal
 from workflows.domain.state import (
     Confirmation,
     ConversationState,

@@ -23,7 +23,7 @@ from systems.retail import load_data
 from systems.retail.ledger import args_digest
 from systems.retail.tools import run_tool
 from workflows.domain.actions import call_arguments
-from workflows.catalogue import ToolClass, spec_of
+from workflows.domain.catalogue import ToolClass, spec_of
 from workflows.domain.contracts import Outcome, ToolResult
 
 CUSTOMER = "raj_sanchez_2970"

@@ -30,7 +30,7 @@ from tests.faults import DelegatingPort
 from tests.policy_fixtures import PENDING
 from tests.port_faults import FaultyPort
 from tests.workflow_harness import call, running_worker
-from workflows.policy.approvals import ApprovalPolicy
+from workflows.domain.policy.approvals import ApprovalPolicy
 from workflows.domain.contracts import ToolResult
 
 ADDRESSES = {

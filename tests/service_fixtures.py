@@ -10,7 +10,7 @@ from typing import Iterator
 import httpx
 import pytest
 
-from systems.service_kit.fleet import SERVICES, Fleet, sqlite_databases
+from systems.fleet import SERVICES, Fleet, sqlite_databases
 from tests.journal_fixtures import postgres_database
 
 

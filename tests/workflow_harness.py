@@ -21,7 +21,7 @@ from starter.client.conversations import StatekeeperClient
 from systems.retail.backend import RetailBackend
 from tests.faults import PauseAfterWrite, SlowReads
 from starter.runtime.worker import build_backend, build_tool_activities, build_worker
-from workflows.policy.approvals import ApprovalPolicy
+from workflows.domain.policy.approvals import ApprovalPolicy
 
 
 NO_APPROVALS = ApprovalPolicy(threshold=Decimal("1000000"), refund_elsewhere_threshold=Decimal("1000000"))

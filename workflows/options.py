@@ -132,7 +132,5 @@ JOURNAL_LOCAL_RETRY = RetryPolicy(maximum_attempts=1)
 turn (one history event instead of six; the reply waits for it, a few milliseconds); when it
 fails for want of the database the activity above takes over in the background."""
 
-DEFAULT_WRITE_TIMEOUT_SECONDS = 30.0
 MAX_MODEL_STEPS_PER_TURN = 30
 MAX_CONSECUTIVE_REJECTIONS = 4
-MAX_USER_MESSAGE_BYTES = 8 * 1024

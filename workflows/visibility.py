@@ -29,7 +29,7 @@ from temporalio.exceptions import ActivityError
 
 from workflows.domain.actions import call_arguments
 from workflows.activity_api import IdentityActivitiesApi
-from workflows.catalogue import spec_of
+from workflows.domain.catalogue import spec_of
 from workflows.domain.contracts import PseudonymRequest
 from workflows.options import (
     CUSTOMER_ID,

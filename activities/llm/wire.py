@@ -28,7 +28,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from workflows.domain.actions import parse_proposed_action, proposed_action_json_schema
-from workflows.catalogue import CATALOGUE
+from workflows.domain.catalogue import CATALOGUE
 from workflows.domain.prompt import PROMPT_VERSION, ModelSnapshot
 from workflows.domain.prompt import prompt_version as named_prompt
 
@@ -193,7 +193,7 @@ def build_create_kwargs(
     stand-in finds a conversation's registered plan by it), and the tool's schema offers
     the tools of ``prompt_version`` (the version the snapshot was rendered with).
 
-    A snapshot with ``stable`` blocks (the cached layout, ``workflows.domain.prompt_layout``) is sent
+    A snapshot with ``stable`` blocks (the cached layout, ``workflows.domain.prompt``) is sent
     as content blocks with ``cache_control`` breakpoints: on the system block (covering tools
     + system, shared by every conversation) and on each stable block; the volatile content
     comes last, unmarked. That is 1 + len(stable) breakpoints, at most the API's 4.

@@ -38,12 +38,12 @@ def owned_metadata() -> sa.MetaData:
     """Every table statekeeper owns in the journal's database, in one ``MetaData`` (what the
     revisions must produce; ``alembic`` compares against it)."""
     from activities.store.tables import TABLES
-    from activities.reconcile import dispatch_table
+    from activities.store.dispatch import dispatches
     from activities.store.audit import audit_log
     from activities.store.api_keys import api_keys
 
     combined = sa.MetaData()
-    for table in (*TABLES, audit_log, api_keys, dispatch_table()):
+    for table in (*TABLES, audit_log, api_keys, dispatches):
         table.to_metadata(combined)
     return combined
 

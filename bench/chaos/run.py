@@ -4,7 +4,7 @@ server is restarted; then every effect is counted where it landed.
 
 One run makes its own PostgreSQL databases (``bench/chaos/stack.py``: the retail system of
 record with the journal and the offline model's plans, and one each for payments, email and
-ticketing, served in this process by ``systems.service_kit.fleet.Fleet``), its own Temporal
+ticketing, served in this process by ``systems.fleet.Fleet``), its own Temporal
 dev server (history in a SQLite file, so a restart keeps the state) and ``--workers`` worker
 processes (``python worker.py``). While ``--n`` tasks (a ``--seed``ed sample of ``--tasks``)
 run ``--concurrency`` at a time through ``starter.ops.taubench`` with a retrying front end
@@ -102,12 +102,12 @@ class Chaos:
 async def run(args: argparse.Namespace, on_update: Optional[Callable[[dict], None]] = None) -> dict[str, Any]:
     """One chaos run (see the module docstring); returns the ``--json`` report."""
     from settings import Settings  # noqa: PLC0415
-    from starter.client.conversations import client_for  # noqa: PLC0415
+    from starter.ops.bootstrap import client_for  # noqa: PLC0415
     from starter.runtime.connection import connect  # noqa: PLC0415
     from starter.client.core import Deadlines  # noqa: PLC0415
     from starter.ops.taubench import TauBenchRunner  # noqa: PLC0415
     from systems.retail.backend import RetailBackend, make_engine  # noqa: PLC0415
-    from systems.service_kit.fleet import SERVICES, Fleet  # noqa: PLC0415
+    from systems.fleet import SERVICES, Fleet  # noqa: PLC0415
 
     tasks = pick_tasks(Path(args.tasks), args.n, args.seed)
     rng = random.Random(args.seed)

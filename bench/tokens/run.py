@@ -3,8 +3,8 @@ caching) vs resending the transcript (without caching, with incremental prefix c
 sliding window of the last k turns, over conversations of 10, 100 and 500 user turns.
 
 How it runs: the **pure core**, not a Temporal server. Each conversation applies its turns
-with the workflow's own pure parts (``workflows.domain.transitions``, ``workflows.policy.validator``,
-``workflows.policy.confirm``, ``workflows.domain.keys``) in the order ``workflows.conversation.turn`` applies them; reads
+with the workflow's own pure parts (``workflows.domain.transitions``, ``workflows.domain.policy.validator``,
+``workflows.domain.policy.confirm``, ``workflows.domain.keys``) in the order ``workflows.conversation.turn`` applies them; reads
 and the confirmed write run against an in-memory copy of the τ-bench data
 (``systems.retail.tools.run_tool``). Every statekeeper model call is the request the model
 activity sends: ``render_request(state_view(state), PROMPT_VERSION)`` →
@@ -49,11 +49,11 @@ from systems.retail.tools import run_tool  # noqa: E402
 from workflows.domain import keys, replies  # noqa: E402
 from workflows.domain import transitions as tr  # noqa: E402
 from workflows.domain.actions import call_arguments  # noqa: E402
-from workflows.catalogue import spec_of  # noqa: E402
-from workflows.policy.clauses import Rule  # noqa: E402
-from workflows.policy.confirm import describe, is_yes  # noqa: E402
+from workflows.domain.catalogue import spec_of  # noqa: E402
+from workflows.domain.policy.clauses import Rule  # noqa: E402
+from workflows.domain.policy.confirm import describe, is_yes  # noqa: E402
 from workflows.options import MAX_CONSECUTIVE_REJECTIONS, MAX_MODEL_STEPS_PER_TURN  # noqa: E402
-from workflows.policy.validator import validate_execution, validate_proposal  # noqa: E402
+from workflows.domain.policy.validator import validate_execution, validate_proposal  # noqa: E402
 from workflows.domain.prompt import PROMPT_VERSION, render_request, state_view  # noqa: E402
 from workflows.domain.state import Confirmation, ConversationState, Role  # noqa: E402
 

@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any, Optional
 
 from systems.model.rules import rules_brain
-from workflows.catalogue import CATALOGUE
-from workflows.policy.text import policy_text
+from workflows.domain.catalogue import CATALOGUE
+from workflows.domain.policy.text import policy_text
 
 TAUBENCH = Path(__file__).resolve().parents[2].parent / "shared" / "taubench-retail"
 EPHEMERAL = {"type": "ephemeral"}

@@ -84,7 +84,7 @@ def create_app(client_factory: Optional[ClientFactory] = None,
         # imported here so that importing starter.api.app does not read settings or connect
         from settings import Settings
         from starter.dev import state as devstate
-        from starter.client.conversations import client_for
+        from starter.ops.bootstrap import client_for
         from starter.runtime.connection import connect
 
         settings = devstate.adopt(Settings())  # the detached dev's data (and pseudonym key), if any

@@ -222,7 +222,7 @@ def access_from_settings(settings: Any, host: Optional[str]) -> Access:
     except Exception as err:  # noqa: BLE001 - only storage failures are translated; the rest re-raised
         # an unreachable, damaged or newer journal database ended `statekeeper api` and
         # `codec-server` with a page of SQLAlchemy traceback instead of what to fix
-        from starter.cli.refusals import storage_problem
+        from starter.runtime.problems import storage_problem
 
         problem = storage_problem(err, "the journal database (API keys, audit log)")
         if problem is None:

@@ -22,7 +22,7 @@ from starter.api.auth import LOCAL_ACTOR, Access, Permission, Principal
 from starter.client.conversations import StatekeeperClient
 from starter.client.errors import ConversationError, status_for
 from starter.client.tenancy import owner_of, start_attributes, visible
-from workflows.conversation.opening import unknown_store_reason
+from workflows.domain.replies import unknown_store_reason
 from workflows.domain.pseudonym import customer_pseudonym
 from workflows.conversation.workflow import support_workflow_id
 

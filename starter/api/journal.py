@@ -10,6 +10,7 @@ conversation's transcript stays readable until it is erased or purged.
 from __future__ import annotations
 
 import asyncio
+from datetime import timezone
 from typing import Literal, Optional
 
 from fastapi import APIRouter, Depends, HTTPException, Request, status
@@ -22,9 +23,28 @@ from starter.api.models import ConversationId, client_dep
 from starter.api.responses import responses_for
 from starter.api.auth import Permission
 from starter.client.conversations import StatekeeperClient
-from starter.cli.journal import transcript_text
 
 router = APIRouter()
+
+
+def printable(text: str) -> str:
+    """``text`` safe for a terminal: control and other non-printing characters (escape
+    sequences that would retitle or clear an operator's terminal, bidi overrides) are
+    shown as ``\\xNN`` / ``\\uNNNN``; line breaks stay."""
+    return "".join(c if c == "\n" or c.isprintable() else
+                   (f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}") for c in text)
+
+
+def transcript_text(entries: list[TranscriptEntry]) -> str:
+    """The transcript for people: one entry per line, ``[turn N, time UTC] who: text`` (a
+    text's own line breaks continue on lines indented by four spaces; non-printing
+    characters escaped, ``printable``)."""
+    lines = []
+    for e in entries:
+        who = "user" if e.role == "user" else ("assistant" if e.kind == "reply" else f"assistant ({e.kind})")
+        text = printable(e.text).replace("\n", "\n    ")
+        lines.append(f"[turn {e.turn}, {e.at.astimezone(timezone.utc):%Y-%m-%d %H:%M:%S} UTC] {who}: {text}")
+    return "\n".join(lines) + ("\n" if lines else "")
 
 
 class Transcript(BaseModel):

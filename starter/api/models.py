@@ -13,7 +13,7 @@ from starter.client.conversations import StatekeeperClient
 from starter.client.listing import FILTER_VALUE, PAGE_TOKEN_VALUE
 from starter.client.refusals import NEW_CONVERSATION_ID_CHARS
 from workflows.domain.contracts import AssistantReply
-from workflows.options import MAX_USER_MESSAGE_BYTES
+from workflows.domain.user_text import MAX_USER_MESSAGE_BYTES
 from workflows.domain.user_text import (FREE_TEXT_PATTERN, LAYOUT_CONTROLS, MESSAGE_PATTERN, message_problem,
                                  refuse_controls)
 

@@ -26,7 +26,7 @@ from starter.api.auth import Permission
 from starter.client.conversations import StatekeeperClient
 from starter.client.listing import MAX_PAGE, Page
 from starter.client.refunds import RefundStatus
-from workflows.policy.approvals import Approval
+from workflows.domain.policy.approvals import Approval
 from workflows.refund.standalone import RefundRequest
 
 router = APIRouter()

@@ -17,7 +17,8 @@ from activities.store.journal import JournalStore
 from settings import Settings
 from starter.api.app import create_app
 from starter.api.auth import Access, access_from_settings
-from starter.client.conversations import StatekeeperClient, client_for
+from starter.client.conversations import StatekeeperClient
+from starter.ops.bootstrap import client_for
 from starter.runtime.connection import connect, data_converter
 from starter.runtime.serving import serve_until_stopped, serving
 

@@ -57,7 +57,7 @@ def refusal_line(err: BaseException) -> str:
     """What a refused startup says: the refusal itself, or ``invalid setting: ...`` naming each
     setting as the commands do (``starter.cli.refusals.settings_problems``)."""
     if isinstance(err, ValidationError):
-        from starter.cli.refusals import settings_problems
+        from starter.runtime.problems import settings_problems
 
         return f"invalid setting: {settings_problems(err)}"
     return str(err)

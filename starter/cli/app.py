@@ -31,9 +31,10 @@ from rich.table import Table
 from settings import Settings
 from starter.cli.backtest import backtest
 from starter.cli.refusals import command_settings, given_id, write_output, writable_output
-from starter.cli.support import _interruptible, agent_line, as_ctrl_c, console, errors, one_line_summaries, typed_line
-from starter.client.conversations import ConversationError, client_for
-from starter.runtime.codec_server import codec_server
+from starter.cli.support import agent_line, as_ctrl_c, console, errors, interruptible, one_line_summaries, typed_line, ui_url
+from starter.client.conversations import ConversationError
+from starter.ops.bootstrap import client_for
+from starter.cli.codec import codec_server
 from starter.client.conversation_ids import conversation_named
 from starter.cli.dev import dev, stop
 from starter.cli.erasure import erase, retention_app
@@ -44,7 +45,7 @@ from starter.runtime.logs import cli_logging, configure_logging
 from starter.cli.health import worker_health
 from starter.cli.migrate import migrate
 from starter.runtime.process_exit import run_and_exit
-from starter.cli.stop_signals import stop_signals
+from starter.runtime.stop_signals import stop_signals
 from starter.cli.replay import replay_check, resolve, resume
 from starter.dev.stack import runtime
 from starter.ops.taubench import TauBenchRunner, load_tasks, report_json
@@ -70,16 +71,6 @@ app.callback()(cli_logging)
 startup_signals.release()  # loaded: each command's own Ctrl-C and SIGTERM handling from here on
 
 
-def _settings() -> Settings:
-    """The settings of a command (``starter.cli.refusals.command_settings``: an invalid
-    setting is one line and status 2)."""
-    return command_settings()
-
-
-def _ui_url(settings: Settings) -> str:
-    return f"http://127.0.0.1:{settings.ui_port}/namespaces/{settings.temporal_namespace}/workflows"
-
-
 def _conversation_url(settings: Settings, conversation_id: str) -> str:
     """The Web UI list filtered to the conversation's runs (the workflow list when its id cannot
     go into a list query: ``starter.cli.links.SAFE_VALUE``)."""
@@ -88,7 +79,7 @@ def _conversation_url(settings: Settings, conversation_id: str) -> str:
 
     workflow_id = support_workflow_id(conversation_id)
     if not SAFE_VALUE.fullmatch(workflow_id):
-        return _ui_url(settings)
+        return ui_url(settings)
     return list_url(f"http://127.0.0.1:{settings.ui_port}", settings.temporal_namespace, f'WorkflowId="{workflow_id}"')
 
 
@@ -97,7 +88,7 @@ def worker() -> None:
     """Run a worker against the configured Temporal server."""
     from starter.runtime.worker import main, run_worker
 
-    settings = _settings()
+    settings = command_settings()
     # like `python worker.py`: graceful shutdown on SIGTERM/SIGINT, then exit without joining a
     # database thread that may never return
     main(lambda: run_worker(settings))
@@ -110,8 +101,8 @@ def api(host: Optional[str] = typer.Option(None, help="Interface to listen on (d
     from starter.api.server import serve
 
     configure_logging("INFO")
-    settings = _settings()
-    with _interruptible():
+    settings = command_settings()
+    with interruptible():
         serve(settings, host or settings.api_host, settings.api_port if port is None else port,
               announce=lambda line: console.print(escape(line), highlight=False))
 
@@ -119,7 +110,7 @@ def api(host: Optional[str] = typer.Option(None, help="Interface to listen on (d
 @app.command()
 def chat(conversation_id: Optional[str] = typer.Option(None, help="Resume or name a conversation.")) -> None:
     """Chat interactively with a support conversation (offline rule-based stand-in without an API key)."""
-    settings = _settings()
+    settings = command_settings()
 
     async def main() -> None:
         async with runtime(settings) as rt:
@@ -152,7 +143,7 @@ def chat(conversation_id: Optional[str] = typer.Option(None, help="Resume or nam
                     console.print(f"[dim]conversation {reply.status}[/]")
                     return
 
-    with _interruptible():
+    with interruptible():
         asyncio.run(main())
 
 
@@ -161,7 +152,7 @@ def state(conversation_id: str) -> None:
     """Print a conversation's typed state as JSON (ID as given to `chat`/the client, or the
     workflow id `support-ID`). Starts the embedded server and a worker if none is running."""
     given_id(conversation_id)
-    settings = _settings()
+    settings = command_settings()
 
     async def main() -> None:
         async with runtime(settings) as rt:
@@ -173,7 +164,7 @@ def state(conversation_id: str) -> None:
                 raise typer.Exit(1)
             print(current.model_dump_json(indent=2))
 
-    with _interruptible(130):
+    with interruptible(130):
         asyncio.run(main())
 
 
@@ -186,7 +177,7 @@ def taubench(
     keep_stores: bool = typer.Option(False, help="Keep each task's store in the database."),
 ) -> None:
     """Run τ-bench tasks through durable conversations and check the final data hash."""
-    settings = _settings()
+    settings = command_settings()
     writable_output(json_out)  # refused now, not after the run
     try:
         task_list = load_tasks(tasks, limit)
@@ -214,7 +205,7 @@ def taubench(
                 report = await runner.run(task_list, concurrency=concurrency, progress=advance)
             return report_json(report), rt.started_server
 
-    with _interruptible(130):
+    with interruptible(130):
         result, started_server = asyncio.run(main())
     _print_report(result, settings, started_server)
     if result["tasks"]:  # the ids were nowhere in the output: `transcript` needs one
@@ -253,10 +244,10 @@ def _print_report(result: dict, settings: Settings, started_server: bool) -> Non
                   str(s.get("approvals_granted", 0)), f"{s['seconds']:.1f}")
     console.print(table)
     if started_server:
-        console.print(f"Web UI: {_ui_url(settings)} was up during the run; the embedded server stopped with it. "
+        console.print(f"Web UI: {ui_url(settings)} was up during the run; the embedded server stopped with it. "
                       "Run `statekeeper dev --detach` first to keep it.")
     else:
-        console.print(f"Web UI: {_ui_url(settings)}  (search e.g. WorkflowType=\"SupportWorkflow\" or CustomerId)")
+        console.print(f"Web UI: {ui_url(settings)}  (search e.g. WorkflowType=\"SupportWorkflow\" or CustomerId)")
 
 
 one_line_summaries(app)  # after every command above is registered

@@ -13,10 +13,10 @@ import typer
 from starter.dev import state as devstate
 from starter.api.server import api_beside
 from starter.api.auth import access_from_settings
-from starter.runtime.codec_server import codec_for_dev
+from starter.api.codec_server import codec_for_dev
 from starter.cli.migrate import migrate_for_dev
 from starter.dev.stack import runtime
-from starter.cli.stop_signals import run_until_stopped
+from starter.runtime.stop_signals import run_until_stopped
 
 
 def dev(detach: bool = typer.Option(False, "--detach", help="Run in the background; stop with `statekeeper stop`."),
@@ -24,13 +24,15 @@ def dev(detach: bool = typer.Option(False, "--detach", help="Run in the backgrou
                                           help="Record this process in the dev state file once its worker polls "
                                                "(what --detach runs in the background).")) -> None:
     """Run the embedded Temporal dev server (SQLite, Web UI) and a worker until Ctrl-C."""
-    from starter.cli.app import _interruptible, _settings, _ui_url, console
+    from starter.cli.support import interruptible, console
+    from starter.cli.refusals import command_settings
+    from starter.cli.support import ui_url
 
-    settings = _settings()
+    settings = command_settings()
     if detach:
         from starter.dev.background import log_path, start_detached
 
-        with _interruptible(130):
+        with interruptible(130):
             access = access_from_settings(settings, settings.api_host)  # refused here, not in the background
             running = start_detached(settings)
         api_url = f"{running.api_url} ({access.describe()})" if running.api_url else "not served (port taken; see the log)"
@@ -38,7 +40,7 @@ def dev(detach: bool = typer.Option(False, "--detach", help="Run in the backgrou
         services = "" if running.payments_url or running.email_url or running.ticketing_url else (
             "external services (payments, email, ticketing) not served (port taken: set STATEKEEPER_SERVICES_PORT; "
             "see the log); ")
-        ui = _ui_url(settings) if running.started_server else (
+        ui = ui_url(settings) if running.started_server else (
             f"that server's (this dev uses the Temporal server already running at {running.temporal_address}, "
             "which it did not start)")
         console.print(f"[green]statekeeper dev[/] running in the background (pid {running.pid}); "
@@ -67,7 +69,7 @@ def dev(detach: bool = typer.Option(False, "--detach", help="Run in the backgrou
                 api_url += f" ({access.describe()})"
             codec_url = await codec_for_dev(stack, settings)
             console.print(f"[green]statekeeper dev[/]: {where} at {settings.temporal_address}; "
-                          f"Web UI {_ui_url(settings)}; HTTP API {api_url}; codec server {codec_url}; worker on task queue "
+                          f"Web UI {ui_url(settings)}; HTTP API {api_url}; codec server {codec_url}; worker on task queue "
                           f"'{settings.task_queue}'{' (offline stand-in model)' if settings.offline else ''}; "
                           f"data in {settings.data_dir}; {services_line}. "
                           + ("Stop it with `statekeeper stop`." if record_state else "Ctrl-C to stop."))
@@ -84,7 +86,7 @@ def dev(detach: bool = typer.Option(False, "--detach", help="Run in the backgrou
                 if recorded:
                     devstate.remove(settings, os.getpid())
 
-    with _interruptible():
+    with interruptible():
         run_until_stopped(main)
 
 
@@ -105,10 +107,11 @@ async def _embedded_server_gone(settings, checks: int = 3, interval_seconds: flo
 def stop() -> None:
     """Stop the running `statekeeper dev` (detached, or in another terminal) recorded in the dev state file (from any directory)."""
     from starter.dev.background import stop_detached
-    from starter.cli.app import _settings, console
+    from starter.cli.support import console
+    from starter.cli.refusals import command_settings
     from starter.dev.server_owner import stop_orphan
 
-    settings = _settings()
+    settings = command_settings()
     stopped = stop_detached(settings)
     # a dev killed outright (SIGKILL) left its embedded server: stopped too, whatever the record says
     orphaned = stop_orphan(settings.data_dir, settings.temporal_address)

@@ -45,9 +45,10 @@ async def worker_problem(settings: Settings, host: Optional[str] = None,
 
 def worker_health() -> None:
     """Exit 0 when a worker of this host polls the task queue (docker-compose healthcheck), else 1."""
-    from starter.cli.app import _settings, console
+    from starter.cli.support import console
+    from starter.cli.refusals import command_settings
 
-    problem = asyncio.run(worker_problem(_settings()))
+    problem = asyncio.run(worker_problem(command_settings()))
     if problem:
         console.print(f"unhealthy: {problem}", highlight=False)
         raise typer.Exit(1)

@@ -23,6 +23,7 @@ from rich.table import Table
 
 from activities.store.journal import DecisionRow, JournalStore, TranscriptEntry
 from settings import MAX_DAYS
+from starter.api.journal import transcript_text
 from starter.cli.refusals import command_settings, given_id, storage_refusals, writable_output
 
 console = Console()
@@ -51,26 +52,6 @@ def parse_since(value: Optional[str]) -> Optional[datetime]:
     except ValueError:
         raise ValueError(f"--since {value!r} is not an ISO date or date-time (e.g. 2026-11-23)") from None
     return when if when.tzinfo else when.replace(tzinfo=timezone.utc)
-
-
-def printable(text: str) -> str:
-    """``text`` safe for a terminal: control and other non-printing characters (escape
-    sequences that would retitle or clear an operator's terminal, bidi overrides) are
-    shown as ``\\xNN`` / ``\\uNNNN``; line breaks stay."""
-    return "".join(c if c == "\n" or c.isprintable() else
-                   (f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}") for c in text)
-
-
-def transcript_text(entries: list[TranscriptEntry]) -> str:
-    """The transcript for people: one entry per line, ``[turn N, time UTC] who: text`` (a
-    text's own line breaks continue on lines indented by four spaces; non-printing
-    characters escaped, ``printable``)."""
-    lines = []
-    for e in entries:
-        who = "user" if e.role == "user" else ("assistant" if e.kind == "reply" else f"assistant ({e.kind})")
-        text = printable(e.text).replace("\n", "\n    ")
-        lines.append(f"[turn {e.turn}, {e.at.astimezone(timezone.utc):%Y-%m-%d %H:%M:%S} UTC] {who}: {text}")
-    return "\n".join(lines) + ("\n" if lines else "")
 
 
 def transcript_json(conversation_id: str, entries: list[TranscriptEntry]) -> dict:

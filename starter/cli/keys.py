@@ -21,7 +21,7 @@ from rich.table import Table
 from settings import Settings
 from activities.store.audit import AuditLog
 from starter.cli.refusals import command_settings, storage_refusals
-from starter.cli.journal import printable
+from starter.api.journal import printable
 from activities.store.api_keys import KeyStore, Role
 from workflows.domain.pseudonym import customer_pseudonym
 

@@ -35,7 +35,7 @@ async def migrate_for_dev(settings: Settings) -> None:
     try:
         await asyncio.to_thread(migrate_journal, settings)
     except Exception as err:  # noqa: BLE001 - the database's error text may hold its URL
-        from starter.cli.refusals import storage_problem
+        from starter.runtime.problems import storage_problem
 
         problem = storage_problem(err) or "it failed"
         console.print(f"[yellow]statekeeper dev: the journal database is not migrated yet ({escape(problem)}); "
@@ -44,11 +44,12 @@ async def migrate_for_dev(settings: Settings) -> None:
 
 def migrate() -> None:
     """Migrate statekeeper's own database (journal, audit log, API keys) to the newest schema."""
-    from starter.cli.app import _interruptible, _settings
+    from starter.cli.support import interruptible
+    from starter.cli.refusals import command_settings
     from starter.cli.refusals import storage_refusals
 
-    with _interruptible(130):
-        settings = _settings()
+    with interruptible(130):
+        settings = command_settings()
         # worded from the failure's kind (not its class name, nor its text, which may hold the URL)
         with storage_refusals(settings):
             before, after = migrate_journal(settings)

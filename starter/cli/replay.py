@@ -35,7 +35,7 @@ async def _report(settings, conversation_id: str) -> tuple[ReplayReport, object]
 
 
 def _print(report: ReplayReport) -> None:
-    from starter.cli.app import console
+    from starter.cli.support import console
 
     console.print(f"conversation [bold]{escape(report.conversation_id)}[/] (run {report.run_id or '-'}, "
                   f"{report.run_status or 'not found'}); original input "
@@ -69,11 +69,12 @@ def replay_check(conversation_id: str = _ID, json_out: bool = _JSON) -> None:
     """Whether a conversation's run may be resumed safely: its original input, the effects it
     invoked and what the ledgers and services hold of each, and a verdict (resume|refuse)
     with reasons. Exit status 0 for resume, 1 for refuse."""
-    from starter.cli.app import _interruptible, _settings
+    from starter.cli.support import interruptible
+    from starter.cli.refusals import command_settings
 
     given_id(conversation_id)  # empty: refused before connecting, as `state` refuses it
-    settings = _settings()
-    with _interruptible(130):
+    settings = command_settings()
+    with interruptible(130):
         report, _client = asyncio.run(_report(settings, conversation_id))
     if json_out:
         print(report.model_dump_json(indent=2))
@@ -86,10 +87,11 @@ def replay_check(conversation_id: str = _ID, json_out: bool = _JSON) -> None:
 def resume(conversation_id: str = _ID, json_out: bool = _JSON) -> None:
     """Reset a conversation's run to its last completed workflow task, only when replay-check's
     verdict is resume; otherwise change nothing, print the reasons and exit with status 1."""
-    from starter.cli.app import _interruptible, _settings, console, errors
+    from starter.cli.support import interruptible, console, errors
+    from starter.cli.refusals import command_settings
 
     given_id(conversation_id)
-    settings = _settings()
+    settings = command_settings()
 
     async def main() -> tuple[ReplayReport, Optional[str]]:
         report, client = await _report(settings, conversation_id)
@@ -98,7 +100,7 @@ def resume(conversation_id: str = _ID, json_out: bool = _JSON) -> None:
         except ResumeRefused:
             return report, None
 
-    with _interruptible(130):
+    with interruptible(130):
         report, run_id = asyncio.run(main())
     if json_out:
         print(json.dumps({"resumed": run_id is not None, "new_run_id": run_id,
@@ -122,14 +124,16 @@ def resolve(conversation_id: str = _ID,
     the user is told and the conversation goes on. Exit status 2 for a malformed resolution
     (refused before connecting, as other commands refuse bad input), 1 when the conversation
     refuses it."""
-    from starter.cli.app import _interruptible, _settings, console, errors
-    from starter.client.conversations import ConversationError, client_for
+    from starter.cli.support import interruptible, console, errors
+    from starter.cli.refusals import command_settings
+    from starter.client.conversations import ConversationError
+    from starter.ops.bootstrap import client_for
     from starter.runtime.connection import connect
 
     from starter.client.resolutions import resolution_payload
 
     given_id(conversation_id)
-    settings = _settings()
+    settings = command_settings()
     try:  # refused before connecting: a wrong --outcome waited for Temporal first (a helper's finding)
         resolution_payload(step, outcome, operator, note, "cli")
     except ConversationError as err:
@@ -144,7 +148,7 @@ def resolve(conversation_id: str = _ID,
         return await client.resolve_outcome(await conversation_named(connected, conversation_id), step, outcome,
                                             operator, note, actor="cli")
 
-    with _interruptible(130):
+    with interruptible(130):
         try:
             record = asyncio.run(main())
         except ConversationError as err:

@@ -5,7 +5,7 @@ about 1.5 s on a loaded machine, before any command has started anything. A Ctrl
 window raised ``KeyboardInterrupt`` inside the import machinery: a screenful of traceback and
 a process killed by the signal (status -2); a SIGTERM killed it outright. ``hold`` (first
 thing in ``starter.cli.app``) makes either end the process at once, quietly, with "stopped." and
-status 130 as a command cut short later does (``starter.cli.support._interruptible``);
+status 130 as a command cut short later does (``starter.cli.support.interruptible``);
 ``release`` (once the imports are done) puts the previous handlers back, so the command's own
 handling applies from then on. Nothing is open or started while held, so nothing is lost.
 """

@@ -1,5 +1,5 @@
 """How a ``statekeeper`` command talks and ends: its consoles (``errors`` on stderr), the chat
-prompt, Ctrl-C and SIGTERM (``_interruptible``, ``as_ctrl_c``). Used by ``starter.cli.app`` and
+prompt, Ctrl-C and SIGTERM (``interruptible``, ``as_ctrl_c``). Used by ``starter.cli.app`` and
 the command modules beside it."""
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ async def typed_line(prompt: str) -> str:
     return await typed
 
 
-class _interruptible:
+class interruptible:
     """Ctrl-C (or SIGTERM, ``main``) ends a command quietly: "stopped." and ``stopped_status``
     (0 for what runs until stopped: dev, api, chat; 130, the shell's status for an interrupt,
     for work cut short), and nothing after the block runs (it would use results that do not
@@ -113,3 +113,8 @@ def one_line_summaries(app: typer.Typer) -> None:
     for group in app.registered_groups:
         if group.typer_instance is not None:
             one_line_summaries(group.typer_instance)
+
+
+def ui_url(settings) -> str:
+    """The Temporal Web UI's workflow list for ``settings`` (``settings.Settings``): port and namespace."""
+    return f"http://127.0.0.1:{settings.ui_port}/namespaces/{settings.temporal_namespace}/workflows"

@@ -1,7 +1,7 @@
 """A supervisor's decision on a pending approval, sent as the ``decide_approval`` update of
 the process that waits for it (a conversation or a refund).
 
-The approval id names its workflow (``workflows.policy.approvals.workflow_id_of``:
+The approval id names its workflow (``workflows.domain.policy.approvals.workflow_id_of``:
 ``<workflow_id>~<12 hex>``); the workflow's update validator is the authority on whether
 the decision is allowed (unknown id, another operation's id, second decision, expiry →
 ``ApprovalRefused``, a 409 here).
@@ -17,7 +17,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from starter.client.core import ClientCore
 from starter.client.errors import ConversationError, outcome_unknown, unreachable
 from starter.client.temporal_ids import fits, update_id
-from workflows.policy.approvals import Approval, ApprovalDecision, workflow_id_of
+from workflows.domain.policy.approvals import Approval, ApprovalDecision, workflow_id_of
 from workflows.domain.errors import ErrorType
 from workflows.domain.user_text import control_problem
 

@@ -39,12 +39,13 @@ from starter.client.refusals import (built as _built, check_ids as _check_ids, c
                                finished as _finished, rpc_reason as _rpc_reason, untyped as _untyped, update_refusal as _update_refusal)
 from starter.client.resolutions import ResolutionCalls
 from starter.client.run_status import with_run_status
-from workflows.policy.approvals import ApprovalPolicy
+from workflows.domain.policy.approvals import ApprovalPolicy
 from workflows.domain.contracts import (AssistantReply, CancelRequest, SupportInput, SupportOutcome, UserMessage,
                                  message_digest)
 from workflows.domain.errors import ErrorType
 from workflows.conversation.opening import ConversationOpened, OpenConversation
-from workflows.options import CONVERSATION_TASK_TIMEOUT, DEFAULT_WRITE_TIMEOUT_SECONDS, STATUS
+from workflows.domain.contracts import DEFAULT_WRITE_TIMEOUT_SECONDS
+from workflows.options import CONVERSATION_TASK_TIMEOUT, STATUS
 from workflows.domain.state import ConversationState
 from workflows.conversation.workflow import SupportWorkflow, support_workflow_id
 from workflows.domain.user_text import control_problem, message_problem
@@ -265,28 +266,6 @@ class StatekeeperClient(ApprovalCalls, RefundCalls, ListingCalls, ResolutionCall
             return refusal
         reason = await self.failure_of(support_workflow_id(conversation_id), ErrorType.STATE_INCOMPATIBLE.value)
         return ConversationError(reason, "state_incompatible") if reason else refusal
-
-
-def client_for(temporal_client: Client, settings: Any) -> StatekeeperClient:
-    """The ``StatekeeperClient`` that ``settings`` (a ``settings.Settings``) describe: its task
-    queue, write timeout, deadlines, pseudonym key, approval policy and the systems of record
-    an operator's resolution is checked against."""
-    approvals = ApprovalPolicy(threshold=settings.approval_threshold, timeout_seconds=settings.approval_timeout_seconds)
-    deadlines = Deadlines(rpc_seconds=settings.rpc_timeout_seconds, accept_seconds=settings.update_accept_seconds,
-                          reply_seconds=settings.reply_timeout_seconds)
-    client = StatekeeperClient(temporal_client, settings.task_queue, settings.write_timeout_seconds,
-                               approvals=approvals, deadlines=deadlines,
-                               pseudonym_key=settings.pseudonym_secret(create=False),
-                               token_budget=getattr(settings, "token_budget", None),
-                               local_model_calls=getattr(settings, "model_calls", "activity") == "local")
-    client.evidence = lambda: _systems(settings)  # an operator's resolution is checked against the ledger
-    return client
-
-
-def _systems(settings: Any) -> Any:
-    from starter.ops.replay_check import Systems  # noqa: PLC0415 - the ledger's modules load only when asked
-
-    return Systems.from_settings(settings)
 
 
 def _read_starts(operations: list[WithStartWorkflowOperation]) -> None:

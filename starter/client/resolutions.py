@@ -4,22 +4,21 @@ update of the conversation (``workflows.conversation.resolution``), which waits 
 The workflow's update validator is the authority (no such step, not unknown, already
 resolved → ``ResolutionRefused``, a 409 here); a conversation that has finished (a run
 recorded before the resolution wait, or one whose wait ran out) is ``finished``. Before
-that, a client that can read the systems of record (``client_for`` gives it them) refuses a
-resolution they contradict, or any while they cannot be asked (``starter.ops.resolution_evidence``),
-the same way.
+that, a client given evidence (``ResolutionEvidence``; ``starter.ops.bootstrap.client_for`` gives
+it the systems of record, ``starter.ops.resolution_evidence.LedgerEvidence``) refuses a
+resolution they contradict, or any while they cannot be asked, the same way.
 """
 
 from __future__ import annotations
 
 import hashlib
-from typing import Optional
+from typing import Optional, Protocol
 
 from temporalio.client import Client, WorkflowUpdateFailedError, WorkflowUpdateStage
 from temporalio.service import RPCError, RPCStatusCode
 
 from starter.client.core import ClientCore
 from starter.client.errors import ConversationError, unreachable
-from starter.ops.resolution_evidence import SystemsFactory, checked_against
 from starter.client.temporal_ids import update_id
 from workflows.domain.errors import ErrorType
 from workflows.domain.records import OutcomeResolution
@@ -47,12 +46,20 @@ def _digest(note: str) -> str:
     return hashlib.sha256(note.encode()).hexdigest()[:12]
 
 
+class ResolutionEvidence(Protocol):
+    """What the systems of record say of a resolution before it is sent."""
+
+    async def contradiction(self, client: Client, conversation_id: str, step_id: str, outcome: str) -> Optional[str]:
+        """Why ``outcome`` (``applied`` or ``not_applied``) contradicts the systems of record for
+        step ``step_id``, or None when nothing does; a reason too when they cannot be asked."""
+
+
 class ResolutionCalls(ClientCore):
     """The resolution operation of ``StatekeeperClient``."""
 
     _client: Client
-    evidence: Optional[SystemsFactory] = None
-    """Opens the systems of record to check a resolution against (None: not checked)."""
+    evidence: Optional[ResolutionEvidence] = None
+    """What a resolution is checked against before it is sent (None: not checked)."""
 
     async def resolve_outcome(self, conversation_id: str, step_id: str, outcome: str, operator: str, note: str,
                               actor: Optional[str] = None) -> OutcomeResolution:
@@ -66,7 +73,8 @@ class ResolutionCalls(ClientCore):
         ``unavailable``, ``timeout``."""
         payload = resolution_payload(step_id, outcome, operator, note, actor)
         try:
-            contradiction = await checked_against(self.evidence, self._client, conversation_id, step_id, outcome)
+            contradiction = (None if self.evidence is None
+                             else await self.evidence.contradiction(self._client, conversation_id, step_id, outcome))
         except RPCError as err:
             raise unreachable() from err
         if contradiction is not None:

@@ -16,11 +16,10 @@ from datetime import timedelta
 from pathlib import Path
 from typing import AsyncIterator, Optional
 
-from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.client import Client
-from temporalio.common import SearchAttributeKey
 
 from settings import Settings
+from starter.runtime.preflight import attribute_type_name
 from starter.dev import server_owner
 from workflows.options import SEARCH_ATTRIBUTES
 
@@ -121,11 +120,6 @@ def private_log(path: Path):
     """``path`` opened for appending, created 0600 (logs can hold ids an operator needs and,
     in a library's message we did not redact, worse)."""
     return os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600), "ab")
-
-
-def attribute_type_name(key: SearchAttributeKey) -> str:
-    """The CLI's type name for ``key`` (``Keyword``, ``KeywordList``)."""
-    return "KeywordList" if key.indexed_value_type == IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD_LIST else "Keyword"
 
 
 def exited(what: str, proc: subprocess.Popen, log_path: Path) -> DevServerError:

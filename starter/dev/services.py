@@ -9,7 +9,7 @@ import contextlib
 from typing import AsyncIterator
 
 from settings import Settings
-from systems.service_kit.fleet import SERVICES, Fleet, sqlite_databases
+from systems.fleet import SERVICES, Fleet, sqlite_databases
 
 
 @contextlib.asynccontextmanager

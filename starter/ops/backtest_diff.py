@@ -21,10 +21,10 @@ from typing import Any, Optional
 from pydantic import ValidationError
 
 from workflows.domain.actions import parse_proposed_action
-from workflows.policy.approvals import Approval
+from workflows.domain.policy.approvals import Approval
 from workflows.domain.journal import ACCEPTED_VERDICTS, Verdict
 from workflows.domain.migrations import StateIncompatible, load_state
-from workflows.policy.validator import validate_proposal
+from workflows.domain.policy.validator import validate_proposal
 from workflows.domain.state import ConversationState, StepStatus
 
 ACCEPTED = "accepted"

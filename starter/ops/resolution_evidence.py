@@ -1,6 +1,6 @@
 """What the systems of record say before an operator's resolution is sent: a resolution they
-contradict is refused by the API and the CLI (issue 7: the user is never told an effect
-happened that did not, or did not happen when it did).
+contradict is refused by the API and the CLI: the user is never told an effect happened that
+did not, or did not happen when it did.
 
 An unknown outcome is escalated when the write could not be shown to have completed, even
 by the re-check before escalating (e.g. the database was down then). Later the ledger may
@@ -14,6 +14,7 @@ operator checks then). While the ledger cannot be asked, nothing is resolved.
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
 from typing import Callable, Optional
 
 from temporalio.client import Client
@@ -73,3 +74,15 @@ async def checked_against(factory: Optional[SystemsFactory], client: Client, con
     finally:
         await asyncio.to_thread(systems.close)
 
+
+
+@dataclass(frozen=True)
+class LedgerEvidence:
+    """The client's ``ResolutionEvidence`` from the systems of record that ``factory`` opens
+    (``starter.client.resolutions``): opened for each check and closed afterwards."""
+
+    factory: SystemsFactory
+
+    async def contradiction(self, client: Client, conversation_id: str, step_id: str, outcome: str) -> Optional[str]:
+        """``checked_against`` with this evidence's systems."""
+        return await checked_against(self.factory, client, conversation_id, step_id, outcome)

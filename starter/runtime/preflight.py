@@ -23,7 +23,6 @@ from temporalio.client import Client
 from temporalio.common import SearchAttributeKey
 from temporalio.service import RPCError
 
-from starter.dev.server import attribute_type_name
 from starter.runtime.rpc import read_again_if_dropped
 from starter.runtime.system_of_record import fingerprint_in_identity, services_difference, services_in_identity
 from workflows.options import SEARCH_ATTRIBUTES
@@ -34,6 +33,11 @@ LIVE_POLLER_SECONDS = 90.0
 """A poller counts as live when it polled within this many seconds. The server lists a
 stopped worker for minutes after its last poll, while an idle live worker re-polls about
 once a minute (the server's long-poll interval), so the window must exceed a minute."""
+
+
+def attribute_type_name(key: SearchAttributeKey) -> str:
+    """The CLI's type name for ``key`` (``Keyword``, ``KeywordList``)."""
+    return "KeywordList" if key.indexed_value_type == IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD_LIST else "Keyword"
 
 
 class StartupRefused(RuntimeError):

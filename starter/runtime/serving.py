@@ -14,7 +14,7 @@ from typing import Any, AsyncIterator, Callable, Optional
 
 import uvicorn
 
-from starter.cli.stop_signals import run_until_stopped
+from starter.runtime.stop_signals import run_until_stopped
 
 _starting: contextvars.ContextVar[Optional[tuple[uvicorn.Server, list[OSError]]]] = contextvars.ContextVar(
     "starting", default=None)
@@ -122,7 +122,7 @@ async def serving(server: uvicorn.Server, what: str, host: str, port: int) -> As
 
 def serve_until_stopped(server: uvicorn.Server, what: str, listening: Callable[[], None] = lambda: None) -> None:
     """Run ``server`` as the whole command until Ctrl-C or SIGTERM; then, once it has shut
-    down gracefully, raise ``KeyboardInterrupt`` (for the command's ``_interruptible``: "stopped.").
+    down gracefully, raise ``KeyboardInterrupt`` (for the command's ``interruptible``: "stopped.").
     A second signal during the shutdown is ignored (``run_until_stopped``). ``listening`` is
     called once it listens (the command's address line: printed before, a taken port showed that
     line, then the refusal). Raises ``NotListening`` naming ``what`` when it cannot listen."""

@@ -181,8 +181,8 @@ async def preflight(client: Client, settings: Settings, *, serving: bool = True)
 
 def _storage_refused(err: Exception, settings: Settings) -> BaseException:
     """``StartupRefused`` saying in one line what is wrong with the database ``err`` came from
-    (``starter.cli.refusals.storage_problem``); ``err`` itself when it is no storage failure."""
-    from starter.cli.refusals import storage_problem
+    (``starter.runtime.problems.storage_problem``); ``err`` itself when it is no storage failure."""
+    from starter.runtime.problems import storage_problem
 
     what = ("the system of record (STATEKEEPER_DATABASE_URL)" if settings.database_url
             else f"the system of record {settings.data_dir / 'statekeeper.sqlite'}")

@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from systems.service_kit.fleet import sqlite_databases
+from systems.fleet import sqlite_databases
 from systems.service_kit.limits import MAX_BODY_BYTES
 from tests.service_fixtures import running_services
 

@@ -22,7 +22,7 @@ from starter.ops.taubench import SUPERVISOR, Task, TauBenchRunner, approval_sett
 from systems.retail import load_data
 from systems.retail.hashing import data_hash
 from systems.retail.tools import run_tool
-from workflows.policy.approvals import Approval, ApprovalStatus
+from workflows.domain.policy.approvals import Approval, ApprovalStatus
 from workflows.domain.contracts import AssistantReply
 from workflows.domain.state import ConversationState, Role, Step, StepStatus, Turn
 from starter.runtime.worker import build_backend

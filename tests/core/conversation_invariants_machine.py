@@ -34,7 +34,7 @@ from tests.conversation_sim import CARD, CUSTOMER, DELIVERED, EMAIL, GIFT, PENDI
 from workflows.domain import transitions as tr
 from workflows.domain.actions import ReplyAction, ToolCallAction, make_tool_call
 from workflows.conversation.approvals import HANDED_OVER, ready_to_settle
-from workflows.policy.approvals import ApprovalDecision, ApprovalPolicy, ApprovalStatus, apply_decision, check_decision
+from workflows.domain.policy.approvals import ApprovalDecision, ApprovalPolicy, ApprovalStatus, apply_decision, check_decision
 from workflows.domain.contracts import CancelRequest
 from workflows.domain.state import ConversationState, ConversationStatus
 

@@ -1,4 +1,4 @@
-"""Supervisor approvals, pure (workflows/policy/approvals.py, workflows/catalogue/amounts.py): when a
+"""Supervisor approvals, pure (workflows/domain/policy/approvals.py, workflows/domain/catalogue/amounts.py): when a
 refund-type write needs approval (threshold, policy flags), the money each tool moves, the
 approval id's format, and every refused decision (unknown id, another operation's id,
 second decision, after expiry) with its message and the approvals left as they were."""
@@ -14,7 +14,7 @@ from pydantic import ValidationError
 from temporalio.exceptions import ApplicationError
 
 from workflows.domain.actions import call_digest, make_tool_call
-from workflows.policy.approvals import (
+from workflows.domain.policy.approvals import (
     Approval,
     ApprovalDecision,
     ApprovalPolicy,
@@ -27,9 +27,9 @@ from workflows.policy.approvals import (
     variant_prices,
     workflow_id_of,
 )
-from workflows.catalogue import CATALOGUE, REFUND_TOOLS, Execution, Scope, ToolClass, ToolSpec
-from workflows.catalogue.amounts import money
-from workflows.catalogue.folds import order_fact
+from workflows.domain.catalogue import CATALOGUE, REFUND_TOOLS, Execution, Scope, ToolClass, ToolSpec
+from workflows.domain.catalogue.amounts import money
+from workflows.domain.catalogue.folds import order_fact
 from workflows.domain.errors import ErrorType
 from tests.policy_fixtures import data
 
@@ -285,7 +285,7 @@ def test_a_decision_after_expiry_is_refused():
     message = refused(approvals, decision(approvals[0].approval_id), expiry)
     assert message.startswith("this approval expired at 2026-11-29 13:00:00 UTC undecided")
     assert approvals[0].status is ApprovalStatus.PENDING  # the workflow's timer marks it, not the check
-    from workflows.policy.approvals import expire
+    from workflows.domain.policy.approvals import expire
     expire(approvals[0], expiry)
     assert "expired" in refused(approvals, decision(approvals[0].approval_id), expiry - timedelta(hours=1))
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 from tests.policy_fixtures import CUSTOMER, EMAIL, authenticated, fresh
 from workflows.domain import transitions as tr
 from workflows.domain.actions import make_tool_call, parse_proposed_action
-from workflows.policy.validator import validate_proposal
+from workflows.domain.policy.validator import validate_proposal
 from workflows.domain.state import ConversationState, Role
 
 

@@ -23,7 +23,7 @@ from starter.ops.backtest_diff import (
 from tests.policy_fixtures import CARD, CUSTOMER, DELIVERED, EMAIL, PENDING, authenticated, data
 from workflows.domain import transitions as tr
 from workflows.domain.actions import make_tool_call
-from workflows.policy.approvals import ApprovalPolicy, open_approval
+from workflows.domain.policy.approvals import ApprovalPolicy, open_approval
 from workflows.domain.journal import Verdict
 from workflows.domain.prompt import state_view
 

@@ -15,7 +15,7 @@ import signal
 import pytest
 import typer
 
-from starter.cli.support import _interruptible, as_ctrl_c
+from starter.cli.support import interruptible, as_ctrl_c
 
 
 def test_sigterm_inside_asyncio_run_cancels_the_main_task_and_its_cleanups_run():
@@ -56,7 +56,7 @@ def test_sigterm_where_sigint_is_ignored_still_interrupts():
 def test_an_interrupted_command_stops_with_its_status_and_runs_nothing_after(status, capsys):
     ran_on = []
     with pytest.raises(typer.Exit) as ended:
-        with _interruptible(status):
+        with interruptible(status):
             raise KeyboardInterrupt
         ran_on.append("the report")  # what taubench did after "stopped."
     assert ended.value.exit_code == status and ran_on == []

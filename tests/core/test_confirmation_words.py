@@ -1,4 +1,4 @@
-"""Confirmation words (``workflows.policy.confirm``): ``is_yes`` accepts only an explicit yes to
+"""Confirmation words (``workflows.domain.policy.confirm``): ``is_yes`` accepts only an explicit yes to
 the detail shown (an affirmative word first, no negation, no question, no condition),
 ``is_no`` a refusal, and no message is both.
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from workflows.policy.confirm import is_no, is_yes
+from workflows.domain.policy.confirm import is_no, is_yes
 
 # confirm.is_yes: "An explicit yes: the message starts with an affirmative word and has no
 # negation." README: a write "runs only after the user's 'yes' to that detail".
@@ -59,6 +59,6 @@ def test_lookalikes_and_zero_width_are_not_a_yes(text):
 
 
 def test_yes_and_no_are_disjoint():
-    from workflows.policy.confirm import _AFFIRMATIVE, _NEGATIVE
+    from workflows.domain.policy.confirm import _AFFIRMATIVE, _NEGATIVE
     assert not (_AFFIRMATIVE & _NEGATIVE)
     assert not is_no("yes") and not is_yes("no")

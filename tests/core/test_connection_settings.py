@@ -132,7 +132,7 @@ def test_model_calls_setting_reaches_the_conversations_input_and_refuses_other_v
     ``activity`` or ``local`` is refused naming the setting."""
     import pydantic
 
-    from starter.client.conversations import client_for
+    from starter.ops.bootstrap import client_for
 
     monkeypatch.setenv("STATEKEEPER_MODEL_CALLS", "local")
     assert client_for(object(), Settings(_env_file=None, data_dir=tmp_path))._local_model_calls is True

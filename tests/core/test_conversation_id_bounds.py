@@ -17,7 +17,7 @@ from systems.email.service import messages
 from systems.retail.schema import LedgerEntry, OutboxMessage, Ticket
 from systems.ticketing.service import tickets
 from workflows.domain import keys
-from workflows.catalogue import CATALOGUE
+from workflows.domain.catalogue import CATALOGUE
 
 LONGEST_TURN = 999_999
 SUBJECTS = {"order_id": "#W" + "9" * 14, "user_id": "u" * 32}

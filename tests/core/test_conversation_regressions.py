@@ -26,7 +26,7 @@ from tests.core.conversation_invariants_machine import ConversationMachine, OTHE
 from workflows.domain import replies
 from workflows.domain.actions import make_tool_call
 from workflows.conversation.approvals import HANDED_OVER
-from workflows.policy.approvals import ApprovalStatus
+from workflows.domain.policy.approvals import ApprovalStatus
 from workflows.conversation.compensation import usable_before_image
 from workflows.conversation.execute import escalation_summary
 from workflows.domain.state import ConversationStatus, StepStatus

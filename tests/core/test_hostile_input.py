@@ -21,11 +21,11 @@ from temporalio.exceptions import ActivityError, ApplicationError, RetryState
 from starter.api.body_guard import MAX_JSON_DEPTH, body_problem, json_depth
 from systems.model.view import parse_state_view
 from systems.retail.tools.read import calculate
-from workflows.policy.confirm import MAX_CONFIRMATION_CHARS, is_no, is_yes
+from workflows.domain.policy.confirm import MAX_CONFIRMATION_CHARS, is_no, is_yes
 from workflows.domain.facts import MAX_FACTS_PER_KIND_PER_MESSAGE, extract_facts
 from workflows.failures import MODEL, ORDER_SYSTEM, public_reason, redact
 from workflows.domain.money import money
-from workflows.options import MAX_USER_MESSAGE_BYTES
+from workflows.domain.user_text import MAX_USER_MESSAGE_BYTES
 from workflows.domain.user_text import control_problem, message_problem
 
 BOUNDED = settings(max_examples=150, derandomize=True, database=None, deadline=None,

@@ -14,7 +14,7 @@ from tests.policy_fixtures import PENDING, authenticated
 from workflows.domain import keys
 from workflows.domain import transitions as tr
 from workflows.domain.actions import make_tool_call
-from workflows.policy.approvals import Approval, ApprovalStatus
+from workflows.domain.policy.approvals import Approval, ApprovalStatus
 from workflows.domain.contracts import ModelRequest, Outcome
 from workflows.domain.journal import ACCEPTED_VERDICTS, EntryKind, TurnRecord, Verdict, VerdictRecord
 from workflows.conversation.journal import JournalLog, operation_turn

@@ -15,9 +15,9 @@ from activities.llm.wire import PROPOSE_TOOL_NAME
 from systems.model import view as model_view
 from systems.model import wire as model_wire
 from workflows.domain import prompt
-from workflows.catalogue import TOOL_CLASS, ToolClass
-from workflows.catalogue.checks import CANCEL_REASONS
-from workflows.policy.validator import Rule
+from workflows.domain.catalogue import TOOL_CLASS, ToolClass
+from workflows.domain.catalogue.checks import CANCEL_REASONS
+from workflows.domain.policy.validator import Rule
 from workflows.domain.records import StepStatus
 from workflows.domain.state import ConversationState, PinnedFact, Role, Turn
 

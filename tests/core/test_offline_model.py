@@ -328,8 +328,8 @@ class Simulator:
     def say(self, text: str) -> str:
         """One user message; returns the assistant's reply (or end text)."""
         from workflows.domain import transitions as tr
-        from workflows.policy.confirm import is_yes
-        from workflows.policy.validator import validate_execution
+        from workflows.domain.policy.confirm import is_yes
+        from workflows.domain.policy.validator import validate_execution
         from workflows.domain.state import Confirmation
 
         tr.receive_user_message(self.state, text)
@@ -347,8 +347,8 @@ class Simulator:
         from systems.retail.tools import run_tool
         from workflows.domain import transitions as tr
         from workflows.domain.actions import call_arguments, call_digest
-        from workflows.catalogue import spec_of
-        from workflows.policy.validator import validate_proposal
+        from workflows.domain.catalogue import spec_of
+        from workflows.domain.policy.validator import validate_proposal
 
         for step in range(30):
             raw = propose(offline_brain, self.state, self.plan)
@@ -373,7 +373,7 @@ class Simulator:
         from systems.retail.tools import run_tool
         from workflows.domain import transitions as tr
         from workflows.domain.actions import call_arguments, make_tool_call
-        from workflows.catalogue import REFUND_TOOLS
+        from workflows.domain.catalogue import REFUND_TOOLS
 
         tool, state = pending.call, self.state
         result = run_tool(self.db, tool.name, call_arguments(tool))

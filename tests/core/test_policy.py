@@ -35,7 +35,7 @@ from workflows.domain.actions import (
     make_tool_call,
     parse_proposed_action,
 )
-from workflows.policy.validator import Rule, validate_execution, validate_proposal
+from workflows.domain.policy.validator import Rule, validate_execution, validate_proposal
 from workflows.domain.state import Confirmation, ConversationStatus, PendingConfirmation
 
 ADDRESS = {"address1": "1 Main St", "address2": "", "city": "Austin", "state": "TX", "country": "USA", "zip": "78701"}
@@ -359,8 +359,8 @@ def test_a_write_on_an_order_handed_to_a_human_agent_is_refused_and_only_that():
     # an approval expired and its ticket opened: a second write on that order would be parked
     # for a supervisor beside the human agent holding it (new-user review)
     from workflows.domain import transitions as tr
-    from workflows.policy.approvals import HANDED_TO_HUMAN, ApprovalPolicy, ApprovalStatus, open_approval
-    from workflows.policy.validator import handed_over_refusal
+    from workflows.domain.policy.approvals import HANDED_TO_HUMAN, ApprovalPolicy, ApprovalStatus, open_approval
+    from workflows.domain.policy.validator import handed_over_refusal
     from workflows.domain.records import StepStatus
 
     state = authenticated()

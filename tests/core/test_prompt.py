@@ -13,8 +13,8 @@ from systems.model.view import parse_state_view  # the consumer of the rendered 
 from tests.policy_fixtures import EMAIL, PENDING, authenticated
 from workflows.domain import transitions as tr
 from workflows.domain.facts import extract_facts
-from workflows.policy.validator import Rule
-from workflows.policy.text import POLICY_CLAUSES
+from workflows.domain.policy.validator import Rule
+from workflows.domain.policy.text import POLICY_CLAUSES
 from workflows.domain.prompt import PROMPT_TURNS, render_snapshot
 from workflows.domain.state import RECENT_TURNS_KEPT, ConversationState, Role
 

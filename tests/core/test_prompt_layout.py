@@ -19,7 +19,7 @@ from workflows.domain.prompt import (
     render_system,
     state_view,
 )
-from workflows.domain.prompt_layout import split_view
+from workflows.domain.prompt import split_view
 from workflows.domain.state import ConversationState, Role
 
 

@@ -15,7 +15,7 @@ from systems.model.server import offline_brain
 from systems.model.view import honour_offered
 from systems.model.wire import offered_tool_names
 from workflows.domain.actions import parse_proposed_action
-from workflows.catalogue import CATALOGUE
+from workflows.domain.catalogue import CATALOGUE
 from workflows.domain.prompt import (
     PROMPT_VERSION,
     PROMPT_VERSIONS,

@@ -15,8 +15,8 @@ import json
 from tests.policy_fixtures import PENDING, authenticated, data
 from workflows.domain import transitions as tr
 from workflows.domain.actions import make_tool_call, parse_proposed_action
-from workflows.policy.confirm import describe
-from workflows.policy.validator import validate_proposal
+from workflows.domain.policy.confirm import describe
+from workflows.domain.policy.validator import validate_proposal
 
 
 def test_cancel_detail_after_payment_change_states_the_refund_truthfully():

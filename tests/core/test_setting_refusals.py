@@ -11,7 +11,7 @@ import pytest
 import typer
 
 from starter.cli.refusals import command_settings
-from workflows.policy.approvals import ApprovalPolicy
+from workflows.domain.policy.approvals import ApprovalPolicy
 
 
 @pytest.mark.parametrize("name, value", [

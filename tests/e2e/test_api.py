@@ -27,7 +27,8 @@ from starter.api.app import create_app
 from starter.client.conversations import StatekeeperClient
 from starter.runtime.connection import data_converter
 from starter.dev.server import DEV_SERVER_STARTUP
-from workflows.options import MAX_USER_MESSAGE_BYTES, SEARCH_ATTRIBUTES
+from workflows.domain.user_text import MAX_USER_MESSAGE_BYTES
+from workflows.options import SEARCH_ATTRIBUTES
 
 REPO = Path(__file__).resolve().parents[2]
 USERS = REPO / "systems" / "retail" / "data" / "users.json"  # same file as shared/taubench-retail/users.json

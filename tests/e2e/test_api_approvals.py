@@ -13,7 +13,7 @@ import httpx
 from starter.api.app import create_app
 from starter.client.conversations import StatekeeperClient
 from tests.workflow_harness import order_details
-from workflows.policy import approvals
+from workflows.domain.policy import approvals
 
 ORDER = "#W5918442"  # sofia_rossi_8776, pending, one payment, items worth 1463.70
 

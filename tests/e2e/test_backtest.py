@@ -16,7 +16,7 @@ from activities.store.journal import JournalStore
 from starter.ops.taubench import TauBenchRunner, load_tasks
 from tests.activities.test_backtest import digest
 from tests.workflow_harness import running_worker
-from workflows.policy.approvals import ApprovalPolicy
+from workflows.domain.policy.approvals import ApprovalPolicy
 from workflows.domain.prompt import PROMPT_VERSION
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,4 +1,4 @@
-"""The codec server over real HTTP (``starter.runtime.codec_server``): Temporal's remote codec
+"""The codec server over real HTTP (``starter.api.codec_server``): Temporal's remote codec
 protocol as the Web UI speaks it (JSON ``Payloads``, ``X-Namespace``, a CORS preflight from
 the UI's origin), its refusals, the API's authentication (keyless loopback, operator keys)
 with every call audited, and ``statekeeper codec-server`` as a process."""
@@ -19,7 +19,7 @@ import pytest
 from settings import Settings
 from activities.store.audit import AuditLog
 from starter.runtime.codec import ENCODING
-from starter.runtime.codec_server import BODY_LIMIT_BYTES, codec_beside, served_access
+from starter.api.codec_server import BODY_LIMIT_BYTES, codec_beside, served_access
 from activities.store.api_keys import KeyStore, Role
 from starter.runtime.preflight import StartupRefused
 from tests.e2e.test_taubench import _free_port

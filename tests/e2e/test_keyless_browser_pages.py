@@ -19,7 +19,7 @@ import pytest
 from settings import Settings
 from starter.api.app import create_app
 from starter.api.auth import access_from_settings
-from starter.runtime.codec_server import codec_app, local_access
+from starter.api.codec_server import codec_app, local_access
 from starter.runtime.codec import payload_codec
 
 FOREIGN_HOST = "this server runs without keys and answers requests addressed to 127.0.0.1, ::1 or localhost only"

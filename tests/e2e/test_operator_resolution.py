@@ -21,6 +21,7 @@ from starter.cli.app import app
 from starter.client.conversations import ConversationError
 from activities.store.api_keys import KeyStore, Role
 from starter.ops.replay_check import Systems
+from starter.ops.resolution_evidence import LedgerEvidence
 from tests.faults import AppliedButUnseen, UnknownWrites
 from tests.policy_fixtures import CUSTOMER, EMAIL, PENDING
 from tests.workflow_harness import ListBrain, call, running_worker
@@ -150,7 +151,7 @@ async def test_a_not_applied_resolution_the_ledger_contradicts_is_refused(tempor
         cid, step_id = await _escalated(client, "contradicted")
         ports[0].armed = False  # the database answers again
         assert [e["tool"] for e in backend.ledger_entries("main")] == [TOOL]  # it did apply
-        client.evidence = lambda: Systems.from_settings(settings)
+        client.evidence = LedgerEvidence(lambda: Systems.from_settings(settings))
         with pytest.raises(ConversationError) as refused:
             await client.resolve_outcome(cid, step_id, "not_applied", "op-2", "nothing in the order system")
         assert refused.value.kind == "resolution_refused"
@@ -180,7 +181,7 @@ async def test_a_conversation_whose_id_starts_with_support_is_checked_against_it
         cid, step_id = await _escalated(client, "support-named")
         ports[0].armed = False
         assert [e["tool"] for e in backend.ledger_entries("main")] == [TOOL]  # it did apply
-        client.evidence = lambda: Systems.from_settings(settings)
+        client.evidence = LedgerEvidence(lambda: Systems.from_settings(settings))
         with pytest.raises(ConversationError) as refused:
             await client.resolve_outcome(cid, step_id, "not_applied", "op-2", "nothing in the order system")
         assert refused.value.kind == "resolution_refused" and "as applied" in str(refused.value)

@@ -17,10 +17,10 @@ from systems.retail.hashing import data_hash
 from systems.retail.tools import run_tool
 from tests.workflow_harness import running_worker
 from workflows.domain.actions import make_tool_call
-from workflows.policy.approvals import ApprovalPolicy, required_approval
-from workflows.catalogue import REFUND_TOOLS
-from workflows.catalogue.amounts import money
-from workflows.catalogue.folds import order_fact
+from workflows.domain.policy.approvals import ApprovalPolicy, required_approval
+from workflows.domain.catalogue import REFUND_TOOLS
+from workflows.domain.catalogue.amounts import money
+from workflows.domain.catalogue.folds import order_fact
 
 ROOT = Path(__file__).resolve().parents[2]
 DEV_TASKS = ROOT / "systems" / "retail" / "data" / "tasks_dev.json"

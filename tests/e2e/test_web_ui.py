@@ -22,14 +22,14 @@ from types import SimpleNamespace
 import pytest
 
 from settings import Settings
-from starter.runtime.codec_server import codec_beside
+from starter.api.codec_server import codec_beside
 from starter.runtime.connection import connect
 from starter.dev.server import embedded_temporal
 from starter.cli.links import list_query, list_url
 from tests.e2e.test_taubench import _free_port
 from tests.policy_fixtures import CUSTOMER, DELIVERED, EMAIL, PENDING
 from tests.workflow_harness import ListBrain, call, reply, running_worker
-from workflows.policy.approvals import ApprovalPolicy
+from workflows.domain.policy.approvals import ApprovalPolicy
 from workflows.options import CUSTOMER_ID, PENDING_APPROVAL
 from workflows.domain.pseudonym import customer_pseudonym
 

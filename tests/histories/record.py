@@ -39,7 +39,7 @@ from tests.policy_fixtures import CUSTOMER, DELIVERED, EMAIL, PENDING
 from tests.workflow_harness import NO_APPROVALS, Script, call, reply, running_worker, until
 from starter.runtime.connection import data_converter
 from starter.dev.server import DEV_SERVER_STARTUP
-from workflows.policy.approvals import ApprovalPolicy
+from workflows.domain.policy.approvals import ApprovalPolicy
 from workflows.domain.contracts import CancelRequest, SupportInput
 from workflows.options import SEARCH_ATTRIBUTES
 from workflows.refund.standalone import RefundRequest

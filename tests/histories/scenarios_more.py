@@ -13,7 +13,7 @@ import asyncio
 from starter.client.conversations import StatekeeperClient
 from tests.policy_fixtures import EMAIL, PENDING
 from tests.workflow_harness import NO_APPROVALS, Script, Think, call, reply, running_worker, until
-from workflows.policy.approvals import ApprovalPolicy
+from workflows.domain.policy.approvals import ApprovalPolicy
 from workflows.domain.contracts import SupportInput
 from workflows.domain.state import StepStatus
 from workflows.conversation.workflow import SupportWorkflow, support_workflow_id

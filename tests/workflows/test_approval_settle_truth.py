@@ -20,7 +20,7 @@ from tests.resets import completed_before, reset_to
 from tests.workflow_harness import order_details, running_worker, until
 from tests.workflows.test_reset_outcomes import CANCEL
 from workflows.conversation.approvals import NO_TICKET
-from workflows.policy.approvals import ApprovalPolicy, ApprovalStatus
+from workflows.domain.policy.approvals import ApprovalPolicy, ApprovalStatus
 from workflows.domain.state import Role, StepStatus
 
 
@@ -82,7 +82,7 @@ async def test_an_expiry_without_a_ticket_does_not_promise_a_human(temporal_env,
     """The ticketing service refuses every request (its own fault injection, over HTTP)."""
     import httpx
 
-    from systems.service_kit.fleet import Fleet, sqlite_databases
+    from systems.fleet import Fleet, sqlite_databases
     from tests.service_fixtures import arm
 
     fleet = Fleet(sqlite_databases(tmp_path))

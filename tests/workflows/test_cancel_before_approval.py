@@ -11,7 +11,7 @@ import uuid
 from activities.retail_port import RetailPort
 from tests.policy_fixtures import EMAIL, PENDING
 from tests.workflow_harness import Script, call, reply, running_worker, until
-from workflows.policy.approvals import ApprovalPolicy, ApprovalStatus
+from workflows.domain.policy.approvals import ApprovalPolicy, ApprovalStatus
 from workflows.domain.contracts import CancelRequest
 from workflows.conversation.workflow import SupportWorkflow, support_workflow_id
 

@@ -22,7 +22,7 @@ from tests.faults import SlowReads
 from tests.port_faults import FaultyPort
 from tests.policy_fixtures import CARD, CUSTOMER, DELIVERED, EMAIL, PENDING
 from tests.workflow_harness import SLOW, Script, call, order_details, reply, running_worker, until, user_details
-from workflows.policy.approvals import ApprovalPolicy, ApprovalStatus
+from workflows.domain.policy.approvals import ApprovalPolicy, ApprovalStatus
 from workflows.domain.contracts import CancelRequest, SupportInput
 from workflows.domain import replies
 from workflows.domain.replies import OPERATOR_CANCEL_REASON

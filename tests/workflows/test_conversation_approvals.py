@@ -17,7 +17,7 @@ import pytest
 from starter.client.conversations import ConversationError, StatekeeperClient
 from tests.policy_fixtures import EMAIL, PENDING
 from tests.workflow_harness import order_details, running_worker, until
-from workflows.policy.approvals import ApprovalPolicy, ApprovalStatus
+from workflows.domain.policy.approvals import ApprovalPolicy, ApprovalStatus
 from workflows.domain.state import Role, StepStatus
 
 SUPERVISOR = "sup-ana"

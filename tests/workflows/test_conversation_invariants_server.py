@@ -35,7 +35,7 @@ from hypothesis import HealthCheck, Phase, settings as hsettings, strategies as 
 from hypothesis.stateful import RuleBasedStateMachine, initialize, rule, run_state_machine_as_test
 
 from starter.client.conversations import StatekeeperClient
-from systems.service_kit.fleet import sqlite_databases
+from systems.fleet import sqlite_databases
 from tests.policy_fixtures import EMAIL, PENDING
 from tests.resets import message_points, reset_to
 from tests.server_interleavings import Bridge, Worker, World, address_request
@@ -43,7 +43,7 @@ from tests.server_invariants import Cancel, Record, check_settled, check_step
 from tests.service_fixtures import arm, services  # noqa: F401 - fixture
 from tests.workflow_harness import until
 from starter.runtime.worker import build_backend
-from workflows.policy.approvals import ApprovalPolicy
+from workflows.domain.policy.approvals import ApprovalPolicy
 from workflows.domain.contracts import SupportInput
 from workflows.options import CONVERSATION_TASK_TIMEOUT
 from workflows.domain.state import StepStatus

@@ -14,7 +14,7 @@ import uuid
 
 from tests.policy_fixtures import EMAIL, PENDING
 from tests.workflow_harness import Script, Think, call, reply, running_worker, until
-from workflows.policy.clauses import Rule
+from workflows.domain.policy.clauses import Rule
 from workflows.domain.replies import SUPERSEDED
 from workflows.domain.state import Role
 

@@ -20,7 +20,7 @@ from activities.store.journal import JournalStore
 from systems.model.server import offline_brain
 from tests.policy_fixtures import CUSTOMER, DELIVERED_2, EMAIL, PENDING
 from tests.workflow_harness import NO_APPROVALS, call, running_worker, until
-from workflows.policy.approvals import ApprovalPolicy
+from workflows.domain.policy.approvals import ApprovalPolicy
 from workflows.domain.contracts import SupportInput
 from workflows.domain.prompt import PROMPT_VERSION
 from workflows.conversation.workflow import SupportWorkflow

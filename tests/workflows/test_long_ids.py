@@ -17,7 +17,7 @@ import pytest
 from starter.client.conversations import ConversationError
 from tests.policy_fixtures import EMAIL, PENDING
 from tests.workflow_harness import order_details, running_worker, until
-from workflows.policy.approvals import ApprovalPolicy, ApprovalStatus
+from workflows.domain.policy.approvals import ApprovalPolicy, ApprovalStatus
 
 
 async def _refused(call, kind: str) -> str:

@@ -18,7 +18,7 @@ from typing import Any, Optional
 from starter.ops.taubench import Task, TauBenchRunner, load_tasks
 from tests.policy_fixtures import EMAIL, PENDING, other_customer_order
 from tests.workflow_harness import running_worker
-from workflows.catalogue import CATALOGUE
+from workflows.domain.catalogue import CATALOGUE
 
 ROOT = next(p for p in Path(__file__).resolve().parents if (p / "pyproject.toml").exists())
 BENCH_DIR = Path(os.environ.get("TAUBENCH_RETAIL_DIR", ROOT.parent / "shared" / "taubench-retail"))

@@ -19,7 +19,7 @@ from tests.policy_fixtures import CUSTOMER, EMAIL, PENDING
 from tests.service_fixtures import services  # noqa: F401 - fixture
 from tests.workflow_harness import ListBrain, call, order_details, running_worker
 from workflows.domain import replies
-from workflows.policy.read_before_write import CHANGED_REASON
+from workflows.domain.policy.read_before_write import CHANGED_REASON
 
 _orders = Order.__table__
 

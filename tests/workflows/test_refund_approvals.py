@@ -17,7 +17,7 @@ from tests.policy_fixtures import CARD, CUSTOMER, DELIVERED, PENDING
 from tests.workflow_harness import order_details, running_worker
 from workflows.domain import keys
 from workflows.domain.actions import call_digest, make_tool_call
-from workflows.policy.approvals import ApprovalPolicy, ApprovalStatus, approval_id_for
+from workflows.domain.policy.approvals import ApprovalPolicy, ApprovalStatus, approval_id_for
 from workflows.domain.contracts import RefundInput, RefundOutcome
 from workflows.options import PENDING_APPROVAL
 from workflows.refund.workflow import RefundWorkflow

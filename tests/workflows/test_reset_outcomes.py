@@ -170,7 +170,7 @@ async def test_reset_after_an_approved_and_applied_refund_does_not_ask_a_supervi
     was changed")."""
     from starter.client.conversations import StatekeeperClient
     from tests.workflow_harness import until
-    from workflows.policy.approvals import ApprovalPolicy
+    from workflows.domain.policy.approvals import ApprovalPolicy
 
     async with running_worker(temporal_env, settings, brain=CANCEL) as (_, backend):
         client = StatekeeperClient(temporal_env.client, settings.task_queue, settings.write_timeout_seconds,
@@ -210,7 +210,7 @@ async def test_reset_after_an_expired_approval_leaves_the_write_with_the_human(t
     from starter.client.conversations import StatekeeperClient
     from tests.workflow_harness import until
     from workflows.conversation.approvals import HANDED_OVER
-    from workflows.policy.approvals import ApprovalPolicy, ApprovalStatus
+    from workflows.domain.policy.approvals import ApprovalPolicy, ApprovalStatus
 
     async with running_worker(temporal_env, settings, brain=CANCEL) as (_, backend):
         client = StatekeeperClient(temporal_env.client, settings.task_queue, settings.write_timeout_seconds,

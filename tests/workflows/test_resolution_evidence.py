@@ -15,7 +15,8 @@ import pytest
 
 from starter.client.conversations import ConversationError
 from starter.ops.replay_systems import Systems
-from systems.service_kit.fleet import SERVICES, Fleet, sqlite_databases
+from starter.ops.resolution_evidence import LedgerEvidence
+from systems.fleet import SERVICES, Fleet, sqlite_databases
 from systems.service_kit.server import ServiceThread
 from tests.policy_fixtures import EMAIL, PENDING
 from tests.service_fixtures import arm
@@ -54,7 +55,7 @@ async def test_a_refund_that_never_moved_is_not_resolved_as_applied(temporal_env
             assert refund.reason.endswith(f"its conversation {cid} has the case: see its state")
 
             with_services = fast.model_copy(update={f"{n}_url": u for n, u in urls.items()})
-            client.evidence = lambda: Systems.from_settings(with_services)
+            client.evidence = LedgerEvidence(lambda: Systems.from_settings(with_services))
             for outcome, words in (("applied", "the money has not moved"),
                                    ("not_applied", "cannot be resolved as applied either")):
                 with pytest.raises(ConversationError) as refused:
@@ -65,7 +66,7 @@ async def test_a_refund_that_never_moved_is_not_resolved_as_applied(temporal_env
 
             def unopenable() -> Systems:
                 raise ConnectionError("the database is down")
-            client.evidence = unopenable
+            client.evidence = LedgerEvidence(unopenable)
             with pytest.raises(ConversationError) as blind:
                 await client.resolve_outcome(cid, step.step_id, "not_applied", "op-1", "checked")
             assert "cannot be opened (a connection failed)" in str(blind.value)

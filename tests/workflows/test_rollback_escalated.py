@@ -58,7 +58,7 @@ async def test_a_rollback_cancel_during_a_write_escalated_as_unknown_still_undoe
 
 async def test_a_rollback_cancel_during_an_approved_write_escalated_as_unknown_is_honoured(temporal_env, settings):
     # the same, with the write run outside any turn once a supervisor approved it
-    from workflows.policy.approvals import ApprovalPolicy
+    from workflows.domain.policy.approvals import ApprovalPolicy
 
     port = FaultyPort()
     script = _script()

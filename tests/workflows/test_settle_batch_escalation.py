@@ -14,7 +14,7 @@ import uuid
 from tests.faults import UnknownWrites
 from tests.policy_fixtures import CARD, CUSTOMER, DELIVERED, EMAIL, PENDING
 from tests.workflow_harness import Script, Think, call, order_details, reply, running_worker, until
-from workflows.policy.approvals import ApprovalPolicy, ApprovalStatus
+from workflows.domain.policy.approvals import ApprovalPolicy, ApprovalStatus
 from workflows.domain.state import Role, StepStatus
 
 PHONE = "9692325258"  # 528.63 in DELIVERED: its return is above the 500.00 threshold

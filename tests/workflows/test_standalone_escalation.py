@@ -13,7 +13,7 @@ import uuid
 import httpx
 import sqlalchemy as sa
 
-from systems.service_kit.fleet import Fleet, sqlite_databases
+from systems.fleet import Fleet, sqlite_databases
 from tests.policy_fixtures import PENDING
 from tests.service_fixtures import arm
 from tests.workflow_harness import refund_settled, running_worker

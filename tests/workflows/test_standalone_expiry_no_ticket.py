@@ -13,7 +13,7 @@ from starter.client.conversations import StatekeeperClient
 from tests.policy_fixtures import PENDING
 from tests.service_fixtures import arm
 from tests.workflow_harness import order_details, refund_settled, running_worker
-from workflows.policy.approvals import ApprovalPolicy
+from workflows.domain.policy.approvals import ApprovalPolicy
 from workflows.refund.standalone import RefundRequest
 
 
@@ -21,7 +21,7 @@ async def test_an_expiry_whose_ticket_cannot_be_opened_is_refused_with_that_reas
                                                                                     tmp_path):
     import httpx
 
-    from systems.service_kit.fleet import Fleet, sqlite_databases
+    from systems.fleet import Fleet, sqlite_databases
 
     fleet = Fleet(sqlite_databases(tmp_path))
     urls = fleet.start()

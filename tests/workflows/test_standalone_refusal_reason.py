@@ -11,7 +11,7 @@ import uuid
 
 from tests.policy_fixtures import PENDING
 from tests.workflow_harness import order_details, refund_settled, running_worker, until
-from workflows.policy.approvals import ApprovalPolicy
+from workflows.domain.policy.approvals import ApprovalPolicy
 from workflows.refund.standalone import RefundRequest
 
 

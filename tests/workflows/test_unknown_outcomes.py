@@ -133,7 +133,7 @@ async def test_a_payment_whose_outcome_cannot_be_told_is_escalated_not_replayed(
     attempt finds the request dispatched and cannot ask (the service is down): OutcomeUnknown,
     never sent again. The conversation re-checks (still cannot tell), marks the step unknown,
     opens a ticket and tells the user exactly that."""
-    from systems.service_kit.fleet import Fleet, sqlite_databases
+    from systems.fleet import Fleet, sqlite_databases
 
     fleet = Fleet(sqlite_databases(tmp_path))
     urls = fleet.start()
@@ -172,7 +172,7 @@ async def test_an_escalation_without_a_ticket_does_not_promise_a_human(temporal_
     """Payments cannot tell and the ticketing service refuses every request (adversarial review:
     the user was told a human agent had the case, while no ticket existed). The user is told
     that no case could be opened; the state says so, with the ticketing system named."""
-    from systems.service_kit.fleet import Fleet, sqlite_databases
+    from systems.fleet import Fleet, sqlite_databases
 
     fleet = Fleet(sqlite_databases(tmp_path))
     urls = fleet.start()

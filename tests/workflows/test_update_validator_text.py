@@ -14,7 +14,7 @@ from temporalio.client import WorkflowUpdateFailedError
 from tests.faults import UnknownWrites
 from tests.policy_fixtures import CUSTOMER, EMAIL, PENDING
 from tests.workflow_harness import ListBrain, call, running_worker
-from workflows.policy.approvals import ApprovalDecision, check_decision_text
+from workflows.domain.policy.approvals import ApprovalDecision, check_decision_text
 from workflows.domain.errors import ErrorType
 from workflows.domain.records import OutcomeResolution
 from workflows.conversation.resolution import ResolveOutcome

@@ -12,7 +12,7 @@ import re
 
 from tests.policy_fixtures import CUSTOMER, EMAIL, other_customer_order
 from tests.workflow_harness import running_worker
-from workflows.catalogue import CATALOGUE
+from workflows.domain.catalogue import CATALOGUE
 
 INTERNAL = [
     re.compile(r"\b[a-z]+_[a-z]+_\d{4}\b"),  # user ids

@@ -1,7 +1,7 @@
 """Supervisor approvals inside a conversation (workflow code, deterministic).
 
 After the user's yes, a refund-type write that needs a supervisor
-(``workflows.policy.approvals.required_approval``, on the conversation's typed order) is not
+(``workflows.domain.policy.approvals.required_approval``, on the conversation's typed order) is not
 run: its approval is recorded, its step becomes ``awaiting_approval`` and the user is
 told at once. The conversation keeps serving messages. When a supervisor decides (the
 ``decide_approval`` update) or the approval's durable timer runs out, the main loop
@@ -34,7 +34,7 @@ from temporalio.exceptions import ActivityError
 
 from workflows.domain import keys, replies
 from workflows.domain import transitions as tr
-from workflows.policy.approvals import (
+from workflows.domain.policy.approvals import (
     HANDED_TO_HUMAN,
     Approval,
     ApprovalPolicy,
@@ -46,8 +46,8 @@ from workflows.policy.approvals import (
     variant_prices,
 )
 from workflows.activity_api import ToolActivitiesApi
-from workflows.catalogue import spec_of
-from workflows.policy.clauses import Rule
+from workflows.domain.catalogue import spec_of
+from workflows.domain.policy.clauses import Rule
 from workflows.domain.contracts import CancelRequest, TicketLookup, ToolResult, WriteToolRequest
 from workflows.conversation.cancellation import escalated_with_cancel
 from workflows.conversation.execute import execute_confirmed, open_ticket

@@ -21,7 +21,7 @@ from workflows.domain import keys
 from workflows.domain import transitions as tr
 from workflows.domain.actions import call_arguments, make_tool_call
 from workflows.activity_api import ToolActivitiesApi
-from workflows.catalogue import ToolClass, spec_of
+from workflows.domain.catalogue import ToolClass, spec_of
 from workflows.domain.contracts import CancelRequest, ReadToolRequest, WriteToolRequest
 from workflows.interrupts import cancellable
 from workflows.ledger_lookup import recorded_under

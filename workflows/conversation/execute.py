@@ -24,13 +24,13 @@ from temporalio.exceptions import (
 
 from workflows.domain import keys, replies
 
-from workflows.policy import read_before_write
+from workflows.domain.policy import read_before_write
 from workflows.domain import transitions as tr
 from workflows.domain.actions import make_tool_call
 from workflows.activity_api import ToolActivitiesApi
-from workflows.catalogue import Execution, spec_of
-from workflows.policy.approvals import ApprovalPolicy
-from workflows.policy.clauses import Rule
+from workflows.domain.catalogue import Execution, spec_of
+from workflows.domain.policy.approvals import ApprovalPolicy
+from workflows.domain.policy.clauses import Rule
 from workflows.conversation.compensation import before_image, usable_before_image
 from workflows.domain.contracts import (
     CancelRequest,

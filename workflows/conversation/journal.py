@@ -27,8 +27,8 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError, FailureError
 
 from workflows.activity_api import JournalActivitiesApi
-from workflows.policy.approvals import ApprovalStatus
-from workflows.policy.clauses import Rule
+from workflows.domain.policy.approvals import ApprovalStatus
+from workflows.domain.policy.clauses import Rule
 from workflows.domain.contracts import Outcome
 from workflows.domain.journal import EntryKind, Role, TranscriptRecord, TurnRecord, Verdict, VerdictRecord
 from workflows.domain.errors import ErrorType

@@ -13,6 +13,7 @@ from pydantic import BaseModel, Field
 from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
+from workflows.domain.replies import unknown_store_reason
 from workflows.activity_api import ToolActivitiesApi
 from workflows.domain.contracts import StoreCheckRequest
 from workflows.domain.errors import ErrorType
@@ -41,11 +42,6 @@ async def store_known(store: str) -> bool:
     return await local_failure_as_activity_error(start_local_or_activity(
         ToolActivitiesApi.check_store, StoreCheckRequest(store=store), local=workflow.patched(LOCAL_CALLS_PATCH),
         start_to_close_timeout=READ_TIMEOUT, retry_policy=READ_RETRY, summary=f"check store {store}"), "check_store")
-
-
-def unknown_store_reason(store: str) -> str:
-    """Why the conversation closed (its ``ended_reason``) and the update's message."""
-    return f"unknown store {store}: the system of record has no such store"
 
 
 def unknown_store(store: str) -> ApplicationError:

@@ -26,7 +26,7 @@ from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
 from workflows.domain import replies
-from workflows.policy.approvals import APPROVER_PATTERN
+from workflows.domain.policy.approvals import APPROVER_PATTERN
 from workflows.conversation.cancellation import escalated_with_cancel
 from workflows.domain.errors import ErrorType
 from workflows.domain.journal import EntryKind

@@ -21,10 +21,10 @@ from workflows.domain import keys, replies
 from workflows.domain import transitions as tr
 from workflows.activity_api import ModelActivitiesApi
 from workflows.conversation.approvals import handed_over, record_recorded, recorded_before_approval, request_approval
-from workflows.policy.approvals import ApprovalPolicy
-from workflows.policy.clauses import Rule
-from workflows.policy.confirm import describe, is_no, is_yes
-from workflows.catalogue import spec_of
+from workflows.domain.policy.approvals import ApprovalPolicy
+from workflows.domain.policy.clauses import Rule
+from workflows.domain.policy.confirm import describe, is_no, is_yes
+from workflows.domain.catalogue import spec_of
 from workflows.domain.contracts import CancelRequest, ModelRequest, ModelResult, Outcome
 from workflows.conversation.execute import TRUTHFUL_TRANSFER_PATCH, execute_confirmed, failure_reason, open_ticket, read
 from workflows.failures import MODEL
@@ -38,7 +38,7 @@ from workflows.options import (
     MODEL_RETRY,
     MODEL_TIMEOUT,
 )
-from workflows.policy.validator import handed_over_refusal, validate_execution, validate_proposal
+from workflows.domain.policy.validator import handed_over_refusal, validate_execution, validate_proposal
 from workflows.domain.prompt import PROMPT_VERSION, state_view
 from workflows.domain.state import Confirmation, ConversationState, ConversationStatus
 from workflows.visibility import Visibility

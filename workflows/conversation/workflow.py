@@ -27,7 +27,7 @@ from workflows.conversation.answered import AnsweredReplies
 from workflows.conversation.budget import adopt_budget
 from workflows.domain.contracts import AssistantReply, CancelRequest, SupportInput, SupportOutcome, UserMessage, message_digest
 from workflows.conversation.approvals import next_expiry, ready_to_settle, settle_approvals
-from workflows.policy.approvals import Approval, ApprovalDecision, apply_decision, check_decision, check_decision_text
+from workflows.domain.policy.approvals import Approval, ApprovalDecision, apply_decision, check_decision, check_decision_text
 from workflows.conversation.cancellation import answered_by_cancel, cancel_conversation, escalated_while_cancelling
 from workflows.domain.errors import ErrorType
 from workflows.domain.migrations import initial_state

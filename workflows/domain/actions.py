@@ -2,7 +2,7 @@
 
 The model never acts: it returns one ``ProposedAction`` (a discriminated union on
 ``kind``) and the workflow decides. A tool call's arguments are the strict model of
-its spec in ``workflows.catalogue`` (``extra="forbid"``), so a proposal carrying an
+its spec in ``workflows.domain.catalogue`` (``extra="forbid"``), so a proposal carrying an
 invented field, such as an amount, is a schema error and never reaches a tool.
 
 Pure and deterministic: imported inside the Temporal workflow sandbox.
@@ -16,7 +16,7 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator
 
-from workflows.catalogue import CATALOGUE, ToolArgs
+from workflows.domain.catalogue import CATALOGUE, ToolArgs
 
 
 def _call(name: str, args_model: type[ToolArgs]) -> type[BaseModel]:

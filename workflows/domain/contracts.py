@@ -13,11 +13,41 @@ from typing import Any, Optional
 from pydantic import BaseModel, Field, field_validator, model_validator
 
 from workflows.domain.actions import ProposedAction, ToolCall
-from workflows.policy.approvals import Approval, ApprovalPolicy
-from workflows.domain.channel_contracts import EmailRequest, TicketLookup, TicketRequest  # noqa: F401 (their home before)
+from workflows.domain.policy.approvals import Approval, ApprovalPolicy
 from workflows.domain.journal import TurnRecord
-from workflows.options import DEFAULT_WRITE_TIMEOUT_SECONDS
 from workflows.domain.prompt import ModelSnapshot
+
+
+DEFAULT_WRITE_TIMEOUT_SECONDS = 30.0
+"""Start-to-close timeout of a write activity, in seconds, unless the settings say otherwise."""
+
+
+
+# The side-channel activities: the customer-email outbox and human hand-off tickets, each
+# written at most once per caller-chosen key, and the ticket look-up.
+
+class EmailRequest(BaseModel):
+    """Input of ``send_customer_email``: one outbox message, exactly once per ``message_key``."""
+
+    store: str
+    message_key: str
+    to_email: str
+    subject: str
+    body: str
+
+
+class TicketLookup(BaseModel):
+    """Input of ``find_ticket``: is a hand-off ticket open under ``ticket_key`` in ``store``?"""
+
+    store: str
+    ticket_key: str
+
+
+class TicketRequest(TicketLookup):
+    """Input of ``open_ticket``: a hand-off to a human agent, exactly once per ``ticket_key``."""
+
+    user_id: Optional[str] = None
+    summary: str
 
 
 class ModelRequest(BaseModel):
@@ -139,7 +169,7 @@ class RefundInput(BaseModel):
     ``expected_user_id`` is the authenticated customer; the fresh read must show the
     order still belongs to them. None (standalone requests only): the order's owner, from
     the fresh read, is the customer. ``notify_email`` receives the return/exchange email.
-    ``approvals`` says when the write waits for a supervisor (``workflows.policy.approvals``);
+    ``approvals`` says when the write waits for a supervisor (``workflows.domain.policy.approvals``);
     ``approved_by`` is the supervisor who already approved this exact operation (the
     conversation obtained it), so the refund does not ask again.
     """
@@ -158,7 +188,7 @@ class RefundInput(BaseModel):
     system_of_record: Optional[str] = None
     """The database fingerprint the parent conversation is bound to (its tool calls carry it)."""
     confirmed_fingerprint: Optional[str] = None
-    """What the user confirmed (``workflows.policy.read_before_write``): when set, the write runs only
+    """What the user confirmed (``workflows.domain.policy.read_before_write``): when set, the write runs only
     if the order (and ``confirmed_method_id``'s payment method) read right before it match."""
     confirmed_method_id: Optional[str] = None
 
@@ -193,7 +223,7 @@ class SupportInput(BaseModel):
     """Continue-as-new after this many user turns in one run (or earlier, when Temporal
     suggests it because the history is large); the state carries over whole."""
     approvals: ApprovalPolicy = Field(default_factory=ApprovalPolicy)
-    """When the conversation's refund-type writes wait for a supervisor (``workflows.policy.approvals``)."""
+    """When the conversation's refund-type writes wait for a supervisor (``workflows.domain.policy.approvals``)."""
     state: Optional[dict[str, Any]] = None
     """The state to resume, as JSON (``ConversationState.model_dump(mode="json")``) of any
     schema version: the run loads it with ``workflows.domain.migrations.load_state`` (migrated to

@@ -44,7 +44,7 @@ class ErrorType(str, Enum):
     """The journal's database did not answer (retryable, for a bounded time)."""
     APPROVAL_REFUSED = "ApprovalRefused"
     """A supervisor's decision that cannot apply: unknown approval id (or one bound to another
-    operation or other arguments), already decided, or expired (``workflows.policy.approvals``)."""
+    operation or other arguments), already decided, or expired (``workflows.domain.policy.approvals``)."""
     RESOLUTION_REFUSED = "ResolutionRefused"
     """An operator's resolution of an unknown outcome that cannot apply: no such step, a step
     whose outcome is not unknown, or one already resolved (``workflows.conversation.resolution``)."""

@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any, NamedTuple, Optional
 
-from workflows.catalogue import spec_of
+from workflows.domain.catalogue import spec_of
 
 
 def operation_id(conversation_id: str, turn: int) -> str:

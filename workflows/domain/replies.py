@@ -7,7 +7,7 @@ model and for operators) and in the logs.
 
 from __future__ import annotations
 
-from workflows.policy.clauses import Rule
+from workflows.domain.policy.clauses import Rule
 
 TRANSFERRED = "YOU ARE BEING TRANSFERRED TO A HUMAN AGENT. PLEASE HOLD ON."
 """τ-bench's transfer sentence; the benchmark's users recognise it."""
@@ -170,3 +170,8 @@ def resolved(detail: str, applied: bool) -> str:
         return f"A colleague checked your request, and it went through: {detail} How else can I help?"
     return (f"A colleague checked your request, and it did not go through; nothing was changed. {_was(detail)} "
             "You can ask me to try again.")
+
+
+def unknown_store_reason(store: str) -> str:
+    """Why the conversation closed (its ``ended_reason``) and the update's message."""
+    return f"unknown store {store}: the system of record has no such store"

@@ -18,7 +18,7 @@ from typing import Optional
 from pydantic import Field
 
 from workflows.domain.actions import ToolCall
-from workflows.policy.approvals import Approval, ApprovalStatus
+from workflows.domain.policy.approvals import Approval, ApprovalStatus
 from workflows.domain.records import (  # noqa: F401  (re-exported: the state's vocabulary)
     OBSERVATIONS_KEPT,
     RECENT_TURNS_KEPT,

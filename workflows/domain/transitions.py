@@ -2,7 +2,7 @@
 
 The workflow calls these and never assigns to the state itself; they never do I/O.
 Tool results are the system's strings (JSON text, a plain value, or ``"Error: ..."``);
-each tool's ``fold`` (``workflows.catalogue``) parses a successful one into typed facts,
+each tool's ``fold`` (``workflows.domain.catalogue``) parses a successful one into typed facts,
 so the model's next snapshot reflects the system of record.
 """
 
@@ -12,9 +12,9 @@ import json
 from typing import Any, Optional
 
 from workflows.domain.actions import call_arguments, call_digest
-from workflows.policy.approvals import Approval, ApprovalStatus
-from workflows.catalogue import spec_of
-from workflows.policy.clauses import Rule
+from workflows.domain.policy.approvals import Approval, ApprovalStatus
+from workflows.domain.catalogue import spec_of
+from workflows.domain.policy.clauses import Rule
 from workflows.domain.facts import extract_facts, merge_facts
 from workflows.domain.state import (
     OBSERVATIONS_KEPT,

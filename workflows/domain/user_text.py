@@ -21,7 +21,9 @@ from typing import Optional
 from pydantic import AfterValidator
 from pydantic_core import PydanticCustomError
 
-from workflows.options import MAX_USER_MESSAGE_BYTES
+
+MAX_USER_MESSAGE_BYTES = 8 * 1024
+"""The largest user message, in UTF-8 bytes."""
 
 LAYOUT_CONTROLS = r"\u2028\u2029\u202a-\u202e\u2066-\u2069"
 """Regex class body of the refused separators and bidirectional controls (for patterns)."""

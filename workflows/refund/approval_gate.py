@@ -1,5 +1,5 @@
 """``RefundWorkflow``'s approval gate (workflow code, deterministic): after the fresh read,
-a write that needs a supervisor (``workflows.policy.approvals.required_approval``) records a
+a write that needs a supervisor (``workflows.domain.policy.approvals.required_approval``) records a
 pending ``Approval``, shows it in the ``PendingApproval`` search attribute and waits for
 the ``decide_approval`` update or a durable timer (``ApprovalPolicy.timeout_seconds``).
 
@@ -22,7 +22,7 @@ from temporalio.exceptions import ActivityError
 from workflows.domain import keys
 from workflows.domain.actions import make_tool_call
 from workflows.activity_api import ToolActivitiesApi
-from workflows.policy.approvals import (
+from workflows.domain.policy.approvals import (
     Approval,
     ApprovalDecision,
     ApprovalStatus,
@@ -34,8 +34,8 @@ from workflows.policy.approvals import (
     open_approval,
     required_approval,
 )
-from workflows.catalogue.amounts import money
-from workflows.catalogue.folds import order_fact
+from workflows.domain.catalogue.amounts import money
+from workflows.domain.catalogue.folds import order_fact
 from workflows.domain.contracts import ReadToolRequest, TicketRequest, ToolResult
 from workflows.failures import log_detail
 from workflows.options import HEARTBEAT_TIMEOUT, PENDING_APPROVAL, READ_RETRY, READ_TIMEOUT

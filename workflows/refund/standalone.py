@@ -6,7 +6,7 @@ its workflow id (``keys.standalone_refund_id``) and its idempotency key
 (``keys.standalone_operation_id``) are the same however often it is sent. The caller is
 not a customer who authenticated in a chat: the order's owner, from the fresh read, is
 the customer, and ``standalone_refusal`` checks the tool spec's own policy (scope gates
-and ``check``, ``workflows.policy.validator.check_call``) against a state built from fresh reads of
+and ``check``, ``workflows.domain.policy.validator.check_call``) against a state built from fresh reads of
 the order, its owner and the products concerned — so, e.g., a refund to a payment
 method that is not the customer's is refused exactly as in a conversation.
 
@@ -32,14 +32,15 @@ from temporalio.exceptions import ActivityError, ApplicationError
 from workflows.domain import keys
 from workflows.domain.actions import make_tool_call
 from workflows.activity_api import ToolActivitiesApi
-from workflows.catalogue import folds
-from workflows.policy.clauses import PolicyViolation
+from workflows.domain.catalogue import folds
+from workflows.domain.policy.clauses import PolicyViolation
 from workflows.domain.contracts import ReadToolRequest, RefundInput, RefundOutcome, TicketRequest, ToolResult, WriteToolRequest
 from workflows.domain.errors import ErrorType
 from workflows.failures import ORDER_SYSTEM, application_cause, log_detail, public_reason
-from workflows.conversation.opening import unknown_store_reason
-from workflows.options import DEFAULT_WRITE_TIMEOUT_SECONDS, HEARTBEAT_TIMEOUT, READ_RETRY, READ_TIMEOUT
-from workflows.policy.validator import check_call
+from workflows.domain.replies import unknown_store_reason
+from workflows.domain.contracts import DEFAULT_WRITE_TIMEOUT_SECONDS
+from workflows.options import HEARTBEAT_TIMEOUT, READ_RETRY, READ_TIMEOUT
+from workflows.domain.policy.validator import check_call
 from workflows.domain.records import Customer
 from workflows.domain.state import ConversationState
 from workflows.domain.user_text import refuse_controls
@@ -53,7 +54,7 @@ OPERATIONS: dict[str, str] = {
     "modify_payment": "modify_pending_order_payment",
 }
 """A request's ``operation`` → the τ-bench tool that performs it (its arguments: the tool
-catalogue, ``workflows.catalogue``)."""
+catalogue, ``workflows.domain.catalogue``)."""
 
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_:@-]*$"
 """A request id: URL-safe and without ``.`` (see ``keys.standalone_operation_id``)."""

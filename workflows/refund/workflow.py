@@ -19,15 +19,15 @@ from temporalio.exceptions import ActivityError
 
 from workflows.domain import keys
 
-from workflows.policy import read_before_write
+from workflows.domain.policy import read_before_write
 
 from workflows.refund import standalone
 from workflows.domain.actions import make_tool_call
 from workflows.activity_api import ToolActivitiesApi
 from workflows.refund.approval_gate import ApprovalGate
-from workflows.policy.approvals import Approval
-from workflows.catalogue import spec_of
-from workflows.catalogue.checks import status_refusal
+from workflows.domain.policy.approvals import Approval
+from workflows.domain.catalogue import spec_of
+from workflows.domain.catalogue.checks import status_refusal
 from workflows.failures import log_detail
 from workflows.interrupts import local_failure_as_activity_error, start_local_or_activity
 from workflows.domain.contracts import (

@@ -21,7 +21,6 @@ import logging
 import re
 from typing import AsyncIterator, Optional, Sequence
 
-import typer
 import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.middleware.cors import CORSMiddleware
@@ -37,9 +36,8 @@ from starter.api.body_limit import install_body_limit
 from starter.runtime.codec import CodecKeyError, payload_codec
 from starter.client.errors import ConversationError, status_for
 from activities.store.api_keys import Role
-from starter.runtime.logs import configure_logging
 from starter.runtime.preflight import StartupRefused
-from starter.runtime.serving import serve_until_stopped, serving
+from starter.runtime.serving import serving
 from starter.client.tenancy import Tenancy
 
 log = logging.getLogger("statekeeper.codec_server")
@@ -141,14 +139,14 @@ def served_access(settings: Settings, host: str) -> Access:
             "--role operator`), or serve it on 127.0.0.1 (loopback only, keyless)") from None
 
 
-def _codec_or_refuse(settings: Settings) -> PayloadCodec:
+def codec_or_refuse(settings: Settings) -> PayloadCodec:
     codec = payload_codec(settings)
     if codec is None:
         raise StartupRefused("payload encryption is off (STATEKEEPER_CODEC_ENABLED=false): there is nothing to decode")
     return codec
 
 
-def _server(app: FastAPI, host: str, port: int) -> uvicorn.Server:
+def served(app: FastAPI, host: str, port: int) -> uvicorn.Server:
     # log_config=None: uvicorn's records go through the root logger and its redaction
     return uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_config=None, log_level="warning"))
 
@@ -161,7 +159,7 @@ async def codec_beside(settings: Settings, host: str = "127.0.0.1", port: Option
     ``OSError`` if the port is taken, ``StartupRefused`` when encryption is off or has no key."""
     port = settings.codec_port if port is None else port
     access = access or await asyncio.to_thread(local_access, settings)
-    server = _server(codec_app(_codec_or_refuse(settings), cors_origins(settings), access), host, port)
+    server = served(codec_app(codec_or_refuse(settings), cors_origins(settings), access), host, port)
     async with serving(server, "codec server", host, port) as url:
         yield url
 
@@ -176,21 +174,3 @@ async def codec_for_dev(stack: contextlib.AsyncExitStack, settings: Settings) ->
         return await stack.enter_async_context(codec_beside(settings))
     except OSError as err:
         return f"not served ({err}; set STATEKEEPER_CODEC_PORT)"
-
-
-def codec_server(host: str = typer.Option("127.0.0.1", help="Interface to listen on (other than loopback: API keys required)."),
-                 port: Optional[int] = typer.Option(None, min=1, max=65535,
-                                                     help="TCP port (default STATEKEEPER_CODEC_PORT).")) -> None:
-    """Serve the codec server (POST /encode, /decode) for a Web UI with the configured codec keys."""
-    from starter.cli.app import _interruptible, _settings
-
-    configure_logging(logging.INFO)
-    with _interruptible():
-        settings = _settings()
-        port = settings.codec_port if port is None else port
-        codec = _codec_or_refuse(settings)
-        access = served_access(settings, host)
-        app = codec_app(codec, cors_origins(settings), access)
-        serve_until_stopped(_server(app, host, port), "codec server", lambda: log.info(
-            "codec server on http://%s:%s for %s; %s", host, port, ", ".join(cors_origins(settings)),
-            "keyless: loopback callers only" if access.keyless else "operator API keys required"))

@@ -15,8 +15,8 @@ from __future__ import annotations
 from types import MappingProxyType
 from typing import Mapping
 
-from workflows.catalogue import customers, delivered, orders, products, utility
-from workflows.catalogue.spec import (
+from workflows.domain.catalogue import customers, delivered, orders, products, utility
+from workflows.domain.catalogue.spec import (
     Execution,
     Locality,
     Scope,

@@ -1,8 +1,8 @@
 """Why a proposal can be refused: policy clause ids, and the violation that carries one.
 
-``Rule`` values are the clause ids of ``workflows.policy.text.POLICY_CLAUSES`` (plus a few
+``Rule`` values are the clause ids of ``workflows.domain.policy.text.POLICY_CLAUSES`` (plus a few
 protocol reasons that are not clauses). Per-tool checks in the catalogue raise
-``PolicyViolation``; ``workflows.policy.validator`` turns it into a ``Verdict``.
+``PolicyViolation``; ``workflows.domain.policy.validator`` turns it into a ``Verdict``.
 """
 
 from __future__ import annotations

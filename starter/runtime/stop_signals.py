@@ -23,7 +23,7 @@ def run_until_stopped(main: Callable[[], Coroutine[Any, Any, Any]]) -> None:
     """``asyncio.run(main())`` where the first Ctrl-C, SIGTERM or SIGHUP cancels ``main``, which
     unwinds through its ``async with`` blocks (servers shut down, the worker drains, an embedded
     Temporal server stops), and any later one is ignored, until the process ends; then raises
-    ``KeyboardInterrupt`` (for the command's ``_interruptible``: "stopped."). Returns when ``main``
+    ``KeyboardInterrupt`` (for the command's ``interruptible``: "stopped."). Returns when ``main``
     returns without a signal (the handlers from before are back).
 
     Why: asyncio's own handler raises ``KeyboardInterrupt`` at the second Ctrl-C wherever the

@@ -1,6 +1,6 @@
 """The money each refund-type write moves (the ``approval_amount`` of a spec), in
 ``Decimal`` currency rounded to cents, computed from the typed ``OrderFact`` as just read
-from the system of record; ``workflows.policy.approvals`` compares it with the approval policy.
+from the system of record; ``workflows.domain.policy.approvals`` compares it with the approval policy.
 
 Prices in the records are already cent ``Decimal`` (``workflows.domain.money``); prices read
 from the system of record's JSON (floats) go through ``money``, so 500.01 stays 500.01.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from workflows.catalogue.spec import Scope, ToolArgs, ToolClass, ToolSpec
+from workflows.domain.catalogue.spec import Scope, ToolArgs, ToolClass, ToolSpec
 
 
 class CalculateArgs(ToolArgs):

@@ -1,7 +1,7 @@
 """Explicit confirmation: the workflow, not the model, shows the exact action detail
 and reads the user's yes or no (policy clause explicit-confirmation).
 
-The detail itself is each tool's ``detail`` (``workflows.catalogue.details``): amounts
+The detail itself is each tool's ``detail`` (``workflows.domain.catalogue.details``): amounts
 computed from the state's facts (decimal currency, 2 places), never from model text.
 """
 
@@ -11,7 +11,7 @@ import re
 from typing import Any
 
 from workflows.domain.actions import call_arguments
-from workflows.catalogue import spec_of
+from workflows.domain.catalogue import spec_of
 from workflows.domain.state import ConversationState
 
 _AFFIRMATIVE = frozenset({

@@ -9,7 +9,7 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
-from workflows.catalogue.checks import item_change_difference
+from workflows.domain.catalogue.checks import item_change_difference
 
 if TYPE_CHECKING:
     from workflows.domain.state import ConversationState

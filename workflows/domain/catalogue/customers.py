@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from workflows.catalogue import details, folds
-from workflows.catalogue.checks import identity_by_email, identity_by_name_zip
-from workflows.catalogue.spec import Scope, ToolArgs, ToolClass, ToolSpec
+from workflows.domain.catalogue import details, folds
+from workflows.domain.catalogue.checks import identity_by_email, identity_by_name_zip
+from workflows.domain.catalogue.spec import Scope, ToolArgs, ToolClass, ToolSpec
 
 USER_ID = Field(min_length=1, max_length=100)
 ADDRESS_FIELDS = frozenset({"address1", "address2", "city", "state", "country", "zip"})

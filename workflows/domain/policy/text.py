@@ -1,7 +1,7 @@
 """The retail support policy, in statekeeper's own words.
 
 Derived from the τ-bench retail agent policy (MIT, (c) 2024 Sierra); each clause has
-an id that ``workflows.policy.validator.Rule`` refers to, so a rejection names the clause.
+an id that ``workflows.domain.policy.validator.Rule`` refers to, so a rejection names the clause.
 """
 
 POLICY_CLAUSES: dict[str, str] = {

@@ -15,7 +15,7 @@ import hashlib
 import json
 from typing import Any, Optional
 
-from workflows.catalogue.folds import order_fact
+from workflows.domain.catalogue.folds import order_fact
 from workflows.domain.records import OrderFact, PaymentMethod
 
 PATCH = "read-before-write"

@@ -5,7 +5,7 @@ A spec says what the model may send (``args``), how the tool touches the world
 (``scope``, ``status``, ``check``), what the user confirms (``detail``), how the result
 changes the state (``fold``), and the room later features need (``compensation``,
 ``approval_amount``, ``outcome_lookup``, ``locality``, ``personal_data``). Every table
-the rest of the code uses is derived from the specs in ``workflows.catalogue``.
+the rest of the code uses is derived from the specs in ``workflows.domain.catalogue``.
 
 Pure and deterministic: imported inside the workflow sandbox.
 """
@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional
 
 from pydantic import BaseModel, ConfigDict
 
-from workflows.policy.clauses import Rule
+from workflows.domain.policy.clauses import Rule
 
 if TYPE_CHECKING:
     from workflows.domain.records import OrderFact
@@ -108,7 +108,7 @@ Fold = Callable[["ConversationState", dict[str, Any], str], str]
 Amount = Callable[["OrderFact", dict[str, Any], Mapping[str, Decimal]], Decimal]
 """The money a write moves, decimal currency (for approval thresholds), from the typed order
 as just read, the arguments, and the prices of new variants by item id (item changes);
-see ``workflows.catalogue.amounts``."""
+see ``workflows.domain.catalogue.amounts``."""
 
 
 @dataclass(frozen=True)
@@ -120,7 +120,7 @@ class ToolSpec:
     email sent after a successful refund-type write ("return", "exchange").
     ``personal_data`` lists argument names holding personal data (kept out of logs).
     ``approval_amount`` (refund-type writes) is the money the write moves, for supervisor
-    approvals (``workflows.policy.approvals``); ``refund_destination`` names the argument of the
+    approvals (``workflows.domain.policy.approvals``); ``refund_destination`` names the argument of the
     payment method that receives refunds, when the caller chooses it.
     """
 

@@ -11,7 +11,7 @@ import json
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
-from workflows.catalogue.spec import Fold
+from workflows.domain.catalogue.spec import Fold
 from workflows.domain.money import money
 from workflows.domain.records import (
     Customer,

@@ -6,10 +6,10 @@ from typing import Annotated
 
 from pydantic import Field
 
-from workflows.catalogue import amounts, details, folds
-from workflows.catalogue.checks import cancel_reason, item_change, payment_change
-from workflows.catalogue.customers import ADDRESS_FIELDS, AddressArgs
-from workflows.catalogue.spec import (
+from workflows.domain.catalogue import amounts, details, folds
+from workflows.domain.catalogue.checks import cancel_reason, item_change, payment_change
+from workflows.domain.catalogue.customers import ADDRESS_FIELDS, AddressArgs
+from workflows.domain.catalogue.spec import (
     Execution,
     Scope,
     StatusRequirement,
@@ -17,7 +17,7 @@ from workflows.catalogue.spec import (
     ToolClass,
     ToolSpec,
 )
-from workflows.policy.clauses import Rule
+from workflows.domain.policy.clauses import Rule
 
 ORDER_ID = Field(min_length=1, max_length=100)
 """An order id as the model sends it; its shape is the system of record's to judge."""

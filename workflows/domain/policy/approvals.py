@@ -4,7 +4,7 @@ and whether a supervisor's decision may be applied to it.
 A refund-type write (``Execution.REFUND_WORKFLOW`` in the catalogue) waits for a
 supervisor when either rule below holds. The money it moves is the spec's
 ``approval_amount`` (decimal currency, from the typed ``OrderFact``; see
-``workflows.catalogue.amounts``).
+``workflows.domain.catalogue.amounts``).
 
 - ``approval-threshold`` (statekeeper's rule, configurable): the amount is above
   ``ApprovalPolicy.threshold`` (default 500.00; exactly 500.00 does not need approval).
@@ -41,8 +41,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from temporalio.exceptions import ApplicationError
 
 from workflows.domain.actions import call_digest
-from workflows.catalogue import spec_of
-from workflows.catalogue.amounts import MissingPrice, money
+from workflows.domain.catalogue import spec_of
+from workflows.domain.catalogue.amounts import MissingPrice, money
 from workflows.domain.errors import ErrorType
 from workflows.domain.records import OrderFact
 from workflows.domain.user_text import control_problem

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-from workflows.catalogue import amounts, details, folds
-from workflows.catalogue.checks import item_change, return_items
-from workflows.catalogue.orders import (
+from workflows.domain.catalogue import amounts, details, folds
+from workflows.domain.catalogue.checks import item_change, return_items
+from workflows.domain.catalogue.orders import (
     ITEM_IDS,
     ORDER_ID,
     PAYMENT_METHOD_ID,
     ItemChangeArgs,
     ItemId,
 )
-from workflows.catalogue.spec import (
+from workflows.domain.catalogue.spec import (
     Execution,
     Scope,
     StatusRequirement,
@@ -19,7 +19,7 @@ from workflows.catalogue.spec import (
     ToolClass,
     ToolSpec,
 )
-from workflows.policy.clauses import Rule
+from workflows.domain.policy.clauses import Rule
 
 
 class ReturnDeliveredOrderItemsArgs(ToolArgs):

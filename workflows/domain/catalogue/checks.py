@@ -3,7 +3,7 @@ figures they share with the confirmation detail.
 
 Each check raises ``PolicyViolation`` naming its clause. The generic gates (scope:
 authentication, one customer, the order read first) run before these, in
-``workflows.policy.validator``.
+``workflows.domain.policy.validator``.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from collections import Counter
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Optional
 
-from workflows.catalogue.spec import StatusRequirement
-from workflows.policy.clauses import PolicyViolation, Rule, require
+from workflows.domain.catalogue.spec import StatusRequirement
+from workflows.domain.policy.clauses import PolicyViolation, Rule, require
 from workflows.domain.facts import extract_facts
 from workflows.domain.records import OrderFact, Role
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from workflows.catalogue import folds
-from workflows.catalogue.spec import Scope, ToolArgs, ToolClass, ToolSpec
+from workflows.domain.catalogue import folds
+from workflows.domain.catalogue.spec import Scope, ToolArgs, ToolClass, ToolSpec
 
 
 class GetProductDetailsArgs(ToolArgs):

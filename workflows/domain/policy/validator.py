@@ -1,7 +1,7 @@
 """The policy validator: pure functions that accept or reject a proposal given the state.
 
 Every rejection names the policy clause it enforces (``Rule``, whose values are the
-clause ids of ``workflows.policy.text.POLICY_CLAUSES``). The generic gates come from a
+clause ids of ``workflows.domain.policy.text.POLICY_CLAUSES``). The generic gates come from a
 tool's ``scope`` (authenticate first, one customer, read the order first, its status
 precondition); the tool's own ``check`` follows. The workflow calls
 ``validate_proposal`` when the model proposes an action and ``validate_execution``
@@ -15,10 +15,10 @@ from typing import Any, Optional
 from pydantic import BaseModel
 
 from workflows.domain.actions import call_arguments, call_digest
-from workflows.policy.approvals import HANDED_TO_HUMAN, ApprovalStatus
-from workflows.catalogue import Scope, ToolSpec, spec_of
-from workflows.catalogue.checks import status_refusal
-from workflows.policy.clauses import PolicyViolation, Rule, require
+from workflows.domain.policy.approvals import HANDED_TO_HUMAN, ApprovalStatus
+from workflows.domain.catalogue import Scope, ToolSpec, spec_of
+from workflows.domain.catalogue.checks import status_refusal
+from workflows.domain.policy.clauses import PolicyViolation, Rule, require
 from workflows.domain.records import StepStatus
 from workflows.domain.state import Confirmation, ConversationState, PendingConfirmation
 

@@ -1,0 +1,31 @@
+"""The one bootstrap of a ``StatekeeperClient`` from settings, shared by the HTTP API, the
+command line and the runners: the client with its deadlines and approval policy, and the
+systems of record an operator's resolution is checked against."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from temporalio.client import Client
+
+from starter.client.conversations import StatekeeperClient
+from starter.client.core import Deadlines
+from starter.ops.resolution_evidence import LedgerEvidence
+from starter.ops.replay_systems import Systems
+from workflows.domain.policy.approvals import ApprovalPolicy
+
+
+def client_for(temporal_client: Client, settings: Any) -> StatekeeperClient:
+    """The ``StatekeeperClient`` that ``settings`` (a ``settings.Settings``) describe: its task
+    queue, write timeout, deadlines, pseudonym key, approval policy and the systems of record
+    an operator's resolution is checked against (opened only when one is checked)."""
+    approvals = ApprovalPolicy(threshold=settings.approval_threshold, timeout_seconds=settings.approval_timeout_seconds)
+    deadlines = Deadlines(rpc_seconds=settings.rpc_timeout_seconds, accept_seconds=settings.update_accept_seconds,
+                          reply_seconds=settings.reply_timeout_seconds)
+    client = StatekeeperClient(temporal_client, settings.task_queue, settings.write_timeout_seconds,
+                               approvals=approvals, deadlines=deadlines,
+                               pseudonym_key=settings.pseudonym_secret(create=False),
+                               token_budget=getattr(settings, "token_budget", None),
+                               local_model_calls=getattr(settings, "model_calls", "activity") == "local")
+    client.evidence = LedgerEvidence(lambda: Systems.from_settings(settings))
+    return client
