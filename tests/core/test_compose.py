@@ -120,9 +120,9 @@ def test_the_default_namespace_is_registered_once(services: dict[str, Any]) -> N
     assert services["temporal-setup"]["depends_on"]["temporal"]["condition"] == "service_healthy"
 
 
-def test_ui_version_is_the_one_the_readme_shows(services: dict[str, Any]) -> None:
+def test_ui_version_is_the_one_the_production_docs_show(services: dict[str, Any]) -> None:
     tag = services["temporal-ui"]["image"].split(":", 1)[1]
-    shown = set(re.findall(r"temporalio/ui:(\d+\.\d+\.\d+)", (REPO / "README.md").read_text()))
+    shown = set(re.findall(r"temporalio/ui:(\d+\.\d+\.\d+)", (REPO / "docs" / "production.md").read_text()))
     assert shown == {tag}, (shown, tag)
 
 
