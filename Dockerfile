@@ -1,6 +1,6 @@
 # statekeeper image: one image, every app command of docker-compose.yml:
 #   statekeeper worker
-#   uvicorn starter.api.app:app --host 0.0.0.0 --port 8000
+#   uvicorn starter.api:app --host 0.0.0.0 --port 8000
 #   statekeeper migrate / statekeeper codec-server --host 0.0.0.0 / statekeeper worker-health
 FROM python:3.11-slim
 

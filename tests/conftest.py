@@ -30,7 +30,7 @@ from workflows.options import SEARCH_ATTRIBUTES
 
 def _drop_deployment_settings(environ: dict) -> list[str]:
     """Remove from ``environ`` every ``STATEKEEPER_*`` variable that is a setting of
-    ``settings.Settings`` and return their names. The README's "beside another dev" recipe
+    ``settings.Settings`` and return their names. The "beside another dev" recipe of docs/index.md
     exports ports, an address and a dev state file into the developer's shell; inherited by
     the tests they changed what ``Settings()`` reads (a core test saw the shell's UI port, not
     the recorded dev's) and what the commands the tests start would use. The tests' own

@@ -1,6 +1,6 @@
 """HTTP API for backend services, over ``StatekeeperClient``.
 
-Run it with ``uvicorn starter.api.app:app`` (or ``statekeeper api``). The module-level ``app``
+Run it with ``uvicorn starter.api:app`` (or ``statekeeper api``). The module-level ``app``
 reads ``Settings()`` (env prefix ``STATEKEEPER_``) and connects to Temporal when it starts
 serving, not at import. Tests build their own app with ``create_app(client_factory)``.
 
@@ -147,7 +147,7 @@ def create_app(client_factory: Optional[ClientFactory] = None,
     app = documented_app(title="statekeeper", version=package_version(), lifespan=lifespan, redirect_slashes=False,
                          description="Durable LLM-driven support conversations and refunds on Temporal.")
     app.state.ensure_client, app.state.ensure_journal, app.state.ensure_access = ensure_client, ensure_journal, ensure_access
-    app.add_middleware(OneLineStartupRefusal)  # uvicorn starter.api.app:app: a refusal in one line
+    app.add_middleware(OneLineStartupRefusal)  # uvicorn starter.api:app: a refusal in one line
     app.include_router(processes_router)
     app.include_router(journal_router)
 
@@ -289,5 +289,5 @@ def _served_access() -> Access:
 
 
 app = create_app(access=_served_access)
-"""The served app: ``uvicorn starter.api.app:app``; settings are read at startup, and it refuses
+"""The served app: ``uvicorn starter.api:app``; settings are read at startup, and it refuses
 to start without API keys (``statekeeper api`` serves keyless on loopback)."""

@@ -208,7 +208,7 @@ def access_from_settings(settings: Any, host: Optional[str]) -> Access:
     """The ``Access`` of an API serving ``settings`` on ``host``: keys required when any key
     exists; keyless while none does and ``host`` is loopback (checked per request, so a key
     created while the API runs is required at once). ``host`` None (an app whose bind
-    is unknown, such as ``uvicorn starter.api.app:app``) always needs keys. Keys and audit log live
+    is unknown, such as ``uvicorn starter.api:app``) always needs keys. Keys and audit log live
     in the journal database. Raises ``StartupRefused`` when keys are needed and none exists."""
     from starter.runtime.preflight import StartupRefused
 
@@ -234,7 +234,7 @@ def access_from_settings(settings: Any, host: Optional[str]) -> Access:
     if active > 0:
         return Access(audit, tenancy, keys)
     keys.close()
-    where = f"on {host}" if host is not None else "where its bind address is not known (uvicorn starter.api.app:app)"
+    where = f"on {host}" if host is not None else "where its bind address is not known (uvicorn starter.api:app)"
     raise StartupRefused(
         f"refusing to serve the API {where} without API keys: anyone who can reach it could read and change "
         "every conversation. Create a key first (`statekeeper keys create --tenant default --role service`), "

@@ -1,4 +1,4 @@
-"""One line, not a traceback, when the served app (``uvicorn starter.api.app:app``, the compose
+"""One line, not a traceback, when the served app (``uvicorn starter.api:app``, the compose
 ``api`` service) refuses to start.
 
 Why: the app reads its settings and its keys when it starts; a refusal (no API keys where its

@@ -14,7 +14,7 @@ from starter.client.tenancy import Tenancy, start_attributes
 from workflows.options import CUSTOMER_ID, TENANT
 
 P = Permission
-# Written out from the README's table, not derived from MATRIX: a change to either shows here.
+# Written out from the roles table of docs/api.md, not derived from MATRIX: a change to either shows here.
 EXPECTED = {
     #                          customer-scoped, service, operator
     P.START_CONVERSATION:     (True, True, True),

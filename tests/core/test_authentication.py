@@ -48,7 +48,7 @@ def test_model_invented_name_zip_refused():
 
 
 def test_email_stated_after_300_facts_can_still_authenticate():
-    """README: "Authentication lookups must use the email ... that the user stated". Once
+    """docs/concepts.md: "Authentication lookups must use the email ... that the user stated". Once
     MAX_PINNED_FACTS (300) is reached (5 short messages full of ids do it), a stated email
     is no longer pinned, so the lookup of the email the user did state is refused for ever."""
     state = ConversationState(conversation_id="cap")

@@ -120,9 +120,9 @@ def test_the_default_namespace_is_registered_once(services: dict[str, Any]) -> N
     assert services["temporal-setup"]["depends_on"]["temporal"]["condition"] == "service_healthy"
 
 
-def test_ui_version_is_the_one_the_readme_shows(services: dict[str, Any]) -> None:
+def test_ui_version_is_the_one_the_production_docs_show(services: dict[str, Any]) -> None:
     tag = services["temporal-ui"]["image"].split(":", 1)[1]
-    shown = set(re.findall(r"temporalio/ui:(\d+\.\d+\.\d+)", (REPO / "README.md").read_text()))
+    shown = set(re.findall(r"temporalio/ui:(\d+\.\d+\.\d+)", (REPO / "docs" / "production.md").read_text()))
     assert shown == {tag}, (shown, tag)
 
 
@@ -237,7 +237,7 @@ def test_app_services_build_from_the_dockerfile_and_reach_temporal_and_postgresq
 def test_commands_of_worker_and_api(services: dict[str, Any]) -> None:
     assert _command_text(services["worker"]) == "statekeeper worker"
     api = _command_text(services["api"])
-    assert api.startswith("uvicorn starter.api.app:app") and "--host 0.0.0.0" in api and "--port 8000" in api
+    assert api.startswith("uvicorn starter.api:app") and "--host 0.0.0.0" in api and "--port 8000" in api
     assert any(p.startswith("8000:") for p in _ports(services["api"]))
 
 

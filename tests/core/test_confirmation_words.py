@@ -2,7 +2,7 @@
 the detail shown (an affirmative word first, no negation, no question, no condition),
 ``is_no`` a refusal, and no message is both.
 
-README: a write "runs only after the user's 'yes' to that detail". The refused messages
+docs/concepts.md: a write "runs only after the user's 'yes' to that detail". The refused messages
 come from two adversarial reviews, which found each one once taken as a yes; all are
 fixed, and each case keeps guarding against its return.
 """
@@ -14,7 +14,7 @@ import pytest
 from workflows.domain.policy.confirm import is_no, is_yes
 
 # confirm.is_yes: "An explicit yes: the message starts with an affirmative word and has no
-# negation." README: a write "runs only after the user's 'yes' to that detail".
+# negation." docs/concepts.md: a write "runs only after the user's 'yes' to that detail".
 # Each message below is NOT an explicit yes to the shown detail, yet is_yes once accepted it.
 
 NOT_A_YES = [

@@ -2,7 +2,7 @@
 editable): every folder of production code the package is built from. The list of packages
 in pyproject.toml left out ``activities.erasure``, ``systems.service_kit`` and the payments,
 email and ticketing services, so the image's ``statekeeper worker`` and
-``uvicorn starter.api.app:app`` failed with ``ModuleNotFoundError: No module named
+``uvicorn starter.api:app`` failed with ``ModuleNotFoundError: No module named
 'activities.erasure'`` (an editable install hides it: its finder serves the source tree)."""
 
 from __future__ import annotations

@@ -103,7 +103,7 @@ def test_prompt_stays_bounded_with_many_steps_operations_and_rejections():
 
 
 # --- bounded under legal but hostile messages (from adversarial reviews; all fixed) ---
-# README/prompt.py: "It never sees the full transcript, so the prompt stays bounded however
+# docs/concepts.md and the prompt module: "It never sees the full transcript, so the prompt stays bounded however
 # long the conversation runs." Pinned facts are append-only and fully rendered, so each
 # legal (<= 8 KB) message can add ~1.3k facts; the snapshot (an activity input, i.e. a
 # Temporal payload, default hard limit 2 MB) grows without bound.

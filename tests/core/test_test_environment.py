@@ -1,6 +1,6 @@
-"""The test processes ignore the developer's shell settings: the README's "beside another
-dev" recipe exports ``STATEKEEPER_*`` ports, an address and a dev state file, and two core
-tests of ``starter.dev.state`` failed in that shell (they saw its UI port)."""
+"""The test processes ignore the developer's shell settings: the "beside another dev" recipe
+of docs/index.md exports ``STATEKEEPER_*`` ports, an address and a dev state file; the core
+tests of ``starter.dev.state`` must not see its UI port."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Whether the API may start, and with which authentication, from the outside: the real
-``statekeeper api``, ``statekeeper keys`` and ``uvicorn starter.api.app:app`` processes over real
+``statekeeper api``, ``statekeeper keys`` and ``uvicorn starter.api:app`` processes over real
 HTTP. No Temporal server runs (the API answers 503 for what needs one, which is enough to
 see 401s and a served request). Also the keyless app's refusal of non-loopback callers.
 """
@@ -86,13 +86,13 @@ def test_a_non_loopback_bind_without_keys_refuses_to_start(env):
     assert code == 2 and "refusing to serve the API on 0.0.0.0 without API keys" in " ".join(output.split())
     assert "Traceback" not in output and "statekeeper keys create" in output
     # the app served by a bare ASGI server cannot know its bind: without keys it never starts
-    code, output = _refused_to_start([str(BIN / "uvicorn"), "starter.api.app:app", "--host", "0.0.0.0",
+    code, output = _refused_to_start([str(BIN / "uvicorn"), "starter.api:app", "--host", "0.0.0.0",
                                       "--port", str(port)], env, port)
     assert code != 0 and "ERROR:    statekeeper: refusing to serve the API where its bind address is not known" in output
     # one line in the container's log: before, Starlette's traceback ending in the exception's class
     assert "Traceback" not in output and "StartupRefused" not in output, output
     # an invalid setting likewise, named as the commands name it
-    code, output = _refused_to_start([str(BIN / "uvicorn"), "starter.api.app:app", "--port", str(port)],
+    code, output = _refused_to_start([str(BIN / "uvicorn"), "starter.api:app", "--port", str(port)],
                                      {**env, "STATEKEEPER_RPC_TIMEOUT_SECONDS": "nan"}, port)
     assert code != 0 and "statekeeper: invalid setting: STATEKEEPER_RPC_TIMEOUT_SECONDS: " in output, output
     assert "Traceback" not in output and "ValidationError" not in output, output

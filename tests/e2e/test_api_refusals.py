@@ -2,7 +2,7 @@
 conversation is a 404 whatever its id; malformed or unencodable bodies are a 422 with a
 string reason; empty, oversized and finished-conversation messages are refused.
 
-README: refusals are 422 (empty, over 8 KB), 409 (finished), 404 (unknown), 503 (Temporal
+docs/api.md: refusals are 422 (empty, over 8 KB), 409 (finished), 404 (unknown), 503 (Temporal
 down), each with ``{"detail": reason}``.
 
 The cases come from an adversarial review of the code of that day; each docstring
@@ -61,7 +61,7 @@ async def test_lone_surrogate_message_is_a_422_not_a_500(api):
 
 
 async def test_malformed_body_refusal_has_a_string_detail(api):
-    """README: refusals carry {"detail": reason}. FastAPI's own body validation returns a
+    """docs/api.md: refusals carry {"detail": reason}. FastAPI's own body validation returns a
     list of error objects instead."""
     created = await api.post("/conversations", json={})
     cid = created.json()["conversation_id"]

@@ -127,7 +127,7 @@ def test_commands_from_another_directory_use_the_detached_dev_servers_data(tmp_p
 
 
 def test_a_chat_beside_a_foreground_dev_uses_its_services_and_stop_stops_it(tmp_path):
-    """A new user ran `statekeeper dev` in one terminal and `chat` in another, as the README
+    """A new user ran `statekeeper dev` in one terminal and `chat` in another, as docs/index.md
     walks through: the chat was refused ("served by a worker configured with other external
     services"), because only `dev --detach` recorded its settings. The foreground one records
     them too now, and `stop` stops it."""

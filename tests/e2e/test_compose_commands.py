@@ -38,7 +38,7 @@ SERVICES: dict[str, Any] = COMPOSE["services"]
 BIN = Path(sys.executable).parent
 SECRETS = {"POSTGRES_PASSWORD": "unused-with-trust-auth", "STATEKEEPER_CODEC_KEYS": TEST_CODEC_KEYS,
            "STATEKEEPER_API_KEY_SECRET": secrets.token_hex(32), "STATEKEEPER_PSEUDONYM_KEY": secrets.token_hex(32)}
-"""What an operator exports before ``docker compose up`` (README, Production)."""
+"""What an operator exports before ``docker compose up`` (docs/production.md)."""
 
 
 def free_port() -> int:
@@ -216,7 +216,7 @@ def test_every_compose_service_command_runs_and_becomes_healthy(local: Local, pr
     finally:
         engine.dispose()
 
-    # keys first: the API and the codec server listen on 0.0.0.0 (README, Production)
+    # keys first: the API and the codec server listen on 0.0.0.0 (docs/production.md)
     keys = {}
     for role in ("service", "operator"):
         done = run(["statekeeper", "keys", "create", "--tenant", "default", "--role", role], local.env("api"))

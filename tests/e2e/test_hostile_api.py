@@ -6,7 +6,7 @@ get a status that route documents.
 
 Each example of issue 10 has its regression here: the nested ``<script>`` message, the
 full-width digits id, NUL, a 20 MB body, invalid UTF-8 and deeply nested JSON (which got
-400 where the README promises 422). Hypothesis runs with a fixed seed and few examples.
+400 where docs/security.md promises 422). Hypothesis runs with a fixed seed and few examples.
 """
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ MALFORMED = {
 
 async def test_malformed_bodies_are_a_422_in_the_documented_shape_and_change_nothing(live):
     """Issue 10: invalid UTF-8 and deeply nested JSON got FastAPI's 400 (another shape), where
-    the README promises 422 {"detail"}. Every malformed body on every route is that 422."""
+    docs/security.md promises 422 {"detail"}. Every malformed body on every route is that 422."""
     base, cid = live
     async with httpx.AsyncClient(base_url=base, timeout=30) as http:
         before = (await http.get(f"/conversations/{cid}")).json()

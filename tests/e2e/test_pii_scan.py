@@ -8,7 +8,7 @@ names, street addresses or payment method ids. The same run with the codec off i
 control: the scan finds them in the histories and the database, so it can fail.
 
 ``STATEKEEPER_SCAN_CONTROL_TASKS`` sets the control's number of tasks (default 3; 20 gives
-the "before" counts of the README)."""
+the "codec off" counts of docs/security.md)."""
 
 from __future__ import annotations
 

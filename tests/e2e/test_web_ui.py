@@ -5,7 +5,7 @@ with its Web UI (``starter.dev.server``), a real worker and a conversation left 
 The operator opens the run and reads its current step in Current Details (Markdown
 rendered in an iframe), then finds the run in the workflow list filtered by ``OrderIds``
 and by the customer's pseudonym (the links ``statekeeper link`` prints). Screenshots go to
-the test's output folder; with ``STATEKEEPER_SAVE_SCREENSHOTS=1`` the three the README shows
+the test's output folder; with ``STATEKEEPER_SAVE_SCREENSHOTS=1`` the three docs/operators.md shows
 are copied to ``docs/img/``.
 """
 

@@ -10,7 +10,7 @@ scripted one), saved under ``tests/histories/<version>/``:
     states/<name>.json   a ``ConversationState`` as the query returned it, loaded into the
                          current schema by the migration tests
 
-    python -m tests.histories.record v0.2.0      # part of the release procedure (README)
+    python -m tests.histories.record v0.2.0      # part of the release procedure (docs/releasing.md)
 
 The scenarios cover the command sequences a change is most likely to disturb: reads, a
 confirmed return and cancel with their refund children, a supervisor's approval, a cancel

@@ -93,7 +93,7 @@ async def test_cancel_during_a_read_stops_it(temporal_env, settings, how):
         await until(lambda: (slow.started == 1), "the slow read")
         await _cancel(how, client, temporal_env, cid)
         # a read is a local activity: the cancel reaches the workflow when its task heartbeats or
-        # the read's 3 s attempt ends (README, "Interrupts and cancellation"), not after 30 s
+        # the read's 3 s attempt ends (docs/concepts.md, "Interrupts and cancellation"), not after 30 s
         answer = await asyncio.wait_for(message, DEADLINE)
         assert answer.status == "cancelled" and "Nothing had been changed." in answer.text
         state = await _state(client, cid)

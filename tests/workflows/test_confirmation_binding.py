@@ -91,7 +91,7 @@ async def test_yes_sent_before_detail_was_shown_does_not_confirm_it(temporal_env
             release.set()
             first_yes = await yes
             second = await retried.result()
-            # D2, proposed while the retried yes waited, is superseded by it (README, "Interrupts");
+            # D2, proposed while the retried yes waited, is superseded by it (docs/concepts.md, "Interrupts");
             # the retried yes, sent before D2 was ever shown, does not confirm it: D2 is shown now
             assert first_yes.text == SUPERSEDED and first_yes.awaiting_confirmation is None
             assert second.awaiting_confirmation and DELIVERED in second.awaiting_confirmation
@@ -230,7 +230,7 @@ async def test_yes_queued_with_a_no_does_not_confirm_a_different_replacement(tem
     await asyncio.sleep(1.0)
     async with running_worker(temporal_env, settings, brain=brain) as (client, backend):
         r_no, r_yes = await asyncio.wait_for(asyncio.gather(no, yes), 60)
-        # D2, proposed after the "no" while the "yes" waited, is superseded by it (README,
+        # D2, proposed after the "no" while the "yes" waited, is superseded by it (docs/concepts.md,
         # "Interrupts"): never shown, so the queued "yes" has nothing to confirm
         assert r_no.text == SUPERSEDED and r_no.awaiting_confirmation is None
         assert backend.ledger_entries("main") == [], r_yes.text

@@ -57,7 +57,7 @@ async def test_refresh_read_failure_after_a_refund_does_not_fail_the_conversatio
 
 
 async def test_escalation_survives_a_database_that_refuses_writes(temporal_env, settings):
-    """README: 'If a write's outcome cannot be shown after its retries, the conversation
+    """docs/concepts.md (Unknown outcomes): 'If a write's outcome cannot be shown after its retries, the conversation
     stops and escalates to a human (a ticket)'. The ticket lives in the same database as the
     write; when that database refuses writes (the very reason the write failed), open_ticket
     exhausts its retries, the ActivityError escapes SupportWorkflow.run and the conversation

@@ -1,5 +1,5 @@
 """Interrupts: a message that arrives while the model is thinking is neither lost nor
-reordered, and a proposal made for the older message is discarded (README, "Interrupts":
+reordered, and a proposal made for the older message is discarded (docs/concepts.md, "Interrupts and cancellation":
 reads still run; a reply, a write to confirm, an end or a transfer are dropped, and the
 newer message is answered from the whole state).
 

@@ -1,6 +1,6 @@
 """A cancel with ``rollback`` that arrives while a write is in flight whose outcome then turns
 out unknown: the write is escalated (a human must check it), and the rollback the cancel asked
-for still undoes the conversation's reversible writes (the README: nothing new starts after a
+for still undoes the conversation's reversible writes (docs/concepts.md: nothing new starts after a
 cancel "except those compensations and the escalation"); the user's summary says so."""
 
 from __future__ import annotations

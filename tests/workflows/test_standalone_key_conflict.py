@@ -3,7 +3,7 @@
 so that a repeat never pays twice). The API cannot see the earlier run, so it starts a new
 one; its ledger look-up finds the key holding another call and raised
 ``IdempotencyKeyConflict`` out of the run: the run failed, ``GET /refunds/{id}`` said
-``failed`` with no reason. README: a request id used with other arguments is refused; nothing
+``failed`` with no reason. docs/api.md: a request id used with other arguments is refused; nothing
 was written, so the refund now ends ``refused``, saying so."""
 
 from __future__ import annotations

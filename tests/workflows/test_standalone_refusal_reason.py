@@ -2,7 +2,7 @@
 ids) cancel the same pending order and both wait for a supervisor; both are approved and
 the second write finds the order cancelled. Its ``GET /refunds/{id}`` said ``refused`` with
 ``reason`` null: the ``RefundOutcome`` of a write the system refused carries the reason in
-``result`` only, and the status read took ``refused_reason`` alone (README: ``refused``,
+``result`` only, and the status read took ``refused_reason`` alone (docs/api.md: ``refused``,
 ``reason`` says why)."""
 
 from __future__ import annotations
