@@ -14,7 +14,7 @@ import uvicorn
 
 from activities.store.journal import JournalStore
 from settings import Settings
-from starter.api.app import create_app
+from starter.api.application import create_app
 from starter.client.conversations import StatekeeperClient
 
 

@@ -41,7 +41,7 @@ class Guard:
                  ensure_journal: Optional[Callable[[], Awaitable[Any]]] = None) -> None:
         self.principal, self.access = principal, access
         self._ensure_journal = ensure_journal
-        """The app's journal (``starter.api.app``), asked whether a conversation id was used before."""
+        """The app's journal (``starter.api.application``), asked whether a conversation id was used before."""
 
     @property
     def tenancy(self):  # noqa: ANN201 (a starter.client.tenancy.Tenancy)

@@ -1,4 +1,4 @@
-"""HTTP route of the transcript (mounted by ``starter.api.app``).
+"""HTTP route of the transcript (mounted by ``starter.api.application``).
 
     GET /conversations/{id}/transcript[?format=json|text]   -> 200 Transcript (JSON) or text/plain; 404
 

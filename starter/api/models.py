@@ -1,4 +1,4 @@
-"""Request and response bodies of the HTTP API (``starter.api.app``), the types of its path
+"""Request and response bodies of the HTTP API (``starter.api.application``), the types of its path
 ids and free text (ASCII ids, no control characters), and the shared ``client_dep``
 dependency of its routers."""
 

@@ -1,4 +1,4 @@
-"""HTTP routes for operators' resolutions of escalated unknown outcomes (mounted by ``starter.api.app``).
+"""HTTP routes for operators' resolutions of escalated unknown outcomes (mounted by ``starter.api.application``).
 
     POST /conversations/{id}/resolutions  {step_id, outcome: applied|not_applied, operator, note}
                                           -> 200 OutcomeResolution

@@ -1,4 +1,4 @@
-"""HTTP routes for standalone refunds and approvals (mounted by ``starter.api.app``).
+"""HTTP routes for standalone refunds and approvals (mounted by ``starter.api.application``).
 
     POST /refunds                 RefundRequest                        -> 202 {refund_id, status, ...}
     GET  /refunds/{refund_id}                                          -> 200 RefundStatus

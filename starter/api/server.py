@@ -1,4 +1,4 @@
-"""Serving the HTTP API (``starter.api.app``) with uvicorn: on its own (``statekeeper api``)
+"""Serving the HTTP API (``starter.api.application``) with uvicorn: on its own (``statekeeper api``)
 or beside the worker of ``statekeeper dev``, in the same event loop and over the same
 Temporal client. Both decide its authentication before listening (``starter.api.auth``): API keys
 when any exists; keyless on a loopback host while none does; any other host without keys
@@ -15,7 +15,7 @@ from temporalio.client import Client
 
 from activities.store.journal import JournalStore
 from settings import Settings
-from starter.api.app import create_app
+from starter.api.application import create_app
 from starter.api.auth import Access, access_from_settings
 from starter.client.conversations import StatekeeperClient
 from starter.ops.bootstrap import client_for

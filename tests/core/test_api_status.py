@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from starter.api.app import status_for
+from starter.api.application import status_for
 from starter.client.conversations import ConversationError
 
 

@@ -301,7 +301,7 @@ def test_the_image_installs_the_base_package_only() -> None:
 
 def test_the_image_tag_and_the_openapi_version_are_the_package_version(services: dict[str, Any]) -> None:
     from starter import package_version
-    from starter.api.app import create_app
+    from starter.api.application import create_app
 
     version = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
     assert package_version() == version  # the venv's install is this checkout's

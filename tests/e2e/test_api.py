@@ -23,7 +23,7 @@ import pytest
 from temporalio.testing import WorkflowEnvironment
 
 from settings import Settings
-from starter.api.app import create_app
+from starter.api.application import create_app
 from starter.client.conversations import StatekeeperClient
 from starter.runtime.connection import data_converter
 from starter.dev.server import DEV_SERVER_STARTUP

@@ -10,7 +10,7 @@ from decimal import Decimal
 
 import httpx
 
-from starter.api.app import create_app
+from starter.api.application import create_app
 from starter.client.conversations import StatekeeperClient
 from tests.workflow_harness import order_details
 from workflows.domain.policy import approvals

@@ -20,7 +20,7 @@ import sqlalchemy as sa
 from typer.testing import CliRunner
 
 from settings import Settings
-from starter.api.app import create_app
+from starter.api.application import create_app
 from starter.api.auth import access_from_settings
 from starter.cli.app import app as cli
 from starter.runtime.preflight import StartupRefused

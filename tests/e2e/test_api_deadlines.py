@@ -19,7 +19,7 @@ import pytest
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
-from starter.api.app import create_app
+from starter.api.application import create_app
 from starter.client.conversations import ConversationError, Deadlines, StatekeeperClient
 from starter.runtime.connection import data_converter
 from starter.dev.server import DEV_SERVER_STARTUP

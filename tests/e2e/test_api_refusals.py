@@ -19,7 +19,7 @@ import httpx
 import pytest
 
 from settings import Settings
-from starter.api.app import create_app
+from starter.api.application import create_app
 from starter.client.conversations import StatekeeperClient
 
 

@@ -20,7 +20,7 @@ import pytest
 from temporalio.client import Client
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
 
-from starter.api.app import create_app
+from starter.api.application import create_app
 from starter.client.conversations import StatekeeperClient
 from tests.policy_fixtures import CARD, CUSTOMER, DELIVERED, EMAIL, PENDING
 from tests.workflow_harness import order_details

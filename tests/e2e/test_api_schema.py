@@ -20,7 +20,7 @@ from hypothesis.errors import Unsatisfiable
 from schemathesis.generation.modes import GenerationMode
 from schemathesis.specs.openapi.checks import ignored_auth, positive_data_acceptance
 
-from starter.api.app import create_app
+from starter.api.application import create_app
 from starter.api.responses import COMMON, ROUTES, statuses_for
 from starter.client.conversations import StatekeeperClient
 from tests.live_api import blocking, live_api

@@ -15,7 +15,7 @@ from typing import AsyncIterator
 import httpx
 import pytest
 
-from starter.api.app import create_app
+from starter.api.application import create_app
 from starter.client.conversations import StatekeeperClient
 from tests.core.test_migrations import as_v1, current_state
 from starter.client.errors import ConversationError

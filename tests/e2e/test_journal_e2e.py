@@ -21,7 +21,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from activities.store.journal import JournalStore
 from settings import Settings
-from starter.api.app import create_app
+from starter.api.application import create_app
 from starter.client.conversations import StatekeeperClient
 from starter.runtime.connection import data_converter
 from starter.dev.server import DEV_SERVER_STARTUP

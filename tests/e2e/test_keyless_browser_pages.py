@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from settings import Settings
-from starter.api.app import create_app
+from starter.api.application import create_app
 from starter.api.auth import access_from_settings
 from starter.api.codec_server import codec_app, local_access
 from starter.runtime.codec import payload_codec

@@ -15,7 +15,7 @@ import httpx
 import pytest
 from typer.testing import CliRunner
 
-from starter.api.app import create_app
+from starter.api.application import create_app
 from starter.api.auth import access_from_settings
 from starter.cli.app import app
 from starter.client.conversations import ConversationError

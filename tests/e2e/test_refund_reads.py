@@ -12,7 +12,7 @@ import uuid
 
 import httpx
 
-from starter.api.app import create_app
+from starter.api.application import create_app
 from starter.client.conversations import StatekeeperClient
 from starter.client.errors import ConversationError
 from tests.policy_fixtures import EMAIL

@@ -81,7 +81,7 @@ def create_app(client_factory: Optional[ClientFactory] = None,
     holder: dict[str, Any] = {"client": None, "journal": None, "access": access if isinstance(access, Access) else None}
 
     async def _default_factory() -> StatekeeperClient:
-        # imported here so that importing starter.api.app does not read settings or connect
+        # imported here so that importing starter.api.application does not read settings or connect
         from settings import Settings
         from starter.dev import state as devstate
         from starter.ops.bootstrap import client_for
