@@ -75,9 +75,9 @@ def test_statuses_follow_the_interpreters_rules():
 def test_the_statekeeper_command_and_python_m_starter_cli_end_through_it():
     (script,) = [e for e in entry_points(group="console_scripts") if e.name == "statekeeper"]
     assert script.value == "starter.cli.app:main"
-    source = (ROOT / "starter" / "cli.py").read_text()
+    source = (ROOT / "starter" / "cli" / "app.py").read_text()
     assert source.rstrip().endswith('if __name__ == "__main__":\n    main()')
-    bad = subprocess.run([sys.executable, "-m", "starter.cli.app", "no-such-command"], cwd=ROOT, capture_output=True,
+    bad = subprocess.run([sys.executable, "-m", "starter.cli", "no-such-command"], cwd=ROOT, capture_output=True,
                          text=True, timeout=60)
     assert bad.returncode == 2 and "No such command" in bad.stderr  # click's usage error status kept
 
