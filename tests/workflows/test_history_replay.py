@@ -21,8 +21,17 @@ from workflows.conversation.workflow import SupportWorkflow
 
 HISTORIES = Path(__file__).resolve().parent.parent / "histories"
 RECORDED = sorted(p for p in HISTORIES.glob("v*/*.json") if p.name != "workflow_ids.json")
-LAST_RELEASE = "v1.0.0"
-"""The release whose recordings the unguarded edits below are replayed against."""
+
+
+def _version(release: str) -> tuple[int, ...]:
+    """``vX.Y.Z`` as (X, Y, Z)."""
+    return tuple(int(part) for part in release.removeprefix("v").split("."))
+
+
+RELEASES = sorted({p.parent.name for p in RECORDED}, key=_version)
+LAST_RELEASE = RELEASES[-1]
+"""The release whose recordings changes are guarded against (and the unguarded edits below
+replayed against): the newest folder of ``tests/histories``."""
 
 
 def load(path: Path) -> WorkflowHistory:
@@ -33,9 +42,8 @@ def load(path: Path) -> WorkflowHistory:
 
 
 def test_every_release_has_recorded_histories_of_both_workflows():
-    releases = sorted({path.parent.name for path in RECORDED})
-    assert LAST_RELEASE in releases
-    for release in releases:
+    assert RELEASES and all(_version(release) >= (1, 0, 0) for release in RELEASES)  # no 0.x run is replayed
+    for release in RELEASES:
         names = [path.name for path in RECORDED if path.parent.name == release]
         assert any("-support-" in n for n in names) and any("-refund-" in n for n in names), release
 
