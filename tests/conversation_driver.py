@@ -167,7 +167,7 @@ class Driver:
             tr.reject(state, Rule.SUPERSEDED.value, "a newer user message arrived", action.model_dump(mode="json"))
             return self.answer(replies.SUPERSEDED)
         verdict = validate_proposal(state, action)
-        if verdict.accepted:  # as the workflow (no-write-after-handover)
+        if verdict.accepted:  # as the workflow: no write beside a human agent who has the order's change
             verdict = handed_over_refusal(state, action) or verdict
         if not verdict.accepted:
             tr.reject(state, verdict.rule.value, verdict.reason, action.model_dump(mode="json"))
@@ -273,7 +273,7 @@ class Driver:
                 expire(approval, self.now)
         waiting = list(self.state.awaiting_approval)
         self.settling = tr.take_settled(self.state)
-        if self.settling:  # ``settle-keeps-batch``: each leaves when settled, an escalation names the rest
+        if self.settling:  # as the workflow: each leaves when settled, an escalation names the rest
             self.state.awaiting_approval = waiting
         self.settle_rest()
 
@@ -285,7 +285,7 @@ class Driver:
                                             if c.operation_id != confirmed.operation_id]
             write_key = keys.idempotency_key(confirmed.call, confirmed.operation_id)
             effect = identity(write_key, call_arguments(confirmed.call))
-            if approval.status is not ApprovalStatus.APPROVED:  # ``ledger-before-settle``
+            if approval.status is not ApprovalStatus.APPROVED:  # the ledger is asked before it is settled
                 recorded = self.sim.recorded(confirmed.call, write_key)
                 if recorded is not None:  # a reset undid the decision of a write that ran
                     record_recorded(self.state, confirmed, recorded)

@@ -56,7 +56,7 @@ async def _settle(handle: Awaitable[Any]) -> None:
 def start_local_or_activity(method: Callable[..., Awaitable[T]], arg: Any, *, local: bool,
                             start_to_close_timeout: timedelta, retry_policy: RetryPolicy,
                             summary: str) -> "workflow.ActivityHandle[T]":
-    """Start ``method(arg)`` as a local activity when ``local`` (the caller's patch or input
+    """Start ``method(arg)`` as a local activity when ``local`` (the caller's input
     says so), else as an activity that heartbeats (``HEARTBEAT_TIMEOUT``); the same timeout,
     retry policy and summary either way. Await the handle through
     ``local_failure_as_activity_error`` to catch ``ActivityError`` in both cases."""

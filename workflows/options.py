@@ -56,16 +56,6 @@ is noticed after this. A task that runs longer (a slow local activity) is kept a
 SDK's workflow-task heartbeat at 80 % of it; a replay slower than this on an overloaded worker
 would be retried (bench/turns.py counts workflow task timeouts)."""
 
-LOCAL_CALLS_PATCH = "local-store-check"
-"""``workflow.patched`` id (a conversation's): its store check runs as a local activity inside
-the workflow task of the ``open`` update (as an activity it cost the server an activity task and
-a workflow task, six history events; issue 8, turns per CPU-second). Runs recorded before it
-replay with an activity."""
-LOCAL_MODEL_CALLS_PATCH = "local-model-calls"
-"""``workflow.patched`` id checked with ``SupportInput.local_model_calls``: a worker older than
-that field drops it from the input and schedules model calls as activities, so a run it began
-must replay them as activities on a newer worker."""
-
 GRACEFUL_SHUTDOWN = timedelta(seconds=10)
 """``Worker(graceful_shutdown_timeout=)``: on SIGTERM/SIGINT running activities get this long to
 finish (a model call, a write) before they are cancelled; then the process exits even if a

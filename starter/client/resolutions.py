@@ -2,8 +2,8 @@
 update of the conversation (``workflows.conversation.resolution``), which waits for it.
 
 The workflow's update validator is the authority (no such step, not unknown, already
-resolved → ``ResolutionRefused``, a 409 here); a conversation that has finished (a run
-recorded before the resolution wait, or one whose wait ran out) is ``finished``. Before
+resolved → ``ResolutionRefused``, a 409 here); a conversation that has finished (its wait
+ran out, or it waited for none: ``resolution_wait_seconds`` 0) is ``finished``. Before
 that, a client given evidence (``ResolutionEvidence``; ``starter.ops.bootstrap.client_for`` gives
 it the systems of record, ``starter.ops.resolution_evidence.LedgerEvidence``) refuses a
 resolution they contradict, or any while they cannot be asked, the same way.

@@ -339,8 +339,8 @@ class ConversationMachine(RuleBasedStateMachine):
                 continue
             if (approval.status in (ApprovalStatus.WITHDRAWN, ApprovalStatus.APPROVED)
                     and state.status is ConversationStatus.ESCALATED):
-                # another write's unknown outcome escalated (also one settled before it in the same batch,
-                # ``settle-keeps-batch``): the human's ticket and the user both hear of it
+                # another write's unknown outcome escalated (also one settled before it in the same
+                # batch): the human's ticket and the user both hear of it
                 detail = next(s.detail for s in state.steps if s.operation_id == op)
                 assert any(detail in text for text in self.sim.tickets.values()), f"{key} withdrawn, not in a ticket"
                 assert any(detail in text for text in d.said), f"{key} withdrawn without telling the user"

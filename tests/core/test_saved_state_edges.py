@@ -1,6 +1,6 @@
 """Saved states the run could not use are refused when loaded: a negative turn (the
 records built from the state bound it; it would otherwise fail every workflow task), and
-money edited by hand into something other than exact cents. (From a review.)"""
+money edited by hand into something other than exact cents."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 
 from workflows.domain.migrations import StateIncompatible, load_state
 
-FIXTURE = Path(__file__).resolve().parents[1] / "histories" / "v0.1.0" / "states" / "returns_and_cancels-two_writes_done.json"
+FIXTURE = Path(__file__).resolve().parents[1] / "histories" / "v1.0.0" / "states" / "returns_and_cancels-two_writes_done.json"
 GIFT = "gift_card_2259499"
 
 

@@ -1,9 +1,9 @@
 """More paths for the recorded histories (``python -m tests.histories.record``): approval
 rejected, expired and withdrawn; a transfer; a policy rejection then a declined write; a
 superseded message; malformed model output; a cancel while a confirmation is pending;
-continue-as-new carrying a cancel. First written by a reviewer against v0.1.0 to find
-command-sequence changes the main scenarios do not reach; each scenario has the signature of
-those in ``tests.histories.record``.
+continue-as-new carrying a cancel; an unknown outcome escalated and resolved by an operator;
+the token budget's hand-off; model calls as local activities. They reach command sequences the
+main scenarios do not; each has the signature of those in ``tests.histories.record``.
 """
 
 from __future__ import annotations
@@ -11,8 +11,9 @@ from __future__ import annotations
 import asyncio
 
 from starter.client.conversations import StatekeeperClient
-from tests.policy_fixtures import EMAIL, PENDING
-from tests.workflow_harness import NO_APPROVALS, Script, Think, call, reply, running_worker, until
+from tests.faults import UnknownWrites
+from tests.policy_fixtures import CUSTOMER, EMAIL, PENDING
+from tests.workflow_harness import NO_APPROVALS, ListBrain, Script, Think, call, reply, running_worker, until
 from workflows.domain.policy.approvals import ApprovalPolicy
 from workflows.domain.contracts import SupportInput
 from workflows.domain.state import StepStatus
@@ -146,5 +147,48 @@ async def can_with_cancel(env, settings, save):
         return [support_workflow_id(cid)]
 
 
+ADDRESS = dict(order_id=PENDING, address1="1 Replay Road", address2="", city="Austin", state="TX", country="USA",
+               zip="78701")
+
+
+async def unknown_outcome_resolved(env, settings, save):
+    brain = ListBrain([call("find_user_id_by_email", email=EMAIL), call("get_user_details", user_id=CUSTOMER),
+                       call("get_order_details", order_id=PENDING), call("modify_pending_order_address", **ADDRESS)])
+    async with running_worker(env, settings, brain=brain, wrap_port=UnknownWrites) as (client, backend):
+        cid = "x-unknown-resolved"
+        await client.start_conversation(cid)
+        await client.send_message(cid, f"my email is {EMAIL}, ship {PENDING} to Austin")
+        await client.send_message(cid, "yes")  # the write's outcome is unknown: escalated, waiting for an operator
+        [step] = [s for s in (await client.state(cid)).steps if s.status is StepStatus.UNKNOWN]
+        await client.resolve_outcome(cid, step.step_id, "not_applied", "op-1", "no such change in the order system")
+        await client.send_message(cid, "thanks")
+        await client.cancel(cid, "done")
+        await client.outcome(cid)
+        return [support_workflow_id(cid)]
+
+
+async def budget_hand_over(env, settings, save):
+    async with running_worker(env, settings) as (_, backend):
+        client = StatekeeperClient(env.client, settings.task_queue, settings.write_timeout_seconds,
+                                   approvals=NO_APPROVALS, token_budget=6000)
+        cid = "x-budget"
+        await client.start_conversation(cid)
+        await client.send_message(cid, f"Hi, my email is {EMAIL}")  # the second model call does not fit
+        await client.outcome(cid)
+        return [support_workflow_id(cid)]
+
+
+async def local_model_calls(env, settings, save):
+    async with running_worker(env, settings, local_model_calls=True) as (client, backend):
+        cid = "x-local-model"
+        await client.start_conversation(cid)
+        await client.send_message(cid, f"Hi, my email is {EMAIL}")
+        await client.send_message(cid, f"What is the status of order {PENDING}?")
+        await client.cancel(cid, "done")
+        await client.outcome(cid)
+        return [support_workflow_id(cid)]
+
+
 MORE_SCENARIOS = [approval_rejected, approval_expired, approval_withdrawn, transfer, policy_rejection_and_decline,
-                  superseded, malformed, cancel_while_pending, can_with_cancel]
+                  superseded, malformed, cancel_while_pending, can_with_cancel, unknown_outcome_resolved,
+                  budget_hand_over, local_model_calls]

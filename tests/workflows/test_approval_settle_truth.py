@@ -3,7 +3,7 @@
 - a reset to after the user's yes but before the supervisor's decision puts the approval back
   to pending; when it then expires (or is rejected), the write may already have applied in the
   first run: the ledger is asked by the write's key before "Nothing has been changed" is said
-  and before a human is asked to "decide and act by hand" (``ledger-before-settle``);
+  and before a human is asked to "decide and act by hand";
 
 SupportWorkflow on a real Temporal dev server with a real worker, SQLite, a test brain.
 """

@@ -1,5 +1,5 @@
-"""Versioned workflow code: the recorded histories of every released version
-(``tests/histories/<version>/*.json``, made by ``python -m tests.histories.record``) replay
+"""Versioned workflow code: the recorded histories of every release kept in
+``tests/histories/<version>/`` (made by ``python -m tests.histories.record --out ...``) replay
 with today's workflow code in the ``Replayer``, with the worker's own sandbox runner. A
 change to the command sequence that is not guarded by ``workflow.patched`` fails here, in
 CI, instead of failing running conversations with a nondeterminism error."""
@@ -23,6 +23,17 @@ HISTORIES = Path(__file__).resolve().parent.parent / "histories"
 RECORDED = sorted(p for p in HISTORIES.glob("v*/*.json") if p.name != "workflow_ids.json")
 
 
+def _version(release: str) -> tuple[int, ...]:
+    """``vX.Y.Z`` as (X, Y, Z)."""
+    return tuple(int(part) for part in release.removeprefix("v").split("."))
+
+
+RELEASES = sorted({p.parent.name for p in RECORDED}, key=_version)
+LAST_RELEASE = RELEASES[-1]
+"""The release whose recordings changes are guarded against (and the unguarded edits below
+replayed against): the newest folder of ``tests/histories``."""
+
+
 def load(path: Path) -> WorkflowHistory:
     """The history at ``path`` under its real workflow id (ids derived from it, such as
     approval ids, must come out the same)."""
@@ -31,9 +42,8 @@ def load(path: Path) -> WorkflowHistory:
 
 
 def test_every_release_has_recorded_histories_of_both_workflows():
-    releases = sorted({path.parent.name for path in RECORDED})
-    assert "v0.1.0" in releases
-    for release in releases:
+    assert RELEASES and all(_version(release) >= (1, 0, 0) for release in RELEASES)  # no 0.x run is replayed
+    for release in RELEASES:
         names = [path.name for path in RECORDED if path.parent.name == release]
         assert any("-support-" in n for n in names) and any("-refund-" in n for n in names), release
 
@@ -49,8 +59,8 @@ async def test_recorded_history_replays_with_todays_code(path: Path):
     assert result.replay_failure is None, f"{path.name}: {result.replay_failure}"
 
 
-# The three ordinary edits that once broke running conversations, made here without a
-# `workflow.patched` guard: replaying the released histories must catch each of them.
+# Three ordinary edits to the command sequence, made here without a `workflow.patched` guard:
+# replaying the last release's histories must catch each of them.
 
 def _child_id_in_a_new_format(monkeypatch):
     from workflows.domain import keys
@@ -80,7 +90,7 @@ async def test_an_unguarded_change_to_the_command_sequence_fails_replay(edit, mo
 
 
 async def _unsandboxed_replay_failure():
-    history = load(HISTORIES / "v0.1.0" / "returns_and_cancels-support-v-return-cancel-run0.json")
+    history = load(HISTORIES / LAST_RELEASE / "returns_and_cancels-support-v-return-cancel-run0.json")
     # unsandboxed: the sandbox would re-import the edited modules fresh and undo the edit
     replay = Replayer(workflows=[SupportWorkflow, RefundWorkflow], data_converter=data_converter(),
                       workflow_runner=UnsandboxedWorkflowRunner())

@@ -1,6 +1,6 @@
-"""Model calls as local activities (``SupportInput.local_model_calls``, ``STATEKEEPER_MODEL_CALLS=local``;
-issue 8): a turn with one read is one workflow task with no activity task, its history replays,
-and a cancel sent during a slow model call still stops it before it ends (it reaches the
+"""Model calls as local activities (``SupportInput.local_model_calls``, ``STATEKEEPER_MODEL_CALLS=local``):
+a turn with one read is one workflow task with no activity task, its history replays (and so
+does the control's), and a cancel sent during a slow model call still stops it before it ends (it reaches the
 workflow at the workflow task's heartbeat). The default (model calls as activities) is the
 control of the first test.
 
@@ -40,21 +40,6 @@ def _last_turn(history) -> list:
     return events[start:end + 1]
 
 
-async def _with_local_flag(history):
-    """``history`` with ``local_model_calls`` set in its workflow's input."""
-    from temporalio.client import WorkflowHistory
-
-    from workflows.domain.contracts import SupportInput
-
-    events = list(history.events)
-    started = events[0].workflow_execution_started_event_attributes
-    converter = data_converter()
-    [inp] = await converter.decode(list(started.input.payloads), [SupportInput])
-    del started.input.payloads[:]
-    started.input.payloads.extend(await converter.encode([inp.model_copy(update={"local_model_calls": True})]))
-    return WorkflowHistory(history.workflow_id, events)
-
-
 async def _turn_with_one_read(temporal_env, settings, local: bool):
     async with running_worker(temporal_env, settings, brain=_script(), local_model_calls=local) as (client, _):
         cid = await client.start_conversation(f"local-{local}-{uuid.uuid4().hex[:6]}")
@@ -83,9 +68,7 @@ async def test_a_turn_with_one_read_is_one_workflow_task_with_local_model_calls(
     replayer = Replayer(workflows=[SupportWorkflow, RefundWorkflow], data_converter=data_converter(),
                         workflow_runner=workflow_runner())
     await replayer.replay_workflow(local)
-    # a run an older worker began (it dropped the flag: activities) replays on this one with the
-    # flag set in its input: the patch keeps its model calls activities (review of 2026-11-30)
-    await replayer.replay_workflow(await _with_local_flag(control_history))
+    await replayer.replay_workflow(control_history)
 
 
 async def test_a_cancel_during_a_slow_local_model_call_stops_it_before_it_ends(temporal_env, settings):

@@ -251,9 +251,9 @@ def _transfer(view: dict, plan: Optional[dict] = None) -> dict:
 
 
 async def test_reset_that_re_runs_a_transfer_finds_its_ticket_held(temporal_env, settings):
-    """The transfer's ticket was opened in the first run; the re-run finds it held (``open_ticket``
-    answered False: not opened now) and transfers, not "I could not hand you over" (patch
-    ``ticket-already-held``)."""
+    """The transfer's ticket was opened in the first run; the re-run finds it held (the
+    ``open_ticket`` activity answers False: not opened now) and transfers, not "I could not hand
+    you over"."""
     from workflows.domain.replies import TRANSFERRED
 
     async with running_worker(temporal_env, settings, brain=_transfer) as (client, backend):

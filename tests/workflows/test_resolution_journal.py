@@ -1,8 +1,8 @@
-"""What an operator's resolution tells the user is in the transcript at once
-(``RESOLUTION_JOURNAL_PATCH``): it was written only with the record of the user's next turn, so
-``statekeeper transcript`` and ``GET /conversations/{id}/transcript`` did not show a text the
-user had been told, and never did when the user wrote nothing more. Real Temporal dev server,
-worker and journal (SQLite); the write fails as ``OutcomeUnknown`` at the tool port."""
+"""What an operator's resolution tells the user is in the transcript at once, not only with the
+record of the user's next turn: ``statekeeper transcript`` and
+``GET /conversations/{id}/transcript`` show it even when the user writes nothing more. Real
+Temporal dev server, worker and journal (SQLite); the write fails as ``OutcomeUnknown`` at the
+tool port."""
 
 from __future__ import annotations
 

@@ -1,9 +1,6 @@
 """A standalone refund whose approval expires while the ticketing system refuses every
-request. ``RefundWorkflow``'s approval gate opened the expiry's human ticket with no
-handling of its failure: the run failed (Temporal status ``failed``), ``GET /refunds/{id}``
-said ``failed`` with no reason, and nobody was told that no human agent has the request.
-A conversation says exactly that (``no-handover-without-ticket``); a standalone refund now
-ends ``refused`` with the reason saying no ticket could be opened, and writes nothing."""
+request ends ``refused`` (not ``failed``), with the reason saying that no human-agent ticket
+could be opened, so no human agent has it (as a conversation says), and writes nothing."""
 
 from __future__ import annotations
 

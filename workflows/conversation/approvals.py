@@ -10,18 +10,18 @@ who approved, so it does not ask again); rejected → nothing is written; expire
 human ticket is opened. The user is told each outcome (an assistant turn, and the
 start of the reply to their next message).
 
-Before a write is parked, the ledger is asked by its key (``LEDGER_BEFORE_APPROVAL_PATCH``):
+Before a write is parked, the ledger is asked by its key (``recorded_before_approval``):
 a reset to before the user's yes re-executes it, and a write that a supervisor approved and
 that applied in the first run is recorded as applied, never parked for a second decision
 whose rejection, expiry or cancel would tell the user it was not made. Likewise the
 ticketing system is asked for the write's approval-expiry ticket before it is parked
-(``HANDOVER_BEFORE_APPROVAL_PATCH``): a write whose approval expired in an earlier run is a
-human agent's, and a reset that re-executes its yes never parks it for a supervisor who could
-approve it beside them. (A reset to after the yes keeps the approval's ``expires_at`` in the
-state, so it expires again at once and cannot be approved.) Such a reset also puts an approval
-that was decided after it back to pending, though the write may have applied in the first run:
-before a rejected or expired approval tells the user nothing was changed, the ledger is asked by
-the write's key (``LEDGER_BEFORE_SETTLE_PATCH``).
+(``handed_over``): a write whose approval expired in an earlier run is a human agent's, and a
+reset that re-executes its yes never parks it for a supervisor who could approve it beside
+them. (A reset to after the yes keeps the approval's ``expires_at`` in the state, so it
+expires again at once and cannot be approved.) Such a reset also puts an approval that was
+decided after it back to pending, though the write may have applied in the first run: before
+a rejected or expired approval tells the user nothing was changed, the ledger is asked by the
+write's key (``settle_approvals``).
 """
 
 from __future__ import annotations
@@ -60,34 +60,11 @@ from workflows.domain.state import ConversationState, PendingConfirmation, StepS
 from workflows.visibility import Visibility
 
 
-LEDGER_BEFORE_APPROVAL_PATCH = "ledger-before-approval"
-"""``workflow.patched`` id of asking the ledger, by the write's key, before parking a
-confirmed write for a supervisor (``recorded_before_approval``)."""
-
-LEDGER_BEFORE_SETTLE_PATCH = "ledger-before-settle"
-"""``workflow.patched`` id of asking the ledger, by the write's key, before settling a rejected
-or expired approval as "nothing was changed" (``settle_approvals``)."""
-
-SETTLE_KEEPS_BATCH_PATCH = "settle-keeps-batch"
-"""``workflow.patched`` id of keeping a settle batch's writes among ``awaiting_approval`` until each
-is settled: an escalation of one withdraws the rest and says so (before, they were dropped)."""
-
-TRUTHFUL_EXPIRY_PATCH = "no-handover-without-ticket"
-"""``workflow.patched`` id of telling the user that an expired approval's write went to no one
-when its human ticket could not be opened (before: "handed it to a human agent")."""
 NO_TICKET = "the approval expired undecided; no human-agent ticket could be opened"
 """The step's error when the expiry's ticket could not be opened."""
 RAN_EARLIER = "the write had already run in an earlier run of this conversation (ledger)"
-"""Added to an approval's note when ``ledger-before-settle`` finds its write applied."""
-
-SETTLE_CANCEL_SUMMARY_PATCH = "settle-escalation-cancel-summary"
-"""``workflow.patched`` id of honouring a cancel that arrived while an approved write ran outside a
-turn and ended escalated: its summary, its reason in ``ended_reason``, its rollback (as
-``workflows.conversation.cancellation.escalated_while_cancelling`` does in a turn); before, the cancel left no trace."""
-
-HANDOVER_BEFORE_APPROVAL_PATCH = "handover-before-approval"
-"""``workflow.patched`` id of asking the ticketing system, by the write's approval-expiry
-ticket key, before parking a confirmed write (``handed_over``)."""
+"""Added to an approval's note when the ledger, asked before a rejected or expired approval is
+settled, finds its write applied."""
 HANDED_OVER = f"the approval expired undecided in an earlier run; {HANDED_TO_HUMAN}"
 """The step's error when ``handed_over`` finds the write already with a human agent."""
 
@@ -105,10 +82,9 @@ async def recorded_before_approval(state: ConversationState, confirmed: PendingC
                                    policy: ApprovalPolicy) -> Optional[ToolResult]:
     """The ledger's result for a write that needs a supervisor and already holds one under
     its key (a reset re-executed the yes of a write that was approved and ran), else None.
-    Asks only for writes that need approval, in runs recorded after
-    ``LEDGER_BEFORE_APPROVAL_PATCH``; a failed lookup returns None (the write is parked,
+    Asks only for writes that need approval; a failed lookup returns None (the write is parked,
     and its refund child asks the ledger first once approved)."""
-    if not needs_approval(state, confirmed, policy) or not workflow.patched(LEDGER_BEFORE_APPROVAL_PATCH):
+    if not needs_approval(state, confirmed, policy):
         return None
     return await _recorded(state, confirmed, "before asking a supervisor")
 
@@ -130,10 +106,9 @@ async def handed_over(state: ConversationState, confirmed: PendingConfirmation, 
     failed with ``HANDED_OVER`` and the verdict is in ``journal``: the caller tells the user
     ``replies.already_handed_over`` and runs nothing.
 
-    Asks only for writes that need approval, in runs recorded after
-    ``HANDOVER_BEFORE_APPROVAL_PATCH``; a failed look-up returns False (the write waits for, or
-    runs after, the supervisor's decision as before)."""
-    if not needs_approval(state, confirmed, policy) or not workflow.patched(HANDOVER_BEFORE_APPROVAL_PATCH):
+    Asks only for writes that need approval; a failed look-up returns False (the write waits
+    for, or runs after, the supervisor's decision)."""
+    if not needs_approval(state, confirmed, policy):
         return False
     ticket = keys.approval_expiry_ticket_key(keys.idempotency_key(confirmed.call, confirmed.operation_id))
     try:
@@ -203,11 +178,11 @@ async def settle_approvals(state: ConversationState, policy: ApprovalPolicy, wri
             expire(approval, now)
     told, waiting = [], list(state.awaiting_approval)
     settled = tr.take_settled(state)
-    if settled and workflow.patched(SETTLE_KEEPS_BATCH_PATCH):
+    if settled:
         state.awaiting_approval = waiting  # each leaves when settled: an escalation withdraws (and tells) the rest
     for confirmed, approval in settled:
         state.awaiting_approval = [c for c in state.awaiting_approval if c.operation_id != confirmed.operation_id]
-        if approval.status is not ApprovalStatus.APPROVED and workflow.patched(LEDGER_BEFORE_SETTLE_PATCH):
+        if approval.status is not ApprovalStatus.APPROVED:
             # a reset to after the yes undid a decision whose write ran: it is not "nothing changed"
             recorded = await _recorded(state, confirmed, "before telling the user it was not made")
             if recorded is not None:
@@ -230,7 +205,7 @@ async def settle_approvals(state: ConversationState, policy: ApprovalPolicy, wri
                 journal.write_done(state, confirmed)
             told.append(ended or replies.approved(confirmed.detail, _outcome(state, confirmed)))
             if not state.is_open():
-                if ended is not None and workflow.patched(SETTLE_CANCEL_SUMMARY_PATCH):  # escalated: a cancel too
+                if ended is not None:  # escalated: a cancel that arrived meanwhile is honoured too
                     told[-1] = await escalated_with_cancel(state, cancel_requested(), ended, write_timeout_seconds)
                 break
         elif approval.status is ApprovalStatus.REJECTED:
@@ -245,7 +220,7 @@ async def settle_approvals(state: ConversationState, policy: ApprovalPolicy, wri
             write_key = keys.idempotency_key(confirmed.call, confirmed.operation_id)
             opened = await open_ticket(state, expiry_ticket_summary(approval),
                                        keys.approval_expiry_ticket_key(write_key))
-            if not opened and workflow.patched(TRUTHFUL_EXPIRY_PATCH):  # no human has it: none is promised
+            if not opened:  # no human has it: none is promised
                 reason = NO_TICKET
                 tr.finish_step(state, confirmed.operation_id, StepStatus.FAILED, reason)
                 told.append(replies.approval_expired_without_ticket(confirmed.detail))

@@ -13,16 +13,13 @@ cache writes, output). It is checked twice:
 Either way the conversation takes the existing transfer path (a human-agent ticket, status
 transferred) and the user is told why (``replies.budget_exceeded``), after what the writes
 confirmed in this turn did: a hand-off right after a write must not hide its outcome (the
-ticket lists them too). The hand-off is a new
-command sequence, guarded by ``workflow.patched(BUDGET_PATCH)``; histories recorded before it
-never had a budget, so they never reach it.
+ticket lists them too).
 """
 
 from __future__ import annotations
 
 from typing import Any, Optional
 
-from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError
 
 from workflows.domain import keys, replies
@@ -31,8 +28,6 @@ from workflows.domain.errors import ErrorType
 from workflows.conversation.execute import open_ticket
 from workflows.domain.state import ConversationState, ConversationStatus
 
-BUDGET_PATCH = "token-budget-v1"
-"""``workflow.patched`` id of the hand-off when the token budget is exceeded."""
 BUDGET_REASON = "token budget exceeded: handed to a human agent"
 
 
@@ -61,11 +56,6 @@ def is_budget_refusal(err: ActivityError) -> bool:
     """True when a model activity failed because its request would pass the budget."""
     cause: Any = err.cause
     return isinstance(cause, ApplicationError) and cause.type == ErrorType.TOKEN_BUDGET_EXCEEDED.value
-
-
-def hand_over_allowed() -> bool:
-    """Whether this run may take the budget hand-off (``BUDGET_PATCH``)."""
-    return workflow.patched(BUDGET_PATCH)
 
 
 def writes_this_turn(state: ConversationState) -> tuple[list[str], list[str]]:

@@ -14,8 +14,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Optional
 
-from temporalio import workflow
-
 from workflows.domain import keys, replies
 from workflows.domain import transitions as tr
 from workflows.conversation.compensation import roll_back
@@ -48,30 +46,16 @@ async def _roll_back(state: ConversationState, write_timeout_seconds: float) -> 
     return not_undone
 
 
-ESCALATED_WHILE_CANCELLING_PATCH = "cancel-summary-on-escalation"
-"""Since this patch, a write whose outcome turned out unknown while a cancel was pending is
-still escalated (the one thing a cancel lets start), and the user's reply and the state also
-say that the conversation was cancelled (before: only the escalation was said)."""
-
-
-ROLLBACK_ON_ESCALATION_PATCH = "rollback-on-escalation"
-"""Since this patch, a cancel with ``rollback`` that arrives while a write whose outcome turns out
-unknown is in flight still undoes the conversation's reversible writes after the escalation
-(before: the rollback was dropped unsaid, and the summary reported those writes done)."""
-
-
-CANCEL_DURING_TRANSFER_PATCH = "cancel-summary-on-transfer"
-"""Since this patch, a cancel that arrives while a transfer to a human agent (or a hand-over at the
-token budget) opens its ticket is honoured like one during an escalation: the status stays
-``transferred`` (the ticket is open), the summary is told, the reason joins ``ended_reason`` and
-the rollback runs (before: the cancel left no trace)."""
-
-
 async def escalated_while_cancelling(ctx: "TurnContext", reply: str) -> str:
     """The reply to a turn that ended escalated or transferred: prefixed with the cancel's summary, and the
     cancel's reason added to ``state.ended_reason``, when a cancel was pending; ``reply``
-    unchanged otherwise (the status stays: a human must check the write, or has the case). A
-    cancel asking for a rollback undoes the reversible writes first (``ROLLBACK_ON_ESCALATION_PATCH``)."""
+    unchanged otherwise (the status stays: a human must check the write, or has the case).
+
+    A write whose outcome turned out unknown while a cancel was pending is still escalated (the
+    one thing a cancel lets start); a transfer to a human agent (or a hand-over at the token
+    budget) whose ticket opened while a cancel arrived stays ``transferred``. Either way the
+    user's reply and the state also say that the conversation was cancelled, and a cancel
+    asking for a rollback undoes the reversible writes after the escalation or transfer."""
     return await escalated_with_cancel(ctx.state, ctx.cancel_request(), reply, ctx.write_timeout_seconds)
 
 
@@ -80,27 +64,21 @@ async def escalated_with_cancel(state: ConversationState, request: Optional[Canc
     """``escalated_while_cancelling`` for a write run outside a turn (a supervisor approved it)."""
     if request is None or state.status not in (ConversationStatus.ESCALATED, ConversationStatus.TRANSFERRED):
         return reply
-    transferred = state.status is ConversationStatus.TRANSFERRED
-    if not workflow.patched(CANCEL_DURING_TRANSFER_PATCH if transferred else ESCALATED_WHILE_CANCELLING_PATCH):
-        return reply
     not_undone: list[str] = []
-    if request.rollback and (transferred or workflow.patched(ROLLBACK_ON_ESCALATION_PATCH)):
+    if request.rollback:
         not_undone = await _roll_back(state, write_timeout_seconds)
     state.ended_reason = f"{state.ended_reason}; cancel requested meanwhile: {request.reason}"
     return f"{summary(state, not_undone)} {reply}"
 
 
-CANCEL_ANSWERS_TURN_PATCH = "cancel-answers-its-turn"
-"""Since this patch, a turn that ends with a reply while a cancel that arrived during it is pending
-(an approval being requested, a transfer whose ticket failed, a write found changed) is answered
-by the cancel's summary, as an interrupted turn is: before, the user read a reply the cancel had
-already made untrue ("this needs a supervisor's approval" for a write it withdrew)."""
-
-
 def answered_by_cancel(state: ConversationState, request: Optional[CancelRequest]) -> bool:
     """True when the turn just answered must be answered by the cancel path instead: a cancel is
-    pending and the conversation is still open (``CANCEL_ANSWERS_TURN_PATCH``)."""
-    return request is not None and state.is_open() and workflow.patched(CANCEL_ANSWERS_TURN_PATCH)
+    pending and the conversation is still open. A turn that ends with a reply while a cancel that
+    arrived during it is pending (an approval being requested, a transfer whose ticket failed, a
+    write found changed) is answered by the cancel's summary, as an interrupted turn is: the reply
+    would say what the cancel already made untrue ("this needs a supervisor's approval" for a
+    write it withdrew)."""
+    return request is not None and state.is_open()
 
 
 def summary(state: ConversationState, not_undone: list[str]) -> str:

@@ -116,10 +116,8 @@ async def _compensate(state: ConversationState, op: CompletedOperation, tool: st
     now = await _subject_document(state, spec, op.arguments[spec.subject], lambda: None)
     current = now.get(spec.compensation_from or "") if now else None
     if not isinstance(current, dict) or any(current.get(k) != v for k, v in op.arguments.items() if k in current):
-        if not workflow.patched(RESET_COMPENSATION_PATCH):
-            return False
-        # a reset re-running a rollback whose undo applied finds the change already undone,
-        # not what the write set: the ledger, asked by the undo's key, says whether it was ours
+        # not what the write set: someone else changed it, or a reset re-ran a rollback whose undo
+        # applied; the ledger, asked by the undo's key, says whether the undo was ours
         result = await recorded_under(request, "ask the ledger whether the undo already applied")
         if result is None:
             return False
@@ -142,20 +140,9 @@ async def _undo(request: WriteToolRequest, write_timeout_seconds: float, summary
             retry_policy=WRITE_RETRY, summary=summary,
         )
     except ActivityError:
-        if not workflow.patched(COMPENSATION_RECHECK_PATCH):
-            return None
-        # its answer may be what was lost, not its commit; None: reported not undone, a human follows up
+        # its retries ran out, but it may have committed with its answer lost: the ledger, asked by
+        # its key, says; None: reported not undone, a human follows up
         return await recorded_under(request, "re-check the undo by its key")
-
-
-COMPENSATION_RECHECK_PATCH = "recheck-ledger-after-compensation"
-"""``workflow.patched`` id of asking the ledger, by the compensation's key, about a compensating
-write whose retries ran out: it may have committed with its answer lost. Before, such a write
-was reported "could not be undone" (and a human asked to restore) when it had undone the change."""
-RESET_COMPENSATION_PATCH = "reset-finds-applied-compensation"
-"""``workflow.patched`` id of asking the ledger, by the undo's key, when the subject no longer holds
-what the write set: a reset that re-ran a rollback found the change undone by the first run's
-compensation and reported it "could not be undone", a human asked to restore what was restored."""
 
 
 def _step_detail(state: ConversationState, op: CompletedOperation) -> str:

@@ -43,7 +43,7 @@ from workflows.domain.contracts import (
 )
 from workflows.domain.errors import ErrorType
 from workflows.failures import ORDER_SYSTEM, TICKET_SYSTEM, application_cause, log_detail, public_reason
-from workflows.interrupts import Interrupted, cancellable, local_failure_as_activity_error, start_local_or_activity
+from workflows.interrupts import Interrupted, cancellable, local_failure_as_activity_error
 from workflows.ledger_lookup import recorded_under
 from workflows.options import (CONVERSATION_TASK_TIMEOUT, HEARTBEAT_TIMEOUT, READ_RETRY,
                                READ_TIMEOUT, TENANT, WRITE_RETRY)
@@ -60,23 +60,6 @@ CHILD_START_ATTEMPTS = 30
 CHILD_START_BACKOFF = timedelta(seconds=2)
 """A refund child whose id is still running (a reset re-executed its parent) is waited for:
 a new run then finds the first run's outcome in the ledger."""
-RECHECK_PATCH = "recheck-ledger-before-escalation"
-"""``workflow.patched`` id of asking the system of record once more, by the write's key, before
-escalating a write whose outcome is unknown (and marking its step ``unknown``, not failed)."""
-TRUTHFUL_TRANSFER_PATCH = "no-transfer-without-ticket"
-"""``workflow.patched`` id of telling the user they were not transferred when no ticket opened."""
-LOCAL_READS_PATCH = "local-reads"
-"""``workflow.patched`` id of running a conversation's reads as local activities: a read takes
-under a millisecond, and as an activity it cost a server round trip, a workflow task and six
-history events (bench/turns.py); as a local activity it runs inside the workflow task that
-asked for it and leaves one marker. Histories recorded before it replay with activities."""
-TICKET_HELD_PATCH = "ticket-already-held"
-"""``workflow.patched`` id of ``open_ticket`` returning True when the ticketing system already held
-the ticket (opened by an earlier run; a reset re-executed the hand-off): before, that was False,
-read by its callers as "no ticket could be opened"."""
-TENANT_PATCH = "tenant-on-refund-child"
-"""``workflow.patched`` id of passing the conversation's ``Tenant`` to its refund child: a
-start option of the child, guarded so that histories recorded without it replay unchanged."""
 
 
 def failure_reason(err: BaseException, system: str = ORDER_SYSTEM) -> str:
@@ -95,14 +78,17 @@ def _failed_with(err: BaseException, error_type: ErrorType) -> bool:
 
 async def read(state: ConversationState, call, summary_prefix: str = "",
                cancel_requested: Optional[Callable[[], Optional[CancelRequest]]] = None) -> ToolResult:
-    """Run a read tool, scoped to the authenticated customer. Raises ``ActivityError``
-    when its retries run out, and ``Interrupted`` when ``cancel_requested`` reports a
-    cancel before it finishes (the read is then cancelled)."""
+    """Run a read tool, scoped to the authenticated customer, as a local activity: a read takes
+    under a millisecond, and as an activity it would cost a server round trip, a workflow task
+    and six history events (bench/turns.py); as a local activity it runs inside the workflow
+    task that asked for it and leaves one marker. Raises ``ActivityError`` when its retries
+    run out, and ``Interrupted`` when ``cancel_requested`` reports a cancel before it finishes
+    (the read is then cancelled)."""
     request = ReadToolRequest(store=state.store, call=call, system_of_record=state.system_of_record,
                               scope_user_id=state.customer.user_id if state.customer else None)
-    handle = start_local_or_activity(ToolActivitiesApi.run_read_tool, request, local=workflow.patched(LOCAL_READS_PATCH),
-                                     start_to_close_timeout=READ_TIMEOUT, retry_policy=READ_RETRY,
-                                     summary=call_summary(call, summary_prefix))
+    handle = workflow.start_local_activity_method(ToolActivitiesApi.run_read_tool, request,
+                                                  start_to_close_timeout=READ_TIMEOUT, retry_policy=READ_RETRY,
+                                                  summary=call_summary(call, summary_prefix))
     result = await local_failure_as_activity_error(
         cancellable(handle, cancel_requested) if cancel_requested else handle, "run_read_tool")
     tr.bind_system_of_record(state, result)
@@ -112,9 +98,10 @@ async def read(state: ConversationState, call, summary_prefix: str = "",
 async def open_ticket(state: ConversationState, summary: str, ticket_key: str) -> bool:
     """Open a human-agent ticket; False if it could not be opened (the conversation still
     closes, and its ``Step`` search attribute tells operators it needs a human). True also when
-    the ticketing system already held it (``TICKET_HELD_PATCH``)."""
+    the ticketing system already held it (opened by an earlier run; a reset re-executed the
+    hand-off): a human has it all the same."""
     try:
-        opened = await workflow.execute_activity_method(
+        await workflow.execute_activity_method(  # False: held already, opened by an earlier run
             ToolActivitiesApi.open_ticket,
             TicketRequest(store=state.store, ticket_key=ticket_key,
                           user_id=state.customer.user_id if state.customer else None, summary=summary),
@@ -125,7 +112,7 @@ async def open_ticket(state: ConversationState, summary: str, ticket_key: str) -
     except ActivityError as err:
         tr.reject(state, Rule.TOOL_ERROR.value, f"opening the ticket failed: {failure_reason(err, TICKET_SYSTEM)}")
         return False
-    return opened or workflow.patched(TICKET_HELD_PATCH)  # held already: a human has it all the same
+    return True
 
 
 def escalation_summary(reason: str, withdrawn: list[str]) -> str:
@@ -156,8 +143,7 @@ async def execute_confirmed(state: ConversationState, pending: PendingConfirmati
     undo, document = await before_image(state, call, cancel_requested)
     if cancel_requested() is not None:
         raise Interrupted()
-    if (document is not None and read_before_write.changed(state, call, document)
-            and workflow.patched(read_before_write.PATCH)):
+    if document is not None and read_before_write.changed(state, call, document):
         # the order the user confirmed is not the one there now: nothing is written
         tr.apply_write_result(state, call, operation, key, read_before_write.CHANGED_RESULT, False, None, None)
         tr.apply_read_result(state, make_tool_call("get_order_details", {"order_id": document["order_id"]}),
@@ -192,12 +178,12 @@ async def execute_confirmed(state: ConversationState, pending: PendingConfirmati
                                        "change was not made", outcome=Outcome.REFUSED)
         else:
             result = ToolResult(result=failure_reason(err), outcome=Outcome.UNKNOWN)
-    if result.outcome is Outcome.UNKNOWN and workflow.patched(RECHECK_PATCH):
+    if result.outcome is Outcome.UNKNOWN:
+        # asked once more, by the write's key, before anyone is told it failed
         result = await _recheck(state, call, key) or result
     if result.outcome is Outcome.UNKNOWN:
         reason = f"{call.name} could not be shown to have completed ({result.result}); escalated to a human agent"
-        unknown = StepStatus.UNKNOWN if workflow.patched(RECHECK_PATCH) else StepStatus.FAILED
-        tr.finish_step(state, operation, unknown, reason)
+        tr.finish_step(state, operation, StepStatus.UNKNOWN, reason)
         # confirmed writes awaiting a supervisor are withdrawn by the close: the human and the user hear of them
         withdrawn = [c.detail for c in state.awaiting_approval]
         opened = await open_ticket(state, escalation_summary(reason, withdrawn), keys.escalation_ticket_key(key))
@@ -232,8 +218,6 @@ async def _run_refund(state: ConversationState, pending: PendingConfirmation, wr
     order_id = call.arguments.order_id
     child_id = keys.refund_workflow_id(state.store, order_id, pending.operation_id)
     confirmed, method_id = read_before_write.confirmed(state, call)
-    if not workflow.patched(read_before_write.PATCH):
-        confirmed = method_id = None
     refund = RefundInput(store=state.store, operation_id=pending.operation_id, call=call,
                          expected_user_id=state.customer.user_id, notify_email=state.customer.email or None,
                          conversation_id=state.conversation_id, write_timeout_seconds=write_timeout_seconds,
@@ -246,7 +230,6 @@ async def _run_refund(state: ConversationState, pending: PendingConfirmation, wr
                 RefundWorkflow.run, refund, id=child_id, parent_close_policy=workflow.ParentClosePolicy.ABANDON,
                 static_summary=f"{call.name} {order_id}", search_attributes=attributes,
                 # its fresh reads are local activities: a dead worker is noticed at this timeout
-                # (a start option: replay does not compare it, so it needs no patch)
                 task_timeout=CONVERSATION_TASK_TIMEOUT,
             )
             break
@@ -261,9 +244,9 @@ async def _run_refund(state: ConversationState, pending: PendingConfirmation, wr
 def _child_attributes() -> Optional[TypedSearchAttributes]:
     """The refund child's search attributes: the conversation's ``Tenant`` (set at its start,
     never upserted, so the same on every replay), that the child belongs to the same tenant;
-    None for a conversation without one, or a history recorded before ``TENANT_PATCH``."""
+    None for a conversation without one."""
     tenant = workflow.info().typed_search_attributes.get(TENANT)
-    if tenant is None or not workflow.patched(TENANT_PATCH):
+    if tenant is None:
         return None
     return TypedSearchAttributes([SearchAttributePair(TENANT, tenant)])
 

@@ -42,28 +42,6 @@ from workflows.options import (
 )
 from workflows.domain.state import ConversationState, ConversationStatus, PendingConfirmation
 
-JOURNAL_PATCH = "journal-v1"
-"""``workflow.patched`` id of the ``record_turn`` activity call: v0.1.0 made no such call,
-so its histories replay without it (and a run that began on v0.1.0 code keeps not making it)."""
-
-
-JOURNAL_LOCAL_PATCH = "journal-local"
-"""``workflow.patched`` id of writing the record as a local activity first (one marker event
-instead of an activity's three events and the workflow task its completion needs); histories
-recorded before it replay with the activity alone."""
-
-
-JOURNAL_IN_MODEL_PATCH = "journal-in-model"
-"""``workflow.patched`` id of handing the turn's record so far to each model call, which writes
-it when it proposes a reply (``ModelRequest.journal``); the turn's own write is then skipped
-when the record it would send is the one written (one history event less per turn)."""
-
-
-def journal_patched() -> bool:
-    """True when this run makes the journal's activity call (``JOURNAL_PATCH``): always in
-    new runs, never when replaying a history recorded without it."""
-    return workflow.patched(JOURNAL_PATCH)
-
 
 def operation_turn(operation_id: str) -> int:
     """The user turn that proposed ``operation_id`` (``workflows.domain.keys.operation_id``:
@@ -176,13 +154,11 @@ class JournalLog:
 
     def for_model(self, state: ConversationState) -> Optional[TurnRecord]:
         """The record so far of the user turn in progress, for the model call about to be made
-        (``ModelRequest.journal``); None when earlier records are still being written (records
-        go in turn order) or the turn began before the last record."""
+        (``ModelRequest.journal``), which writes it when it proposes a reply: the turn's own
+        write is then skipped when the record it would send is the one written (one history
+        event less per turn). None when earlier records are still being written (records go in
+        turn order) or the turn began before the last record."""
         if not self._turn_complete or (self._writing is not None and not self._writing.done()):
-            return None
-        # this patch first: asked during the replay of an older history before its journal-v1
-        # marker, journal_patched() would answer (and memoize) False
-        if not (workflow.patched(JOURNAL_IN_MODEL_PATCH) and journal_patched()):
             return None
         return self.so_far(state)
 
@@ -248,23 +224,23 @@ class JournalLog:
             await self._writing
 
     async def send(self, record: TurnRecord) -> None:
-        """Write ``record`` (one ``record_turn`` call; see ``flush``)."""
-        if not journal_patched():
-            return
+        """Write ``record`` (one ``record_turn`` call; see ``flush``): as a local activity first
+        (one marker event instead of an activity's three events and the workflow task its
+        completion needs), then, when the journal's database did not answer it, as an activity
+        retried in the background."""
         summary = f"journal: turn {record.turn if record.turn is not None else self.turn}"
-        if workflow.patched(JOURNAL_LOCAL_PATCH):
-            try:
-                await workflow.execute_local_activity_method(
-                    JournalActivitiesApi.record_turn, record, start_to_close_timeout=JOURNAL_LOCAL_TIMEOUT,
-                    retry_policy=JOURNAL_LOCAL_RETRY, summary=summary)
+        try:
+            await workflow.execute_local_activity_method(
+                JournalActivitiesApi.record_turn, record, start_to_close_timeout=JOURNAL_LOCAL_TIMEOUT,
+                retry_policy=JOURNAL_LOCAL_RETRY, summary=summary)
+            return
+        except FailureError as err:  # a local activity's failure may come without its ActivityError wrapper
+            if _cause_name(err) == ErrorType.INVALID_JOURNAL_RECORD.value:
+                workflow.logger.warning("journal record of turn %s dropped (%d verdicts, %d entries): %s",
+                                        record.turn, len(record.verdicts), len(record.transcript),
+                                        _cause_name(err))
                 return
-            except FailureError as err:  # a local activity's failure may come without its ActivityError wrapper
-                if _cause_name(err) == ErrorType.INVALID_JOURNAL_RECORD.value:
-                    workflow.logger.warning("journal record of turn %s dropped (%d verdicts, %d entries): %s",
-                                            record.turn, len(record.verdicts), len(record.transcript),
-                                            _cause_name(err))
-                    return
-                # the journal's database did not answer: the activity retries in the background
+            # the journal's database did not answer: the activity retries in the background
         try:
             await workflow.execute_activity_method(
                 JournalActivitiesApi.record_turn, record,

@@ -17,8 +17,8 @@ from workflows.domain.replies import unknown_store_reason
 from workflows.activity_api import ToolActivitiesApi
 from workflows.domain.contracts import StoreCheckRequest
 from workflows.domain.errors import ErrorType
-from workflows.interrupts import local_failure_as_activity_error, start_local_or_activity
-from workflows.options import LOCAL_CALLS_PATCH, READ_RETRY, READ_TIMEOUT
+from workflows.interrupts import local_failure_as_activity_error
+from workflows.options import READ_RETRY, READ_TIMEOUT
 
 
 class OpenConversation(BaseModel):
@@ -37,10 +37,11 @@ class ConversationOpened(BaseModel):
 
 
 async def store_known(store: str) -> bool:
-    """Ask the system of record whether it holds ``store`` (a read: a local activity since
-    ``LOCAL_CALLS_PATCH``). Raises ``ActivityError`` when the system cannot be asked."""
-    return await local_failure_as_activity_error(start_local_or_activity(
-        ToolActivitiesApi.check_store, StoreCheckRequest(store=store), local=workflow.patched(LOCAL_CALLS_PATCH),
+    """Ask the system of record whether it holds ``store`` (a read, run as a local activity inside
+    the workflow task of the ``open`` update). Raises ``ActivityError`` when the system cannot be
+    asked."""
+    return await local_failure_as_activity_error(workflow.start_local_activity_method(
+        ToolActivitiesApi.check_store, StoreCheckRequest(store=store),
         start_to_close_timeout=READ_TIMEOUT, retry_policy=READ_RETRY, summary=f"check store {store}"), "check_store")
 
 

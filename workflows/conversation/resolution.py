@@ -1,13 +1,13 @@
-"""An operator resolves an escalated unknown outcome (issue 7 item 6).
+"""An operator resolves an escalated unknown outcome.
 
 A write whose outcome could not be shown leaves its step ``unknown``, opens a ticket and
-escalates the conversation (``workflows.conversation.execute``). Under ``RESOLUTION_PATCH`` the
-conversation then waits (up to ``SupportInput.resolution_wait_seconds``) instead of
-completing: an operator who checked the system sends the ``resolve_outcome`` update —
-``applied`` or ``not_applied``, with their name and a note — and the step becomes ``done``
-or ``failed``, the resolution (who, when, what the user was told) is kept in the state's
-``resolutions``, the user is told, and, once no unknown step is left, the conversation is
-active again and goes on from there. The validator refuses an unknown step id, a step whose
+escalates the conversation (``workflows.conversation.execute``). The conversation then
+waits (up to ``SupportInput.resolution_wait_seconds``) instead of completing: an operator
+who checked the system sends the ``resolve_outcome`` update — ``applied`` or
+``not_applied``, with their name and a note — and the step becomes ``done`` or ``failed``,
+the resolution (who, when, what the user was told) is kept in the state's ``resolutions``,
+the user is told, and, once no unknown step is left, the conversation is active again and
+goes on from there. The validator refuses an unknown step id, a step whose
 outcome is not unknown and a second resolution (``ErrorType.RESOLUTION_REFUSED``); a
 refused update never enters history.
 
@@ -32,18 +32,6 @@ from workflows.domain.errors import ErrorType
 from workflows.domain.journal import EntryKind
 from workflows.domain.records import ConversationStatus, OutcomeResolution, Step, StepStatus
 from workflows.domain.user_text import control_problem
-
-RESOLUTION_PATCH = "operator-resolves-unknown"
-"""``workflow.patched`` id of waiting for an operator's resolution after escalating an
-unknown outcome (histories recorded before it complete at the escalation, as they did)."""
-CANCEL_WHILE_WAITING_PATCH = "cancel-while-awaiting-resolution"
-"""``workflow.patched`` id of honouring a cancel that ends the wait for an operator: the summary
-is told, its reason joins ``ended_reason`` and its rollback runs (before: no trace of it)."""
-RESOLUTION_JOURNAL_PATCH = "resolution-told-journaled"
-"""``workflow.patched`` id of writing what a resolution told the user to the journal at once
-(one ``record_turn`` call); before it, the transcript showed it only after the user's next
-message was answered, and never when none came."""
-
 
 class ResolveOutcome(BaseModel):
     """Input of the ``resolve_outcome`` update: the step (``Step.step_id``, as in the state),
@@ -163,12 +151,14 @@ class ResolutionGate:
     async def _await_resolution(self, wait_seconds: float) -> bool:
         """After the main loop: an escalated conversation with an unresolved unknown step
         waits up to ``wait_seconds`` for an operator (or a cancel). True when a resolution
-        re-opened it (the loop goes on); False at once for anything else, for a history
-        recorded before ``RESOLUTION_PATCH``, or when the wait ran out."""
+        re-opened it (the loop goes on); False at once for anything else, or when the wait ran
+        out. A cancel that ends the wait is honoured: its summary is told, its reason joins
+        ``ended_reason`` and its rollback runs. What a resolution told the user goes to the
+        journal at once (one ``record_turn`` call), not only with the user's next turn."""
         state = self._state
         if state.status is not ConversationStatus.ESCALATED or self._cancel is not None or not unresolved(state):
             return False
-        if not workflow.patched(RESOLUTION_PATCH) or wait_seconds <= 0:
+        if wait_seconds <= 0:
             return False
         self._visibility.publish(state)
         self._waiting_for_operator = True
@@ -179,10 +169,10 @@ class ResolutionGate:
             return False
         finally:
             self._waiting_for_operator = False
-        if self._cancel is not None and not state.is_open() and workflow.patched(CANCEL_WHILE_WAITING_PATCH):
+        if self._cancel is not None and not state.is_open():
             # said and done as for a cancel during the write (its rollback too); the step stays unknown
             told = await escalated_with_cancel(state, self._cancel, "", self._input.write_timeout_seconds)
             self._answer(None, told.strip(), EntryKind.CANCELLATION)
-        if state.is_open() and self._cancel is None and workflow.patched(RESOLUTION_JOURNAL_PATCH):
+        if state.is_open() and self._cancel is None:
             self._journal.flush(state)  # what the user was told goes to the transcript now
         return state.is_open() and self._cancel is None

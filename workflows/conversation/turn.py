@@ -26,28 +26,16 @@ from workflows.domain.policy.clauses import Rule
 from workflows.domain.policy.confirm import describe, is_no, is_yes
 from workflows.domain.catalogue import spec_of
 from workflows.domain.contracts import CancelRequest, ModelRequest, ModelResult, Outcome
-from workflows.conversation.execute import TRUTHFUL_TRANSFER_PATCH, execute_confirmed, failure_reason, open_ticket, read
+from workflows.conversation.execute import execute_confirmed, failure_reason, open_ticket, read
 from workflows.failures import MODEL
 from workflows.interrupts import Interrupted, cancellable, local_failure_as_activity_error, start_local_or_activity
 from workflows.domain.journal import Verdict
 from workflows.conversation.journal import JournalLog
-from workflows.options import (
-    LOCAL_MODEL_CALLS_PATCH,
-    MAX_CONSECUTIVE_REJECTIONS,
-    MAX_MODEL_STEPS_PER_TURN,
-    MODEL_RETRY,
-    MODEL_TIMEOUT,
-)
+from workflows.options import MAX_CONSECUTIVE_REJECTIONS, MAX_MODEL_STEPS_PER_TURN, MODEL_RETRY, MODEL_TIMEOUT
 from workflows.domain.policy.validator import handed_over_refusal, validate_execution, validate_proposal
 from workflows.domain.prompt import PROMPT_VERSION, state_view
 from workflows.domain.state import Confirmation, ConversationState, ConversationStatus
 from workflows.visibility import Visibility
-
-
-NO_WRITE_AFTER_HANDOVER_PATCH = "no-write-after-handover"
-"""``workflow.patched`` id: a write proposed on an order whose earlier write went to a human agent
-when its approval expired is refused (``policy.handed_over_refusal``). Before, the user could ask
-again and a supervisor approve a second write beside the human agent holding the ticket."""
 
 
 @dataclass(frozen=True)
@@ -147,7 +135,7 @@ async def _agent_loop(ctx: TurnContext) -> Optional[str]:
         if ctx.cancel_request() is not None:
             return None
         try:
-            if budget.over_budget(state) and budget.hand_over_allowed():
+            if budget.over_budget(state):
                 raise budget.OverBudget()
             result = await _propose(ctx)
         except budget.OverBudget:
@@ -165,7 +153,7 @@ async def _agent_loop(ctx: TurnContext) -> Optional[str]:
         else:
             verdict = validate_proposal(state, result.action)
             handed = handed_over_refusal(state, result.action) if verdict.accepted else None
-            if handed is not None and workflow.patched(NO_WRITE_AFTER_HANDOVER_PATCH):
+            if handed is not None:
                 verdict = handed  # the human agent has that order's change: no second approval beside them
             if not verdict.accepted:
                 tr.reject(state, verdict.rule.value, verdict.reason, result.action.model_dump(mode="json"))
@@ -196,10 +184,8 @@ async def _propose(ctx: TurnContext) -> Optional[ModelResult]:
     request = ModelRequest(conversation_id=state.conversation_id, turn=state.turn, call_seq=call_seq,
                            prompt_version=PROMPT_VERSION, view=state_view(state),
                            budget_remaining_tokens=budget.remaining_tokens(state), journal=record)
-    # the patch too: a run an older worker began ignored the flag and scheduled activities
     handle = start_local_or_activity(
-        ModelActivitiesApi.propose_action, request,
-        local=ctx.local_model_calls and workflow.patched(LOCAL_MODEL_CALLS_PATCH),
+        ModelActivitiesApi.propose_action, request, local=ctx.local_model_calls,
         start_to_close_timeout=MODEL_TIMEOUT, retry_policy=MODEL_RETRY,
         summary=f"model proposes the next action (turn {state.turn})")
     try:
@@ -208,7 +194,7 @@ async def _propose(ctx: TurnContext) -> Optional[ModelResult]:
         journal.call_verdict(Verdict.CANCELLED, Rule.CANCELLED.value, "the model call was cancelled")
         raise
     except ActivityError as err:
-        if budget.is_budget_refusal(err) and budget.hand_over_allowed():
+        if budget.is_budget_refusal(err):
             journal.call_verdict(Verdict.TRANSFERRED, "token-budget", budget.BUDGET_REASON)
             raise budget.OverBudget() from err
         # the type only: the message may quote model output, which may quote the user
@@ -237,7 +223,7 @@ async def _apply(ctx: TurnContext, action: Any, needs_confirmation: bool) -> Opt
     if action.kind == "transfer_to_human":
         journal.call_verdict(Verdict.TRANSFERRED)
         opened = await open_ticket(state, action.summary, keys.transfer_ticket_key(state.conversation_id, state.turn))
-        if not opened and workflow.patched(TRUTHFUL_TRANSFER_PATCH):
+        if not opened:
             # no ticket, no transfer: the user is told so and the conversation goes on
             return replies.TRANSFER_FAILED
         tr.close(state, ConversationStatus.TRANSFERRED, "transferred to a human agent")

@@ -70,10 +70,10 @@ class ModelRequest(BaseModel):
     request first (the provider's token counting) and refuses it with ``TokenBudgetExceeded``
     when it would not fit."""
     journal: Optional[TurnRecord] = None
-    """The turn's journal record so far (patch ``journal-in-model``): when the proposal is a
-    reply, the activity writes it completed by that reply (``TurnRecord.with_reply``) and says
-    so in ``ModelResult.journaled``, so the turn's own journal write (one history event) is
-    skipped when the workflow accepted the reply as is (``workflows.conversation.journal``)."""
+    """The turn's journal record so far: when the proposal is a reply, the activity writes it
+    completed by that reply (``TurnRecord.with_reply``) and says so in ``ModelResult.journaled``,
+    so the turn's own journal write (one history event) is skipped when the workflow accepted
+    the reply as is (``workflows.conversation.journal``)."""
 
     @model_validator(mode="after")
     def _has_input(self) -> "ModelRequest":

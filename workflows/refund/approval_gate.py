@@ -44,9 +44,6 @@ from workflows.domain.records import OrderFact
 if TYPE_CHECKING:
     from workflows.domain.contracts import RefundInput
 
-EXPIRY_WITHOUT_TICKET_PATCH = "refund-expiry-without-ticket"
-"""``workflow.patched`` id: an approval that expired while its human ticket could not be opened
-refuses the refund with ``NO_TICKET`` in its reason; before, the run failed."""
 NO_TICKET = "no human-agent ticket could be opened, so nothing has been changed and no one has it"
 """The end of the refusal reason of an expiry whose ticket could not be opened."""
 
@@ -124,11 +121,8 @@ class ApprovalGate:
                 summary=f"ticket: approval of {inp.call.name} {approval.order_id} expired",
             )
         except ActivityError as err:
-            # the ticketing system down past its retries: the run failed, a standalone refund read
-            # "failed" with no reason, and nothing said that no human agent has it; nothing was
-            # written, so it is refused saying so (as a conversation does, no-handover-without-ticket)
-            if not workflow.patched(EXPIRY_WITHOUT_TICKET_PATCH):
-                raise
+            # the ticketing system down past its retries: nothing was written, and no human agent
+            # has it, so it is refused saying so (as a conversation does), not failed
             workflow.logger.warning("approval-expiry ticket failed: %s", log_detail(err))
             return approval, f"approval expired undecided after {inp.approvals.timeout_seconds:g} s; {NO_TICKET}"
         return approval, reason

@@ -169,8 +169,6 @@ async def _read(store: str, tool: str, arguments: dict[str, Any], user_id: str) 
     )
 
 
-ESCALATE_PATCH = "standalone-refund-escalates"
-"""``workflow.patched`` id of ``escalate_unknown``: runs recorded before it failed instead."""
 KNOWN_NOT_APPLIED = (ErrorType.INVALID_DATA.value, ErrorType.IDEMPOTENCY_KEY_CONFLICT.value,
                      ErrorType.WRONG_SYSTEM_OF_RECORD.value)
 """Failures after which the write is known not to have been made: refused, not escalated."""
@@ -215,23 +213,17 @@ async def escalate_unknown(inp: RefundInput, write: WriteToolRequest, read: Tool
                          escalation_reason=stated)
 
 
-UNKNOWN_STORE_PATCH = "standalone-unknown-store-refused"
-"""``workflow.patched`` id of ``unknown_store_refusal``: runs recorded before it failed instead."""
-
-
 def unknown_store_refusal(inp: RefundInput, err: ActivityError) -> Optional[str]:
     """The refusal of a standalone request whose read failed because the system of record has
     no such store (``UnknownStore``: a request names its store, unchecked until then); None
     for any other failure, or a conversation's refund (its store was checked at its start)."""
     cause = application_cause(err)
     if not is_standalone(inp) or not isinstance(cause, ApplicationError) or \
-            cause.type != ErrorType.UNKNOWN_STORE.value or not workflow.patched(UNKNOWN_STORE_PATCH):
+            cause.type != ErrorType.UNKNOWN_STORE.value:
         return None
     return unknown_store_reason(inp.store)
 
 
-KEY_CONFLICT_PATCH = "standalone-key-conflict-refused"
-"""``workflow.patched`` id of ``key_conflict_refusal``: runs recorded before it failed instead."""
 KEY_CONFLICT_REASON = ("this request id was already used on this order with other arguments; nothing was "
                        "changed: use a new request_id for a different request")
 """The refusal of a request whose idempotency key the ledger holds for another call."""
@@ -244,6 +236,6 @@ def key_conflict_refusal(inp: RefundInput, err: ActivityError) -> Optional[str]:
     for any other failure, or a conversation's refund."""
     cause = application_cause(err)
     if not is_standalone(inp) or not isinstance(cause, ApplicationError) or \
-            cause.type != ErrorType.IDEMPOTENCY_KEY_CONFLICT.value or not workflow.patched(KEY_CONFLICT_PATCH):
+            cause.type != ErrorType.IDEMPOTENCY_KEY_CONFLICT.value:
         return None
     return KEY_CONFLICT_REASON

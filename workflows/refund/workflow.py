@@ -29,7 +29,7 @@ from workflows.domain.policy.approvals import Approval
 from workflows.domain.catalogue import spec_of
 from workflows.domain.catalogue.checks import status_refusal
 from workflows.failures import log_detail
-from workflows.interrupts import local_failure_as_activity_error, start_local_or_activity
+from workflows.interrupts import local_failure_as_activity_error
 from workflows.domain.contracts import (
     EmailRequest,
     ReadToolRequest,
@@ -80,9 +80,6 @@ class RefundWorkflow(ApprovalGate):
         spec = spec_of(inp.call.name)
         key = keys.idempotency_key(inp.call, inp.operation_id)
         self._view = RefundView(call=inp.call, operation_id=inp.operation_id)
-        # asked before the first local activity: asked after it, in the same workflow task, the
-        # patch failed to replay (a nondeterminism error on a query of a refund awaiting approval)
-        peek = workflow.patched(LEDGER_PEEK_PATCH)
         self._view.pseudonym = await pseudonym_of(inp.expected_user_id) if inp.expected_user_id else None
         self._view.publish()
         write = WriteToolRequest(store=inp.store, call=inp.call, idempotency_key=key,
@@ -93,7 +90,7 @@ class RefundWorkflow(ApprovalGate):
             # re-check preconditions its own write already changed: the ledger answers first.
             self._enter("ledger", f"Looking up `{key}` in the system of record")
             try:
-                recorded = await _recorded(write, peek, f"look up {inp.call.name} {order_id} by its idempotency key")
+                recorded = await _recorded(write, f"look up {inp.call.name} {order_id} by its idempotency key")
             except ActivityError as err:
                 # the key holds another call: a request id resent with other arguments once its
                 # first run is gone from Temporal; nothing is written, so it is refused, not failed
@@ -150,7 +147,7 @@ class RefundWorkflow(ApprovalGate):
         except ActivityError as err:
             # a conversation's child fails and its parent escalates; a standalone request has no
             # parent: it escalates itself (ledger re-check, ticket, status ``escalated``)
-            if not standalone.is_standalone(inp) or not workflow.patched(standalone.ESCALATE_PATCH):
+            if not standalone.is_standalone(inp):
                 raise
             escalated = await standalone.escalate_unknown(inp, write, read, err)
             self._view.outcome = escalated.escalation_reason or outcome_text(escalated.ok, escalated.result, True)
@@ -213,12 +210,6 @@ class RefundWorkflow(ApprovalGate):
         return f"{failed[1]} ({failed[0].value})" if failed else None
 
 
-WRITE_THROUGH_CANCEL_PATCH = "refund-write-through-cancel"
-"""``workflow.patched`` id: a Temporal cancel that reaches a refund while its write runs lets the
-write finish and reports its outcome. Before, the cancel abandoned the write's activity: the
-refund escalated as "could not be reached" while the write could still commit."""
-
-
 async def _through_cancel(write: Any) -> tuple[ToolResult, bool]:
     """The outcome of the started ``write`` activity, which a Temporal cancel of this run does not
     abandon (as a conversation's writes, ``SupportWorkflow.run``): an irreversible write in flight
@@ -226,63 +217,43 @@ async def _through_cancel(write: Any) -> tuple[ToolResult, bool]:
     try:
         return await asyncio.shield(write), False
     except asyncio.CancelledError:
-        if not workflow.patched(WRITE_THROUGH_CANCEL_PATCH):
-            write.cancel()  # as runs recorded before it did
-            return await write, True
         workflow.logger.info("cancel requested while the write ran: the write finishes first")
         return await write, True
 
 
-LEDGER_PEEK_PATCH = "refund-ledger-peek"
-"""``workflow.patched`` id: the ledger lookup first asks, in a local activity that moves nothing
-(``peek_recorded_write``), whether the key was used at all, and runs the ``find_recorded_write``
-activity (which may move the money an applied write still owes) only when it was. A first run,
-nearly every run, saves that activity's three events, its activity task and the workflow task
-its completion needs (issue 8). Runs recorded before it replay with the activity alone."""
-
-
-async def _recorded(write: WriteToolRequest, peek: bool, summary: str) -> Optional[ToolResult]:
-    """The outcome recorded under ``write``'s idempotency key (``find_recorded_write``), or None;
-    ``peek``: ``LEDGER_PEEK_PATCH`` applies. Raises ``ActivityError`` when the ledger cannot be
-    read or refuses the key."""
-    if peek:
-        used = await local_failure_as_activity_error(workflow.start_local_activity_method(
-            ToolActivitiesApi.peek_recorded_write, write, start_to_close_timeout=READ_TIMEOUT,
-            retry_policy=READ_RETRY, summary=summary), "peek_recorded_write")
-        if not used:
-            return None
+async def _recorded(write: WriteToolRequest, summary: str) -> Optional[ToolResult]:
+    """The outcome recorded under ``write``'s idempotency key, or None. A local activity that
+    moves nothing (``peek_recorded_write``) first asks whether the key was used at all; the
+    ``find_recorded_write`` activity (which may move the money an applied write still owes)
+    runs only when it was. A first run, nearly every run, saves that activity's three events,
+    its activity task and the workflow task its completion needs. Raises ``ActivityError``
+    when the ledger cannot be read or refuses the key."""
+    used = await local_failure_as_activity_error(workflow.start_local_activity_method(
+        ToolActivitiesApi.peek_recorded_write, write, start_to_close_timeout=READ_TIMEOUT,
+        retry_policy=READ_RETRY, summary=summary), "peek_recorded_write")
+    if not used:
+        return None
     return await workflow.execute_activity_method(
         ToolActivitiesApi.find_recorded_write, write, heartbeat_timeout=HEARTBEAT_TIMEOUT,
         start_to_close_timeout=READ_TIMEOUT, retry_policy=READ_RETRY, summary=summary)
 
 
-LOCAL_FRESH_READS_PATCH = "refund-local-fresh-reads"
-"""``workflow.patched`` id: the refund's fresh reads (the order, the payment method) run as local
-activities, inside the workflow task that asks for them; as activities each cost an activity
-task and a workflow task (issue 8). The ledger lookup stays an activity where it may move money
-(``LEDGER_PEEK_PATCH``). Runs recorded before it replay with activities."""
-
-
 async def _fresh_read(request: ReadToolRequest, summary: str) -> ToolResult:
-    """Run one read tool for the refund (a local activity since ``LOCAL_FRESH_READS_PATCH``).
-    Raises ``ActivityError`` when the system of record cannot be read."""
-    return await local_failure_as_activity_error(start_local_or_activity(
-        ToolActivitiesApi.run_read_tool, request, local=workflow.patched(LOCAL_FRESH_READS_PATCH),
+    """Run one read tool for the refund (the order, the payment method) as a local activity,
+    inside the workflow task that asks for it (as an activity it would cost an activity task
+    and a workflow task). The ledger lookup stays an activity where it may move money
+    (``_recorded``). Raises ``ActivityError`` when the system of record cannot be read."""
+    return await local_failure_as_activity_error(workflow.start_local_activity_method(
+        ToolActivitiesApi.run_read_tool, request,
         start_to_close_timeout=READ_TIMEOUT, retry_policy=READ_RETRY, summary=summary), "run_read_tool")
 
 
-EMAIL_FAILURE_PATCH = "refund-survives-email-failure"
-"""``workflow.patched`` id: an email that could not be sent (or whose sending is unknown) no
-longer fails a refund whose write is applied; the write's outcome is reported as it is."""
-
-
 async def _notify(*args, **kwargs) -> bool:
-    """Send the customer email; False when it could not be (the write stays applied)."""
+    """Send the customer email; False when it could not be sent (or whether it was is unknown):
+    the write stays applied and its outcome is reported as it is."""
     try:
         return await workflow.execute_activity_method(*args, **kwargs)
     except ActivityError as err:
-        if not workflow.patched(EMAIL_FAILURE_PATCH):
-            raise
         workflow.logger.warning("customer email failed: %s", log_detail(err))
         return False
 

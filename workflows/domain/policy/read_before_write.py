@@ -18,9 +18,6 @@ from typing import Any, Optional
 from workflows.domain.catalogue.folds import order_fact
 from workflows.domain.records import OrderFact, PaymentMethod
 
-PATCH = "read-before-write"
-"""``workflow.patched`` id of passing the confirmed fingerprint to the refund child (whose
-check reads the customer again when the write names a payment method)."""
 CHANGED_REASON = ("the order or its payment method changed after you confirmed (changed-since-confirmed); "
                   "nothing was done")
 CHANGED_RESULT = f"Error: {CHANGED_REASON}"
