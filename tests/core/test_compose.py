@@ -421,24 +421,6 @@ def test_the_worker_calls_the_demo_services_unless_their_urls_are_set(services: 
             assert _env(services[app])[setting] == value, (app, setting)
 
 
-def test_the_demo_service_factory_serves_each_service(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from systems.fleet import app_from_environment
-
-    for name in DEMO_SERVICES:
-        monkeypatch.setenv("SYSTEMS_SERVICE", name)
-        monkeypatch.setenv("SYSTEMS_DATABASE_URL", f"sqlite:///{tmp_path / name}.sqlite")
-        app = app_from_environment()
-        assert app.title == name
-        app.state.effects.engine.dispose()
-    monkeypatch.setenv("SYSTEMS_SERVICE", "ledger")
-    with pytest.raises(ValueError, match="SYSTEMS_SERVICE must be one of payments, email, ticketing"):
-        app_from_environment()
-    monkeypatch.setenv("SYSTEMS_SERVICE", "email")
-    monkeypatch.setenv("SYSTEMS_DATABASE_URL", " ")
-    with pytest.raises(ValueError, match="SYSTEMS_DATABASE_URL"):
-        app_from_environment()
-
-
 # --- the keys job: the first API keys, into files, never into the log ---
 
 def test_the_keys_job_writes_a_service_and_two_operator_keys_into_a_volume(compose: dict[str, Any],
