@@ -2,6 +2,7 @@
 #   statekeeper worker
 #   uvicorn starter.api:app --host 0.0.0.0 --port 8000
 #   statekeeper migrate / statekeeper codec-server --host 0.0.0.0 / statekeeper worker-health
+#   statekeeper keys create (the keys job) / uvicorn --factory systems.fleet:app_from_environment (demo)
 FROM python:3.11-slim
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
@@ -26,6 +27,10 @@ RUN pip install . && rm -rf build *.egg-info
 RUN useradd --system --uid 10001 --create-home --home-dir /var/lib/statekeeper statekeeper
 USER statekeeper
 ENV STATEKEEPER_DATA_DIR=/var/lib/statekeeper
+# Mount points of docker-compose.yml's volumes: the keys job's API keys (api-keys) and the demo
+# profile's simulated services' SQLite files (systems). A new volume mounted on a folder of the
+# image starts with its owner and mode, so this user writes there and only this user reads.
+RUN mkdir -m 700 /var/lib/statekeeper/api-keys /var/lib/statekeeper/systems
 
 EXPOSE 8000
 CMD ["statekeeper", "worker"]

