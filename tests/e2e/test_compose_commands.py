@@ -399,10 +399,11 @@ http {{
     return main, port
 
 
-@pytest.mark.skipif(NGINX is None or shutil.which("envsubst") is None, reason="nginx and envsubst are not installed")
 def test_the_codec_proxy_decodes_for_the_web_ui_with_the_key_it_reads(local: Local, processes, tmp_path: Path):
     """The Web UI's browser sends no key: ``codec-proxy`` adds the one of ``codec-proxy.key``, for
     the UI's origins and requests naming localhost or 127.0.0.1 only; the key stays out of its logs."""
+    assert NGINX is not None and shutil.which("envsubst") is not None, (
+        "the codec proxy test needs Debian's nginx and envsubst (apt-get install -y nginx gettext-base; .ci/run does)")
     admin = sa.create_engine(local.server, isolation_level="AUTOCOMMIT")
     with admin.connect() as conn:
         conn.exec_driver_sql(f'CREATE DATABASE "{local.databases["statekeeper_journal"]}"')
