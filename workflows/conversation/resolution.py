@@ -1,4 +1,4 @@
-"""An operator resolves an escalated unknown outcome (issue 7 item 6).
+"""An operator resolves an escalated unknown outcome.
 
 A write whose outcome could not be shown leaves its step ``unknown``, opens a ticket and
 escalates the conversation (``workflows.conversation.execute``). Under ``RESOLUTION_PATCH`` the

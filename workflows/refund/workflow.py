@@ -238,7 +238,7 @@ LEDGER_PEEK_PATCH = "refund-ledger-peek"
 (``peek_recorded_write``), whether the key was used at all, and runs the ``find_recorded_write``
 activity (which may move the money an applied write still owes) only when it was. A first run,
 nearly every run, saves that activity's three events, its activity task and the workflow task
-its completion needs (issue 8). Runs recorded before it replay with the activity alone."""
+its completion needs. Runs recorded before it replay with the activity alone."""
 
 
 async def _recorded(write: WriteToolRequest, peek: bool, summary: str) -> Optional[ToolResult]:
@@ -259,7 +259,7 @@ async def _recorded(write: WriteToolRequest, peek: bool, summary: str) -> Option
 LOCAL_FRESH_READS_PATCH = "refund-local-fresh-reads"
 """``workflow.patched`` id: the refund's fresh reads (the order, the payment method) run as local
 activities, inside the workflow task that asks for them; as activities each cost an activity
-task and a workflow task (issue 8). The ledger lookup stays an activity where it may move money
+task and a workflow task. The ledger lookup stays an activity where it may move money
 (``LEDGER_PEEK_PATCH``). Runs recorded before it replay with activities."""
 
 
