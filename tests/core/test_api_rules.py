@@ -1,17 +1,25 @@
-"""The API's access rules as pure code: the role matrix (which kind of caller may do what),
-the key header forms, loopback binds, and tenancy's store map and list clauses (including
-that a tenant name can never change a visibility query)."""
+"""The HTTP API's rules as pure code: the role matrix (which kind of caller may do what), the key
+header forms, loopback binds, tenancy's store map and list clauses (including that a tenant name
+can never change a visibility query), and the refusal statuses (each ``ConversationError`` kind
+maps to one status code, 422, 409, 404, 503 or 504, whatever the reason text says).
+
+The API itself, over HTTP against a real server and worker, is tests/e2e/test_api.py; its
+access rules over HTTP are tests/e2e/test_api_auth.py.
+"""
 
 from __future__ import annotations
 
 import pytest
 from starlette.requests import Request
 
+from activities.store.api_keys import KEY_PATTERN, Role, check_tenant
 from starter.api.auth import MATRIX, Permission, Principal, is_loopback, presented_key
 from starter.client.errors import ConversationError, status_for
-from activities.store.api_keys import KEY_PATTERN, Role, check_tenant
 from starter.client.tenancy import Tenancy, start_attributes
 from workflows.options import CUSTOMER_ID, TENANT
+
+
+# --- Access: roles, keys, loopback, tenancy ---
 
 P = Permission
 # Written out from the roles table of docs/api.md, not derived from MATRIX: a change to either shows here.
@@ -107,3 +115,14 @@ def test_list_clauses_select_the_tenant_and_the_customer():
 def test_start_attributes():
     assert [(p.key, p.value) for p in start_attributes("acme")] == [(TENANT, "acme")]
     assert [(p.key, p.value) for p in start_attributes("acme", "cust-1")] == [(TENANT, "acme"), (CUSTOMER_ID, "cust-1")]
+
+
+# --- Refusal statuses ---
+
+@pytest.mark.parametrize(
+    ("kind", "expected"),
+    [("invalid_message", 422), ("invalid", 422), ("finished", 409), ("conflict", 409), ("approval_refused", 409),
+     ("not_found", 404), ("no_worker", 503), ("unavailable", 503), ("timeout", 504), ("surprise", 503)],
+)
+def test_status_for_kind(kind: str, expected: int) -> None:
+    assert status_for(ConversationError("any reason text: does not exist", kind)) == expected

@@ -1,23 +1,43 @@
-"""A read-only RPC of the client (``ClientCore.read``: the check for a polling worker before
-every start, describes, the state query, results, a page of a listing) is asked once more when the connection
-dropped it in flight (CANCELLED, "operation was canceled": once in CI, a conversation then
-refused as "Temporal is not reachable"), and only then: a refusal or an outage is reported at
-once. The Temporal service is faked at its RPC boundary."""
+"""How the Python client treats a call to Temporal that fails, with the Temporal service or the
+call faked at its boundary:
+
+- a read-only RPC (``ClientCore.read``: the check for a polling worker before every start,
+  describes, the state query, results, a page of a listing; the worker's startup checks) is
+  asked once more when the connection dropped it in flight (CANCELLED, "operation was
+  canceled", which CI has seen), and only then: a refusal or an outage is reported at once;
+  checks at the same time share one ``DescribeTaskQueue``;
+- ``ClientCore.run_update`` tells an update whose landing is unclear from one that surely did
+  not land: with a caller-supplied id (a message, a supervisor's decision) an unreachable
+  Temporal is ``outcome_unknown`` naming how to send the same update again; without one it
+  stays ``unavailable``; a definite refusal passes through;
+- ``starter.client.transient.transient_retried`` sends a call refused as unavailable, timed
+  out or with an unknown outcome again (the τ-bench runner's messages carry ids of their own,
+  so a resend is handled once); a definite refusal is raised at once, and the last transient
+  one after the attempts run out;
+- ``starter.client.failure_words.failure_kind``: what an operator reads for a failure names its
+  kind in words, never the exception's class (API refusals, ``replay-check`` reports).
+"""
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import datetime, timezone, timedelta
 from types import SimpleNamespace
 
 import pytest
+from pydantic import BaseModel, ValidationError
+from sqlalchemy.exc import OperationalError
 from temporalio.api.taskqueue.v1 import PollerInfo
 from temporalio.api.workflowservice.v1 import DescribeTaskQueueResponse
 from temporalio.service import RPCError, RPCStatusCode
 
-from starter.client.core import ClientCore
-from starter.client.errors import ConversationError
+from starter.client.core import ClientCore, UNCLEAR_RPC
+from starter.client.errors import ConversationError, message_outcome_unknown, outcome_unknown, status_for
+from starter.client.failure_words import failure_kind
 from starter.client.listing import ListingCalls
+from starter.client.transient import transient_retried
 
+
+# --- Reads asked once more after a drop ---
 
 def core(answers: list) -> tuple[ClientCore, list]:
     calls: list = []
@@ -173,8 +193,8 @@ def test_a_check_left_pending_on_a_closed_loop_is_not_reused():
 
 
 async def test_the_worker_startup_checks_ask_a_dropped_read_once_more():
-    """``starter.runtime.preflight``: before this, one dropped ``DescribeTaskQueue`` or search-attribute
-    listing stopped a worker's startup with the RPC error."""
+    """``starter.runtime.preflight``: one dropped ``DescribeTaskQueue`` or search-attribute listing
+    is asked again rather than stopping a worker's startup with the RPC error."""
     from temporalio.api.operatorservice.v1 import ListSearchAttributesResponse  # noqa: PLC0415
 
     from starter.runtime.preflight import check_task_queue, ensure_search_attributes  # noqa: PLC0415
@@ -204,3 +224,103 @@ async def test_the_worker_startup_check_reports_a_second_drop():
     with pytest.raises(RPCError):
         await check_task_queue(client._client, "default", "q", "fp")
     assert calls == ["q", "q"]
+
+
+# --- Updates whose landing is unclear ---
+
+DECISION = outcome_unknown("the decision", "send the same decision again (approve by alice)")
+
+
+def _failing(status: RPCStatusCode):
+    async def start(timeout: timedelta):
+        raise RPCError("the server went away", status, b"")
+    return start
+
+
+@pytest.mark.parametrize("status", UNCLEAR_RPC)
+@pytest.mark.parametrize("unknown", [DECISION, message_outcome_unknown("m-7")], ids=["decision", "message"])
+async def test_an_unclear_failure_with_a_caller_id_is_outcome_unknown(status, unknown):
+    with pytest.raises(ConversationError) as refused:
+        await ClientCore(None, "q").run_update(_failing(status), "the update", unknown=unknown)
+    assert refused.value is unknown and refused.value.kind == "outcome_unknown" and status_for(refused.value) == 503
+    assert "whether" in str(refused.value) and "at most once" in str(refused.value)
+
+
+async def test_the_retry_names_the_id_to_send_again():
+    assert 'send it again with message_id "m-7"' in str(message_outcome_unknown("m-7"))
+    assert message_outcome_unknown("m-7").message_id == "m-7"
+    assert "send the same decision again (approve by alice)" in str(DECISION) and DECISION.message_id is None
+
+
+async def test_without_a_caller_id_it_stays_unavailable():
+    with pytest.raises(ConversationError) as refused:
+        await ClientCore(None, "q").run_update(_failing(RPCStatusCode.UNAVAILABLE), "the update")
+    assert refused.value.kind == "unavailable"
+
+
+async def test_a_definite_refusal_passes_through():
+    with pytest.raises(RPCError):
+        await ClientCore(None, "q").run_update(_failing(RPCStatusCode.NOT_FOUND), "the update", unknown=DECISION)
+
+
+# --- Transient refusals sent again ---
+
+def _script(*outcomes):
+    calls = []
+
+    async def call():
+        calls.append(1)
+        outcome = outcomes[len(calls) - 1]
+        if isinstance(outcome, Exception):
+            raise outcome
+        return outcome
+    return call, calls
+
+
+@pytest.mark.parametrize("kind", ["unavailable", "timeout", "outcome_unknown"])
+async def test_a_transient_refusal_is_sent_again(kind):
+    call, calls = _script(ConversationError("Temporal is not reachable; retry later", kind), "reply")
+    assert await transient_retried(call, pause_seconds=0) == "reply" and len(calls) == 2
+
+
+async def test_a_definite_refusal_is_raised_at_once():
+    call, calls = _script(ConversationError("conversation c has finished", "finished"), "reply")
+    with pytest.raises(ConversationError) as err:
+        await transient_retried(call, pause_seconds=0)
+    assert err.value.kind == "finished" and len(calls) == 1
+
+
+async def test_the_last_transient_refusal_is_raised_when_the_attempts_run_out():
+    call, calls = _script(*[ConversationError(f"try {i}", "unavailable") for i in range(3)])
+    with pytest.raises(ConversationError) as err:
+        await transient_retried(call, attempts=3, pause_seconds=0)
+    assert str(err.value) == "try 2" and len(calls) == 3
+
+
+# --- Failures in words ---
+
+class _Shape(BaseModel):
+    n: int
+
+
+def _validation_error() -> ValidationError:
+    try:
+        _Shape(n="x")  # type: ignore[arg-type]
+    except ValidationError as err:
+        return err
+    raise AssertionError("unreachable")
+
+
+@pytest.mark.parametrize("err, words", [
+    (TimeoutError(), "it timed out"),
+    (ConnectionRefusedError(111, "refused"), "a connection failed"),
+    (RPCError("unavailable", RPCStatusCode.UNAVAILABLE, b""), "Temporal did not answer"),
+    (OperationalError("SELECT 1", {}, Exception("down")), "the database failed"),
+    (_validation_error(), "the data did not decode"),
+    (PermissionError(13, "denied"), "the operating system refused"),
+    (RuntimeError("boom"), "an unexpected error"),
+])
+def test_each_kind_of_failure_is_worded_without_its_class_name(err, words):
+    said = failure_kind(err)
+    assert said == words
+    assert type(err).__name__ not in said

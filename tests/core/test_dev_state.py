@@ -1,15 +1,33 @@
-"""The system-of-record fingerprint a worker's identity carries, the absolute data directory,
-and how a command adopts the detached dev server's settings (``starter.dev.state``)."""
+"""``statekeeper dev``'s state and the system of record it serves, pure apart from stand-in
+processes:
+
+- the system-of-record fingerprint a worker's identity carries, the absolute data directory,
+  and how a command adopts the detached dev server's settings (``starter.dev.state``);
+- ``starter.dev.server_owner.orphan``: a record stops only the embedded server it names, never
+  another live ``start-dev`` process at the recorded pid (another statekeeper's embedded server,
+  with another data directory and address). Real processes stand in for servers (never
+  signalled).
+"""
 
 from __future__ import annotations
 
+import json
 import os
 import socket
+import subprocess
+import sys
 from pathlib import Path
 
+import pytest
+
 from settings import Settings
-from starter.dev import state as devstate
-from starter.runtime.system_of_record import database_identity, fingerprint, fingerprint_in_identity, worker_identity
+from starter.dev import state as devstate, server_owner
+from starter.runtime.system_of_record import (
+    database_identity, fingerprint, fingerprint_in_identity, worker_identity,
+)
+
+
+# --- System of record and dev state ---
 
 PG = "postgresql+psycopg://shop:s3cret-pw@db.internal:5432/retail"
 
@@ -111,3 +129,62 @@ def test_the_services_fingerprint_names_which_services_and_hides_where():
     assert "that worker uses an email service" in services_difference(value, no_email)  # not "a email"
     assert services_difference(value, services_fingerprint({**full, "email": "http://m2"})) == (
         "both use the same services at different URLs")
+
+
+# --- The embedded server a record owns ---
+
+DEAD = 2 ** 22 + 1  # above pid_max's default ceiling: never a live process
+
+
+@pytest.fixture
+def stand_in():
+    """A live process whose command line reads like an embedded server at 127.0.0.1:50001."""
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)",
+                             "server", "start-dev", "--ip", "127.0.0.1", "--port", "50001"])
+    yield proc
+    proc.kill()
+    proc.wait()
+
+
+def _write(tmp_path, **record):
+    (tmp_path / server_owner.RECORD).write_text(json.dumps(record))
+
+
+def test_the_recorded_server_at_its_address_is_an_orphan(tmp_path, stand_in):
+    _write(tmp_path, server_pid=stand_in.pid, owner_pid=DEAD, address="127.0.0.1:50001",
+           server_started=server_owner.started(stand_in.pid))
+    assert server_owner.orphan(tmp_path, "127.0.0.1:50001") == stand_in.pid
+
+
+def test_a_server_at_another_address_is_not_ours(tmp_path, stand_in):
+    _write(tmp_path, server_pid=stand_in.pid, owner_pid=DEAD, address="127.0.0.1:50002")
+    assert server_owner.orphan(tmp_path, "127.0.0.1:50002") is None
+    assert not server_owner.stop_orphan(tmp_path, "127.0.0.1:50002")
+    assert stand_in.poll() is None
+
+
+def test_a_reused_pid_is_not_the_recorded_server(tmp_path, stand_in):
+    _write(tmp_path, server_pid=stand_in.pid, owner_pid=DEAD, address="127.0.0.1:50001",
+           server_started=server_owner.started(stand_in.pid) - 1)
+    assert server_owner.orphan(tmp_path, "127.0.0.1:50001") is None
+
+
+@pytest.mark.parametrize("text", ["garbage{", "[]", '{"server_pid": "1", "owner_pid": null}', ""])
+def test_an_unreadable_record_names_nothing(tmp_path, text):
+    (tmp_path / server_owner.RECORD).write_text(text)
+    assert server_owner.orphan(tmp_path, "127.0.0.1:50001") is None
+
+
+def test_a_reused_owner_pid_does_not_hide_the_orphan(tmp_path, stand_in):
+    unrelated = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        _write(tmp_path, server_pid=stand_in.pid, owner_pid=unrelated.pid, address="127.0.0.1:50001",
+               server_started=server_owner.started(stand_in.pid),
+               owner_started=server_owner.started(unrelated.pid) - 1)
+        assert server_owner.orphan(tmp_path, "127.0.0.1:50001") == stand_in.pid
+        _write(tmp_path, server_pid=stand_in.pid, owner_pid=unrelated.pid, address="127.0.0.1:50001",
+               owner_started=server_owner.started(unrelated.pid))
+        assert server_owner.orphan(tmp_path, "127.0.0.1:50001") is None  # its owner runs
+    finally:
+        unrelated.kill()
+        unrelated.wait()

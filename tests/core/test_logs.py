@@ -1,19 +1,30 @@
-"""Logs never hold personal data (``starter.runtime.logs``): the texts our processes really log
-(a SQL error with its parameters, an activity failure carrying the user document, an access
-log line with a customer id) lose the customer's email, names, address and payment method
-ids at every level, while the ids an operator needs stay."""
+"""What statekeeper's processes log (``starter.runtime.logs``, ``starter.runtime.telemetry``):
+
+- never personal data: the texts our processes really log (a SQL error with its parameters, an
+  activity failure carrying the user document, an access log line with a customer id) lose the
+  customer's email, names, address and payment method ids at every level, while the ids an
+  operator needs stay;
+- every line names its trace: ``trace_id=<32 hex>`` inside an OpenTelemetry span,
+  ``trace_id=-`` outside any;
+- at a terminal, a warning in one line and an error with its trace.
+"""
 
 from __future__ import annotations
 
 import io
 import json
 import logging
+import re
 
 import pytest
+from opentelemetry.sdk.trace import TracerProvider
 
 from starter.runtime.logs import RedactingFilter, configure_logging, redact
 from tests.log_capture import root_log
 from tests.policy_fixtures import CARD, CUSTOMER, EMAIL, GIFT, PENDING, data
+
+
+# --- No personal data ---
 
 USER = data()["users"][CUSTOMER]
 PERSONAL = (EMAIL, CUSTOMER, USER["name"]["first_name"], USER["name"]["last_name"], USER["address"]["address1"],
@@ -89,7 +100,7 @@ def test_configure_logging_filters_the_root_handlers_and_the_last_resort():
 
 def test_console_warnings_carry_their_exception_in_one_line_and_errors_their_trace():
     """At a terminal (``cli_logging``), a retried activity's warning shows no stack trace
-    (README follower: make demo printed one); an error keeps it."""
+    (``make demo`` shows such warnings); an error keeps it."""
     import io
     import logging
 
@@ -109,3 +120,26 @@ def test_console_warnings_carry_their_exception_in_one_line_and_errors_their_tra
     warning, error = stream.getvalue().split("an error keeps its trace")
     assert "Traceback" not in warning and "Completing activity as failed: the payments system failed (500)" in warning
     assert "Traceback" in error and "RuntimeError" in error
+
+
+# --- Trace ids ---
+
+def test_log_lines_carry_the_current_trace_id_or_a_dash():
+    with root_log(logging.INFO) as out:
+        log = logging.getLogger("statekeeper.test")
+        log.info("outside any span")
+        tracer = TracerProvider().get_tracer("test")
+        with tracer.start_as_current_span("turn") as span:
+            log.info("inside a span for %s", "someone@example.com")
+            expected = format(span.get_span_context().trace_id, "032x")
+        lines = out.getvalue().splitlines()
+        assert re.search(r" INFO statekeeper\.test trace_id=-: outside any span$", lines[0]), lines[0]
+        assert lines[1].endswith(f"statekeeper.test trace_id={expected}: inside a span for <email>"), lines[1]
+        assert re.fullmatch(r"[0-9a-f]{32}", expected) and expected != "0" * 32
+
+
+def test_a_record_no_filter_saw_still_formats():
+    from starter.runtime.logs import log_formatter
+
+    record = logging.LogRecord("x", logging.WARNING, __file__, 1, "plain", None, None)
+    assert log_formatter().format(record).endswith("WARNING x trace_id=-: plain")
