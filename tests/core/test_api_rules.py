@@ -103,7 +103,7 @@ def test_stores_belong_to_their_listed_tenant_else_the_default():
 def test_list_clauses_select_the_tenant_and_the_customer():
     tenancy = Tenancy()
     assert tenancy.list_clauses("acme") == ['`Tenant` = "acme"']
-    # runs started without a Tenant (CLI, τ-bench, before tenancy) are the default tenant's
+    # runs started without a Tenant (CLI, τ-bench, a version without tenancy) are the default tenant's
     assert tenancy.list_clauses("default") == ['(`Tenant` = "default" OR `Tenant` IS NULL)']
     assert tenancy.list_clauses("acme", "cust-0a1b") == ['`Tenant` = "acme"', '`CustomerId` = "cust-0a1b"']
     for hostile in ('acme" OR Tenant = "other', "a b", "x)"):

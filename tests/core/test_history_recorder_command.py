@@ -1,6 +1,6 @@
 """``python -m tests.histories.record`` records a release's histories only for one new
-``vX.Y.Z``: ``--help`` was taken for a version and ran every scenario into
-``tests/histories/--help/`` (which the replay test then reads as a release)."""
+``vX.Y.Z``: ``--help`` is not taken for a version (which would run every scenario into
+``tests/histories/--help/``, which the replay test would then read as a release)."""
 
 from __future__ import annotations
 

@@ -156,7 +156,7 @@ def test_a_newer_version_is_refused_naming_both_versions():
 
 
 def test_a_version_older_than_the_chain_is_refused():
-    # the case: a state "from an older schema" (version 0, a field renamed) must not lose data silently
+    # a state "from an older schema" (version 0, a field renamed) must not lose data silently
     v0 = as_v1(current_state().model_dump(mode="json"))
     v0["schema_version"] = 0
     v0["operations_completed"] = v0.pop("completed_operations")

@@ -171,7 +171,7 @@ def _refs(node: Any) -> list[str]:
 
 async def test_a_conversation_id_longer_than_the_api_takes_is_sent_hashed():
     # the Python client takes conversation ids up to 992 bytes; metadata.user_id over 256
-    # characters is a 400 from the Messages API (and the stand-in): every model call failed
+    # characters is a 400 from the Messages API (and the stand-in): sent whole, every model call would fail
     long_id = "conversation-" + "l" * 900
     acts = ModelActivities(offline_client(10.0), model=MODEL)
     result = await acts.propose_action(request(email_state().model_copy(update={"conversation_id": long_id})))
