@@ -1,7 +1,7 @@
 """More paths for the recorded histories (``python -m tests.histories.record``): approval
 rejected, expired and withdrawn; a transfer; a policy rejection then a declined write; a
 superseded message; malformed model output; a cancel while a confirmation is pending;
-continue-as-new carrying a cancel. First written by a reviewer against v0.1.0 to find
+continue-as-new carrying a cancel. Written against v0.1.0 to find
 command-sequence changes the main scenarios do not reach; each scenario has the signature of
 those in ``tests.histories.record``.
 """

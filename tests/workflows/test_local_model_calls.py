@@ -1,5 +1,5 @@
-"""Model calls as local activities (``SupportInput.local_model_calls``, ``STATEKEEPER_MODEL_CALLS=local``;
-issue 8): a turn with one read is one workflow task with no activity task, its history replays,
+"""Model calls as local activities (``SupportInput.local_model_calls``, ``STATEKEEPER_MODEL_CALLS=local``):
+a turn with one read is one workflow task with no activity task, its history replays,
 and a cancel sent during a slow model call still stops it before it ends (it reaches the
 workflow at the workflow task's heartbeat). The default (model calls as activities) is the
 control of the first test.
@@ -84,7 +84,7 @@ async def test_a_turn_with_one_read_is_one_workflow_task_with_local_model_calls(
                         workflow_runner=workflow_runner())
     await replayer.replay_workflow(local)
     # a run an older worker began (it dropped the flag: activities) replays on this one with the
-    # flag set in its input: the patch keeps its model calls activities (review of 2026-11-30)
+    # flag set in its input: the patch keeps its model calls activities
     await replayer.replay_workflow(await _with_local_flag(control_history))
 
 

@@ -1,9 +1,6 @@
 """Determinism: the histories of a real conversation and of the refunds it ran (on a real
 Temporal dev server, real worker, SQLite) replay without error in the ``Replayer`` with
 the worker's own sandbox runner.
-
-From an adversarial review of the code of that day, where it held; kept as a regression
-test.
 """
 
 from __future__ import annotations

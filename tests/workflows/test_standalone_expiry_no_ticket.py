@@ -1,9 +1,9 @@
 """A standalone refund whose approval expires while the ticketing system refuses every
-request. ``RefundWorkflow``'s approval gate opened the expiry's human ticket with no
-handling of its failure: the run failed (Temporal status ``failed``), ``GET /refunds/{id}``
-said ``failed`` with no reason, and nobody was told that no human agent has the request.
-A conversation says exactly that (``no-handover-without-ticket``); a standalone refund now
-ends ``refused`` with the reason saying no ticket could be opened, and writes nothing."""
+request. ``RefundWorkflow``'s approval gate handles the failure of the expiry's human ticket:
+the run does not fail (Temporal status ``failed``, ``GET /refunds/{id}`` saying ``failed`` with
+no reason, nobody told that no human agent has the request). As a conversation says exactly
+that (``no-handover-without-ticket``), a standalone refund ends ``refused`` with the reason
+saying no ticket could be opened, and writes nothing."""
 
 from __future__ import annotations
 

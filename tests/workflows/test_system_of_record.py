@@ -1,6 +1,15 @@
-"""One system of record per task queue, on the real dev server: a worker whose database
-differs from the one the queue's live workers serve refuses to start before it polls;
-workers on the same database scale out (issue 6, item 6)."""
+"""One system of record per task queue, on the real dev server:
+
+- at startup, a worker whose database differs from the one the queue's live workers serve
+  refuses to start before it polls (an activity-only worker counts too, a stopped one only
+  within the live window, and a worker without the payments URL refuses a queue that has it);
+  workers on the same database scale out;
+- the startup check only sees workers that are polling right now, so a conversation is also
+  bound to the system of record that answered its first tool call: a worker on another
+  database that later takes its calls refuses them before acting, and a confirmed cancel never
+  lands in the wrong database (two workers one after the other on the same task queue, each
+  on its own SQLite database).
+"""
 
 from __future__ import annotations
 
@@ -10,6 +19,7 @@ import os
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -20,15 +30,17 @@ from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.worker import Worker
 
 from settings import Settings
-from starter.runtime.rpc import read_again_if_dropped
 from starter.client.conversations import StatekeeperClient
 from starter.runtime.preflight import StartupRefused, check_task_queue
+from starter.runtime.rpc import read_again_if_dropped
 from starter.runtime.system_of_record import fingerprint, fingerprint_in_identity, worker_identity
+from starter.runtime.worker import build_backend, build_worker, preflight, run_worker
 from systems.retail.backend import RetailBackend
 from tests.policy_fixtures import EMAIL, PENDING
-from tests.workflow_harness import NO_APPROVALS
-from starter.runtime.worker import build_backend, build_worker, preflight, run_worker
+from tests.workflow_harness import NO_APPROVALS, order_details, running_worker
 
+
+# --- Startup ---
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -184,3 +196,25 @@ async def test_a_worker_without_the_payments_url_refuses_to_join_a_queue_that_ha
             await run_worker(mirrored.model_copy(update={"payments_url": "http://127.0.0.1:2"}))
         # the same services (the URL written another way) join: the check itself passes
         await preflight(client, mirrored.model_copy(update={"payments_url": "HTTP://127.0.0.1:1"}))
+
+
+# --- A conversation bound to its system of record ---
+
+async def test_a_worker_on_another_database_refuses_a_bound_conversation(temporal_env, settings, tmp_path):
+    other = settings.model_copy(update={"database_url": f"sqlite:///{tmp_path / 'other.sqlite'}"})
+    cid = f"bound-{uuid.uuid4().hex[:6]}"
+    async with running_worker(temporal_env, settings) as (client, first):
+        await client.start_conversation(cid)
+        await client.send_message(cid, f"Hi, my email is {EMAIL}")
+        shown = await client.send_message(cid, f"Please cancel order {PENDING}, I ordered it by mistake")
+        assert shown.awaiting_confirmation
+        bound = (await client.state(cid)).system_of_record
+        assert bound  # the fingerprint of the first worker's database
+    async with running_worker(temporal_env, other) as (client, second):
+        reply = await client.send_message(cid, "yes")
+        state = await client.state(cid)
+        assert state.system_of_record == bound and reply.status == "active"
+        [op] = state.completed_operations
+        assert not op.ok and "another system of record" in op.result
+        assert second.ledger_entries("main") == [] and order_details(second, PENDING)["status"] == "pending"
+    assert first.ledger_entries("main") == [] and order_details(first, PENDING)["status"] == "pending"
