@@ -125,7 +125,7 @@ def private_log(path: Path):
 def exited(what: str, proc: subprocess.Popen, log_path: Path) -> DevServerError:
     """The error for a server that exited while starting: its log's last line says why (e.g.
     "Error: can't set UI port 8233: ... address already in use"), and a taken Web UI port
-    names the setting that moves it. Before, only "exited with 1; see <log>" was said."""
+    names the setting that moves it, not only "exited with 1; see <log>"."""
     try:
         lines = [line.strip() for line in log_path.read_text(errors="replace").splitlines() if line.strip()]
     except OSError:

@@ -362,7 +362,7 @@ async def test_a_scoped_conversation_that_authenticates_another_customer_withhol
     assert state["status"] == "cancelled" and state["customer"]["user_id"] == OTHER_CUSTOMER
     entries = s.audit.entries(subject=cid)
     assert (f"key:{s.ids['raj']}", "withheld_reply") in {(e.actor, e.action) for e in entries}
-    # the same key's own conversations go on as before
+    # the same key's own conversations go on as usual
     mine = await _conversation(s, "raj", text=f"Hi, my email is {EMAIL}")
     assert mine["reply"] and (await _state(s, mine["conversation_id"], "raj"))["customer"]["user_id"] == CUSTOMER
 

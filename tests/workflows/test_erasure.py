@@ -63,7 +63,7 @@ async def test_erasing_a_customer_leaves_nothing_of_theirs_anywhere(env, setting
         [sofia_refund] = [op.child_workflow_id for op in sofia_state.completed_operations]
         runs = [f"support-{raj}", refund]
 
-        # before: the scans see the customer in every store (so they can fail)
+        # before the erasure: the scans see the customer in every store (so they can fail)
         stores = side_rows(backend)
         assert len(mentioning(stores, PERSONAL)) >= 2 and len(mentioning(journal_rows(journal), PERSONAL)) >= 4
         assert len(mentioning([r for r in stores if '"to_email"' in r], (EMAIL,))) == 1  # the return's email
@@ -132,9 +132,9 @@ async def test_a_running_conversation_is_refused_then_terminated_on_request(env,
 
 
 async def test_the_runs_before_authentication_of_an_id_a_query_cannot_quote_are_erased_too(env, settings):
-    # the Python client takes any id; one with a space or a letter outside ASCII was left out of
-    # the erasure's visibility queries by workflow id, so the runs it continued as new from before
-    # the customer authenticated (no CustomerId on them) kept what the user had said
+    # the Python client takes any id; one with a space or a letter outside ASCII cannot be quoted
+    # in a visibility query by workflow id, and the runs it continued as new from before the
+    # customer authenticated (no CustomerId on them) must not keep what the user had said
     from workflows.domain.contracts import SupportInput
     from workflows.conversation.workflow import SupportWorkflow
 

@@ -138,7 +138,7 @@ async def test_a_message_retried_after_continue_as_new_while_a_cancel_closes_get
 async def test_a_message_retried_after_continue_as_new_while_an_operator_checks_gets_its_reply(
         temporal_env, settings):
     # the conversation waits (days) for an operator's resolution of an unknown outcome: a retry
-    # of an earlier run's message was refused "A colleague is checking..." instead of its reply
+    # of an earlier run's message gets its reply, not "A colleague is checking..."
     from tests.faults import UnknownWrites
     from tests.policy_fixtures import CUSTOMER, PENDING
 

@@ -70,11 +70,11 @@ or expired approval as "nothing was changed" (``settle_approvals``)."""
 
 SETTLE_KEEPS_BATCH_PATCH = "settle-keeps-batch"
 """``workflow.patched`` id of keeping a settle batch's writes among ``awaiting_approval`` until each
-is settled: an escalation of one withdraws the rest and says so (before, they were dropped)."""
+is settled: an escalation of one withdraws the rest and says so (without it, they are dropped)."""
 
 TRUTHFUL_EXPIRY_PATCH = "no-handover-without-ticket"
 """``workflow.patched`` id of telling the user that an expired approval's write went to no one
-when its human ticket could not be opened (before: "handed it to a human agent")."""
+when its human ticket could not be opened (without it: "handed it to a human agent")."""
 NO_TICKET = "the approval expired undecided; no human-agent ticket could be opened"
 """The step's error when the expiry's ticket could not be opened."""
 RAN_EARLIER = "the write had already run in an earlier run of this conversation (ledger)"
@@ -132,7 +132,7 @@ async def handed_over(state: ConversationState, confirmed: PendingConfirmation, 
 
     Asks only for writes that need approval, in runs recorded after
     ``HANDOVER_BEFORE_APPROVAL_PATCH``; a failed look-up returns False (the write waits for, or
-    runs after, the supervisor's decision as before)."""
+    runs after, the supervisor's decision as usual)."""
     if not needs_approval(state, confirmed, policy) or not workflow.patched(HANDOVER_BEFORE_APPROVAL_PATCH):
         return False
     ticket = keys.approval_expiry_ticket_key(keys.idempotency_key(confirmed.call, confirmed.operation_id))

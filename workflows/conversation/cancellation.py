@@ -49,22 +49,22 @@ async def _roll_back(state: ConversationState, write_timeout_seconds: float) -> 
 
 
 ESCALATED_WHILE_CANCELLING_PATCH = "cancel-summary-on-escalation"
-"""Since this patch, a write whose outcome turned out unknown while a cancel was pending is
+"""``workflow.patched`` id: a write whose outcome turned out unknown while a cancel was pending is
 still escalated (the one thing a cancel lets start), and the user's reply and the state also
-say that the conversation was cancelled (before: only the escalation was said)."""
+say that the conversation was cancelled (without it: only the escalation is said)."""
 
 
 ROLLBACK_ON_ESCALATION_PATCH = "rollback-on-escalation"
-"""Since this patch, a cancel with ``rollback`` that arrives while a write whose outcome turns out
+"""``workflow.patched`` id: a cancel with ``rollback`` that arrives while a write whose outcome turns out
 unknown is in flight still undoes the conversation's reversible writes after the escalation
-(before: the rollback was dropped unsaid, and the summary reported those writes done)."""
+(without it: the rollback is dropped unsaid, and the summary reports those writes done)."""
 
 
 CANCEL_DURING_TRANSFER_PATCH = "cancel-summary-on-transfer"
-"""Since this patch, a cancel that arrives while a transfer to a human agent (or a hand-over at the
+"""``workflow.patched`` id: a cancel that arrives while a transfer to a human agent (or a hand-over at the
 token budget) opens its ticket is honoured like one during an escalation: the status stays
 ``transferred`` (the ticket is open), the summary is told, the reason joins ``ended_reason`` and
-the rollback runs (before: the cancel left no trace)."""
+the rollback runs (without it: the cancel leaves no trace)."""
 
 
 async def escalated_while_cancelling(ctx: "TurnContext", reply: str) -> str:
@@ -91,9 +91,9 @@ async def escalated_with_cancel(state: ConversationState, request: Optional[Canc
 
 
 CANCEL_ANSWERS_TURN_PATCH = "cancel-answers-its-turn"
-"""Since this patch, a turn that ends with a reply while a cancel that arrived during it is pending
+"""``workflow.patched`` id: a turn that ends with a reply while a cancel that arrived during it is pending
 (an approval being requested, a transfer whose ticket failed, a write found changed) is answered
-by the cancel's summary, as an interrupted turn is: before, the user read a reply the cancel had
+by the cancel's summary, as an interrupted turn is: without it, the user reads a reply the cancel has
 already made untrue ("this needs a supervisor's approval" for a write it withdrew)."""
 
 

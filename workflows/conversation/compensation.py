@@ -150,8 +150,8 @@ async def _undo(request: WriteToolRequest, write_timeout_seconds: float, summary
 
 COMPENSATION_RECHECK_PATCH = "recheck-ledger-after-compensation"
 """``workflow.patched`` id of asking the ledger, by the compensation's key, about a compensating
-write whose retries ran out: it may have committed with its answer lost. Before, such a write
-was reported "could not be undone" (and a human asked to restore) when it had undone the change."""
+write whose retries ran out: it may have committed with its answer lost. Without it, such a write
+is reported "could not be undone" (and a human asked to restore) when it has undone the change."""
 RESET_COMPENSATION_PATCH = "reset-finds-applied-compensation"
 """``workflow.patched`` id of asking the ledger, by the undo's key, when the subject no longer holds
 what the write set: a reset that re-ran a rollback found the change undone by the first run's

@@ -72,7 +72,7 @@ history events (bench/turns.py); as a local activity it runs inside the workflow
 asked for it and leaves one marker. Histories recorded before it replay with activities."""
 TICKET_HELD_PATCH = "ticket-already-held"
 """``workflow.patched`` id of ``open_ticket`` returning True when the ticketing system already held
-the ticket (opened by an earlier run; a reset re-executed the hand-off): before, that was False,
+the ticket (opened by an earlier run; a reset re-executed the hand-off): without it, that is False,
 read by its callers as "no ticket could be opened"."""
 TENANT_PATCH = "tenant-on-refund-child"
 """``workflow.patched`` id of passing the conversation's ``Tenant`` to its refund child: a

@@ -38,7 +38,7 @@ RESOLUTION_PATCH = "operator-resolves-unknown"
 unknown outcome (histories recorded before it complete at the escalation, as they did)."""
 CANCEL_WHILE_WAITING_PATCH = "cancel-while-awaiting-resolution"
 """``workflow.patched`` id of honouring a cancel that ends the wait for an operator: the summary
-is told, its reason joins ``ended_reason`` and its rollback runs (before: no trace of it)."""
+is told, its reason joins ``ended_reason`` and its rollback runs (without it: no trace of it)."""
 RESOLUTION_JOURNAL_PATCH = "resolution-told-journaled"
 """``workflow.patched`` id of writing what a resolution told the user to the journal at once
 (one ``record_turn`` call); before it, the transcript showed it only after the user's next

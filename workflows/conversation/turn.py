@@ -46,7 +46,7 @@ from workflows.visibility import Visibility
 
 NO_WRITE_AFTER_HANDOVER_PATCH = "no-write-after-handover"
 """``workflow.patched`` id: a write proposed on an order whose earlier write went to a human agent
-when its approval expired is refused (``policy.handed_over_refusal``). Before, the user could ask
+when its approval expired is refused (``policy.handed_over_refusal``). Without it, the user could ask
 again and a supervisor approve a second write beside the human agent holding the ticket."""
 
 

@@ -215,8 +215,8 @@ class RefundWorkflow(ApprovalGate):
 
 WRITE_THROUGH_CANCEL_PATCH = "refund-write-through-cancel"
 """``workflow.patched`` id: a Temporal cancel that reaches a refund while its write runs lets the
-write finish and reports its outcome. Before, the cancel abandoned the write's activity: the
-refund escalated as "could not be reached" while the write could still commit."""
+write finish and reports its outcome. Without it, the cancel abandons the write's activity: the
+refund escalates as "could not be reached" while the write can still commit."""
 
 
 async def _through_cancel(write: Any) -> tuple[ToolResult, bool]:
