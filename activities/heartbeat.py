@@ -18,7 +18,7 @@ FIRST_BEAT_SECONDS = 1.0
 """The first beat of an activity comes this long after the block starts, not at once. Each
 beat the SDK sends is an RPC the server persists (``RecordActivityTaskHeartbeat``): beating at
 once cost 1.6-2.6 of them per turn, for model calls and journal writes that end in milliseconds
-(bench/turns.py, issue 8). The server's heartbeat timer runs from the activity's start, so a
+(bench/turns.py). The server's heartbeat timer runs from the activity's start, so a
 worker that dies before its first beat is still noticed at the heartbeat timeout (3 s,
 ``workflows.options.HEARTBEAT_TIMEOUT``): the first beat only has to come well within it."""
 

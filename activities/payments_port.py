@@ -36,7 +36,7 @@ def payments_key(write_key: str) -> str:
     ``pay:{write_key}``, or ``pay:sha256:<hex of write_key>`` when that, as sent, is over the
     service's bound. A write key holds the conversation id (up to 256 characters over HTTP,
     992 bytes from the Python client, percent-encoded when not ASCII): sent whole, a long one
-    was refused (422) after the order's write had committed, so the order was cancelled and
+    would be refused (422) after the order's write had committed: the order cancelled and
     its money never moved. The same write key always gives the same payments key."""
     key = f"pay:{write_key}"
     if len(wire_key(key)) <= MAX_KEY_CHARS:

@@ -1,4 +1,5 @@
-"""Chaos suite (issue 7 item 8): τ-bench tasks run concurrently on PostgreSQL while worker
+"""Chaos suite: τ-bench tasks run concurrently on PostgreSQL while worker processes are
+SIGKILLed, the external services fail and the Temporal server is restarted.
 
 The suite lives in ``bench/chaos/``; this script is its command (the same arguments).
 """

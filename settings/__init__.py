@@ -279,7 +279,7 @@ class Settings(BaseSettings):
         on the worker's own CPU, and 64 with a provider, whose calls wait on the network. A worker
         that takes more CPU-bound activities than it can serve holds them up on its event loop
         until their heartbeats time out: 234 timeouts at 500 concurrent conversations with 64
-        slots, 0 with 16, which also served more turns per CPU-second (bench/turns.py, issue 8);
+        slots, 0 with 16, which also served more turns per CPU-second (bench/turns.py);
         a task left on the server waits on its schedule-to-start time, which is not limited."""
         if self.max_concurrent_activities is not None:
             return self.max_concurrent_activities

@@ -5,5 +5,5 @@ Each subpackage stands in for a system a real deployment would reach over the ne
 the Messages API). Each lives behind its own boundary (a wire format, its own database
 tables) and imports nothing from ``workflows/`` or ``activities/``: what it needs to know
 about statekeeper it holds itself, as a documented contract (tests check that copies
-agree; ``tests/core/test_systems_boundary.py`` checks the imports).
+agree; the import contracts of ``pyproject.toml`` check the imports).
 """

@@ -1,7 +1,7 @@
 """A simulated system of record for the conversation property test
 (tests/core/conversation_invariants_machine.py): the τ-bench retail tools as pure functions
 over an in-memory copy of the benchmark's data, behind a ledger keyed by the idempotency
-key the workflow computes (``workflows.domain.keys``), with the write faults the issue names.
+key the workflow computes (``workflows.domain.keys``), with the write faults of ``Fate``.
 
 It records every call it receives (reads, writes, tickets), the number of times each
 key's effect was applied, and the before-image of every reversible write's subject at the

@@ -1,6 +1,5 @@
-"""Scanning what Temporal and our logs hold for customers' personal data in plaintext
-(issue 10, "Done when"): raw histories fetched WITHOUT the codec, the Temporal server's
-database file, and log files.
+"""Scanning what Temporal and our logs hold for customers' personal data in plaintext: raw
+histories fetched WITHOUT the codec, the Temporal server's database file, and log files.
 
 Two kinds of needles per customer (from the τ-bench users):
 - *distinctive* values, searched everywhere, even in raw binary (the database file): the

@@ -1,5 +1,5 @@
 """Parts of the server-level property test of a conversation's invariants
-(``tests/workflows/test_conversation_invariants_server.py``, issue 7 item 7).
+(``tests/workflows/test_conversation_invariants_server.py``).
 
 - ``Bridge``: hypothesis runs its rules in a thread; each rule hands a coroutine to the
   test's event loop (where the Temporal client and the worker live) and waits for it at

@@ -1,4 +1,4 @@
-"""The invariants of issue 7 item 7, checked against a real conversation's state, the
+"""The conversation invariants, checked against a real conversation's state, the
 retail ledger and the external services' databases (for
 ``tests/workflows/test_conversation_invariants_server.py``).
 

@@ -36,8 +36,8 @@ mid-call is noticed after this, not after the start-to-close timeout. The SDK se
 one heartbeat per 0.8 × this, so a dead worker is noticed 0.6-3 s after it died. The beats,
 every ``HEARTBEAT_INTERVAL_SECONDS``, come from the worker's event loop: a loop held up for
 about this long (an overloaded worker) times out live calls, which are then retried.
-2 s was tried (issue 8): it saves at most a second of a restart and times out more under
-load, so it stays at 3 s."""
+2 s would save at most a second of a restart and time out more under
+load (bench/turns.py), so it is 3 s."""
 HEARTBEAT_INTERVAL_SECONDS = 0.5
 """How often ``activities.heartbeat`` calls ``activity.heartbeat`` (the SDK throttles what it sends)."""
 
@@ -62,7 +62,7 @@ finish (a model call, a write) before they are cancelled; then the process exits
 write's database thread is still busy (``worker.main``): that write either committed (its
 retry finds the ledger row) or rolled back. Local activities are not cancelled by it: with
 ``SupportInput.local_model_calls`` a shutdown waits for the model calls in flight (up to their
-60 s timeout; review of 2026-11-30)."""
+60 s timeout)."""
 
 MODEL_TIMEOUT = timedelta(seconds=60)
 MODEL_RETRY = RetryPolicy(

@@ -5,7 +5,7 @@ Search attributes for finding runs: ``CustomerId`` (the customer's keyed pseudon
 ``PendingApproval``. The current details (the "User Metadata" tab) say what a run is
 doing, as Markdown; activity summaries name each activity on the Timeline.
 
-No personal data reaches any of them (house rule; issue 6, item 5 "show ids"): arguments a
+No personal data reaches any of them (house rule: "show ids"): arguments a
 tool's spec marks as personal (emails, names, zips, addresses, payment method ids) are left
 out, and so is the customer id, because τ-bench ids hold people's names
 (``mia_garcia_4516``); operators see its pseudonym instead.

@@ -133,7 +133,7 @@ def _reachable(node: Any, defs: dict[str, Any], seen: set[str] | None = None) ->
 def _described_schema(withheld: frozenset[str] = frozenset()) -> dict[str, Any]:
     """The flattened schema as the cached layout offers it: the one place the model reads the
     tools. Each tool-call variant carries its tool's class and description (the system prompt
-    no longer lists them), its arguments inline (one def fewer per tool), and no ``type``
+    does not list them), its arguments inline (one def fewer per tool), and no ``type``
     beside a ``const``."""
     schema = copy.deepcopy(_flattened_schema(withheld))
     defs = schema["$defs"]

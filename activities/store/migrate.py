@@ -89,7 +89,7 @@ def upgrade(engine: Engine, revision: str = "head") -> None:
             before = MigrationContext.configure(conn).get_current_revision()
             command.upgrade(alembic_config(conn), revision)
             after = MigrationContext.configure(conn).get_current_revision()
-        if after != before:  # one line, where Alembic logged each revision's whole docstring
+        if after != before:  # one line, where Alembic would log each revision's whole docstring
             log.info("journal schema migrated from %s to %s", before or "nothing", after)
         if revision == "head":
             _done.add(key)

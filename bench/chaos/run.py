@@ -1,4 +1,4 @@
-"""Chaos suite (issue 7 item 8): τ-bench tasks run concurrently on PostgreSQL while worker
+"""Chaos suite: τ-bench tasks run concurrently on PostgreSQL while worker
 processes are SIGKILLed, the external services fail in every way they can, and the Temporal
 server is restarted; then every effect is counted where it landed.
 

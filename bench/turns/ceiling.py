@@ -1,6 +1,6 @@
-"""How far issue 8's structure lets turns per CPU-second go: statekeeper, an older commit
+"""How far statekeeper's structure lets turns per CPU-second go: statekeeper, an older commit
 (the baseline) and ``CeilingWorkflow`` (``bench/turns/ceiling_workflow.py``: the same conversation
-with nothing but the round trips item 3 asks for) at C concurrent conversations on one
+with nothing but the round trips it needs) at C concurrent conversations on one
 worker, each row on a dev server and a database of its own, in alternating order over
 ``--rounds``.
 

@@ -1,7 +1,7 @@
-"""The least conversation issue 8's structure allows, for ``bench/turns/ceiling.py``.
+"""The least conversation statekeeper's structure allows, for ``bench/turns/ceiling.py``.
 
 ``CeilingWorkflow`` answers the bench conversation (authenticate, ask about an order, cancel
-it, confirm) with only the round trips item 3 of issue 8 asks for: each model call an activity
+it, confirm) with only the round trips statekeeper needs: each model call an activity
 that heartbeats (``ModelActivities.propose_action`` over the offline stand-in and
 ``bench.turns.worker_process.brain``), each read a local activity (``ToolActivities.run_read_tool``),
 the confirmed write an activity with an idempotency key (``run_write_tool``), one update per

@@ -1,6 +1,6 @@
 """A 1,000-turn conversation across continue-as-new runs: how many runs, the events of each
 (Temporal's guidance: under 10,000 per run), per-turn latency at the start and at the end,
-and whether its state is intact at the end (issue 8).
+and whether its state is intact at the end.
 
 One Temporal dev server (default limits: it suggests continuing as new at 4,096 events), a
 worker in this process (production sandbox settings, SQLite) and the bench's stand-in model

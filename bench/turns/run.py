@@ -259,7 +259,7 @@ def cli() -> None:
                              "'history.timerProcessorMaxTimeShift=\"100ms\"' (repeatable; default: none)")
     parser.add_argument("--baseline-server", choices=("current", "own", "both"), default="current",
                         help="the dev server of --baseline's rows: with today's dynamic config (current, as every "
-                             "other row), with the one its commit shipped (own: none before issue 8), or a row of each")
+                             "other row), with the one its commit shipped (own: none in the oldest commits), or a row of each")
     parser.add_argument("--baseline-repeats", type=int, default=0,
                         help="SIGKILLs per kind and mode on the --baseline code (default: --repeats)")
     parser.add_argument("--conversations", default="50,200,500", help="concurrency: conversations at once, comma-separated")

@@ -95,7 +95,7 @@ class StartConversation(BaseModel):
 
 class ConversationCreated(BaseModel):
     """Response of ``POST /conversations``: ``reply`` is set when the body had ``text`` (else
-    null), with the fields of a message's reply, nulls included (they were once left out)."""
+    null), with the fields of a message's reply, nulls included (never left out)."""
 
     conversation_id: str
     reply: Optional[AssistantReply] = None

@@ -2,7 +2,7 @@
 every refusal status of every route, with the one body shape the API sends for all of
 them (``Refusal``: ``{"detail": "<reason>"}``). Routes take their ``responses=`` from
 ``responses_for(method, path)``, so the OpenAPI document lists exactly these; a route
-missing here fails at import, and ``tests/e2e/test_api_schema.py`` checks the document
+missing here fails at import, and ``tests/e2e/test_api_docs.py`` checks the document
 (and runs schemathesis, which fails on any status a route sends but does not declare).
 
 To add a status to every route (e.g. 401/403 for authentication), extend ``COMMON``;

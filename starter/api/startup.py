@@ -22,7 +22,7 @@ Message = dict[str, Any]
 class OneLineStartupRefusal:
     """ASGI middleware: a startup that fails with ``StartupRefused`` or an invalid setting is
     reported to the server (uvicorn logs it) as ``statekeeper: <why>``; any other failure keeps
-    the framework's report. The server then exits as before."""
+    the framework's report. The server then exits as it would anyway."""
 
     def __init__(self, app: Callable[..., Awaitable[None]]) -> None:
         self.app = app

@@ -258,10 +258,10 @@ def main() -> None:
     ``starter.runtime.process_exit.exit_now`` (the SDK's native threads can crash the interpreter's
     teardown after a command that used a Temporal client). SIGTERM (``kill``, ``docker
     stop``, systemd) ends a command as Ctrl-C does, at any point, so the embedded server,
-    worker and services it started stop with it (by default the process died at once and left
+    worker and services it started stop with it (by default the process would die at once and leave
     the embedded Temporal server running with its ports); ``worker`` shuts down gracefully on
     either. SIGHUP (a closed terminal, a dropped ssh connection) too, unless ignored (``nohup``):
-    it killed a chat outright and left the embedded server it started running (in a session of
+    by default it kills a chat outright and leaves the embedded server it started running (in a session of
     its own, the hangup does not reach it)."""
     for sig in stop_signals():  # SIGTERM, and SIGHUP unless ignored: as Ctrl-C
         if sig != signal.SIGINT:

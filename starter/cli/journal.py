@@ -130,8 +130,8 @@ def no_decisions(conversation: Optional[str], customer: Optional[str], rule: Opt
 def decision_table(rows: list) -> Table:
     """The decision log as a table. A column whose value is the same in every row (the
     conversation when filtered by it, the prompt version, the model) is said once, in the
-    caption, and long values fold: with all twelve columns an 80-column terminal showed "con…",
-    "pr…", "ve…" (a new user's report)."""
+    caption, and long values fold: with all twelve columns an 80-column terminal would show "con…",
+    "pr…", "ve…"."""
     columns = {"conversation": lambda r: r.conversation_id, "turn": lambda r: str(r.turn),
                "call": lambda r: str(r.call_seq), "prompt": lambda r: r.prompt_version, "model": lambda r: r.model,
                "proposal": _proposal, "stop": lambda r: r.stop_reason or "-", "verdict": lambda r: r.verdict or "-",

@@ -3,10 +3,10 @@ setting, a data directory that cannot be used, statekeeper's own database (the j
 damaged, locked, unreachable or migrated by a newer version, an output file that cannot be
 written.
 
-Why here: each of these reached the user as a Python traceback ending in an exception class
+Why here: unhandled, each of these reaches the user as a Python traceback ending in an exception class
 name (``ValidationError``, ``FileExistsError``, ``DatabaseError``, ``CommandError``,
-``FileNotFoundError``), and the output file of ``backtest --json`` was found unwritable only
-after the whole run, losing its report. A command now says what is wrong and what to do in
+``FileNotFoundError``), and an unwritable output file of ``backtest --json`` would be found only
+after the whole run, losing its report. A command says what is wrong and what to do in
 one line on stderr, exits non-zero (2: the caller's input or settings; 1: the environment),
 and has changed nothing. The database's own text is never shown: it may hold its URL (a
 password) or SQL.

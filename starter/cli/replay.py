@@ -134,7 +134,7 @@ def resolve(conversation_id: str = _ID,
 
     given_id(conversation_id)
     settings = command_settings()
-    try:  # refused before connecting: a wrong --outcome waited for Temporal first (a helper's finding)
+    try:  # refused before connecting: a wrong --outcome need not wait for Temporal
         resolution_payload(step, outcome, operator, note, "cli")
     except ConversationError as err:
         errors.print(f"[red]statekeeper resolve: {escape(str(err))}[/]", highlight=False)

@@ -118,7 +118,7 @@ class ClientCore:
 
         Calls at the same time share one ``DescribeTaskQueue``, and a "yes" holds for
         ``POLLING_REUSE_SECONDS``: every conversation start asks, and at 200 starts at once
-        that was one RPC to the server's matching service per conversation (issue 8)."""
+        asking each time would be one RPC to the server's matching service per conversation."""
         loop = asyncio.get_running_loop()
         if loop.time() < self._polled_until:
             return True

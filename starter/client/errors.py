@@ -59,7 +59,7 @@ def outcome_unknown(what: str, retry: str, message_id: str | None = None,
     """Temporal stopped answering while an update with a caller-supplied id (``what``: "the
     message", "the decision") was on its way: it may have been handled. Its id is the update
     id, so sending it again as ``retry`` says returns the answer of the one run instead of
-    running it twice (issue 7 item 5). ``message_id``: for a message, the id to send it with."""
+    running it twice. ``message_id``: for a message, the id to send it with."""
     return ConversationError(
         f"{cause}, so whether {what} was received is unknown; {retry}: it is handled at "
         "most once and the retry returns its answer", "outcome_unknown", message_id=message_id)

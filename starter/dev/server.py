@@ -65,9 +65,9 @@ DYNAMIC_CONFIG = {"system.enableActivityEagerExecution": "true",
 ``deploy/temporal/dynamicconfig``) hands an activity a workflow task
 schedules on its own task queue back to the worker in the task's completion reply, without a
 trip through matching. At 200 concurrent conversations it served 20 % more turns per
-CPU-second (bench/turns.py --dynamic-config, issue 8). A worker takes one only with an
+CPU-second (bench/turns.py --dynamic-config). A worker takes one only with an
 activity slot free, and under that load its slots are full and a waiting poller takes each
-one that frees: the eighth session counted 0.03-0.07 eager starts per turn (bench/turns.py's
+one that frees: bench/turns.py counted 0.03-0.07 eager starts per turn (its
 ``eager:`` counter) against 2.0 activities. A slot supplier that kept 12 of the 16 slots for eager starts raised them to
 1.75 per turn and cut the median turn from 10.5 to 1.5 s, but not the CPU per turn (9.46
 against 9.21 turns per CPU-second), lengthened the slowest turns (p95 19 to 38 s) and let
@@ -78,7 +78,7 @@ use (so an attribute added at runtime applies at once); a production server, the
 stack's included, caches them: its default, which this restores. Ours are registered on the dev server's command line
 (``dev_server_command``, the tests' ``search_attributes``) before any run uses them. Each
 workflow task that upserted a search attribute cost the server about 1.5 ms more CPU for it
-(a cluster-metadata and a namespace read per attribute set, issue 8)."""
+(a cluster-metadata and a namespace read per attribute set)."""
 
 
 DEV_SERVER_STARTUP_SECONDS = 60.0
@@ -125,7 +125,7 @@ def private_log(path: Path):
 def exited(what: str, proc: subprocess.Popen, log_path: Path) -> DevServerError:
     """The error for a server that exited while starting: its log's last line says why (e.g.
     "Error: can't set UI port 8233: ... address already in use"), and a taken Web UI port
-    names the setting that moves it. Before, only "exited with 1; see <log>" was said."""
+    names the setting that moves it, not only "exited with 1; see <log>"."""
     try:
         lines = [line.strip() for line in log_path.read_text(errors="replace").splitlines() if line.strip()]
     except OSError:

@@ -16,7 +16,7 @@ from systems.fleet import SERVICES, Fleet, sqlite_databases
 async def external_systems(settings: Settings) -> AsyncIterator[tuple[Settings, str]]:
     """Yields (``settings`` with the services' URLs, a line describing them for the user).
     Serves them on ``settings.services_port`` and the next two ports when no URL is set; a
-    port that is taken leaves that part as before (no payments mirror, the retail side
+    port that is taken leaves that part unserved (no payments mirror, the retail side
     channels) and says so."""
     if settings.payments_url or settings.email_url or settings.ticketing_url:
         yield settings, "external services at their configured URLs"

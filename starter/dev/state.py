@@ -45,7 +45,7 @@ class DevState(BaseModel):
     """The external services the dev worker uses: every worker on its task queue must use the same."""
     detached: bool = True
     """False for a foreground `statekeeper dev` (its process, not its group, is signalled to stop
-    it). Recorded too, so a `chat` beside it uses its services (before, that chat was refused:
+    it). Recorded too, so a `chat` beside it uses its services (otherwise that chat is refused:
     "a worker configured with other external services")."""
     started_server: bool = True
     """False when the dev uses a Temporal server that was already running (another user's, on a

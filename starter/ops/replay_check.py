@@ -1,4 +1,4 @@
-"""The safe-replay decision (issue 7 item 6): may a conversation's run be resumed — reset to
+"""The safe-replay decision: may a conversation's run be resumed — reset to
 its last completed workflow task and run on — without any effect happening twice?
 
 ``check(client, conversation_id, systems)`` reads the run's history (``starter.ops.replay_history``)

@@ -1,5 +1,5 @@
 """``statekeeper resume``: reset a conversation's run to its last completed workflow task,
-only on a ``resume`` verdict of ``starter.ops.replay_check.check`` (issue 7 item 6).
+only on a ``resume`` verdict of ``starter.ops.replay_check.check``.
 
 A check is resumed at most once, even by two operators at the same moment: Temporal neither
 deduplicates resets by request id nor refuses to reset a run that another reset has just

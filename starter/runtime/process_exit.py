@@ -2,7 +2,7 @@
 
 The SDK's native (Rust) threads outlive the event loop and may call into Python while the
 interpreter finalizes; CPython then aborts with "Fatal Python error: PyGILState_Release ...
-finalizing" and status -6 (temporalio/sdk-python issue 300, open). Seen in our CI on a
+finalizing" and status -6 (open upstream: github.com/temporalio/sdk-python/issues/300), e.g. a
 ``statekeeper chat`` that had already printed every reply. So a command ends with
 ``exit_now``: what teardown would have done for us (exit handlers, log handlers, buffered
 output, the status 120 of output that could not be written) runs first, while the

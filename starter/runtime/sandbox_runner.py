@@ -4,7 +4,7 @@ The SDK's sandboxed instance runs every activation, and every payload's serializ
 lookup, as ``exec`` of a short source string (``_Instance._run_code``). ``exec`` of a string
 compiles it each time: about 26 µs, and a turn makes well over a hundred such calls (one per
 payload sequence the worker encodes or decodes). py-spy put that compile at 6 % of a bench
-worker's CPU at 200 concurrent conversations (issue 8). ``CompiledSandboxedWorkflowRunner``
+worker's CPU at 200 concurrent conversations. ``CompiledSandboxedWorkflowRunner``
 runs the very same source through code objects compiled once per distinct string: the code
 that runs, its restrictions and its imports are unchanged; only the repeated compile is gone.
 """

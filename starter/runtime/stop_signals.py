@@ -31,9 +31,9 @@ def run_until_stopped(main: Callable[[], Coroutine[Any, Any, Any]]) -> None:
     then a SIGINT 0.1 s apart to `statekeeper dev` printed the API's and codec server's
     tracebacks and left it hung with its Temporal server running; `statekeeper api` printed a
     traceback. Once stopped the signals stay ignored past the event loop: the loop's close put
-    Python's default SIGINT handler back, and a Ctrl-C held down through the exit printed
+    Python's default SIGINT handler back, and a Ctrl-C held down through the exit would print
     "Exception ignored in atexit callback ... KeyboardInterrupt" (the tracer provider's), or
-    ended the command with status 130 before "stopped." was printed. The shutdown is bounded
+    end the command with status 130 before "stopped." is printed. The shutdown is bounded
     (the worker gives activities 10 s)."""
     signals = stop_signals()
     previous = {sig: signal.getsignal(sig) for sig in signals}

@@ -278,7 +278,7 @@ def main(run: Optional[Callable[[], Awaitable[None]]] = None) -> None:
     log.info("worker stopped")
     # not sys.exit: the SDK's native threads (the failed connect's too) may still call into
     # Python while the interpreter finalizes (starter.runtime.process_exit). Without the exit
-    # handlers, as before: the tracer's span export could hold a stopping worker for its
+    # handlers, deliberately: the tracer's span export could hold a stopping worker for its
     # exporter's timeouts while the collector is down
     exit_now(0, exit_handlers=False)
 

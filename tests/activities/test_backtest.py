@@ -55,7 +55,7 @@ def row(cid: str, proposal: Optional[dict], verdict: Optional[str], v: dict, rul
 
 def constructed_rows() -> list[DecisionRow]:
     """A return and a cancel the rules brain proposes and the workflow showed; a delivered
-    order's cancel recorded as rejected (the brain now replies instead); a malformed call;
+    order's cancel recorded as rejected (the current brain replies instead); a malformed call;
     a proposal superseded by a newer message (no policy verdict recorded)."""
     return [
         row("c-return", RETURN, Verdict.SHOWN.value, view(f"return everything in {DELIVERED}", DELIVERED, "c-return")),
@@ -81,8 +81,8 @@ async def test_the_current_version_reproduces_what_was_recorded():
     report = await run(constructed_rows(), PROMPT_VERSION)
     results = {r.conversation_id: r.result for r in report.rows}
     assert results == {"c-return": Difference.SAME, "c-cancel": Difference.SAME,
-                       "c-delivered": Difference.DIFFERENT_VERDICT,  # the brain now replies: accepted
-                       "c-malformed": Difference.DIFFERENT_VERDICT,  # now a proposal the policy accepts
+                       "c-delivered": Difference.DIFFERENT_VERDICT,  # the current brain replies: accepted
+                       "c-malformed": Difference.DIFFERENT_VERDICT,  # the current brain's proposal the policy accepts
                        "c-superseded": Difference.SAME}  # judged by the current policy: accepted, and equal
     assert (report.calls, report.same, report.different_proposal, report.different_verdict) == (5, 3, 0, 2)
     delivered = next(r for r in report.rows if r.conversation_id == "c-delivered")

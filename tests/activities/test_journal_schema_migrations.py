@@ -152,7 +152,7 @@ def test_statekeeper_migrate_fails_readably_when_the_database_is_unreachable(tmp
     done = subprocess.run([sys.executable, "-m", "starter.cli.app", "migrate"], env=env, capture_output=True, text=True,
                           timeout=120)
     assert done.returncode == 1
-    # worded from the failure's kind, never its class name (it was "(OperationalError)")
+    # worded from the failure's kind, never its class name ("(OperationalError)")
     assert "the journal database (STATEKEEPER_JOURNAL_URL) cannot be reached" in done.stderr
     assert "OperationalError" not in done.stderr
     assert "secret-pw" not in done.stderr + done.stdout and "Traceback" not in done.stderr

@@ -1,7 +1,11 @@
 """The journal store (``activities.store.journal``) on real SQLite and PostgreSQL: upserts
 keyed by conversation/turn/seq are idempotent, a re-run turn replaces its rows, the
 decision query filters and joins, JSON Lines export, transcript order, erasure and purge;
-and the ``record_turn`` activity's typed failures."""
+the journal's ids for erasure and retention (the conversations of a customer, including a
+pseudonym the journal may hold instead of the id; the conversations whose newest row is older
+than a cutoff; erasing a set of conversations whole, leaving the others as they were); and the
+``record_turn`` activity's typed failures.
+"""
 
 from __future__ import annotations
 
@@ -18,6 +22,7 @@ from activities.journal import JournalActivities
 from activities.store.journal import JournalStore, ModelCallRecord
 from tests.journal_fixtures import postgres_database, sqlite_url
 from workflows.domain.journal import EntryKind, Role, TranscriptRecord, TurnRecord, Verdict, VerdictRecord
+
 
 T0 = datetime(2026, 11, 1, 12, 0, tzinfo=timezone.utc)
 
@@ -95,7 +100,7 @@ def test_a_later_stage_of_a_shown_write_settles_the_turns_last_call(store):
 
 def test_a_later_stage_in_the_same_record_settles_the_call_its_earlier_verdict_named(store):
     # the turn's call rows are missing (their writes failed): the earlier verdict of the same
-    # record still names the call, as it did when each verdict was written on its own
+    # record names the call, as a verdict written on its own would
     later = VerdictRecord(turn=3, call_seq=None, verdict=Verdict.CANCELLED, at=T0)
     record = TurnRecord(conversation_id="c1", turn=3, model_calls=3, verdicts=[verdict(3, 3, Verdict.SHOWN), later])
     assert store.record_turn(record) == 0
@@ -257,3 +262,33 @@ def test_recording_an_earlier_turn_again_drops_the_later_turns_of_the_discarded_
                                  transcript=[said(1, 0, "message 1 again", Role.USER, EntryKind.MESSAGE)]))
     assert [e.text for e in store.transcript("c1")] == ["message 1 again"]
     assert [(r.turn, r.verdict) for r in store.decisions(conversation_id="c1")] == [(1, "replied"), (2, None)]
+
+
+# --- The journal's ids for erasure and retention ---
+
+def _everything(journal: JournalStore) -> list:
+    return [(r.conversation_id, r.turn, r.call_seq) for r in journal.decisions()] + [
+        (cid, e.turn, e.seq, e.text) for cid in ("c1", "c2", "c3", "c4") for e in journal.transcript(cid)]
+
+
+def test_ids_of_a_customer_and_of_stale_conversations(store):
+    _conversation(store, "c1", "u1", T0)
+    _conversation(store, "c2", "u1", T0 + timedelta(days=30))
+    _conversation(store, "c3", "cust-0123456789abcdef0123", T0)
+    store.record_turn(TurnRecord(conversation_id="c4", turn=0, transcript=[said(0, 0, "hi", Role.USER,
+                                                                                 EntryKind.MESSAGE)]))
+    assert store.conversations_of_customer("u1") == {"c1", "c2"}
+    assert store.conversations_of_customer("cust-0123456789abcdef0123") == {"c3"}
+    assert store.conversations_of_customer("u") == set()  # exact ids, not prefixes
+    assert store.stale_conversations(T0 + timedelta(days=10)) == {"c1", "c3", "c4"}
+    assert store.stale_conversations(T0) == set()  # strictly older
+
+
+def test_erase_conversations_removes_exactly_those(store):
+    for cid, customer in (("c1", "u1"), ("c2", "u1"), ("c3", "u2")):
+        _conversation(store, cid, customer, T0)
+    kept = [row for row in _everything(store) if row[0] == "c2"]
+    erased = store.erase_conversations({"c1", "c3", "never-seen"})
+    assert (erased.conversations, erased.model_calls, erased.verdicts, erased.transcript) == (2, 2, 2, 4)
+    assert _everything(store) == kept
+    assert store.erase_conversations(set()).conversations == 0 and _everything(store) == kept

@@ -2,9 +2,9 @@
 
 A write key holds the conversation id (up to 256 characters over HTTP, 992 bytes from the
 Python client, percent-encoded on the wire when it is not ASCII); the payments service takes
-an ``Idempotency-Key`` of at most 300 characters. Sent whole, a long key was refused (422)
-after the order's write had committed: the order was cancelled, its money never moved, and
-the refusal (``InvalidData``) told the user "nothing was changed". Now the key is hashed when
+an ``Idempotency-Key`` of at most 300 characters. Sent whole, a long key would be refused (422)
+after the order's write had committed: the order cancelled, its money never moved, and the
+refusal (``InvalidData``) telling the user "nothing was changed". So the key is hashed when
 too long, and a refusal of the money after the write is an unknown outcome (escalated).
 
 Real retail system of record (SQLite), real payments service over HTTP, the real adapters;

@@ -2,7 +2,7 @@
 PostgreSQL databases: shared by every worker on the same database, and the worker's
 offline model follows a plan registered by another process.
 
-Split from test_model_system.py (whose pure checks are in tests/core/test_model_system.py).
+The offline model's pure checks are tests/core/test_offline_model.py.
 """
 
 from __future__ import annotations

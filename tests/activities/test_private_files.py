@@ -1,4 +1,4 @@
-"""Data files are created 0600 (issue 10, item 3) without disturbing SQLite: the system of
+"""Data files are created 0600 without disturbing SQLite: the system of
 record's and the journal's SQLite files, their WAL files, and a file made world-readable by
 an older version; several engines on one file in one process (the journal, the audit log,
 the key store share the journal database) keep working."""
@@ -36,10 +36,10 @@ def test_sqlite_files_are_created_0600_and_a_wider_one_is_narrowed(tmp_path):
 
 def test_opening_another_engine_keeps_this_process_locks_on_the_file(tmp_path):
     """Closing any descriptor of a SQLite file drops every POSIX lock this process holds on
-    it. A version that opened the file (to create it 0600) on every engine did so while the
-    journal, the audit log and the key store had it open: another process then saw no
-    reader, checkpointed and deleted the WAL under them, and `statekeeper dev`'s audit log
-    failed with "disk I/O error". Now a live process's WAL survives another's visit."""
+    it. Opening the file (to create it 0600) on every engine while the journal, the audit log
+    and the key store have it open would let another process see no reader, checkpoint and
+    delete the WAL under them (`statekeeper dev`'s audit log then fails with "disk I/O error").
+    A live process's WAL survives another's visit."""
     path = tmp_path / "journal.sqlite"
     url = f"sqlite:///{path}"
     first = journal_engine(url)

@@ -1,16 +1,24 @@
-"""The external services over real HTTP, each fault kind against each service's adapter:
-what the caller is told, and that the effect exists exactly once after the next attempt
-(the unknown-outcome protocol asks the service by key or reference before sending again).
+"""The external services failing, over real HTTP:
+
+- each fault kind against each service's adapter: what the caller is told, and that the effect
+  exists exactly once after the next attempt (the unknown-outcome protocol asks the service by
+  key or reference before sending again), with keys that hold '#', ':' and '.';
+- a failed request is logged through the process's root logger and its redaction
+  (``starter.runtime.logs``), never by handlers of uvicorn's own: the dev process serves the
+  services beside its worker, and a SQLite "database is locked" traceback under load carries a
+  payment method id in its SQL parameters.
 
 Real payments, email and ticketing services (uvicorn, SQLite files) and the real adapters.
 """
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import httpx
 import pytest
+from fastapi import FastAPI
 
 from activities.channels_http import HttpOutbox, HttpTickets
 from activities.deadline import deadline_in
@@ -18,8 +26,11 @@ from activities.payments_port import HttpPayments
 from activities.ports import PortError
 from activities.reconcile import Ambiguous, DispatchLog, NotDone, OutcomeUnknown
 from systems.retail.engine import make_engine
+from systems.service_kit.server import ServiceThread
+from tests.log_capture import root_log
 from tests.service_fixtures import arm, services  # noqa: F401 - fixture
 from workflows.domain.errors import ErrorType
+
 
 FAULTS = ("http_5xx", "fail_before_commit", "commit_then_drop", "answer_after_timeout", "slow_lock")
 FIRST_ATTEMPT_RAISES = {"http_5xx": NotDone, "fail_before_commit": Ambiguous, "commit_then_drop": Ambiguous,
@@ -144,8 +155,8 @@ def test_each_fault_on_postgresql_then_a_retry_leaves_exactly_one_payment(tmp_pa
 
 
 def test_an_operation_is_found_by_its_key_whatever_the_key_holds(services, tmp_path):  # noqa: F811
-    # real keys hold '#' (order ids), ':' and '.'; a '#' sent unquoted cut the lookup's path, so
-    # every retry after an ambiguous failure was re-sent instead of found (adversarial review)
+    # real keys hold '#' (order ids), ':' and '.'; a '#' sent unquoted would cut the lookup's path,
+    # so every retry after an ambiguous failure would be re-sent instead of found
     payments = HttpPayments(services["payments"], 2.0, _log(tmp_path))
     key = "pay:cancel_pending_order:#W4566809:desk-43.t3/x"
     assert payments.find(key) is None
@@ -182,11 +193,41 @@ def test_a_key_naming_a_non_ascii_conversation_moves_money_once(services, tmp_pa
 
 @pytest.mark.parametrize("seconds", ["-1", "nan", "1e9"])
 def test_fault_seconds_out_of_range_in_the_header_are_refused_before_any_work(services, seconds):  # noqa: F811
-    # the header skipped the bounds of POST /_faults (0 to 120 s): "-1" committed the payment and
-    # then answered 500 (time.sleep(-1)); "1e9" with slow_lock would hold the write lock for ever
+    # the header has the bounds of POST /_faults (0 to 120 s): "-1" would commit the payment and
+    # then answer 500 (time.sleep(-1)); "1e9" with slow_lock would hold the write lock for ever
     url, key = services["payments"], f"k-fault-seconds-{seconds}"
     body = {"reference": "#W-fs", "kind": "cancel_pending_order", "movements": MOVEMENTS}
     answer = httpx.post(f"{url}/operations", json=body, headers={
         "Idempotency-Key": key, "X-Fault": "answer_after_timeout", "X-Fault-Seconds": seconds})
     assert answer.status_code == 400 and "nothing was done" in answer.json()["detail"]
     assert httpx.get(f"{url}/operations/{key}").status_code == 404
+
+
+# --- A failed request is logged redacted ---
+
+SECRET = "paypal_1038468"
+
+
+def test_a_services_failure_is_logged_redacted():
+    app = FastAPI()
+
+    @app.get("/boom")
+    def boom() -> None:
+        raise RuntimeError(f"(sqlite3.OperationalError) database is locked\n[SQL: INSERT INTO payment_operations "
+                           f"VALUES (?)]\n[parameters: ('[{{\"payment_method_id\": \"{SECRET}\"}}]',)]")
+
+    uvicorn_log, uvicorn_error = logging.getLogger("uvicorn"), logging.getLogger("uvicorn.error")
+    # as in the dev process, where nothing configured uvicorn's loggers (another test's server
+    # with uvicorn's default config leaves them with handlers of their own, not propagating)
+    with root_log("INFO", "uvicorn", "uvicorn.error") as stream:
+        server = ServiceThread(app).start()
+        try:
+            response = httpx.get(f"http://{server.host}:{server.port}/boom", timeout=10)
+        finally:
+            server.stop()
+        # the service configured none of uvicorn's loggers itself
+        assert uvicorn_log.handlers == [] and uvicorn_log.propagate and uvicorn_error.level == logging.NOTSET
+    logged = stream.getvalue()
+    assert response.status_code == 500
+    assert "database is locked" in logged  # the failure is logged, for operators
+    assert SECRET not in logged, logged

@@ -129,7 +129,7 @@ def test_an_unpaired_surrogate_is_refused_and_nothing_is_stored(services, valid,
     assert answer.status_code == 422, answer.text
     [error] = answer.json()["detail"]
     assert error["loc"][-1] == field and "unicode string" in error["msg"]  # pydantic's words or ours
-    assert "input" not in error  # the refused text, which the answer could not encode (it was a 500)
+    assert "input" not in error  # the refused text, which the answer could not encode (a 500)
     assert _stored(services, system, body["reference"]) == 0
     assert httpx.post(f"{services[system]}{path}", json=body, headers=_headers(body)).status_code == 201
 
@@ -137,8 +137,8 @@ def test_an_unpaired_surrogate_is_refused_and_nothing_is_stored(services, valid,
 @pytest.mark.parametrize("system", sorted(VALID))
 def test_concurrent_writers_on_sqlite_all_succeed(services, valid, system):
     """A service's write reads (by key or reference) and then inserts: on SQLite a deferred
-    transaction upgrading its lock under concurrency failed at once with "database is
-    locked" (a 500 in the demo); writers now take the lock up front and wait their turn."""
+    transaction upgrading its lock under concurrency would fail at once with "database is
+    locked" (a 500); writers take the lock up front and wait their turn."""
     from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415
 
     path, body = valid[system]

@@ -1,4 +1,4 @@
-"""Invariants of a conversation over generated interleavings (issue 7, item 7, pure core).
+"""Invariants of a conversation over generated interleavings (pure core).
 
 A hypothesis ``RuleBasedStateMachine`` drives the pure core of ``SupportWorkflow``, composed
 as the workflow composes it (``tests.conversation_driver``), against a simulated system of

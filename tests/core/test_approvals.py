@@ -309,7 +309,7 @@ def test_policy_bounds():
 
 def test_closing_withdraws_an_approved_write_that_never_ran_and_keeps_its_approver():
     # a cancel that lands after the approval and before the approved write ran: the approval
-    # used to stay "approved" beside the cancelled step (operators read the write as on its way)
+    # must not stay "approved" beside the cancelled step (operators would read the write as on its way)
     from workflows.domain import transitions as tr
     from workflows.domain.records import ConversationStatus, StepStatus
     from workflows.domain.state import ConversationState

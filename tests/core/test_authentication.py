@@ -3,8 +3,7 @@ and zip, that the user stated in their own turn (not the assistant's, not the mo
 invention), a second identity after authentication is refused, and the fact caps never
 lock out the email the user states.
 
-From an adversarial review (identity pinning); the one failing case then is described
-in its docstring, it is fixed, and every case keeps guarding against a return. That the
+That the
 workflow holds this against a model that looks up an identity on its own is
 tests/workflows/test_authentication.py.
 """
@@ -50,7 +49,7 @@ def test_model_invented_name_zip_refused():
 def test_email_stated_after_300_facts_can_still_authenticate():
     """docs/concepts.md: "Authentication lookups must use the email ... that the user stated". Once
     MAX_PINNED_FACTS (300) is reached (5 short messages full of ids do it), a stated email
-    is no longer pinned, so the lookup of the email the user did state is refused for ever."""
+    must still be pinned, or the lookup of the email the user did state is refused for ever."""
     state = ConversationState(conversation_id="cap")
     for m in range(5):
         parts = [f"#W{m}{i:06d} {m}{i:09d} {m}{i:04d} credit_card_{m}{i}" for i in range(10)]

@@ -1,9 +1,9 @@
 """How a command ends on Ctrl-C or SIGTERM (``starter.cli.support``): SIGTERM inside
 ``asyncio.run`` cancels the main task as Ctrl-C does, so ``async with`` blocks unwind (a
-``KeyboardInterrupt`` raised at a random point of the event loop left a chat waiting for a reply
-hung, with its embedded server running); an interrupted command stops where it is, with its
-status, instead of running on into results that do not exist (``taubench`` crashed with an
-``UnboundLocalError`` after "stopped."). Found by a helper sending signals to real commands."""
+``KeyboardInterrupt`` raised at a random point of the event loop would leave a chat waiting for
+a reply hung, with its embedded server running); an interrupted command stops where it is, with
+its status, instead of running on into results that do not exist (``taubench`` would crash with
+an ``UnboundLocalError`` after "stopped.")."""
 
 from __future__ import annotations
 
@@ -66,8 +66,8 @@ def test_an_interrupted_command_stops_with_its_status_and_runs_nothing_after(sta
 @pytest.mark.parametrize("settled", [True, False])
 def test_a_cancelled_bounded_call_leaves_no_unread_error(settled):
     """``starter.client.core.within``: the SDK answers the cancellation of an update RPC with its own
-    error; ``asyncio.wait_for`` left it unread in its task, and asyncio logged "Task exception
-    was never retrieved" after a chat's "stopped.". ``settled`` False: the call takes a moment
+    error, which ``asyncio.wait_for`` would leave unread in its task (asyncio then logs "Task
+    exception was never retrieved" after a chat's "stopped."). ``settled`` False: the call takes a moment
     to end after it is cancelled."""
     from starter.client.core import within
 

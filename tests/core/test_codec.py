@@ -104,8 +104,8 @@ async def test_a_tampered_or_relabelled_ciphertext_does_not_decrypt():
 
 
 async def test_an_encrypted_payload_without_its_key_id_is_refused_as_such():
-    """Seen posting such a payload to the codec server's /decode: "a payload is encrypted with
-    codec key '', which is not configured", as if a key named '' were missing."""
+    """Posted to the codec server's /decode, such a payload is refused for its missing key id,
+    not as "encrypted with codec key '', which is not configured" (as if a key named '' were missing)."""
     codec = EncryptionCodec(Keyring.parse(keys(("k1", K1))))
     [sealed] = await codec.encode([Payload(metadata={"encoding": b"json/plain"}, data=b'"secret"')])
     unnamed = Payload(metadata={"encoding": ENCODING}, data=sealed.data)
@@ -157,8 +157,8 @@ def test_unusable_key_settings_are_refused_with_the_reason(text, current, error)
     (keys(("k1", K1)), "k9", "invalid setting: STATEKEEPER_CODEC_KEY_ID: 'k9' is not among the codec keys (k1)"),
 ])
 def test_an_unusable_key_setting_is_a_startup_refusal_naming_it(tmp_path, text, current, error):
-    """Before, the ``CodecKeyError`` of ``Keyring.parse`` went up as it was, and every command
-    (api, codec-server, worker, state, ...) died with its traceback."""
+    """The ``CodecKeyError`` of ``Keyring.parse`` is a ``StartupRefused`` too, so every command
+    (api, codec-server, worker, state, ...) refuses in one line instead of dying with its traceback."""
     settings = settings_with(tmp_path, codec_keys=text, codec_key_id=current)
     with pytest.raises(StartupRefused) as refused:  # the CLI prints a StartupRefused alone, status 2
         data_converter(settings)

@@ -239,9 +239,9 @@ def test_secrets_come_from_the_environment_without_constant_fallbacks(compose: d
 
 
 def test_every_app_container_shares_one_pseudonym_key(compose: dict[str, Any]) -> None:
-    """Without ``STATEKEEPER_PSEUDONYM_KEY`` each container made its own key in its data
-    directory, lost with the container: the API (create=False) had none, so ``GET
-    /conversations?customer_id=`` was refused, and the worker's pseudonyms changed on recreate."""
+    """Without ``STATEKEEPER_PSEUDONYM_KEY`` each container would make its own key in its data
+    directory, lost with the container: the API (create=False) would have none, so ``GET
+    /conversations?customer_id=`` would be refused, and the worker's pseudonyms change on recreate."""
     for name in ("migrate", "worker", "api", "codec-server"):
         assert _env(compose["services"][name])["STATEKEEPER_PSEUDONYM_KEY"].startswith(
             "${STATEKEEPER_PSEUDONYM_KEY:?"), name

@@ -3,8 +3,7 @@ the detail shown (an affirmative word first, no negation, no question, no condit
 ``is_no`` a refusal, and no message is both.
 
 docs/concepts.md: a write "runs only after the user's 'yes' to that detail". The refused messages
-come from two adversarial reviews, which found each one once taken as a yes; all are
-fixed, and each case keeps guarding against its return.
+are near-misses a looser matcher takes as a yes.
 """
 
 from __future__ import annotations

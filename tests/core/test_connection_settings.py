@@ -100,7 +100,7 @@ def test_metrics_settings_give_one_runtime_per_configuration(tmp_path: Path):
 
 
 def test_both_metrics_exporters_set_says_which_one_is_used(tmp_path: Path, caplog):
-    """The SDK's runtime takes one metrics exporter: with both set, OTLP was dropped without a word."""
+    """The SDK's runtime takes one metrics exporter: with both set, a warning says OTLP is not pushed, never silence."""
     import socket
 
     from starter.runtime.telemetry import telemetry_runtime

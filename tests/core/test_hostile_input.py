@@ -1,39 +1,45 @@
 """Hostile input as a kind, in the pure code: fact pinning, confirmation matching, the
 message rule, the body guard, the offline model's view parsing and the generic failure
-reasons take any text or JSON without raising, recursing or accepting what is not ASCII.
+reasons take any text or JSON without raising, recursing or accepting what is not ASCII;
+and every regular expression of the project is ASCII-only where it matters (a pattern with
+``\\d``, ``\\w``, ``\\s`` or ``\\b``, or case-insensitive, is compiled with ``re.ASCII``, and no
+pydantic ``pattern=`` uses those classes: pydantic's engine is Unicode-aware too), checked by
+walking every module's syntax tree so that no new pattern accepts full-width digits.
 
 Property-based (hypothesis) with a fixed derandomized seed and a bounded number of
-examples, so a run is the same every time and costs a few seconds; plus a regression
-test for each example of issue 10 (the nested ``<script>`` message, full-width digits,
-NUL, SQL text in a failure).
+examples, so a run is the same every time and costs a few seconds; plus a plain test for
+each crafted message: the nested ``<script>`` message, full-width digits, NUL, SQL text in a
+failure.
 """
 
 from __future__ import annotations
 
+import ast
 import json
+import re
 import unicodedata
+from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 from temporalio.exceptions import ActivityError, ApplicationError, RetryState
 
 from starter.api.body_guard import MAX_JSON_DEPTH, body_problem, json_depth
 from systems.model.view import parse_state_view
 from systems.retail.tools.read import calculate
-from workflows.domain.policy.confirm import MAX_CONFIRMATION_CHARS, is_no, is_yes
 from workflows.domain.facts import MAX_FACTS_PER_KIND_PER_MESSAGE, extract_facts
-from workflows.failures import MODEL, ORDER_SYSTEM, public_reason, redact
 from workflows.domain.money import money
-from workflows.domain.user_text import MAX_USER_MESSAGE_BYTES
-from workflows.domain.user_text import control_problem, message_problem
+from workflows.domain.policy.confirm import MAX_CONFIRMATION_CHARS, is_no, is_yes
+from workflows.domain.user_text import MAX_USER_MESSAGE_BYTES, control_problem, message_problem
+from workflows.failures import MODEL, ORDER_SYSTEM, public_reason, redact
+
 
 BOUNDED = settings(max_examples=150, derandomize=True, database=None, deadline=None,
                    suppress_health_check=[HealthCheck.too_slow])
 """The same examples on every run (derandomize), no example database, at most 150 each."""
 
 NESTED_SCRIPT = "<script>" + "[" * 1200 + "]" * 1200 + "</script>"
-"""The issue's message: legal (2.4 KB) and nested deeper than Python's recursion limit."""
+"""A crafted message: legal (2.4 KB) and nested deeper than Python's recursion limit."""
 ID_KINDS = {"order_id", "payment_method_id", "item_id", "user_id", "zip"}
 
 # text that looks like what the patterns look for, mixed with anything
@@ -70,8 +76,8 @@ def test_fact_pinning_takes_any_text(text):
 
 
 def test_the_nested_script_message_is_pinned_without_recursion():
-    """Issue 10: a legal 2.4 KB message with a deeply nested <script>[[[…]]]</script> raised
-    a RecursionError in fact pinning and failed the workflow task. Pinning is linear
+    """A legal 2.4 KB message with a deeply nested <script>[[[…]]]</script> raises no
+    RecursionError in fact pinning (which would fail the workflow task). Pinning is linear
     regular expressions: the nesting is text, whatever its depth (here past json's limit)."""
     with pytest.raises(RecursionError):
         json.loads(NESTED_SCRIPT[len("<script>"):-len("</script>")])  # what a recursive walker hits
@@ -83,15 +89,15 @@ def test_the_nested_script_message_is_pinned_without_recursion():
 
 @pytest.mark.parametrize("digits", ["４５６６８０９", "٤٥٦٦٨٠٩", "४५६६८०९", "4566８09"])
 def test_ids_with_non_ascii_digits_are_not_pinned(digits):
-    """Issue 10: "#W４５６６８０９" was pinned (\\d matches any Unicode digit), and the
-    conversation kept failing on an id no system holds. Only ASCII digits make an id."""
+    """"#W４５６６８０９" is not pinned (\\d would match any Unicode digit, and the conversation
+    would keep failing on an id no system holds). Only ASCII digits make an id."""
     text = f"please cancel #W{digits}, zip {digits[:5]}, item {digits}{digits[:3]}, paypal_{digits}"
     assert extract_facts(text, 1) == []
     assert [f.value for f in extract_facts("please cancel #W4566809", 1)] == ["#W4566809"]
 
 
 def test_names_are_ascii_letters_only():
-    # under re.IGNORECASE without re.ASCII, [a-z] also matched the Kelvin sign and the long s
+    # under re.IGNORECASE without re.ASCII, [a-z] also matches the Kelvin sign and the long s
     assert extract_facts("my name is \u212aelvin Smith", 1) == []
     assert [f.value for f in extract_facts("my name is Kelvin Smith", 1)] == ["Kelvin Smith"]
 
@@ -220,9 +226,9 @@ def _activity_error(cause: BaseException) -> ActivityError:
 
 
 def test_a_failure_is_worded_from_its_kind_never_from_its_text():
-    """Issue 10: a rejection reason (stored in the state, shown to the model, returned by the
-    API) carried a whole SQL statement with its parameters; connection errors named hosts
-    and ports. The reason now comes from the failure's kind; the text is only logged, redacted."""
+    """A rejection reason (stored in the state, shown to the model, returned by the API) comes
+    from the failure's kind, never from its text, which may hold a whole SQL statement with its
+    parameters, or hosts and ports; the text is only logged, redacted."""
     infrastructure = _activity_error(ApplicationError(SQL_FAILURE, type="OperationalError"))
     assert public_reason(infrastructure) == "the order system could not be reached"
     refused = _activity_error(ApplicationError(SQL_FAILURE, type="IdempotencyKeyConflict", non_retryable=True))
@@ -237,3 +243,70 @@ def test_a_failure_is_worded_from_its_kind_never_from_its_text():
         for secret in ("SELECT", "email_lc", "raj.sanchez2046", "parameters"):
             assert secret not in text
     assert redact("duplicate key (email_lc)=(a@b.example) DETAIL: Key exists") == "duplicate key '…'"
+
+
+# --- every regular expression is ASCII-only where it matters ---
+
+ROOT = Path(__file__).resolve().parents[2]
+MODULES = sorted(p for folder in ("workflows", "starter", "activities", "systems", "settings")
+                 for p in (ROOT / folder).rglob("*.py")) + [ROOT / "worker.py"]
+RE_FUNCTIONS = {"compile", "search", "match", "fullmatch", "sub", "subn", "findall", "finditer", "split"}
+UNICODE_CLASSES = re.compile(r"\\[dwsbDWSB]")
+FLAG_POSITION = {"compile": 1, "search": 2, "match": 2, "fullmatch": 2, "findall": 2, "finditer": 2, "split": 3,
+                 "sub": 4, "subn": 4}
+
+
+def _names(node: ast.AST | None) -> set[str]:
+    """Attribute and plain names in a flags expression (``re.ASCII | re.I`` → {ASCII, I})."""
+    return {n.attr if isinstance(n, ast.Attribute) else n.id for n in ast.walk(node)
+            if isinstance(n, (ast.Attribute, ast.Name))} if node is not None else set()
+
+
+def _pattern_text(node: ast.AST) -> str | None:
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    if isinstance(node, ast.JoinedStr):  # an f-string: its literal parts
+        return "".join(v.value for v in node.values if isinstance(v, ast.Constant) and isinstance(v.value, str))
+    return None
+
+
+def unicode_patterns(path: Path) -> list[str]:
+    """``"line: pattern"`` for every regex in ``path`` that a Unicode digit, letter or space
+    could satisfy: ``re.X(pattern, ...)`` with those classes or IGNORECASE but without
+    ``re.ASCII``, and ``pattern=`` keywords (pydantic, FastAPI) with those classes."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "re" \
+                and func.attr in RE_FUNCTIONS and node.args:
+            pattern = _pattern_text(node.args[0])
+            if pattern is None:
+                continue
+            position = FLAG_POSITION[func.attr]
+            flags = node.args[position] if len(node.args) > position else next(
+                (k.value for k in node.keywords if k.arg == "flags"), None)
+            names = _names(flags)
+            needs_ascii = UNICODE_CLASSES.search(pattern) or names & {"I", "IGNORECASE"}
+            if needs_ascii and not names & {"A", "ASCII"}:
+                found.append(f"{node.lineno}: {pattern}")
+        for keyword in node.keywords:
+            if keyword.arg == "pattern":
+                pattern = _pattern_text(keyword.value)
+                if pattern is not None and UNICODE_CLASSES.search(pattern):
+                    found.append(f"{node.lineno}: pattern={pattern}")
+    return found
+
+
+def test_the_walk_finds_what_it_looks_for(tmp_path):
+    sample = tmp_path / "sample.py"
+    sample.write_text('import re\nA = re.compile(r"W\\d{7}")\nB = re.compile(r"[0-9]{7}")\n'
+                      'C = re.search(r"\\bx", t, re.I)\nD = re.compile(r"\\s+", re.ASCII)\n'
+                      'E = Field(pattern=r"^\\w+$")\n')
+    assert unicode_patterns(sample) == ["2: W\\d{7}", "4: \\bx", "6: pattern=^\\w+$"]
+
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_pattern_is_ascii(path: Path):
+    assert unicode_patterns(path) == [], f"{path.relative_to(ROOT)}: compile with re.ASCII or use [0-9]/[A-Za-z]"

@@ -1,5 +1,8 @@
 """The state's migration chain (``workflows.domain.migrations``): every step, values preserved,
-and every state it cannot read refused with a typed, readable reason.
+and every state it cannot read refused with a typed, readable reason, including saved states
+the run could not use: a negative turn (the records built from the state bound it; it would
+otherwise fail every workflow task), and money edited by hand into something other than
+exact cents.
 
 The version-1 states here are what v0.1.0 wrote: a state built from the real τ-bench data
 through the workflow's own transitions, dumped to JSON with money as JSON numbers (floats)
@@ -22,16 +25,11 @@ from tests.policy_fixtures import CARD, DELIVERED, EMAIL, GIFT, PENDING, authent
 from workflows.domain.contracts import SupportInput
 from workflows.domain.errors import ErrorType
 from workflows.domain.migrations import (
-    MIGRATIONS,
-    OLDEST_VERSION,
-    StateIncompatible,
-    initial_state,
-    load_state,
-    migrate,
-    v1_to_v2,
+    MIGRATIONS, OLDEST_VERSION, StateIncompatible, initial_state, load_state, migrate, v1_to_v2,
 )
 from workflows.domain.money import money
 from workflows.domain.state import SCHEMA_VERSION, CompletedOperation, ConversationState, OrderFact
+
 
 MONEY_PATHS = ("customer.payment_methods.*.balance", "orders.*.total", "orders.*.items.*.price",
                "orders.*.payment_history.*.amount", "products.*.variants.*.price")
@@ -158,7 +156,7 @@ def test_a_newer_version_is_refused_naming_both_versions():
 
 
 def test_a_version_older_than_the_chain_is_refused():
-    # the issue's case: a state "from an older schema" (version 0, a field renamed) must not lose data silently
+    # a state "from an older schema" (version 0, a field renamed) must not lose data silently
     v0 = as_v1(current_state().model_dump(mode="json"))
     v0["schema_version"] = 0
     v0["operations_completed"] = v0.pop("completed_operations")
@@ -323,3 +321,32 @@ def test_a_stored_state_of_a_release_loads_with_its_values_preserved(path: Path)
     assert len(loaded.completed_operations) == len(raw["completed_operations"])
     assert len(loaded.pinned_facts) == len(raw["pinned_facts"])
     assert loaded.orders.keys() == raw["orders"].keys() and loaded.products.keys() == raw["products"].keys()
+
+
+# --- Saved states the run could not use ---
+
+FIXTURE = Path(__file__).resolve().parents[1] / "histories" / "v1.0.0" / "states" / "returns_and_cancels-two_writes_done.json"
+
+
+def saved() -> dict:
+    return json.loads(FIXTURE.read_text())
+
+
+@pytest.mark.parametrize("turn", [-5, -1])
+def test_a_negative_turn_is_refused_at_load(turn):
+    # a turn the state's own fields take; the next ModelRequest / TranscriptRecord (turn >= 0)
+    # would raise inside the workflow
+    state = saved()
+    state["turn"] = turn
+    with pytest.raises(StateIncompatible):
+        load_state(state)
+
+
+@pytest.mark.parametrize("text", ["12.345", "0.005", "1_000", "١٢٣"])
+def test_hand_edited_money_is_not_silently_changed(text):
+    # "nothing is silently dropped or guessed" (workflows.domain.migrations): sub-cent amounts are
+    # rounded, digit separators and non-ASCII digits are read as numbers
+    state = dict(saved(), schema_version=2)
+    state["customer"]["payment_methods"][GIFT]["balance"] = text
+    with pytest.raises(StateIncompatible):
+        load_state(state)

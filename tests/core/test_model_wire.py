@@ -2,6 +2,11 @@
 an in-memory transport (no socket): the request it sends, the responses it refuses,
 how HTTP statuses map to retryable or not, and the tool's input schema.
 
+Parallel tool use: the request forbids it (``disable_parallel_tool_use``), and a response
+with two ``propose_action`` calls anyway is malformed (retried, then a rejection), never
+read as its first call only: the second proposal would be silently dropped, the same loss
+as a cut-off input.
+
 The same activity over real HTTP against the offline server is
 tests/activities/test_model_activity.py.
 """
@@ -9,6 +14,7 @@ tests/activities/test_model_activity.py.
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 from typing import Any
 
 import anthropic
@@ -17,11 +23,11 @@ import httpx2
 import pytest
 
 from activities.llm.model_activity import ModelActivities, map_api_error, offline_client
-from activities.llm.wire import PROPOSE_TOOL_NAME, build_create_kwargs
+from activities.llm.wire import PROPOSE_TOOL_NAME, build_create_kwargs, MalformedOutput, read_proposal
 from systems.model.wire import error_body, tool_use_message
 from tests.model_requests import MODEL, email_state, failure, request
 from workflows.domain.actions import ReplyAction
-from workflows.domain.prompt import render_snapshot
+from workflows.domain.prompt import render_snapshot, ModelSnapshot
 
 
 async def test_offline_client_really_uses_the_given_app():
@@ -165,7 +171,7 @@ def _refs(node: Any) -> list[str]:
 
 async def test_a_conversation_id_longer_than_the_api_takes_is_sent_hashed():
     # the Python client takes conversation ids up to 992 bytes; metadata.user_id over 256
-    # characters is a 400 from the Messages API (and the stand-in): every model call failed
+    # characters is a 400 from the Messages API (and the stand-in): sent whole, every model call would fail
     long_id = "conversation-" + "l" * 900
     acts = ModelActivities(offline_client(10.0), model=MODEL)
     result = await acts.propose_action(request(email_state().model_copy(update={"conversation_id": long_id})))
@@ -175,3 +181,19 @@ async def test_a_conversation_id_longer_than_the_api_takes_is_sent_hashed():
     assert user_id.startswith("sha256:") and len(user_id) <= 256 and "l" * 10 not in user_id
     short = build_create_kwargs(render_snapshot(email_state()), model=MODEL, max_tokens=10, conversation_id="tb-1-3")
     assert short["metadata"]["user_id"] == "tb-1-3"  # benchmark plans are found by the id as it is
+
+
+# --- Parallel tool use ---
+
+def _block(order_id: str) -> SimpleNamespace:
+    return SimpleNamespace(type="tool_use", name="propose_action", input={
+        "kind": "tool_call", "tool": {"name": "get_order_details", "arguments": {"order_id": order_id}}})
+
+
+def test_two_tool_calls_in_one_response_are_not_half_acted_on():
+    message = SimpleNamespace(stop_reason="tool_use", content=[_block("#W1"), _block("#W2")], model="m")
+    request = build_create_kwargs(ModelSnapshot(system="s", content="c"), model="m", max_tokens=100,
+                                  conversation_id="c")
+    assert request["tool_choice"]["disable_parallel_tool_use"] is True
+    with pytest.raises(MalformedOutput, match="2 tool calls"):
+        read_proposal(message)

@@ -1,6 +1,17 @@
-"""The offline stand-in brains: ``scripted_brain`` (benchmark runs, following a plan) and
-``rules_brain`` (interactive chat), as pure functions of the state view built from real
-τ-bench data (and of the plan)."""
+"""The offline stand-in model (``systems/model``), pure:
+
+- its brains: ``scripted_brain`` (benchmark runs, following a plan) and ``rules_brain``
+  (interactive chat), as pure functions of the state view built from real τ-bench data (and
+  of the plan);
+- the stand-in as a system of its own: its own copies of what it knows agree with the process,
+  and it reads the view the prompt renders (that it imports nothing of ours is an import
+  contract of tests/core/test_code_layout.py);
+- its prompt cache follows the provider's caching rules: hits and misses by exact prefix, a
+  5-minute lifetime refreshed by hits, at most 4 breakpoints (a 400 otherwise), no caching
+  below the minimum length, lookback over appended blocks, and usage that adds up.
+
+Its plan book on real databases is tests/activities/test_plan_book.py.
+"""
 
 from __future__ import annotations
 
@@ -10,32 +21,28 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Optional
 
+import anthropic
 import pytest
 
+from activities.llm.model_activity import offline_client
+from activities.llm.wire import PROPOSE_TOOL_NAME
+from systems.model import view as model_view, wire as model_wire
+from systems.model.cache import CacheRuleError, PromptCache, tokens_of
 from systems.model.rules import CAPABILITIES, STATUS_PREFIX, rules_brain
 from systems.model.scripted import scripted_brain
 from systems.model.server import offline_brain
+from workflows.domain import prompt
 from workflows.domain.actions import parse_proposed_action
+from workflows.domain.catalogue import TOOL_CLASS, ToolClass
+from workflows.domain.catalogue.checks import CANCEL_REASONS
+from workflows.domain.policy.validator import Rule
 from workflows.domain.prompt import state_view
 from workflows.domain.state import (
-    CompletedOperation,
-    ConversationState,
-    Customer,
-    Observation,
-    OrderFact,
-    OrderItem,
-    PaymentEntry,
-    PaymentMethod,
-    PendingConfirmation,
-    PinnedFact,
-    ProductFact,
-    Rejection,
-    Role,
-    Step,
-    StepStatus,
-    Turn,
+    CompletedOperation, ConversationState, Customer, Observation, OrderFact, OrderItem, PaymentEntry,
+    PaymentMethod, PendingConfirmation, PinnedFact, ProductFact, Rejection, Role, Step, StepStatus, Turn,
     Variant,
 )
+
 
 DATA = Path(__file__).resolve().parents[2] / "systems" / "retail" / "data"
 
@@ -448,7 +455,7 @@ def test_rules_reports_a_failed_lookup_instead_of_retrying():
 
 
 def test_rules_quotes_a_failed_read_without_the_tools_error_prefix():
-    """Seen in chat: "I could not find order #W1234567: Error: order not found"."""
+    """"I could not find order #W1234567: order not found", not "...: Error: order not found"."""
     state = chat("What is the status of order #W1234567?", facts_=(fact("order_id", "#W1234567"),),
                  customer=customer(RAJ))
     observe(state, "get_order_details", {"order_id": "#W1234567"}, "Error: order not found")
@@ -533,8 +540,8 @@ def test_rules_acknowledges_a_no():
 
 def test_rules_does_not_propose_again_a_write_handed_to_a_human():
     """An approval that ran out of time hands the write to a human agent (its step failed,
-    no operation, no rejection); the user's next words ("hello?") got the same write proposed
-    again, and a yes parked it for a supervisor beside the human (a new user's report)."""
+    no operation, no rejection): the user's next words ("hello?") do not get the same write
+    proposed again, which a yes would park for a supervisor beside the human."""
     state = chat(f"cancel {PENDING}", "yes", "hello?", facts_=(fact("order_id", PENDING),), customer=customer(RAJ),
                  orders={PENDING: order_fact(PENDING)},
                  steps=[Step(step_id="chat.t1", name="cancel_pending_order", status=StepStatus.FAILED, turn=1,
@@ -544,8 +551,8 @@ def test_rules_does_not_propose_again_a_write_handed_to_a_human():
     state.turn = 4  # asked again in so many words: proposed again
     state.recent_turns.append(user_turn(4, f"please cancel {PENDING}"))
     assert propose(rules_brain, state)["tool"]["name"] == "cancel_pending_order"
-    # while it waits for a supervisor, "any news?" re-proposed it too, and the policy's
-    # reason for the model ("... wait for it before proposing another") was quoted to the user
+    # while it waits for a supervisor, "any news?" does not re-propose it either (the policy's
+    # reason for the model, "... wait for it before proposing another", would reach the user)
     state.steps.append(Step(step_id="chat.t4", name="cancel_pending_order", status=StepStatus.AWAITING_APPROVAL,
                             turn=4))
     state.turn = 5
@@ -599,8 +606,8 @@ def test_rules_chat_end_to_end_through_the_workflow_policy():
 
 
 def test_rules_tell_a_refusal_without_clause_ids_or_tool_names():
-    # the stand-in quoted the policy's reason word for word: "(cancel-pending-only)" and
-    # "modify_pending_order_items" reached the user (new-user review)
+    # the stand-in does not quote the policy's reason word for word: no clause id such as
+    # "(cancel-pending-only)" and no tool name such as "modify_pending_order_items" reaches the user
     from systems.model.rules import plain
 
     proposal = call("cancel_pending_order", order_id=PENDING, reason="no longer needed")
@@ -613,3 +620,135 @@ def test_rules_tell_a_refusal_without_clause_ids_or_tool_names():
         "kind": "reply", "text": f"I can't do that: modify pending order items was already done once for order {PENDING}"}
     assert plain("credit_card_3362387 is not one of gift_card_1's (one-customer)") == \
         "credit_card_3362387 is not one of gift_card_1's"
+
+
+# --- The stand-in as a system of its own ---
+
+# --- the stand-in's own knowledge agrees with the process it serves ----------------------
+
+
+def test_the_stand_ins_knowledge_matches_the_process():
+    assert (model_view.STATE_OPEN_TAG, model_view.STATE_CLOSE_TAG) == (prompt.STATE_OPEN_TAG, prompt.STATE_CLOSE_TAG)
+    # the stand-in knows the benchmark's reads; a tool added to the catalogue later is one
+    # it never proposes, but every tool it treats as a read must be a read
+    assert model_view.READ_TOOLS <= {name for name, cls in TOOL_CLASS.items() if cls is ToolClass.READ}
+    assert {"get_order_details", "get_user_details", "get_product_details"} <= model_view.READ_TOOLS
+    assert model_view.CANCEL_REASONS == CANCEL_REASONS
+    assert model_view.RULE_MALFORMED_OUTPUT == Rule.MALFORMED_OUTPUT.value
+    assert model_view.RULE_USER_DECLINED == Rule.USER_DECLINED.value
+    assert model_view.TRANSFER_TOOL not in TOOL_CLASS  # transfer is its own kind of action
+    assert model_view.SERVED_STEPS == {s.value for s in StepStatus} - {"pending", "running"}
+    assert model_wire.DEFAULT_TOOL_NAME == PROPOSE_TOOL_NAME
+
+
+def test_the_stand_in_reads_the_view_the_prompt_renders():
+    state = ConversationState(conversation_id="c", turn=1,
+                              pinned_facts=[PinnedFact(kind="email", value="a@b.co", verbatim="a@b.co", turn=1)],
+                              recent_turns=[Turn(turn=1, role=Role.USER, text="a@b.co </state_json> hi")])
+    content = prompt.render_snapshot(state).text()
+    # the cached layout's blocks, merged: the whole view
+    view = json.loads(json.dumps(prompt.state_view(state)))
+    assert model_view.parse_state_view(content) == view
+    legacy = prompt.render_request(prompt.state_view(state), prompt.SINGLE_LAYOUT_VERSION).text()
+    assert model_view.parse_state_view(legacy) == view
+    with pytest.raises(ValueError):
+        model_view.parse_state_view("no state here")
+
+
+# --- The stand-in's prompt cache ---
+
+EPHEMERAL = {"type": "ephemeral"}
+SYSTEM = "s" * 8000  # 2,000 tokens: above the 1,024-token minimum
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def body(*user_blocks: str, marks: tuple[int, ...] = (), system_mark: bool = True, system: str = SYSTEM) -> dict:
+    content = [{"type": "text", "text": text, **({"cache_control": EPHEMERAL} if i in marks else {})}
+               for i, text in enumerate(user_blocks)]
+    return {"model": "m", "max_tokens": 10,
+            "system": [{"type": "text", "text": system, **({"cache_control": EPHEMERAL} if system_mark else {})}],
+            "messages": [{"role": "user", "content": content}]}
+
+
+def total(usage: dict) -> int:
+    return usage["input_tokens"] + usage["cache_read_input_tokens"] + usage["cache_creation_input_tokens"]
+
+
+def test_first_call_writes_the_next_reads_and_a_changed_prefix_misses():
+    cache = PromptCache(clock=Clock())
+    first = cache.account(body("stable " * 100, "volatile 1", marks=(0,)))
+    assert first["cache_read_input_tokens"] == 0 and first["cache_creation_input_tokens"] > 2000
+    second = cache.account(body("stable " * 100, "volatile 2", marks=(0,)))
+    assert second["cache_read_input_tokens"] == first["cache_creation_input_tokens"]
+    assert second["cache_creation_input_tokens"] == 0 and second["input_tokens"] == tokens_of(
+        len(SYSTEM) + 700 + len("volatile 2")) - second["cache_read_input_tokens"]
+    # a changed stable block: the system prefix still hits, the stable block is written again
+    third = cache.account(body("changed " * 100, "volatile 3", marks=(0,)))
+    assert third["cache_read_input_tokens"] == tokens_of(len(SYSTEM))
+    assert third["cache_creation_input_tokens"] == tokens_of(len(SYSTEM) + 800) - tokens_of(len(SYSTEM))
+    for usage in (first, second, third):
+        assert usage["input_tokens"] > 0
+
+
+def test_an_entry_expires_five_minutes_after_its_last_use():
+    clock = Clock()
+    cache = PromptCache(clock=clock)
+    cache.account(body("v"))
+    clock.now += 299
+    assert cache.account(body("v"))["cache_read_input_tokens"] > 0  # a hit refreshes the lifetime
+    clock.now += 299
+    assert cache.account(body("v"))["cache_read_input_tokens"] > 0
+    clock.now += 301
+    missed = cache.account(body("v"))
+    assert missed["cache_read_input_tokens"] == 0 and missed["cache_creation_input_tokens"] > 0
+
+
+def test_a_prefix_below_the_minimum_is_not_cached():
+    cache = PromptCache(clock=Clock())
+    short = body("tiny", system="short system")
+    for _ in range(2):
+        usage = cache.account(short)
+        assert usage["cache_read_input_tokens"] == usage["cache_creation_input_tokens"] == 0
+        assert usage["input_tokens"] == total(usage) > 0
+
+
+def test_an_appended_block_still_hits_the_prefix_written_before_it():
+    cache = PromptCache(clock=Clock())
+    cache.account(body("a" * 400, marks=(0,)))
+    grown = cache.account(body("a" * 400, "b" * 400, marks=(1,)))  # the old breakpoint is gone
+    assert grown["cache_read_input_tokens"] == tokens_of(len(SYSTEM) + 400)
+    assert grown["cache_creation_input_tokens"] == tokens_of(len(SYSTEM) + 800) - tokens_of(len(SYSTEM) + 400)
+
+
+def test_more_than_four_breakpoints_is_refused():
+    cache = PromptCache(clock=Clock())
+    four = body("1", "2", "3", marks=(0, 1, 2))
+    assert total(cache.account(four)) > 0
+    with pytest.raises(CacheRuleError, match="maximum of 4 blocks with cache_control"):
+        cache.account(body("1", "2", "3", "4", marks=(0, 1, 2, 3)))
+
+
+async def test_the_stand_in_answers_400_to_five_breakpoints_and_reports_cache_usage():
+    client = offline_client(10.0)
+    content = [{"type": "text", "text": f"block {i}", "cache_control": EPHEMERAL} for i in range(4)]
+    content.append({"type": "text", "text": '<state_json>{"turn": 1}</state_json>'})
+    request = {"model": "m", "max_tokens": 100, "system": [{"type": "text", "text": SYSTEM, "cache_control": EPHEMERAL}],
+               "messages": [{"role": "user", "content": content}]}
+    with pytest.raises(anthropic.BadRequestError, match="maximum of 4 blocks with cache_control"):
+        await client.messages.create(**request)
+    request["messages"][0]["content"] = content[3:]  # one breakpoint in the message: two in all
+    first = await client.messages.create(**request)
+    second = await client.messages.create(**request)
+    assert first.usage.cache_creation_input_tokens > 0 and first.usage.cache_read_input_tokens == 0
+    assert second.usage.cache_read_input_tokens == first.usage.cache_creation_input_tokens
+    assert second.usage.cache_creation_input_tokens == 0
+    counted = await client.messages.count_tokens(model="m", system=request["system"], messages=request["messages"])
+    assert counted.input_tokens == (second.usage.input_tokens + second.usage.cache_read_input_tokens
+                                    + second.usage.cache_creation_input_tokens)

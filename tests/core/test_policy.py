@@ -357,7 +357,7 @@ def test_other_customers_order_read_is_withheld_from_the_state():
 
 def test_a_write_on_an_order_handed_to_a_human_agent_is_refused_and_only_that():
     # an approval expired and its ticket opened: a second write on that order would be parked
-    # for a supervisor beside the human agent holding it (new-user review)
+    # for a supervisor beside the human agent holding it
     from workflows.domain import transitions as tr
     from workflows.domain.policy.approvals import HANDED_TO_HUMAN, ApprovalPolicy, ApprovalStatus, open_approval
     from workflows.domain.policy.validator import handed_over_refusal

@@ -1,7 +1,7 @@
 """Prompt rendering is a pure, bounded view of the state; pinned facts survive.
 
-The last cases (from two adversarial reviews, all fixed) keep the prompt bounded under
-hostile but legal (<= 8 KB) messages, in bytes as well as in number of facts.
+The last cases keep the prompt bounded under hostile but legal (<= 8 KB) messages, in bytes
+as well as in number of facts.
 """
 
 from __future__ import annotations
@@ -102,7 +102,7 @@ def test_prompt_stays_bounded_with_many_steps_operations_and_rejections():
     assert sizes[-1] - sizes[100] < 100  # only the counters grow
 
 
-# --- bounded under legal but hostile messages (from adversarial reviews; all fixed) ---
+# --- bounded under legal but hostile messages ---
 # docs/concepts.md and the prompt module: "It never sees the full transcript, so the prompt stays bounded however
 # long the conversation runs." Pinned facts are append-only and fully rendered, so each
 # legal (<= 8 KB) message can add ~1.3k facts; the snapshot (an activity input, i.e. a

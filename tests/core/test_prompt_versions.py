@@ -64,7 +64,7 @@ def test_the_no_returns_schema_leaves_out_the_return_tool_and_its_argument_model
     assert RETURN not in render_system(NO_RETURNS)
     assert f'"name":"{RETURN}"' in render_system(SINGLE_LAYOUT_VERSION)  # the single layout lists tools
     assert f'"name":"{RETURN}"' not in render_system(f"{SINGLE_LAYOUT_VERSION}-no-returns")
-    # the current version's request is what it was before versions withheld anything
+    # the current version withholds nothing: its request offers every tool
     assert propose_input_schema() == propose_input_schema(PROMPT_VERSION) == _described_schema()
     assert propose_input_schema(SINGLE_LAYOUT_VERSION) == _flattened_schema()
     assert RETURN in schema_tools(propose_input_schema())

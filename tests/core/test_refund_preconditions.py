@@ -2,9 +2,7 @@
 confirmation detail of a cancel states the refund the tool will really make, and after
 an item change or a return no further money write on that order is accepted.
 
-From two adversarial reviews; the docstring describes the defect as it was found (the
-follow-up check held at the time). All are fixed now, and each test keeps guarding
-against a return. The same preconditions
+The same preconditions
 in running conversations are tests/workflows/test_refund_preconditions.py.
 """
 

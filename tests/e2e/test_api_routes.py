@@ -73,7 +73,7 @@ async def test_start_with_text_twice_is_one_run_with_the_same_reply(stack):
     second = await http.post("/conversations", json=body)
     assert second.status_code == 201, second.text
     assert first.json() == second.json() and first.json()["reply"]["turn"] == 1
-    # the first reply has a message reply's fields: they were left out when null
+    # the first reply has a message reply's fields, nulls included
     assert first.json()["reply"]["awaiting_confirmation"] is None and first.json()["reply"]["awaiting_approval"] is None
     state = (await http.get(f"/conversations/{cid}")).json()
     assert state["turn"] == 1 and state["customer"]["user_id"] == CUSTOMER  # the handler ran once
@@ -216,7 +216,7 @@ async def test_a_standalone_refund_runs_the_tools_own_policy_checks(stack):
                 {"request_id": "b4", "order_id": PENDING, "operation": "cancel", "amount": 10},
                 {"request_id": "b.5", "order_id": PENDING, "operation": "cancel", "reason": "no longer needed"},
                 {"request_id": "b6", "order_id": "#W1/../x", "operation": "cancel", "reason": "no longer needed"},
-                # control characters in an argument: before, a 202 and a refusal later, by the policy
+                # control characters in an argument: refused here, not a 202 and a refusal later by the policy
                 {"request_id": "b7", "order_id": PENDING, "operation": "cancel", "reason": "no longer\u202eneeded"},
                 {"request_id": "b8", "order_id": DELIVERED, "operation": "return", "item_ids": ["1096508426\u0007"],
                  "payment_method_id": CARD},
@@ -345,7 +345,7 @@ async def _refunds_filter_like_conversations(http, client: Client, customer: str
     assert [i["refund_id"] for i in (await refunds(step="done"))["items"]] == [f"refund-main-W{tag}-2"]
     # the status GET /refunds/{id} states ("awaiting_approval") filters the list the same way,
     # and is the items' status too; "running" is a running refund not waiting for a supervisor
-    # (both were "running": a newcomer's ?status=awaiting_approval listed items saying "running")
+    # (the list never says "running" for an item ?status=awaiting_approval selected)
     awaiting = await refunds(order_id=order, status="awaiting_approval")
     assert {i["refund_id"] for i in awaiting["items"]} == {f"refund-main-W{tag}-0", f"refund-main-W{tag}-1"}
     assert {i["status"] for i in awaiting["items"]} == {"awaiting_approval"}

@@ -1,4 +1,4 @@
-"""The chaos suite, small (issue 7 item 8): a few τ-bench dev tasks on PostgreSQL while
+"""The chaos suite, small: a few τ-bench dev tasks on PostgreSQL while
 worker processes are SIGKILLed every few seconds, the payments, email and ticketing services
 fail in every way they can, and the Temporal dev server is killed and restarted on its
 database file; nothing is lost and nothing happens twice.

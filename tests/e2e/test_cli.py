@@ -60,11 +60,11 @@ def test_dev_detach_chat_state_stop(tmp_path):
         with urllib.request.urlopen(link, timeout=30) as page:
             assert page.status == 200
 
-        # Ctrl-D (the end of input) at the prompt ends the chat as "quit" does: it was "Aborted.", status 1
+        # Ctrl-D (the end of input) at the prompt ends the chat as "quit" does, not "Aborted.", status 1
         ended = _cli(env, "chat", "--conversation-id", "cli-chat-eof", stdin=f"Hi, my email is {EMAIL}\n")
         assert ended.returncode == 0 and "Aborted" not in ended.stdout + ended.stderr, ended.stdout + ended.stderr
         assert "agent>" in ended.stdout
-        # chat on a finished conversation's id: one line and status 1 (a page of traceback before)
+        # chat on a finished conversation's id: one line and status 1, not a page of traceback
         done = _cli(env, "chat", "--conversation-id", "cli-chat-eof", stdin="thanks\n")
         assert "conversation ended" in done.stdout, done.stdout + done.stderr
         again = _cli(env, "chat", "--conversation-id", "cli-chat-eof", stdin="hello\n")

@@ -200,9 +200,9 @@ def test_the_command_serves_the_configured_keys(tmp_path):
 
 @pytest.mark.parametrize("namespace", [b"evil\x1b[2Kkey:x read_state", "a\u202eb".encode(), b"n" * 300, b"two words"])
 async def test_a_namespace_that_is_not_one_is_refused_and_never_written_to_the_audit_log(served, namespace):
-    """``X-Namespace`` is the caller's text and goes into the audit entry's subject: before, an
-    escape sequence (which rewrites the line a terminal shows), a bidirectional control or a
-    thousand characters were written there as they came, while every other subject is an id."""
+    """``X-Namespace`` is the caller's text and goes into the audit entry's subject, where every
+    other subject is an id: an escape sequence (which rewrites the line a terminal shows), a
+    bidirectional control or a thousand characters are refused, never written there as they come."""
     http, settings = served
     before = len(AuditLog(settings.resolved_journal_url()).entries())
     refused = await http.post("/decode", json={"payloads": [plain("x")]}, headers={"X-Namespace": namespace})

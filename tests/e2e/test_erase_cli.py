@@ -36,8 +36,8 @@ def _cli(env: dict, *args: str, stdin: str | None = None) -> subprocess.Complete
     (["erase", "--customer", CUSTOMER], "no pseudonym key"),
     (["retention", "purge"], "retention is off: set STATEKEEPER_RETENTION_DAYS"),
     (["retention", "schedule"], "retention is off"),
-    # adversarial review: the audit entry of an erasure named whoever --actor said: nobody
-    # (an unset shell variable), a terminal escape, or 5000 characters cut to 200 silently
+    # the audit entry of an erasure names whoever --actor says: never nobody (an unset shell
+    # variable), a terminal escape, or 5000 characters cut to 200 silently
     (["erase", "--customer", CUSTOMER, "--actor", ""], "--actor is who asks"),
     (["erase", "--customer", CUSTOMER, "--actor", "dpo\x1b[2J"], "--actor is who asks"),
     (["erase", "--customer", CUSTOMER, "--actor", "x" * 5000], "--actor is who asks"),
@@ -102,8 +102,8 @@ def test_erase_and_retention_commands(tmp_path):
 
 
 def test_the_note_after_an_erasure_says_what_its_counts_mean():
-    """An erasure that found nothing (a mistyped id) printed 'Temporal accepted the deletions;
-    it removes the histories shortly' after 'Temporal: 0 run(s) deleted', and no hint."""
+    """An erasure that found nothing (a mistyped id) says so with a hint, not 'Temporal accepted
+    the deletions; it removes the histories shortly' after 'Temporal: 0 run(s) deleted'."""
     from activities.erasure.records import RecordCounts
     from activities.erasure.service import ErasureReport
     from starter.cli.erasure import erasure_note

@@ -1,5 +1,5 @@
 """Operators resolve an escalated unknown outcome through the HTTP API and the CLI, and the
-CLI's ``replay-check`` and ``resume`` refuse such a run (issue 7 item 6). Real Temporal
+CLI's ``replay-check`` and ``resume`` refuse such a run. Real Temporal
 server, worker, retail system, API with keys; the write fails as ``OutcomeUnknown`` at the
 tool port (``tests.faults.UnknownWrites``), or applies and cannot be seen until after the
 escalation (``AppliedButUnseen``: a ``not_applied`` resolution is refused then).
@@ -168,9 +168,9 @@ async def test_a_not_applied_resolution_the_ledger_contradicts_is_refused(tempor
 
 async def test_a_conversation_whose_id_starts_with_support_is_checked_against_its_own_ledger(temporal_env, settings):
     """Conversation ids may start with ``support-`` (the API's pattern allows it); the ledger
-    check read the history of the conversation named by the rest of the id instead (the
-    prefix was stripped as if it were the workflow id's), found no write of the step there,
-    and let a contradicted ``not_applied`` through (review finding)."""
+    check reads that conversation's own history, never the one named by the rest of the id
+    (as if the prefix were the workflow id's), where it would find no write of the step and let
+    a contradicted ``not_applied`` through."""
     ports = []
 
     def wrap(port):
@@ -189,9 +189,9 @@ async def test_a_conversation_whose_id_starts_with_support_is_checked_against_it
 
 
 async def test_a_resolution_whose_audit_entry_cannot_be_written_is_not_made(temporal_env, settings):
-    """Before, the entry was written after the resolution: with the audit log unwritable the
-    operator got a 503 while the step was already resolved, and the retry's 409 ("already
-    resolved") wrote none either, so the resolution stayed unaudited for good."""
+    """The entry is written before the resolution: written after it, an unwritable audit log
+    would give the operator a 503 with the step already resolved, and the retry's 409 ("already
+    resolved") would write none either, leaving the resolution unaudited for good."""
     import sqlalchemy as sa
 
     from activities.store.audit import AuditLog

@@ -1,5 +1,5 @@
-"""No customer's personal data in plaintext outside the system of record (issue 10, "Done
-when"): after the 20 dev τ-bench tasks on a keyless loopback `statekeeper dev` (embedded
+"""No customer's personal data in plaintext outside the system of record: after the 20 dev
+τ-bench tasks on a keyless loopback `statekeeper dev` (embedded
 server persisted to SQLite, worker, API, codec server) with the CLI's runner, and a few
 HTTP API calls that carry a customer id and an e-mail, a scan (``tests/pii_scan.py``) of the
 raw histories fetched without the codec, the Temporal server's database file (history and

@@ -1,8 +1,8 @@
 """Commands end without the interpreter's teardown (``starter.runtime.process_exit``): the SDK's
-native threads can call into a finalizing interpreter and abort it (temporalio/sdk-python
-issue 300). Seen in CI as a ``statekeeper chat`` that printed every reply, then died with
-"Fatal Python error: PyGILState_Release ... finalizing" and status -6. Real processes, a real
-Temporal dev server."""
+native threads can call into a finalizing interpreter and abort it (open upstream:
+github.com/temporalio/sdk-python/issues/300), e.g. a ``statekeeper chat`` that printed every
+reply, then died with "Fatal Python error: PyGILState_Release ... finalizing" and status -6.
+Real processes, a real Temporal dev server."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ CLIENT_SCRIPT = textwrap.dedent("""
 
     async def main():
         client = await Client.connect(sys.argv[1])
-        # many RPCs in flight just before the end: the pattern that crashed 6 of 60 plain runs
+        # many RPCs in flight just before the end: the pattern that crashes 6 in 60 plain runs
         await asyncio.gather(*[client.workflow_service.get_system_info(GetSystemInfoRequest()) for _ in range(20)])
         print("done", flush=True)
 
@@ -92,7 +92,7 @@ def _shell(line: str) -> subprocess.CompletedProcess:
 
 def test_output_that_cannot_be_written_is_a_failure_said_on_stderr():
     full = _shell(f'{sys.executable} -c "{SAYS}" > /dev/full')  # a full disk
-    assert full.returncode == 120  # the interpreter's status for output lost at exit; before: 0
+    assert full.returncode == 120  # the interpreter's status for output lost at exit, not 0
     assert "output not written" in full.stderr and "No space left on device" in full.stderr
 
 
@@ -104,7 +104,7 @@ def test_a_reader_that_went_away_fails_the_status_without_a_message():
 def test_closed_stdout_or_stderr_still_ends_cleanly():
     for closed in (">&-", "2>&-"):
         done = _shell(f'{sys.executable} -c "{SAYS}" {closed}; echo "status=$?"')
-        assert done.stdout.endswith("status=0\n"), (closed, done.stdout, done.stderr)  # before: 1, a traceback
+        assert done.stdout.endswith("status=0\n"), (closed, done.stdout, done.stderr)  # not 1 with a traceback
 
 
 def test_an_uncaught_exception_goes_through_the_installed_hook():

@@ -1,8 +1,8 @@
 """``GET /refunds/{refund_id}`` names refunds only: another process's workflow id (a
 conversation's ``support-<id>``), running or finished, is a 404 like an unknown refund id.
-Before, a finished conversation's id was a 500 ``Internal Server Error`` (its outcome decoded
-as a refund's, pydantic's text in the log) and a running one was reported as a refund
-``running`` with the conversation's order ids.
+Never a 500 ``Internal Server Error`` for a finished conversation's id (its outcome decoded
+as a refund's, pydantic's text in the log), nor a refund ``running`` with the conversation's
+order ids for a running one.
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ async def test_a_conversations_workflow_id_is_not_a_refund(temporal_env, setting
 
 async def test_an_approval_or_refund_id_longer_than_temporal_holds_is_a_404(temporal_env, settings):
     # such an id names no process (Temporal holds workflow ids of at most 1000 bytes): asked
-    # anyway, Temporal's INVALID_ARGUMENT was answered 503 "Temporal is not reachable; retry later"
+    # anyway, Temporal's INVALID_ARGUMENT must not be a 503 "Temporal is not reachable; retry later"
     client = StatekeeperClient(temporal_env.client, settings.task_queue, pseudonym_key="k")
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=create_app(lambda: client)),
                                  base_url="http://statekeeper.test", timeout=60.0) as http:

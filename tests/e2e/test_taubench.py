@@ -1,5 +1,11 @@
-"""The τ-bench runner end to end: the 20 dev tasks on a real Temporal server, and the
-real CLI (its own embedded server) on a task file with reads, calculate and outputs."""
+"""The τ-bench runner end to end: the 20 dev tasks on a real Temporal server (also with the
+external services: the tasks still match their hashes while the money moves in the payments
+service, once per write, and the return/exchange emails go out through the email service,
+once each), and the real CLI (its own embedded server) on a task file with reads, calculate
+and outputs; and its report tables print what the report holds (a policy refusal is
+``tool: [rule] reason``: rich must not take ``[modify-payment]`` for markup, which would hide
+which clause refused the action).
+"""
 
 from __future__ import annotations
 
@@ -11,16 +17,23 @@ import subprocess
 import sys
 from pathlib import Path
 
+import httpx
+
+from activities.payments_port import MONEY_TOOLS
+from settings import Settings
+from starter.cli import app as cli
 from starter.ops.taubench import TauBenchRunner, load_tasks
 from systems.retail import load_data
 from systems.retail.hashing import data_hash
 from systems.retail.tools import run_tool
+from tests.service_fixtures import services  # noqa: F401 - fixture
 from tests.workflow_harness import running_worker
 from workflows.domain.actions import make_tool_call
-from workflows.domain.policy.approvals import ApprovalPolicy, required_approval
 from workflows.domain.catalogue import REFUND_TOOLS
 from workflows.domain.catalogue.amounts import money
 from workflows.domain.catalogue.folds import order_fact
+from workflows.domain.policy.approvals import ApprovalPolicy, required_approval
+
 
 ROOT = Path(__file__).resolve().parents[2]
 DEV_TASKS = ROOT / "systems" / "retail" / "data" / "tasks_dev.json"
@@ -104,7 +117,7 @@ def test_cli_runs_a_task_file_with_reads_and_outputs_and_writes_the_json_report(
     assert not bad["passed"] and not bad["hash_match"] and not bad["outputs_match"]
     assert "a figure nobody said" in bad["reason"]
     assert "τ-bench summary" in proc.stdout and "Failed tasks" in proc.stdout and "approvals" in proc.stdout
-    # the conversations' ids, which `transcript` takes, were nowhere in the output
+    # the output names the conversations' ids, which `transcript` takes
     said = re.search(r"conversations tb-([0-9a-f]{8})-<task index>, e\.g\. `statekeeper transcript tb-\1-7`",
                      " ".join(proc.stdout.split()))
     assert said, proc.stdout
@@ -121,3 +134,44 @@ async def test_dev_tasks_on_postgresql(temporal_env, settings, pg_run_url):
         report = await TauBenchRunner(client, backend, run_id=f"pg{os.getpid()}").run(tasks, concurrency=8)
     assert [(t.task_index, t.reason) for t in report.tasks if not t.passed] == []
     assert report.summary.duplicate_writes == 0
+
+
+# --- With the external services ---
+
+async def test_dev_tasks_match_with_money_in_the_payments_service(temporal_env, settings, services):  # noqa: F811
+    tasks = load_tasks(DEV_TASKS)
+    async with running_worker(temporal_env, settings, services=services) as (client, backend):
+        report = await TauBenchRunner(client, backend, run_id="svc").run(tasks, concurrency=6)
+    assert [(t.task_index, t.reason) for t in report.tasks if not t.passed] == []
+    assert report.summary.duplicate_writes == 0
+    money_writes = [(a["kwargs"]["order_id"], a["name"]) for t in tasks for a in t.actions if a["name"] in MONEY_TOOLS]
+    assert money_writes
+    for order_id, _tool in money_writes:
+        operations = httpx.get(f"{services['payments']}/operations", params={"reference": order_id}).json()
+        assert len(operations) == sum(1 for o, _ in money_writes if o == order_id)
+        assert all(op["movements"] for op in operations)
+
+
+# --- The report tables ---
+
+REFUSAL = ("modify_pending_order_payment: [modify-payment] gift card gift_card_8893815 has 18.00, "
+           "not enough to cover the order total of 97.35")
+
+
+def _report(passed: bool) -> dict:
+    task = {"task_index": 24, "passed": passed, "hash_match": passed, "outputs_match": passed,
+            "reason": "" if passed else "unmatched: [modify-payment] refused", "policy_refusals": [REFUSAL]}
+    return {"tasks": [task], "summary": {"total": 1, "passed": int(passed), "hash_match": int(passed), "writes": 1,
+                                         "duplicate_writes": 0, "approvals_granted": 0, "seconds": 1.0}}
+
+
+def test_the_refusal_table_keeps_the_rule_id(capsys, monkeypatch):
+    monkeypatch.setattr(cli.console, "width", 400)
+    cli._print_report(_report(True), Settings(), started_server=False)
+    assert REFUSAL in capsys.readouterr().out
+
+
+def test_the_failed_table_keeps_the_reason_as_written(capsys, monkeypatch):
+    monkeypatch.setattr(cli.console, "width", 400)
+    cli._print_report(_report(False), Settings(), started_server=False)
+    assert "unmatched: [modify-payment] refused" in capsys.readouterr().out

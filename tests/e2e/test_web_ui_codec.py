@@ -1,4 +1,4 @@
-"""Encrypted payloads as an operator sees them (issue 10, item 2), on a keyless loopback
+"""Encrypted payloads as an operator sees them, on a keyless loopback
 `statekeeper dev`: no codec key configured, so dev makes one in its data directory (0600),
 serves the codec server and starts the embedded server with ``--ui-codec-endpoint``. A
 conversation driven over dev's HTTP API is left awaiting a supervisor's approval. In Debian's

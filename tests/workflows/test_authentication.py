@@ -4,9 +4,6 @@ never identified as authenticates no one, so it cannot act on that customer's or
 SupportWorkflow on a real Temporal dev server, a real worker and SQLite; only the model
 is faked, at its boundary. The rule itself, on the pure policy, is
 tests/core/test_authentication.py.
-
-From an adversarial review of the code of that day; the docstring describes the defect
-as it was found. It is fixed now, and the test keeps guarding against its return.
 """
 
 from __future__ import annotations
@@ -19,10 +16,10 @@ from tests.workflow_harness import ListBrain, call, running_worker
 
 async def test_model_cannot_authenticate_an_identity_the_user_never_gave(temporal_env, settings):
     """The user gives no identity at all. The model looks up a customer's email on its own
-    (hallucination, prompt injection, 'did you mean ...'); the workflow accepts it as the
-    authenticated customer and then lets the model act on that customer's orders. Pinned
-    facts hold what the user typed (kind email / name / zip), yet authenticate-first is
-    satisfied by any email the model picks."""
+    (hallucination, prompt injection, 'did you mean ...'): the workflow does not take it as
+    the authenticated customer, so the model cannot act on that customer's orders.
+    Authenticate-first is satisfied only by what the user typed (pinned facts of kind
+    email / name / zip), never by any email the model picks."""
     brain = ListBrain([
         call("find_user_id_by_email", email=EMAIL),
         call("get_user_details", user_id=CUSTOMER),

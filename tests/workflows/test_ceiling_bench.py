@@ -1,5 +1,5 @@
 """The ceiling row of ``bench/turns/ceiling.py`` on a real server: ``CeilingWorkflow`` answers
-the bench conversation with the round trips item 3 of issue 8 asks for, and its write runs once."""
+the bench conversation with only the round trips statekeeper needs, and its write runs once."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
 """The Python client refuses an argument its models do not take with ``ConversationError``
-``invalid`` (docs/api.md: refusals raise ``ConversationError``), before anything is sent.
-Before, a store that is empty or over 64 characters and a cancel reason over 1000 raised
-pydantic's ``ValidationError``, whose text quotes the value, out of ``start_conversation``
-and ``cancel``. Real Temporal dev server, real worker.
+``invalid`` (docs/api.md: refusals raise ``ConversationError``), before anything is sent: a
+store that is empty or over 64 characters and a cancel reason over 1000 never raise pydantic's
+``ValidationError`` (whose text quotes the value) out of ``start_conversation`` and ``cancel``.
+Real Temporal dev server, real worker.
 """
 
 from __future__ import annotations

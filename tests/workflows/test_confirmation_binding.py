@@ -5,10 +5,6 @@ prompt confirms nothing, and concurrent yeses apply the write once.
 
 SupportWorkflow on a real Temporal dev server, a real worker and SQLite; only the model
 is faked, at its boundary (a test brain behind the Messages API wire format).
-
-These cases come from two adversarial reviews of the code of that day; each docstring
-describes the defect as it was found (file:line references are as of the review). All
-are fixed now, and each test keeps guarding against its return.
 """
 
 from __future__ import annotations
@@ -35,9 +31,8 @@ async def test_yes_sent_before_detail_was_shown_does_not_confirm_it(temporal_env
     """The user confirms D1 (cancel PENDING). Their HTTP client retries the same "yes"
     (or they send it twice) while the agent is still working on the first one. Meanwhile the
     model proposes D2 (return all of DELIVERED to the original card). The second "yes" was
-    sent before D2 existed, yet it is taken as the explicit confirmation of D2 and the return
-    is applied. policy.validate_execution only checks confirmation.turn > proposed_turn,
-    not that the user had seen the detail when they wrote the yes."""
+    sent before D2 existed: it does not confirm D2, and the return is not applied. A later turn
+    than the proposal is not enough: the user must have seen the detail when they wrote the yes."""
     reached = threading.Event()
     release = threading.Event()
     delivered_items = None
@@ -136,9 +131,8 @@ async def test_stale_duplicate_yes_does_not_confirm_a_later_proposal(temporal_en
     """The user double-submits "yes" to D1 (address change of PENDING) while the worker is
     down; both messages are accepted with seen_digest = digest(D1). The first runs D1. The
     model then proposes the identical change again (new operation id, new pending step).
-    The second "yes" was sent before that proposal existed, yet it confirms it because the
-    digest is of the call's content (workflows/conversation/workflow.py:197, policy.py:103): a second
-    write the user never saw a prompt for."""
+    The second "yes" was sent before that proposal existed: it does not confirm it, although the
+    digest of the call's content is the same (a second write the user never saw a prompt for)."""
     state = {"reproposed": False}
 
     def brain(view: dict, plan: dict | None = None) -> dict:

@@ -4,9 +4,6 @@ all carry over into the next run, and a confirmed write applies once.
 One case continues after a fixed number of turns (``max_turns_per_run``) on the session's
 dev server; the others use a dev server of their own that suggests continue-as-new after
 a few events (``limit.historyCount.suggestContinueAsNew=20``). A real worker, SQLite.
-
-Those two cases come from an adversarial review of the code of that day; all are fixed
-now, and each keeps guarding against a return.
 """
 
 from __future__ import annotations
@@ -112,7 +109,7 @@ async def test_state_survives_continue_as_new(temporal_env, settings):
 
 
 async def test_a_long_conversation_continues_across_runs_with_its_state_and_small_runs(temporal_env, settings):
-    """A shorter version of the 1,000-turn conversation (issue 8; ``bench/turns/long.py`` runs
+    """A shorter version of the 1,000-turn conversation (``bench/turns/long.py`` runs
     the long one): 150 turns, continuing as new every 40, end with every turn counted, the
     customer, the write done at turn 3 (its step and its one ledger entry) and the order id
     the user gave at turn 4 intact, and every run far under Temporal's 10,000-event guidance

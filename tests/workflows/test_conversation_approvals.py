@@ -107,7 +107,7 @@ async def test_an_undecided_approval_expires_to_a_human_ticket(temporal_env, set
             await client.decide_approval(approval_id, "approve", SUPERVISOR)
         assert late.value.kind == "approval_refused" and "expired" in str(late.value)
         # asked again, the change is not offered a second time: the human agent has that order
-        # (before: a yes parked a second approval, which a supervisor could approve beside them)
+        # (a yes must not park a second approval, which a supervisor could approve beside them)
         again = await short.send_message(cid, f"Please cancel order {PENDING}, I ordered it by mistake")
         assert again.awaiting_confirmation is None and again.awaiting_approval is None, again
         assert "human agent" in again.text, again.text

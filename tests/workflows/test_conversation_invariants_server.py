@@ -1,5 +1,5 @@
-"""Invariants of a conversation over generated interleavings, on the server (issue 7,
-item 7, the smaller version of ``tests/core/conversation_invariants_machine.py``).
+"""Invariants of a conversation over generated interleavings, on the server (the smaller
+version of ``tests/core/conversation_invariants_machine.py``).
 
 A hypothesis ``RuleBasedStateMachine`` drives real ``SupportWorkflow`` conversations on
 the Temporal dev server with a real in-process worker (the offline rules model, taught

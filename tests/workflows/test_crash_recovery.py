@@ -1,6 +1,20 @@
-"""A worker process killed with SIGKILL inside a write activity, after the database
-commit and before the activity completes, then restarted: the task still passes and
-the write was applied exactly once (the retry finds its idempotency key in the ledger).
+"""A worker process killed, then restarted or replaced:
+
+- with SIGKILL inside a write activity, after the database commit and before the activity
+  completes: the task still passes and the write was applied exactly once (the retry finds its
+  idempotency key in the ledger); with SIGTERM during a write, the worker stops and the next
+  one applies it once;
+- during a model call (noticed by its heartbeat, or at the workflow task timeout when model
+  calls are local activities) or a read: replaced, and the turn answered once;
+- with SIGKILL inside the compensation of a rollback cancel, after the undo committed: the
+  rollback finishes on the next worker, the change is undone exactly once (one ledger row under
+  the undo's key), the step is ``compensated`` and the user is told it was undone, with no
+  ticket for a human to restore it.
+  The forward write runs on an in-process worker with a scripted brain, the rollback on a
+  worker process (``tests.fault_worker``) whose writes pause after they commit, which is killed
+  there.
+
+A real Temporal dev server, SQLite.
 """
 
 from __future__ import annotations
@@ -12,12 +26,20 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 
 from starter.client.conversations import StatekeeperClient
 from starter.client.core import Deadlines
 from starter.ops.taubench import TauBenchRunner, load_tasks
 from starter.runtime.worker import build_backend
+from tests.policy_fixtures import CUSTOMER, EMAIL
+from tests.workflow_harness import Script, call, reply, running_worker, user_details
+from workflows.conversation.workflow import SupportWorkflow, support_workflow_id
+from workflows.domain import keys
+from workflows.domain.contracts import CancelRequest
+from workflows.domain.state import StepStatus
+
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -214,3 +236,47 @@ async def test_sigterm_during_a_write_stops_the_worker_and_the_next_one_applies_
     assert result.passed and result.writes == 1 and result.duplicate_writes == 0, result.reason
     [entry] = backend.ledger_entries(f"tb-sigterm-{task.task_index}")
     assert entry["idempotency_key"] == key
+
+
+# --- Inside a rollback's compensation ---
+
+NEW_ADDRESS = dict(address1="1 New Street", address2="", city="Austin", state="TX", country="USA", zip="78701")
+
+
+async def test_sigkill_after_the_undo_commits_undoes_the_change_once(temporal_env, settings, tmp_path):
+    script = Script([call("find_user_id_by_email", email=EMAIL), reply("Hello Raj, how can I help?"),
+                     call("get_user_details", user_id=CUSTOMER),
+                     call("modify_user_address", user_id=CUSTOMER, **NEW_ADDRESS), reply("Your address is changed.")])
+    cid = f"kill-undo-{uuid.uuid4().hex[:6]}"
+    async with running_worker(temporal_env, settings, brain=script) as (client, backend):
+        before = user_details(backend, CUSTOMER)["address"]
+        await client.start_conversation(cid)
+        await client.send_message(cid, f"Hi, my email is {EMAIL}")
+        assert (await client.send_message(cid, "Change my address to 1 New Street, Austin")).awaiting_confirmation
+        await client.send_message(cid, "yes")
+    assert user_details(backend, CUSTOMER)["address"]["address1"] == "1 New Street"
+
+    killed = _worker_process(temporal_env, settings, tmp_path, fault=True)  # its writes pause 600 s after commit
+    try:
+        await _until_polling(temporal_env, settings)
+        await temporal_env.client.get_workflow_handle(support_workflow_id(cid)).signal(
+            SupportWorkflow.cancel, CancelRequest(reason="the customer changed their mind", rollback=True))
+        key = await _wait_for(tmp_path / "committed.marker", 60)
+        assert key.startswith("modify_user_address:") and key.endswith(".undo"), key
+        killed.send_signal(signal.SIGKILL)
+        killed.wait(10)
+        assert user_details(backend, CUSTOMER)["address"] == before  # the undo committed before the kill
+        async with running_worker(temporal_env, settings) as (client, _):
+            outcome = await asyncio.wait_for(client.outcome(cid), 120)
+    finally:
+        if killed.poll() is None:
+            killed.kill()
+            killed.wait(10)
+    assert user_details(backend, CUSTOMER)["address"] == before
+    [step] = outcome.state.steps
+    assert step.status == StepStatus.COMPENSATED
+    summary = outcome.state.recent_turns[-1].text
+    assert "Undone: " in summary and "could not be undone" not in summary, summary
+    undo = keys.compensation_operation(step.operation_id)
+    assert [e["idempotency_key"] for e in backend.ledger_entries("main") if e["idempotency_key"].endswith(undo)] == [key]
+    assert backend.tickets("main") == [] and backend.duplicate_writes("main") == 0

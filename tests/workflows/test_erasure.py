@@ -1,25 +1,31 @@
 """``statekeeper erase --customer``'s engine (``activities.erasure.DataErasure``) on a real
-Temporal dev server, a real worker, the SQLite system of record and journal: a real
-conversation of the customer (a return with its refund, ledger row and email; a transfer
-with its ticket; journal rows), then erasure leaves nothing of theirs in any store or in
-Temporal (the histories cannot be fetched any more), another customer's conversation is
-untouched, and the audit log holds the erasure. A running conversation makes erasure
-refuse and change nothing, unless told to terminate it."""
+Temporal dev server (the erasure tests' own), a real worker, the SQLite system of record and
+journal: a real conversation of the customer (a return with its refund, ledger row and email; a
+transfer with its ticket; journal rows), then erasure leaves nothing of theirs in any store or
+in Temporal (the histories cannot be fetched any more), another customer's conversation is
+untouched, and the audit log holds the erasure. A running conversation makes erasure refuse
+and change nothing, unless told to terminate it. Erasure reaches the external email and
+ticketing services too (over HTTP): the emails sent to the customer and the tickets of their
+conversations there are deleted; another customer's stay.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import uuid
 
+import httpx
 import pytest
 from temporalio.client import WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
 from activities.erasure.service import RunningWork
-from activities.store.journal import JournalStore
 from activities.store.audit import AuditLog
+from activities.store.journal import JournalStore
 from starter.client.conversations import StatekeeperClient
+from starter.runtime.worker import build_backend, build_erasure
 from tests.policy_fixtures import CUSTOMER, EMAIL, PENDING
+from tests.service_fixtures import services  # noqa: F401 - fixture
 from tests.workflow_harness import NO_APPROVALS, running_worker, until
 from tests.workflows.erasure_fixtures import (
     OTHERS,
@@ -35,14 +41,13 @@ from tests.workflows.erasure_fixtures import (
     side_rows,
     transfer_on_request,
 )
-from starter.runtime.worker import build_backend, build_erasure
-from workflows.options import CUSTOMER_ID
 from workflows.domain import keys
 from workflows.domain.actions import make_tool_call
 from workflows.domain.contracts import RefundInput
 from workflows.domain.pseudonym import customer_pseudonym
-from workflows.refund.workflow import RefundWorkflow
+from workflows.options import CUSTOMER_ID
 from workflows.refund.standalone import RefundRequest
+from workflows.refund.workflow import RefundWorkflow
 
 
 async def test_erasing_a_customer_leaves_nothing_of_theirs_anywhere(env, settings):
@@ -58,7 +63,7 @@ async def test_erasing_a_customer_leaves_nothing_of_theirs_anywhere(env, setting
         [sofia_refund] = [op.child_workflow_id for op in sofia_state.completed_operations]
         runs = [f"support-{raj}", refund]
 
-        # before: the scans see the customer in every store (so they can fail)
+        # before the erasure: the scans see the customer in every store (so they can fail)
         stores = side_rows(backend)
         assert len(mentioning(stores, PERSONAL)) >= 2 and len(mentioning(journal_rows(journal), PERSONAL)) >= 4
         assert len(mentioning([r for r in stores if '"to_email"' in r], (EMAIL,))) == 1  # the return's email
@@ -127,9 +132,9 @@ async def test_a_running_conversation_is_refused_then_terminated_on_request(env,
 
 
 async def test_the_runs_before_authentication_of_an_id_a_query_cannot_quote_are_erased_too(env, settings):
-    # the Python client takes any id; one with a space or a letter outside ASCII was left out of
-    # the erasure's visibility queries by workflow id, so the runs it continued as new from before
-    # the customer authenticated (no CustomerId on them) kept what the user had said
+    # the Python client takes any id; one with a space or a letter outside ASCII cannot be quoted
+    # in a visibility query by workflow id, and the runs it continued as new from before the
+    # customer authenticated (no CustomerId on them) must not keep what the user had said
     from workflows.domain.contracts import SupportInput
     from workflows.conversation.workflow import SupportWorkflow
 
@@ -217,3 +222,34 @@ async def test_a_refund_no_worker_has_run_yet_is_running_work(env, settings, kin
         assert not [e for e in backend.ledger_entries("main") if e["idempotency_key"] == key]
         assert not [m for m in backend.outbox_messages("main") if key in m["message_key"]]
     await gone(env.client, [refund_id])
+
+
+# --- The email and ticketing services ---
+
+def _held(services: dict[str, str], service: str, path: str, reference: str) -> list[dict]:  # noqa: F811
+    return httpx.get(f"{services[service]}{path}", params={"reference": reference}).json()
+
+
+def _tickets_of(services: dict[str, str], conversation: str) -> list[str]:  # noqa: F811
+    references = httpx.get(f"{services['ticketing']}/tickets/references").json()
+    return [r for r in references if r.startswith(f"transfer:{conversation}:")]
+
+
+async def test_erasing_a_customer_reaches_the_email_and_ticketing_services(env, settings, services):  # noqa: F811
+    raj, sofia = f"erase-svc-raj-{uuid.uuid4().hex[:6]}", f"erase-svc-sofia-{uuid.uuid4().hex[:6]}"
+    with_services = settings.model_copy(update={f"{n}_url": u for n, u in services.items()})
+    async with running_worker(env, settings, brain=transfer_on_request, services=services) as (client, backend):
+        await return_then_transfer(client, raj)
+        await cancel_then_transfer(client, sofia)
+        [write] = (await client.state(raj)).completed_operations
+        email_ref = f"email:{write.idempotency_key}"
+        assert [m["to_email"] for m in _held(services, "email", "/messages", email_ref)] == [EMAIL]
+        assert len(_tickets_of(services, raj)) == 1 and len(_tickets_of(services, sofia)) == 1
+        assert backend.outbox_messages("main") == [] and backend.tickets("main") == []  # nothing in retail
+
+        report = await build_erasure(env.client, with_services, backend).erase_customer(CUSTOMER, "operator-7")
+
+    assert (report.records.outbox_deleted, report.records.tickets_deleted) == (1, 1)
+    assert _held(services, "email", "/messages", email_ref) == []
+    assert _tickets_of(services, raj) == []
+    assert len(_tickets_of(services, sofia)) == 1  # another customer's stays

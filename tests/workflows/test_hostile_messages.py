@@ -1,14 +1,22 @@
-"""Hostile messages in running conversations: each example of issue 10 is answered or
-refused with a clear reason, and the conversation's state is exactly as it was (a refused
-message never enters history) or has moved on by that one ordinary turn.
+"""Hostile and oversized messages in running conversations:
 
-SupportWorkflow on a real Temporal dev server, a real worker and SQLite; the model is
-the offline stand-in or a test brain (faked at its boundary); the database failure is
-injected through the tool port.
+- crafted messages (the nested ``<script>`` message, an id in full-width digits, NUL and other
+  control characters, a database error's text) are answered or refused with a clear reason,
+  and the conversation's state is exactly as it was (a refused message never enters history)
+  or has moved on by that one ordinary turn;
+- message limits: a message is at most 8192 bytes of encodable text (refused as
+  ``invalid_message`` otherwise), and no sequence of legal messages, nor a model that keeps
+  proposing refused writes, grows the state or the model input past Temporal's payload limits
+  and kills the conversation.
+
+SupportWorkflow on a real Temporal dev server, a real worker and SQLite; the model is the
+offline stand-in or a test brain (faked at its boundary); the database failure is injected
+through the tool port. The pure prompt bounds are tests/core/test_prompt.py.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
 from typing import Any, Optional
@@ -21,9 +29,12 @@ from activities.ports import Guard
 from starter.client.conversations import ConversationError
 from tests.policy_fixtures import CUSTOMER, EMAIL, PENDING
 from tests.workflow_harness import call, reply, running_worker
+from workflows.conversation.workflow import SupportWorkflow, support_workflow_id
 from workflows.domain import replies
 from workflows.domain.contracts import ToolResult, UserMessage
-from workflows.conversation.workflow import SupportWorkflow, support_workflow_id
+
+
+# --- Crafted messages ---
 
 NESTED_SCRIPT = "<script>" + "[" * 1200 + "]" * 1200 + "</script>"
 SQL_TEXT = 'connection to server at "10.20.30.40", port 5432 failed: Connection refused'
@@ -36,9 +47,9 @@ async def _updates_accepted(env, cid: str) -> int:
 
 
 async def test_the_nested_script_message_is_an_ordinary_turn(temporal_env, settings):
-    """Issue 10: a legal 2.4 KB message with a deeply nested <script>[[[…]]]</script> raised
-    a RecursionError in fact pinning, failed the workflow task and turned the next calls
-    into 503s. It is text: answered, pinned nothing, and the next message works."""
+    """A legal 2.4 KB message with a deeply nested <script>[[[…]]]</script> raises no
+    RecursionError in fact pinning (which would fail the workflow task and turn the next calls
+    into 503s). It is text: answered, pinned nothing, and the next message works."""
     async with running_worker(temporal_env, settings) as (client, _):
         cid = await client.start_conversation(f"nested-{uuid.uuid4().hex[:6]}")
         await client.send_message(cid, f"Hi, my email is {EMAIL}")
@@ -53,8 +64,8 @@ async def test_the_nested_script_message_is_an_ordinary_turn(temporal_env, setti
 
 
 async def test_an_id_in_full_width_digits_is_not_pinned_and_the_conversation_goes_on(temporal_env, settings):
-    """Issue 10: "#W４５６６８０９" was pinned as an order id (\\d matches any Unicode digit),
-    and every later turn tried to read it and failed."""
+    """"#W４５６６８０９" is not pinned as an order id (\\d would match any Unicode digit, and
+    every later turn would try to read it and fail)."""
     async with running_worker(temporal_env, settings) as (client, _):
         cid = await client.start_conversation(f"fullwidth-{uuid.uuid4().hex[:6]}")
         await client.send_message(cid, f"Hi, my email is {EMAIL}")
@@ -141,10 +152,10 @@ def _echo_brain(view: dict, plan: Optional[dict] = None) -> dict:
 
 
 async def test_database_error_text_reaches_neither_the_state_nor_the_user(temporal_env, settings):
-    """Issue 10: a rejection reason stored in the state (shown to the model, returned by the
-    API) carried a whole SQL statement with its parameters, and connection errors with hosts
-    and ports reached the user's reply. The reason is now the failure's kind; the state is
-    intact and the conversation goes on once the database is back."""
+    """A rejection reason stored in the state (shown to the model, returned by the API) is the
+    failure's kind, never a whole SQL statement with its parameters, and no connection error's
+    hosts and ports reach the user's reply; the state is intact and the conversation goes on
+    once the database is back."""
     failing = FailingReads("get_order_details")
     async with running_worker(temporal_env, settings, brain=_echo_brain, slow_reads=failing) as (client, _):
         cid = await client.start_conversation(f"sql-{uuid.uuid4().hex[:6]}")
@@ -163,3 +174,119 @@ async def test_database_error_text_reaches_neither_the_state_nor_the_user(tempor
         later = await client.send_message(cid, f"Please try {PENDING} again")
         assert later.text == f"Order {PENDING} is loaded." and PENDING in (await client.state(cid)).orders
 
+
+# --- Message limits ---
+
+FS = "\x1c"
+PAD = "\t"
+"""Whitespace to a regex `\\s` and legal in a message (FS, a control character, is refused at the edge)."""
+
+
+async def _died(env, cid: str, err: BaseException) -> str:
+    desc = await env.client.get_workflow_handle(support_workflow_id(cid)).describe()
+    return f"{type(err).__name__} {getattr(err, 'kind', '')} {str(err)[:300]}; workflow {desc.status.name}"
+
+
+# --- the byte limit --------------------------------------------------------------------
+
+
+async def test_exact_8192_bytes_multibyte_accepted_8193_rejected(temporal_env, settings):
+    async with running_worker(temporal_env, settings) as (client, _):
+        cid = await client.start_conversation(f"boundary-{uuid.uuid4().hex[:6]}")
+        await client.send_message(cid, f"Hi, my email is {EMAIL}")
+        ok = "\u20ac" * 2730 + "ab"  # 3 * 2730 + 2 = 8192 bytes
+        assert len(ok.encode()) == 8192
+        await client.send_message(cid, ok)
+        with pytest.raises(ConversationError) as err:
+            await client.send_message(cid, ok + "a")
+        assert err.value.kind == "invalid_message"
+        with pytest.raises(ConversationError) as err:
+            await client.send_message(cid, "\u20ac" * 2731)  # 8193 bytes, 2731 chars
+        assert err.value.kind == "invalid_message"
+
+
+async def test_client_refuses_unencodable_text_as_invalid_message(temporal_env, settings):
+    """Refusals raise ConversationError(kind='invalid_message'), also for a lone surrogate, which
+    the pydantic converter would refuse with PydanticSerializationError."""
+    async with running_worker(temporal_env, settings) as (client, _):
+        cid = await client.start_conversation(f"surrogate-{uuid.uuid4().hex[:6]}")
+        with pytest.raises(ConversationError) as err:
+            await client.send_message(cid, "hello \ud800")
+        assert err.value.kind == "invalid_message"
+
+
+# --- bounded state: legal messages do not kill the conversation ------------------------
+
+
+async def test_many_legal_messages_do_not_kill_the_conversation(temporal_env, settings):
+    """Each message is <= 8 KB (accepted by the validator). Every 5-digit number is pinned
+    and rendered into model snapshots (activity inputs); unbounded, after ~25 messages the
+    snapshot would pass Temporal's 2 MB payload limit and the conversation would die."""
+    async with running_worker(temporal_env, settings) as (client, _):
+        cid = await client.start_conversation(f"big-{uuid.uuid4().hex[:6]}")
+        await client.send_message(cid, f"Hi, my email is {EMAIL}")
+        for turn in range(32):
+            words, n = [], 0
+            while len(" ".join(words)) < 8180:
+                words.append(f"{(turn * 2000 + n) % 100000:05d}")
+                n += 1
+            text = " ".join(words)
+            assert len(text.encode()) <= 8192
+            try:
+                r = await asyncio.wait_for(client.send_message(cid, text), 60)
+            except (ConversationError, asyncio.TimeoutError) as err:
+                desc = await temporal_env.client.get_workflow_handle(support_workflow_id(cid)).describe()
+                pytest.fail(f"message {turn + 2} (legal, {len(text.encode())} bytes): {type(err).__name__} "
+                            f"{getattr(err, 'kind', '')} {err}; workflow {desc.status.name}")
+            assert r.status == "active"
+
+
+async def test_legal_messages_with_padded_names_do_not_kill_the_conversation(temporal_env, settings):
+    """Each message is legal (< 8 KB, accepted by the validator): "i am" + 8100 x '\\t'
+    (whitespace to the regex; '\\x1c' is refused as a control character) + a new name. Fact
+    pinning keeps the whole span as the fact's verbatim; unbounded in bytes, the snapshot
+    (activity input) and the state (continue-as-new input) would pass Temporal's 2 MB payload
+    limit after ~30 messages and the conversation would die."""
+    async with running_worker(temporal_env, settings) as (client, _):
+        cid = await client.start_conversation(f"pad-{uuid.uuid4().hex[:6]}")
+        await client.send_message(cid, f"Hi, my email is {EMAIL}")
+        for i in range(40):
+            first = "A" + "".join("abcdefghijklmnop"[(i >> k) & 15] for k in range(0, 16, 4))
+            text = "i am" + PAD * 8100 + f" {first} Smith"
+            assert len(text.encode()) <= 8192
+            try:
+                r = await asyncio.wait_for(client.send_message(cid, text), 60)
+            except (ConversationError, asyncio.TimeoutError) as err:
+                pytest.fail(f"legal message {i + 2}: {await _died(temporal_env, cid, err)}")
+            assert r.status == "active"
+
+
+async def test_model_repeating_refused_proposals_does_not_kill_the_conversation(temporal_env, settings):
+    """A confused model alternates a `think` (accepted, resets the rejection streak) with a
+    refused write: 15 rejections per user turn, each keeping its whole proposal. The prompt
+    windows them (5); the state, the continue-as-new input, must stay bounded too (untrimmed
+    rejections would grow it ~70 KB per turn)."""
+    n = {"calls": 0}
+
+    def brain(view: dict, plan: dict | None = None) -> dict:
+        n["calls"] += 1
+        if n["calls"] % 2:
+            return call("think", thought="let me try the address again")
+        return call("modify_user_address", user_id="someone_else_1234", address1=FS * 200, address2=FS * 200,
+                    city=FS * 100, state=FS * 100, country=FS * 100, zip=FS * 20)
+
+    # room for the padded proposal: cut off at 1,024 tokens it would be malformed output,
+    # retried with back-off, instead of the policy rejection this test is about
+    roomy = settings.model_copy(update={"model_max_tokens": 4096})
+    async with running_worker(temporal_env, roomy, brain=brain) as (client, _):
+        cid = await client.start_conversation(f"rej-{uuid.uuid4().hex[:6]}")
+        sizes = []
+        for turn in range(8):
+            try:
+                r = await asyncio.wait_for(client.send_message(cid, f"please change my address ({turn})"), 60)
+            except Exception as err:  # noqa: BLE001 - a stuck update surfaces as an SDK timeout, not ConversationError
+                pytest.fail(f"turn {turn + 1}: {await _died(temporal_env, cid, err)}")
+            assert r.status == "active"
+            sizes.append(len((await client.state(cid)).model_dump_json()))
+        # 15 rejections a turn fill the state's window after 4 turns; from then on it must not grow
+        assert sizes[-1] - sizes[4] < 2_000, f"the state keeps growing: {sizes}"

@@ -1,8 +1,7 @@
 """Lists name each conversation once, with the status it has now: the runs a conversation
-continued as new from are not listed (they showed it again, "active", once per run), and a
-run that closed without setting its final ``Status`` (failed, terminated) is not listed as
-``active``/``running``: it is listed, found by ``?status=`` and read as ``terminated``.
-(Adversarial review.)"""
+continued as new from are not listed (which would show it again, "active", once per run), and
+a run that closed without setting its final ``Status`` (failed, terminated) is not listed as
+``active``/``running``: it is listed, found by ``?status=`` and read as ``terminated``."""
 
 from __future__ import annotations
 

@@ -5,10 +5,6 @@ paid; a second item modification, or one paid with another customer's card, is r
 SupportWorkflow and RefundWorkflow on a real Temporal dev server, a real worker and
 SQLite; only the model is faked, at its boundary. The same preconditions on the pure
 policy are tests/core/test_refund_preconditions.py.
-
-These cases come from two adversarial reviews of the code of that day; each docstring
-describes the defect as it was found (file:line references are as of the review). All
-are fixed now, and each test keeps guarding against its return.
 """
 
 from __future__ import annotations
@@ -78,11 +74,10 @@ async def test_cancel_after_payment_change_refunds_at_most_the_order_total(tempo
 async def test_cancel_racing_a_payment_change_never_refunds_more_than_was_paid(temporal_env, settings):
     """Two conversations of the same customer (two tabs, or chat + a backend service) on one
     pending order: A confirms a cancel, B confirms a payment change. A's RefundWorkflow does
-    its fresh read (1 payment: ok, workflows/refund/workflow.py:73) and then the write activity runs
-    later, in another transaction (systems/retail/ledger.py _apply re-checks nothing of
-    the policy). If B's change commits in between, the cancel refunds every payment_history
-    entry: 3 x the amount for one payment. The only test-side change is latency: A's cancel
-    write is held until B's change has committed (as a slow worker or DB would)."""
+    its fresh read (1 payment: ok) and then the write activity runs later, in another
+    transaction. If B's change commits in between, the cancel must still not refund every
+    payment_history entry (3 x the amount for one payment). The only test-side change is
+    latency: A's cancel write is held until B's change has committed (as a slow worker or DB would)."""
     backend = build_backend(settings)
     port = RetailPort(backend)
     entered, release = threading.Event(), threading.Event()

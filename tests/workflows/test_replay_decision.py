@@ -1,4 +1,4 @@
-"""The safe-replay decision and operators' resolutions (issue 7 item 6), on a real Temporal
+"""The safe-replay decision and operators' resolutions, on a real Temporal
 server, worker and retail system of record (only the model is faked, at its boundary):
 
 - a write whose outcome is unknown (OutcomeUnknown, escalated): ``replay-check`` refuses
@@ -223,8 +223,8 @@ async def test_a_resume_under_a_waiting_message_leaves_its_outcome_unknown_and_a
 async def test_a_check_the_run_has_moved_on_from_is_not_resumed(temporal_env, settings):
     """A check judges the history it read; a resume acting on it after the run went on (here
     one more message; in general a send without keys that started since, still in flight)
-    would reset past events nobody judged. It is refused and nothing changes (review finding:
-    only another run was noticed)."""
+    would reset past events nobody judged. It is refused and nothing changes (a changed run,
+    not only another run, is noticed)."""
     async with running_worker(temporal_env, settings, brain=_brain(reply("Nothing changed."))) as (client, backend):
         cid = f"replay-stale-{uuid.uuid4().hex[:6]}"
         await client.start_conversation(cid)

@@ -38,7 +38,7 @@ async def test_what_a_resolution_told_the_user_is_in_the_transcript_before_their
         assert entries[-1].text == record.told  # the last thing the user was told, after the escalation
 
         reply = await client.send_message(cid, "thanks, anything else?")
-        assert reply.text.startswith(record.told)  # the next reply still opens with it, as before
+        assert reply.text.startswith(record.told)  # the next reply still opens with it
         entries = await _transcript_with(journal, cid, "thanks, anything else?")
         assert [e.text for e in entries].count(record.told) == 1  # recorded once, kept by the next turn's record
         assert [e.text for e in entries][-3:] == [record.told, "thanks, anything else?", "ok"]

@@ -1,6 +1,6 @@
 """Resuming a saved state: an unusable one is refused as ``state_incompatible`` at once
 (never a workflow task failing over and over), and a state resumed under a new conversation
-id is that conversation's: its journal and keys use the new id. (From a review.)"""
+id is that conversation's: its journal and keys use the new id."""
 
 from __future__ import annotations
 

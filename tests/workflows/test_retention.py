@@ -191,9 +191,9 @@ async def test_purge_keeps_the_ledger_row_of_a_standalone_refund_still_running(e
 async def test_a_conversation_whose_refund_closed_after_the_cutoff_is_kept_whole(env, settings, tmp_path):
     """An operator terminates a conversation while its refund child writes; the child, abandoned
     (``ParentClosePolicy.ABANDON``), finishes after the cutoff. The conversation must be kept whole
-    like one with a run closed since: purged, its journal, ledger row and run went while the
+    like one with a run closed since: purged, its journal, ledger row and run would go while the
     child's run (the customer's order and email in its input) stayed, and no later purge could
-    delete that run, whose parent it no longer knew."""
+    delete that run, whose parent it would not know."""
     cid = f"orphan-{uuid.uuid4().hex[:6]}"
     marker = tmp_path / "committed.marker"
     async with running_worker(env, settings, brain=transfer_on_request, pause_after_write=(4.0, marker)) as (

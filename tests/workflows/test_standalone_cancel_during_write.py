@@ -1,11 +1,11 @@
 """A Temporal cancel (Web UI, ``temporal workflow cancel``, a parent's close policy) that
-reaches a standalone refund while its write runs. The cancel used to abandon the write's
-activity: the refund asked the ledger at once (nothing yet), opened a human ticket and said
-``escalated``, "the order system could not be reached", while the write went on and
-committed a moment later. The write now finishes, once, and the refund says ``applied``.
+reaches a standalone refund while its write runs. The cancel does not abandon the write's
+activity (the refund would ask the ledger at once, find nothing yet, open a human ticket and
+say ``escalated``, "the order system could not be reached", while the write went on and
+committed a moment later): the write finishes, once, and the refund says ``applied``.
 Real parts: a Temporal dev server, a worker and the SQLite system of record; the write is
 held before it reaches the store (``PauseBeforeWrite``) so the cancel lands mid-flight. A refund
-terminated there says so with a reason, and ``?status=terminated`` lists it. (Adversarial review.)"""
+terminated there says so with a reason, and ``?status=terminated`` lists it."""
 
 from __future__ import annotations
 

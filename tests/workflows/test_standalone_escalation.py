@@ -1,5 +1,5 @@
 """A standalone refund (``POST /refunds``, ``RefundWorkflow`` without a conversation) whose
-payment outcome cannot be shown escalates like a conversation (issue 7, item 3): the ledger
+payment outcome cannot be shown escalates like a conversation: the ledger
 is asked once more, a ticket keyed by the write is opened, and the refund's status is
 ``escalated`` with the reason stated; the payment is never sent again. Real parts: a
 Temporal dev server, a worker, the retail store and the external services over HTTP.
@@ -54,10 +54,10 @@ async def test_a_standalone_refund_whose_payment_cannot_be_told_is_escalated(tem
 
 
 async def test_the_same_request_in_two_stores_moves_each_stores_money(temporal_env, settings, tmp_path):
-    """Two stores (two tenants' systems) number their orders alike. Before, the same request id
-    on the same order id in a second store met the first's payments key: both refunds said
-    ``applied``, but the payments service held one operation, and the second store's customer's
-    money never moved (answered as a replay of the first)."""
+    """Two stores (two tenants' systems) number their orders alike. The same request id on the
+    same order id in a second store has a payments key of its own: with the first's, both
+    refunds would say ``applied`` while the payments service held one operation, and the second
+    store's customer's money would never move (answered as a replay of the first)."""
     small = "#W5356919"  # pending, 45.90: no approval
     fleet = Fleet(sqlite_databases(tmp_path))
     urls = fleet.start()

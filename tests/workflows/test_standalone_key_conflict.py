@@ -1,10 +1,10 @@
 """A standalone request sent again with other arguments after its first run is gone
 (retention purge or erasure deleted it from Temporal; the ledger keeps the row, anonymised,
 so that a repeat never pays twice). The API cannot see the earlier run, so it starts a new
-one; its ledger look-up finds the key holding another call and raised
-``IdempotencyKeyConflict`` out of the run: the run failed, ``GET /refunds/{id}`` said
-``failed`` with no reason. docs/api.md: a request id used with other arguments is refused; nothing
-was written, so the refund now ends ``refused``, saying so."""
+one; its ledger look-up finds the key holding another call. ``IdempotencyKeyConflict`` does
+not fail the run (``GET /refunds/{id}`` would say ``failed`` with no reason). docs/api.md: a
+request id used with other arguments is refused; nothing is written, so the refund ends
+``refused``, saying so."""
 
 from __future__ import annotations
 

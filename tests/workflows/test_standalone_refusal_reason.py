@@ -1,9 +1,9 @@
 """A standalone refund refused by the write itself says why. Two requests (other request
 ids) cancel the same pending order and both wait for a supervisor; both are approved and
-the second write finds the order cancelled. Its ``GET /refunds/{id}`` said ``refused`` with
-``reason`` null: the ``RefundOutcome`` of a write the system refused carries the reason in
-``result`` only, and the status read took ``refused_reason`` alone (docs/api.md: ``refused``,
-``reason`` says why)."""
+the second write finds the order cancelled. Its ``GET /refunds/{id}`` says ``refused`` with
+the reason, never null: the ``RefundOutcome`` of a write the system refused carries the reason
+in ``result``, which the status read takes as well as ``refused_reason`` (docs/api.md:
+``refused``, ``reason`` says why)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """A standalone refund requested for a store the system of record does not have is refused
-with that reason, and says so in its ``Status``: it used to fail its run (``UnknownStore``
-from the fresh read), so ``GET /refunds/{id}`` answered ``failed`` with no reason and
-``GET /refunds?status=running`` listed it as running for ever. (Adversarial review.)"""
+with that reason, and says so in its ``Status``: ``UnknownStore`` from the fresh read does not
+fail its run (``GET /refunds/{id}`` would answer ``failed`` with no reason, and
+``GET /refunds?status=running`` list it as running for ever)."""
 
 from __future__ import annotations
 

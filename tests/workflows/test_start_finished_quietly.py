@@ -1,8 +1,8 @@
 """Starting a conversation again under the id of a finished one is refused as ``finished``
-and logs nothing: the SDK's update-with-start left its start operation's future holding
-``WorkflowAlreadyStartedError``, and asyncio logged it at ERROR, with three chained tracebacks,
-as "Future exception was never retrieved" on every such request to the API (found in the
-log of ``statekeeper dev`` by an adversarial review)."""
+and logs nothing: the SDK's update-with-start leaves its start operation's future holding
+``WorkflowAlreadyStartedError``, which, left unread, asyncio logs at ERROR, with three chained
+tracebacks, as "Future exception was never retrieved" on every such request to the API (in the
+log of ``statekeeper dev``)."""
 
 from __future__ import annotations
 

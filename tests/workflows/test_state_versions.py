@@ -4,9 +4,9 @@ its data intact, through continue-as-new; a state this code cannot load fails th
 once, non-retryably, with a typed error whose message says why (what the Web UI shows),
 and every client call on that conversation reports it as ``state_incompatible``.
 
-Before schema versions were read, such a state was accepted and silently lost data (an
-unknown field dropped), a version 99 ran as if current, and a wrongly typed field failed
-the workflow task forever while the client reported "unavailable".
+Unread, a schema version would let such a state be accepted and silently lose data (an
+unknown field dropped), run a version 99 as if current, and fail the workflow task forever on
+a wrongly typed field while the client reported "unavailable".
 """
 
 from __future__ import annotations
@@ -128,7 +128,7 @@ async def test_a_wrongly_typed_field_fails_the_run_naming_the_field(temporal_env
         broken = v1_state(cid)
         broken["orders"][PENDING]["total"] = "a lot"
         broken["turn"] = "three"
-        # started directly (as an operator's script would): decoding the input no longer fails the task
+        # started directly (as an operator's script would): decoding the input does not fail the task
         await temporal_env.client.start_workflow(SupportWorkflow.run, SupportInput(conversation_id=cid, state=broken),
                                                  id=support_workflow_id(cid), task_queue=settings.task_queue)
         reason = f"field orders.{PENDING}.total: an amount of money given as text must be a plain decimal"

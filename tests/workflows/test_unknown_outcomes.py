@@ -1,12 +1,15 @@
-"""Regression tests for the failures of issue 7's "Why", each on the real parts: a Temporal
-dev server, a worker, the retail system of record and the external services over HTTP
-(PostgreSQL where the failure was seen there). Only the model is faked, at its boundary.
+"""Writes whose outcome is in doubt, each on the real parts: a Temporal dev server, a worker,
+the retail system of record and the external services over HTTP (PostgreSQL where the case
+needs it). Only the model is faked, at its boundary.
 
-- a NUL in a transfer summary failed the ticket insert on PostgreSQL six times, and the user
-  was told they were being transferred although no ticket existed;
-- a NUL in an address was retried five times and escalated;
-- with a row lock held on the order, the abandoned attempts of a cancel committed it after
-  the conversation had given up and escalated.
+- a NUL in a transfer summary, which PostgreSQL refuses in the ticket insert: the user is not
+  told they are being transferred without a ticket;
+- a NUL in an address is refused as invalid data, not retried and escalated;
+- with a row lock held on the order past the write timeout, no abandoned attempt of a cancel
+  commits it after the conversation has given up and escalated;
+- a reset after an applied refund reports it applied and moves the money once; a payment whose
+  outcome cannot be told is escalated, never sent again; an escalation without a ticket never
+  promises a human.
 """
 
 from __future__ import annotations
@@ -169,9 +172,9 @@ async def test_a_payment_whose_outcome_cannot_be_told_is_escalated_not_replayed(
 
 
 async def test_an_escalation_without_a_ticket_does_not_promise_a_human(temporal_env, settings, tmp_path):
-    """Payments cannot tell and the ticketing service refuses every request (adversarial review:
-    the user was told a human agent had the case, while no ticket existed). The user is told
-    that no case could be opened; the state says so, with the ticketing system named."""
+    """Payments cannot tell and the ticketing service refuses every request: the user is told
+    that no case could be opened (never that a human agent has the case, with no ticket); the
+    state says so, with the ticketing system named."""
     from systems.fleet import Fleet, sqlite_databases
 
     fleet = Fleet(sqlite_databases(tmp_path))

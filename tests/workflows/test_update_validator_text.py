@@ -2,7 +2,7 @@
 Temporal itself (``temporal workflow update``, an SDK) skips the client's and the API's
 checks, so a resolution's note, step id or actor, and an approval decision's note, with a
 control character (NUL, ESC, a bidirectional override) is refused by the workflow too and
-changes nothing (review finding: such a note was accepted and kept in the state)."""
+changes nothing (never accepted and kept in the state)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""What operators see in the Web UI (issue 6, item 5), on a real dev server and worker:
+"""What operators see in the Web UI, on a real dev server and worker:
 search attributes hold the customer's keyed pseudonym and every order the conversation
 touched, and no personal data reaches current details, activity summaries or search
 attributes (scanned in the history and the metadata query of both workflows)."""

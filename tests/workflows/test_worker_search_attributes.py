@@ -1,5 +1,5 @@
-"""Startup against a Temporal server that lacks our search attributes (issue 6, item 5): the
-worker registers them, and conversations then run (before, every workflow task failed with
+"""Startup against a Temporal server that lacks our search attributes: the worker registers
+them, and conversations then run (without them every workflow task would fail with
 "unexpected workflow task failure"); an attribute registered with another type stops startup
 with its name in the message, changing nothing on the server."""
 

@@ -82,8 +82,7 @@ class RefundRequest(BaseModel):
     operation: Literal["cancel", "return", "exchange", "modify_items", "modify_payment"]
     store: str = Field(default="main", min_length=1, max_length=64, pattern=STORE_PATTERN)
     # no control characters (bidirectional ones included), as every free-text and id field of
-    # the API: before, these took them and the request was refused only later, by the policy or
-    # the ledger, after a 202
+    # the API: refused here, not only later, by the policy or the ledger, after a 202
     reason: Optional[Annotated[str, Field(min_length=1, max_length=200), refuse_controls("reason")]] = None
     item_ids: Optional[list[ArgumentId]] = Field(default=None, min_length=1, max_length=50)
     new_item_ids: Optional[list[ArgumentId]] = Field(default=None, min_length=1, max_length=50)

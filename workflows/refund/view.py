@@ -4,7 +4,7 @@ Search attributes ``CustomerId`` (the keyed pseudonym, from the worker: see
 ``workflows.visibility``), ``OrderIds`` (the one order), ``Step`` and ``Status``; current
 details as readable Markdown: order, operation, step, amount, approval (pending, or
 decided with the approver), outcome. Ids only: no customer id, email, name, address or
-payment method id (issue 6, item 5).
+payment method id.
 
 ``Status`` of a refund: ``running`` until it finishes, then ``applied`` or ``refused``
 (a business refusal: precondition, approval rejected or expired, the system's error), or
