@@ -11,10 +11,10 @@ from pathlib import Path
 
 import httpx
 
-from activities.payments_port import MONEY_TOOLS
 from starter.ops.taubench import TauBenchRunner, load_tasks
 from tests.service_fixtures import services  # noqa: F401 - fixture
 from tests.workflow_harness import running_worker
+from workflows.domain.catalogue import CATALOGUE
 
 DEV_TASKS = Path(__file__).resolve().parents[2] / "systems" / "retail" / "data" / "tasks_dev.json"
 
@@ -25,7 +25,8 @@ async def test_dev_tasks_match_with_money_in_the_payments_service(temporal_env, 
         report = await TauBenchRunner(client, backend, run_id="svc").run(tasks, concurrency=6)
     assert [(t.task_index, t.reason) for t in report.tasks if not t.passed] == []
     assert report.summary.duplicate_writes == 0
-    money_writes = [(a["kwargs"]["order_id"], a["name"]) for t in tasks for a in t.actions if a["name"] in MONEY_TOOLS]
+    money_writes = [(a["kwargs"]["order_id"], a["name"]) for t in tasks for a in t.actions
+                    if a["name"] in CATALOGUE and CATALOGUE[a["name"]].moves_money]
     assert money_writes
     for order_id, _tool in money_writes:
         operations = httpx.get(f"{services['payments']}/operations", params={"reference": order_id}).json()
