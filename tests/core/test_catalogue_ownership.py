@@ -90,11 +90,12 @@ def test_payment_movements_come_from_the_spec():
     paid = order["payment_history"][0]
     cancelled = {**order, "payment_history": [paid, {**paid, "transaction_type": "refund"}]}
     assert money_movements("cancel_pending_order", json.dumps(cancelled)) == [
-        {"transaction_type": "refund", "amount": f"{paid['amount']:.2f}", "payment_method_id": paid["payment_method_id"]}]
+        {"transaction_type": "refund", "amount": f"{paid['amount']:.2f}",
+         "payment_method_id": paid["payment_method_id"]}]
     assert money_movements("return_delivered_order_items", json.dumps(cancelled)) is None  # moves nothing now
     assert money_movements("cancel_pending_order", "Error: order not found") is None
     assert {n for n, s in CATALOGUE.items() if s.moves_money} == {
-        "cancel_pending_order", "modify_pending_order_items", "modify_pending_order_payment"}
+        "cancel_pending_order", "modify_pending_order_items", "modify_pending_order_payment", "grant_goodwill_credit"}
 
 
 def test_documents_are_read_by_the_read_the_catalogue_names():

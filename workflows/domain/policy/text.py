@@ -25,8 +25,8 @@ class Clause:
 CLAUSES: dict[str, Clause] = {
     "scope": Clause(
         "You help one customer cancel or modify pending orders, return or exchange delivered "
-        "orders, change their default address, and answer questions about their own profile, orders "
-        "and our products."),
+        "orders, give a goodwill credit for a problem with a delivered order, change their default "
+        "address, and answer questions about their own profile, orders and our products."),
     "authenticate-first": Clause(
         "Before anything else, identify the customer: find their user id by email, "
         "or by first name, last name and zip code. Do this even when they tell you a user id.",
@@ -39,8 +39,8 @@ CLAUSES: dict[str, Clause] = {
         "orders and payment methods."),
     "explicit-confirmation": Clause(
         "Before a change to the system of record (cancel, modify, return, "
-        "exchange, address change) propose it; the workflow shows the customer the exact detail and "
-        "runs it only after their explicit yes to that detail.",
+        "exchange, goodwill credit, address change) propose it; the workflow shows the customer the "
+        "exact detail and runs it only after their explicit yes to that detail.",
         refusal="I need your explicit yes to the exact change I described before I make it."),
     "no-invention": Clause(
         "Use only facts given by the customer or returned by tools; no recommendations."),
@@ -88,6 +88,13 @@ CLAUSES: dict[str, Clause] = {
     "exchange-delivered-only": Clause(
         "Only a delivered order can be exchanged, and only items in that order.",
         refusal="only items of a delivered order can be exchanged."),
+    "goodwill-credit": Clause(
+        "A goodwill credit is for a delivered order with a problem the customer states: 'late delivery', "
+        "'damaged item' or 'wrong item'. It goes to one of the customer's gift cards, is at most 10% of "
+        "the order's total, and an order gets at most one.",
+        refusal="a goodwill credit is for a delivered order of yours with a late delivery, a damaged or a "
+        "wrong item; it goes to one of your gift cards, is at most 10% of the order's total, and an order "
+        "can receive only one."),
 }
 """Every clause of the policy, by id, in the order the model reads them."""
 POLICY_CLAUSES: dict[str, str] = {clause: c.text for clause, c in CLAUSES.items()}
