@@ -3,8 +3,9 @@
 Money moves in two systems: the retail store (the system of record for orders) appends the
 movements to the order's ``payment_history`` exactly as τ-bench does (so its hashes match),
 and the payments service moves the money, once per idempotency key. The movements a write
-made are read back from the order it returned (``money_movements``), so a retried write,
-which gets the recorded order, asks for the same movements under the same key.
+made are read back from the order it returned (``money_movements``, by the tool spec's
+``payment_movements``), so a retried write, which gets the recorded order, asks for the same
+movements under the same key.
 """
 
 from __future__ import annotations
@@ -16,15 +17,7 @@ from urllib.parse import quote
 
 from activities.http_service import ServiceClient
 from activities.reconcile import DispatchLog, reconciled
-
-MONEY_TOOLS = {
-    # tool → how many of the order's last payment_history entries the write appended
-    "cancel_pending_order": lambda history: len(history) // 2,  # one refund per earlier entry
-    "modify_pending_order_items": lambda history: 1,
-    "modify_pending_order_payment": lambda history: 2,  # the new payment, the old one's refund
-}
-"""The writes that move money now (returns and exchanges only request it: τ-bench moves
-nothing for them)."""
+from workflows.domain.catalogue import spec_of
 
 
 MAX_KEY_CHARS = 300
@@ -58,18 +51,19 @@ def wire_key(key: str) -> str:
 
 def money_movements(tool: str, result: str) -> Optional[list[dict[str, Any]]]:
     """The movements (``{transaction_type, amount, payment_method_id}``, amounts as decimal
-    text) that write ``tool`` appended to the order it returned as ``result`` (JSON); None
-    for a tool that moves no money or a result that is not an order."""
-    count = MONEY_TOOLS.get(tool)
-    if count is None:
+    text) that write ``tool`` made, from the order it returned as ``result`` (JSON): its
+    spec's ``payment_movements``. None for a tool that moves no money now (returns and
+    exchanges only request it: τ-bench moves nothing for them) or a result that is not an
+    order. Raises ``KeyError`` for a tool not in the catalogue."""
+    movements = spec_of(tool).payment_movements
+    if movements is None:
         return None
     try:
-        history = json.loads(result)["payment_history"]
+        moved = movements(json.loads(result)["payment_history"])
     except (ValueError, KeyError, TypeError):
         return None
-    appended = history[len(history) - count(history):]
     return [{"transaction_type": m["transaction_type"], "amount": f"{float(m['amount']):.2f}",
-             "payment_method_id": m["payment_method_id"]} for m in appended]
+             "payment_method_id": m["payment_method_id"]} for m in moved]
 
 
 class PaymentsPort(Protocol):

@@ -28,7 +28,7 @@ from typing import Any, Literal, Optional
 from pydantic import BaseModel
 from temporalio.client import Client, WorkflowExecutionStatus
 
-from activities.payments_port import MONEY_TOOLS, payments_key
+from activities.payments_port import payments_key
 from starter.client.conversation_ids import conversation_named
 from starter.client.errors import ConversationError
 from starter.client.failure_words import failure_kind
@@ -36,6 +36,7 @@ from starter.ops.replay_history import Invoked, RunHistory, read_run
 from starter.ops.replay_systems import Systems
 from starter.runtime.system_of_record import SERVICES
 from workflows.domain.actions import call_arguments
+from workflows.domain.catalogue import spec_of
 from workflows.domain.errors import ErrorType
 from workflows.conversation.workflow import support_workflow_id
 
@@ -127,7 +128,7 @@ def _retail_write(inv: Invoked, systems: Systems, escalated: set[str], resolved:
         evidence.append("retail ledger: " + ("not recorded" if recorded is None else
                                              "recorded applied" if recorded.ok else "recorded refused"))
     money = None
-    if systems.payments is not None and tool in MONEY_TOOLS and (recorded is None or recorded.ok):
+    if systems.payments is not None and spec_of(tool).moves_money and (recorded is None or recorded.ok):
         pay = payments_key(key)
         found, asked = _ask("the payments service", lambda: systems.payments.find(pay))
         evidence.append(asked or f"payments {pay}: {'found' if found else 'absent'} (keys honoured)")

@@ -30,6 +30,7 @@ from starter.client.transient import transient_retried
 from starter.ops.taubench_tasks import Task, load_tasks, task_user  # load_tasks: re-exported for the CLI and tests
 from systems.model.plans import PlanBook
 from systems.retail.backend import RetailBackend
+from workflows.domain.catalogue import READERS
 from workflows.domain.contracts import AssistantReply
 from workflows.domain.state import ConversationState, Role
 
@@ -155,7 +156,7 @@ class TauBenchRunner:
         state: Optional[ConversationState] = None
         granted = 0
         try:
-            user = task_user(await asyncio.to_thread(self._backend.read, store, "get_user_details",
+            user = task_user(await asyncio.to_thread(self._backend.read, store, READERS["user_id"],
                                                      {"user_id": task.user_id}), task)
             await asyncio.to_thread(self._plans.put, conversation_id, plan_of(user, task))
             # a start past its deadline may have started the run: sent again, it attaches to it

@@ -68,7 +68,7 @@ def load_tasks(path: Path, limit: Optional[int] = None) -> list[Task]:
 
 
 def task_user(answer: str, task: Task) -> dict[str, Any]:
-    """The customer record ``get_user_details`` answered for ``task.user_id``; raises
+    """The customer record the read of ``task.user_id`` answered (``READERS["user_id"]``); raises
     ``LookupError`` naming the id when the store has no such customer (the tool answers
     ``Error: user not found``, which is not JSON)."""
     if answer.startswith("Error:"):

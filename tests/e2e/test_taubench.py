@@ -19,7 +19,6 @@ from pathlib import Path
 
 import httpx
 
-from activities.payments_port import MONEY_TOOLS
 from settings import Settings
 from starter.cli import app as cli
 from starter.ops.taubench import TauBenchRunner, load_tasks
@@ -28,6 +27,7 @@ from systems.retail.hashing import data_hash
 from systems.retail.tools import run_tool
 from tests.service_fixtures import services  # noqa: F401 - fixture
 from tests.workflow_harness import running_worker
+from workflows.domain.catalogue import CATALOGUE
 from workflows.domain.actions import make_tool_call
 from workflows.domain.catalogue import REFUND_TOOLS
 from workflows.domain.catalogue.amounts import money
@@ -144,7 +144,8 @@ async def test_dev_tasks_match_with_money_in_the_payments_service(temporal_env, 
         report = await TauBenchRunner(client, backend, run_id="svc").run(tasks, concurrency=6)
     assert [(t.task_index, t.reason) for t in report.tasks if not t.passed] == []
     assert report.summary.duplicate_writes == 0
-    money_writes = [(a["kwargs"]["order_id"], a["name"]) for t in tasks for a in t.actions if a["name"] in MONEY_TOOLS]
+    money_writes = [(a["kwargs"]["order_id"], a["name"]) for t in tasks for a in t.actions
+                    if a["name"] in CATALOGUE and CATALOGUE[a["name"]].moves_money]
     assert money_writes
     for order_id, _tool in money_writes:
         operations = httpx.get(f"{services['payments']}/operations", params={"reference": order_id}).json()

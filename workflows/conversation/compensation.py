@@ -19,7 +19,7 @@ from temporalio.exceptions import ActivityError
 
 from workflows.domain import keys
 from workflows.domain import transitions as tr
-from workflows.domain.actions import call_arguments, make_tool_call
+from workflows.domain.actions import call_arguments, make_tool_call, read_of
 from workflows.activity_api import ToolActivitiesApi
 from workflows.domain.catalogue import ToolClass, spec_of
 from workflows.domain.contracts import CancelRequest, ReadToolRequest, WriteToolRequest
@@ -28,14 +28,10 @@ from workflows.ledger_lookup import recorded_under
 from workflows.options import HEARTBEAT_TIMEOUT, READ_RETRY, READ_TIMEOUT, WRITE_RETRY
 from workflows.domain.state import CompletedOperation, ConversationState, StepStatus
 
-SUBJECT_READS = {"user_id": "get_user_details", "order_id": "get_order_details"}
-"""The read that returns a subject's document (its before-image)."""
-
-
 async def _subject_document(state: ConversationState, spec: Any, subject_id: str,
                             cancel_requested: Callable[[], Optional[CancelRequest]]) -> Optional[dict[str, Any]]:
     """The subject's document as the system of record holds it now; None when it cannot be read."""
-    read_call = make_tool_call(SUBJECT_READS[spec.subject], {spec.subject: subject_id})
+    read_call = read_of(spec.subject, subject_id)
     handle = workflow.start_activity_method(
         ToolActivitiesApi.run_read_tool,
         ReadToolRequest(store=state.store, call=read_call, system_of_record=state.system_of_record,

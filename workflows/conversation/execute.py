@@ -26,7 +26,7 @@ from workflows.domain import keys, replies
 
 from workflows.domain.policy import read_before_write
 from workflows.domain import transitions as tr
-from workflows.domain.actions import make_tool_call
+from workflows.domain.actions import read_of
 from workflows.activity_api import ToolActivitiesApi
 from workflows.domain.catalogue import Execution, spec_of
 from workflows.domain.policy.approvals import ApprovalPolicy
@@ -146,7 +146,7 @@ async def execute_confirmed(state: ConversationState, pending: PendingConfirmati
     if document is not None and read_before_write.changed(state, call, document):
         # the order the user confirmed is not the one there now: nothing is written
         tr.apply_write_result(state, call, operation, key, read_before_write.CHANGED_RESULT, False, None, None)
-        tr.apply_read_result(state, make_tool_call("get_order_details", {"order_id": document["order_id"]}),
+        tr.apply_read_result(state, read_of("order_id", document["order_id"]),
                              json.dumps(document))  # the model sees the order as it is now
         visibility.publish(state)
         return replies.CHANGED_SINCE_CONFIRMED
@@ -257,7 +257,7 @@ async def _refresh_customer(state: ConversationState,
     system of record. If that fails the write is still done and recorded; stale balances
     only make the policy stricter until the next read."""
     assert state.customer is not None
-    refresh = make_tool_call("get_user_details", {"user_id": state.customer.user_id})
+    refresh = read_of("user_id", state.customer.user_id)
     try:
         tr.apply_read_result(state, refresh, (await read(state, refresh, "refresh", cancel_requested)).result)
     except Interrupted:

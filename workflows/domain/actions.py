@@ -16,7 +16,7 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator
 
-from workflows.domain.catalogue import CATALOGUE, ToolArgs
+from workflows.domain.catalogue import CATALOGUE, READERS, ToolArgs
 
 
 def _call(name: str, args_model: type[ToolArgs]) -> type[BaseModel]:
@@ -42,6 +42,13 @@ def make_tool_call(name: str, arguments: dict[str, Any]) -> Any:
     """Build a typed tool call; raises ``pydantic.ValidationError`` for an unknown
     tool name or arguments that do not fit the tool's schema."""
     return _TOOL_CALL_ADAPTER.validate_python({"name": name, "arguments": arguments})
+
+
+def read_of(subject: str, value: str) -> Any:
+    """The typed call of the read returning the document of ``subject`` ``value`` (the
+    catalogue's ``READERS``: ``read_of("order_id", "#W1")`` reads order #W1). Raises
+    ``KeyError`` for an argument no read returns the document of."""
+    return make_tool_call(READERS[subject], {subject: value})
 
 
 def call_arguments(call: Any) -> dict[str, Any]:

@@ -2,12 +2,15 @@
 
 Users never see internal ids, exception names, parser text or stack traces: a refusal
 is worded from its policy clause, and the technical reason stays in the state (for the
-model and for operators) and in the logs.
+model and for operators) and in the logs. The one exception to "in one place": a policy
+clause's refusal sentence is declared with the clause (``workflows.domain.policy.text``), so a
+clause is written down once.
 """
 
 from __future__ import annotations
 
 from workflows.domain.policy.clauses import Rule
+from workflows.domain.policy.text import CLAUSE_REFUSALS
 
 TRANSFERRED = "YOU ARE BEING TRANSFERRED TO A HUMAN AGENT. PLEASE HOLD ON."
 """τ-bench's transfer sentence; the benchmark's users recognise it."""
@@ -31,24 +34,6 @@ BUDGET_EXCEEDED = ("This conversation has reached the limit of what I can handle
 SUPERSEDED = "I see you've sent another message, so I'll answer that one instead."
 
 _REFUSALS: dict[Rule, str] = {
-    Rule.AUTHENTICATE_FIRST: "I first need to confirm who you are: please tell me your email address, "
-    "or your first name, last name and zip code.",
-    Rule.ONE_CUSTOMER: "I can only help with the account you identified yourself with, and its own orders "
-    "and payment methods.",
-    Rule.EXPLICIT_CONFIRMATION: "I need your explicit yes to the exact change I described before I make it.",
-    Rule.CHECK_STATUS: "I need to look that order up first.",
-    Rule.CANCEL_PENDING_ONLY: "only pending orders can be cancelled, and the reason must be that it is no "
-    "longer needed or was ordered by mistake.",
-    Rule.MODIFY_PENDING_ONLY: "only pending orders can be modified.",
-    Rule.MODIFY_PAYMENT: "the new payment method must be a different one of yours, and a gift card must cover "
-    "the order total.",
-    Rule.ITEM_CHANGE_ONCE: "items of an order can be changed or exchanged only once.",
-    Rule.SAME_PRODUCT_VARIANT: "an item can only change to an available option of the same product.",
-    Rule.PRICE_DIFFERENCE_PAYMENT: "the price difference needs one of your payment methods, and a gift card "
-    "must cover it.",
-    Rule.RETURN_DELIVERED_ONLY: "only items of a delivered order can be returned, refunded to the original "
-    "payment method or a gift card of yours.",
-    Rule.EXCHANGE_DELIVERED_ONLY: "only items of a delivered order can be exchanged.",
     Rule.CONVERSATION_CLOSED: "this conversation has ended.",
     Rule.TOOL_ERROR: "our order system did not accept that request.",
     Rule.USER_DECLINED: "you did not confirm it.",
@@ -57,16 +42,20 @@ _REFUSALS: dict[Rule, str] = {
     Rule.APPROVAL_EXPIRED: "a change to that order is already with a human agent, who will follow up; "
     "I can't make another change to it here.",
 }
+"""The refusal sentences of the protocol reasons that are not policy clauses; a clause's own
+is declared with its text (``workflows.domain.policy.text.CLAUSES``)."""
 
 
 def refused(rule: str) -> str:
     """The reply when the model's proposals kept being refused under ``rule`` (a clause id)."""
     if rule == Rule.MALFORMED_OUTPUT.value:
         return MODEL_TROUBLE
-    try:
-        sentence = _REFUSALS[Rule(rule)]
-    except (ValueError, KeyError):
-        return COULD_NOT_FINISH
+    sentence = CLAUSE_REFUSALS.get(rule)
+    if sentence is None:
+        try:
+            sentence = _REFUSALS[Rule(rule)]
+        except (ValueError, KeyError):
+            return COULD_NOT_FINISH
     return f"Sorry, I can't do that: {sentence}"
 
 

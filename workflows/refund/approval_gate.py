@@ -20,7 +20,7 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError
 
 from workflows.domain import keys
-from workflows.domain.actions import make_tool_call
+from workflows.domain.actions import read_of
 from workflows.activity_api import ToolActivitiesApi
 from workflows.domain.policy.approvals import (
     Approval,
@@ -34,6 +34,7 @@ from workflows.domain.policy.approvals import (
     open_approval,
     required_approval,
 )
+from workflows.domain.catalogue import spec_of
 from workflows.domain.catalogue.amounts import money
 from workflows.domain.catalogue.folds import order_fact
 from workflows.domain.contracts import ReadToolRequest, TicketRequest, ToolResult
@@ -132,7 +133,7 @@ class ApprovalGate:
         record (the products of the changed items); empty for other writes. A product that
         cannot be read leaves its prices out (the approval then fails closed)."""
         args = inp.call.arguments
-        if not hasattr(args, "new_item_ids"):
+        if not spec_of(inp.call.name).prices_new_items:
             return {}
         by_id = {item.item_id: item.product_id for item in order.items}
         product_ids = sorted({by_id[item_id] for item_id in args.item_ids if item_id in by_id})
@@ -140,7 +141,7 @@ class ApprovalGate:
         for product_id in product_ids:
             read = await workflow.execute_activity_method(
                 ToolActivitiesApi.run_read_tool,
-                ReadToolRequest(store=inp.store, call=make_tool_call("get_product_details", {"product_id": product_id}),
+                ReadToolRequest(store=inp.store, call=read_of("product_id", product_id),
                                 system_of_record=inp.system_of_record,
                                 scope_user_id=inp.expected_user_id),
                 heartbeat_timeout=HEARTBEAT_TIMEOUT, start_to_close_timeout=READ_TIMEOUT, retry_policy=READ_RETRY,

@@ -23,16 +23,18 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Annotated, Any, Literal, Optional
+from typing import Annotated, Any, Literal, Optional, get_args, get_origin
 
-from pydantic import BaseModel, ConfigDict, Field
+from annotated_types import MinLen
+from pydantic import BaseModel, ConfigDict, Field, create_model
+from pydantic.fields import FieldInfo
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError
 
 from workflows.domain import keys
-from workflows.domain.actions import make_tool_call
+from workflows.domain.actions import make_tool_call, read_of
 from workflows.activity_api import ToolActivitiesApi
-from workflows.domain.catalogue import folds
+from workflows.domain.catalogue import STANDALONE_OPERATIONS, folds, spec_of
 from workflows.domain.policy.clauses import PolicyViolation
 from workflows.domain.contracts import ReadToolRequest, RefundInput, RefundOutcome, TicketRequest, ToolResult, WriteToolRequest
 from workflows.domain.errors import ErrorType
@@ -46,53 +48,68 @@ from workflows.domain.state import ConversationState
 from workflows.domain.user_text import refuse_controls
 from workflows.visibility import call_summary
 
-OPERATIONS: dict[str, str] = {
-    "cancel": "cancel_pending_order",
-    "return": "return_delivered_order_items",
-    "exchange": "exchange_delivered_order_items",
-    "modify_items": "modify_pending_order_items",
-    "modify_payment": "modify_pending_order_payment",
-}
-"""A request's ``operation`` → the τ-bench tool that performs it (its arguments: the tool
-catalogue, ``workflows.domain.catalogue``)."""
-
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_:@-]*$"
 """A request id: URL-safe and without ``.`` (see ``keys.standalone_operation_id``)."""
 STORE_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:@-]*$"
 ORDER_PATTERN = r"^#?[A-Za-z0-9]+$"
 """An order id as the retail system writes it (``#W0000000``): the refund id embeds it."""
-ARGUMENT_FIELDS = ("reason", "item_ids", "new_item_ids", "payment_method_id")
-ArgumentId = Annotated[str, Field(min_length=1, max_length=100), refuse_controls("an item id", is_id=True)]
-"""An item id of a request: plain text without control characters."""
+OPERATION_TOOLS = tuple(STANDALONE_OPERATIONS.values())
+"""The refund-type writes a request may name, in catalogue order."""
 
 
-class RefundRequest(BaseModel):
-    """A backend's request for one refund-type write (body of ``POST /refunds``).
+def _argument_type(name: str, field: FieldInfo) -> Any:
+    """The request's type of argument ``name`` of a tool (``field``: its declaration in the
+    tool's ``args``), optional: the tool's own bounds, no control characters in text
+    (``refuse_controls``: an ``…_id`` or a list of ids refuses every control character) and no
+    empty text, as every free-text and id field of the API."""
+    annotation, bounds = field.annotation, list(field.metadata)
+    if annotation is str:
+        return Optional[Annotated[(str, *bounds, MinLen(1), refuse_controls(name, is_id=name.endswith("_id")))]]
+    if get_origin(annotation) is list and get_args(annotation):
+        item = get_args(annotation)[0]
+        item_type, *item_bounds = get_args(item) if get_origin(item) is Annotated else (item,)
+        if item_type is str:
+            item = Annotated[(str, *item_bounds, MinLen(1), refuse_controls("an item id", is_id=True))]
+        return Optional[Annotated[(list[item], *bounds)]]  # type: ignore[valid-type]
+    return Optional[Annotated[(annotation, *bounds)]] if bounds else Optional[annotation]
 
-    ``operation`` picks the tool (``OPERATIONS``); the other fields are that tool's
-    arguments: ``reason`` (cancel: "no longer needed" or "ordered by mistake"),
-    ``item_ids`` / ``new_item_ids`` (return, exchange, modify_items), ``payment_method_id``
-    (the refund destination of a return; the payment of an exchange or item change; the new
-    method of modify_payment). Unknown fields are refused."""
+
+def _argument_fields() -> dict[str, Any]:
+    """Every argument of the refund-type writes but ``order_id`` (the request names the order
+    itself), each once, optional, in catalogue order. Two tools naming the same argument share
+    its first declaration here; each tool's own model validates the value again
+    (``RefundRequest.tool_call``)."""
+    fields: dict[str, Any] = {}
+    for tool in OPERATION_TOOLS:
+        for name, field in spec_of(tool).args.model_fields.items():
+            if name != "order_id" and name not in fields:
+                fields[name] = (_argument_type(name, field), None)
+    return fields
+
+
+ARGUMENT_FIELDS = tuple(_argument_fields())
+"""The request's argument fields: the arguments its operations' tools take."""
+DIGESTED_WHEN_ABSENT = frozenset({"reason", "item_ids", "new_item_ids", "payment_method_id"})
+"""Argument fields a request's digest holds even when absent (as null); any other argument
+field only when given, so a tool that adds an argument leaves the digest of every request
+without it as it is (``RefundRequest.digest``: a stored digest is compared with a repeat's)."""
+
+
+class RefundRequestFields(BaseModel):
+    """The fields of ``RefundRequest`` every operation shares: the request's business
+    identity and its operation."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     request_id: str = Field(min_length=1, max_length=96, pattern=ID_PATTERN)
     order_id: str = Field(min_length=2, max_length=32, pattern=ORDER_PATTERN)
-    operation: Literal["cancel", "return", "exchange", "modify_items", "modify_payment"]
+    operation: Literal[tuple(STANDALONE_OPERATIONS)]  # type: ignore[valid-type]
     store: str = Field(default="main", min_length=1, max_length=64, pattern=STORE_PATTERN)
-    # no control characters (bidirectional ones included), as every free-text and id field of
-    # the API: refused here, not only later, by the policy or the ledger, after a 202
-    reason: Optional[Annotated[str, Field(min_length=1, max_length=200), refuse_controls("reason")]] = None
-    item_ids: Optional[list[ArgumentId]] = Field(default=None, min_length=1, max_length=50)
-    new_item_ids: Optional[list[ArgumentId]] = Field(default=None, min_length=1, max_length=50)
-    payment_method_id: Optional[Annotated[str, Field(min_length=1, max_length=100),
-                                          refuse_controls("payment_method_id", is_id=True)]] = None
 
     @property
     def tool(self) -> str:
         """The τ-bench tool of ``operation``."""
-        return OPERATIONS[self.operation]
+        return STANDALONE_OPERATIONS[self.operation]
 
     def tool_call(self) -> Any:
         """The typed ``ToolCall``. Raises ``ValueError`` naming a missing argument or one
@@ -101,9 +118,12 @@ class RefundRequest(BaseModel):
         return make_tool_call(self.tool, {**given, "order_id": self.order_id})
 
     def digest(self) -> str:
-        """SHA-256 hex of the canonical JSON of the whole request: a repeated ``request_id``
-        with any other field different is a conflict, not a repeat."""
-        return hashlib.sha256(json.dumps(self.model_dump(mode="json"), sort_keys=True).encode()).hexdigest()
+        """SHA-256 hex of the canonical JSON of the whole request (an absent argument field
+        left out, but for ``DIGESTED_WHEN_ABSENT``): a repeated ``request_id`` with any other
+        field different is a conflict, not a repeat."""
+        dumped = {name: value for name, value in self.model_dump(mode="json").items()
+                  if value is not None or name in DIGESTED_WHEN_ABSENT}
+        return hashlib.sha256(json.dumps(dumped, sort_keys=True).encode()).hexdigest()
 
     def refund_id(self) -> str:
         """The workflow id of this request (``keys.standalone_refund_id``)."""
@@ -117,11 +137,25 @@ class RefundRequest(BaseModel):
                            write_timeout_seconds=write_timeout_seconds)
 
 
-OPERATION_WORDS = {"cancel_pending_order": "cancellation", "return_delivered_order_items": "return",
-                   "exchange_delivered_order_items": "exchange", "modify_pending_order_items": "item change",
-                   "modify_pending_order_payment": "payment change", "modify_pending_order_address": "address change"}
-"""How an escalated refund's reason names its operation: API callers see the reason, and
-tool names are internal (users never see internal ids)."""
+RefundRequest = create_model(
+    "RefundRequest", __base__=RefundRequestFields, __module__=__name__,
+    __doc__="""A backend's request for one refund-type write (body of ``POST /refunds``).
+
+    ``operation`` picks the tool (``STANDALONE_OPERATIONS`` of the catalogue: each refund-type
+    write's ``operation``); the other fields are that tool's arguments, as its ``args`` in the
+    catalogue declare them (``ARGUMENT_FIELDS``: e.g. ``reason`` of a cancel, ``item_ids`` of a
+    return, ``payment_method_id`` the refund destination of a return or the new method of a
+    payment change). A field the tool does not take, or one it needs and misses, is refused
+    when the request becomes its tool call; unknown fields are refused.""",
+    **_argument_fields(),
+)
+
+
+def noun_of(tool: str) -> str:
+    """How a sentence an API caller reads names the change ``tool`` makes (the spec's ``noun``:
+    "cancellation"): tool names are internal (users never see internal ids)."""
+    return spec_of(tool).noun or "change"
+
 
 def is_standalone(inp: RefundInput) -> bool:
     """True for a backend's request (no conversation authenticated the customer)."""
@@ -141,15 +175,15 @@ async def standalone_refusal(inp: RefundInput, order_read: ToolResult) -> Option
     user_id = order["user_id"]
     state = ConversationState(conversation_id=f"request {inp.operation_id}", store=inp.store)
     state.customer = Customer(user_id=user_id, authenticated_via="backend request", authenticated_turn=0)
-    user = await _read(inp.store, "get_user_details", {"user_id": user_id}, user_id)
+    user = await _read(inp.store, read_of("user_id", user_id), user_id)
     if not user.ok:
         return user.result.removeprefix("Error: ")
     folds.user(state, {"user_id": user_id}, user.result)
     folds.order(state, {"order_id": order["order_id"]}, order_read.result)
     wanted = set(getattr(inp.call.arguments, "item_ids", None) or [])
-    if hasattr(inp.call.arguments, "new_item_ids"):
+    if spec_of(inp.call.name).prices_new_items:
         for product_id in dict.fromkeys(i["product_id"] for i in order.get("items", []) if i["item_id"] in wanted):
-            product = await _read(inp.store, "get_product_details", {"product_id": product_id}, user_id)
+            product = await _read(inp.store, read_of("product_id", product_id), user_id)
             if product.ok:
                 folds.product(state, {"product_id": product_id}, product.result)
     try:
@@ -159,8 +193,7 @@ async def standalone_refusal(inp: RefundInput, order_read: ToolResult) -> Option
     return None
 
 
-async def _read(store: str, tool: str, arguments: dict[str, Any], user_id: str) -> ToolResult:
-    call = make_tool_call(tool, arguments)
+async def _read(store: str, call: Any, user_id: str) -> ToolResult:
     return await workflow.execute_activity_method(
         ToolActivitiesApi.run_read_tool, ReadToolRequest(store=store, call=call, scope_user_id=user_id),
         heartbeat_timeout=HEARTBEAT_TIMEOUT, start_to_close_timeout=READ_TIMEOUT, retry_policy=READ_RETRY,
@@ -195,7 +228,7 @@ async def escalate_unknown(inp: RefundInput, write: WriteToolRequest, read: Tool
     if recorded is not None:
         return RefundOutcome(idempotency_key=key, result=recorded.result, ok=recorded.ok, replayed=True,
                              refused_reason=None if recorded.ok else recorded.result.removeprefix("Error: "))
-    why = (f"the {OPERATION_WORDS.get(inp.call.name, 'change')} of order {inp.call.arguments.order_id} could not "
+    why = (f"the {noun_of(inp.call.name)} of order {inp.call.arguments.order_id} could not "
            f"be shown to have completed ({reason}); escalated to a human agent")
     owner = json.loads(read.result).get("user_id") if read.ok else None
     try:

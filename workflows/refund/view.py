@@ -21,6 +21,9 @@ from typing import Any, Optional, Sequence
 
 from temporalio import workflow
 
+from workflows.domain.actions import call_arguments
+from workflows.domain.catalogue import spec_of
+from workflows.domain.catalogue.folds import order_fact
 from workflows.options import CUSTOMER_ID, ORDER_IDS, STATUS, STEP
 from workflows.visibility import describe_call, when
 
@@ -30,17 +33,17 @@ NOTE_CHARS = 300
 
 
 def refund_amount(call: Any, order: dict[str, Any]) -> Optional[Decimal]:
-    """The money the write moves back to the customer, decimal currency, from the fresh
-    read of the order: a cancel refunds the whole order, a return the returned items.
-    None where it depends on prices outside the order (exchanges, item modifications) or
-    for a payment change."""
-    prices = {item.get("item_id"): Decimal(str(item.get("price", 0))) for item in order.get("items", [])}
-    if call.name == "cancel_pending_order":
-        return sum(prices.values(), Decimal("0.00")).quantize(Decimal("0.01"))
-    if call.name == "return_delivered_order_items":
-        return sum((prices.get(i, Decimal(0)) for i in call.arguments.item_ids), Decimal("0.00")).quantize(
-            Decimal("0.01"))
-    return None
+    """The money the write sends to the customer, decimal currency, from the fresh read of
+    the order: the tool spec's ``refund_amount`` (a cancel refunds the whole order, a return
+    the returned items). None for a write without one (it depends on prices outside the
+    order, or moves no money back) or an order document missing a field."""
+    amount = spec_of(call.name).refund_amount
+    if amount is None:
+        return None
+    try:
+        return amount(order_fact(order), call_arguments(call), {})
+    except (KeyError, TypeError, ValueError):
+        return None
 
 
 def amount_from_read(call: Any, result: str) -> Optional[Decimal]:

@@ -1,5 +1,6 @@
-"""``RefundWorkflow``: one refund-type write (cancel, return, exchange, modify payment
-or items), owning its steps: ledger lookup by key → fresh read of the order → execute → notify.
+"""``RefundWorkflow``: one refund-type write (a tool the catalogue runs as
+``Execution.REFUND_WORKFLOW``), owning its steps: ledger lookup by key → fresh read of the
+order → execute → notify.
 
 Started as a child of the support conversation with an id derived from business
 identity (``workflows.domain.keys.refund_workflow_id``), or directly by a backend service. The
@@ -22,7 +23,7 @@ from workflows.domain import keys
 from workflows.domain.policy import read_before_write
 
 from workflows.refund import standalone
-from workflows.domain.actions import make_tool_call
+from workflows.domain.actions import read_of
 from workflows.activity_api import ToolActivitiesApi
 from workflows.refund.approval_gate import ApprovalGate
 from workflows.domain.policy.approvals import Approval
@@ -106,7 +107,7 @@ class RefundWorkflow(ApprovalGate):
         self._enter("fresh_read", f"Reading order {order_id} from the system of record")
         try:
             read = await _fresh_read(
-                ReadToolRequest(store=inp.store, call=make_tool_call("get_order_details", {"order_id": order_id}),
+                ReadToolRequest(store=inp.store, call=read_of("order_id", order_id),
                                 system_of_record=inp.system_of_record,
                                 scope_user_id=inp.expected_user_id),
                 f"fresh read of {order_id} before {inp.call.name}")
@@ -156,19 +157,19 @@ class RefundWorkflow(ApprovalGate):
             return escalated
         notified = False
         if written.ok and spec.notify and inp.notify_email:
-            self._enter("notify", f"Emailing the customer about their {spec.notify}")
+            self._enter("notify", f"Emailing the customer about their {spec.notify.kind}")
             notified = await _notify(
                 ToolActivitiesApi.send_customer_email,
                 EmailRequest(
                     store=inp.store,
                     message_key=keys.email_key(key),
                     to_email=inp.notify_email,
-                    subject=f"Your {spec.notify} request for order {order_id}",
-                    body=_notification_body(spec.notify, order_id, written.result),
+                    subject=f"Your {spec.notify.kind} request for order {order_id}",
+                    body=spec.notify.body(order_id, json.loads(written.result)),
                 ),
                 heartbeat_timeout=HEARTBEAT_TIMEOUT, start_to_close_timeout=READ_TIMEOUT,
                 retry_policy=READ_RETRY,
-                summary=f"email {spec.notify} instructions for {order_id}",
+                summary=f"email {spec.notify.kind} instructions for {order_id}",
             )
         self._view.outcome = outcome_text(written.ok, written.result, written.replayed, notified) + (
             "; a cancel arrived while the write ran, too late to stop it" if cancel_late else "")
@@ -190,7 +191,7 @@ class RefundWorkflow(ApprovalGate):
         user_doc = None
         if inp.confirmed_method_id is not None and inp.expected_user_id is not None:
             user = await _fresh_read(
-                ReadToolRequest(store=inp.store, call=make_tool_call("get_user_details", {"user_id": inp.expected_user_id}),
+                ReadToolRequest(store=inp.store, call=read_of("user_id", inp.expected_user_id),
                                 system_of_record=inp.system_of_record, scope_user_id=inp.expected_user_id),
                 f"fresh read of the payment method before {inp.call.name}")
             user_doc = json.loads(user.result) if user.ok else {}
@@ -256,11 +257,3 @@ async def _notify(*args, **kwargs) -> bool:
     except ActivityError as err:
         workflow.logger.warning("customer email failed: %s", log_detail(err))
         return False
-
-
-def _notification_body(kind: str, order_id: str, result: str) -> str:
-    order = json.loads(result)
-    items = ", ".join(order.get(f"{kind}_items", []))
-    follow = "" if kind == "return" else "; the new items follow"
-    return (f"We received your {kind} request for order {order_id} (items {items}). "
-            f"Ship the items back using the label attached{follow}.")

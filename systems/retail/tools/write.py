@@ -1,15 +1,18 @@
-"""The τ-bench retail write tools: pure functions over the benchmark's data dicts.
+"""The τ-bench retail write tools, and the store's own goodwill credit: pure functions over
+the benchmark's data dicts.
 
-Each reproduces ``tau_bench/envs/retail/tools/*.py`` (sierra-research/tau-bench@59a200c):
+Each τ-bench tool reproduces ``tau_bench/envs/retail/tools/*.py`` (sierra-research/tau-bench@59a200c):
 the same preconditions in the same order, the same ``"Error: ..."`` strings and effects
-(see :mod:`systems.retail.tools`). ``@write_tool(locks=..., loads=...)`` names the rows
-the backend locks (the ones the function may change) and the ones it only reads.
+(see :mod:`systems.retail.tools`); ``grant_goodwill_credit`` is not the benchmark's.
+``@write_tool(locks=..., loads=...)`` names the rows the backend locks (the ones the function
+may change) and the ones it only reads.
 """
 
 from __future__ import annotations
 
 import copy
 import json
+from decimal import ROUND_DOWN, Decimal, InvalidOperation
 
 from systems.retail.rows import Rows
 from systems.retail.tools.orders import (
@@ -229,6 +232,53 @@ def exchange_delivered_order_items(
     order["exchange_new_items"] = sorted(new_item_ids)
     order["exchange_payment_method_id"] = payment_method_id
     order["exchange_price_difference"] = diff_price
+    return json.dumps(order)
+
+
+GOODWILL_SHARE = Decimal("0.10")
+"""A goodwill credit is at most this share of the order's item total."""
+GOODWILL_ENTRY = "goodwill_credit"
+"""The ``transaction_type`` of the ``payment_history`` entry recording a goodwill credit."""
+
+
+@write_tool(locks=Rows.ORDER_AND_OWNER)
+def grant_goodwill_credit(data: Data, order_id: str, amount: str, reason: str, payment_method_id: str) -> str:
+    """Credit ``amount`` (decimal currency, whole cents; text or a number) to a gift card of the
+    owner of a ``delivered`` order, for ``reason`` (a problem with the order).
+
+    At most :data:`GOODWILL_SHARE` of the order's item total (rounded down to cents) and at most
+    one credit per order: the order row is locked, so two credits of one order cannot both pass.
+    Effects: the gift card's balance grows by the amount (rounded to 2 decimals); a
+    ``goodwill_credit`` entry (amount, gift card) is appended to the order's payment_history and
+    ``goodwill_credit_reason`` is set. Returns ``json.dumps`` of the order.
+    """
+    order, error = delivered_order(data, order_id, "given a goodwill credit")
+    if error:
+        return error
+    payment_method = data["users"][order["user_id"]]["payment_methods"].get(payment_method_id)
+    if payment_method is None:
+        return "Error: payment method not found"
+    if payment_method["source"] != "gift_card":
+        return "Error: a goodwill credit goes to a gift card"
+    if not reason.strip():
+        return "Error: a goodwill credit needs its reason"
+    if any(entry["transaction_type"] == GOODWILL_ENTRY for entry in order["payment_history"]):
+        return "Error: the order already received a goodwill credit"
+    try:
+        value = Decimal(str(amount).strip())
+    except InvalidOperation:
+        return "Error: invalid amount"
+    if not value.is_finite() or value <= 0 or value != value.quantize(Decimal("0.01")):
+        return "Error: the amount must be positive, in whole cents"
+    total = sum((Decimal(str(item["price"])) for item in order["items"]), Decimal(0))
+    cap = (total * GOODWILL_SHARE).quantize(Decimal("0.01"), rounding=ROUND_DOWN)
+    if value > cap:
+        return f"Error: a goodwill credit is at most {cap} for this order (10% of its total)"
+    add_balance(payment_method, float(value))
+    order["payment_history"].append(
+        {"transaction_type": GOODWILL_ENTRY, "amount": float(value), "payment_method_id": payment_method_id}
+    )
+    order["goodwill_credit_reason"] = reason
     return json.dumps(order)
 
 

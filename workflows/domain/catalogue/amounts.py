@@ -1,6 +1,9 @@
-"""The money each refund-type write moves (the ``approval_amount`` of a spec), in
-``Decimal`` currency rounded to cents, computed from the typed ``OrderFact`` as just read
-from the system of record; ``workflows.domain.policy.approvals`` compares it with the approval policy.
+"""The money each refund-type write moves, in ``Decimal`` currency rounded to cents,
+computed from the typed ``OrderFact`` as just read from the system of record: the
+``approval_amount`` and ``refund_amount`` of a spec (``workflows.domain.policy.approvals``
+compares the first with the approval policy; the refund's Web UI view shows the second),
+whether it sends money back (``refunds``), and the movements the payments service makes
+(``payment_movements``, from the order the write returned).
 
 Prices in the records are already cent ``Decimal`` (``workflows.domain.money``); prices read
 from the system of record's JSON (floats) go through ``money``, so 500.01 stays 500.01.
@@ -10,9 +13,10 @@ from __future__ import annotations
 
 from collections import Counter
 from decimal import Decimal
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from workflows.domain.money import CENT, money  # noqa: F401  (re-exported: callers import money from here)
+from workflows.domain.catalogue.spec import Movements
 from workflows.domain.records import OrderFact
 
 
@@ -73,3 +77,40 @@ def price_difference(order: OrderFact, args: dict[str, Any], prices: Mapping[str
     if missing is not None:
         raise MissingPrice(missing, money(abs(difference)))
     return money(abs(difference))
+
+
+def always(order: OrderFact, args: dict[str, Any], prices: Mapping[str, Decimal]) -> bool:
+    """``refunds`` of a cancel, a payment change (the original payment is refunded) and a
+    return: they always send money back to the customer."""
+    return True
+
+
+def cheaper_items(order: OrderFact, args: dict[str, Any], prices: Mapping[str, Decimal]) -> bool:
+    """``refunds`` of an item change: True when the new items are cheaper than the old (the
+    difference is refunded). An unknown new price counts as 0, so it counts as cheaper
+    (fail closed: the approval rules that concern refunds apply)."""
+    by_id = {item.item_id: item for item in order.items}
+    difference = sum((prices.get(new, Decimal(0)) - money(by_id[old].price)
+                      for old, new in zip(args["item_ids"], args["new_item_ids"]) if old in by_id), Decimal(0))
+    return difference < 0
+
+
+MOVEMENT_FIELDS = ("transaction_type", "amount", "payment_method_id")
+
+
+def appended(count: Callable[[list[dict[str, Any]]], int]) -> Movements:
+    """``payment_movements`` of a write that appends ``count(history)`` entries to the order's
+    ``payment_history`` (the history as it returned the order), each moved as it is."""
+
+    def movements(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [{field: entry[field] for field in MOVEMENT_FIELDS} for entry in history[len(history) - count(history):]]
+
+    return movements
+
+
+refund_per_payment = appended(lambda history: len(history) // 2)
+"""Cancel: one refund per earlier entry (``payment_history`` doubles)."""
+one_entry = appended(lambda history: 1)
+"""Modify items: the price difference, paid or refunded."""
+payment_and_refund = appended(lambda history: 2)
+"""Modify payment: the new payment, then the old one's refund."""

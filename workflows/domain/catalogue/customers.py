@@ -41,6 +41,10 @@ class ModifyUserAddressArgs(AddressArgs):
     user_id: str = USER_ID
 
 
+POSITION = 10
+"""Where these tools come in the catalogue (``workflows.domain.catalogue``), which is the order
+the model reads them in."""
+
 SPECS = (
     ToolSpec(
         name="find_user_id_by_email", args=FindUserIdByEmailArgs, tool_class=ToolClass.READ,
@@ -57,12 +61,13 @@ SPECS = (
     ToolSpec(
         name="get_user_details", args=GetUserDetailsArgs, tool_class=ToolClass.READ,
         description="Read the authenticated customer's profile, payment methods and order ids.",
-        scope=Scope.CUSTOMER, fold=folds.user,
+        scope=Scope.CUSTOMER, fold=folds.user, reads="user_id",
     ),
     ToolSpec(
         name="modify_user_address", args=ModifyUserAddressArgs, tool_class=ToolClass.REVERSIBLE_WRITE,
         description="Change the customer's default address (needs confirmation).",
         scope=Scope.CUSTOMER, detail=details.user_address, fold=folds.user,
         compensation="modify_user_address", compensation_from="address", personal_data=ADDRESS_FIELDS,
+        noun="address change",
     ),
 )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from workflows.domain.catalogue import amounts, details, folds
+from workflows.domain.catalogue import amounts, details, folds, notices
 from workflows.domain.catalogue.checks import item_change, return_items
 from workflows.domain.catalogue.orders import (
     ITEM_IDS,
@@ -36,6 +36,10 @@ def _delivered(rule: Rule, verb: str, **extra) -> StatusRequirement:
     return StatusRequirement(status="delivered", rule=rule, verb=verb, **extra)
 
 
+POSITION = 30
+"""Where these tools come in the catalogue (``workflows.domain.catalogue``), which is the order
+the model reads them in."""
+
 SPECS = (
     ToolSpec(
         name="return_delivered_order_items", args=ReturnDeliveredOrderItemsArgs,
@@ -43,8 +47,9 @@ SPECS = (
         description="Return items of a delivered order (needs confirmation).",
         scope=Scope.ORDER, execution=Execution.REFUND_WORKFLOW,
         status=_delivered(Rule.RETURN_DELIVERED_ONLY, "returned"),
-        check=return_items, detail=details.return_items, fold=folds.order, notify="return",
-        approval_amount=amounts.returned_items, refund_destination="payment_method_id",
+        check=return_items, detail=details.return_items, fold=folds.order, notify=notices.RETURN,
+        approval_amount=amounts.returned_items, refunds=amounts.always, refund_destination="payment_method_id",
+        refund_amount=amounts.returned_items, operation="return", noun="return",
         personal_data=frozenset({"payment_method_id"}),
     ),
     ToolSpec(
@@ -55,7 +60,8 @@ SPECS = (
         scope=Scope.ORDER, execution=Execution.REFUND_WORKFLOW,
         status=_delivered(Rule.EXCHANGE_DELIVERED_ONLY, "exchanged", once_status="exchange requested"),
         check=item_change("exchange_delivered_order_items"), detail=details.item_change("Exchange"),
-        fold=folds.order, notify="exchange", approval_amount=amounts.price_difference,
-        refund_destination="payment_method_id", personal_data=frozenset({"payment_method_id"}),
+        fold=folds.order, notify=notices.EXCHANGE, approval_amount=amounts.price_difference,
+        refunds=amounts.cheaper_items, refund_destination="payment_method_id", operation="exchange",
+        noun="exchange", personal_data=frozenset({"payment_method_id"}),
     ),
 )

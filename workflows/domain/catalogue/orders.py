@@ -63,11 +63,15 @@ def _pending(rule: Rule, verb: str, **extra) -> StatusRequirement:
     return StatusRequirement(status=PENDING, rule=rule, verb=verb, **extra)
 
 
+POSITION = 20
+"""Where these tools come in the catalogue (``workflows.domain.catalogue``), which is the order
+the model reads them in."""
+
 SPECS = (
     ToolSpec(
         name="get_order_details", args=GetOrderDetailsArgs, tool_class=ToolClass.READ,
         description="Read an order's status, items, payment history and fulfilments.",
-        scope=Scope.ORDER_LOOKUP, fold=folds.order,
+        scope=Scope.ORDER_LOOKUP, fold=folds.order, reads="order_id",
     ),
     ToolSpec(
         name="cancel_pending_order", args=CancelPendingOrderArgs, tool_class=ToolClass.IRREVERSIBLE_WRITE,
@@ -75,6 +79,8 @@ SPECS = (
         scope=Scope.ORDER, execution=Execution.REFUND_WORKFLOW,
         status=_pending(Rule.CANCEL_PENDING_ONLY, "cancelled", single_payment=True),
         check=cancel_reason, detail=details.cancel, fold=folds.order, approval_amount=amounts.item_total,
+        refunds=amounts.always, refund_amount=amounts.item_total, payment_movements=amounts.refund_per_payment,
+        operation="cancel", noun="cancellation",
     ),
     ToolSpec(
         name="modify_pending_order_address", args=ModifyPendingOrderAddressArgs,
@@ -83,7 +89,7 @@ SPECS = (
         scope=Scope.ORDER, status=_pending(Rule.MODIFY_PENDING_ONLY, "modified"),
         detail=details.order_address, fold=folds.order,
         compensation="modify_pending_order_address", compensation_from="address",
-        personal_data=ADDRESS_FIELDS,
+        personal_data=ADDRESS_FIELDS, noun="address change",
     ),
     ToolSpec(
         name="modify_pending_order_payment", args=ModifyPendingOrderPaymentArgs,
@@ -92,7 +98,8 @@ SPECS = (
         scope=Scope.ORDER, execution=Execution.REFUND_WORKFLOW,
         status=_pending(Rule.MODIFY_PENDING_ONLY, "modified"),
         check=payment_change, detail=details.payment, fold=folds.order, approval_amount=amounts.order_total,
-        personal_data=frozenset({"payment_method_id"}),
+        refunds=amounts.always, payment_movements=amounts.payment_and_refund,
+        operation="modify_payment", noun="payment change", personal_data=frozenset({"payment_method_id"}),
     ),
     ToolSpec(
         name="modify_pending_order_items", args=ModifyPendingOrderItemsArgs, tool_class=ToolClass.IRREVERSIBLE_WRITE,
@@ -101,7 +108,8 @@ SPECS = (
         scope=Scope.ORDER, execution=Execution.REFUND_WORKFLOW,
         status=_pending(Rule.MODIFY_PENDING_ONLY, "modified", once_status="pending (item modified)"),
         check=item_change("modify_pending_order_items"), detail=details.item_change("Modify"), fold=folds.order,
-        approval_amount=amounts.price_difference, refund_destination="payment_method_id",
-        personal_data=frozenset({"payment_method_id"}),
+        approval_amount=amounts.price_difference, refunds=amounts.cheaper_items,
+        refund_destination="payment_method_id", payment_movements=amounts.one_entry,
+        operation="modify_items", noun="item change", personal_data=frozenset({"payment_method_id"}),
     ),
 )

@@ -20,11 +20,15 @@ class GetItemDetailsArgs(ToolArgs):
     item_id: str = Field(min_length=1, max_length=100)
 
 
+POSITION = 40
+"""Where these tools come in the catalogue (``workflows.domain.catalogue``), which is the order
+the model reads them in."""
+
 SPECS = (
     ToolSpec(
         name="get_product_details", args=GetProductDetailsArgs, tool_class=ToolClass.READ,
         description="Read a product's variants (item ids, options, price, availability).",
-        scope=Scope.CUSTOMER, fold=folds.product,
+        scope=Scope.CUSTOMER, fold=folds.product, reads="product_id",
     ),
     ToolSpec(
         name="list_all_product_types", args=ListAllProductTypesArgs, tool_class=ToolClass.READ,

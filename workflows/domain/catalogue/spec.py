@@ -3,9 +3,12 @@
 A spec says what the model may send (``args``), how the tool touches the world
 (``tool_class``, ``system``, ``execution``), what the policy demands before it runs
 (``scope``, ``status``, ``check``), what the user confirms (``detail``), how the result
-changes the state (``fold``), and the room later features need (``compensation``,
-``approval_amount``, ``outcome_lookup``, ``locality``, ``personal_data``). Every table
-the rest of the code uses is derived from the specs in ``workflows.domain.catalogue``.
+changes the state (``fold``), the money it moves (``approval_amount``, ``refund_amount``,
+``refunds``, ``payment_movements``), how it is named outside (``operation``, ``noun``),
+what follows it (``notify``, ``compensation``), and how it runs (``outcome_lookup``,
+``locality``, ``personal_data``). Every per-tool fact the rest of the code uses is a field
+of a spec or derived from the specs in ``workflows.domain.catalogue``: no other module
+keeps a table keyed by tool name.
 
 Pure and deterministic: imported inside the workflow sandbox.
 """
@@ -109,6 +112,22 @@ Amount = Callable[["OrderFact", dict[str, Any], Mapping[str, Decimal]], Decimal]
 """The money a write moves, decimal currency (for approval thresholds), from the typed order
 as just read, the arguments, and the prices of new variants by item id (item changes);
 see ``workflows.domain.catalogue.amounts``."""
+Refunds = Callable[["OrderFact", dict[str, Any], Mapping[str, Decimal]], bool]
+"""Whether a write sends money back to the customer (same inputs as ``Amount``)."""
+Movements = Callable[[list[dict[str, Any]]], list[dict[str, Any]]]
+"""The money movements a write made, from the ``payment_history`` of the order it returned:
+``{transaction_type: "payment" | "refund", amount, payment_method_id}`` each, in order, as
+the payments service moves them (``activities.payments_port``)."""
+
+
+@dataclass(frozen=True)
+class Notice:
+    """The email a refund-type write sends its customer once applied: ``kind`` names it
+    ("return": the subject reads "Your return request for order X"); ``body(order_id, order)``
+    is its text, from the order document the write returned."""
+
+    kind: str
+    body: Callable[[str, dict[str, Any]], str]
 
 
 @dataclass(frozen=True)
@@ -116,12 +135,21 @@ class ToolSpec:
     """One tool, declared once. See the module docstring for the role of each field.
 
     ``subject`` is the argument naming the business object the tool changes (the order or
-    the customer); it enters idempotency keys and search attributes. ``notify`` names the
-    email sent after a successful refund-type write ("return", "exchange").
+    the customer); it enters idempotency keys and search attributes. ``notify`` is the
+    email sent after a successful refund-type write (``Notice``).
     ``personal_data`` lists argument names holding personal data (kept out of logs).
     ``approval_amount`` (refund-type writes) is the money the write moves, for supervisor
-    approvals (``workflows.domain.policy.approvals``); ``refund_destination`` names the argument of the
-    payment method that receives refunds, when the caller chooses it.
+    approvals (``workflows.domain.policy.approvals``); ``refunds`` says whether it sends that
+    money back to the customer (the approval rules refund-elsewhere and repeat-refund);
+    ``refund_destination`` names the argument of the payment method that receives refunds,
+    when the caller chooses it. ``refund_amount`` is the money refunded as operators see it
+    on the refund's view (``workflows.refund.view``), None where it depends on prices outside
+    the order. ``payment_movements`` (writes that move money at once) gives what the
+    payments service moves; None for a write that moves nothing now.
+    ``operation`` (refund-type writes) is the write's name in a backend's standalone refund
+    request (``POST /refunds``: ``"cancel"``); ``noun`` names the change in sentences
+    callers read ("cancellation"). ``reads`` (a read) is the id argument whose document the
+    read returns (``"order_id"``: the order), so other modules ask for a document, not a tool.
     """
 
     name: str
@@ -135,13 +163,19 @@ class ToolSpec:
     check: Optional[Check] = None
     detail: Optional[Detail] = None
     fold: Optional[Fold] = None
-    notify: Optional[str] = None
+    notify: Optional[Notice] = None
     compensation: Optional[str] = None
     compensation_from: Optional[str] = None
     """Field of the subject's document (the user or order as read just before the write)
     whose value, with the subject id, makes the compensation's arguments (the before-image)."""
     approval_amount: Optional[Amount] = None
+    refunds: Optional[Refunds] = None
     refund_destination: Optional[str] = None
+    refund_amount: Optional[Amount] = None
+    payment_movements: Optional[Movements] = None
+    operation: Optional[str] = None
+    noun: Optional[str] = None
+    reads: Optional[str] = None
     outcome_lookup: bool = True
     locality: Locality = Locality.REMOTE
     personal_data: frozenset[str] = frozenset()
@@ -153,13 +187,27 @@ class ToolSpec:
             raise ValueError(f"{self.name}: a refund workflow acts on one order")
         if self.tool_class is ToolClass.REVERSIBLE_WRITE and not (self.compensation and self.compensation_from):
             raise ValueError(f"{self.name}: a reversible write names its compensation and its before-image")
-        if self.execution is Execution.REFUND_WORKFLOW and self.approval_amount is None:
-            raise ValueError(f"{self.name}: a write that moves money needs its approval_amount")
+        if self.execution is Execution.REFUND_WORKFLOW and (self.approval_amount is None or self.refunds is None):
+            raise ValueError(f"{self.name}: a write that moves money needs its approval_amount and refunds")
+        if self.execution is Execution.REFUND_WORKFLOW and not (self.operation and self.noun):
+            raise ValueError(f"{self.name}: a refund-type write needs its operation name and noun")
+        if self.reads is not None and (self.is_write or self.reads not in self.args.model_fields):
+            raise ValueError(f"{self.name}: only a read returns a document, named by one of its arguments")
 
     @property
     def is_write(self) -> bool:
         """True for reversible and irreversible writes."""
         return self.tool_class is not ToolClass.READ
+
+    @property
+    def moves_money(self) -> bool:
+        """True for a write whose money the payments service moves (``payment_movements``)."""
+        return self.payment_movements is not None
+
+    @property
+    def prices_new_items(self) -> bool:
+        """True for an item change (``new_item_ids``): judging it needs the new variants' prices."""
+        return "new_item_ids" in self.args.model_fields
 
     @property
     def subject(self) -> Optional[str]:

@@ -15,6 +15,10 @@ class ThinkArgs(ToolArgs):
     thought: str = Field(max_length=4000)
 
 
+POSITION = 50
+"""Where these tools come in the catalogue (``workflows.domain.catalogue``), which is the order
+the model reads them in."""
+
 SPECS = (
     ToolSpec(
         name="calculate", args=CalculateArgs, tool_class=ToolClass.READ,

@@ -14,9 +14,9 @@ supervisor when either rule below holds. The money it moves is the spec's
   (clause return-delivered-only; the price difference of an item change likewise,
   price-difference-payment), and gift-card refunds are credited at once
   (cancel-pending-only), so the money cannot be recalled if the return never arrives.
-- ``repeat-refund`` (policy flag): the write refunds money (a cancel, a payment change, a
-  return, an item change to cheaper items) and the order's payment history already holds
-  a refund: a second refund on one order (the τ-bench policy sends a cancel after a
+- ``repeat-refund`` (policy flag): the write refunds money (the spec's ``refunds``: a cancel,
+  a payment change, a return, an item change to cheaper items) and the order's payment
+  history already holds a refund: a second refund on one order (the τ-bench policy sends a cancel after a
   payment change to a human for the same reason, cancel-pending-only).
 
 An approval is bound to one exact operation: its id is derived from the workflow id, the
@@ -165,31 +165,19 @@ def required_approval(call: Any, order: OrderFact, policy: ApprovalPolicy,
     if amount > policy.threshold:
         reasons.append(f"[approval-threshold] {money(amount)} is above the approval threshold of "
                        f"{money(policy.threshold)}")
+    refunds = spec.refunds is not None and spec.refunds(order, args, prices or {})
     destination = args.get(spec.refund_destination) if spec.refund_destination else None
     original = order.payment_method_ids[0] if order.payment_method_ids else None
-    if (destination is not None and destination != original and _refunds(order, args, prices or {})
+    if (destination is not None and destination != original and refunds
             and amount > policy.refund_elsewhere_threshold):
         reasons.append(f"[refund-elsewhere] {money(amount)} is refunded to a payment method that did not pay "
                        "for the order (a gift card, credited at once), above "
                        f"{money(policy.refund_elsewhere_threshold)} (clauses return-delivered-only, "
                        "price-difference-payment)")
-    if (any(entry.transaction_type == "refund" for entry in order.payment_history)
-            and _refunds(order, args, prices or {})):
+    if any(entry.transaction_type == "refund" for entry in order.payment_history) and refunds:
         reasons.append("[repeat-refund] the order already had money refunded once; a second refund on the "
                        "same order needs a supervisor (clause cancel-pending-only)")
     return (amount, reasons) if reasons else None
-
-
-def _refunds(order: OrderFact, args: dict[str, Any], prices: Mapping[str, Decimal]) -> bool:
-    """True when the write sends money back to the customer: a cancel, a payment change (the
-    original payment is refunded) and a return always; an item change when the new items
-    are cheaper (an unknown new price counts as cheaper: fail closed)."""
-    if "new_item_ids" not in args:
-        return True
-    by_id = {item.item_id: item for item in order.items}
-    difference = sum((prices.get(new, Decimal(0)) - money(by_id[old].price)
-                      for old, new in zip(args["item_ids"], args["new_item_ids"]) if old in by_id), Decimal(0))
-    return difference < 0
 
 
 def variant_prices(products: Mapping[str, Any]) -> dict[str, Decimal]:

@@ -25,6 +25,7 @@ class Rule(str, Enum):
     PRICE_DIFFERENCE_PAYMENT = "price-difference-payment"
     RETURN_DELIVERED_ONLY = "return-delivered-only"
     EXCHANGE_DELIVERED_ONLY = "exchange-delivered-only"
+    GOODWILL_CREDIT = "goodwill-credit"
     CONVERSATION_CLOSED = "conversation-closed"
     MALFORMED_OUTPUT = "malformed-model-output"
     TOOL_ERROR = "tool-error"
