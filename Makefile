@@ -66,7 +66,7 @@ bench: venv
 	$(BIN)/statekeeper taubench --tasks $(BENCH_TASKS) --concurrency $(BENCH_CONCURRENCY) --json $(BENCH_REPORT)
 
 clean:
-	rm -rf build dist *.egg-info .pytest_cache
+	rm -rf build dist site *.egg-info .pytest_cache
 	find . -path ./$(VENV) -prune -o -type d -name __pycache__ -exec rm -rf {} +
 
 distclean: clean
