@@ -19,7 +19,7 @@ import httpx
 import pytest
 from temporalio.api.sdk.v1 import WorkflowMetadata
 
-from starter.api.app import create_app
+from starter.api.application import create_app
 from tests.policy_fixtures import CARD, CUSTOMER, DELIVERED, DELIVERED_2, EMAIL, GIFT
 from tests.port_faults import FaultyPort
 from tests.service_fixtures import services  # noqa: F401 - fixture
