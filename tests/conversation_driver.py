@@ -27,7 +27,7 @@ from workflows.conversation.approvals import (
     record_recorded,
     request_approval,
 )
-from workflows.domain.policy.approvals import ApprovalPolicy, ApprovalStatus, expire, expiry_ticket_summary
+from workflows.domain.policy.approvals import ApprovalPolicy, ApprovalStatus, expiry_ticket_summary
 from workflows.domain.actions import call_arguments, make_tool_call
 from workflows.domain.catalogue import Execution, ToolClass, spec_of
 from workflows.domain.catalogue.checks import status_refusal
@@ -268,9 +268,7 @@ class Driver:
         """The main loop settles decided or expired approvals (outside any turn)."""
         if not ready_to_settle(self.state, self.now):
             return
-        for approval in self.state.pending_approvals():
-            if self.now >= approval.expires_at:
-                expire(approval, self.now)
+        tr.expire_approvals(self.state, self.now)
         waiting = list(self.state.awaiting_approval)
         self.settling = tr.take_settled(self.state)
         if self.settling:  # as the workflow: each leaves when settled, an escalation names the rest
@@ -314,6 +312,7 @@ class Driver:
         """The ``cancel`` signal: a model call or read stops at once; a write in flight is awaited."""
         if self.cancel is None:
             self.cancel = request
+            tr.request_cancel(self.state)
         if self.in_flight is None:
             self.run_cancel()
 

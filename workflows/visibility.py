@@ -40,7 +40,7 @@ from workflows.options import (
     STATUS,
     STEP,
 )
-from workflows.domain.state import ConversationState, StepStatus
+from workflows.domain.state import ConversationState, Phase, StepStatus
 
 SUMMARY_CHARS = 200
 ORDER_IDS_KEPT = 50
@@ -82,12 +82,11 @@ def pending_approvals(state: Any) -> list[Any]:
 
 
 def business_step(state: ConversationState) -> str:
-    """The business step: ``awaiting_approval``, ``awaiting_confirmation``, the write being
-    executed, or the status."""
-    if pending_approvals(state):
-        return "awaiting_approval"
-    if state.pending_confirmation is not None:
-        return "awaiting_confirmation"
+    """The business step: the phase when it awaits a supervisor or the user
+    (``awaiting_approval``, ``awaiting_confirmation``), else the write being executed, or the
+    status."""
+    if state.phase in (Phase.AWAITING_APPROVAL, Phase.AWAITING_CONFIRMATION):
+        return state.phase.value
     running = [step for step in state.steps if step.status == StepStatus.RUNNING]
     return running[-1].name if running else state.status.value
 

@@ -15,7 +15,7 @@ from typing import Any, Optional
 from temporalio.client import WorkflowExecutionStatus
 
 from starter.client.core import ClientCore
-from workflows.domain.records import ConversationStatus
+from workflows.domain.records import ConversationStatus, Phase
 from workflows.domain.state import ConversationState
 
 ABNORMAL = {
@@ -54,4 +54,4 @@ async def with_run_status(core: ClientCore, handle: Any, state: ConversationStat
     except Exception:  # noqa: BLE001 - the query's answer stands without it
         return state
     word = abnormal_word(described.status)
-    return state.model_copy(update={"status": ConversationStatus(word)}) if word else state
+    return state.model_copy(update={"status": ConversationStatus(word), "phase": Phase.CLOSED}) if word else state

@@ -18,7 +18,7 @@ from workflows.domain.policy.approvals import Approval, ApprovalStatus
 from workflows.domain.contracts import ModelRequest, Outcome
 from workflows.domain.journal import ACCEPTED_VERDICTS, EntryKind, TurnRecord, Verdict, VerdictRecord
 from workflows.conversation.journal import JournalLog, operation_turn
-from workflows.domain.state import ConversationState, ConversationStatus, Role
+from workflows.domain.state import ConversationState, ConversationStatus, Phase, Role
 
 T0 = datetime(2026, 11, 1, tzinfo=timezone.utc)
 
@@ -135,7 +135,7 @@ def test_approvals_withdrawn_by_a_close_are_settled_once():
     approval = Approval.model_construct(approval_id="a1", operation_id=keys.operation_id("policy-test", 3),
                                         status=ApprovalStatus.WITHDRAWN, note="transferred to a human agent")
     state.approvals.append(approval)
-    state.status = ConversationStatus.TRANSFERRED
+    state.status, state.phase = ConversationStatus.TRANSFERRED, Phase.CLOSED
     log = JournalLog(state, Clock())
     [v] = log.take(state).verdicts
     assert (v.turn, v.call_seq, v.verdict, v.reason) == (3, None, Verdict.CANCELLED, "transferred to a human agent")

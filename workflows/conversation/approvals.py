@@ -39,7 +39,6 @@ from workflows.domain.policy.approvals import (
     Approval,
     ApprovalPolicy,
     ApprovalStatus,
-    expire,
     expiry_ticket_summary,
     open_approval,
     required_approval,
@@ -172,10 +171,7 @@ async def settle_approvals(state: ConversationState, policy: ApprovalPolicy, wri
     sentence per write, and notes each write's verdict in ``journal``. Raises
     ``Interrupted`` when a cancel arrives before an approved write starts (it then never
     starts)."""
-    now = workflow.now()
-    for approval in state.pending_approvals():
-        if now >= approval.expires_at:
-            expire(approval, now)
+    tr.expire_approvals(state, workflow.now())
     told, waiting = [], list(state.awaiting_approval)
     settled = tr.take_settled(state)
     if settled:

@@ -30,7 +30,9 @@ from workflows.domain.policy.approvals import APPROVER_PATTERN
 from workflows.conversation.cancellation import escalated_with_cancel
 from workflows.domain.errors import ErrorType
 from workflows.domain.journal import EntryKind
-from workflows.domain.records import ConversationStatus, OutcomeResolution, Step, StepStatus
+from workflows.domain import transitions as tr
+from workflows.domain.records import OutcomeResolution, Phase, Step, StepStatus
+from workflows.domain.transitions import unresolved  # noqa: F401  (re-exported: the resolution's vocabulary)
 from workflows.domain.user_text import control_problem
 
 class ResolveOutcome(BaseModel):
@@ -47,11 +49,6 @@ class ResolveOutcome(BaseModel):
 
 def _refused(message: str) -> ApplicationError:
     return ApplicationError(message, type=ErrorType.RESOLUTION_REFUSED.value, non_retryable=True)
-
-
-def unresolved(state: Any) -> list[Step]:
-    """The state's steps whose outcome is unknown and not yet resolved."""
-    return [s for s in state.steps if s.status is StepStatus.UNKNOWN]
 
 
 def check_resolution(state: Any, request: ResolveOutcome) -> Step:
@@ -85,17 +82,13 @@ def check_resolution_text(request: ResolveOutcome) -> None:
 def apply_resolution(state: Any, step: Step, request: ResolveOutcome, now: datetime) -> OutcomeResolution:
     """Resolve ``step`` (checked by ``check_resolution``): done or failed with the operator's
     note, the resolution recorded, and the conversation re-opened when it was escalated and
-    no unknown step is left. Returns the record (``told``: what the user is told)."""
+    no unknown step is left (``transitions.resolve_step``). Returns the record (``told``: what
+    the user is told)."""
     applied = request.outcome == "applied"
-    step.status = StepStatus.DONE if applied else StepStatus.FAILED
-    step.error = None if applied else f"not applied, checked by operator {request.operator}: {request.note}"
     record = OutcomeResolution(step_id=step.step_id, operation_id=step.operation_id, outcome=request.outcome,
                                operator=request.operator, actor=request.actor, note=request.note,
                                resolved_at=now, told=replies.resolved(step.detail or step.name, applied))
-    state.resolutions.append(record)
-    if state.status is ConversationStatus.ESCALATED and not unresolved(state):
-        state.status = ConversationStatus.ACTIVE
-        state.ended_reason = None
+    tr.resolve_step(state, step, record)
     return record
 
 
@@ -118,11 +111,6 @@ class ResolutionGate:
     _notices: list[str]
     _visibility: Any
     _input: Any
-    _waiting_for_operator: bool = False
-
-    def _awaiting_resolution(self) -> bool:
-        """True while the run waits for an operator's resolution (no cancel pending)."""
-        return self._waiting_for_operator and self._cancel is None
 
     def _answer(self, inbound: Any, text: str, kind: Any = None) -> None:  # pragma: no cover - the workflow's
         raise NotImplementedError
@@ -138,6 +126,8 @@ class ResolutionGate:
         """Apply the operator's resolution; returns its record (what the user was told)."""
         step = check_resolution(self._state, request)  # again: two accepted in one task both passed
         record = apply_resolution(self._state, step, request, workflow.now())
+        if self._cancel is not None:  # re-opened while a cancel is pending: the cancel path closes it
+            tr.request_cancel(self._state)
         self._answer(None, record.told)
         self._notices.append(record.told)  # opens the user's next reply as well
         return record
@@ -156,23 +146,19 @@ class ResolutionGate:
         ``ended_reason`` and its rollback runs. What a resolution told the user goes to the
         journal at once (one ``record_turn`` call), not only with the user's next turn."""
         state = self._state
-        if state.status is not ConversationStatus.ESCALATED or self._cancel is not None or not unresolved(state):
-            return False
-        if wait_seconds <= 0:
+        if self._cancel is not None or wait_seconds <= 0 or not tr.await_resolution(state):
             return False
         self._visibility.publish(state)
-        self._waiting_for_operator = True
         try:
-            await workflow.wait_condition(lambda: state.is_open() or self._cancel is not None,
+            await workflow.wait_condition(lambda: state.phase is not Phase.AWAITING_RESOLUTION,
                                           timeout=wait_seconds, timeout_summary="operator resolution")
         except asyncio.TimeoutError:
+            tr.stop_awaiting_resolution(state)
             return False
-        finally:
-            self._waiting_for_operator = False
         if self._cancel is not None and not state.is_open():
             # said and done as for a cancel during the write (its rollback too); the step stays unknown
             told = await escalated_with_cancel(state, self._cancel, "", self._input.write_timeout_seconds)
             self._answer(None, told.strip(), EntryKind.CANCELLATION)
-        if state.is_open() and self._cancel is None:
+        if state.phase.serving:
             self._journal.flush(state)  # what the user was told goes to the transcript now
-        return state.is_open() and self._cancel is None
+        return state.phase.serving

@@ -24,11 +24,10 @@ from temporalio.exceptions import ApplicationError
 from workflows.domain import replies
 from workflows.domain import transitions as tr
 from workflows.conversation.answered import AnsweredReplies
-from workflows.conversation.budget import adopt_budget
 from workflows.domain.contracts import AssistantReply, CancelRequest, SupportInput, SupportOutcome, UserMessage, message_digest
 from workflows.conversation.approvals import next_expiry, ready_to_settle, settle_approvals
-from workflows.domain.policy.approvals import Approval, ApprovalDecision, apply_decision, check_decision, check_decision_text
-from workflows.conversation.cancellation import answered_by_cancel, cancel_conversation, escalated_while_cancelling
+from workflows.domain.policy.approvals import Approval, ApprovalDecision, check_decision, check_decision_text
+from workflows.conversation.cancellation import cancel_conversation, escalated_with_cancel
 from workflows.domain.errors import ErrorType
 from workflows.domain.migrations import initial_state
 from workflows.conversation.resolution import AWAITING_RESOLUTION_TEXT, ResolutionGate
@@ -39,7 +38,7 @@ from workflows.conversation.opening import (
     unknown_store,
     unknown_store_reason,
 )
-from workflows.domain.state import ConversationState, Role
+from workflows.domain.state import ConversationState, Phase, Role
 from workflows.interrupts import Interrupted
 from workflows.domain.journal import EntryKind
 from workflows.conversation.journal import JournalLog
@@ -67,6 +66,9 @@ class SupportWorkflow(ResolutionGate, AnsweredReplies):
         self._replies: dict[int, AssistantReply] = {}
         self._next_message_id = 0
         self._cancel: Optional[CancelRequest] = inp.cancel
+        if self._cancel is None and self._state.phase is Phase.CLOSING:
+            # saved while a cancel was under way, resumed without it: the cancel goes on
+            self._cancel = CancelRequest(reason=replies.RESUMED_WHILE_CLOSING)
         self._visibility = Visibility()
         self._turns_this_run = 0
         self._notices: list[str] = []
@@ -114,14 +116,15 @@ class SupportWorkflow(ResolutionGate, AnsweredReplies):
         problem = message_problem(message.text)  # empty, a control character, over 8 KB
         if problem is not None:
             raise ApplicationError(problem, type=ErrorType.INVALID_MESSAGE.value, non_retryable=True)
-        if self._cancel is not None and self._state.is_open():
+        phase = self._state.phase
+        if phase is Phase.CLOSING:
             raise ApplicationError(f"conversation {self._state.conversation_id} is being cancelled; "
                                    "start a new conversation", type=ErrorType.CONVERSATION_FINISHED.value,
                                    non_retryable=True)
-        if self._awaiting_resolution():
+        if phase is Phase.AWAITING_RESOLUTION:
             raise ApplicationError(AWAITING_RESOLUTION_TEXT, type=ErrorType.AWAITING_RESOLUTION.value,
                                    non_retryable=True)
-        if not self._state.is_open():
+        if phase is Phase.CLOSED:
             raise ApplicationError(f"conversation {self._state.conversation_id} is {self._state.status.value}; "
                                    "start a new conversation", type=ErrorType.CONVERSATION_FINISHED.value,
                                    non_retryable=True)
@@ -133,7 +136,7 @@ class SupportWorkflow(ResolutionGate, AnsweredReplies):
         ``POST /conversations``); an unknown store closes the conversation and fails this
         update with ``UnknownStore``."""
         if not await store_known(self._state.store):
-            self._cancel = self._cancel or CancelRequest(reason=unknown_store_reason(self._state.store))
+            self._request_cancel(CancelRequest(reason=unknown_store_reason(self._state.store)))
             raise unknown_store(self._state.store)
         return ConversationOpened(conversation_id=self._state.conversation_id, store=self._state.store,
                                   status=self._state.status.value)
@@ -150,13 +153,13 @@ class SupportWorkflow(ResolutionGate, AnsweredReplies):
         """Record a supervisor's decision; the main loop then runs or drops the write."""
         # checked again: two decisions accepted in one workflow task both passed the validator
         approval = check_decision(self._state.approvals, decision, workflow.now())
-        apply_decision(approval, decision, workflow.now())
+        tr.decide_approval(self._state, approval, decision, workflow.now())
         return approval
 
     @decide_approval.validator
     def _validate_decision(self, decision: ApprovalDecision) -> None:
         self._refuse_unloadable()
-        if self._cancel is not None or not self._state.is_open():
+        if not self._state.phase.serving:
             raise ApplicationError("this conversation has finished; its approvals were withdrawn",
                                    type=ErrorType.APPROVAL_REFUSED.value, non_retryable=True)
         check_decision_text(decision)
@@ -168,8 +171,12 @@ class SupportWorkflow(ResolutionGate, AnsweredReplies):
     def cancel(self, request: CancelRequest) -> None:
         """Stop the conversation; a write already running finishes, nothing new starts.
         The first cancel wins: a second one neither changes the reason nor the rollback."""
+        self._request_cancel(request)
+
+    def _request_cancel(self, request: CancelRequest) -> None:
         if self._cancel is None:
             self._cancel = request
+            tr.request_cancel(self._state)
 
     @workflow.query(description="The typed conversation state: customer, orders, steps with statuses, pinned "
                                 "facts, pending confirmation, completed operations, rejections.")
@@ -197,15 +204,13 @@ class SupportWorkflow(ResolutionGate, AnsweredReplies):
             # shielded: Temporal's cancellation must not abandon a write in flight
             return await asyncio.shield(serving)
         except asyncio.CancelledError:
-            if self._cancel is None:
-                self._cancel = CancelRequest(reason=replies.OPERATOR_CANCEL_REASON)
+            self._request_cancel(CancelRequest(reason=replies.OPERATOR_CANCEL_REASON))
             await serving
             raise
 
     async def _serve(self, inp: SupportInput) -> SupportOutcome:
         state = self._state
-        if inp.token_budget is not None:  # a run without one keeps what the state carried over
-            adopt_budget(state, inp.token_budget)
+        tr.start_run(state, inp.token_budget)
         ctx = TurnContext(state=state, write_timeout_seconds=inp.write_timeout_seconds,
                           cancel_request=lambda: self._cancel, visibility=self._visibility,
                           newer_message=lambda: bool(self._inbox), approvals=inp.approvals,
@@ -215,9 +220,9 @@ class SupportWorkflow(ResolutionGate, AnsweredReplies):
             self._journal.resend(inp.journal)
         interrupted: Optional[Inbound] = None
         # an escalated unknown outcome waits for an operator's resolution, then goes on (workflows.conversation.resolution)
-        while (state.is_open() or await self._await_resolution(inp.resolution_wait_seconds)) and self._cancel is None:
+        while state.phase.serving or await self._await_resolution(inp.resolution_wait_seconds):
             await self._wait_for_work()
-            if self._cancel is not None:
+            if not state.phase.serving:
                 break
             if ready_to_settle(state, workflow.now()):
                 try:
@@ -232,12 +237,12 @@ class SupportWorkflow(ResolutionGate, AnsweredReplies):
                 continue
             inbound = self._inbox.pop(0)
             reply_text = await run_turn(ctx, inbound)
-            if reply_text is None or answered_by_cancel(state, self._cancel):
+            if reply_text is None or state.phase is Phase.CLOSING:
                 interrupted = inbound  # a cancel stopped this turn, or came in it: the cancel path answers it
                 break
-            self._answer(inbound, await escalated_while_cancelling(ctx, reply_text))
+            self._answer(inbound, await escalated_with_cancel(state, self._cancel, reply_text, inp.write_timeout_seconds))
             self._turns_this_run += 1
-            if state.is_open() and not self._inbox and self._cancel is None and (
+            if state.phase.serving and not self._inbox and (
                 workflow.info().is_continue_as_new_suggested() or self._turns_this_run >= inp.max_turns_per_run
             ):
                 # the history, not the state, is what grows: start a fresh run with the same state;
@@ -245,7 +250,7 @@ class SupportWorkflow(ResolutionGate, AnsweredReplies):
                 # turn's journal record (written first thing by the next run); earlier records
                 # still being written finish first, and a message arriving meanwhile is served here
                 await self._journal.drain()
-                if self._inbox or self._cancel is not None:
+                if self._inbox or not state.phase.serving:
                     continue
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 workflow.continue_as_new(inp.model_copy(update={"state": state.model_dump(mode="json"),
@@ -253,7 +258,7 @@ class SupportWorkflow(ResolutionGate, AnsweredReplies):
                                                                 "journal": self._journal.take(state)}),
                                           task_timeout=workflow.info().task_timeout)
             self._journal.flush(state)
-        if self._cancel is not None and (state.is_open() or interrupted is not None):
+        if state.phase is Phase.CLOSING:  # also when it interrupted a turn (``interrupted``)
             self._journal.closing(state)
             summary = await cancel_conversation(state, self._cancel, inp.write_timeout_seconds)
             self._answer(interrupted, summary, EntryKind.CANCELLATION)
@@ -274,7 +279,8 @@ class SupportWorkflow(ResolutionGate, AnsweredReplies):
         timeout = max((expiry - workflow.now()).total_seconds(), 0.0) if expiry else None
         try:
             await workflow.wait_condition(
-                lambda: bool(self._inbox) or self._cancel is not None or ready_to_settle(self._state, workflow.now()),
+                lambda: bool(self._inbox) or not self._state.phase.serving
+                or ready_to_settle(self._state, workflow.now()),
                 timeout=timeout, timeout_summary="approval expiry" if timeout is not None else None)
         except asyncio.TimeoutError:
             pass  # an approval ran out of time: the loop settles it
@@ -293,8 +299,11 @@ class SupportWorkflow(ResolutionGate, AnsweredReplies):
         self._visibility.publish(self._state)
 
     def _reply(self, text: str, message: Optional[str] = None) -> AssistantReply:
-        pending, waiting = self._state.pending_confirmation, self._state.pending_approvals()
-        return AssistantReply(text=text, turn=self._state.turn, status=self._state.status.value,
+        state = self._state
+        # a write may be shown while another awaits a supervisor: the reply names both
+        pending = state.pending_confirmation
+        waiting = state.pending_approvals()[-1].approval_id if state.phase is Phase.AWAITING_APPROVAL else None
+        return AssistantReply(text=text, turn=state.turn, status=state.status.value,
                               awaiting_confirmation=pending.detail if pending else None,
-                              awaiting_approval=waiting[-1].approval_id if waiting else None,
+                              awaiting_approval=waiting,
                               message_digest=None if message is None else message_digest(message))

@@ -34,6 +34,7 @@ from workflows.domain.records import (  # noqa: F401  (re-exported: the state's 
     OrderItem,
     PaymentEntry,
     PaymentMethod,
+    Phase,
     PinnedFact,
     ProductFact,
     Record,
@@ -47,10 +48,11 @@ from workflows.domain.records import (  # noqa: F401  (re-exported: the state's 
     Variant,
 )
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 """The state's schema version, written into every state. Bump it with every change of the
 state's shape or meaning, and add the step from the previous version to
-``workflows.domain.migrations.MIGRATIONS`` (2: money became cent ``Decimal``, was float). A field
+``workflows.domain.migrations.MIGRATIONS`` (2: money became cent ``Decimal``, was float; 3: the
+conversation's ``phase``). A field
 added with a default that an older state reads as "none yet" needs no bump (``Usage``'s
 cache and budget fields, ``resolutions``)."""
 
@@ -83,6 +85,8 @@ class ConversationState(Record):
     """Fingerprint of the database that answered this conversation's first tool call; every
     later call carries it, so a worker on another database refuses instead of acting there."""
     status: ConversationStatus = ConversationStatus.ACTIVE
+    phase: Phase = Phase.OPEN
+    """Where the conversation stands (``Phase``); set by ``workflows.domain.transitions``."""
     turn: TurnNumber = 0
     customer: Optional[Customer] = None
     orders: dict[str, OrderFact] = Field(default_factory=dict)
@@ -113,8 +117,9 @@ class ConversationState(Record):
         return [a for a in self.approvals if a.status is ApprovalStatus.PENDING]
 
     def is_open(self) -> bool:
-        """True while the conversation accepts messages."""
-        return self.status == ConversationStatus.ACTIVE
+        """True while the conversation is not finished (status ``active``: its phase is open,
+        awaiting the user or a supervisor, or closing)."""
+        return self.phase.active
 
     def operations_on(self, order_id: str) -> list[CompletedOperation]:
         """Completed writes on ``order_id``, oldest first."""

@@ -1,6 +1,8 @@
 """Pure state transitions: every change the workflows make to the conversation state.
 
-The workflow calls these and never assigns to the state itself; they never do I/O.
+The workflow calls these and never assigns to the state itself; they never do I/O. They
+alone set the conversation's ``Phase`` (``state.phase``): open, awaiting confirmation,
+awaiting approval, closing, awaiting resolution, closed.
 Tool results are the system's strings (JSON text, a plain value, or ``"Error: ..."``);
 each tool's ``fold`` (``workflows.domain.catalogue``) parses a successful one into typed facts,
 so the model's next snapshot reflects the system of record.
@@ -11,8 +13,10 @@ from __future__ import annotations
 import json
 from typing import Any, Optional
 
+from datetime import datetime
+
 from workflows.domain.actions import call_arguments, call_digest
-from workflows.domain.policy.approvals import Approval, ApprovalStatus
+from workflows.domain.policy.approvals import Approval, ApprovalDecision, ApprovalStatus, apply_decision, expire
 from workflows.domain.catalogue import spec_of
 from workflows.domain.policy.clauses import Rule
 from workflows.domain.facts import extract_facts, merge_facts
@@ -25,7 +29,9 @@ from workflows.domain.state import (
     ConversationState,
     ConversationStatus,
     Observation,
+    OutcomeResolution,
     PendingConfirmation,
+    Phase,
     Rejection,
     Role,
     Step,
@@ -101,6 +107,8 @@ def await_confirmation(state: ConversationState, operation_id: str, call: Any, d
                                   digest=call_digest(call), proposed_turn=state.turn)
     state.pending_confirmation = pending
     start_step(state, operation_id, call.name, detail, operation_id=operation_id)
+    if state.phase is Phase.OPEN:  # an approval awaited meanwhile stays the phase operators see
+        state.phase = Phase.AWAITING_CONFIRMATION
     return pending
 
 
@@ -109,6 +117,29 @@ def await_approval(state: ConversationState, confirmed: PendingConfirmation, app
     state.approvals.append(approval)
     state.awaiting_approval.append(confirmed)
     finish_step(state, confirmed.operation_id, StepStatus.AWAITING_APPROVAL)
+    if state.phase in (Phase.OPEN, Phase.AWAITING_CONFIRMATION):
+        state.phase = Phase.AWAITING_APPROVAL
+
+
+def decide_approval(state: ConversationState, approval: Approval, decision: ApprovalDecision, now: datetime) -> None:
+    """A supervisor decided ``approval`` (checked by ``check_decision``): the main loop settles
+    its write next."""
+    apply_decision(approval, decision, now)
+    _approvals_changed(state)
+
+
+def expire_approvals(state: ConversationState, now: datetime) -> None:
+    """Pending approvals whose time ran out at ``now`` expire (their writes are settled next)."""
+    for approval in state.pending_approvals():
+        if now >= approval.expires_at:
+            expire(approval, now)
+    _approvals_changed(state)
+
+
+def _approvals_changed(state: ConversationState) -> None:
+    # the phase leaves awaiting_approval with the last pending approval: back to what the user sees
+    if state.phase is Phase.AWAITING_APPROVAL and not state.pending_approvals():
+        state.phase = Phase.AWAITING_CONFIRMATION if state.pending_confirmation else Phase.OPEN
 
 
 def take_settled(state: ConversationState) -> list[tuple[PendingConfirmation, Approval]]:
@@ -125,6 +156,8 @@ def take_settled(state: ConversationState) -> list[tuple[PendingConfirmation, Ap
 def take_pending(state: ConversationState) -> Optional[PendingConfirmation]:
     """Remove and return the pending confirmation: the user's next message answers it."""
     pending, state.pending_confirmation = state.pending_confirmation, None
+    if state.phase is Phase.AWAITING_CONFIRMATION:
+        state.phase = Phase.OPEN
     return pending
 
 
@@ -156,6 +189,64 @@ def close(state: ConversationState, status: ConversationStatus, reason: str) -> 
             finish_step(state, step.step_id, StepStatus.CANCELLED, reason)
     state.status = status
     state.ended_reason = reason
+    state.phase = Phase.CLOSED
+
+
+def request_cancel(state: ConversationState) -> None:
+    """A cancel arrived: a serving conversation is closing (the cancel path closes it); one
+    waiting for an operator's resolution stops waiting (it stays escalated); a closed or
+    closing one is unchanged."""
+    if state.phase.serving:
+        state.phase = Phase.CLOSING
+    elif state.phase is Phase.AWAITING_RESOLUTION:
+        state.phase = Phase.CLOSED
+
+
+def note_cancel(state: ConversationState, reason: str) -> None:
+    """A cancel that arrived while the conversation escalated or was transferred: its reason
+    joins ``ended_reason`` (the status stays: a human must check the write, or has the case)."""
+    state.ended_reason = f"{state.ended_reason}; cancel requested meanwhile: {reason}"
+
+
+def unresolved(state: ConversationState) -> list[Step]:
+    """The state's steps whose outcome is unknown and not yet resolved."""
+    return [s for s in state.steps if s.status is StepStatus.UNKNOWN]
+
+
+def await_resolution(state: ConversationState) -> bool:
+    """An escalated conversation with an unresolved unknown step starts waiting for an
+    operator's resolution; False (nothing changes) for any other state."""
+    if state.phase is not Phase.CLOSED or state.status is not ConversationStatus.ESCALATED or not unresolved(state):
+        return False
+    state.phase = Phase.AWAITING_RESOLUTION
+    return True
+
+
+def stop_awaiting_resolution(state: ConversationState) -> None:
+    """The wait for an operator ran out: the conversation stays escalated and closes."""
+    if state.phase is Phase.AWAITING_RESOLUTION:
+        state.phase = Phase.CLOSED
+
+
+def resolve_step(state: ConversationState, step: Step, resolution: OutcomeResolution) -> None:
+    """An operator resolved ``step`` (its outcome was unknown): done or failed with their
+    note, the resolution recorded, and the conversation open again when it was escalated and
+    no unknown step is left."""
+    applied = resolution.outcome == "applied"
+    step.status = StepStatus.DONE if applied else StepStatus.FAILED
+    step.error = None if applied else f"not applied, checked by operator {resolution.operator}: {resolution.note}"
+    state.resolutions.append(resolution)
+    if state.status is ConversationStatus.ESCALATED and not unresolved(state):
+        state.status = ConversationStatus.ACTIVE
+        state.ended_reason = None
+        state.phase = Phase.OPEN
+
+
+def start_run(state: ConversationState, token_budget: Optional[int]) -> None:
+    """A run starts serving ``state``: it adopts the run's token budget (None: the state keeps
+    what it carried over)."""
+    if token_budget is not None:
+        state.usage.budget_tokens = token_budget
 
 
 def record_usage(state: ConversationState, model: str, input_tokens: int, output_tokens: int,
