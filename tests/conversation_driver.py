@@ -269,18 +269,15 @@ class Driver:
         if not ready_to_settle(self.state, self.now):
             return
         tr.expire_approvals(self.state, self.now)
-        waiting = list(self.state.awaiting_approval)
-        self.settling = tr.take_settled(self.state)
-        if self.settling:  # as the workflow: each leaves when settled, an escalation names the rest
-            self.state.awaiting_approval = waiting
+        # as the workflow: each leaves when settled, an escalation names the rest
+        self.settling = tr.decided_writes(self.state)
         self.settle_rest()
 
     def settle_rest(self) -> None:
         """The rest of ``settle_approvals``' loop: until a write goes in flight."""
         while self.settling and self.in_flight is None:
             confirmed, approval = self.settling.pop(0)
-            self.state.awaiting_approval = [c for c in self.state.awaiting_approval
-                                            if c.operation_id != confirmed.operation_id]
+            tr.take_awaiting(self.state, confirmed)
             write_key = keys.idempotency_key(confirmed.call, confirmed.operation_id)
             effect = identity(write_key, call_arguments(confirmed.call))
             if approval.status is not ApprovalStatus.APPROVED:  # the ledger is asked before it is settled

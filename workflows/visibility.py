@@ -14,7 +14,7 @@ The pseudonym is keyed and the key is a secret that must not enter a workflow's 
 history. So the worker computes it: ``IdentityActivitiesApi.customer_pseudonym`` (a local
 activity; ``activities.identity`` holds the key, given by ``worker.build_worker``) maps the
 customer id the conversation authenticated to its pseudonym. ``publish`` is synchronous
-(handlers and the turn loop call it), so it starts that lookup as a workflow task the first
+(the workflow calls it for every event its transitions record), so it starts that lookup as a workflow task the first
 time it sees a customer, and publishes again when the answer arrives. Until then
 ``CustomerId`` is unset and the details say the pseudonym is pending.
 """
@@ -27,6 +27,7 @@ from typing import Any, Iterable, Optional
 from temporalio import workflow
 from temporalio.exceptions import ActivityError
 
+from workflows.domain import transitions as tr
 from workflows.domain.actions import call_arguments
 from workflows.activity_api import IdentityActivitiesApi
 from workflows.domain.catalogue import spec_of
@@ -136,6 +137,16 @@ def _value(value: Any) -> Any:
 def when(moment: Any) -> str:
     """A UTC time to the second, as operators read it."""
     return f"{moment:%Y-%m-%d %H:%M:%S} UTC" if hasattr(moment, "strftime") else str(moment)
+
+
+DOING = {tr.ModelAsked: "model proposing the next action"}
+"""What the workflow is doing right after an event of these kinds, while the step it began
+runs (the details' "Current step" says it)."""
+
+
+def doing(event: tr.Event) -> Optional[str]:
+    """What the workflow does right after ``event`` (``DOING``), or None."""
+    return DOING.get(type(event))
 
 
 class Visibility:

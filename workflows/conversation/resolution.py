@@ -103,13 +103,12 @@ a new conversation to repeat a request whose outcome is being checked."""
 class ResolutionGate:
     """Mixin of ``SupportWorkflow``: the ``resolve_outcome`` update and ``_await_resolution``
     for its main loop. The workflow provides ``_state``, ``_cancel``, ``_notices``,
-    ``_visibility``, ``_journal``, ``_answer(inbound, text)`` and ``_refuse_unloadable()``."""
+    ``_journal``, ``_answer(inbound, text)`` and ``_refuse_unloadable()``."""
 
     _state: Any
     _journal: Any
     _cancel: Any
     _notices: list[str]
-    _visibility: Any
     _input: Any
 
     def _answer(self, inbound: Any, text: str, kind: Any = None) -> None:  # pragma: no cover - the workflow's
@@ -148,7 +147,6 @@ class ResolutionGate:
         state = self._state
         if self._cancel is not None or wait_seconds <= 0 or not tr.await_resolution(state):
             return False
-        self._visibility.publish(state)
         try:
             await workflow.wait_condition(lambda: state.phase is not Phase.AWAITING_RESOLUTION,
                                           timeout=wait_seconds, timeout_summary="operator resolution")

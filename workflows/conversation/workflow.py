@@ -38,13 +38,13 @@ from workflows.conversation.opening import (
     unknown_store,
     unknown_store_reason,
 )
-from workflows.domain.state import ConversationState, Phase, Role
+from workflows.domain.state import ConversationState, Phase
 from workflows.interrupts import Interrupted
 from workflows.domain.journal import EntryKind
 from workflows.conversation.journal import JournalLog
-from workflows.conversation.turn import Inbound, TurnContext, run_turn
+from workflows.conversation.turn import Inbound, Turn
 from workflows.domain.user_text import message_problem
-from workflows.visibility import Visibility
+from workflows.visibility import Visibility, doing
 
 
 def support_workflow_id(conversation_id: str) -> str:
@@ -65,10 +65,13 @@ class SupportWorkflow(ResolutionGate, AnsweredReplies):
         self._inbox: list[Inbound] = []
         self._replies: dict[int, AssistantReply] = {}
         self._next_message_id = 0
-        self._cancel: Optional[CancelRequest] = inp.cancel
-        if self._cancel is None and self._state.phase is Phase.CLOSING:
+        self._cancel: Optional[CancelRequest] = None
+        carried = inp.cancel  # a cancel that arrived while the last run continued as new
+        if carried is None and self._state.phase is Phase.CLOSING:
             # saved while a cancel was under way, resumed without it: the cancel goes on
-            self._cancel = CancelRequest(reason=replies.RESUMED_WHILE_CLOSING)
+            carried = CancelRequest(reason=replies.RESUMED_WHILE_CLOSING)
+        if carried is not None:
+            self._request_cancel(carried)
         self._visibility = Visibility()
         self._turns_this_run = 0
         self._notices: list[str] = []
@@ -78,6 +81,7 @@ class SupportWorkflow(ResolutionGate, AnsweredReplies):
         deduplicates update ids within a run only."""
         self._journal = JournalLog(self._state)
         """The decision log's verdicts and the transcript of the turn in progress (memory only)."""
+        self._state.subscribe(self._record)
 
     # --- message passing ------------------------------------------------------
 
@@ -210,12 +214,10 @@ class SupportWorkflow(ResolutionGate, AnsweredReplies):
 
     async def _serve(self, inp: SupportInput) -> SupportOutcome:
         state = self._state
+        turn = Turn(state=state, write_timeout_seconds=inp.write_timeout_seconds, cancel_request=lambda: self._cancel,
+                    journal=self._journal, newer_message=lambda: bool(self._inbox), approvals=inp.approvals,
+                    local_model_calls=inp.local_model_calls)
         tr.start_run(state, inp.token_budget)
-        ctx = TurnContext(state=state, write_timeout_seconds=inp.write_timeout_seconds,
-                          cancel_request=lambda: self._cancel, visibility=self._visibility,
-                          newer_message=lambda: bool(self._inbox), approvals=inp.approvals,
-                          journal=self._journal, local_model_calls=inp.local_model_calls)
-        self._visibility.publish(state)
         if inp.journal is not None:
             self._journal.resend(inp.journal)
         interrupted: Optional[Inbound] = None
@@ -226,8 +228,8 @@ class SupportWorkflow(ResolutionGate, AnsweredReplies):
                 break
             if ready_to_settle(state, workflow.now()):
                 try:
-                    told = await settle_approvals(state, inp.approvals, inp.write_timeout_seconds, self._visibility,
-                                                  lambda: self._cancel, self._journal)
+                    told = await settle_approvals(state, inp.approvals, inp.write_timeout_seconds,
+                                                  lambda: self._cancel)
                 except Interrupted:
                     break
                 for text in told:
@@ -236,7 +238,7 @@ class SupportWorkflow(ResolutionGate, AnsweredReplies):
                 self._journal.flush(state)
                 continue
             inbound = self._inbox.pop(0)
-            reply_text = await run_turn(ctx, inbound)
+            reply_text = await turn.run(inbound)
             if reply_text is None or state.phase is Phase.CLOSING:
                 interrupted = inbound  # a cancel stopped this turn, or came in it: the cancel path answers it
                 break
@@ -259,15 +261,12 @@ class SupportWorkflow(ResolutionGate, AnsweredReplies):
                                           task_timeout=workflow.info().task_timeout)
             self._journal.flush(state)
         if state.phase is Phase.CLOSING:  # also when it interrupted a turn (``interrupted``)
-            self._journal.closing(state)
             summary = await cancel_conversation(state, self._cancel, inp.write_timeout_seconds)
             self._answer(interrupted, summary, EntryKind.CANCELLATION)
         for queued in self._inbox:
             self._replies[queued.message_id] = self._reply(replies.finished(state.status.value))
-            self._journal.unanswered_message(queued.text, queued.update_id)
-            self._journal.said(self._replies[queued.message_id].text)
+            tr.refuse_message(state, queued.text, queued.update_id, self._replies[queued.message_id].text)
         self._inbox.clear()
-        self._visibility.publish(state)
         self._journal.flush(state)
         await self._journal.drain()
         await workflow.wait_condition(workflow.all_handlers_finished)
@@ -285,18 +284,22 @@ class SupportWorkflow(ResolutionGate, AnsweredReplies):
         except asyncio.TimeoutError:
             pass  # an approval ran out of time: the loop settles it
 
+    def _record(self, event: tr.Event) -> None:
+        """Every event the transitions record, as it is recorded: the journal's rows for it
+        (sent once per turn, ``flush``), and the operators' view (Web UI details and search
+        attributes), so the view also says what a long step is doing while it runs."""
+        self._journal.record(event)
+        self._visibility.publish(self._state, doing(event))
+
     def _answer(self, inbound: Optional[Inbound], text: str, kind: Optional[EntryKind] = None) -> None:
-        """Record the assistant's turn (and its transcript entry: ``kind``, by default a reply
-        to ``inbound`` or a notice told outside a turn) and, if a message awaits it, reply to
-        that message."""
-        tr.add_turn(self._state, Role.ASSISTANT, text)
-        self._journal.said(text, kind or (EntryKind.REPLY if inbound is not None else EntryKind.NOTICE))
+        """Tell the user ``text`` (``kind``: by default a reply to ``inbound``, or a notice told
+        outside a turn) and, if a message awaits it, reply to that message."""
+        tr.say(self._state, text, kind or (EntryKind.REPLY if inbound is not None else EntryKind.NOTICE))
         if inbound is not None:
             # outcomes the user was told outside a turn open the next reply they read
             text = " ".join([*self._notices, text])
             self._notices = []
             self._replies[inbound.message_id] = self._reply(text, inbound.text)
-        self._visibility.publish(self._state)
 
     def _reply(self, text: str, message: Optional[str] = None) -> AssistantReply:
         state = self._state

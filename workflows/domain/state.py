@@ -13,9 +13,9 @@ Pure and deterministic: imported inside the Temporal workflow sandbox.
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Callable, Optional
 
-from pydantic import Field
+from pydantic import Field, PrivateAttr
 
 from workflows.domain.actions import ToolCall
 from workflows.domain.policy.approvals import Approval, ApprovalStatus
@@ -106,6 +106,19 @@ class ConversationState(Record):
     """Operators' resolutions of steps whose outcome was unknown (``workflows.conversation.resolution``)."""
     usage: Usage = Field(default_factory=Usage)
     ended_reason: Optional[str] = None
+    _listeners: list[Callable[[Any], None]] = PrivateAttr(default_factory=list)
+    """Who hears the events the transitions record on this object (memory: never saved)."""
+
+    # --- the events of the transitions (``workflows.domain.transitions.Event``) ---
+    def subscribe(self, listener: Callable[[Any], None]) -> None:
+        """Call ``listener`` with every event a transition records on this state object, when
+        it is recorded. Events live in memory only: they are not part of the saved state."""
+        self._listeners.append(listener)
+
+    def emit(self, event: Any) -> None:
+        """Record ``event`` (``workflows.domain.transitions`` calls this): every listener hears it."""
+        for listener in self._listeners:
+            listener(event)
 
     # --- small pure helpers; mutation stays in workflows.domain.transitions ---
     def last_rejection(self) -> Optional[Rejection]:
