@@ -113,7 +113,7 @@ class Driver:
             self.newer = None
             self.message(text, op, digest)
 
-    # --- a user message (``run_turn``) -------------------------------------------
+    # --- a user message (``Turn.run``) -------------------------------------------
     def message(self, text: str, seen_op: Optional[str], seen_digest: Optional[str]) -> None:
         """Process one user message; ``seen_*``: the pending proposal when it was accepted."""
         state = self.state

@@ -1,8 +1,8 @@
 """The import contracts of ``pyproject.toml`` (``[tool.importlinter]``), checked by import-linter:
 systems import nothing of statekeeper; workflow code imports no I/O library, activity, starter
 or settings; the pure domain knows no workflow; activities never import starters; settings
-import nothing of ours; starters sit over activities over workflows; no two sibling packages
-import each other. Each contract is also shown to fail on a planted wrong-way import."""
+import nothing of ours; starters sit over activities over workflows; the conversation package
+is layered (no import cycle inside it); no two sibling packages import each other. Each contract is also shown to fail on a planted wrong-way import."""
 
 from __future__ import annotations
 
@@ -50,6 +50,20 @@ PLANTED = {
     "layers": ("workflows/planted.py", "import activities.tools\n"),
     "no cycles between sibling packages": ("starter/runtime/planted.py", "import starter.cli.app\n"),
 }
+
+
+def test_an_import_up_the_conversation_layers_breaks_them(copy: Path):
+    """approvals → cancellation → turn → approvals was a cycle: a lower module of the
+    conversation package importing a higher one is refused."""
+    lower = copy / "workflows" / "conversation" / "cancellation.py"
+    source = lower.read_text()
+    lower.write_text(source + "\nfrom workflows.conversation import turn  # noqa: E402  (planted)\n")
+    try:
+        done = lint_imports(copy)
+    finally:
+        lower.write_text(source)
+    assert done.returncode != 0
+    assert "the conversation package is layered" in done.stdout.split("Broken contracts", 1)[-1], done.stdout[-3000:]
 
 
 @pytest.mark.parametrize("contract", sorted(PLANTED))

@@ -11,15 +11,15 @@ goes on from there. The validator refuses an unknown step id, a step whose
 outcome is not unknown and a second resolution (``ErrorType.RESOLUTION_REFUSED``); a
 refused update never enters history.
 
-Pure functions plus ``ResolutionGate``, the mixin of ``SupportWorkflow`` holding the update;
-deterministic, imported inside the workflow sandbox.
+Pure functions plus ``ResolutionGate``, the collaborator ``SupportWorkflow`` holds for the
+wait and the update; deterministic, imported inside the workflow sandbox.
 """
 
 from __future__ import annotations
 
 import asyncio
 from datetime import datetime
-from typing import Any, Literal, Optional
+from typing import Any, Callable, Literal, Optional
 
 from pydantic import BaseModel, Field
 from temporalio import workflow
@@ -28,10 +28,12 @@ from temporalio.exceptions import ApplicationError
 from workflows.domain import replies
 from workflows.domain.policy.approvals import APPROVER_PATTERN
 from workflows.conversation.cancellation import escalated_with_cancel
+from workflows.domain.contracts import CancelRequest
 from workflows.domain.errors import ErrorType
 from workflows.domain.journal import EntryKind
 from workflows.domain import transitions as tr
 from workflows.domain.records import OutcomeResolution, Phase, Step, StepStatus
+from workflows.domain.state import ConversationState
 from workflows.domain.transitions import unresolved  # noqa: F401  (re-exported: the resolution's vocabulary)
 from workflows.domain.user_text import control_problem
 
@@ -101,51 +103,42 @@ a new conversation to repeat a request whose outcome is being checked."""
 
 
 class ResolutionGate:
-    """Mixin of ``SupportWorkflow``: the ``resolve_outcome`` update and ``_await_resolution``
-    for its main loop. The workflow provides ``_state``, ``_cancel``, ``_notices``,
-    ``_journal``, ``_answer(inbound, text)`` and ``_refuse_unloadable()``."""
+    """An escalated conversation's wait for an operator's resolution (``wait``, for the main
+    loop) and the resolutions themselves (``check`` and ``resolve``, for the ``resolve_outcome``
+    update of ``SupportWorkflow``, which delegates here). Works on the conversation's
+    ``state``; ``cancel_request()`` is the pending cancel, if any; ``tell(text, kind)`` tells the
+    user outside a turn (a notice also opens their next reply)."""
 
-    _state: Any
-    _journal: Any
-    _cancel: Any
-    _notices: list[str]
-    _input: Any
+    def __init__(self, state: ConversationState, cancel_request: Callable[[], Optional[CancelRequest]],
+                 tell: Callable[[str, EntryKind], None], write_timeout_seconds: float) -> None:
+        self._state = state
+        self._cancel_request = cancel_request
+        self._tell = tell
+        self._write_timeout_seconds = write_timeout_seconds
 
-    def _answer(self, inbound: Any, text: str, kind: Any = None) -> None:  # pragma: no cover - the workflow's
-        raise NotImplementedError
-
-    def _refuse_unloadable(self) -> None:  # pragma: no cover - the workflow's
-        raise NotImplementedError
-
-    @workflow.update(description="An operator resolves a step whose outcome was unknown: {step_id, outcome: "
-                                 "applied|not_applied, operator, note}. The user is told and the conversation "
-                                 "goes on. Refused for an unknown step, a step that is not unknown, or a second "
-                                 "resolution.")
-    def resolve_outcome(self, request: ResolveOutcome) -> OutcomeResolution:
-        """Apply the operator's resolution; returns its record (what the user was told)."""
-        step = check_resolution(self._state, request)  # again: two accepted in one task both passed
-        record = apply_resolution(self._state, step, request, workflow.now())
-        if self._cancel is not None:  # re-opened while a cancel is pending: the cancel path closes it
-            tr.request_cancel(self._state)
-        self._answer(None, record.told)
-        self._notices.append(record.told)  # opens the user's next reply as well
-        return record
-
-    @resolve_outcome.validator
-    def _validate_resolution(self, request: ResolveOutcome) -> None:
-        self._refuse_unloadable()
+    def check(self, request: ResolveOutcome) -> None:
+        """The update's validator: refuse (``ResolutionRefused``) a resolution whose text has a
+        control character, of an unknown step, a step that is not unknown, or a second one."""
         check_resolution_text(request)
         check_resolution(self._state, request)
 
-    async def _await_resolution(self, wait_seconds: float) -> bool:
+    def resolve(self, request: ResolveOutcome) -> OutcomeResolution:
+        """Apply the operator's resolution and tell the user; returns its record."""
+        step = check_resolution(self._state, request)  # again: two accepted in one task both passed
+        record = apply_resolution(self._state, step, request, workflow.now())
+        if self._cancel_request() is not None:  # re-opened while a cancel is pending: the cancel path closes it
+            tr.request_cancel(self._state)
+        self._tell(record.told, EntryKind.NOTICE)
+        return record
+
+    async def wait(self, wait_seconds: float) -> bool:
         """After the main loop: an escalated conversation with an unresolved unknown step
         waits up to ``wait_seconds`` for an operator (or a cancel). True when a resolution
         re-opened it (the loop goes on); False at once for anything else, or when the wait ran
         out. A cancel that ends the wait is honoured: its summary is told, its reason joins
-        ``ended_reason`` and its rollback runs. What a resolution told the user goes to the
-        journal at once (one ``record_turn`` call), not only with the user's next turn."""
+        ``ended_reason`` and its rollback runs."""
         state = self._state
-        if self._cancel is not None or wait_seconds <= 0 or not tr.await_resolution(state):
+        if self._cancel_request() is not None or wait_seconds <= 0 or not tr.await_resolution(state):
             return False
         try:
             await workflow.wait_condition(lambda: state.phase is not Phase.AWAITING_RESOLUTION,
@@ -153,10 +146,9 @@ class ResolutionGate:
         except asyncio.TimeoutError:
             tr.stop_awaiting_resolution(state)
             return False
-        if self._cancel is not None and not state.is_open():
+        cancel = self._cancel_request()
+        if cancel is not None and not state.is_open():
             # said and done as for a cancel during the write (its rollback too); the step stays unknown
-            told = await escalated_with_cancel(state, self._cancel, "", self._input.write_timeout_seconds)
-            self._answer(None, told.strip(), EntryKind.CANCELLATION)
-        if state.phase.serving:
-            self._journal.flush(state)  # what the user was told goes to the transcript now
+            told = await escalated_with_cancel(state, cancel, "", self._write_timeout_seconds)
+            self._tell(told.strip(), EntryKind.CANCELLATION)
         return state.phase.serving
