@@ -343,6 +343,9 @@ def test_the_offline_model_reads_money_as_text_or_number(given, expected):
 
 HISTORIES = Path(__file__).resolve().parent.parent / "histories"
 STORED = sorted(HISTORIES.glob("v*/states/*.json"))
+SCHEMA_2 = sorted((Path(__file__).resolve().parent / "saved_states" / "schema2").glob("*.json"))
+"""States a real conversation saved with schema version 2 (the recording scenarios' states:
+awaiting confirmation, awaiting approval, ended, cancelled, rolled back, ...), kept loading."""
 
 
 def test_every_release_has_stored_states():
@@ -359,7 +362,14 @@ ADDED_USAGE_FIELDS = {"cache_read_input_tokens": 0, "cache_creation_input_tokens
 such a state reads with."""
 
 
-@pytest.mark.parametrize("path", STORED, ids=lambda p: f"{p.parent.parent.name}/{p.stem}")
+def test_schema_2_states_are_kept_and_cover_every_phase_version_2_inferred():
+    states = [json.loads(path.read_text()) for path in SCHEMA_2]
+    assert states and {state["schema_version"] for state in states} == {2}
+    assert {phase_of_v2(state) for state in states} == {"open", "awaiting_confirmation", "awaiting_approval",
+                                                        "closed"}
+
+
+@pytest.mark.parametrize("path", STORED + SCHEMA_2, ids=lambda p: f"{p.parent.parent.name}/{p.parent.name}/{p.stem}")
 def test_a_stored_state_of_a_release_loads_with_its_values_preserved(path: Path):
     raw = json.loads(path.read_text())
     loaded = load_state(raw)
