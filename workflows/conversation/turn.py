@@ -32,7 +32,7 @@ from workflows.domain.policy.clauses import Rule
 from workflows.domain.policy.confirm import describe, is_no, is_yes
 from workflows.domain.policy.validator import handed_over_refusal, validate_execution, validate_proposal
 from workflows.domain.prompt import PROMPT_VERSION, state_view
-from workflows.domain.state import Confirmation, ConversationState, ConversationStatus, PendingConfirmation
+from workflows.domain.state import Confirmation, ConversationState, ConversationStatus, PendingConfirmation, Phase
 from workflows.failures import MODEL
 from workflows.interrupts import Interrupted, cancellable, local_failure_as_activity_error, start_local_or_activity
 from workflows.options import MAX_CONSECUTIVE_REJECTIONS, MAX_MODEL_STEPS_PER_TURN, MODEL_RETRY, MODEL_TIMEOUT
@@ -110,7 +110,7 @@ class Turn:
         state = self.state
         consecutive_rejections = 0
         for _ in range(MAX_MODEL_STEPS_PER_TURN):
-            if self.cancel_request() is not None:
+            if state.phase is Phase.CLOSING:  # a cancel came: nothing new starts, the cancel path answers
                 return None
             try:
                 if budget.over_budget(state):
