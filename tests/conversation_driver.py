@@ -27,7 +27,7 @@ from workflows.conversation.approvals import (
     record_recorded,
     request_approval,
 )
-from workflows.domain.policy.approvals import ApprovalPolicy, ApprovalStatus, expire, expiry_ticket_summary
+from workflows.domain.policy.approvals import ApprovalPolicy, ApprovalStatus, expiry_ticket_summary
 from workflows.domain.actions import call_arguments, make_tool_call
 from workflows.domain.catalogue import Execution, ToolClass, spec_of
 from workflows.domain.catalogue.checks import status_refusal
@@ -113,7 +113,7 @@ class Driver:
             self.newer = None
             self.message(text, op, digest)
 
-    # --- a user message (``run_turn``) -------------------------------------------
+    # --- a user message (``Turn.run``) -------------------------------------------
     def message(self, text: str, seen_op: Optional[str], seen_digest: Optional[str]) -> None:
         """Process one user message; ``seen_*``: the pending proposal when it was accepted."""
         state = self.state
@@ -268,21 +268,16 @@ class Driver:
         """The main loop settles decided or expired approvals (outside any turn)."""
         if not ready_to_settle(self.state, self.now):
             return
-        for approval in self.state.pending_approvals():
-            if self.now >= approval.expires_at:
-                expire(approval, self.now)
-        waiting = list(self.state.awaiting_approval)
-        self.settling = tr.take_settled(self.state)
-        if self.settling:  # as the workflow: each leaves when settled, an escalation names the rest
-            self.state.awaiting_approval = waiting
+        tr.expire_approvals(self.state, self.now)
+        # as the workflow: each leaves when settled, an escalation names the rest
+        self.settling = tr.decided_writes(self.state)
         self.settle_rest()
 
     def settle_rest(self) -> None:
         """The rest of ``settle_approvals``' loop: until a write goes in flight."""
         while self.settling and self.in_flight is None:
             confirmed, approval = self.settling.pop(0)
-            self.state.awaiting_approval = [c for c in self.state.awaiting_approval
-                                            if c.operation_id != confirmed.operation_id]
+            tr.take_awaiting(self.state, confirmed)
             write_key = keys.idempotency_key(confirmed.call, confirmed.operation_id)
             effect = identity(write_key, call_arguments(confirmed.call))
             if approval.status is not ApprovalStatus.APPROVED:  # the ledger is asked before it is settled
@@ -314,6 +309,7 @@ class Driver:
         """The ``cancel`` signal: a model call or read stops at once; a write in flight is awaited."""
         if self.cancel is None:
             self.cancel = request
+            tr.request_cancel(self.state)
         if self.in_flight is None:
             self.run_cancel()
 

@@ -14,7 +14,7 @@ The pseudonym is keyed and the key is a secret that must not enter a workflow's 
 history. So the worker computes it: ``IdentityActivitiesApi.customer_pseudonym`` (a local
 activity; ``activities.identity`` holds the key, given by ``worker.build_worker``) maps the
 customer id the conversation authenticated to its pseudonym. ``publish`` is synchronous
-(handlers and the turn loop call it), so it starts that lookup as a workflow task the first
+(the workflow calls it for every event its transitions record), so it starts that lookup as a workflow task the first
 time it sees a customer, and publishes again when the answer arrives. Until then
 ``CustomerId`` is unset and the details say the pseudonym is pending.
 """
@@ -27,6 +27,7 @@ from typing import Any, Iterable, Optional
 from temporalio import workflow
 from temporalio.exceptions import ActivityError
 
+from workflows.domain import transitions as tr
 from workflows.domain.actions import call_arguments
 from workflows.activity_api import IdentityActivitiesApi
 from workflows.domain.catalogue import spec_of
@@ -40,7 +41,7 @@ from workflows.options import (
     STATUS,
     STEP,
 )
-from workflows.domain.state import ConversationState, StepStatus
+from workflows.domain.state import ConversationState, Phase, StepStatus
 
 SUMMARY_CHARS = 200
 ORDER_IDS_KEPT = 50
@@ -82,12 +83,11 @@ def pending_approvals(state: Any) -> list[Any]:
 
 
 def business_step(state: ConversationState) -> str:
-    """The business step: ``awaiting_approval``, ``awaiting_confirmation``, the write being
-    executed, or the status."""
-    if pending_approvals(state):
-        return "awaiting_approval"
-    if state.pending_confirmation is not None:
-        return "awaiting_confirmation"
+    """The business step: the phase when it awaits a supervisor or the user
+    (``awaiting_approval``, ``awaiting_confirmation``), else the write being executed, or the
+    status."""
+    if state.phase in (Phase.AWAITING_APPROVAL, Phase.AWAITING_CONFIRMATION):
+        return state.phase.value
     running = [step for step in state.steps if step.status == StepStatus.RUNNING]
     return running[-1].name if running else state.status.value
 
@@ -137,6 +137,16 @@ def _value(value: Any) -> Any:
 def when(moment: Any) -> str:
     """A UTC time to the second, as operators read it."""
     return f"{moment:%Y-%m-%d %H:%M:%S} UTC" if hasattr(moment, "strftime") else str(moment)
+
+
+DOING = {tr.ModelAsked: "model proposing the next action"}
+"""What the workflow is doing right after an event of these kinds, while the step it began
+runs (the details' "Current step" says it)."""
+
+
+def doing(event: tr.Event) -> Optional[str]:
+    """What the workflow does right after ``event`` (``DOING``), or None."""
+    return DOING.get(type(event))
 
 
 class Visibility:

@@ -4,7 +4,8 @@ A workflow publishes its status (the ``Status`` search attribute, ``Conversation
 itself, so a run that Temporal terminated, timed out or failed still says what it said while
 it ran ("active", "running"). Temporal's execution status is the truth then: the state,
 the lists and their ``?status=`` filter all use its word (``terminated``, ``timed_out``,
-``failed``), so an item shown as terminated is found by ``status=terminated``.
+``failed``), so an item shown as terminated is found by ``status=terminated``; the state's
+phase is then ``closed``.
 A run cancelled through Temporal ran its own cancel path and published "cancelled": that word stands.
 """
 
@@ -15,7 +16,7 @@ from typing import Any, Optional
 from temporalio.client import WorkflowExecutionStatus
 
 from starter.client.core import ClientCore
-from workflows.domain.records import ConversationStatus
+from workflows.domain.records import ConversationStatus, Phase
 from workflows.domain.state import ConversationState
 
 ABNORMAL = {
@@ -44,8 +45,8 @@ def status_clause(word: str) -> Optional[str]:
 
 
 async def with_run_status(core: ClientCore, handle: Any, state: ConversationState) -> ConversationState:
-    """``state`` with its status replaced by the run's abnormal end, when the state still says
-    the run is going on (one describe RPC then). Unreadable: ``state`` as it is (the query
+    """``state`` with its status replaced by the run's abnormal end (and its phase closed), when
+    the state still says the run is going on (one describe RPC then). Unreadable: ``state`` as it is (the query
     answered, so the state itself is right)."""
     if state.status not in RUNNING_WORDS:
         return state
@@ -54,4 +55,4 @@ async def with_run_status(core: ClientCore, handle: Any, state: ConversationStat
     except Exception:  # noqa: BLE001 - the query's answer stands without it
         return state
     word = abnormal_word(described.status)
-    return state.model_copy(update={"status": ConversationStatus(word)}) if word else state
+    return state.model_copy(update={"status": ConversationStatus(word), "phase": Phase.CLOSED}) if word else state

@@ -25,7 +25,7 @@ from workflows.domain.policy.approvals import Approval
 from workflows.domain.journal import ACCEPTED_VERDICTS, Verdict
 from workflows.domain.migrations import StateIncompatible, load_state
 from workflows.domain.policy.validator import validate_proposal
-from workflows.domain.state import ConversationState, StepStatus
+from workflows.domain.state import ConversationState, ConversationStatus, Phase, StepStatus
 
 ACCEPTED = "accepted"
 MALFORMED = "malformed"
@@ -60,6 +60,10 @@ def state_from_view(view: dict[str, Any]) -> ConversationState:
         state = load_state(dict(view))
     except StateIncompatible as err:
         raise UnreadableView(f"the view does not load as the current state: {err.reason}") from err
+    if state.status is not ConversationStatus.ACTIVE:
+        # the view leaves the phase out (the model reads the status); a view of version 3 or later
+        # loads as open, and the policy refuses every proposal in a closed conversation
+        state.phase = Phase.CLOSED
     for step in state.steps:
         if step.status is StepStatus.AWAITING_APPROVAL:
             order_id = next((o for o in state.orders if o in step.detail), None)

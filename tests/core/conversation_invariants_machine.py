@@ -34,8 +34,9 @@ from tests.conversation_sim import CARD, CUSTOMER, DELIVERED, EMAIL, GIFT, PENDI
 from workflows.domain import transitions as tr
 from workflows.domain.actions import ReplyAction, ToolCallAction, make_tool_call
 from workflows.conversation.approvals import HANDED_OVER, ready_to_settle
-from workflows.domain.policy.approvals import ApprovalDecision, ApprovalPolicy, ApprovalStatus, apply_decision, check_decision
+from workflows.domain.policy.approvals import ApprovalDecision, ApprovalPolicy, ApprovalStatus, check_decision
 from workflows.domain.contracts import CancelRequest
+from workflows.domain.records import Phase as ConversationPhase
 from workflows.domain.state import ConversationState, ConversationStatus
 
 ADDRESS = {"address1": "1 Main St", "address2": "", "city": "Austin", "state": "TX", "country": "USA",
@@ -203,7 +204,7 @@ class ConversationMachine(RuleBasedStateMachine):
             with pytest.raises(ApplicationError):
                 check_decision(d.state.approvals, decision, d.now)
             return
-        apply_decision(check_decision(d.state.approvals, decision, d.now), decision, d.now)
+        tr.decide_approval(d.state, check_decision(d.state.approvals, decision, d.now), decision, d.now)
         if self.idle():
             d.settle()
 
@@ -294,6 +295,25 @@ class ConversationMachine(RuleBasedStateMachine):
             if call.kind == "write":
                 assert call.tag == "compensation" or call.tag == f"flight:{call.key}", call
                 assert call.tag == "compensation" or call.key in started, call
+
+    @invariant()
+    def the_phase_says_where_the_conversation_stands(self) -> None:
+        """Set by the transitions alone, the phase agrees with what it summarises: active while
+        the status is, closing exactly while a cancel is pending, and otherwise awaiting a
+        supervisor while an approval is pending, the user while a write is shown."""
+        if not hasattr(self, "d"):
+            return
+        state, cancel = self.d.state, self.d.cancel
+        assert state.phase.active == (state.status is ConversationStatus.ACTIVE), (state.phase, state.status)
+        if not state.phase.active:
+            assert state.phase is ConversationPhase.CLOSED
+            return
+        assert (state.phase is ConversationPhase.CLOSING) == (cancel is not None), (state.phase, cancel)
+        if state.phase.serving:
+            expected = (ConversationPhase.AWAITING_APPROVAL if state.pending_approvals()
+                        else ConversationPhase.AWAITING_CONFIRMATION if state.pending_confirmation
+                        else ConversationPhase.OPEN)
+            assert state.phase is expected, (state.phase, expected)
 
     @invariant()
     def at_most_one_applied_effect_per_key(self) -> None:

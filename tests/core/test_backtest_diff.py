@@ -147,7 +147,7 @@ def test_a_view_recorded_under_an_older_state_schema_is_migrated_before_the_poli
         for item in order["items"]:
             item["price"] = float(item["price"])
     rebuilt = state_from_view(view)
-    assert rebuilt.schema_version == 2 and str(rebuilt.orders[PENDING].total) == "826.70"
+    assert rebuilt.schema_version == 3 and str(rebuilt.orders[PENDING].total) == "826.70"
     for proposal in PROPOSALS:
         assert policy_class(rebuilt, proposal) == policy_class(authenticated(), proposal)
     view["schema_version"] = 99

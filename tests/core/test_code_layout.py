@@ -5,8 +5,8 @@
 - the import contracts of ``pyproject.toml`` (``[tool.importlinter]``), checked by import-linter:
   systems import nothing of statekeeper; workflow code imports no I/O library, activity, starter
   or settings; the pure domain knows no workflow; activities never import starters; settings
-  import nothing of ours; starters sit over activities over workflows; no two sibling packages
-  import each other. Each contract is also shown to fail on a planted wrong-way import;
+  import nothing of ours; starters sit over activities over workflows; the conversation package
+  is layered; no two sibling packages import each other. Each contract is also shown to fail on a planted wrong-way import;
 - what ``pip install .`` ships (the production image installs the package that way, not
   editable): every folder of production code. A package missing from it fails the image's
   ``statekeeper worker`` or ``uvicorn starter.api:app`` with ``ModuleNotFoundError``, which an
@@ -101,6 +101,20 @@ def test_a_planted_wrong_way_import_breaks_its_contract(copy: Path, contract: st
     assert done.returncode != 0
     broken = done.stdout.split("Broken contracts", 1)[-1]
     assert contract in broken, done.stdout[-3000:]
+
+
+def test_an_import_up_the_conversation_layers_breaks_them(copy: Path):
+    """A lower module of the conversation package importing a higher one (cancellation → turn)
+    is refused by the layers contract of ``workflows.conversation``."""
+    lower = copy / "workflows" / "conversation" / "cancellation.py"
+    source = lower.read_text()
+    lower.write_text(source + "\nfrom workflows.conversation import turn  # noqa: E402  (planted)\n")
+    try:
+        done = lint_imports(copy)
+    finally:
+        lower.write_text(source)
+    assert done.returncode != 0
+    assert "the conversation package is layered" in done.stdout.split("Broken contracts", 1)[-1], done.stdout[-3000:]
 
 
 # --- What pip install ships ---

@@ -18,7 +18,7 @@ from workflows.domain.policy.approvals import Approval, ApprovalStatus
 from workflows.domain.contracts import ModelRequest, Outcome
 from workflows.domain.journal import ACCEPTED_VERDICTS, EntryKind, TurnRecord, Verdict, VerdictRecord
 from workflows.conversation.journal import JournalLog, operation_turn
-from workflows.domain.state import ConversationState, ConversationStatus, Role
+from workflows.domain.state import ConversationState, ConversationStatus, Phase, Role
 
 T0 = datetime(2026, 11, 1, tzinfo=timezone.utc)
 
@@ -92,7 +92,10 @@ def test_later_stages_of_a_shown_write_name_its_turn_not_its_call():
     proposed = state.turn
     tr.receive_user_message(state, "yes")
     log = JournalLog(state, clock)
-    log.write_verdict(pending, Verdict.CONFIRMED, "awaiting-approval")
+    state.subscribe(log.record)
+    approval = Approval.model_construct(approval_id="a1", operation_id=pending.operation_id,
+                                        status=ApprovalStatus.PENDING)
+    tr.await_approval(state, tr.take_pending(state), approval)
     [v] = log.take(state).verdicts
     assert (v.turn, v.call_seq, v.verdict) == (proposed, None, Verdict.CONFIRMED) and state.turn == proposed + 1
 
@@ -106,12 +109,14 @@ def test_later_stages_of_a_shown_write_name_its_turn_not_its_call():
 def test_a_confirmed_writes_verdict_follows_what_the_state_recorded(ok, escalated, expected):
     state = authenticated()
     pending = shown_write(state)
+    log = JournalLog(state, Clock())
+    state.subscribe(log.record)
     if ok is not None:
         tr.apply_write_result(state, pending.call, pending.operation_id, "key", "{}" if ok else "Error: no", ok)
     if escalated:
-        tr.close(state, ConversationStatus.ESCALATED, "could not be shown to have completed")
-    log = JournalLog(state, Clock())
-    log.write_done(state, pending)
+        tr.escalate(state, pending, "could not be shown to have completed")
+    if ok is None and not escalated:
+        tr.write_not_started(state, pending)
     [v] = log.take(state).verdicts
     assert (v.verdict, v.rule, v.outcome) == expected and v.call_seq is None
 
@@ -123,7 +128,8 @@ def test_a_cancel_settles_the_shown_write_and_the_writes_awaiting_approval():
                                        "proposed_turn": 1})
     state.awaiting_approval.append(waiting)
     log = JournalLog(state, Clock())
-    log.closing(state)
+    state.subscribe(log.record)
+    tr.close(state, ConversationStatus.CANCELLED, "the user cancelled")
     verdicts = log.take(state).verdicts
     assert [(v.turn, v.verdict, v.rule) for v in verdicts] == [(shown.proposed_turn, Verdict.CANCELLED,
                                                                 "conversation-cancelled"),
@@ -135,7 +141,7 @@ def test_approvals_withdrawn_by_a_close_are_settled_once():
     approval = Approval.model_construct(approval_id="a1", operation_id=keys.operation_id("policy-test", 3),
                                         status=ApprovalStatus.WITHDRAWN, note="transferred to a human agent")
     state.approvals.append(approval)
-    state.status = ConversationStatus.TRANSFERRED
+    state.status, state.phase = ConversationStatus.TRANSFERRED, Phase.CLOSED
     log = JournalLog(state, Clock())
     [v] = log.take(state).verdicts
     assert (v.turn, v.call_seq, v.verdict, v.reason) == (3, None, Verdict.CANCELLED, "transferred to a human agent")
@@ -205,3 +211,41 @@ def test_a_reply_written_by_its_model_call_is_not_sent_again_unless_the_turn_dif
     assert record is not None and [v.verdict for v in record.verdicts] == [Verdict.SUPERSEDED]
     assert not record.same_rows(written) and written.same_rows(written.model_copy(update={"transcript": [
         e.model_copy(update={"at": T0 + timedelta(days=1)}) for e in written.transcript]}))
+
+
+def test_a_turns_events_become_its_rows_as_they_happen():
+    """The transitions record what happened; ``JournalLog.record`` turns each event into the
+    rows the turn's hand-written calls made: numbered calls, their verdicts, the transcript."""
+    state, clock = authenticated(), Clock()
+    log = JournalLog(state, clock)
+    state.subscribe(log.record)
+    tr.receive_user_message(state, f"cancel {PENDING}", "msg-7")
+    tr.ask_model(state)
+    tr.reject_proposal(state, "check-status", "read the order first", {"kind": "tool_call"})
+    tr.ask_model(state)
+    read = make_tool_call("get_order_details", {"order_id": PENDING})
+    tr.read_failed(state, read, "the order system could not be reached")
+    tr.ask_model(state)
+    assert log.for_model(state)[0] == 3
+    shown = shown_write(state)
+    tr.say(state, "Shall I cancel it?", EntryKind.REPLY)
+    record = log.take(state)
+    assert (record.turn, record.model_calls) == (state.turn, 3)
+    assert [(v.call_seq, v.verdict, v.rule, v.outcome) for v in record.verdicts] == [
+        (1, Verdict.REJECTED, "check-status", None), (2, Verdict.READ_RAN, "tool-error", "unknown"),
+        (3, Verdict.SHOWN, None, None)]
+    assert [(e.seq, e.role, e.kind, e.message_id) for e in record.transcript] == [
+        (0, Role.USER, EntryKind.MESSAGE, "msg-7"), (1, Role.ASSISTANT, EntryKind.REPLY, None)]
+    tr.receive_user_message(state, "no", "msg-8")
+    tr.decline(state, tr.take_pending(state), "user-declined", "the user declined", quote_detail=True)
+    [v] = log.take(state).verdicts
+    assert (v.turn, v.call_seq, v.verdict, v.reason) == (shown.proposed_turn, None, Verdict.DECLINED,
+                                                        "the user declined")
+    assert state.steps[-1].error == "the user declined: Cancel it"  # the state quotes the detail
+
+
+def test_events_without_a_listener_go_nowhere():
+    state = authenticated()
+    tr.receive_user_message(state, "hello")
+    tr.ask_model(state)
+    assert "listeners" not in state.model_dump_json() and state.model_dump()["turn"] == 2

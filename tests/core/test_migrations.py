@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import json
+from datetime import datetime, timezone
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -25,12 +26,22 @@ from tests.policy_fixtures import CARD, DELIVERED, EMAIL, GIFT, PENDING, authent
 from workflows.domain.contracts import SupportInput
 from workflows.domain.errors import ErrorType
 from workflows.domain.migrations import (
-    MIGRATIONS, OLDEST_VERSION, StateIncompatible, initial_state, load_state, migrate, v1_to_v2,
+    MIGRATIONS,
+    OLDEST_VERSION,
+    StateIncompatible,
+    initial_state,
+    load_state,
+    migrate,
+    v1_to_v2,
+    v2_to_v3,
 )
+from workflows.domain import transitions as tr
+from workflows.domain.actions import make_tool_call
 from workflows.domain.money import money
-from workflows.domain.state import SCHEMA_VERSION, CompletedOperation, ConversationState, OrderFact
+from workflows.domain.policy.approvals import Approval
+from workflows.domain.state import SCHEMA_VERSION, CompletedOperation, ConversationState, ConversationStatus, OrderFact
 
-
+T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 MONEY_PATHS = ("customer.payment_methods.*.balance", "orders.*.total", "orders.*.items.*.price",
                "orders.*.payment_history.*.amount", "products.*.variants.*.price")
 
@@ -50,6 +61,7 @@ def as_v1(dump: dict[str, Any]) -> dict[str, Any]:
     """A current JSON dump as v0.1.0 wrote it: ``schema_version`` 1, money as floats."""
     v1 = copy.deepcopy(dump)
     v1["schema_version"] = 1
+    v1.pop("phase", None)  # version 3's
     for holder, key in money_fields(v1):
         if holder[key] is not None:
             holder[key] = float(holder[key])
@@ -80,7 +92,7 @@ def refusal(raw: Any) -> str:
 
 
 def test_the_chain_has_one_step_per_version_up_to_the_current_one():
-    assert OLDEST_VERSION == 1 and SCHEMA_VERSION == 2
+    assert OLDEST_VERSION == 1 and SCHEMA_VERSION == 3
     assert sorted(MIGRATIONS) == list(range(OLDEST_VERSION, SCHEMA_VERSION))
 
 
@@ -111,6 +123,58 @@ def test_step_1_to_2_keeps_826_70_as_826_70():
     assert v2["orders"]["#W1"]["total"] == "826.70"
     assert v2["orders"]["#W1"]["items"][0]["price"] == "826.70"
     assert v2["orders"]["#W1"]["payment_history"][0]["amount"] == "826.70"
+
+
+def phase_of_v2(raw: dict[str, Any]) -> str:
+    """The phase a version-2 state stands in, read as its fields say it (what version 2's
+    workflow inferred from them)."""
+    if raw.get("status", "active") != "active":
+        return "closed"
+    if any(a["status"] == "pending" for a in raw.get("approvals", [])):
+        return "awaiting_approval"
+    return "awaiting_confirmation" if raw.get("pending_confirmation") else "open"
+
+
+def as_v2(state: ConversationState) -> dict[str, Any]:
+    """``state`` as version 2 wrote it: no ``phase``."""
+    v2 = state.model_dump(mode="json")
+    v2["schema_version"] = 2
+    del v2["phase"]
+    return v2
+
+
+def _shown(state: ConversationState) -> None:
+    call = make_tool_call("cancel_pending_order", {"order_id": PENDING, "reason": "no longer needed"})
+    tr.await_confirmation(state, "policy-test.t1", call, "Cancel it")
+
+
+def _awaiting_approval(state: ConversationState) -> None:
+    _shown(state)
+    confirmed = tr.take_pending(state)
+    approval = Approval(approval_id="a1", workflow_id="support-policy-test", operation_id=confirmed.operation_id,
+                        tool=confirmed.call.name, order_id=PENDING, amount=Decimal("10.00"), digest="d",
+                        reasons=[], requested_at=T0, expires_at=T0)
+    tr.await_approval(state, confirmed, approval)
+
+
+@pytest.mark.parametrize("make, expected", [
+    (lambda s: None, "open"),
+    (_shown, "awaiting_confirmation"),
+    (_awaiting_approval, "awaiting_approval"),
+    (lambda s: (_awaiting_approval(s), _shown(s)), "awaiting_approval"),  # the supervisor's wait shows first
+    (lambda s: tr.close(s, ConversationStatus.ENDED, "done"), "closed"),
+    (lambda s: tr.close(s, ConversationStatus.ESCALATED, "unknown"), "closed"),
+], ids=["open", "shown", "approval", "approval-and-shown", "ended", "escalated"])
+def test_step_2_to_3_sets_the_phase_version_2_inferred_and_keeps_everything_else(make, expected):
+    state = current_state()
+    make(state)
+    v2 = as_v2(state)
+    assert phase_of_v2(v2) == expected
+    v3 = v2_to_v3(copy.deepcopy(v2))
+    assert v3 == dict(v2, schema_version=3, phase=expected)
+    loaded = load_state(v2)
+    assert loaded.phase.value == expected == state.phase.value  # what the transitions set, too
+    assert loaded == state
 
 
 def test_a_v1_state_loads_with_its_values_preserved():
@@ -187,15 +251,15 @@ def test_a_renamed_field_is_refused_not_dropped():
     v1["operations_completed"] = v1.pop("completed_operations")
     v1["facts"] = v1.pop("pinned_facts")
     reason = refusal(v1)
-    assert "field operations_completed: not a field of schema version 2" in reason
-    assert "field facts: not a field of schema version 2" in reason
+    assert "field operations_completed: not a field of schema version 3" in reason
+    assert "field facts: not a field of schema version 3" in reason
 
 
 def test_an_unknown_nested_field_is_refused_with_its_path():
     dump = current_state().model_dump(mode="json")
     dump["orders"][PENDING]["items"][0]["colour"] = "red"
-    assert refusal(dump) == (f"saved with schema version 2, it does not validate: field orders.{PENDING}.items.0."
-                             "colour: not a field of schema version 2")
+    assert refusal(dump) == (f"saved with schema version 3, it does not validate: field orders.{PENDING}.items.0."
+                             "colour: not a field of schema version 3")
 
 
 def test_a_wrongly_typed_field_is_named_without_its_value():
@@ -204,7 +268,7 @@ def test_a_wrongly_typed_field_is_named_without_its_value():
     v1["orders"][DELIVERED]["items"][1]["price"] = "a lot"
     v1["customer"]["email"] = 4155550123  # a value that must not reach a log or the Web UI
     reason = refusal(v1)
-    assert reason.startswith("saved with schema version 1 and migrated to 2, it does not validate: ")
+    assert reason.startswith("saved with schema version 1 and migrated to 3, it does not validate: ")
     assert "field turn: Input should be a valid integer" in reason
     assert f"field orders.{DELIVERED}.items.1.price: an amount of money given as text must be a plain decimal" in reason
     assert "field customer.email: Input should be a valid string" in reason
@@ -226,12 +290,12 @@ def test_many_errors_are_counted_not_listed():
 
 
 def test_the_workflow_failure_is_typed_and_non_retryable():
-    err = StateIncompatible("saved by a newer version (99) than this worker understands (2)")
+    err = StateIncompatible("saved by a newer version (99) than this worker understands (3)")
     failure = err.failure()
     assert isinstance(failure, ApplicationError) and failure.non_retryable
     assert failure.type == ErrorType.STATE_INCOMPATIBLE.value
     assert failure.message == ("the conversation's saved state cannot be loaded: saved by a newer version (99) "
-                               "than this worker understands (2)")
+                               "than this worker understands (3)")
 
 
 def test_initial_state_is_fresh_loaded_or_a_placeholder_with_the_error():
@@ -282,6 +346,9 @@ def test_the_offline_model_reads_money_as_text_or_number(given, expected):
 
 HISTORIES = Path(__file__).resolve().parent.parent / "histories"
 STORED = sorted(HISTORIES.glob("v*/states/*.json"))
+SCHEMA_2 = sorted((Path(__file__).resolve().parent / "saved_states" / "schema2").glob("*.json"))
+"""States a real conversation saved with schema version 2 (the recording scenarios' states:
+awaiting confirmation, awaiting approval, ended, cancelled, rolled back, ...), kept loading."""
 
 
 def test_every_release_has_stored_states():
@@ -298,7 +365,14 @@ ADDED_USAGE_FIELDS = {"cache_read_input_tokens": 0, "cache_creation_input_tokens
 such a state reads with."""
 
 
-@pytest.mark.parametrize("path", STORED, ids=lambda p: f"{p.parent.parent.name}/{p.stem}")
+def test_schema_2_states_are_kept_and_cover_every_phase_version_2_inferred():
+    states = [json.loads(path.read_text()) for path in SCHEMA_2]
+    assert states and {state["schema_version"] for state in states} == {2}
+    assert {phase_of_v2(state) for state in states} == {"open", "awaiting_confirmation", "awaiting_approval",
+                                                        "closed"}
+
+
+@pytest.mark.parametrize("path", STORED + SCHEMA_2, ids=lambda p: f"{p.parent.parent.name}/{p.parent.name}/{p.stem}")
 def test_a_stored_state_of_a_release_loads_with_its_values_preserved(path: Path):
     raw = json.loads(path.read_text())
     loaded = load_state(raw)
@@ -317,6 +391,8 @@ def test_a_stored_state_of_a_release_loads_with_its_values_preserved(path: Path)
     assert added == {k: v for k, v in ADDED_USAGE_FIELDS.items() if k in added}
     if "resolutions" not in raw:  # operators' resolutions of unknown outcomes: none in an older state
         assert dumped.pop("resolutions") == []
+    if raw["schema_version"] < 3:  # the phase, inferred from what a version-2 state holds
+        assert dumped.pop("phase") == phase_of_v2(raw)
     assert dumped == dict(raw, schema_version=SCHEMA_VERSION)
     assert len(loaded.completed_operations) == len(raw["completed_operations"])
     assert len(loaded.pinned_facts) == len(raw["pinned_facts"])

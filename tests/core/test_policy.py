@@ -36,7 +36,7 @@ from workflows.domain.actions import (
     parse_proposed_action,
 )
 from workflows.domain.policy.validator import Rule, validate_execution, validate_proposal
-from workflows.domain.state import Confirmation, ConversationStatus, PendingConfirmation
+from workflows.domain.state import Confirmation, ConversationStatus, PendingConfirmation, Phase
 
 ADDRESS = {"address1": "1 Main St", "address2": "", "city": "Austin", "state": "TX", "country": "USA", "zip": "78701"}
 
@@ -225,7 +225,7 @@ def _state_for(kind: str):
         return authenticated(load_orders=False)
     state = authenticated()
     if kind == "closed":
-        state.status = ConversationStatus.ENDED
+        state.status, state.phase = ConversationStatus.ENDED, Phase.CLOSED
     if kind in ("exchanged", "modified"):
         from workflows.domain import transitions as tr
 

@@ -36,7 +36,7 @@ def test_the_details_show_usage_and_budget():
 def test_budget_checks():
     state = ConversationState(conversation_id="c")
     assert not budget.over_budget(state) and budget.remaining_tokens(state) is None  # off by default
-    budget.adopt_budget(state, 1000)
+    tr.start_run(state, 1000)  # the run's budget, adopted by the state
     assert budget.remaining_tokens(state) == 1000
     tr.record_usage(state, "m", 600, 100)
     assert not budget.over_budget(state) and budget.remaining_tokens(state) == 300

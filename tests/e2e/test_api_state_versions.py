@@ -23,7 +23,7 @@ from tests.policy_fixtures import DELIVERED, EMAIL, PENDING
 from workflows.domain.state import SCHEMA_VERSION
 
 REASON = ("the conversation's saved state cannot be loaded: saved by a newer version (99) than this worker "
-          "understands (2); run a newer worker")
+          "understands (3); run a newer worker")
 
 
 @pytest.fixture

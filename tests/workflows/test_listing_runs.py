@@ -47,4 +47,7 @@ async def test_a_conversation_that_continued_as_new_is_listed_once_and_a_termina
         assert await _settled(lambda: _statuses(client, cid, status="terminated"), [("terminated", "active")]) == [
             ("terminated", "active")]
         state = await client.state(cid)
-        assert state.status.value == "terminated" and state.turn and state.model_dump(exclude={"status"}) == before.model_dump(exclude={"status"})
+        # ... and its phase, which the run left open, is closed: the run is over
+        assert state.phase.value == "closed" and before.phase.value == "open"
+        assert state.status.value == "terminated" and state.turn and state.model_dump(
+            exclude={"status", "phase"}) == before.model_dump(exclude={"status", "phase"})

@@ -81,7 +81,7 @@ async def test_a_v1_state_runs_with_its_data_intact_through_continue_as_new(temp
             SupportWorkflow.run, SupportInput(conversation_id=cid, state=saved, max_turns_per_run=1),
             id=support_workflow_id(cid), task_queue=settings.task_queue)
         loaded = await client.state(cid)
-        assert loaded.schema_version == SCHEMA_VERSION == 2
+        assert loaded.schema_version == SCHEMA_VERSION == 3
         assert loaded == current_state().model_copy(update={"conversation_id": cid})
         assert len(loaded.completed_operations) == 1 and len(loaded.pinned_facts) == len(saved["pinned_facts"]) > 0
         assert loaded.orders[PENDING].total == Decimal(str(saved["orders"][PENDING]["total"])).quantize(Decimal("0.01"))
@@ -115,7 +115,7 @@ async def test_a_state_from_a_newer_version_fails_the_run_and_every_call_says_so
         cid = f"state-v99-{uuid.uuid4().hex[:6]}"
         newer = dict(current_state().model_dump(mode="json"), conversation_id=cid, schema_version=99)
         err = await refused(client.start_conversation(cid, state=newer))
-        reason = "saved by a newer version (99) than this worker understands (2)"
+        reason = "saved by a newer version (99) than this worker understands (3)"
         assert err.kind == "state_incompatible" and reason in str(err)
         await assert_failed_with(temporal_env, cid, reason)
         await assert_every_call_says_why(client, cid, reason)
@@ -143,6 +143,6 @@ async def test_a_renamed_field_fails_the_run_instead_of_losing_data(temporal_env
         renamed = v1_state(cid)
         renamed["operations_completed"] = renamed.pop("completed_operations")
         err = await refused(client.start_with_message("hello", cid, state=renamed))
-        reason = "field operations_completed: not a field of schema version 2"
+        reason = "field operations_completed: not a field of schema version 3"
         assert err.kind == "state_incompatible" and reason in str(err)
         await assert_failed_with(temporal_env, cid, reason)

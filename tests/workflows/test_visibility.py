@@ -16,7 +16,17 @@ from temporalio.client import WorkflowHandle
 
 from starter.runtime.connection import data_converter
 from tests.policy_fixtures import CARD, CUSTOMER, DELIVERED, EMAIL, GIFT, PENDING
-from tests.workflow_harness import ListBrain, call, conversation_over_runs, reply, running_worker, two_orders_brain
+from tests.workflow_harness import (
+    ListBrain,
+    Script,
+    Think,
+    call,
+    conversation_over_runs,
+    reply,
+    running_worker,
+    two_orders_brain,
+    until,
+)
 from workflows.options import CUSTOMER_ID, ORDER_IDS, STATUS, STEP
 from workflows.domain.pseudonym import customer_pseudonym
 
@@ -175,3 +185,24 @@ async def test_a_refund_shows_its_pending_approval_then_the_approver_and_outcome
         assert (await handle.describe()).typed_search_attributes.get(STATUS) == "applied"
         leaked = [p for p in PERSONAL if p.lower() in decoded(done).lower()]
         assert leaked == []
+
+
+async def test_the_details_say_what_the_run_does_while_the_model_call_runs(temporal_env, settings):
+    """The transition that asks the model records an event; the view it refreshes says so
+    before the call is made, and the next event (the reply) clears it."""
+    async with running_worker(temporal_env, settings, brain=Script([Think(4.0, reply("Hello there."))])) as (
+            client, _):
+        cid = await client.start_conversation(f"vis-doing-{uuid.uuid4().hex[:6]}")
+        handle = temporal_env.client.get_workflow_handle(f"support-{cid}")
+
+        async def details() -> str:
+            metadata = await handle.query("__temporal_workflow_metadata", result_type=WorkflowMetadata)
+            return metadata.current_details
+
+        sending = asyncio.create_task(client.send_message(cid, "Hello"))
+
+        async def proposing() -> bool:
+            return "**Current step:** active (model proposing the next action)" in await details()
+        await until(proposing, "the details while the model call runs")
+        assert (await sending).text == "Hello there."
+        assert "**Current step:** active\n" in await details() + "\n"

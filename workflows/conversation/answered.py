@@ -1,5 +1,5 @@
-"""Replies by message id across runs: ``AnsweredReplies``, the mixin of ``SupportWorkflow``
-that remembers which message ids (update ids) were answered and with what.
+"""Replies by message id across runs: ``AnsweredReplies``, which ``SupportWorkflow`` holds to
+remember which message ids (update ids) were answered and with what.
 
 Temporal deduplicates update ids within one run only, and a finished run answers a recorded
 update id itself; the replies of earlier runs travel in the next run's input
@@ -24,24 +24,28 @@ after 50 more messages."""
 
 
 class AnsweredReplies:
-    """Holds ``_answered`` (update id → reply), set by the workflow's ``__init__``."""
+    """Update id → the reply given to that message, the newest ``ANSWERED_KEPT``, starting
+    from what earlier runs answered (``SupportInput.answered``)."""
 
-    _answered: dict[str, AssistantReply]
+    def __init__(self, answered: dict[str, AssistantReply]) -> None:
+        self._answered = dict(answered)
 
-    def _recorded(self) -> Optional[AssistantReply]:
+    def recorded(self) -> Optional[AssistantReply]:
         """The reply already given to the current update's message id, if any (validator or handler)."""
         info = workflow.current_update_info()
         return self._answered.get(info.id) if info is not None else None
 
-    def _remember(self, update_id: str, reply: AssistantReply) -> None:
+    def remember(self, update_id: str, reply: AssistantReply) -> None:
         """Record ``reply`` under ``update_id``, keeping the newest ``ANSWERED_KEPT``."""
         self._answered[update_id] = reply
         while len(self._answered) > ANSWERED_KEPT:
             del self._answered[next(iter(self._answered))]
 
-    @workflow.query(description="The reply recorded for a message id (the update id, msg-<message id>), or "
-                                "null: a retry of a message an earlier run answered, once the run has finished.")
-    def answered_reply(self, update_id: str) -> Optional[AssistantReply]:
-        """The reply recorded under ``update_id`` in this run or an earlier one (``None`` when
-        none is recorded, or it is older than the last ``ANSWERED_KEPT``)."""
+    def get(self, update_id: str) -> Optional[AssistantReply]:
+        """The reply recorded under ``update_id`` in this run or an earlier one (None when none
+        is recorded, or it is older than the last ``ANSWERED_KEPT``)."""
         return self._answered.get(update_id)
+
+    def carried(self) -> dict[str, AssistantReply]:
+        """What the next run starts from (continue-as-new's ``SupportInput.answered``)."""
+        return dict(self._answered)

@@ -39,7 +39,6 @@ from workflows.domain.policy.approvals import (
     Approval,
     ApprovalPolicy,
     ApprovalStatus,
-    expire,
     expiry_ticket_summary,
     open_approval,
     required_approval,
@@ -51,13 +50,9 @@ from workflows.domain.policy.clauses import Rule
 from workflows.domain.contracts import CancelRequest, TicketLookup, ToolResult, WriteToolRequest
 from workflows.conversation.cancellation import escalated_with_cancel
 from workflows.conversation.execute import execute_confirmed, open_ticket
-from workflows.interrupts import Interrupted
-from workflows.domain.journal import Verdict
 from workflows.ledger_lookup import recorded_under
-from workflows.conversation.journal import JournalLog
 from workflows.options import HEARTBEAT_TIMEOUT, READ_RETRY, READ_TIMEOUT
 from workflows.domain.state import ConversationState, PendingConfirmation, StepStatus
-from workflows.visibility import Visibility
 
 
 NO_TICKET = "the approval expired undecided; no human-agent ticket could be opened"
@@ -97,14 +92,13 @@ async def _recorded(state: ConversationState, confirmed: PendingConfirmation, wh
     return await recorded_under(request, f"ask the ledger for {call.name} {when}")
 
 
-async def handed_over(state: ConversationState, confirmed: PendingConfirmation, policy: ApprovalPolicy,
-                      journal: Optional[JournalLog] = None) -> bool:
+async def handed_over(state: ConversationState, confirmed: PendingConfirmation, policy: ApprovalPolicy) -> bool:
     """True when an earlier run of this conversation handed ``confirmed`` to a human agent:
     the ticketing system holds its approval-expiry ticket (``keys.approval_expiry_ticket_key``).
     A reset restarts an approval's timer, so without this the re-executed yes parks the write
-    again and a supervisor may approve what a human agent already has. When True, the step has
-    failed with ``HANDED_OVER`` and the verdict is in ``journal``: the caller tells the user
-    ``replies.already_handed_over`` and runs nothing.
+    again and a supervisor may approve what a human agent already has. When True, the write has
+    failed with ``HANDED_OVER``: the caller tells the user ``replies.already_handed_over`` and
+    runs nothing.
 
     Asks only for writes that need approval; a failed look-up returns False (the write waits
     for, or runs after, the supervisor's decision)."""
@@ -121,10 +115,25 @@ async def handed_over(state: ConversationState, confirmed: PendingConfirmation, 
         workflow.logger.warning("ticket lookup before approval failed: %s", type(err.cause).__name__)
         return False
     if found:
-        tr.finish_step(state, confirmed.operation_id, StepStatus.FAILED, HANDED_OVER)
-        if journal is not None:
-            journal.write_verdict(confirmed, Verdict.DECLINED, Rule.APPROVAL_EXPIRED.value, HANDED_OVER)
+        tr.fail_write(state, confirmed, Rule.APPROVAL_EXPIRED.value, HANDED_OVER)
     return found
+
+
+async def request_supervisor(state: ConversationState, confirmed: PendingConfirmation, policy: ApprovalPolicy,
+                             workflow_id: str, now: datetime) -> Optional[str]:
+    """The user confirmed a write that needs a supervisor (``needs_approval``): park it for
+    one (``request_approval``) and return what the user is told. Unless an earlier run settled
+    it (a reset re-executed this yes): the ledger's result is recorded as its outcome and None
+    returned (the model is asked what to say), or, when it is with a human agent already
+    (``handed_over``), the user is told so."""
+    recorded = await recorded_before_approval(state, confirmed, policy)
+    if recorded is not None:  # the write ran, approved, in the first run
+        record_recorded(state, confirmed, recorded)
+        return None
+    if await handed_over(state, confirmed, policy):  # its approval expired in a run before
+        return replies.already_handed_over(confirmed.detail)
+    request_approval(state, confirmed, policy, workflow_id, now)
+    return replies.awaiting_approval(confirmed.detail)
 
 
 def record_recorded(state: ConversationState, confirmed: PendingConfirmation, recorded: ToolResult) -> None:
@@ -166,69 +175,46 @@ def ready_to_settle(state: ConversationState, now: datetime) -> bool:
 
 
 async def settle_approvals(state: ConversationState, policy: ApprovalPolicy, write_timeout_seconds: float,
-                           visibility: Visibility, cancel_requested: Callable[[], Optional[CancelRequest]],
-                           journal: Optional[JournalLog] = None) -> list[str]:
+                           cancel_requested: Callable[[], Optional[CancelRequest]]) -> list[str]:
     """Act on every decided or expired approval; returns what to tell the user, one
-    sentence per write, and notes each write's verdict in ``journal``. Raises
-    ``Interrupted`` when a cancel arrives before an approved write starts (it then never
-    starts)."""
-    now = workflow.now()
-    for approval in state.pending_approvals():
-        if now >= approval.expires_at:
-            expire(approval, now)
-    told, waiting = [], list(state.awaiting_approval)
-    settled = tr.take_settled(state)
-    if settled:
-        state.awaiting_approval = waiting  # each leaves when settled: an escalation withdraws (and tells) the rest
-    for confirmed, approval in settled:
-        state.awaiting_approval = [c for c in state.awaiting_approval if c.operation_id != confirmed.operation_id]
+    sentence per write. Raises ``Interrupted`` when a cancel arrives before an approved
+    write starts (it then never starts)."""
+    tr.expire_approvals(state, workflow.now())
+    told: list[str] = []
+    # each leaves the awaiting writes when settled: an escalation withdraws (and tells) the rest
+    for confirmed, approval in tr.decided_writes(state):
+        tr.take_awaiting(state, confirmed)
         if approval.status is not ApprovalStatus.APPROVED:
             # a reset to after the yes undid a decision whose write ran: it is not "nothing changed"
             recorded = await _recorded(state, confirmed, "before telling the user it was not made")
             if recorded is not None:
                 record_recorded(state, confirmed, recorded)
-                # the supervisor's own note (a rejection's reason) stays: the audit keeps both
-                approval.note = "; ".join(filter(None, [approval.note, RAN_EARLIER]))
-                if journal is not None:
-                    journal.write_done(state, confirmed)
+                tr.note_ran_earlier(approval, RAN_EARLIER)
                 told.append(replies.made_earlier(confirmed.detail, None if recorded.ok else recorded.result))
                 continue
         if approval.status is ApprovalStatus.APPROVED:
-            try:
-                ended = await execute_confirmed(state, confirmed, write_timeout_seconds, visibility,
-                                                cancel_requested, approvals=policy, approved_by=approval.approver)
-            except Interrupted:
-                if journal is not None:
-                    journal.write_done(state, confirmed)  # cancelled before it ran
-                raise
-            if journal is not None:
-                journal.write_done(state, confirmed)
+            ended = await execute_confirmed(state, confirmed, write_timeout_seconds, cancel_requested,
+                                            approvals=policy, approved_by=approval.approver)
             told.append(ended or replies.approved(confirmed.detail, _outcome(state, confirmed)))
             if not state.is_open():
                 if ended is not None:  # escalated: a cancel that arrived meanwhile is honoured too
                     told[-1] = await escalated_with_cancel(state, cancel_requested(), ended, write_timeout_seconds)
                 break
         elif approval.status is ApprovalStatus.REJECTED:
-            reason = f"a supervisor rejected it ({approval.approver})"
-            tr.decline(state, confirmed, Rule.APPROVAL_REJECTED.value, f"{reason}: {confirmed.detail}")
-            if journal is not None:
-                journal.write_verdict(confirmed, Verdict.DECLINED, Rule.APPROVAL_REJECTED.value, reason)
+            tr.decline(state, confirmed, Rule.APPROVAL_REJECTED.value, f"a supervisor rejected it ({approval.approver})",
+                       quote_detail=True)
             told.append(replies.approval_rejected(confirmed.detail))
         else:
+            # the step fails at once; the reason says whether a human agent has it once the ticket is asked for
             reason = f"the approval expired undecided; {HANDED_TO_HUMAN}"
             tr.finish_step(state, confirmed.operation_id, StepStatus.FAILED, reason)
             write_key = keys.idempotency_key(confirmed.call, confirmed.operation_id)
             opened = await open_ticket(state, expiry_ticket_summary(approval),
                                        keys.approval_expiry_ticket_key(write_key))
-            if not opened:  # no human has it: none is promised
-                reason = NO_TICKET
-                tr.finish_step(state, confirmed.operation_id, StepStatus.FAILED, reason)
-                told.append(replies.approval_expired_without_ticket(confirmed.detail))
-            else:
-                told.append(replies.approval_expired(confirmed.detail))
-            if journal is not None:  # in memory until the turn's record is sent: after the ticket is fine
-                journal.write_verdict(confirmed, Verdict.DECLINED, Rule.APPROVAL_EXPIRED.value, reason)
-    visibility.publish(state)
+            tr.fail_write(state, confirmed, Rule.APPROVAL_EXPIRED.value, reason if opened else NO_TICKET)
+            # no human has it without a ticket: none is promised
+            told.append(replies.approval_expired(confirmed.detail) if opened
+                        else replies.approval_expired_without_ticket(confirmed.detail))
     return told
 
 

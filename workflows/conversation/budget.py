@@ -1,7 +1,7 @@
 """The per-conversation token budget: past it, the conversation goes to a human agent.
 
 The budget (``SupportInput.token_budget``, from ``Settings.token_budget``; off by default) is
-copied into ``state.usage.budget_tokens`` when a run starts and counts every token the
+copied into ``state.usage.budget_tokens`` when a run starts (``transitions.start_run``) and counts every token the
 conversation's model calls processed (``Usage.total_tokens``: uncached input, cache reads,
 cache writes, output). It is checked twice:
 
@@ -33,11 +33,6 @@ BUDGET_REASON = "token budget exceeded: handed to a human agent"
 
 class OverBudget(Exception):
     """Raised inside a turn when the next model call would pass the budget."""
-
-
-def adopt_budget(state: ConversationState, budget: Optional[int]) -> None:
-    """Set the run's budget (tokens, None: none) on the state, where the query shows it."""
-    state.usage.budget_tokens = budget
 
 
 def over_budget(state: ConversationState) -> bool:

@@ -12,7 +12,7 @@ that escalation. The user receives a summary of exactly what happened.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Optional
+from typing import Optional
 
 from workflows.domain import keys, replies
 from workflows.domain import transitions as tr
@@ -20,9 +20,6 @@ from workflows.conversation.compensation import roll_back
 from workflows.domain.contracts import CancelRequest
 from workflows.conversation.execute import open_ticket
 from workflows.domain.state import ConversationState, ConversationStatus, StepStatus
-
-if TYPE_CHECKING:
-    from workflows.conversation.turn import TurnContext
 
 
 async def cancel_conversation(state: ConversationState, request: CancelRequest, write_timeout_seconds: float) -> str:
@@ -46,39 +43,25 @@ async def _roll_back(state: ConversationState, write_timeout_seconds: float) -> 
     return not_undone
 
 
-async def escalated_while_cancelling(ctx: "TurnContext", reply: str) -> str:
-    """The reply to a turn that ended escalated or transferred: prefixed with the cancel's summary, and the
-    cancel's reason added to ``state.ended_reason``, when a cancel was pending; ``reply``
-    unchanged otherwise (the status stays: a human must check the write, or has the case).
+async def escalated_with_cancel(state: ConversationState, request: Optional[CancelRequest], reply: str,
+                                write_timeout_seconds: float) -> str:
+    """The reply to a turn (or a settled approval) that ended escalated or transferred: prefixed
+    with the cancel's summary, and the cancel's reason added to ``state.ended_reason``, when a
+    cancel was pending; ``reply`` unchanged otherwise (the status stays: a human must check the
+    write, or has the case).
 
     A write whose outcome turned out unknown while a cancel was pending is still escalated (the
     one thing a cancel lets start); a transfer to a human agent (or a hand-over at the token
     budget) whose ticket opened while a cancel arrived stays ``transferred``. Either way the
     user's reply and the state also say that the conversation was cancelled, and a cancel
     asking for a rollback undoes the reversible writes after the escalation or transfer."""
-    return await escalated_with_cancel(ctx.state, ctx.cancel_request(), reply, ctx.write_timeout_seconds)
-
-
-async def escalated_with_cancel(state: ConversationState, request: Optional[CancelRequest], reply: str,
-                                write_timeout_seconds: float) -> str:
-    """``escalated_while_cancelling`` for a write run outside a turn (a supervisor approved it)."""
     if request is None or state.status not in (ConversationStatus.ESCALATED, ConversationStatus.TRANSFERRED):
         return reply
     not_undone: list[str] = []
     if request.rollback:
         not_undone = await _roll_back(state, write_timeout_seconds)
-    state.ended_reason = f"{state.ended_reason}; cancel requested meanwhile: {request.reason}"
+    tr.note_cancel(state, request.reason)
     return f"{summary(state, not_undone)} {reply}"
-
-
-def answered_by_cancel(state: ConversationState, request: Optional[CancelRequest]) -> bool:
-    """True when the turn just answered must be answered by the cancel path instead: a cancel is
-    pending and the conversation is still open. A turn that ends with a reply while a cancel that
-    arrived during it is pending (an approval being requested, a transfer whose ticket failed, a
-    write found changed) is answered by the cancel's summary, as an interrupted turn is: the reply
-    would say what the cancel already made untrue ("this needs a supervisor's approval" for a
-    write it withdrew)."""
-    return request is not None and state.is_open()
 
 
 def summary(state: ConversationState, not_undone: list[str]) -> str:

@@ -26,7 +26,7 @@ from workflows.domain.contracts import CancelRequest, ReadToolRequest, WriteTool
 from workflows.interrupts import cancellable
 from workflows.ledger_lookup import recorded_under
 from workflows.options import HEARTBEAT_TIMEOUT, READ_RETRY, READ_TIMEOUT, WRITE_RETRY
-from workflows.domain.state import CompletedOperation, ConversationState, StepStatus
+from workflows.domain.state import CompletedOperation, ConversationState
 
 async def _subject_document(state: ConversationState, spec: Any, subject_id: str,
                             cancel_requested: Callable[[], Optional[CancelRequest]]) -> Optional[dict[str, Any]]:
@@ -93,8 +93,7 @@ async def roll_back(state: ConversationState, write_timeout_seconds: float) -> l
             trouble.append(_step_detail(state, op))
             continue
         if await _compensate(state, op, spec.compensation, write_timeout_seconds):
-            op.compensated = True
-            tr.finish_step(state, op.operation_id, StepStatus.COMPENSATED, "undone: the user asked for a rollback")
+            tr.compensated(state, op)
         else:
             trouble.append(_step_detail(state, op))
     return trouble
@@ -121,9 +120,8 @@ async def _compensate(state: ConversationState, op: CompletedOperation, tool: st
         result = await _undo(request, write_timeout_seconds, f"undo {op.tool} (rollback)")
         if result is None:
             return False
-    fold = spec_of(tool).fold
-    if result.ok and fold is not None:
-        fold(state, call_arguments(call), result.result)
+    if result.ok:
+        tr.apply_compensation_result(state, call, result.result)
     return result.ok
 
 

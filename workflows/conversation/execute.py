@@ -48,13 +48,8 @@ from workflows.ledger_lookup import recorded_under
 from workflows.options import (CONVERSATION_TASK_TIMEOUT, HEARTBEAT_TIMEOUT, READ_RETRY,
                                READ_TIMEOUT, TENANT, WRITE_RETRY)
 from workflows.refund.workflow import RefundWorkflow
-from workflows.domain.state import (
-    ConversationState,
-    ConversationStatus,
-    PendingConfirmation,
-    StepStatus,
-)
-from workflows.visibility import Visibility, call_summary
+from workflows.domain.state import ConversationState, PendingConfirmation
+from workflows.visibility import call_summary
 
 CHILD_START_ATTEMPTS = 30
 CHILD_START_BACKOFF = timedelta(seconds=2)
@@ -124,13 +119,13 @@ def escalation_summary(reason: str, withdrawn: list[str]) -> str:
 
 
 async def execute_confirmed(state: ConversationState, pending: PendingConfirmation, write_timeout_seconds: float,
-                            visibility: Visibility,
                             cancel_requested: Callable[[], Optional[CancelRequest]] = lambda: None,
                             approvals: Optional[ApprovalPolicy] = None,
                             approved_by: Optional[str] = None) -> Optional[str]:
     """Run ``pending`` (the user confirmed it). Returns None when the write reached the
     system of record (applied or refused: the model is asked what to say next), or the
-    reply that ends the turn when its outcome is unknown and the conversation escalated.
+    reply that ends the turn when nothing was written because the order changed since it
+    was confirmed, or when its outcome is unknown and the conversation escalated.
     Raises ``Interrupted`` when a cancel arrives before the write starts (it then never
     starts); once started, the write is awaited whatever arrives. A refund child gets
     ``approvals`` (the conversation's policy) and ``approved_by`` (the supervisor who
@@ -138,17 +133,19 @@ async def execute_confirmed(state: ConversationState, pending: PendingConfirmati
     call, operation = pending.call, pending.operation_id
     key = keys.idempotency_key(call, operation)
     spec = spec_of(call.name)
-    tr.finish_step(state, operation, StepStatus.RUNNING)
-    visibility.publish(state)
-    undo, document = await before_image(state, call, cancel_requested)
-    if cancel_requested() is not None:
-        raise Interrupted()
+    tr.start_write(state, pending)
+    try:
+        undo, document = await before_image(state, call, cancel_requested)
+        if cancel_requested() is not None:
+            raise Interrupted()
+    except Interrupted:
+        tr.write_not_started(state, pending)
+        raise
     if document is not None and read_before_write.changed(state, call, document):
         # the order the user confirmed is not the one there now: nothing is written
         tr.apply_write_result(state, call, operation, key, read_before_write.CHANGED_RESULT, False, None, None)
         tr.apply_read_result(state, read_of("order_id", document["order_id"]),
                              json.dumps(document))  # the model sees the order as it is now
-        visibility.publish(state)
         return replies.CHANGED_SINCE_CONFIRMED
     child_id: Optional[str] = None
     try:
@@ -183,22 +180,20 @@ async def execute_confirmed(state: ConversationState, pending: PendingConfirmati
         result = await _recheck(state, call, key) or result
     if result.outcome is Outcome.UNKNOWN:
         reason = f"{call.name} could not be shown to have completed ({result.result}); escalated to a human agent"
-        tr.finish_step(state, operation, StepStatus.UNKNOWN, reason)
+        tr.outcome_unknown(state, pending, reason)
         # confirmed writes awaiting a supervisor are withdrawn by the close: the human and the user hear of them
         withdrawn = [c.detail for c in state.awaiting_approval]
         opened = await open_ticket(state, escalation_summary(reason, withdrawn), keys.escalation_ticket_key(key))
-        tr.close(state, ConversationStatus.ESCALATED, reason if opened else f"{reason}; no ticket could be opened")
+        tr.escalate(state, pending, reason if opened else f"{reason}; no ticket could be opened")
         # without a ticket no human has the case yet: operators find it by its Step and Status
         return replies.escalated(withdrawn, ticket_opened=opened)
     tr.apply_write_result(state, call, operation, key, result.result, result.ok, child_id,
                           usable_before_image(call, undo, result.replayed))
     if not result.ok and result.result == read_before_write.CHANGED_RESULT:
-        visibility.publish(state)
         return replies.CHANGED_SINCE_CONFIRMED  # nothing was written; the state tells the model why
     if (result.ok and spec.execution is Execution.REFUND_WORKFLOW and state.customer is not None
             and cancel_requested() is None):  # after a cancel nothing new starts, not even a read
         await _refresh_customer(state, cancel_requested)
-    visibility.publish(state)
     return None
 
 

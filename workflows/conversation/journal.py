@@ -1,11 +1,16 @@
 """A conversation's journal records, collected in workflow memory and sent once per turn.
 
 ``JournalLog`` lives in the workflow object, never in the state (the state is carried through
-continue-as-new and must stay small). During a turn it numbers the model calls
-(``next_call``: the ``call_seq`` of each ``ModelRequest``) and notes each call's verdict and
-each transcript entry; ``flush`` sends them with one ``record_turn`` activity call. Every
-record is keyed by (conversation, turn, sequence number), all deterministic, so a retried
-activity, a replay or a reset re-running the turn writes the same keys again.
+continue-as-new and must stay small). It hears what happened from the events the transitions
+record (``record``: ``workflows.domain.transitions.Event``, the mapping below): during a turn
+it numbers the model calls (the ``call_seq`` of each ``ModelRequest``) and notes each call's
+verdict and each transcript entry; ``flush`` sends them with one ``record_turn`` activity
+call. Every record is keyed by (conversation, turn, sequence number), all deterministic, so a
+retried activity, a replay or a reset re-running the turn writes the same keys again.
+
+A write's later stages (confirmed, declined, executed, cancelled) name the turn that proposed
+it (``keys.operation_turn`` of its operation id), with no ``call_seq``: its call was that
+turn's last.
 
 Transcript numbering: a user turn's message is entry 0, each text the user is then shown
 (the reply, a notice told between turns, the cancellation summary) the next one. A new run
@@ -27,6 +32,8 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError, FailureError
 
 from workflows.activity_api import JournalActivitiesApi
+from workflows.domain import transitions as tr
+from workflows.domain.keys import operation_turn
 from workflows.domain.policy.approvals import ApprovalStatus
 from workflows.domain.policy.clauses import Rule
 from workflows.domain.contracts import Outcome
@@ -40,16 +47,12 @@ from workflows.options import (
     JOURNAL_RETRY,
     JOURNAL_TIMEOUT,
 )
-from workflows.domain.state import ConversationState, ConversationStatus, PendingConfirmation
+from workflows.domain.state import ConversationState, ConversationStatus
 
+__all__ = ["JournalLog", "operation_turn"]
 
-def operation_turn(operation_id: str) -> int:
-    """The user turn that proposed ``operation_id`` (``workflows.domain.keys.operation_id``:
-    ``<conversation>.t<turn>``). Raises ValueError for another shape."""
-    _, sep, turn = operation_id.rpartition(".t")
-    if not sep or not (turn.isascii() and turn.isdigit()):
-        raise ValueError(f"not an operation id: {operation_id!r}")
-    return int(turn)
+BUDGET_RULE = "token-budget"
+"""The rule of the verdict on a model call the token budget refused."""
 
 
 class JournalLog:
@@ -67,9 +70,66 @@ class JournalLog:
         self._withdrawn_told: set[str] = set()
         self._presumed: Optional[TurnRecord] = None
         """The record a model call wrote with its reply (``model_wrote``), until the next ``take``."""
+        self._given: Optional[TurnRecord] = None
+        """The record given to the model call in flight (``for_model``)."""
         self._writing: Optional[asyncio.Task[None]] = None
         """The last record's write, in the background: the next turn does not wait for the
         journal (a journal that is down would otherwise hold up every message)."""
+
+    # --- what happened ----------------------------------------------------------------
+
+    def record(self, event: tr.Event) -> None:
+        """Note the journal's rows for ``event`` (none for events it does not keep)."""
+        match event:
+            case tr.MessageReceived(turn=turn, text=text, message_id=message_id):
+                self.user_message(turn, text, message_id)
+            case tr.MessageRefused(text=text, message_id=message_id, reply=reply):
+                self._entry(Role.USER, EntryKind.MESSAGE, text, message_id)
+                self.said(reply)
+            case tr.Said(text=text, kind=kind):
+                self.said(text, kind)
+            case tr.ModelAsked():
+                self.next_call()
+            case tr.ModelAnswered(written_reply=text) if text is not None:
+                self.model_wrote(self._given, text)
+            case tr.ModelCallCancelled():
+                self.call_verdict(Verdict.CANCELLED, Rule.CANCELLED.value, "the model call was cancelled")
+            case tr.ModelFailed(rule=rule, reason=reason):
+                self.call_verdict(Verdict.MALFORMED, rule, reason)
+            case tr.BudgetRefused(reason=reason):
+                self.call_verdict(Verdict.TRANSFERRED, BUDGET_RULE, reason)
+            case tr.ProposalRejected(rule=rule, reason=reason):
+                self.call_verdict(Verdict.REJECTED, rule, reason)
+            case tr.ProposalSuperseded(rule=rule, reason=reason):
+                self.call_verdict(Verdict.SUPERSEDED, rule, reason)
+            case tr.ReplyAccepted():
+                self.call_verdict(Verdict.REPLIED)
+            case tr.EndAccepted():
+                self.call_verdict(Verdict.ENDED)
+            case tr.TransferAccepted():
+                self.call_verdict(Verdict.TRANSFERRED)
+            case tr.ReadRan(outcome=outcome):
+                self.call_verdict(Verdict.READ_RAN, outcome=outcome)
+            case tr.ReadFailed(rule=rule, reason=reason):
+                self.call_verdict(Verdict.READ_RAN, rule, reason, Outcome.UNKNOWN)
+            case tr.ReadCancelled():
+                self.call_verdict(Verdict.CANCELLED, Rule.CANCELLED.value, "the read was cancelled")
+            case tr.WriteShown():
+                self.call_verdict(Verdict.SHOWN)
+            case tr.WriteAwaitingApproval(operation_id=op):
+                self._write_verdict(op, Verdict.CONFIRMED, Rule.AWAITING_APPROVAL.value)
+            case tr.WriteDeclined(operation_id=op, rule=rule, reason=reason):
+                self._write_verdict(op, Verdict.DECLINED, rule, reason)
+            case tr.WriteDone(operation_id=op, outcome=outcome, result=result):
+                rule = None if outcome is Outcome.APPLIED else Rule.TOOL_ERROR.value
+                self._write_verdict(op, Verdict.EXECUTED, rule, result, outcome)
+            case tr.WriteCancelled(operation_id=op, reason=reason):
+                self._write_verdict(op, Verdict.CANCELLED, Rule.CANCELLED.value, reason)
+            case tr.Closed(status=ConversationStatus.CANCELLED, unrun=unrun):
+                # the shown write and the writes awaiting a supervisor will not run
+                for op in unrun:
+                    self._write_verdict(op, Verdict.CANCELLED, Rule.CANCELLED.value, "the conversation was cancelled")
+                    self._withdrawn_told.add(op)
 
     # --- transcript -------------------------------------------------------------------
 
@@ -78,10 +138,6 @@ class JournalLog:
         self.turn, self.calls, self._seq = turn, 0, -1
         self._entry(Role.USER, EntryKind.MESSAGE, text, message_id)
         self._turn_complete = True
-
-    def unanswered_message(self, text: str, message_id: Optional[str]) -> None:
-        """A message that arrived after the conversation closed (answered that it is over)."""
-        self._entry(Role.USER, EntryKind.MESSAGE, text, message_id)
 
     def said(self, text: str, kind: EntryKind = EntryKind.REPLY) -> None:
         """The user was shown ``text`` (a reply, a notice, the cancellation summary)."""
@@ -104,33 +160,15 @@ class JournalLog:
         """The verdict on the proposal of this turn's latest model call."""
         self._verdict(self.turn, self.calls, verdict, rule, reason, outcome)
 
-    def write_verdict(self, pending: PendingConfirmation, verdict: Verdict, rule: Optional[str] = None,
-                      reason: Optional[str] = None, outcome: Optional[Outcome] = None) -> None:
-        """A later stage of the write ``pending`` (shown at the end of its turn, so its call is
-        that turn's last: ``call_seq`` None)."""
-        self._verdict(pending.proposed_turn, None, verdict, rule, reason, outcome)
-
-    def write_done(self, state: ConversationState, pending: PendingConfirmation) -> None:
-        """The verdict on ``pending`` once ``execute_confirmed`` returned or raised: executed with
-        its outcome (applied/refused as recorded; unknown when the conversation escalated), else
-        cancelled before it ran."""
-        op = next((o for o in reversed(state.completed_operations) if o.operation_id == pending.operation_id), None)
-        if op is not None:
-            outcome = Outcome.APPLIED if op.ok else Outcome.REFUSED
-            self.write_verdict(pending, Verdict.EXECUTED, None if op.ok else Rule.TOOL_ERROR.value,
-                               None if op.ok else op.result, outcome)
-        elif state.status is ConversationStatus.ESCALATED:
-            self.write_verdict(pending, Verdict.EXECUTED, Rule.TOOL_ERROR.value, state.ended_reason, Outcome.UNKNOWN)
-        else:
-            self.write_verdict(pending, Verdict.CANCELLED, Rule.CANCELLED.value, "cancelled before it ran")
-
-    def closing(self, state: ConversationState) -> None:
-        """Before a cancel closes ``state``: its shown write and its writes awaiting a
-        supervisor will not run."""
-        for pending in [*([state.pending_confirmation] if state.pending_confirmation else []),
-                        *state.awaiting_approval]:
-            self.write_verdict(pending, Verdict.CANCELLED, Rule.CANCELLED.value, "the conversation was cancelled")
-            self._withdrawn_told.add(pending.operation_id)
+    def _write_verdict(self, operation_id: str, verdict: Verdict, rule: Optional[str] = None,
+                       reason: Optional[str] = None, outcome: Optional[Outcome] = None) -> None:
+        """A later stage of the write ``operation_id``: shown at the end of the turn that proposed
+        it, so its call is that turn's last (``call_seq`` None)."""
+        try:
+            turn = operation_turn(operation_id)
+        except ValueError:
+            return  # not one of ours (never expected): a missing verdict beats a stalled run
+        self._verdict(turn, None, verdict, rule, reason, outcome)
 
     def _withdrawn(self, state: ConversationState) -> None:
         # a transfer, an end or an escalation withdraws writes awaiting a supervisor (close());
@@ -138,11 +176,7 @@ class JournalLog:
         for approval in state.approvals:
             if approval.status is ApprovalStatus.WITHDRAWN and approval.operation_id not in self._withdrawn_told:
                 self._withdrawn_told.add(approval.operation_id)
-                try:
-                    turn = operation_turn(approval.operation_id)
-                except ValueError:
-                    continue  # not one of ours (never expected): a missing verdict beats a stalled run
-                self._verdict(turn, None, Verdict.CANCELLED, Rule.CANCELLED.value, approval.note, None)
+                self._write_verdict(approval.operation_id, Verdict.CANCELLED, Rule.CANCELLED.value, approval.note)
 
     def _verdict(self, turn: int, call_seq: Optional[int], verdict: Verdict, rule: Optional[str],
                  reason: Optional[str], outcome: Optional[Outcome]) -> None:
@@ -152,15 +186,18 @@ class JournalLog:
 
     # --- the record a model call writes with its reply ---------------------------------
 
-    def for_model(self, state: ConversationState) -> Optional[TurnRecord]:
-        """The record so far of the user turn in progress, for the model call about to be made
-        (``ModelRequest.journal``), which writes it when it proposes a reply: the turn's own
-        write is then skipped when the record it would send is the one written (one history
-        event less per turn). None when earlier records are still being written (records go in
-        turn order) or the turn began before the last record."""
+    def for_model(self, state: ConversationState) -> tuple[int, Optional[TurnRecord]]:
+        """The journal's part of the model call just asked (``ModelAsked``): its ``call_seq``,
+        and the record so far of the user turn in progress (``ModelRequest.journal``), which the
+        call writes when it proposes a reply: the turn's own write is then skipped when the
+        record it would send is the one written (one history event less per turn). The record
+        is None when earlier records are still being written (records go in turn order) or the
+        turn began before the last record."""
         if not self._turn_complete or (self._writing is not None and not self._writing.done()):
-            return None
-        return self.so_far(state)
+            self._given = None
+        else:
+            self._given = self.so_far(state)
+        return self.calls, self._given
 
     def so_far(self, state: ConversationState) -> TurnRecord:
         """What ``take`` would return now for the user turn in progress, without forgetting it."""

@@ -11,15 +11,15 @@ goes on from there. The validator refuses an unknown step id, a step whose
 outcome is not unknown and a second resolution (``ErrorType.RESOLUTION_REFUSED``); a
 refused update never enters history.
 
-Pure functions plus ``ResolutionGate``, the mixin of ``SupportWorkflow`` holding the update;
-deterministic, imported inside the workflow sandbox.
+Pure functions plus ``ResolutionGate``, the collaborator ``SupportWorkflow`` holds for the
+wait and the update; deterministic, imported inside the workflow sandbox.
 """
 
 from __future__ import annotations
 
 import asyncio
 from datetime import datetime
-from typing import Any, Literal, Optional
+from typing import Any, Callable, Literal, Optional
 
 from pydantic import BaseModel, Field
 from temporalio import workflow
@@ -28,9 +28,13 @@ from temporalio.exceptions import ApplicationError
 from workflows.domain import replies
 from workflows.domain.policy.approvals import APPROVER_PATTERN
 from workflows.conversation.cancellation import escalated_with_cancel
+from workflows.domain.contracts import CancelRequest
 from workflows.domain.errors import ErrorType
 from workflows.domain.journal import EntryKind
-from workflows.domain.records import ConversationStatus, OutcomeResolution, Step, StepStatus
+from workflows.domain import transitions as tr
+from workflows.domain.records import OutcomeResolution, Phase, Step, StepStatus
+from workflows.domain.state import ConversationState
+from workflows.domain.transitions import unresolved  # noqa: F401  (re-exported: the resolution's vocabulary)
 from workflows.domain.user_text import control_problem
 
 class ResolveOutcome(BaseModel):
@@ -47,11 +51,6 @@ class ResolveOutcome(BaseModel):
 
 def _refused(message: str) -> ApplicationError:
     return ApplicationError(message, type=ErrorType.RESOLUTION_REFUSED.value, non_retryable=True)
-
-
-def unresolved(state: Any) -> list[Step]:
-    """The state's steps whose outcome is unknown and not yet resolved."""
-    return [s for s in state.steps if s.status is StepStatus.UNKNOWN]
 
 
 def check_resolution(state: Any, request: ResolveOutcome) -> Step:
@@ -85,17 +84,13 @@ def check_resolution_text(request: ResolveOutcome) -> None:
 def apply_resolution(state: Any, step: Step, request: ResolveOutcome, now: datetime) -> OutcomeResolution:
     """Resolve ``step`` (checked by ``check_resolution``): done or failed with the operator's
     note, the resolution recorded, and the conversation re-opened when it was escalated and
-    no unknown step is left. Returns the record (``told``: what the user is told)."""
+    no unknown step is left (``transitions.resolve_step``). Returns the record (``told``: what
+    the user is told)."""
     applied = request.outcome == "applied"
-    step.status = StepStatus.DONE if applied else StepStatus.FAILED
-    step.error = None if applied else f"not applied, checked by operator {request.operator}: {request.note}"
     record = OutcomeResolution(step_id=step.step_id, operation_id=step.operation_id, outcome=request.outcome,
                                operator=request.operator, actor=request.actor, note=request.note,
                                resolved_at=now, told=replies.resolved(step.detail or step.name, applied))
-    state.resolutions.append(record)
-    if state.status is ConversationStatus.ESCALATED and not unresolved(state):
-        state.status = ConversationStatus.ACTIVE
-        state.ended_reason = None
+    tr.resolve_step(state, step, record)
     return record
 
 
@@ -108,71 +103,52 @@ a new conversation to repeat a request whose outcome is being checked."""
 
 
 class ResolutionGate:
-    """Mixin of ``SupportWorkflow``: the ``resolve_outcome`` update and ``_await_resolution``
-    for its main loop. The workflow provides ``_state``, ``_cancel``, ``_notices``,
-    ``_visibility``, ``_journal``, ``_answer(inbound, text)`` and ``_refuse_unloadable()``."""
+    """An escalated conversation's wait for an operator's resolution (``wait``, for the main
+    loop) and the resolutions themselves (``check`` and ``resolve``, for the ``resolve_outcome``
+    update of ``SupportWorkflow``, which delegates here). Works on the conversation's
+    ``state``; ``cancel_request()`` is the pending cancel, if any; ``tell(text, kind)`` tells the
+    user outside a turn (a notice also opens their next reply)."""
 
-    _state: Any
-    _journal: Any
-    _cancel: Any
-    _notices: list[str]
-    _visibility: Any
-    _input: Any
-    _waiting_for_operator: bool = False
+    def __init__(self, state: ConversationState, cancel_request: Callable[[], Optional[CancelRequest]],
+                 tell: Callable[[str, EntryKind], None], write_timeout_seconds: float) -> None:
+        self._state = state
+        self._cancel_request = cancel_request
+        self._tell = tell
+        self._write_timeout_seconds = write_timeout_seconds
 
-    def _awaiting_resolution(self) -> bool:
-        """True while the run waits for an operator's resolution (no cancel pending)."""
-        return self._waiting_for_operator and self._cancel is None
-
-    def _answer(self, inbound: Any, text: str, kind: Any = None) -> None:  # pragma: no cover - the workflow's
-        raise NotImplementedError
-
-    def _refuse_unloadable(self) -> None:  # pragma: no cover - the workflow's
-        raise NotImplementedError
-
-    @workflow.update(description="An operator resolves a step whose outcome was unknown: {step_id, outcome: "
-                                 "applied|not_applied, operator, note}. The user is told and the conversation "
-                                 "goes on. Refused for an unknown step, a step that is not unknown, or a second "
-                                 "resolution.")
-    def resolve_outcome(self, request: ResolveOutcome) -> OutcomeResolution:
-        """Apply the operator's resolution; returns its record (what the user was told)."""
-        step = check_resolution(self._state, request)  # again: two accepted in one task both passed
-        record = apply_resolution(self._state, step, request, workflow.now())
-        self._answer(None, record.told)
-        self._notices.append(record.told)  # opens the user's next reply as well
-        return record
-
-    @resolve_outcome.validator
-    def _validate_resolution(self, request: ResolveOutcome) -> None:
-        self._refuse_unloadable()
+    def check(self, request: ResolveOutcome) -> None:
+        """The update's validator: refuse (``ResolutionRefused``) a resolution whose text has a
+        control character, of an unknown step, a step that is not unknown, or a second one."""
         check_resolution_text(request)
         check_resolution(self._state, request)
 
-    async def _await_resolution(self, wait_seconds: float) -> bool:
+    def resolve(self, request: ResolveOutcome) -> OutcomeResolution:
+        """Apply the operator's resolution and tell the user; returns its record."""
+        step = check_resolution(self._state, request)  # again: two accepted in one task both passed
+        record = apply_resolution(self._state, step, request, workflow.now())
+        if self._cancel_request() is not None:  # re-opened while a cancel is pending: the cancel path closes it
+            tr.request_cancel(self._state)
+        self._tell(record.told, EntryKind.NOTICE)
+        return record
+
+    async def wait(self, wait_seconds: float) -> bool:
         """After the main loop: an escalated conversation with an unresolved unknown step
         waits up to ``wait_seconds`` for an operator (or a cancel). True when a resolution
         re-opened it (the loop goes on); False at once for anything else, or when the wait ran
         out. A cancel that ends the wait is honoured: its summary is told, its reason joins
-        ``ended_reason`` and its rollback runs. What a resolution told the user goes to the
-        journal at once (one ``record_turn`` call), not only with the user's next turn."""
+        ``ended_reason`` and its rollback runs."""
         state = self._state
-        if state.status is not ConversationStatus.ESCALATED or self._cancel is not None or not unresolved(state):
+        if self._cancel_request() is not None or wait_seconds <= 0 or not tr.await_resolution(state):
             return False
-        if wait_seconds <= 0:
-            return False
-        self._visibility.publish(state)
-        self._waiting_for_operator = True
         try:
-            await workflow.wait_condition(lambda: state.is_open() or self._cancel is not None,
+            await workflow.wait_condition(lambda: state.phase is not Phase.AWAITING_RESOLUTION,
                                           timeout=wait_seconds, timeout_summary="operator resolution")
         except asyncio.TimeoutError:
+            tr.stop_awaiting_resolution(state)
             return False
-        finally:
-            self._waiting_for_operator = False
-        if self._cancel is not None and not state.is_open():
+        cancel = self._cancel_request()
+        if cancel is not None and not state.is_open():
             # said and done as for a cancel during the write (its rollback too); the step stays unknown
-            told = await escalated_with_cancel(state, self._cancel, "", self._input.write_timeout_seconds)
-            self._answer(None, told.strip(), EntryKind.CANCELLATION)
-        if state.is_open() and self._cancel is None:
-            self._journal.flush(state)  # what the user was told goes to the transcript now
-        return state.is_open() and self._cancel is None
+            told = await escalated_with_cancel(state, cancel, "", self._write_timeout_seconds)
+            self._tell(told.strip(), EntryKind.CANCELLATION)
+        return state.phase.serving

@@ -22,6 +22,15 @@ def operation_id(conversation_id: str, turn: int) -> str:
     return f"{conversation_id}.t{turn}"
 
 
+def operation_turn(operation_id: str) -> int:
+    """The user turn that proposed ``operation_id`` (the inverse of ``operation_id``). Raises
+    ValueError for another shape."""
+    _, sep, turn = operation_id.rpartition(".t")
+    if not sep or not (turn.isascii() and turn.isdigit()):
+        raise ValueError(f"not an operation id: {operation_id!r}")
+    return int(turn)
+
+
 def idempotency_key(call: Any, operation: str) -> str:
     """The idempotency key of a write: ``{tool}:{order_id or user_id}:{operation}``.
 

@@ -97,7 +97,26 @@ def v1_to_v2(state: dict[str, Any]) -> dict[str, Any]:
     return state
 
 
-MIGRATIONS: dict[int, Migration] = {1: v1_to_v2}
+def v2_to_v3(state: dict[str, Any]) -> dict[str, Any]:
+    """Version 2 → 3: the conversation's ``phase``, which version 2 left to be inferred: closed
+    when the status is not ``active``; else awaiting approval while an approval is pending,
+    awaiting confirmation while a write is shown, open otherwise. (A version-2 state never
+    holds a cancel in progress nor a wait for an operator: both lived in the run, not the
+    state.) Every other value is kept."""
+    if state.get("status", "active") != "active":
+        phase = "closed"
+    elif any(isinstance(a, dict) and a.get("status") == "pending" for a in _items(state.get("approvals"))):
+        phase = "awaiting_approval"
+    elif state.get("pending_confirmation") is not None:
+        phase = "awaiting_confirmation"
+    else:
+        phase = "open"
+    state["phase"] = phase
+    state["schema_version"] = 3
+    return state
+
+
+MIGRATIONS: dict[int, Migration] = {1: v1_to_v2, 2: v2_to_v3}
 """``version: step`` bringing a state of ``version`` to ``version + 1``; the chain runs
 from a saved state's version up to ``SCHEMA_VERSION``."""
 

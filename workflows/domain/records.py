@@ -71,6 +71,38 @@ class ConversationStatus(str, Enum):
     FAILED = "failed"
 
 
+class Phase(str, Enum):
+    """Where the conversation stands: the one value the main loop, the handlers' validators,
+    the operators' view and the replies read. Set by ``workflows.domain.transitions`` only.
+
+    - ``open``: serving messages, nothing awaits the user or a supervisor;
+    - ``awaiting_confirmation``: a write is shown; the user's next message answers it;
+    - ``awaiting_approval``: a confirmed write waits for a supervisor (messages are still
+      served, and another write may be shown meanwhile: the approval is what operators see);
+    - ``closing``: a cancel arrived; nothing new starts, the cancel path closes the conversation;
+    - ``awaiting_resolution``: escalated, waiting for an operator to resolve an unknown outcome;
+    - ``closed``: finished (``ConversationStatus`` says how).
+
+    The status is ``active`` exactly in the first four (``active``)."""
+
+    OPEN = "open"
+    AWAITING_CONFIRMATION = "awaiting_confirmation"
+    AWAITING_APPROVAL = "awaiting_approval"
+    CLOSING = "closing"
+    AWAITING_RESOLUTION = "awaiting_resolution"
+    CLOSED = "closed"
+
+    @property
+    def serving(self) -> bool:
+        """True while messages and supervisors' decisions are taken."""
+        return self in (Phase.OPEN, Phase.AWAITING_CONFIRMATION, Phase.AWAITING_APPROVAL)
+
+    @property
+    def active(self) -> bool:
+        """True while the conversation is not finished (its status is ``active``)."""
+        return self.serving or self is Phase.CLOSING
+
+
 class Role(str, Enum):
     """Who said a turn."""
 

@@ -29,6 +29,8 @@ CHANGED_SINCE_CONFIRMED = ("Your order or payment method changed after you confi
 ENDED = "Thank you, goodbye."
 CANCELLED = "The conversation was cancelled."
 OPERATOR_CANCEL_REASON = "cancelled by an operator (Temporal cancellation)"
+RESUMED_WHILE_CLOSING = "the conversation's state was saved while it was being cancelled"
+"""The reason of the cancel a run takes up when it starts from a state saved while closing."""
 BUDGET_EXCEEDED = ("This conversation has reached the limit of what I can handle automatically, so I have "
                    "passed it to a human agent, who will pick it up from here. Please hold on.")
 SUPERSEDED = "I see you've sent another message, so I'll answer that one instead."

@@ -13,9 +13,9 @@ Pure and deterministic: imported inside the Temporal workflow sandbox.
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Callable, Optional
 
-from pydantic import Field
+from pydantic import Field, PrivateAttr
 
 from workflows.domain.actions import ToolCall
 from workflows.domain.policy.approvals import Approval, ApprovalStatus
@@ -34,6 +34,7 @@ from workflows.domain.records import (  # noqa: F401  (re-exported: the state's 
     OrderItem,
     PaymentEntry,
     PaymentMethod,
+    Phase,
     PinnedFact,
     ProductFact,
     Record,
@@ -47,10 +48,11 @@ from workflows.domain.records import (  # noqa: F401  (re-exported: the state's 
     Variant,
 )
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 """The state's schema version, written into every state. Bump it with every change of the
 state's shape or meaning, and add the step from the previous version to
-``workflows.domain.migrations.MIGRATIONS`` (2: money became cent ``Decimal``, was float). A field
+``workflows.domain.migrations.MIGRATIONS`` (2: money became cent ``Decimal``, was float; 3: the
+conversation's ``phase``). A field
 added with a default that an older state reads as "none yet" needs no bump (``Usage``'s
 cache and budget fields, ``resolutions``)."""
 
@@ -83,6 +85,8 @@ class ConversationState(Record):
     """Fingerprint of the database that answered this conversation's first tool call; every
     later call carries it, so a worker on another database refuses instead of acting there."""
     status: ConversationStatus = ConversationStatus.ACTIVE
+    phase: Phase = Phase.OPEN
+    """Where the conversation stands (``Phase``); set by ``workflows.domain.transitions``."""
     turn: TurnNumber = 0
     customer: Optional[Customer] = None
     orders: dict[str, OrderFact] = Field(default_factory=dict)
@@ -102,6 +106,19 @@ class ConversationState(Record):
     """Operators' resolutions of steps whose outcome was unknown (``workflows.conversation.resolution``)."""
     usage: Usage = Field(default_factory=Usage)
     ended_reason: Optional[str] = None
+    _listeners: list[Callable[[Any], None]] = PrivateAttr(default_factory=list)
+    """Who hears the events the transitions record on this object (memory: never saved)."""
+
+    # --- the events of the transitions (``workflows.domain.transitions.Event``) ---
+    def subscribe(self, listener: Callable[[Any], None]) -> None:
+        """Call ``listener`` with every event a transition records on this state object, when
+        it is recorded. Events live in memory only: they are not part of the saved state."""
+        self._listeners.append(listener)
+
+    def emit(self, event: Any) -> None:
+        """Record ``event`` (``workflows.domain.transitions`` calls this): every listener hears it."""
+        for listener in self._listeners:
+            listener(event)
 
     # --- small pure helpers; mutation stays in workflows.domain.transitions ---
     def last_rejection(self) -> Optional[Rejection]:
@@ -113,8 +130,9 @@ class ConversationState(Record):
         return [a for a in self.approvals if a.status is ApprovalStatus.PENDING]
 
     def is_open(self) -> bool:
-        """True while the conversation accepts messages."""
-        return self.status == ConversationStatus.ACTIVE
+        """True while the conversation is not finished (status ``active``: its phase is open,
+        awaiting the user or a supervisor, or closing)."""
+        return self.phase.active
 
     def operations_on(self, order_id: str) -> list[CompletedOperation]:
         """Completed writes on ``order_id``, oldest first."""

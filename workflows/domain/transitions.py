@@ -1,6 +1,16 @@
-"""Pure state transitions: every change the workflows make to the conversation state.
+"""Pure state transitions: every change the workflows make to the conversation state, and
+the events that say what happened.
 
-The workflow calls these and never assigns to the state itself; they never do I/O.
+The workflow calls these and never assigns to the state itself; they never do I/O. They
+alone set the conversation's ``Phase`` (``state.phase``): open, awaiting confirmation,
+awaiting approval, closing, awaiting resolution, closed.
+
+Each step of a turn is one transition that records a typed ``Event`` (a message received, a
+proposal rejected or superseded, a write shown, confirmed, declined, started or done, a read
+run, a reply said, the conversation closed, ...) through ``state.emit``: in workflow memory,
+never in the saved state. The workflow consumes them in one place (``SupportWorkflow._record``:
+the journal's rows and the operators' view); with no subscriber they go nowhere.
+
 Tool results are the system's strings (JSON text, a plain value, or ``"Error: ..."``);
 each tool's ``fold`` (``workflows.domain.catalogue``) parses a successful one into typed facts,
 so the model's next snapshot reflects the system of record.
@@ -9,13 +19,17 @@ so the model's next snapshot reflects the system of record.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Optional
 
 from workflows.domain.actions import call_arguments, call_digest
-from workflows.domain.policy.approvals import Approval, ApprovalStatus
 from workflows.domain.catalogue import spec_of
-from workflows.domain.policy.clauses import Rule
+from workflows.domain.contracts import ModelResult, Outcome, ToolResult
 from workflows.domain.facts import extract_facts, merge_facts
+from workflows.domain.journal import EntryKind
+from workflows.domain.policy.approvals import Approval, ApprovalDecision, ApprovalStatus, apply_decision, expire
+from workflows.domain.policy.clauses import Rule
 from workflows.domain.state import (
     OBSERVATIONS_KEPT,
     RECENT_TURNS_KEPT,
@@ -25,13 +39,205 @@ from workflows.domain.state import (
     ConversationState,
     ConversationStatus,
     Observation,
+    OutcomeResolution,
     PendingConfirmation,
+    Phase,
     Rejection,
     Role,
     Step,
     StepStatus,
     Turn,
 )
+
+
+# --- events -----------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Event:
+    """What a transition did, for the journal and the operators' view (workflow memory only)."""
+
+
+@dataclass(frozen=True)
+class RunStarted(Event):
+    """A run started serving the conversation (first thing, also after continue-as-new)."""
+
+
+@dataclass(frozen=True)
+class MessageReceived(Event):
+    """User turn ``turn`` began with ``text`` (the client's message id: ``message_id``)."""
+
+    turn: int
+    text: str
+    message_id: Optional[str]
+
+
+@dataclass(frozen=True)
+class MessageRefused(Event):
+    """A message queued behind the end of the conversation, answered ``reply`` (that it is over)."""
+
+    text: str
+    message_id: Optional[str]
+    reply: str
+
+
+@dataclass(frozen=True)
+class ModelAsked(Event):
+    """The model is asked for the next action of user turn ``turn`` (the call is under way)."""
+
+    turn: int
+
+
+@dataclass(frozen=True)
+class ModelAnswered(Event):
+    """The model call answered; ``written_reply``: the reply its activity wrote to the journal
+    with the turn's record so far (``ModelResult.journaled``), else None."""
+
+    written_reply: Optional[str]
+
+
+@dataclass(frozen=True)
+class ModelCallCancelled(Event):
+    """A cancel stopped the model call in flight."""
+
+
+@dataclass(frozen=True)
+class ModelFailed(Event):
+    """The model call gave no usable proposal (malformed output, or the call failed)."""
+
+    rule: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class BudgetRefused(Event):
+    """The model activity refused the call: it would pass the token budget (hand-over next)."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class ProposalRejected(Event):
+    """The policy refused the model's proposal."""
+
+    rule: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class ProposalSuperseded(Event):
+    """The proposal was discarded: a newer user message arrived while it was being proposed."""
+
+    rule: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class ReplyAccepted(Event):
+    """The model's reply was accepted; it ends the turn."""
+
+
+@dataclass(frozen=True)
+class EndAccepted(Event):
+    """The model's end of the conversation was accepted."""
+
+
+@dataclass(frozen=True)
+class TransferAccepted(Event):
+    """The model's transfer to a human agent was accepted (its ticket is opened next)."""
+
+
+@dataclass(frozen=True)
+class ReadRan(Event):
+    """An accepted read ran; ``outcome``: applied or refused (a business error)."""
+
+    outcome: Outcome
+
+
+@dataclass(frozen=True)
+class ReadFailed(Event):
+    """An accepted read's retries ran out: its outcome is unknown."""
+
+    rule: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class ReadCancelled(Event):
+    """A cancel stopped the accepted read in flight."""
+
+
+@dataclass(frozen=True)
+class WriteShown(Event):
+    """An accepted write was shown for confirmation (its operation id minted)."""
+
+    operation_id: str
+
+
+@dataclass(frozen=True)
+class WriteAwaitingApproval(Event):
+    """The user confirmed the write; it waits for a supervisor's decision."""
+
+    operation_id: str
+    approval_id: str
+
+
+@dataclass(frozen=True)
+class WriteDeclined(Event):
+    """The shown write will not run: the user said no or moved on, its confirmation failed the
+    policy, a supervisor rejected it, or its approval expired (``rule`` says which)."""
+
+    operation_id: str
+    rule: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class WriteStarted(Event):
+    """A confirmed write is running (its step ``running``)."""
+
+    operation_id: str
+
+
+@dataclass(frozen=True)
+class WriteDone(Event):
+    """A confirmed write's outcome: applied or refused as the system of record said, or unknown
+    (escalated). ``result``: the refusal or the escalation's reason (None when applied)."""
+
+    operation_id: str
+    outcome: Outcome
+    result: Optional[str]
+
+
+@dataclass(frozen=True)
+class WriteCancelled(Event):
+    """A cancel stopped a confirmed write before it started: it never ran."""
+
+    operation_id: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class AwaitingResolution(Event):
+    """The escalated conversation waits for an operator to resolve its unknown outcome."""
+
+
+@dataclass(frozen=True)
+class Said(Event):
+    """The user was shown ``text``: a reply (``kind`` reply), something told outside a turn
+    (notice), or the cancellation's summary (cancellation)."""
+
+    text: str
+    kind: EntryKind
+
+
+@dataclass(frozen=True)
+class Closed(Event):
+    """The conversation closed with ``status`` for ``reason``; ``unrun``: the operation ids of
+    the writes it dropped (shown, or confirmed and awaiting a supervisor), which will not run."""
+
+    status: ConversationStatus
+    reason: str
+    unrun: tuple[str, ...]
 
 
 def is_error(result: str) -> bool:
@@ -45,11 +251,25 @@ def add_turn(state: ConversationState, role: Role, text: str) -> None:
     del state.recent_turns[:-RECENT_TURNS_KEPT]
 
 
-def receive_user_message(state: ConversationState, text: str) -> None:
-    """Start a new user turn: count it, keep it in the window, pin its facts."""
+def receive_user_message(state: ConversationState, text: str, message_id: Optional[str] = None) -> None:
+    """Start a new user turn: count it, keep it in the window, pin its facts (``message_id``:
+    the client's, for the transcript)."""
     state.turn += 1
     add_turn(state, Role.USER, text)
     state.pinned_facts = merge_facts(state.pinned_facts, extract_facts(text, state.turn))
+    state.emit(MessageReceived(turn=state.turn, text=text, message_id=message_id))
+
+
+def refuse_message(state: ConversationState, text: str, message_id: Optional[str], reply: str) -> None:
+    """A message queued behind the end of the conversation is answered ``reply`` (not a turn)."""
+    state.emit(MessageRefused(text=text, message_id=message_id, reply=reply))
+
+
+def say(state: ConversationState, text: str, kind: EntryKind) -> None:
+    """The user is shown ``text`` (``kind``: a reply, a notice, the cancellation's summary): an
+    assistant turn in the window."""
+    add_turn(state, Role.ASSISTANT, text)
+    state.emit(Said(text=text, kind=kind))
 
 
 MAX_REJECTION_REASON_CHARS = 1000
@@ -71,6 +291,90 @@ def reject(state: ConversationState, rule: str, reason: str, proposal: Optional[
     state.rejections.append(rejection)
     del state.rejections[:-REJECTIONS_KEPT]
     return rejection
+
+
+# --- the model's proposals ----------------------------------------------------------------
+
+
+def ask_model(state: ConversationState) -> None:
+    """The model is asked for the next action of the current turn."""
+    state.emit(ModelAsked(turn=state.turn))
+
+
+def model_answered(state: ConversationState, result: ModelResult) -> None:
+    """Count the model call's tokens (``record_usage``); a reply its activity wrote to the
+    journal is noted with it."""
+    record_usage(state, result.model, result.input_tokens, result.output_tokens,
+                 result.cache_read_input_tokens, result.cache_creation_input_tokens)
+    written = result.action.text if result.journaled and result.action.kind == "reply" else None
+    state.emit(ModelAnswered(written_reply=written))
+
+
+def model_call_cancelled(state: ConversationState) -> None:
+    """A cancel stopped the model call in flight (nothing is recorded in the state)."""
+    state.emit(ModelCallCancelled())
+
+
+def model_failed(state: ConversationState, reason: str) -> Rejection:
+    """The model call gave no usable proposal: recorded as a malformed-output rejection."""
+    rejection = reject(state, Rule.MALFORMED_OUTPUT.value, reason)
+    state.emit(ModelFailed(rule=rejection.rule, reason=rejection.reason))
+    return rejection
+
+
+def budget_refused(state: ConversationState, reason: str) -> None:
+    """The model activity refused the call for the token budget (the hand-over follows)."""
+    state.emit(BudgetRefused(reason=reason))
+
+
+def reject_proposal(state: ConversationState, rule: str, reason: str, proposal: dict[str, Any]) -> None:
+    """The policy refused ``proposal`` (``reject``)."""
+    reject(state, rule, reason, proposal)
+    state.emit(ProposalRejected(rule=rule, reason=reason))
+
+
+def supersede(state: ConversationState, reason: str, proposal: dict[str, Any]) -> None:
+    """``proposal`` is discarded: a newer user message arrived while it was being proposed."""
+    reject(state, Rule.SUPERSEDED.value, reason, proposal)
+    state.emit(ProposalSuperseded(rule=Rule.SUPERSEDED.value, reason=reason))
+
+
+def accept_reply(state: ConversationState) -> None:
+    """The model's reply is accepted: it ends the turn."""
+    state.emit(ReplyAccepted())
+
+
+def end(state: ConversationState) -> None:
+    """The model's end of the conversation is accepted: the conversation ends."""
+    state.emit(EndAccepted())
+    close(state, ConversationStatus.ENDED, "ended by the assistant")
+
+
+def accept_transfer(state: ConversationState) -> None:
+    """The model's transfer to a human agent is accepted (its ticket is opened next; ``close``
+    transferred once it is)."""
+    state.emit(TransferAccepted())
+
+
+def read_ran(state: ConversationState, call: Any, result: ToolResult) -> str:
+    """An accepted read answered: its result is folded into the state (``apply_read_result``)."""
+    shown = apply_read_result(state, call, result.result)
+    state.emit(ReadRan(outcome=result.outcome))
+    return shown
+
+
+def read_failed(state: ConversationState, call: Any, reason: str) -> None:
+    """An accepted read's retries ran out (e.g. the database is down): a tool-error rejection."""
+    rejection = reject(state, Rule.TOOL_ERROR.value, f"{call.name} failed: {reason}", proposal_of(call))
+    state.emit(ReadFailed(rule=rejection.rule, reason=rejection.reason))
+
+
+def read_cancelled(state: ConversationState) -> None:
+    """A cancel stopped the accepted read in flight (nothing is recorded in the state)."""
+    state.emit(ReadCancelled())
+
+
+# --- steps and writes -----------------------------------------------------------------------
 
 
 def start_step(state: ConversationState, step_id: str, name: str, detail: str,
@@ -101,6 +405,9 @@ def await_confirmation(state: ConversationState, operation_id: str, call: Any, d
                                   digest=call_digest(call), proposed_turn=state.turn)
     state.pending_confirmation = pending
     start_step(state, operation_id, call.name, detail, operation_id=operation_id)
+    if state.phase is Phase.OPEN:  # an approval awaited meanwhile stays the phase operators see
+        state.phase = Phase.AWAITING_CONFIRMATION
+    state.emit(WriteShown(operation_id=operation_id))
     return pending
 
 
@@ -109,34 +416,106 @@ def await_approval(state: ConversationState, confirmed: PendingConfirmation, app
     state.approvals.append(approval)
     state.awaiting_approval.append(confirmed)
     finish_step(state, confirmed.operation_id, StepStatus.AWAITING_APPROVAL)
+    if state.phase in (Phase.OPEN, Phase.AWAITING_CONFIRMATION):
+        state.phase = Phase.AWAITING_APPROVAL
+    state.emit(WriteAwaitingApproval(operation_id=confirmed.operation_id, approval_id=approval.approval_id))
 
 
-def take_settled(state: ConversationState) -> list[tuple[PendingConfirmation, Approval]]:
-    """Remove and return the confirmed writes whose approval is no longer pending, each
-    with its approval (decided or expired), oldest first."""
+def decide_approval(state: ConversationState, approval: Approval, decision: ApprovalDecision, now: datetime) -> None:
+    """A supervisor decided ``approval`` (checked by ``check_decision``): the main loop settles
+    its write next."""
+    apply_decision(approval, decision, now)
+    _approvals_changed(state)
+
+
+def expire_approvals(state: ConversationState, now: datetime) -> None:
+    """Pending approvals whose time ran out at ``now`` expire (their writes are settled next)."""
+    for approval in state.pending_approvals():
+        if now >= approval.expires_at:
+            expire(approval, now)
+    _approvals_changed(state)
+
+
+def _approvals_changed(state: ConversationState) -> None:
+    # the phase leaves awaiting_approval with the last pending approval: back to what the user sees
+    if state.phase is Phase.AWAITING_APPROVAL and not state.pending_approvals():
+        state.phase = Phase.AWAITING_CONFIRMATION if state.pending_confirmation else Phase.OPEN
+
+
+def decided_writes(state: ConversationState) -> list[tuple[PendingConfirmation, Approval]]:
+    """The confirmed writes whose approval is no longer pending, each with its approval
+    (decided or expired), oldest first. They stay awaiting until each is settled
+    (``take_awaiting``): a close meanwhile withdraws the rest."""
     by_operation = {a.operation_id: a for a in state.approvals}
-    settled = [(c, by_operation[c.operation_id]) for c in state.awaiting_approval
-               if by_operation[c.operation_id].status is not ApprovalStatus.PENDING]
-    done = {c.operation_id for c, _ in settled}
-    state.awaiting_approval = [c for c in state.awaiting_approval if c.operation_id not in done]
-    return settled
+    return [(c, by_operation[c.operation_id]) for c in state.awaiting_approval
+            if by_operation[c.operation_id].status is not ApprovalStatus.PENDING]
+
+
+def take_awaiting(state: ConversationState, confirmed: PendingConfirmation) -> None:
+    """``confirmed`` no longer awaits a supervisor: it is settled now."""
+    state.awaiting_approval = [c for c in state.awaiting_approval if c.operation_id != confirmed.operation_id]
+
+
+def note_ran_earlier(approval: Approval, note: str) -> None:
+    """The ledger found the write of a rejected or expired approval applied (a reset undid its
+    decision): ``note`` joins the supervisor's own (the audit keeps both)."""
+    approval.note = "; ".join(filter(None, [approval.note, note]))
 
 
 def take_pending(state: ConversationState) -> Optional[PendingConfirmation]:
     """Remove and return the pending confirmation: the user's next message answers it."""
     pending, state.pending_confirmation = state.pending_confirmation, None
+    if state.phase is Phase.AWAITING_CONFIRMATION:
+        state.phase = Phase.OPEN
     return pending
 
 
-def decline(state: ConversationState, pending: PendingConfirmation, rule: str, reason: str) -> None:
-    """The pending write will not run: cancel its step and record why for the model."""
-    finish_step(state, pending.operation_id, StepStatus.CANCELLED, reason)
-    reject(state, rule, reason, proposal_of(pending.call))
+def decline(state: ConversationState, pending: PendingConfirmation, rule: str, reason: str,
+            quote_detail: bool = False) -> None:
+    """The pending write will not run: cancel its step and record why for the model (the
+    reason followed by the write's detail when ``quote_detail``)."""
+    recorded = f"{reason}: {pending.detail}" if quote_detail else reason
+    finish_step(state, pending.operation_id, StepStatus.CANCELLED, recorded)
+    reject(state, rule, recorded, proposal_of(pending.call))
+    state.emit(WriteDeclined(operation_id=pending.operation_id, rule=rule, reason=reason))
+
+
+def fail_write(state: ConversationState, confirmed: PendingConfirmation, rule: str, reason: str) -> None:
+    """The confirmed write will not run here (its approval expired, it is with a human agent):
+    its step fails with ``reason``."""
+    finish_step(state, confirmed.operation_id, StepStatus.FAILED, reason)
+    state.emit(WriteDeclined(operation_id=confirmed.operation_id, rule=rule, reason=reason))
+
+
+def start_write(state: ConversationState, confirmed: PendingConfirmation) -> None:
+    """The confirmed write starts: its step is running."""
+    finish_step(state, confirmed.operation_id, StepStatus.RUNNING)
+    state.emit(WriteStarted(operation_id=confirmed.operation_id))
+
+
+def write_not_started(state: ConversationState, confirmed: PendingConfirmation) -> None:
+    """A cancel stopped the confirmed write before it started (the cancel path closes its step)."""
+    state.emit(WriteCancelled(operation_id=confirmed.operation_id, reason="cancelled before it ran"))
+
+
+def outcome_unknown(state: ConversationState, confirmed: PendingConfirmation, reason: str) -> None:
+    """The confirmed write ran, but whether it took effect could not be shown: its step is
+    ``unknown`` (never replayed; a human checks it: ``escalate``)."""
+    finish_step(state, confirmed.operation_id, StepStatus.UNKNOWN, reason)
+
+
+def escalate(state: ConversationState, confirmed: PendingConfirmation, reason: str) -> None:
+    """The conversation closes escalated for ``reason``: the outcome of ``confirmed`` is
+    unknown (``outcome_unknown``) and a human checks it."""
+    close(state, ConversationStatus.ESCALATED, reason)
+    state.emit(WriteDone(operation_id=confirmed.operation_id, outcome=Outcome.UNKNOWN, result=reason))
 
 
 def close(state: ConversationState, status: ConversationStatus, reason: str) -> None:
     """End the conversation: drop the pending confirmation, withdraw pending approvals and
     approved ones whose write has not run, cancel unfinished steps."""
+    dropped = tuple(c.operation_id for c in [*([state.pending_confirmation] if state.pending_confirmation else []),
+                                             *state.awaiting_approval])
     if state.pending_confirmation is not None:
         finish_step(state, state.pending_confirmation.operation_id, StepStatus.CANCELLED, reason)
         state.pending_confirmation = None
@@ -156,6 +535,67 @@ def close(state: ConversationState, status: ConversationStatus, reason: str) -> 
             finish_step(state, step.step_id, StepStatus.CANCELLED, reason)
     state.status = status
     state.ended_reason = reason
+    state.phase = Phase.CLOSED
+    state.emit(Closed(status=status, reason=reason, unrun=dropped))
+
+
+def request_cancel(state: ConversationState) -> None:
+    """A cancel arrived: a serving conversation is closing (the cancel path closes it); one
+    waiting for an operator's resolution stops waiting (it stays escalated); a closed or
+    closing one is unchanged."""
+    if state.phase.serving:
+        state.phase = Phase.CLOSING
+    elif state.phase is Phase.AWAITING_RESOLUTION:
+        state.phase = Phase.CLOSED
+
+
+def note_cancel(state: ConversationState, reason: str) -> None:
+    """A cancel that arrived while the conversation escalated or was transferred: its reason
+    joins ``ended_reason`` (the status stays: a human must check the write, or has the case)."""
+    state.ended_reason = f"{state.ended_reason}; cancel requested meanwhile: {reason}"
+
+
+def unresolved(state: ConversationState) -> list[Step]:
+    """The state's steps whose outcome is unknown and not yet resolved."""
+    return [s for s in state.steps if s.status is StepStatus.UNKNOWN]
+
+
+def await_resolution(state: ConversationState) -> bool:
+    """An escalated conversation with an unresolved unknown step starts waiting for an
+    operator's resolution; False (nothing changes) for any other state."""
+    if state.phase is not Phase.CLOSED or state.status is not ConversationStatus.ESCALATED or not unresolved(state):
+        return False
+    state.phase = Phase.AWAITING_RESOLUTION
+    state.emit(AwaitingResolution())
+    return True
+
+
+def stop_awaiting_resolution(state: ConversationState) -> None:
+    """The wait for an operator ran out: the conversation stays escalated and closes."""
+    if state.phase is Phase.AWAITING_RESOLUTION:
+        state.phase = Phase.CLOSED
+
+
+def resolve_step(state: ConversationState, step: Step, resolution: OutcomeResolution) -> None:
+    """An operator resolved ``step`` (its outcome was unknown): done or failed with their
+    note, the resolution recorded, and the conversation open again when it was escalated and
+    no unknown step is left."""
+    applied = resolution.outcome == "applied"
+    step.status = StepStatus.DONE if applied else StepStatus.FAILED
+    step.error = None if applied else f"not applied, checked by operator {resolution.operator}: {resolution.note}"
+    state.resolutions.append(resolution)
+    if state.status is ConversationStatus.ESCALATED and not unresolved(state):
+        state.status = ConversationStatus.ACTIVE
+        state.ended_reason = None
+        state.phase = Phase.OPEN
+
+
+def start_run(state: ConversationState, token_budget: Optional[int]) -> None:
+    """A run starts serving ``state``: it adopts the run's token budget (None: the state keeps
+    what it carried over)."""
+    if token_budget is not None:
+        state.usage.budget_tokens = token_budget
+    state.emit(RunStarted())
 
 
 def record_usage(state: ConversationState, model: str, input_tokens: int, output_tokens: int,
@@ -210,6 +650,21 @@ def apply_write_result(state: ConversationState, call: Any, operation_id: str, k
     finish_step(state, operation_id, StepStatus.DONE if ok else StepStatus.FAILED, None if ok else result)
     if not ok:
         reject(state, Rule.TOOL_ERROR.value, result, proposal_of(call))
+    state.emit(WriteDone(operation_id=operation_id, outcome=Outcome.APPLIED if ok else Outcome.REFUSED,
+                         result=None if ok else result))
+
+
+def apply_compensation_result(state: ConversationState, call: Any, result: str) -> None:
+    """Fold the facts an applied compensation (the undo of a reversible write) returns."""
+    fold = spec_of(call.name).fold
+    if fold is not None:
+        fold(state, call_arguments(call), result)
+
+
+def compensated(state: ConversationState, op: CompletedOperation) -> None:
+    """``op`` was undone by its compensation (a rollback the user asked for)."""
+    op.compensated = True
+    finish_step(state, op.operation_id, StepStatus.COMPENSATED, "undone: the user asked for a rollback")
 
 
 def proposal_of(call: Any) -> dict[str, Any]:

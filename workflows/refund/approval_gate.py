@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 from decimal import Decimal
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
 from temporalio import workflow
 from temporalio.exceptions import ActivityError
@@ -50,37 +50,29 @@ NO_TICKET = "no human-agent ticket could be opened, so nothing has been changed 
 
 
 class ApprovalGate:
-    """Mixin of ``RefundWorkflow``: its approvals, the ``decide_approval`` update and the
-    ``approvals`` query, and ``_await_approval`` for its run. The subclass provides
-    ``_enter(step, detail)``."""
+    """``RefundWorkflow``'s approvals (``approvals``: at most one), the checks and the
+    decision of its ``decide_approval`` update (``check``, ``decide``: the workflow's handler
+    delegates here), and ``await_approval`` for its run. ``enter(step, detail)`` moves the
+    refund to a step and shows it to operators."""
 
-    def __init__(self) -> None:
-        self._approvals: list[Approval] = []
+    def __init__(self, enter: Callable[[str, str], None]) -> None:
+        self.approvals: list[Approval] = []
+        self._enter = enter
 
-    def _enter(self, step: str, detail: str) -> None:  # pragma: no cover - provided by the workflow
-        raise NotImplementedError
+    def check(self, decision: ApprovalDecision) -> None:
+        """The update's validator: refuse (``ApprovalRefused``) an unknown id, an id bound to
+        another operation, a second decision or an expired approval."""
+        check_decision_text(decision)
+        check_decision(self.approvals, decision, workflow.now())
 
-    @workflow.update(description="Approve or reject this refund's pending approval, as a named supervisor. "
-                                 "Refused (ApprovalRefused) for an unknown id, an id bound to another "
-                                 "operation, a second decision or an expired approval.")
-    def decide_approval(self, decision: ApprovalDecision) -> Approval:
+    def decide(self, decision: ApprovalDecision) -> Approval:
         """Record the supervisor's decision; returns the decided approval."""
         # Checked again here: two decisions accepted in one workflow task both passed the validator.
-        approval = check_decision(self._approvals, decision, workflow.now())
+        approval = check_decision(self.approvals, decision, workflow.now())
         apply_decision(approval, decision, workflow.now())
         return approval
 
-    @decide_approval.validator
-    def _validate_decision(self, decision: ApprovalDecision) -> None:
-        check_decision_text(decision)
-        check_decision(self._approvals, decision, workflow.now())
-
-    @workflow.query(description="Every approval this refund asked for, with its status, approver and times.")
-    def approvals(self) -> list[Approval]:
-        """The refund's approvals (at most one), pending or decided."""
-        return self._approvals
-
-    async def _await_approval(self, inp: RefundInput, read: ToolResult,
+    async def await_approval(self, inp: RefundInput, read: ToolResult,
                               write_key: str) -> tuple[Optional[Approval], Optional[str]]:
         """``(approval, refusal)``: ``(None, None)`` when no approval is needed or the
         conversation already obtained it (``inp.approved_by``); ``(approval, None)`` when a
@@ -95,7 +87,7 @@ class ApprovalGate:
         amount, reasons = needed
         approval = open_approval(workflow.info().workflow_id, inp.operation_id, inp.call, order, amount, reasons,
                                  workflow.now(), inp.approvals)
-        self._approvals.append(approval)
+        self.approvals.append(approval)
         workflow.upsert_search_attributes([PENDING_APPROVAL.value_set(approval.approval_id)])
         self._enter("awaiting_approval",
                     f"Approval `{approval.approval_id}` of {inp.call.name} on {approval.order_id} "

@@ -26,7 +26,7 @@ from workflows.refund import standalone
 from workflows.domain.actions import read_of
 from workflows.activity_api import ToolActivitiesApi
 from workflows.refund.approval_gate import ApprovalGate
-from workflows.domain.policy.approvals import Approval
+from workflows.domain.policy.approvals import Approval, ApprovalDecision
 from workflows.domain.catalogue import spec_of
 from workflows.domain.catalogue.checks import status_refusal
 from workflows.failures import log_detail
@@ -50,15 +50,32 @@ from workflows.visibility import pseudonym_of
 
 
 @workflow.defn
-class RefundWorkflow(ApprovalGate):
+class RefundWorkflow:
     """Input ``RefundInput``; returns ``RefundOutcome``. Never raises for a business
     refusal: a failed precondition, a tool error, or a rejected or expired supervisor
     approval (``workflows.refund.approval_gate``) comes back as ``ok=False``."""
 
     def __init__(self) -> None:
-        super().__init__()
         self._step = "starting"
         self._view: Optional[RefundView] = None
+        self._gate = ApprovalGate(self._enter)
+        """The supervisor's approval, when the write needs one (``workflows.refund.approval_gate``)."""
+
+    @workflow.update(description="Approve or reject this refund's pending approval, as a named supervisor. "
+                                 "Refused (ApprovalRefused) for an unknown id, an id bound to another "
+                                 "operation, a second decision or an expired approval.")
+    def decide_approval(self, decision: ApprovalDecision) -> Approval:
+        """Record the supervisor's decision; returns the decided approval."""
+        return self._gate.decide(decision)
+
+    @decide_approval.validator
+    def _validate_decision(self, decision: ApprovalDecision) -> None:
+        self._gate.check(decision)
+
+    @workflow.query(description="Every approval this refund asked for, with its status, approver and times.")
+    def approvals(self) -> list[Approval]:
+        """The refund's approvals (at most one), pending or decided."""
+        return self._gate.approvals
 
     @workflow.query(description="The refund's current step: starting, ledger, fresh_read, refused, "
                                 "awaiting_approval, execute, notify, done, failed or escalated.")
@@ -71,7 +88,7 @@ class RefundWorkflow(ApprovalGate):
         """Move to ``step`` and show it to operators (``detail``: no personal data)."""
         self._step = step
         if self._view is not None:
-            self._view.enter(step, detail, getattr(self, "_approvals", ()))
+            self._view.enter(step, detail, self._gate.approvals)
 
     @workflow.run
     async def run(self, inp: RefundInput) -> RefundOutcome:
@@ -131,7 +148,7 @@ class RefundWorkflow(ApprovalGate):
             refusal = await self._changed_since_confirmed(inp, read)
         if refusal is not None:
             return self._refuse(key, refusal, "the order changed after the user confirmed")
-        approval, refusal = await self._await_approval(inp, read, key)
+        approval, refusal = await self._gate.await_approval(inp, read, key)
         if refusal is not None:
             return self._refuse(key, refusal, "supervisor approval not granted", approval)
 
