@@ -23,15 +23,19 @@ def _cli(env: dict, *args: str, stdin: str | None = None, timeout: float = 120) 
                           capture_output=True, text=True, timeout=timeout)
 
 
-def _get_json(url: str, attempts: int = 100) -> dict:
-    """GET ``url`` until it answers 200 (a worker shows as a poller after its first poll)."""
-    for _ in range(attempts):
+def _get_json(url: str, seconds: float = 120) -> dict:
+    """GET ``url`` until it answers 200 (a worker shows as a poller after its first poll).
+
+    The wait is a deadline in seconds, not a count of tries: on a loaded 2-core machine
+    `statekeeper dev` takes tens of seconds to start its server, worker and API."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
         try:
             with urllib.request.urlopen(url, timeout=10) as response:
                 return json.loads(response.read())
         except OSError:  # connection refused, or 503 while the worker's first poll is on its way
             time.sleep(0.2)
-    raise AssertionError(f"{url} never answered 200")
+    raise AssertionError(f"{url} never answered 200 in {seconds:.0f} s")
 
 
 def test_dev_detach_chat_state_stop(tmp_path):
