@@ -5,7 +5,7 @@
 #   make stop    stop the background server started by make demo (`statekeeper stop` does so
 #                from any directory: the server records itself in the dev state file)
 #   make check   the fast tiers: pure core and activities (tests/core, tests/activities), under 3 minutes
-#   make test    the whole suite (two processes: TEST_WORKERS=0 for one); what CI runs
+#   make test    the whole suite (three processes: TEST_WORKERS=0 for one); what CI runs
 #   make bench   prompt-size, write-path and turns (--quick) benchmarks, then the τ-bench runner with a JSON report
 #   make clean   build/test caches; make distclean also removes .venv and local data
 
@@ -47,10 +47,10 @@ demo: venv
 stop: venv
 	$(BIN)/statekeeper stop
 
-# Two test processes, each with its own Temporal dev server and PostgreSQL database, one test
+# Three test processes, each with its own Temporal dev server and PostgreSQL database, one test
 # file at a time (a file's module fixtures are set up once): most tests wait on servers and
-# timers, not the CPU. TEST_WORKERS=0 runs in one process.
-TEST_WORKERS ?= 2
+# timers, not the CPU, so three keep a 2-core machine busy. TEST_WORKERS=0 runs in one process.
+TEST_WORKERS ?= 3
 
 check: venv
 	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile tests/core tests/activities
