@@ -31,6 +31,9 @@ def read(state: ConversationState, name: str, **args) -> str:
     d = data()
     if name == "find_user_id_by_email":
         result = next(uid for uid, u in d["users"].items() if u["email"] == args["email"])
+    elif name == "find_user_id_by_name_zip":
+        result = next(uid for uid, u in d["users"].items() if u["name"] == {
+            "first_name": args["first_name"], "last_name": args["last_name"]} and u["address"]["zip"] == args["zip"])
     elif name == "get_user_details":
         result = json.dumps(d["users"][args["user_id"]])
     elif name == "get_order_details":

@@ -179,7 +179,16 @@ def _status_text(order: dict[str, Any]) -> str:
     )
 
 
+ORDER_ID = re.compile(r"#?W[0-9]{7}\b", re.ASCII)
+
+
 def _target_order(view: dict) -> Optional[str]:
+    """The order the user named last: the last order id of the newest user message that names
+    one (a message may come back to an order named before), else the newest pinned one."""
+    for turn in reversed(_user_turns(view)):
+        named = ORDER_ID.findall(turn.get("text", ""))
+        if named:
+            return named[-1] if named[-1].startswith("#") else f"#{named[-1]}"
     return _latest(view, "order_id")
 
 

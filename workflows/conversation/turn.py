@@ -23,6 +23,7 @@ from workflows.conversation import budget
 from workflows.conversation.approvals import needs_approval, request_supervisor
 from workflows.conversation.execute import execute_confirmed, failure_reason, open_ticket, read
 from workflows.conversation.journal import JournalLog
+from workflows.conversation.state_reads import MAX_STATE_DRIVEN_READS_PER_TURN, STATE_DRIVEN_READS_PATCH, run_due_reads
 from workflows.domain import keys, replies
 from workflows.domain import transitions as tr
 from workflows.domain.catalogue import spec_of
@@ -101,17 +102,24 @@ class Turn:
             # parked for a supervisor, unless an earlier run already settled it (a reset re-executed this yes)
             return await request_supervisor(state, pending, self.approvals, workflow.info().workflow_id,
                                             workflow.now())
-        return await execute_confirmed(state, pending, self.write_timeout_seconds, self.cancel_request,
-                                       approvals=self.approvals)
+        ended = await execute_confirmed(state, pending, self.write_timeout_seconds, self.cancel_request,
+                                        approvals=self.approvals)
+        if ended is None and workflow.patched(WRITE_OUTCOME_REPLY_PATCH):
+            return _told_outcome(state, pending)  # the write's outcome is in the state: no model call
+        return ended
 
     # --- propose → validate → apply -------------------------------------------------------
 
     async def _agent_loop(self) -> Optional[str]:
         state = self.state
         consecutive_rejections = 0
+        state_reads_left = MAX_STATE_DRIVEN_READS_PER_TURN
         for _ in range(MAX_MODEL_STEPS_PER_TURN):
             if state.phase is Phase.CLOSING:  # a cancel came: nothing new starts, the cancel path answers
                 return None
+            if workflow.patched(STATE_DRIVEN_READS_PATCH):
+                # what the state alone calls for is read first, so the model's one call sees it
+                state_reads_left -= await run_due_reads(state, self.cancel_request, state_reads_left)
             try:
                 if budget.over_budget(state):
                     raise budget.OverBudget()
@@ -128,7 +136,9 @@ class Turn:
             if result is None:
                 consecutive_rejections += 1
             else:
-                verdict = validate_proposal(state, result.action)
+                # the named-target clause judges writes; runs of 1.0.0 replay their writes without it
+                named_target = _is_write(result.action) and workflow.patched(NAMED_TARGET_PATCH)
+                verdict = validate_proposal(state, result.action, named_target=named_target)
                 handed = handed_over_refusal(state, result.action) if verdict.accepted else None
                 if handed is not None:
                     verdict = handed  # the human agent has that order's change: no second approval beside them
@@ -210,5 +220,26 @@ class Turn:
         return None
 
 
+NAMED_TARGET_PATCH = "named-target"
+"""``workflow.patched`` id: runs of 1.0.0 replay their write proposals without the named-target
+clause (docs/releasing.md)."""
+WRITE_OUTCOME_REPLY_PATCH = "write-outcome-reply"
+"""``workflow.patched`` id: runs of 1.0.0 ask the model to word a write's outcome (docs/releasing.md)."""
+
+
+def _told_outcome(state: ConversationState, pending: PendingConfirmation) -> str:
+    """The reply to a confirmed write that reached the system of record, from its completed
+    operation in the state (applied or refused) and the order it acted on."""
+    op = next(op for op in reversed(state.completed_operations) if op.operation_id == pending.operation_id)
+    order_id = op.arguments.get("order_id")
+    order = state.orders.get(order_id) if order_id else None
+    return replies.write_outcome(pending.detail, None if op.ok else op.result, order_id,
+                                 order.status if order is not None else None)
+
+
 def _is_read(action: Any) -> bool:
     return action.kind == "tool_call" and not spec_of(action.tool.name).is_write
+
+
+def _is_write(action: Any) -> bool:
+    return action.kind == "tool_call" and spec_of(action.tool.name).is_write

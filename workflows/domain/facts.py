@@ -77,6 +77,12 @@ def extract_facts(text: str, turn: int) -> list[PinnedFact]:
     return facts
 
 
+def stated_in(text: str, kind: str) -> list[str]:
+    """The normalised values of ``kind`` that ``text`` states, in the order written, without
+    repeats (at most ``MAX_FACTS_PER_KIND_PER_MESSAGE``)."""
+    return list(dict.fromkeys(fact.value for fact in extract_facts(text, 0) if fact.kind == kind))
+
+
 def merge_facts(existing: list[PinnedFact], new: list[PinnedFact]) -> list[PinnedFact]:
     """Append ``new`` facts whose (kind, value) is not pinned yet; never drops a pinned
     fact. Past the caps new facts are not pinned (they stay in the turn's text)."""

@@ -102,6 +102,21 @@ def approved(detail: str, refusal: "str | None") -> str:
     return f"A supervisor approved your request, but it did not go through. {_was(detail)}"
 
 
+ANYTHING_ELSE = "Is there anything else I can help you with?"
+
+
+def write_outcome(detail: str, refusal: "str | None", order_id: "str | None" = None,
+                  order_status: "str | None" = None) -> str:
+    """What the user is told right after a write they confirmed reached the system of record,
+    composed from the state without a model call: ``refusal`` is None when it applied
+    (otherwise the system's reason, which the user does not see); ``order_status`` is the
+    status of the order it acted on as the write returned it, when it acted on one."""
+    if refusal is not None:
+        return f"Your request did not go through, so nothing was changed. {_was(detail)} {ANYTHING_ELSE}"
+    now = f" Order {order_id} is now {order_status}." if order_id and order_status else ""
+    return f"Your request is done: {detail}{now} {ANYTHING_ELSE}"
+
+
 def made_earlier(detail: str, refusal: "str | None") -> str:
     """What the user is told when a write whose approval was rejected or ran out of time after a
     reset had already run before it (the ledger holds it under its key; ``refusal`` as in

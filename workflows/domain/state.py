@@ -134,6 +134,10 @@ class ConversationState(Record):
         awaiting the user or a supervisor, or closing)."""
         return self.phase.active
 
+    def user_message(self, turn: int) -> Optional[str]:
+        """The text of the user's message of ``turn``, while it is among the recent turns, or None."""
+        return next((t.text for t in reversed(self.recent_turns) if t.turn == turn and t.role is Role.USER), None)
+
     def operations_on(self, order_id: str) -> list[CompletedOperation]:
         """Completed writes on ``order_id``, oldest first."""
         return [op for op in self.completed_operations if op.arguments.get("order_id") == order_id]

@@ -71,6 +71,9 @@ STANDALONE_OPERATIONS: Mapping[str, str] = MappingProxyType(
 """A standalone refund request's ``operation`` → the refund-type write that performs it."""
 READERS: Mapping[str, str] = MappingProxyType({s.reads: n for n, s in CATALOGUE.items() if s.reads})
 """An id argument (``order_id``, ``user_id``, ``product_id``) → the read returning its document."""
+STATE_DRIVEN: tuple[ToolSpec, ...] = tuple(s for s in CATALOGUE.values() if s.state_driven is not None)
+"""Reads the state may call for before the model is asked, in catalogue order (identity
+lookups before the profile before orders): ``workflows.conversation.state_reads`` runs them."""
 if len(STANDALONE_OPERATIONS) != len(REFUND_TOOLS) or len(READERS) != sum(1 for s in CATALOGUE.values() if s.reads):
     raise ValueError("two tools declare the same standalone operation or read the same document")
 
@@ -81,7 +84,8 @@ def spec_of(name: str) -> ToolSpec:
 
 
 __all__ = [
-    "CATALOGUE", "ORDER_TOOLS", "READERS", "REFUND_TOOLS", "REQUIRED_STATUS", "STANDALONE_OPERATIONS", "TOOL_ARGS",
+    "CATALOGUE", "ORDER_TOOLS", "READERS", "REFUND_TOOLS", "REQUIRED_STATUS", "STANDALONE_OPERATIONS", "STATE_DRIVEN",
+    "TOOL_ARGS",
     "TOOL_CLASS", "Execution", "Locality", "Notice", "Scope", "StatusRequirement", "System", "ToolArgs", "ToolClass",
     "ToolSpec",
     "spec_of",

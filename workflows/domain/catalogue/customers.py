@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from workflows.domain.catalogue import details, folds
+from workflows.domain.catalogue import details, folds, state_reads
 from workflows.domain.catalogue.checks import identity_by_email, identity_by_name_zip
 from workflows.domain.catalogue.spec import Scope, ToolArgs, ToolClass, ToolSpec
 
@@ -50,18 +50,20 @@ SPECS = (
         name="find_user_id_by_email", args=FindUserIdByEmailArgs, tool_class=ToolClass.READ,
         description="Look up a customer's user id by email.",
         scope=Scope.IDENTIFY, check=identity_by_email, fold=folds.found_user("email"),
+        state_driven=state_reads.customer_by_email,
         personal_data=frozenset({"email"}),
     ),
     ToolSpec(
         name="find_user_id_by_name_zip", args=FindUserIdByNameZipArgs, tool_class=ToolClass.READ,
         description="Look up a customer's user id by first name, last name and zip.",
         scope=Scope.IDENTIFY, check=identity_by_name_zip, fold=folds.found_user("name_zip"),
+        state_driven=state_reads.customer_by_name_zip,
         personal_data=frozenset({"first_name", "last_name", "zip"}),
     ),
     ToolSpec(
         name="get_user_details", args=GetUserDetailsArgs, tool_class=ToolClass.READ,
         description="Read the authenticated customer's profile, payment methods and order ids.",
-        scope=Scope.CUSTOMER, fold=folds.user, reads="user_id",
+        scope=Scope.CUSTOMER, fold=folds.user, reads="user_id", state_driven=state_reads.customer_profile,
     ),
     ToolSpec(
         name="modify_user_address", args=ModifyUserAddressArgs, tool_class=ToolClass.REVERSIBLE_WRITE,

@@ -6,7 +6,7 @@ from typing import Annotated
 
 from pydantic import Field
 
-from workflows.domain.catalogue import amounts, details, folds
+from workflows.domain.catalogue import amounts, details, folds, state_reads
 from workflows.domain.catalogue.checks import cancel_reason, item_change, payment_change
 from workflows.domain.catalogue.customers import ADDRESS_FIELDS, AddressArgs
 from workflows.domain.catalogue.spec import (
@@ -71,7 +71,7 @@ SPECS = (
     ToolSpec(
         name="get_order_details", args=GetOrderDetailsArgs, tool_class=ToolClass.READ,
         description="Read an order's status, items, payment history and fulfilments.",
-        scope=Scope.ORDER_LOOKUP, fold=folds.order, reads="order_id",
+        scope=Scope.ORDER_LOOKUP, fold=folds.order, reads="order_id", state_driven=state_reads.named_orders,
     ),
     ToolSpec(
         name="cancel_pending_order", args=CancelPendingOrderArgs, tool_class=ToolClass.IRREVERSIBLE_WRITE,

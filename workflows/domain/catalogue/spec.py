@@ -5,8 +5,8 @@ A spec says what the model may send (``args``), how the tool touches the world
 (``scope``, ``status``, ``check``), what the user confirms (``detail``), how the result
 changes the state (``fold``), the money it moves (``approval_amount``, ``refund_amount``,
 ``refunds``, ``payment_movements``), how it is named outside (``operation``, ``noun``),
-what follows it (``notify``, ``compensation``), and how it runs (``outcome_lookup``,
-``locality``, ``personal_data``). Every per-tool fact the rest of the code uses is a field
+what follows it (``notify``, ``compensation``), when the state alone calls for a read
+(``state_driven``), and how it runs (``outcome_lookup``, ``locality``, ``personal_data``). Every per-tool fact the rest of the code uses is a field
 of a spec or derived from the specs in ``workflows.domain.catalogue``: no other module
 keeps a table keyed by tool name.
 
@@ -118,6 +118,9 @@ Movements = Callable[[list[dict[str, Any]]], list[dict[str, Any]]]
 """The money movements a write made, from the ``payment_history`` of the order it returned:
 ``{transaction_type: "payment" | "refund", amount, payment_method_id}`` each, in order, as
 the payments service moves them (``activities.payments_port``)."""
+StateDriven = Callable[["ConversationState"], list[dict[str, Any]]]
+"""The arguments of the reads of a tool that the state calls for now, before the model is
+asked (``workflows.domain.catalogue.state_reads``); empty when none."""
 
 
 @dataclass(frozen=True)
@@ -150,6 +153,8 @@ class ToolSpec:
     request (``POST /refunds``: ``"cancel"``); ``noun`` names the change in sentences
     callers read ("cancellation"). ``reads`` (a read) is the id argument whose document the
     read returns (``"order_id"``: the order), so other modules ask for a document, not a tool.
+    ``state_driven`` (a read) gives the reads of this tool the state calls for before the model
+    is asked (``workflows.domain.catalogue.state_reads``).
     """
 
     name: str
@@ -176,6 +181,7 @@ class ToolSpec:
     operation: Optional[str] = None
     noun: Optional[str] = None
     reads: Optional[str] = None
+    state_driven: Optional[StateDriven] = None
     outcome_lookup: bool = True
     locality: Locality = Locality.REMOTE
     personal_data: frozenset[str] = frozenset()
@@ -193,6 +199,8 @@ class ToolSpec:
             raise ValueError(f"{self.name}: a refund-type write needs its operation name and noun")
         if self.reads is not None and (self.is_write or self.reads not in self.args.model_fields):
             raise ValueError(f"{self.name}: only a read returns a document, named by one of its arguments")
+        if self.state_driven is not None and self.is_write:
+            raise ValueError(f"{self.name}: only a read may run without the model proposing it")
 
     @property
     def is_write(self) -> bool:

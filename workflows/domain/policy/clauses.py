@@ -26,6 +26,7 @@ class Rule(str, Enum):
     RETURN_DELIVERED_ONLY = "return-delivered-only"
     EXCHANGE_DELIVERED_ONLY = "exchange-delivered-only"
     GOODWILL_CREDIT = "goodwill-credit"
+    NAMED_TARGET = "named-target"
     CONVERSATION_CLOSED = "conversation-closed"
     MALFORMED_OUTPUT = "malformed-model-output"
     TOOL_ERROR = "tool-error"

@@ -48,6 +48,11 @@ CLAUSES: dict[str, Clause] = {
         "Each step is exactly one action: one tool call, or one reply, never both."),
     "transfer": Clause(
         "Transfer to a human agent only when the request is outside what these tools can do."),
+    "named-target": Clause(
+        "A change acts on what the customer asked about: when their message names orders or items, "
+        "propose the change only for the order and the items it names; when you are unsure which one "
+        "they mean, ask.",
+        refusal="I can only change the order and items you named; please tell me which one you mean."),
     "check-status": Clause(
         "Read an order's current status from the system of record before acting on it.",
         refusal="I need to look that order up first."),

@@ -19,6 +19,7 @@ from workflows.domain.policy.approvals import HANDED_TO_HUMAN, ApprovalStatus
 from workflows.domain.catalogue import Scope, ToolSpec, spec_of
 from workflows.domain.catalogue.checks import status_refusal
 from workflows.domain.policy.clauses import PolicyViolation, Rule, require
+from workflows.domain.policy.named_target import check_named_target
 from workflows.domain.records import StepStatus
 from workflows.domain.state import Confirmation, ConversationState, PendingConfirmation
 
@@ -42,8 +43,9 @@ def _refuse(rule: Rule, reason: str) -> Verdict:
     return Verdict(accepted=False, rule=rule, reason=reason)
 
 
-def validate_proposal(state: ConversationState, action: Any) -> Verdict:
-    """Check a ``ProposedAction`` against the policy and the state.
+def validate_proposal(state: ConversationState, action: Any, named_target: bool = True) -> Verdict:
+    """Check a ``ProposedAction`` against the policy and the state; ``named_target`` applies
+    the named-target clause to writes (False only where a run of 1.0.0 replays without it).
 
     Returns an accepted verdict (``needs_confirmation`` for consequential writes) or a
     rejection with the rule. Never raises for a well-typed action.
@@ -52,11 +54,13 @@ def validate_proposal(state: ConversationState, action: Any) -> Verdict:
         return _refuse(Rule.CONVERSATION_CLOSED, "the conversation is closed")
     if action.kind != "tool_call":
         return ACCEPT
+    spec = spec_of(action.tool.name)
     try:
         check_call(state, action.tool)
+        if spec.is_write and named_target:
+            check_named_target(state, action.tool)
     except PolicyViolation as violation:
         return _refuse(violation.rule, violation.reason)
-    spec = spec_of(action.tool.name)
     order_id = getattr(action.tool.arguments, "order_id", None)
     if spec.is_write and any(a.order_id == order_id for a in state.pending_approvals()):
         # one decision per order at a time: a supervisor decides on the write already waiting
