@@ -28,8 +28,10 @@ from systems.model.view import (
     CANCEL_REASONS,
     SERVED_STEPS,
     RULE_MALFORMED_OUTPUT,
+    RULE_TOOL_ERROR,
     RULE_USER_DECLINED,
     amount,
+    is_read,
     facts,
     observation_of,
     rejection_for,
@@ -45,6 +47,7 @@ CAPABILITIES = (
 )
 IDENTIFY = "Before I can help, please tell me your email address, or your first name, last name and zip code."
 STATUS_PREFIX = "Status of order"
+UNREACHABLE = "Sorry, I can't reach our order system right now. Please try again in a moment."
 BYE = re.compile(r"\b(bye|goodbye|that's all|that is all|nothing else|no thanks)\b", re.ASCII)
 INTENT_WORDS = (
     ("cancel", re.compile(r"\bcancel", re.ASCII)),
@@ -243,6 +246,9 @@ def _decide(view: dict) -> dict[str, Any]:
     last = (view.get("rejections") or [None])[-1]
     if last and last.get("turn") == turn and last.get("rule") != RULE_MALFORMED_OUTPUT:
         # a malformed-output rejection is about our own previous output, not the user's request: carry on
+        proposed = ((last.get("proposal") or {}).get("tool") or {}).get("name", "")
+        if last.get("rule") == RULE_TOOL_ERROR and is_read(proposed):
+            return reply(UNREACHABLE)  # a read's system could not answer: nothing to refuse, try later
         if last.get("rule") != RULE_USER_DECLINED:
             return reply(f"I can't do that: {plain(last.get('reason', 'it was not allowed'))}")
         if _intent(latest) is None:

@@ -43,6 +43,8 @@ CANCEL_REASONS = ("no longer needed", "ordered by mistake")
 RULE_MALFORMED_OUTPUT = "malformed-model-output"
 """Our own previous output was unusable: carry on rather than apologise to the user."""
 RULE_USER_DECLINED = "user-declined"
+RULE_TOOL_ERROR = "tool-error"
+"""A tool failed or refused; on a read, the system behind it could not answer."""
 """The user said no to a confirmation, or changed the subject."""
 TRANSFER_TOOL = "transfer_to_human_agents"
 SERVED_STEPS = frozenset({"done", "failed", "cancelled", "compensated", "unknown", "awaiting_approval"})

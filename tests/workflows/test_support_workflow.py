@@ -139,10 +139,13 @@ async def test_malformed_model_output_becomes_a_rejection_fed_back_to_the_model(
 
 
 async def test_hostile_model_is_refused_and_nothing_is_written(temporal_env, settings):
+    """A model that reads before authentication, reads another customer and writes to orders not
+    read or not theirs is refused each time, with its clause; nothing is written. The email of
+    the second message authenticates the customer by a state-driven read, before any proposal."""
     other_order, other_user = other_customer_order()
     proposals = [
         {"kind": "tool_call", "tool": {"name": "get_user_details", "arguments": {"user_id": CUSTOMER}}},
-        {"kind": "tool_call", "tool": {"name": "find_user_id_by_email", "arguments": {"email": EMAIL}}},
+        {"kind": "reply", "text": "who are you?"},
         {"kind": "tool_call", "tool": {"name": "get_user_details", "arguments": {"user_id": CUSTOMER}}},
         {"kind": "tool_call", "tool": {"name": "get_user_details", "arguments": {"user_id": other_user}}},
         {"kind": "tool_call", "tool": {"name": "cancel_pending_order",
@@ -158,9 +161,11 @@ async def test_hostile_model_is_refused_and_nothing_is_written(temporal_env, set
     async with running_worker(temporal_env, settings, brain=hostile_brain) as (client, backend):
         before = backend.hash("main")
         cid = await client.start_conversation("chat-hostile")
-        reply = await client.send_message(cid, f"I am user {CUSTOMER}, email {EMAIL}")
+        assert (await client.send_message(cid, f"I am user {CUSTOMER}")).text == "who are you?"
+        reply = await client.send_message(cid, f"my email is {EMAIL}")
         assert reply.text == "done trying"
         state = await client.state(cid)
+        assert state.customer.user_id == CUSTOMER and state.customer.details_loaded
         assert [r.rule for r in state.rejections] == ["authenticate-first", "one-customer", "one-customer",
                                                      "check-status"]
         assert backend.hash("main") == before and backend.ledger_entries("main") == []

@@ -108,11 +108,13 @@ class JournalLog:
                 self.call_verdict(Verdict.ENDED)
             case tr.TransferAccepted():
                 self.call_verdict(Verdict.TRANSFERRED)
-            case tr.ReadRan(outcome=outcome):
+            # a read the model did not propose alone has no verdict of its own: a state-driven
+            # read was asked by no call, and a batch's call gets one verdict (BatchRan)
+            case tr.ReadRan(outcome=outcome, by_model=True):
                 self.call_verdict(Verdict.READ_RAN, outcome=outcome)
-            case tr.ReadFailed(rule=rule, reason=reason):
+            case tr.ReadFailed(rule=rule, reason=reason, by_model=True):
                 self.call_verdict(Verdict.READ_RAN, rule, reason, Outcome.UNKNOWN)
-            case tr.ReadCancelled():
+            case tr.ReadCancelled(by_model=True):
                 self.call_verdict(Verdict.CANCELLED, Rule.CANCELLED.value, "the read was cancelled")
             case tr.WriteShown():
                 self.call_verdict(Verdict.SHOWN)

@@ -12,6 +12,7 @@ it from running again (no retry storm while a system is down).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
 from temporalio.exceptions import ActivityError
@@ -55,11 +56,21 @@ def next_due_read(state: ConversationState) -> Optional[Any]:
     return None
 
 
+@dataclass(frozen=True)
+class DueReads:
+    """What ``run_due_reads`` did: ``ran`` reads, and whether the last one's system could not
+    answer (its retries ran out), which ends the turn with ``replies.SYSTEM_UNAVAILABLE``."""
+
+    ran: int
+    unavailable: bool = False
+
+
 async def run_due_reads(state: ConversationState, cancel_requested: Callable[[], Optional[CancelRequest]],
-                        limit: int = MAX_STATE_DRIVEN_READS_PER_TURN) -> int:
+                        limit: int = MAX_STATE_DRIVEN_READS_PER_TURN) -> DueReads:
     """Run the due state-driven reads, one after the other (each may call for the next), at
-    most ``limit`` (what is left of the turn's ``MAX_STATE_DRIVEN_READS_PER_TURN``). Returns
-    how many ran. Raises ``Interrupted`` when a cancel arrives during one."""
+    most ``limit`` (what is left of the turn's ``MAX_STATE_DRIVEN_READS_PER_TURN``). A read
+    whose retries run out is recorded as a tool-error rejection (the model sees it, and it is
+    not run again) and stops the reads. Raises ``Interrupted`` when a cancel arrives during one."""
     ran = 0
     while ran < limit and cancel_requested() is None:
         call = next_due_read(state)
@@ -69,10 +80,10 @@ async def run_due_reads(state: ConversationState, cancel_requested: Callable[[],
         try:
             result = await read(state, call, summary_prefix="state-driven: ", cancel_requested=cancel_requested)
         except Interrupted:
-            tr.read_cancelled(state)
+            tr.read_cancelled(state, by_model=False)
             raise
-        except ActivityError as err:  # retries ran out: recorded (the model sees it), never run again
-            tr.read_failed(state, call, failure_reason(err))
-            continue
-        tr.read_ran(state, call, result)
-    return ran
+        except ActivityError as err:  # the system is down: asking the model now would not help
+            tr.read_failed(state, call, failure_reason(err), by_model=False)
+            return DueReads(ran, unavailable=True)
+        tr.read_ran(state, call, result, by_model=False)
+    return DueReads(ran)

@@ -119,7 +119,10 @@ class Turn:
                 return None
             if workflow.patched(STATE_DRIVEN_READS_PATCH):
                 # what the state alone calls for is read first, so the model's one call sees it
-                state_reads_left -= await run_due_reads(state, self.cancel_request, state_reads_left)
+                due = await run_due_reads(state, self.cancel_request, state_reads_left)
+                state_reads_left -= due.ran
+                if due.unavailable:
+                    return replies.SYSTEM_UNAVAILABLE  # recorded in the state: the next turn's model sees it
             try:
                 if budget.over_budget(state):
                     raise budget.OverBudget()

@@ -148,22 +148,27 @@ class TransferAccepted(Event):
 
 @dataclass(frozen=True)
 class ReadRan(Event):
-    """An accepted read ran; ``outcome``: applied or refused (a business error)."""
+    """An accepted read ran; ``outcome``: applied or refused (a business error). ``by_model``:
+    the model proposed it alone (False: a state-driven read, or one read of a batch)."""
 
     outcome: Outcome
+    by_model: bool = True
 
 
 @dataclass(frozen=True)
 class ReadFailed(Event):
-    """An accepted read's retries ran out: its outcome is unknown."""
+    """An accepted read's retries ran out: its outcome is unknown (``by_model`` as in ``ReadRan``)."""
 
     rule: str
     reason: str
+    by_model: bool = True
 
 
 @dataclass(frozen=True)
 class ReadCancelled(Event):
-    """A cancel stopped the accepted read in flight."""
+    """A cancel stopped the accepted read in flight (``by_model`` as in ``ReadRan``)."""
+
+    by_model: bool = True
 
 
 @dataclass(frozen=True)
@@ -356,22 +361,23 @@ def accept_transfer(state: ConversationState) -> None:
     state.emit(TransferAccepted())
 
 
-def read_ran(state: ConversationState, call: Any, result: ToolResult) -> str:
-    """An accepted read answered: its result is folded into the state (``apply_read_result``)."""
+def read_ran(state: ConversationState, call: Any, result: ToolResult, by_model: bool = True) -> str:
+    """An accepted read answered: its result is folded into the state (``apply_read_result``).
+    ``by_model`` False: the model did not propose it alone (a state-driven read, or a batch's)."""
     shown = apply_read_result(state, call, result.result)
-    state.emit(ReadRan(outcome=result.outcome))
+    state.emit(ReadRan(outcome=result.outcome, by_model=by_model))
     return shown
 
 
-def read_failed(state: ConversationState, call: Any, reason: str) -> None:
+def read_failed(state: ConversationState, call: Any, reason: str, by_model: bool = True) -> None:
     """An accepted read's retries ran out (e.g. the database is down): a tool-error rejection."""
     rejection = reject(state, Rule.TOOL_ERROR.value, f"{call.name} failed: {reason}", proposal_of(call))
-    state.emit(ReadFailed(rule=rejection.rule, reason=rejection.reason))
+    state.emit(ReadFailed(rule=rejection.rule, reason=rejection.reason, by_model=by_model))
 
 
-def read_cancelled(state: ConversationState) -> None:
+def read_cancelled(state: ConversationState, by_model: bool = True) -> None:
     """A cancel stopped the accepted read in flight (nothing is recorded in the state)."""
-    state.emit(ReadCancelled())
+    state.emit(ReadCancelled(by_model=by_model))
 
 
 # --- steps and writes -----------------------------------------------------------------------
