@@ -27,7 +27,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from workflows.domain.actions import parse_proposed_action, proposed_action_json_schema
+from workflows.domain.actions import (MAX_BATCH_CALLS, ToolBatchAction, parse_proposed_action,
+                                      proposed_action_json_schema)
 from workflows.domain.catalogue import CATALOGUE
 from workflows.domain.prompt import PROMPT_VERSION, ModelSnapshot
 from workflows.domain.prompt import prompt_version as named_prompt
@@ -174,9 +175,10 @@ def propose_tool_param(version: str = PROMPT_VERSION) -> dict[str, Any]:
 
 
 def forced_tool_choice() -> dict[str, Any]:
-    """``tool_choice`` forcing exactly one call of ``propose_action`` (parallel tool use off:
-    a second call in one response is never wanted, and ``extract_tool_input`` refuses it)."""
-    return {"type": "tool", "name": PROPOSE_TOOL_NAME, "disable_parallel_tool_use": True}
+    """``tool_choice`` forcing ``propose_action``, with parallel tool use on: reads that do not
+    depend on each other come as several ``propose_action`` calls in one response, which
+    ``read_proposal`` reads as one ``ToolBatchAction``."""
+    return {"type": "tool", "name": PROPOSE_TOOL_NAME, "disable_parallel_tool_use": False}
 
 
 EPHEMERAL = {"type": "ephemeral"}
@@ -240,13 +242,14 @@ def validation_summary(err: ValidationError, limit: int = 5) -> str:
     return "; ".join(parts) + (f"; (+{more} more)" if more > 0 else "")
 
 
-def extract_tool_input(message: Any) -> dict[str, Any]:
-    """The ``input`` of the ``propose_action`` ``tool_use`` block of an SDK ``Message``.
+def extract_tool_inputs(message: Any) -> list[dict[str, Any]]:
+    """The ``input`` of each ``propose_action`` ``tool_use`` block of an SDK ``Message``, in order.
 
     Raises ``MalformedOutput`` when there is no ``tool_use`` block (e.g. a text answer),
-    when the response stopped for any reason but completing its tool call (``stop_reason``
-    other than ``tool_use``: ``max_tokens``, ``refusal``, ``pause_turn``...), when it names
-    another tool, when it holds more than one tool call, or when its input is not a JSON object.
+    when the response stopped for any reason but completing its tool calls (``stop_reason``
+    other than ``tool_use``: ``max_tokens``, ``refusal``, ``pause_turn``...), when a block names
+    another tool, when there are more than ``MAX_BATCH_CALLS`` of them, or when an input is not
+    a JSON object.
     """
     blocks = [b for b in (getattr(message, "content", None) or []) if getattr(b, "type", None) == "tool_use"]
     stop = getattr(message, "stop_reason", None)
@@ -256,28 +259,36 @@ def extract_tool_input(message: Any) -> dict[str, Any]:
         # cut off (max_tokens), refused, paused...: an input that still validates may be only
         # part of what the model meant (1 of 4 items to return), so it is never acted on
         raise MalformedOutput(f"the response stopped before completing its tool call (stop_reason={stop!r})")
-    if len(blocks) > 1:
-        # acting on the first of several proposals would drop the rest silently (part of
-        # what the model meant), the same loss as a cut-off input
-        raise MalformedOutput(f"the response holds {len(blocks)} tool calls; exactly one was asked for")
-    block = blocks[0]
-    if block.name != PROPOSE_TOOL_NAME:
-        raise MalformedOutput(f"tool_use names unknown tool {block.name!r}, expected {PROPOSE_TOOL_NAME!r}")
-    if not isinstance(block.input, dict):
-        raise MalformedOutput(f"tool_use input is {type(block.input).__name__}, expected an object")
-    return block.input
+    if len(blocks) > MAX_BATCH_CALLS:
+        raise MalformedOutput(f"the response holds {len(blocks)} tool calls; at most {MAX_BATCH_CALLS} are read")
+    for block in blocks:
+        if block.name != PROPOSE_TOOL_NAME:
+            raise MalformedOutput(f"tool_use names unknown tool {block.name!r}, expected {PROPOSE_TOOL_NAME!r}")
+        if not isinstance(block.input, dict):
+            raise MalformedOutput(f"tool_use input is {type(block.input).__name__}, expected an object")
+    return [block.input for block in blocks]
 
 
 def read_proposal(message: Any) -> Any:
-    """The validated ``ProposedAction`` of an SDK ``Message``.
+    """The validated proposal of an SDK ``Message``: one ``ProposedAction``, or, for several
+    ``propose_action`` calls (parallel tool use), one ``ToolBatchAction`` of their tool calls.
 
-    Raises ``MalformedOutput`` (see ``extract_tool_input``), including when the input
-    fails ``parse_proposed_action``; the message then carries the pydantic summary.
+    Raises ``MalformedOutput`` (see ``extract_tool_inputs``), including when an input fails
+    ``parse_proposed_action`` (the message then carries the pydantic summary) and when several
+    calls hold anything but tool calls: a reply, an end or a transfer comes alone, and acting
+    on part of such an answer would drop the rest silently, the same loss as a cut-off input.
     """
     # Models sometimes send the other kinds' fields as null; they carry no meaning, so
     # drop them rather than spend a retry on them. Everything else is validated strictly.
-    raw = {k: v for k, v in extract_tool_input(message).items() if v is not None}
-    try:
-        return parse_proposed_action(raw)
-    except ValidationError as err:
-        raise MalformedOutput(f"propose_action input is not a valid ProposedAction: {validation_summary(err)}") from err
+    actions = []
+    for raw in extract_tool_inputs(message):
+        try:
+            actions.append(parse_proposed_action({k: v for k, v in raw.items() if v is not None}))
+        except ValidationError as err:
+            raise MalformedOutput(
+                f"propose_action input is not a valid ProposedAction: {validation_summary(err)}") from err
+    if len(actions) == 1:
+        return actions[0]
+    if any(action.kind != "tool_call" for action in actions):
+        raise MalformedOutput(f"the response holds {len(actions)} proposals; only tool calls may come together")
+    return ToolBatchAction(tools=[action.tool for action in actions])

@@ -237,11 +237,13 @@ def _print_report(result: dict, settings: Settings, started_server: bool) -> Non
         console.print(table)
     s = result["summary"]
     table = Table(title="τ-bench summary")
-    for col in ("tasks", "passed", "hash match", "writes", "duplicate writes", "approvals granted", "seconds"):
+    for col in ("tasks", "passed", "hash match", "writes", "duplicate writes", "approvals granted",
+                "model calls", "user messages", "calls / message", "seconds"):
         table.add_column(col, justify="right")
     table.add_row(str(s["total"]), f"{s['passed']} ({100 * s['passed'] / max(1, s['total']):.1f}%)",
                   str(s["hash_match"]), str(s["writes"]), str(s["duplicate_writes"]),
-                  str(s.get("approvals_granted", 0)), f"{s['seconds']:.1f}")
+                  str(s.get("approvals_granted", 0)), str(s.get("model_calls", 0)), str(s.get("user_messages", 0)),
+                  f"{s.get('model_calls_per_message', 0):.2f}", f"{s['seconds']:.1f}")
     console.print(table)
     if started_server:
         console.print(f"Web UI: {ui_url(settings)} was up during the run; the embedded server stopped with it. "

@@ -19,6 +19,7 @@ the conversation has executed it, and counts it in ``approvals_granted``.
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 import uuid
 from typing import Any, Optional
@@ -59,6 +60,11 @@ class TaskResult(BaseModel):
     """Ground-truth actions our policy refused, each as ``tool: [rule] reason``."""
     approvals_granted: int = 0
     """Approvals the runner granted as the supervisor in this task."""
+    model_calls: int = 0
+    """Model calls the conversation made (its state's ``usage.model_calls``)."""
+    user_messages: int = 0
+    """The simulated user's messages: the opening, each yes, the goodbye; not the runner's
+    "Please continue." nudges."""
 
 
 class Summary(BaseModel):
@@ -71,6 +77,11 @@ class Summary(BaseModel):
     duplicate_writes: int
     seconds: float
     approvals_granted: int = 0
+    model_calls: int = 0
+    user_messages: int = 0
+    model_calls_per_task: float = 0.0
+    model_calls_per_message: float = 0.0
+    """``model_calls`` / ``user_messages`` (0 when no message was sent)."""
 
 
 class Report(BaseModel):
@@ -90,11 +101,20 @@ def plan_of(user: dict[str, Any], task: Task) -> dict[str, Any]:
     }
 
 
-def opening_message(user: dict[str, Any]) -> str:
-    """The simulated user's first message: who they are and a plain request."""
+GOODBYE = "That's all, thank you."
+"""What the simulated user says once what they came for is done (the stand-in then ends)."""
+ORDER_ID = re.compile(r"#W[0-9]{7}\b", re.ASCII)
+
+
+def opening_message(user: dict[str, Any], task: Optional[Task] = None) -> str:
+    """The simulated user's first message: who they are and a plain request, naming the orders
+    their instruction names (a user tells the order numbers they have; the ground-truth actions
+    stay the model's to find)."""
     name = user["name"]
+    named = list(dict.fromkeys(ORDER_ID.findall(task.instruction))) if task is not None else []
+    orders = f" {', '.join(named)}" if named else ""
     return (f"Hi, I'm {name['first_name']} {name['last_name']}, my zip code is {user['address']['zip']} "
-            f"and my email is {user['email']}. I need some help with my orders.")
+            f"and my email is {user['email']}. I need some help with my orders{orders}.")
 
 
 def approval_settled(state: Any, approval_id: str) -> bool:
@@ -152,6 +172,7 @@ class TauBenchRunner:
         store = conversation_id = f"tb-{self._run_id}-{task.task_index}"
         await asyncio.to_thread(self._backend.seed_store, store, replace=True)
         replies: list[str] = []
+        user_messages = 0
         error: Optional[str] = None
         state: Optional[ConversationState] = None
         granted = 0
@@ -162,8 +183,8 @@ class TauBenchRunner:
             # a start past its deadline may have started the run: sent again, it attaches to it
             # (the workflow id's conflict policy is use-existing) and its open update re-checks the store
             await transient_retried(lambda: self._client.start_conversation(conversation_id, store=store))
-            sent = 0
-            reply = await self._send(conversation_id, opening_message(user), sent)
+            sent, user_messages, sent_texts = 0, 1, []
+            reply = await self._send(conversation_id, opening_message(user, task), sent)
             replies.append(reply.text)
             nudges = 0
             for _ in range(MAX_USER_MESSAGES):
@@ -180,6 +201,11 @@ class TauBenchRunner:
                     text = "Please continue."
                 elif reply.awaiting_confirmation:
                     text = "yes"
+                    user_messages += 1
+                elif GOODBYE not in sent_texts and await asyncio.to_thread(self._satisfied, store, task, replies):
+                    # what the user came for is done and told: they say goodbye, as a user does
+                    text = GOODBYE
+                    user_messages += 1
                 else:
                     nudges += 1
                     if nudges > MAX_NUDGES:
@@ -187,6 +213,7 @@ class TauBenchRunner:
                         break
                     text = "Please continue."
                 sent += 1
+                sent_texts.append(text)
                 reply = await self._send(conversation_id, text, sent)
                 replies.append(reply.text)
             state = await transient_retried(lambda: self._client.state(conversation_id))
@@ -220,7 +247,14 @@ class TauBenchRunner:
         return TaskResult(task_index=task.task_index, passed=passed, hash_match=hash_match,
                           outputs_match=not missing, reason=" | ".join(reasons) or "ok", writes=writes,
                           duplicate_writes=duplicates, seconds=round(time.monotonic() - started, 3),
-                          policy_refusals=refusals, approvals_granted=granted)
+                          policy_refusals=refusals, approvals_granted=granted,
+                          model_calls=state.usage.model_calls if state else 0, user_messages=user_messages)
+
+    def _satisfied(self, store: str, task: Task, replies: list[str]) -> bool:
+        """True when the store holds the task's expected data and every expected output was said."""
+        said = [_normalise(r) for r in replies]
+        return (all(any(_normalise(o) in r for r in said) for o in task.outputs)
+                and self._backend.hash(store) == task.gt_data_hash)
 
     async def _send(self, conversation_id: str, text: str, n: int) -> AssistantReply:
         """User message ``n`` of the task, with a message id of its own, so a retry after a
@@ -271,7 +305,11 @@ class TauBenchRunner:
                           hash_match=sum(r.hash_match for r in results), writes=sum(r.writes for r in results),
                           duplicate_writes=sum(r.duplicate_writes for r in results),
                           seconds=round(time.monotonic() - started, 2),
-                          approvals_granted=sum(r.approvals_granted for r in results))
+                          approvals_granted=sum(r.approvals_granted for r in results),
+                          model_calls=(calls := sum(r.model_calls for r in results)),
+                          user_messages=(messages := sum(r.user_messages for r in results)),
+                          model_calls_per_task=round(calls / len(results), 2) if results else 0.0,
+                          model_calls_per_message=round(calls / messages, 2) if messages else 0.0)
         return Report(summary=summary, tasks=results)
 
 

@@ -36,6 +36,8 @@ from systems.model.view import (
 
 FIND_USER_TOOLS = ("find_user_id_by_email", "find_user_id_by_name_zip")
 ITEM_CHANGE_TOOLS = ("modify_pending_order_items", "exchange_delivered_order_items")
+MAX_BATCH = 8
+"""Reads proposed together at most (the workflow's ``MAX_READS_PER_BATCH``)."""
 IDENTIFY_TEXT = "To get started, please tell me your email address, or your first name, last name and zip code."
 
 
@@ -134,31 +136,52 @@ def next_plan_index(view: dict, actions: list[dict[str, Any]], offered: Optional
     return j
 
 
-def _prerequisite(view: dict, name: str, kwargs: dict[str, Any],
-                  offered: Optional[frozenset[str]] = None) -> Optional[dict[str, Any]]:
-    """Step 4: the read a write on an order needs first, or None. A read already tried
-    and still missing, or not offered, is not proposed: the write goes ahead and the
-    workflow decides."""
+def _prerequisites(view: dict, name: str, kwargs: dict[str, Any],
+                   offered: Optional[frozenset[str]] = None) -> list[dict[str, Any]]:
+    """Step 4: the reads a write on an order needs first (the order, then the products whose
+    variants an item change swaps in), proposed together. A read already tried and still
+    missing, or not offered, is not proposed: the write goes ahead and the workflow decides."""
     order_id = kwargs.get("order_id")
     if not order_id:
-        return None
+        return []
     orders = view.get("orders") or {}
     if order_id not in orders:
         args = {"order_id": order_id}
         if tried(view, "get_order_details", args) or not offers(offered, "get_order_details"):
-            return None
-        return tool_call("get_order_details", args)
+            return []
+        return [tool_call("get_order_details", args)]
     if name not in ITEM_CHANGE_TOOLS:
-        return None
+        return []
     product_of = {item["item_id"]: item["product_id"] for item in orders[order_id].get("items") or []}
     products = view.get("products") or {}
+    needed = []
     for old in kwargs.get("item_ids") or []:
         product_id = product_of.get(old)
         if product_id and product_id not in products:
             args = {"product_id": product_id}
             if offers(offered, "get_product_details") and not tried(view, "get_product_details", args):
-                return tool_call("get_product_details", args)
-    return None
+                needed.append(tool_call("get_product_details", args))
+    return list({canon(a["tool"]["name"], a["tool"]["arguments"]): a for a in needed}.values())
+
+
+def _planned_reads(view: dict, actions: list[dict[str, Any]], j: int,
+                   offered: Optional[frozenset[str]] = None) -> list[dict[str, Any]]:
+    """The plan's reads from ``actions[j]`` (a read) up to its next write, not done, tried or
+    withheld yet: they do not depend on each other, so they are proposed together."""
+    reads: dict[str, dict[str, Any]] = {}
+    for act in actions[j:]:
+        name, kwargs = act.get("name", ""), act.get("kwargs") or {}
+        if name == "think":
+            continue
+        if not is_read(name):
+            break
+        if offers(offered, name) and not _read_done(view, name, kwargs) and not tried(view, name, kwargs):
+            reads.setdefault(canon(name, kwargs), tool_call(name, kwargs))
+    return list(reads.values())[:MAX_BATCH]
+
+
+def _one_or_batch(calls: list[dict[str, Any]]) -> "dict[str, Any] | list[dict[str, Any]]":
+    return calls[0] if len(calls) == 1 else calls
 
 
 def _as_action(name: str, kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -185,9 +208,10 @@ def closing_text(view: dict) -> str:
 
 
 def scripted_brain(view: dict, plan: Optional[dict[str, Any]],
-                   offered: Optional[frozenset[str]] = None) -> dict[str, Any]:
+                   offered: Optional[frozenset[str]] = None) -> "dict[str, Any] | list[dict[str, Any]]":
     """Next raw action (``ProposedAction`` dict) for a benchmark run, from the plan and the
-    view; ``offered`` names the tools the request offers (None: all of them).
+    view, or a list of reads proposed together (the plan's reads up to its next write, or the
+    reads a write needs first); ``offered`` names the tools the request offers (None: all).
 
     Raises ``ValueError`` when there is no plan or it is not of the shape above.
     """
@@ -213,7 +237,11 @@ def scripted_brain(view: dict, plan: Optional[dict[str, Any]],
         if pending and canon(pending["call"]["name"], pending["call"]["arguments"]) == canon(name, kwargs):
             # Already shown to the customer: ask for the yes instead of proposing it twice.
             return reply(f"Please confirm: {pending.get('detail') or name}. Reply yes to proceed.")
-        needed = _prerequisite(view, name, kwargs, offered)
-        if needed is not None:
-            return needed
+        needed = _prerequisites(view, name, kwargs, offered)
+        if needed:
+            return _one_or_batch(needed)
+    elif name != TRANSFER_TOOL:
+        planned = _planned_reads(view, actions, j, offered)
+        if planned:
+            return _one_or_batch(planned)
     return _as_action(name, kwargs)

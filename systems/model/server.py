@@ -46,13 +46,15 @@ from systems.model.wire import (
     error_body,
     offered_tool_names,
     request_problem,
+    parallel_allowed,
     text_of,
     tool_use_message,
 )
 
-Brain = Callable[[dict, Optional[dict]], Union[dict, Awaitable[dict]]]
-"""(state view, plan or None) -> raw ``ProposedAction`` dict, or an awaitable of it (a brain
-that takes its time, as a real model does, without blocking the server)."""
+Brain = Callable[[dict, Optional[dict]], Union[dict, list, Awaitable[Union[dict, list]]]]
+"""(state view, plan or None) -> raw ``ProposedAction`` dict, or a list of them (parallel tool
+use: one ``tool_use`` block each), or an awaitable of either (a brain that takes its time, as a
+real model does, without blocking the server)."""
 
 
 class Plans(Protocol):
@@ -84,13 +86,17 @@ class StoppedEarly:
     action: dict
 
 
-def offline_brain(view: dict, plan: Optional[dict] = None, offered: Optional[frozenset[str]] = None) -> dict:
-    """Default brain: ``scripted_brain`` when the conversation has a plan, else ``rules_brain``.
-    ``offered``: the tools the request lets the answer call (None: all); the scripted brain
-    works around a withheld read, and ``honour_offered`` turns any other withheld call
-    into a transfer to a human."""
+def offline_brain(view: dict, plan: Optional[dict] = None,
+                  offered: Optional[frozenset[str]] = None) -> Union[dict, list]:
+    """Default brain: ``scripted_brain`` when the conversation has a plan (a list of reads it
+    proposes together), else ``rules_brain``. ``offered``: the tools the request lets the answer
+    call (None: all); the scripted brain works around a withheld read, and ``honour_offered``
+    turns any other withheld call into a transfer to a human."""
     if plan is not None:
-        return honour_offered(scripted_brain(view, plan, offered), offered)
+        planned = scripted_brain(view, plan, offered)
+        if isinstance(planned, list):
+            return [honour_offered(action, offered) for action in planned]
+        return honour_offered(planned, offered)
     return honour_offered(rules_brain(view), offered)
 
 
@@ -104,7 +110,8 @@ def offline_app(brain: Optional[Brain] = None, plans: Optional[Plans] = None,
     and the plans of ``plans`` (none if None); ``cache`` (default: a fresh ``PromptCache`` of
     this app, shared by all its requests) models the provider's prompt cache in ``usage``.
 
-    Answers 200 with one ``tool_use`` block (the default brain never calls a tool the
+    Answers 200 with one ``tool_use`` block per proposed action (several only where the request
+    allows parallel tool use; the default brain never calls a tool the
     request's schema leaves out, ``honour_offered``); 400 ``invalid_request_error`` for a request
     missing model/max_tokens/messages, a tool schema or ``metadata`` the real API refuses,
     content without a ``<state_json>`` block, or more than 4 ``cache_control`` breakpoints; 401 without an api key header; the
@@ -177,6 +184,8 @@ def offline_app(brain: Optional[Brain] = None, plans: Optional[Plans] = None,
                                             body.get("tools")], sort_keys=True).encode()).hexdigest()
         early = action.stop_reason if isinstance(action, StoppedEarly) else None
         action = action.action if isinstance(action, StoppedEarly) else action
+        if isinstance(action, list) and (len(action) == 1 or not parallel_allowed(body)):
+            action = action[0]  # one proposal, or parallel tool use turned off: the first only
         output = json.dumps(action, sort_keys=True)
         # the provider's rule: output that would pass the request's max_tokens stops there
         # (stop_reason "max_tokens"), with whatever input was produced so far

@@ -151,7 +151,7 @@ def tool_use_message(
     message_id: str,
     tool_use_id: str,
     model: str,
-    action: dict[str, Any],
+    action: "dict[str, Any] | list[dict[str, Any]]",
     input_tokens: int,
     output_tokens: int,
     tool_name: str = DEFAULT_TOOL_NAME,
@@ -159,7 +159,8 @@ def tool_use_message(
     cache_creation_input_tokens: int = 0,
     cache_read_input_tokens: int = 0,
 ) -> dict[str, Any]:
-    """A Messages API response body whose only content is one ``tool_use`` of ``tool_name``;
+    """A Messages API response body whose only content is one ``tool_use`` of ``tool_name`` per
+    action (a list of actions: parallel tool use, the ids numbered from ``tool_use_id``);
     ``stop_reason`` is ``tool_use`` unless the output ran into the request's ``max_tokens``.
     ``usage`` carries the uncached ``input_tokens`` and the cache read/creation counts."""
     return {
@@ -167,13 +168,20 @@ def tool_use_message(
         "type": "message",
         "role": "assistant",
         "model": model,
-        "content": [{"type": "tool_use", "id": tool_use_id, "name": tool_name, "input": action}],
+        "content": [{"type": "tool_use", "id": tool_use_id if n == 0 else f"{tool_use_id}_{n}", "name": tool_name,
+                     "input": one} for n, one in enumerate(action if isinstance(action, list) else [action])],
         "stop_reason": stop_reason,
         "stop_sequence": None,
         "usage": {"input_tokens": input_tokens, "output_tokens": output_tokens,
                   "cache_creation_input_tokens": cache_creation_input_tokens,
                   "cache_read_input_tokens": cache_read_input_tokens},
     }
+
+
+def parallel_allowed(body: dict[str, Any]) -> bool:
+    """True unless the request's ``tool_choice`` sets ``disable_parallel_tool_use``."""
+    choice = body.get("tool_choice")
+    return not (isinstance(choice, dict) and choice.get("disable_parallel_tool_use") is True)
 
 
 def error_body(error_type: str, message: str) -> dict[str, Any]:

@@ -2,10 +2,10 @@
 an in-memory transport (no socket): the request it sends, the responses it refuses,
 how HTTP statuses map to retryable or not, and the tool's input schema.
 
-Parallel tool use: the request forbids it (``disable_parallel_tool_use``), and a response
-with two ``propose_action`` calls anyway is malformed (retried, then a rejection), never
-read as its first call only: the second proposal would be silently dropped, the same loss
-as a cut-off input.
+Parallel tool use: the request allows it, and several ``propose_action`` calls of tool calls
+in one response are one batch (``ToolBatchAction``) in their order; several calls that hold a
+reply, an end or a transfer are malformed (retried, then a rejection), never read as their first
+call only: the rest would be silently dropped, the same loss as a cut-off input.
 
 The same activity over real HTTP against the offline server is
 tests/activities/test_model_activity.py.
@@ -79,7 +79,7 @@ async def test_request_wire_format():
         *({"type": "text", "text": block, "cache_control": ephemeral} for block in req.snapshot.stable),
         {"type": "text", "text": req.snapshot.content}]}]
     assert len(req.snapshot.stable) == 2
-    assert sent["tool_choice"] == {"type": "tool", "name": PROPOSE_TOOL_NAME, "disable_parallel_tool_use": True}
+    assert sent["tool_choice"] == {"type": "tool", "name": PROPOSE_TOOL_NAME, "disable_parallel_tool_use": False}
     assert sent["metadata"] == {"user_id": req.conversation_id}  # the conversation, as an opaque id
     (tool,) = sent["tools"]
     assert tool["name"] == PROPOSE_TOOL_NAME
@@ -190,10 +190,24 @@ def _block(order_id: str) -> SimpleNamespace:
         "kind": "tool_call", "tool": {"name": "get_order_details", "arguments": {"order_id": order_id}}})
 
 
-def test_two_tool_calls_in_one_response_are_not_half_acted_on():
+def test_several_tool_calls_in_one_response_are_one_batch_in_their_order():
     message = SimpleNamespace(stop_reason="tool_use", content=[_block("#W1"), _block("#W2")], model="m")
     request = build_create_kwargs(ModelSnapshot(system="s", content="c"), model="m", max_tokens=100,
                                   conversation_id="c")
-    assert request["tool_choice"]["disable_parallel_tool_use"] is True
-    with pytest.raises(MalformedOutput, match="2 tool calls"):
+    assert request["tool_choice"]["disable_parallel_tool_use"] is False
+    batch = read_proposal(message)
+    assert batch.kind == "tool_calls"
+    assert [call.arguments.order_id for call in batch.tools] == ["#W1", "#W2"]
+
+
+def test_a_reply_beside_a_tool_call_is_not_half_acted_on():
+    reply = SimpleNamespace(type="tool_use", name="propose_action", input={"kind": "reply", "text": "done"})
+    message = SimpleNamespace(stop_reason="tool_use", content=[_block("#W1"), reply], model="m")
+    with pytest.raises(MalformedOutput, match="2 proposals; only tool calls"):
+        read_proposal(message)
+
+
+def test_more_tool_calls_than_a_batch_may_hold_are_malformed():
+    message = SimpleNamespace(stop_reason="tool_use", content=[_block(f"#W{n}") for n in range(65)], model="m")
+    with pytest.raises(MalformedOutput, match="65 tool calls; at most 64"):
         read_proposal(message)

@@ -131,10 +131,13 @@ def complete(state: ConversationState, tool: str, args: dict[str, Any], ok: bool
 
 def propose(brain, state: ConversationState, plan: Optional[dict[str, Any]] = None) -> dict[str, Any]:
     """Run a brain on the view and plan as they travel (JSON) and check the output is a
-    valid ProposedAction."""
+    valid ProposedAction, or a list of tool calls (reads proposed together)."""
     view = json.loads(json.dumps(state_view(state)))
     raw = brain(view, json.loads(json.dumps(plan)) if plan is not None else None)
-    parse_proposed_action(raw)
+    if isinstance(raw, list):  # reads proposed together
+        assert len(raw) >= 2 and all(parse_proposed_action(action).kind == "tool_call" for action in raw)
+    else:
+        parse_proposed_action(raw)
     return raw
 
 
@@ -178,11 +181,12 @@ def test_scripted_walks_an_exchange_task():
     assert scripted(1, state) == call("get_order_details", order_id=order_id)
     state.orders[order_id] = order_fact(order_id)
 
-    # the new items' products are those of the old items, in item_ids order
+    # the new items' products are those of the old items, in item_ids order, read together
     by_item = {i.item_id: i.product_id for i in state.orders[order_id].items}
-    expected_products = [by_item[item] for item in gt["kwargs"]["item_ids"]]
+    expected_products = list(dict.fromkeys(by_item[item] for item in gt["kwargs"]["item_ids"]))
+    assert len(expected_products) == 2
+    assert scripted(1, state) == [call("get_product_details", product_id=p) for p in expected_products]
     for product_id in expected_products:
-        assert scripted(1, state) == call("get_product_details", product_id=product_id)
         state.products[product_id] = product_fact(product_id)
 
     assert scripted(1, state) == {"kind": "tool_call", "tool": {"name": gt["name"], "arguments": gt["kwargs"]}}
@@ -331,6 +335,8 @@ class Simulator:
         self.state = ConversationState(conversation_id=conversation_id)
         self.pending: Optional[PendingConfirmation] = None
         self.proposed: list[dict[str, Any]] = []
+        self.calls = 0
+        """Model calls made."""
 
     def say(self, text: str) -> str:
         """One user message; returns the assistant's reply (or end text)."""
@@ -346,6 +352,12 @@ class Simulator:
                                             verbatim=text)
             assert validate_execution(self.state, pending, confirmation).accepted
             self._write(pending)
+            # the workflow words a write's outcome itself: no model call
+            from workflows.domain.replies import write_outcome
+            op = self.state.completed_operations[-1]
+            order = self.state.orders.get(op.arguments.get("order_id", ""))
+            return write_outcome(pending.detail, None if op.ok else op.result, op.arguments.get("order_id"),
+                                 order.status if order else None)
         elif pending is not None:
             tr.reject(self.state, "user-declined", "the user declined", _proposal(pending.call))
         return self._agent_loop()
@@ -357,9 +369,21 @@ class Simulator:
         from workflows.domain.catalogue import spec_of
         from workflows.domain.policy.validator import validate_proposal
 
+        from workflows.conversation.state_reads import next_due_read
+
         for step in range(30):
+            while (due := next_due_read(self.state)) is not None:  # state-driven reads, before the model
+                tr.apply_read_result(self.state, due, run_tool(self.db, due.name, call_arguments(due)))
             raw = propose(offline_brain, self.state, self.plan)
             self.proposed.append(raw)
+            self.calls += 1
+            if isinstance(raw, list):  # reads proposed together: each judged, each run
+                for one in raw:
+                    read = parse_proposed_action(one)
+                    if validate_proposal(self.state, read).accepted:
+                        tr.apply_read_result(self.state, read.tool, run_tool(self.db, read.tool.name,
+                                                                             call_arguments(read.tool)))
+                continue
             action = parse_proposed_action(raw)
             verdict = validate_proposal(self.state, action)
             if not verdict.accepted:

@@ -126,15 +126,25 @@ def test_on_every_dev_task_view_the_stand_in_never_calls_a_withheld_tool(monkeyp
         full = offline_brain(view, plan)
         for version in (NO_RETURNS, NO_ORDER_READS):
             offered = frozenset(CATALOGUE) - PROMPT_VERSIONS[version].withheld_tools
-            action = offline_brain(view, plan, offered)
-            parse_proposed_action(action)
-            assert action["kind"] != "tool_call" or action["tool"]["name"] in offered
+            for action in _each(offline_brain(view, plan, offered)):
+                parse_proposed_action(action)
+                assert action["kind"] != "tool_call" or action["tool"]["name"] in offered
         no_returns = offline_brain(view, plan, frozenset(CATALOGUE) - {RETURN})
-        if full["kind"] == "tool_call" and full["tool"]["name"] == RETURN:
+        if _calls(full) == [RETURN]:
             assert no_returns["kind"] == "transfer_to_human"
         if not returns:
             assert no_returns == full  # a task without a return is answered alike
         no_reads = offline_brain(view, plan, frozenset(CATALOGUE) - {"get_order_details"})
-        if full["kind"] == "tool_call" and full["tool"]["name"] == "get_order_details":
+        if _calls(full) == ["get_order_details"]:
             # the order read is skipped: the plan's write is proposed at once, and the policy decides
             assert no_reads["kind"] == "tool_call" and no_reads["tool"]["name"] in {a["name"] for a in task["actions"]}
+
+
+def _each(answer) -> list[dict]:
+    """The actions of one answer: one, or the reads proposed together."""
+    return answer if isinstance(answer, list) else [answer]
+
+
+def _calls(answer) -> list[str]:
+    """The tools one answer calls, in order (empty for a reply, an end or a transfer)."""
+    return [a["tool"]["name"] for a in _each(answer) if a["kind"] == "tool_call"]

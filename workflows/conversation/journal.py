@@ -114,6 +114,11 @@ class JournalLog:
                 self.call_verdict(Verdict.READ_RAN, outcome=outcome)
             case tr.ReadFailed(rule=rule, reason=reason, by_model=True):
                 self.call_verdict(Verdict.READ_RAN, rule, reason, Outcome.UNKNOWN)
+            case tr.BatchJudged(ran=ran, refused=refused, unavailable=unavailable):
+                self.call_verdict(Verdict.READ_RAN if ran else Verdict.REJECTED,
+                                  Rule.TOOL_ERROR.value if unavailable else None,
+                                  f"{ran} read(s) ran together, {refused} call(s) refused",
+                                  Outcome.UNKNOWN if unavailable else (Outcome.APPLIED if ran else None))
             case tr.ReadCancelled(by_model=True):
                 self.call_verdict(Verdict.CANCELLED, Rule.CANCELLED.value, "the read was cancelled")
             case tr.WriteShown():

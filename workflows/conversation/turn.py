@@ -21,6 +21,7 @@ from temporalio.exceptions import ActivityError
 from workflows.activity_api import ModelActivitiesApi
 from workflows.conversation import budget
 from workflows.conversation.approvals import needs_approval, request_supervisor
+from workflows.conversation.batch import run_batch
 from workflows.conversation.execute import execute_confirmed, failure_reason, open_ticket, read
 from workflows.conversation.journal import JournalLog
 from workflows.conversation.state_reads import MAX_STATE_DRIVEN_READS_PER_TURN, STATE_DRIVEN_READS_PATCH, run_due_reads
@@ -138,6 +139,11 @@ class Turn:
                 return replies.SUPERSEDED
             if result is None:
                 consecutive_rejections += 1
+            elif result.action.kind == "tool_calls":
+                batch = await run_batch(state, result.action.tools, self.cancel_request)
+                if batch.unavailable:
+                    return replies.SYSTEM_UNAVAILABLE  # recorded in the state: the next turn's model sees it
+                consecutive_rejections = 0 if batch.ran else consecutive_rejections + 1
             else:
                 # the named-target clause judges writes; runs of 1.0.0 replay their writes without it
                 named_target = _is_write(result.action) and workflow.patched(NAMED_TARGET_PATCH)
@@ -241,7 +247,8 @@ def _told_outcome(state: ConversationState, pending: PendingConfirmation) -> str
 
 
 def _is_read(action: Any) -> bool:
-    return action.kind == "tool_call" and not spec_of(action.tool.name).is_write
+    """A read, or a batch (whose writes are refused: only its reads run)."""
+    return action.kind == "tool_calls" or (action.kind == "tool_call" and not spec_of(action.tool.name).is_write)
 
 
 def _is_write(action: Any) -> bool:

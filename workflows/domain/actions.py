@@ -105,6 +105,28 @@ ProposedAction = Annotated[
 ]
 PROPOSED_ACTION_ADAPTER: TypeAdapter[Any] = TypeAdapter(ProposedAction)
 
+MAX_READS_PER_BATCH = 8
+"""Reads one answer may propose together (parallel tool use); the workflow refuses the rest
+of a longer batch with a reason (clause one-action)."""
+MAX_BATCH_CALLS = 64
+"""Tool calls a batch may hold at all: an answer with more is malformed output."""
+
+
+class ToolBatchAction(BaseModel):
+    """Several tool calls proposed in one answer (parallel tool use: one ``propose_action``
+    call per tool call). The workflow runs the reads together, at most ``MAX_READS_PER_BATCH``;
+    a write in a batch is refused (a write is proposed alone and confirmed; clause one-action)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    kind: Literal["tool_calls"] = "tool_calls"
+    tools: list[ToolCall] = Field(min_length=2, max_length=MAX_BATCH_CALLS)  # type: ignore[valid-type]
+
+
+ModelProposal = Annotated[
+    Union[ToolCallAction, ReplyAction, TransferAction, EndAction, ToolBatchAction], Field(discriminator="kind")
+]
+"""What one model answer proposes: a ``ProposedAction``, or a batch of tool calls made of several."""
+
 
 def parse_proposed_action(raw: Any) -> Any:
     """Validate a model's raw output (dict) into a ``ProposedAction``.

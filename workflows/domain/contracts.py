@@ -12,7 +12,7 @@ from typing import Any, Optional
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
-from workflows.domain.actions import ProposedAction, ToolCall
+from workflows.domain.actions import ModelProposal, ToolCall
 from workflows.domain.policy.approvals import Approval, ApprovalPolicy
 from workflows.domain.journal import TurnRecord
 from workflows.domain.prompt import ModelSnapshot
@@ -86,7 +86,7 @@ class ModelResult(BaseModel):
     """Output of the LLM activity: the typed proposal plus token usage and model id
     (``input_tokens`` uncached, plus the cache read and cache write input tokens)."""
 
-    action: ProposedAction
+    action: ModelProposal
     model: str
     input_tokens: int = 0
     output_tokens: int = 0

@@ -165,6 +165,16 @@ class ReadFailed(Event):
 
 
 @dataclass(frozen=True)
+class BatchJudged(Event):
+    """A batch of tool calls from one model answer was judged and its reads ran: ``ran`` reads,
+    ``refused`` calls, and whether a read's system could not answer (``unavailable``)."""
+
+    ran: int
+    refused: int
+    unavailable: bool
+
+
+@dataclass(frozen=True)
 class ReadCancelled(Event):
     """A cancel stopped the accepted read in flight (``by_model`` as in ``ReadRan``)."""
 
@@ -373,6 +383,11 @@ def read_failed(state: ConversationState, call: Any, reason: str, by_model: bool
     """An accepted read's retries ran out (e.g. the database is down): a tool-error rejection."""
     rejection = reject(state, Rule.TOOL_ERROR.value, f"{call.name} failed: {reason}", proposal_of(call))
     state.emit(ReadFailed(rule=rejection.rule, reason=rejection.reason, by_model=by_model))
+
+
+def batch_judged(state: ConversationState, ran: int, refused: int, unavailable: bool) -> None:
+    """A batch's reads ran and its refusals are recorded (``workflows.conversation.batch``)."""
+    state.emit(BatchJudged(ran=ran, refused=refused, unavailable=unavailable))
 
 
 def read_cancelled(state: ConversationState, by_model: bool = True) -> None:

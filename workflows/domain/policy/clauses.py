@@ -27,6 +27,7 @@ class Rule(str, Enum):
     EXCHANGE_DELIVERED_ONLY = "exchange-delivered-only"
     GOODWILL_CREDIT = "goodwill-credit"
     NAMED_TARGET = "named-target"
+    ONE_ACTION = "one-action"
     CONVERSATION_CLOSED = "conversation-closed"
     MALFORMED_OUTPUT = "malformed-model-output"
     TOOL_ERROR = "tool-error"

@@ -45,7 +45,9 @@ CLAUSES: dict[str, Clause] = {
     "no-invention": Clause(
         "Use only facts given by the customer or returned by tools; no recommendations."),
     "one-action": Clause(
-        "Each step is exactly one action: one tool call, or one reply, never both."),
+        "Each step is one action: one tool call, one reply, an end or a transfer, never two kinds at once. "
+        "Reads that do not depend on each other may come together, as several propose_action calls in one "
+        "answer (at most 8); a write always comes alone."),
     "transfer": Clause(
         "Transfer to a human agent only when the request is outside what these tools can do."),
     "named-target": Clause(
