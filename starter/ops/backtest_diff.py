@@ -20,7 +20,8 @@ from typing import Any, Optional
 
 from pydantic import ValidationError
 
-from workflows.domain.actions import parse_proposed_action
+from workflows.domain.actions import ToolCallAction, parse_model_proposal
+from workflows.domain.catalogue import spec_of
 from workflows.domain.policy.approvals import Approval
 from workflows.domain.journal import ACCEPTED_VERDICTS, Verdict
 from workflows.domain.migrations import StateIncompatible, load_state
@@ -76,11 +77,12 @@ def state_from_view(view: dict[str, Any]) -> ConversationState:
 
 
 def parse(proposal: Optional[dict[str, Any]]) -> Any:
-    """The typed ``ProposedAction`` of a recorded proposal, or None (none, or no longer valid)."""
+    """The typed ``ModelProposal`` of a recorded proposal (a ``ProposedAction`` or a batch of
+    tool calls), or None (none, or no longer valid)."""
     if proposal is None:
         return None
     try:
-        return parse_proposed_action(proposal)
+        return parse_model_proposal(proposal)
     except ValidationError:
         return None
 
@@ -98,6 +100,13 @@ def policy_class(state: ConversationState, proposal: Optional[dict[str, Any]]) -
     action = parse(proposal)
     if action is None:
         return MALFORMED, "no usable proposal" if proposal is None else "the proposal no longer parses"
+    if action.kind == "tool_calls":
+        # a batch is accepted when one of its reads is (the workflow runs those; the rest are refused)
+        judged = [validate_proposal(state, ToolCallAction(tool=call)) for call in action.tools
+                  if not spec_of(call.name).is_write]
+        if any(verdict.accepted for verdict in judged):
+            return ACCEPTED, ""
+        return "rejected:", "; ".join(verdict.reason for verdict in judged) or "a batch of writes only"
     verdict = validate_proposal(state, action)
     if verdict.accepted:
         return ACCEPTED, ""
@@ -141,4 +150,6 @@ def describe(proposal: Optional[dict[str, Any]]) -> str:
         args = tool.get("arguments") or {}
         target = args.get("order_id") or args.get("product_id") or ""
         return f"{tool.get('name', '?')}({target})"
+    if proposal.get("kind") == "tool_calls":
+        return f"tool_calls({len(proposal.get('tools') or [])})"
     return str(proposal.get("kind", "?"))

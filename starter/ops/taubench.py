@@ -227,8 +227,9 @@ class TauBenchRunner:
         ledger = await asyncio.to_thread(self._backend.ledger_entries, store)
         duplicates = await asyncio.to_thread(self._backend.duplicate_writes, store)
         if not self._keep:
+            # the plan stays: a backtest of this conversation's calls asks the stand-in again,
+            # and it answers from the same plan (the conversation id names the run and the task)
             await asyncio.to_thread(self._backend.drop_store, store)
-            await asyncio.to_thread(self._plans.delete, conversation_id)
         writes = sum(1 for row in ledger if row["ok"])
         hash_match = data_hash == task.gt_data_hash
         said = [_normalise(r) for r in replies]

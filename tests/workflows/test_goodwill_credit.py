@@ -58,12 +58,13 @@ async def current_details(handle) -> str:
 
 async def test_a_conversation_credits_once_after_the_yes_and_refuses_over_the_cap_and_a_second(temporal_env,
                                                                                                  settings):
+    """The model's credit over the cap is refused with the cap in the reason; the one within
+    it is shown and nothing is written before the yes; after the yes the gift card is credited
+    once and the workflow words the outcome; a second credit for the order is refused. The
+    customer, profile and named order are read by the state before the model's first call."""
     brain = ListBrain([
-        call("find_user_id_by_email", email=EMAIL), call("get_user_details", user_id=CUSTOMER),
-        call("get_order_details", order_id=DELIVERED),
         goodwill("98.09"),  # over 10 % of 980.87: refused, the model is told why
         goodwill("98.08"),
-        reply("Done: 98.08 is on your gift card."),
         goodwill("10.00", reason="damaged item"),  # a second credit for the same order
         reply("Sorry, an order can receive only one goodwill credit."),
     ])
@@ -74,6 +75,8 @@ async def test_a_conversation_credits_once_after_the_yes_and_refuses_over_the_ca
         detail = (f"Credit 98.08 to {GIFT} (gift card (balance 30.00)) as a goodwill gesture for order {DELIVERED} "
                   "(reason: late delivery). An order can receive only one goodwill credit.")
         assert shown.awaiting_confirmation == detail and detail in shown.text
+        first = brain.views[0]  # the model's first call already sees the customer and the order
+        assert first["customer"]["details_loaded"] and DELIVERED in first["orders"]
         state = await client.state(cid)
         [over] = state.rejections
         assert over.rule == "goodwill-credit" and "at most 98.08" in over.reason and "not 98.09" in over.reason
@@ -83,8 +86,11 @@ async def test_a_conversation_credits_once_after_the_yes_and_refuses_over_the_ca
         assert f"`{TOOL}` — order_id: {DELIVERED}, amount: 98.08, reason: late delivery" in details
         assert GIFT not in details
 
+        asked = len(brain.views)
         done = await client.send_message(cid, "yes")
-        assert done.text == "Done: 98.08 is on your gift card."
+        assert done.text == (f"Your request is done: {detail} Order {DELIVERED} is now delivered. "
+                             "Is there anything else I can help you with?")
+        assert len(brain.views) == asked  # the outcome is the workflow's wording, not the model's
         assert balance(backend) == 128.08
         assert credits(backend) == [{"transaction_type": "goodwill_credit", "amount": 98.08, "payment_method_id": GIFT}]
         [entry] = backend.ledger_entries("main")

@@ -126,6 +126,13 @@ ModelProposal = Annotated[
     Union[ToolCallAction, ReplyAction, TransferAction, EndAction, ToolBatchAction], Field(discriminator="kind")
 ]
 """What one model answer proposes: a ``ProposedAction``, or a batch of tool calls made of several."""
+MODEL_PROPOSAL_ADAPTER: TypeAdapter[Any] = TypeAdapter(ModelProposal)
+
+
+def parse_model_proposal(raw: Any) -> Any:
+    """Validate a recorded proposal (dict) into a ``ModelProposal``: a ``ProposedAction`` or a
+    ``ToolBatchAction``. Raises ``pydantic.ValidationError`` when it is neither."""
+    return MODEL_PROPOSAL_ADAPTER.validate_python(raw)
 
 
 def parse_proposed_action(raw: Any) -> Any:
