@@ -101,12 +101,16 @@ def _active_intent(view: dict) -> tuple[Optional[str], str]:
     """The intent to act on and the user text it came from: the latest user turn's, else
     the newest earlier one not yet served (it was stated before auth, say)."""
     turns = _user_turns(view)
+    latest = turns[-1].get("text", "") if turns else ""
     for index, turn in enumerate(reversed(turns)):
         intent = _intent(turn.get("text", ""))
         if intent is None:
             continue
         if index == 0 or not _satisfied(view, intent, turn.get("turn", 0)):
             return intent, turn.get("text", "")
+        if intent == "status" and ORDER_ID.search(latest):
+            # "#W1?" after a status question asks the same of the order it names (a read, never a write)
+            return intent, latest
         return None, ""
     return None, ""
 

@@ -51,18 +51,21 @@ def _rows(journal: JournalStore, cid: str) -> list[tuple]:
 
 
 async def test_decisions_match_the_state_and_the_transcript_holds_every_message(temporal_env, settings):
+    # the email comes in the second message: an email in a message authenticates the customer
+    # before the model is asked, and turn 1's first proposal is to be made before that
     async with running_worker(temporal_env, settings, brain=ReadBeforeAuth()) as (client, backend):
         cid = await client.start_conversation(f"journal-{uuid.uuid4().hex[:6]}")
-        texts = [f"Hi, my email is {EMAIL}", f"Please cancel order {PENDING}, I ordered it by mistake", "yes"]
+        texts = ["Hi, I need help with one of my orders", f"My email is {EMAIL}",
+                 f"Please cancel order {PENDING}, I ordered it by mistake", "yes"]
         replies = [await client.send_message(cid, text, message_id=f"m-{i}") for i, text in enumerate(texts, 1)]
-        again = await client.send_message(cid, texts[1], message_id="m-2")  # a client's retry
-        assert again == replies[1] and replies[1].awaiting_confirmation
+        again = await client.send_message(cid, texts[2], message_id="m-3")  # a client's retry
+        assert again == replies[2] and replies[2].awaiting_confirmation
         state = await client.state(cid)
     journal = journal_of(settings)
     rows = journal.decisions(conversation_id=cid)
     # one row per model call, numbered from 1 in each turn, each with its verdict
     assert len(rows) == state.usage.model_calls >= 4
-    for turn in (1, 2, 3):
+    for turn in (1, 2, 3, 4):
         assert [r.call_seq for r in rows if r.turn == turn] == list(range(1, 1 + sum(r.turn == turn for r in rows)))
     assert all(r.verdict for r in rows), [(r.turn, r.call_seq, r.verdict) for r in rows]
     assert all(r.prompt_version == PROMPT_VERSION and r.model == "test-brain" and r.view["turn"] == r.turn
@@ -71,21 +74,25 @@ async def test_decisions_match_the_state_and_the_transcript_holds_every_message(
     assert [(r.turn, r.call_seq, r.rule) for r in rows if r.verdict == "rejected"] == [(1, 1, "authenticate-first")]
     assert [(x.turn, x.rule) for x in state.rejections] == [(1, "authenticate-first")]
     assert rows[0].proposal["tool"]["name"] == "get_order_details" and rows[0].customer_id is None
-    # the write: shown at the end of turn 2, confirmed in turn 3, executed with its outcome
+    # the write: shown at the end of turn 3, confirmed in turn 4, executed with its outcome
     [op] = state.completed_operations
     [executed] = [r for r in rows if r.verdict == "executed"]
-    assert (executed.turn, executed.outcome, executed.proposal["tool"]["name"]) == (2, "applied", op.tool)
-    assert op.ok and op.operation_id.endswith(".t2")
-    assert executed.call_seq == max(r.call_seq for r in rows if r.turn == 2)
+    assert (executed.turn, executed.outcome, executed.proposal["tool"]["name"]) == (3, "applied", op.tool)
+    assert op.ok and op.operation_id.endswith(".t3")
+    assert executed.call_seq == max(r.call_seq for r in rows if r.turn == 3)
     assert {r.verdict for r in rows if r.verdict not in ("rejected", "executed")} <= {"read_ran", "replied"}
-    assert [r.verdict for r in rows if r.turn in (1, 3)][-1] == "replied"
-    assert {r.customer_id for r in rows if r.turn == 3} == {CUSTOMER}
+    for turn in (1, 2):
+        assert [r.verdict for r in rows if r.turn == turn][-1] == "replied"
+    # the yes: the workflow words the write's outcome, no model call (no row of turn 4)
+    assert [r for r in rows if r.turn == 4] == [] and replies[3].text.startswith("Your request is done:")
+    assert {r.customer_id for r in rows if r.turn in (2, 3)} == {CUSTOMER}
     # the transcript: every message with its id (the update id: the client's "msg-" + message id)
     # and every reply, in order; the retry added nothing
     assert _rows(journal, cid) == [
         (1, 0, "user", "message", "msg-m-1", texts[0]), (1, 1, "assistant", "reply", None, replies[0].text),
         (2, 0, "user", "message", "msg-m-2", texts[1]), (2, 1, "assistant", "reply", None, replies[1].text),
-        (3, 0, "user", "message", "msg-m-3", texts[2]), (3, 1, "assistant", "reply", None, replies[2].text)]
+        (3, 0, "user", "message", "msg-m-3", texts[2]), (3, 1, "assistant", "reply", None, replies[2].text),
+        (4, 0, "user", "message", "msg-m-4", texts[3]), (4, 1, "assistant", "reply", None, replies[3].text)]
     times = [e.at for e in journal.transcript(cid)]
     assert times == sorted(times)
     assert journal.decisions(rule="authenticate-first", customer_id=None)[0].conversation_id == cid
@@ -218,12 +225,14 @@ async def test_a_journal_that_refuses_the_data_never_stops_the_conversation(temp
         await client.send_message(cid, f"Hi, my email is {EMAIL}")
         shown = await client.send_message(cid, f"Please cancel order {PENDING}, I ordered it by mistake")
         assert shown.awaiting_confirmation
-        await client.send_message(cid, "yes")
+        told = await client.send_message(cid, "yes")
         state = await client.state(cid)
     assert [op.ok for op in state.completed_operations] == [True]
+    assert told.text.startswith("Your request is done:")
     # never retried: once per turn by the workflow, and before that once by the model call of
-    # each turn that ends in a reply (turns 1 and 3; turn 2 shows the write)
-    assert journal.attempts == 5
+    # each turn that ends in a model's reply (turn 1 only: turn 2 shows the write, and turn 3's
+    # reply to the yes is worded by the workflow, with no model call)
+    assert journal.attempts == 4
     assert journal.transcript(cid) == []
     # the model activity's own rows are written on their own path
     assert len(journal.decisions(conversation_id=cid)) == state.usage.model_calls

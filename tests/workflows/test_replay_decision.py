@@ -145,8 +145,12 @@ async def _died_after_commit(temporal_env, client, marker, prefix: str) -> str:
 
 async def test_a_run_that_died_after_its_write_is_resumed_and_completes_with_one_effect(
         temporal_env, settings, tmp_path):
+    """A run terminated after its confirmed write committed and before the write's answer:
+    the check says resume, the reset run answers the yes again (the write re-runs under its
+    key, recorded, and the workflow words its outcome without a model call), the user's next
+    message ends the conversation, and the ledger holds exactly one effect."""
     marker = tmp_path / "committed"
-    brain = _brain(reply("Done."), {"kind": "end", "text": "Goodbye."})
+    brain = _brain({"kind": "end", "text": "Goodbye."})
     async with running_worker(temporal_env, settings, brain=brain, pause_after_write=(3.0, marker)) as (
             client, backend):
         cid = await _died_after_commit(temporal_env, client, marker, "replay-resume")
@@ -167,10 +171,12 @@ async def test_a_run_that_died_after_its_write_is_resumed_and_completes_with_one
                 break
             await asyncio.sleep(0.1)
         bye = await client.send_message(cid, "bye")
-        assert bye.status == "ended"
+        assert bye.status == "ended" and bye.text == "Goodbye."
         outcome = await client.outcome(cid)
     [op] = [o for o in outcome.state.completed_operations if o.tool == TOOL]
     assert op.ok and op.idempotency_key == write.key
+    told = [t.text for t in outcome.state.recent_turns if t.turn == 2 and t.role.value == "assistant"]
+    assert len(told) == 1 and told[0].startswith("Your request is done:"), told  # the yes answered once
     assert [e["tool"] for e in backend.ledger_entries("main")] == [TOOL]  # exactly one effect
     assert backend.duplicate_writes("main") == 0
 

@@ -56,9 +56,9 @@ def validate_proposal(state: ConversationState, action: Any, named_target: bool 
         return ACCEPT
     spec = spec_of(action.tool.name)
     try:
-        check_call(state, action.tool)
-        if spec.is_write and named_target:
+        if spec.is_write and named_target:  # first: reading the wrong order would not make it right
             check_named_target(state, action.tool)
+        check_call(state, action.tool)
     except PolicyViolation as violation:
         return _refuse(violation.rule, violation.reason)
     order_id = getattr(action.tool.arguments, "order_id", None)
