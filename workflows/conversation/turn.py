@@ -238,12 +238,16 @@ WRITE_OUTCOME_REPLY_PATCH = "write-outcome-reply"
 
 def _told_outcome(state: ConversationState, pending: PendingConfirmation) -> str:
     """The reply to a confirmed write that reached the system of record, from its completed
-    operation in the state (applied or refused) and the order it acted on."""
+    operation in the state (applied or refused) and the order it acted on: its new status when
+    the write moved it on from the status the write requires."""
     op = next(op for op in reversed(state.completed_operations) if op.operation_id == pending.operation_id)
     order_id = op.arguments.get("order_id")
     order = state.orders.get(order_id) if order_id else None
+    required = spec_of(op.tool).status
+    # the order's status is told only when the write changed it (a credit leaves it "delivered")
+    changed = order is not None and (required is None or order.status != required.status)
     return replies.write_outcome(pending.detail, None if op.ok else op.result, order_id,
-                                 order.status if order is not None else None)
+                                 order.status if changed else None)
 
 
 def _is_read(action: Any) -> bool:
