@@ -3,10 +3,11 @@ UI's "Request Cancellation") alike:
 
 - while a write awaits its confirmation nothing is written and a later yes is refused; during
   a running write the write that committed is recorded, exactly once;
-- by tool class: an in-flight model call or read is cancelled; a write in flight is awaited and
-  reported; a reversible write is undone only when the cancel asks for a rollback, never
-  overwriting a later change by someone else; a cancel survives continue-as-new, also one that
-  arrives in the turn after which the run continues as new; nothing new starts after it;
+- by tool class: an in-flight model call or read (one the model proposed or one the state called
+  for) is cancelled; a write in flight is awaited and reported; a reversible write is undone
+  only when the cancel asks for a rollback, never overwriting a later change by someone else; a
+  cancel survives continue-as-new, also one that arrives in the turn after which the run
+  continues as new; nothing new starts after it;
 - a cancel with ``rollback`` that arrives while a transfer to a human agent opens its ticket:
   the conversation ends transferred (the ticket is open), and the cancel is not lost: its
   rollback undoes the reversible writes and its summary is told.

@@ -20,7 +20,7 @@ from activities.llm.model_activity import ModelActivities, build_client
 from starter.client.conversations import StatekeeperClient
 from systems.model.server import start_in_thread
 from tests.policy_fixtures import CUSTOMER, DELIVERED, EMAIL, PENDING
-from tests.workflow_harness import NO_APPROVALS, call, order_details, reply, running_worker
+from tests.workflow_harness import NO_APPROVALS, call, order_details, reply, running_worker, until
 from starter.runtime.worker import build_backend, build_worker
 from workflows.domain.contracts import AssistantReply, UserMessage
 from workflows.domain.replies import SUPERSEDED
@@ -28,17 +28,16 @@ from workflows.conversation.workflow import SupportWorkflow, support_workflow_id
 
 
 async def test_yes_sent_before_detail_was_shown_does_not_confirm_it(temporal_env, settings):
-    """The user confirms D1 (cancel PENDING). Their HTTP client retries the same "yes"
-    (or they send it twice) while the agent is still working on the first one. Meanwhile the
-    model proposes D2 (return all of DELIVERED to the original card). The second "yes" was
-    sent before D2 existed: it does not confirm D2, and the return is not applied. A later turn
-    than the proposal is not enough: the user must have seen the detail when they wrote the yes."""
+    """The user confirms D1 (cancel PENDING); it runs and the workflow tells its outcome. The
+    user then asks for D2 (return all of DELIVERED to the original card), and while the model
+    proposes it, a second "yes" arrives (the user's client retries the first one, or they sent
+    it twice, and it comes late). That "yes" was sent before D2 existed: it does not confirm D2,
+    and the return is not applied. A later message than the proposal's is not enough: the user
+    must have seen the detail when they wrote the yes."""
     reached = threading.Event()
     release = threading.Event()
-    delivered_items = None
 
     def brain(view: dict, plan: dict | None = None) -> dict:
-        nonlocal delivered_items
         orders = view["orders"]
         done = {op["tool"] for op in view["completed_operations"] if op["ok"]}
         if view["customer"] is None:
@@ -56,8 +55,7 @@ async def test_yes_sent_before_detail_was_shown_does_not_confirm_it(temporal_env
             return reply("What can I do for you?")
         if "return_delivered_order_items" not in done and not any(
                 r["rule"] == "user-declined" for r in view["rejections"]):
-            # the model chains the next write right after the first one, in the same turn
-            if not reached.is_set():
+            if not reached.is_set():  # the model takes its time over D2, the first time
                 reached.set()
                 release.wait(30)
             items = [i["item_id"] for i in orders[DELIVERED]["items"]]
@@ -74,24 +72,27 @@ async def test_yes_sent_before_detail_was_shown_does_not_confirm_it(temporal_env
             cid = await client.start_conversation(f"yes-early-{uuid.uuid4().hex[:6]}")
             first = await client.send_message(cid, f"my email is {EMAIL}. please cancel {PENDING}")
             assert first.awaiting_confirmation and PENDING in first.awaiting_confirmation
-            yes = asyncio.create_task(client.send_message(cid, "yes"))
-            while not reached.is_set():  # the cancel ran; the model is about to propose D2
-                await asyncio.sleep(0.05)
-            assert not yes.done()
+            done = await client.send_message(cid, "yes")
+            assert done.text.startswith("Your request is done:") and done.awaiting_confirmation is None
+            assert order_details(backend, PENDING)["status"] == "cancelled"
+            ask = asyncio.create_task(client.send_message(cid, f"please also return everything from {DELIVERED}"))
+            await until(reached.is_set, "the model proposing D2")  # D2 exists nowhere yet
+            assert not ask.done()
             handle = temporal_env.client.get_workflow_handle(support_workflow_id(cid))
-            # the retried "yes" (same words, sent before any reply to the first one arrived)
+            # the second "yes" (same words as the first, sent before any D2 was shown)
             retried = await handle.start_update(SupportWorkflow.send_message, UserMessage(text="yes"),
                                                 wait_for_stage=WorkflowUpdateStage.ACCEPTED,
                                                 result_type=AssistantReply)
             release.set()
-            first_yes = await yes
-            second = await retried.result()
-            # D2, proposed while the retried yes waited, is superseded by it (docs/concepts.md, "Interrupts");
-            # the retried yes, sent before D2 was ever shown, does not confirm it: D2 is shown now
-            assert first_yes.text == SUPERSEDED and first_yes.awaiting_confirmation is None
+            asked = await asyncio.wait_for(ask, 30)
+            second = await asyncio.wait_for(retried.result(), 30)
+            # D2, proposed while the second yes waited, is superseded by it (docs/concepts.md, "Interrupts");
+            # the second yes, sent before D2 was ever shown, does not confirm it: D2 is shown now
+            assert asked.text == SUPERSEDED and asked.awaiting_confirmation is None
             assert second.awaiting_confirmation and DELIVERED in second.awaiting_confirmation
             assert order_details(backend, DELIVERED)["status"] == "delivered", \
                 "the return was applied on a 'yes' sent before its detail was shown"
+            assert [e["tool"] for e in backend.ledger_entries("main")] == ["cancel_pending_order"]
     finally:
         release.set()
         server.stop()

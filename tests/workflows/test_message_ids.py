@@ -58,23 +58,26 @@ async def test_another_text_under_a_used_message_id_is_a_conflict_not_the_old_re
 
 async def test_a_retried_yes_does_not_confirm_the_write_its_lost_reply_proposed(temporal_env, settings):
     """The reply to a "yes" is lost (the call fails with a transport error) and that reply
-    proposed a second write; the client sends the "yes" again. With the same
-    message id the retry returns the first reply (the second write still awaiting its own yes)
-    and nothing runs twice or newly."""
+    proposed a write (the yes answered the model's question, and the model proposed the change);
+    the client sends the "yes" again. With the same message id the retry returns the first reply
+    (the write still awaiting its own yes) and nothing runs twice or newly: neither the proposed
+    write nor the cancel the user confirmed earlier."""
     new_address = dict(address1="1 Elm St", address2="", city="Austin", state="TX", country="USA", zip="78701")
-    brain = ListBrain([call("find_user_id_by_email", email=EMAIL), call("get_user_details", user_id=CUSTOMER),
-                       call("get_order_details", order_id=PENDING),
-                       call("cancel_pending_order", order_id=PENDING, reason="no longer needed"),
+    # the workflow reads the customer, their profile and the order the first message names itself
+    brain = ListBrain([call("cancel_pending_order", order_id=PENDING, reason="no longer needed"),
+                       reply("Shall I also change your default address to 1 Elm St, Austin TX 78701?"),
                        call("modify_user_address", user_id=CUSTOMER, **new_address)])
     async with running_worker(temporal_env, settings, brain=brain) as (client, backend):
         cid = await client.start_conversation(f"retried-yes-{uuid.uuid4().hex[:6]}")
         assert (await client.send_message(cid, f"my email is {EMAIL}, cancel {PENDING}")).awaiting_confirmation
+        assert (await client.send_message(cid, "yes")).text.startswith("Your request is done:")  # the cancel ran
+        assert "1 Elm St" in (await client.send_message(cid, "I have moved to 1 Elm St, Austin TX 78701")).text
         first = await client.send_message(cid, "yes", message_id="yes-1")
-        assert first.awaiting_confirmation and "1 Elm St" in first.awaiting_confirmation  # the second write, shown
+        assert first.awaiting_confirmation and "1 Elm St" in first.awaiting_confirmation  # the write, shown
         again = await client.send_message(cid, "yes", message_id="yes-1")  # the client's retry
         assert again == first
         state = await client.state(cid)
-        assert state.turn == 2 and [op.tool for op in state.completed_operations] == ["cancel_pending_order"]
+        assert state.turn == 4 and [op.tool for op in state.completed_operations] == ["cancel_pending_order"]
         assert [e["tool"] for e in backend.ledger_entries("main")] == ["cancel_pending_order"]
         assert state.pending_confirmation is not None  # still awaiting the user's own yes
         assert order_details(backend, PENDING)["status"] == "cancelled"

@@ -1,7 +1,8 @@
 """Token accounting and the per-conversation budget on a real Temporal dev server: usage with
 cache reads and writes accumulates in the state (the query) and the operators' details; a
 conversation whose next model call would pass its budget is handed to a human agent, with a
-clear reply, a ticket and the transferred status."""
+clear reply, a ticket and the transferred status; a write the user confirms when no model call
+fits any more still runs and its outcome is told before the hand-off."""
 
 from __future__ import annotations
 
