@@ -18,6 +18,9 @@ price cache reads 0.1×, cache writes 1.25×, fresh input 1×.
 The conversations come from τ-bench cancel tasks (``../shared/taubench-retail``), padded with
 off-topic turns and corrections; the order id stated at turn 4 is what the final cancellation
 acts on, and ``fact_retained`` says whether it is in each strategy's request of that decision.
+statekeeper makes the calls its workflow makes (reads the state calls for run without one, a
+write's outcome is worded without one); the baselines make the calls a tool-use loop makes: one
+per tool call, and one for the reply.
 
 It replaces ``bench/prompt_size.py`` (characters of one snapshot vs the transcript), which
 measured neither caching nor the whole request.
@@ -48,7 +51,8 @@ from systems.retail import load_data  # noqa: E402
 from systems.retail.tools import run_tool  # noqa: E402
 from workflows.domain import keys, replies  # noqa: E402
 from workflows.domain import transitions as tr  # noqa: E402
-from workflows.domain.actions import call_arguments  # noqa: E402
+from workflows.conversation.state_reads import next_due_read  # noqa: E402
+from workflows.domain.actions import ToolCallAction, call_arguments  # noqa: E402
 from workflows.domain.catalogue import spec_of  # noqa: E402
 from workflows.domain.policy.clauses import Rule  # noqa: E402
 from workflows.domain.policy.confirm import describe, is_yes  # noqa: E402
@@ -76,7 +80,7 @@ class Run:
         self.final_prompts: dict[str, bool] = {}
 
     async def model_call(self) -> Any:
-        """One statekeeper call (the activity's request) and the baselines' calls at this point."""
+        """One statekeeper call: the request the model activity sends."""
         state = self.state
         kwargs = build_create_kwargs(render_request(state_view(state), PROMPT_VERSION), model=MODEL,
                                      max_tokens=1024, conversation_id=state.conversation_id,
@@ -86,19 +90,32 @@ class Run:
         self.calls["statekeeper"].append((state.turn, {
             "input_tokens": usage.input_tokens, "cache_read_input_tokens": usage.cache_read_input_tokens or 0,
             "cache_creation_input_tokens": usage.cache_creation_input_tokens or 0}))
-        bodies = {s: self.transcript.request(s, MODEL, self.window) for s in STRATEGIES[1:]}
-        for strategy, body in bodies.items():
-            self.calls[strategy].append((state.turn, self.caches[strategy].account(body)))
         action = read_proposal(response)
         if action.kind == "tool_call" and spec_of(action.tool.name).is_write:
-            fact = self.task["order_id"]  # the decision the turn-4 fact matters to
-            self.final_prompts = {"statekeeper": ts.contains(kwargs, fact),
-                                  **{s: ts.contains(b, fact) for s, b in bodies.items()}}
+            self.final_prompts["statekeeper"] = ts.contains(kwargs, self.task["order_id"])
         return action
+
+    def naive_call(self, deciding_write: bool = False) -> None:
+        """One call of a tool-use loop that resends the transcript (each baseline strategy): a
+        loop makes one per tool call and one for the reply, whatever statekeeper makes."""
+        bodies = {s: self.transcript.request(s, MODEL, self.window) for s in STRATEGIES[1:]}
+        for strategy, body in bodies.items():
+            self.calls[strategy].append((self.state.turn, self.caches[strategy].account(body)))
+            if deciding_write:  # the decision the turn-4 fact matters to
+                self.final_prompts[strategy] = ts.contains(body, self.task["order_id"])
+
+    def read(self, call: Any) -> None:
+        """A read statekeeper runs; a tool-use loop asks its model for it first."""
+        self.naive_call()
+        result = run_tool(self.data, call.name, call_arguments(call))
+        self.transcript.tool(call.name, call_arguments(call), result)
+        tr.apply_read_result(self.state, call, result)
 
     async def turn(self, text: str) -> str:
         """One user turn, in the order ``workflows.conversation.turn`` applies it (no approvals: none
-        of these writes passes the approval threshold's amount in this bench's tasks)."""
+        of these writes passes the approval threshold's amount in this bench's tasks): the answer
+        to a write shown last turn (its outcome worded from the state), then the state-driven reads
+        and the model's proposals."""
         state = self.state
         tr.receive_user_message(state, text)
         self.transcript.user(text)
@@ -110,38 +127,49 @@ class Run:
                 verdict = validate_execution(state, pending, confirmation)
                 if verdict.accepted:
                     args = call_arguments(pending.call)
+                    self.naive_call()  # the loop's model calls the write after the yes
                     result = run_tool(self.data, pending.call.name, args)
                     self.transcript.tool(pending.call.name, args, result)
+                    ok = not tr.is_error(result)
                     tr.apply_write_result(state, pending.call, pending.operation_id,
-                                          keys.idempotency_key(pending.call, pending.operation_id), result,
-                                          not tr.is_error(result))
-                else:
-                    tr.decline(state, pending, verdict.rule.value, verdict.reason)
+                                          keys.idempotency_key(pending.call, pending.operation_id), result, ok)
+                    self.naive_call()  # and words its outcome; statekeeper's workflow does that itself
+                    order = state.orders.get(args.get("order_id", ""))
+                    return replies.write_outcome(pending.detail, None if ok else result, args.get("order_id"),
+                                                 order.status if order is not None else None)
+                tr.decline(state, pending, verdict.rule.value, verdict.reason)
             else:
                 tr.decline(state, pending, Rule.USER_DECLINED.value, f"the user declined: {pending.detail}")
         rejections = 0
         for _ in range(MAX_MODEL_STEPS_PER_TURN):
+            while (due := next_due_read(state)) is not None:
+                self.read(due)
             action = await self.model_call()
+            if action.kind == "tool_calls":
+                for call in action.tools:
+                    if validate_proposal(state, ToolCallAction(tool=call)).accepted and not spec_of(call.name).is_write:
+                        self.read(call)
+                continue
             verdict = validate_proposal(state, action)
             if not verdict.accepted:
                 tr.reject(state, verdict.rule.value, verdict.reason, action.model_dump(mode="json"))
                 rejections += 1
                 if rejections >= MAX_CONSECUTIVE_REJECTIONS:
+                    self.naive_call()
                     return replies.refused(verdict.rule.value)
                 continue
             rejections = 0
-            if action.kind in ("reply", "end"):
-                return action.text or replies.ENDED
-            if action.kind == "transfer_to_human":
-                return replies.TRANSFERRED
+            if action.kind in ("reply", "end", "transfer_to_human"):
+                self.naive_call()
+                return (action.text or replies.ENDED) if action.kind != "transfer_to_human" else replies.TRANSFERRED
             call = action.tool
             if verdict.needs_confirmation:
+                self.naive_call(deciding_write=True)  # the loop's model decides the write and asks to confirm
                 tr.await_confirmation(state, keys.operation_id(state.conversation_id, state.turn), call,
                                       describe(state, call))
                 return replies.confirmation_prompt(state.pending_confirmation.detail)
-            result = run_tool(self.data, call.name, call_arguments(call))
-            self.transcript.tool(call.name, call_arguments(call), result)
-            tr.apply_read_result(state, call, result)
+            self.read(call)
+        self.naive_call()
         return replies.COULD_NOT_FINISH
 
     async def play(self) -> None:
@@ -207,7 +235,7 @@ def print_run(console: Console, run: Run, figures: dict[str, Any]) -> None:
     rows = {s: run.per_turn(s) for s in STRATEGIES}
     for turn in turns:
         sample.add_row(str(turn), *(f"{rows[s][turn][0]:,} / {rows[s][turn][1]:,.0f} ({rows[s][turn][2]:,})"
-                                    for s in STRATEGIES))
+                                    if turn in rows[s] else "no call" for s in STRATEGIES))
     console.print(sample)
 
 

@@ -71,8 +71,7 @@ async def test_a_refused_or_paused_proposal_is_never_acted_on(temporal_env, sett
         assert state.customer is not None and state.customer.details_loaded
         # the read is one the policy accepts now: only the stop reason kept it from running
         assert validate_proposal(state, parse_proposed_action(read_pending)).accepted
-        assert state.orders == {}  # the read it proposed never ran
-        assert [o.tool for o in state.observations] == ["find_user_id_by_email", "get_user_details"]
+        assert state.orders == {} and state.observations == []  # the read it proposed never ran
         assert state.rejections and all(r.rule == "malformed-model-output" for r in state.rejections)
         assert f"stop_reason='{stop_reason}'" in state.rejections[-1].reason
         assert len(calls) >= 2  # retried as malformed before it was recorded as a rejection
