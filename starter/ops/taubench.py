@@ -37,6 +37,8 @@ from workflows.domain.state import ConversationState, Role
 
 MAX_USER_MESSAGES = 40
 MAX_NUDGES = 3
+"""Nudges ("Please continue.") in a row, with no confirmation asked in between, before a task
+counts as stalled."""
 SUPERVISOR = "taubench-supervisor"
 """The approver the runner decides approvals as (recorded in the conversation's state)."""
 APPROVAL_DEADLINE_SECONDS = 120.0
@@ -202,6 +204,7 @@ class TauBenchRunner:
                 elif reply.awaiting_confirmation:
                     text = "yes"
                     user_messages += 1
+                    nudges = 0  # progress: only nudges in a row mean a stalled conversation
                 elif GOODBYE not in sent_texts and await asyncio.to_thread(self._satisfied, store, task, replies):
                     # what the user came for is done and told: they say goodbye, as a user does
                     text = GOODBYE
