@@ -236,14 +236,22 @@ def _print_report(result: dict, settings: Settings, started_server: bool) -> Non
             table.add_row(str(t["task_index"]), escape("; ".join(t["policy_refusals"])))  # "[rule]" is not markup
         console.print(table)
     s = result["summary"]
-    table = Table(title="τ-bench summary")
-    for col in ("tasks", "passed", "hash match", "writes", "duplicate writes", "approvals granted",
-                "model calls", "user messages", "calls / message", "seconds"):
-        table.add_column(col, justify="right")
-    table.add_row(str(s["total"]), f"{s['passed']} ({100 * s['passed'] / max(1, s['total']):.1f}%)",
-                  str(s["hash_match"]), str(s["writes"]), str(s["duplicate_writes"]),
-                  str(s.get("approvals_granted", 0)), str(s.get("model_calls", 0)), str(s.get("user_messages", 0)),
-                  f"{s.get('model_calls_per_message', 0):.2f}", f"{s['seconds']:.1f}")
+    table = Table(title="τ-bench summary")  # one row a measure: readable in any terminal's width
+    table.add_column("measure")
+    table.add_column("value", justify="right")
+    for measure, value in (
+            ("tasks", str(s["total"])),
+            ("passed", f"{s['passed']} ({100 * s['passed'] / max(1, s['total']):.1f}%)"),
+            ("hash matches", str(s["hash_match"])),
+            ("writes", str(s["writes"])),
+            ("duplicate writes", str(s["duplicate_writes"])),
+            ("approvals granted", str(s.get("approvals_granted", 0))),
+            ("model calls", str(s.get("model_calls", 0))),
+            ("user messages", str(s.get("user_messages", 0))),
+            ("model calls / message", f"{s.get('model_calls_per_message', 0):.2f}"),
+            ("model calls / task", f"{s.get('model_calls_per_task', 0):.2f}"),
+            ("seconds", f"{s['seconds']:.1f}")):
+        table.add_row(measure, value)
     console.print(table)
     if started_server:
         console.print(f"Web UI: {ui_url(settings)} was up during the run; the embedded server stopped with it. "

@@ -48,6 +48,8 @@ async def test_all_20_dev_tasks_pass_with_no_duplicate_writes(temporal_env, sett
     failures = [(t.task_index, t.reason) for t in report.tasks if not t.passed]
     assert failures == []
     assert report.summary.passed == 20 and report.summary.duplicate_writes == 0
+    # reads the state calls for, batched reads and replies the workflow words keep it near one call a message
+    assert 0 < report.summary.model_calls_per_message <= 1.3, report.summary
     assert report.summary.writes == sum(len(t.actions) for t in tasks)  # dev tasks list only writes
     # the runner, as supervisor, approved exactly the writes the approval policy holds back
     assert report.summary.approvals_granted == expected_approvals(tasks) > 0
@@ -107,7 +109,12 @@ def test_cli_runs_a_task_file_with_reads_and_outputs_and_writes_the_json_report(
     assert proc.returncode == 1, proc.stdout + proc.stderr  # one task is meant to fail
     report = json.loads(out.read_text())
     assert set(report["summary"]) == {"total", "passed", "hash_match", "writes", "duplicate_writes", "seconds",
-                                      "approvals_granted"}
+                                      "approvals_granted", "model_calls", "user_messages", "model_calls_per_task",
+                                      "model_calls_per_message"}
+    summary = report["summary"]
+    assert summary["model_calls"] == sum(t["model_calls"] for t in report["tasks"]) > 0
+    assert summary["user_messages"] == sum(t["user_messages"] for t in report["tasks"]) >= 2
+    assert summary["model_calls_per_message"] == round(summary["model_calls"] / summary["user_messages"], 2)
     assert report["summary"]["total"] == 2 and report["summary"]["passed"] == 1
     good, bad = report["tasks"]
     assert set(good) >= {"task_index", "passed", "hash_match", "outputs_match", "reason", "writes",
@@ -117,6 +124,7 @@ def test_cli_runs_a_task_file_with_reads_and_outputs_and_writes_the_json_report(
     assert not bad["passed"] and not bad["hash_match"] and not bad["outputs_match"]
     assert "a figure nobody said" in bad["reason"]
     assert "τ-bench summary" in proc.stdout and "Failed tasks" in proc.stdout and "approvals" in proc.stdout
+    assert "model calls / message" in " ".join(proc.stdout.split())
     # the output names the conversations' ids, which `transcript` takes
     said = re.search(r"conversations tb-([0-9a-f]{8})-<task index>, e\.g\. `statekeeper transcript tb-\1-7`",
                      " ".join(proc.stdout.split()))
