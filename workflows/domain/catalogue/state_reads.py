@@ -8,10 +8,11 @@ arguments of the reads it calls for now (empty when none). The conversation runs
 the policy accepts, folds its result, and only then asks the model
 (``workflows.conversation.state_reads``).
 
-Each function looks only at the current user message (its turn's pinned facts come from
-``workflows.domain.facts``) and at what the state already holds, so a read is called for once:
-a loaded fact, an observation (a "not found" included) or a refusal stops it being called for
-again. Pure and deterministic: imported inside the workflow sandbox.
+Each function looks only at the current user message (its facts come from
+``workflows.domain.facts``) and at what the state already holds: a loaded customer or profile,
+an order read in this turn, an observation (a "not found" included) or a refusal stops a read
+being called for again; an order named in a later message is read afresh. Pure and
+deterministic: imported inside the workflow sandbox.
 """
 
 from __future__ import annotations
@@ -66,11 +67,17 @@ def customer_profile(state: ConversationState) -> list[dict[str, Any]]:
 
 def named_orders(state: ConversationState) -> list[dict[str, Any]]:
     """``get_order_details``: orders the message names that are the customer's (their profile
-    lists them) and are not loaded yet, at most ``MAX_NAMED_ORDERS``. An id that is not the
-    customer's is left to the model, which the policy answers (one-customer)."""
+    lists them) and were not read in this turn yet, at most ``MAX_NAMED_ORDERS``: an order the
+    user names is read afresh, so what they are told about it is the system of record's now.
+    An id that is not the customer's is left to the model, which the policy answers (one-customer)."""
     customer = state.customer
     if customer is None or not customer.details_loaded:
         return []
     wanted = [order_id for order_id in message_facts(state, "order_id")
-              if order_id in customer.order_ids and order_id not in state.orders]
+              if order_id in customer.order_ids and not _read_this_turn(state, order_id)]
     return [{"order_id": order_id} for order_id in wanted[:MAX_NAMED_ORDERS]]
+
+
+def _read_this_turn(state: ConversationState, order_id: str) -> bool:
+    order = state.orders.get(order_id)
+    return order is not None and order.read_turn == state.turn
