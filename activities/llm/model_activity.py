@@ -83,10 +83,12 @@ def offline_client(
     timeout_seconds: float,
     brain: Optional[Callable[[dict, Optional[dict]], dict]] = None,
     plans: Optional[Plans] = None,
+    cache: Optional[Any] = None,
 ) -> AsyncAnthropic:
     """An ``AsyncAnthropic`` whose HTTP goes in-process to the offline stand-in model,
-    ``systems.model.server.offline_app(brain, plans)``: ``brain(view, plan)`` replaces
-    its decisions (tests), ``plans`` (a ``PlanBook``) holds benchmark plans.
+    ``systems.model.server.offline_app(brain, plans, cache)``: ``brain(view, plan)`` replaces
+    its decisions (tests), ``plans`` (a ``PlanBook``) holds benchmark plans, ``cache`` (a
+    ``systems.model.cache.PromptCache``; None: the app's own) models the prompt cache.
 
     Note: anthropic 2.x is built on ``httpx2`` and refuses ``httpx`` objects
     (TypeError), so the transport is ``httpx2.ASGITransport``.
@@ -98,7 +100,7 @@ def offline_client(
     )
 
     http_client = httpx2.AsyncClient(
-        transport=httpx2.ASGITransport(app=offline_app(brain, plans)), base_url=OFFLINE_BASE_URL,
+        transport=httpx2.ASGITransport(app=offline_app(brain, plans, cache)), base_url=OFFLINE_BASE_URL,
         timeout=timeout_seconds,
     )
     return sdk().AsyncAnthropic(

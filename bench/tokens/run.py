@@ -1,6 +1,6 @@
 """Input tokens per model call: statekeeper (its state, cache-friendly layout and prompt
 caching) vs resending the transcript (without caching, with incremental prefix caching) vs a
-sliding window of the last k turns, over conversations of 10, 100 and 500 user turns.
+sliding window of the last k turns, over conversations of 6 to 500 user turns.
 
 How it runs: the **pure core**, not a Temporal server. Each conversation applies its turns
 with the workflow's own pure parts (``workflows.domain.transitions``, ``workflows.domain.policy.validator``,
@@ -25,8 +25,10 @@ per tool call, and one for the reply.
 It replaces ``bench/prompt_size.py`` (characters of one snapshot vs the transcript), which
 measured neither caching nor the whole request.
 
-Run: ``.venv/bin/python bench/tokens.py [--turns 10,100,500] [--window 6] [--json OUT] [--quick]``
-(``--quick``: 10 and 100 turns unless ``--turns`` says otherwise).
+Run: ``.venv/bin/python bench/tokens.py [--turns 6,10,20,30,100,500] [--window 6] [--json OUT] [--quick]
+[--gaps none|typical] [--cache-ttl 300] [--conversations-per-minute 10]`` (``--quick``: 10 and 100
+turns unless ``--turns`` says otherwise). ``--gaps typical`` lets seeded think time pass between
+turns, so caches can expire (``Scenario``); other conversations keep the shared prefix warm.
 """
 
 from __future__ import annotations
@@ -34,7 +36,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
+import random
 import sys
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Optional
 
@@ -66,18 +71,68 @@ STRATEGIES = ("statekeeper", "naive", "naive_cached", "window")
 CONTEXT_LIMIT = 200_000
 
 
+THINK_MEDIAN_SECONDS = 60.0
+THINK_SIGMA = math.log(5) / 0.8416
+"""Think time between turns under ``--gaps typical``: lognormal with a median of 60 s and 20 % of
+gaps over 5 minutes (P(X > 300 s) = 0.2 gives sigma = ln 5 / z(0.8)). Fixed, so no one tunes it."""
+SUPERVISOR_WAIT_SECONDS = (120.0, 1800.0)
+"""A supervisor's wait for a write above the approval threshold, uniform in this range (seconds)."""
+DEFAULT_CONVERSATIONS_PER_MINUTE = 10.0
+"""Other conversations a minute on the deployment, each touching the shared system-and-tools
+prefix of every strategy (a deployment with traffic; 0: this conversation alone)."""
+SEED = 7
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """How time passes and caches expire (``--gaps``, ``--cache-ttl``, ``--conversations-per-minute``)."""
+
+    gaps: str = "none"
+    cache_ttl_seconds: float = 300.0
+    conversations_per_minute: float = DEFAULT_CONVERSATIONS_PER_MINUTE
+    seed: int = SEED
+
+    @property
+    def write_price(self) -> float:
+        """A cache write's price relative to fresh input: 2× for the 1-hour cache, else 1.25×."""
+        return 2.0 if self.cache_ttl_seconds >= 3600 else 1.25
+
+
 class Run:
     """One conversation of ``turns`` user turns and the usage of every strategy's calls."""
 
-    def __init__(self, task: dict[str, Any], turns: int, window: int) -> None:
-        self.task, self.turns, self.window = task, turns, window
+    def __init__(self, task: dict[str, Any], turns: int, window: int, scenario: Scenario = Scenario()) -> None:
+        self.task, self.turns, self.window, self.scenario = task, turns, window, scenario
         self.data = load_data()
         self.state = ConversationState(conversation_id=f"bench-tokens-{turns}")
         self.transcript = ts.Transcript()
-        self.client = offline_client(30.0, brain=ts.status_brain)  # a fresh stand-in: its own prompt cache
-        self.caches = {s: PromptCache() for s in STRATEGIES[1:]}
+        self.now = 0.0
+        self.random = random.Random(scenario.seed)
+        caches = {s: PromptCache(ttl_seconds=scenario.cache_ttl_seconds, clock=lambda: self.now) for s in STRATEGIES}
+        self.caches = caches
+        self.client = offline_client(30.0, brain=ts.status_brain, cache=caches["statekeeper"])
+        self.last_bodies: dict[str, dict[str, Any]] = {}
         self.calls: dict[str, list[tuple[int, dict[str, int]]]] = {s: [] for s in STRATEGIES}
         self.final_prompts: dict[str, bool] = {}
+
+    def wait(self, seconds: float) -> None:
+        """Let ``seconds`` pass; meanwhile the deployment's other conversations touch each
+        strategy's shared system-and-tools prefix (``conversations_per_minute``)."""
+        target = self.now + seconds
+        rate = self.scenario.conversations_per_minute
+        if rate > 0:
+            step = 60.0 / rate
+            while self.now + step <= target:
+                self.now += step
+                for strategy, body in self.last_bodies.items():
+                    self.caches[strategy].account(ts.shared_prefix(body))
+        self.now = target
+
+    def think_time(self) -> float:
+        """Seconds the user takes before the next message (0 with ``--gaps none``)."""
+        if self.scenario.gaps == "none":
+            return 0.0
+        return self.random.lognormvariate(math.log(THINK_MEDIAN_SECONDS), THINK_SIGMA)
 
     async def model_call(self) -> Any:
         """One statekeeper call: the request the model activity sends."""
@@ -86,6 +141,7 @@ class Run:
                                      max_tokens=1024, conversation_id=state.conversation_id,
                                      prompt_version=PROMPT_VERSION)
         response = await self.client.messages.create(**kwargs)
+        self.last_bodies["statekeeper"] = kwargs
         usage = response.usage
         self.calls["statekeeper"].append((state.turn, {
             "input_tokens": usage.input_tokens, "cache_read_input_tokens": usage.cache_read_input_tokens or 0,
@@ -101,6 +157,7 @@ class Run:
         bodies = {s: self.transcript.request(s, MODEL, self.window) for s in STRATEGIES[1:]}
         for strategy, body in bodies.items():
             self.calls[strategy].append((self.state.turn, self.caches[strategy].account(body)))
+            self.last_bodies[strategy] = body
             if deciding_write:  # the decision the turn-4 fact matters to
                 self.final_prompts[strategy] = ts.contains(body, self.task["order_id"])
 
@@ -174,7 +231,9 @@ class Run:
 
     async def play(self) -> None:
         """Every turn of the script; each reply joins the state and the transcript."""
-        for text in ts.script(self.task, self.turns):
+        for n, text in enumerate(ts.script(self.task, self.turns)):
+            if n:
+                self.wait(self.think_time())
             reply = await self.turn(text)
             tr.add_turn(self.state, Role.ASSISTANT, reply)
             self.transcript.assistant(reply)
@@ -189,7 +248,7 @@ class Run:
             late = [ts.context(u) for turn, u in calls if turn > 10]
             out[strategy] = {
                 "input_tokens": sum(contexts),
-                "cost_weighted_tokens": round(sum(ts.weighted(u) for _, u in calls), 1),
+                "cost_weighted_tokens": round(sum(ts.weighted(u, self.scenario.write_price) for _, u in calls), 1),
                 "max_context_tokens": max(contexts),
                 "per_call_max_over_min_after_10": ts.max_over_min(late),
                 "fact_retained": self.final_prompts.get(strategy, False),
@@ -202,7 +261,7 @@ class Run:
         for turn, usage in self.calls[strategy]:
             row = rows.setdefault(turn, [0, 0.0, 0])
             row[0] += ts.context(usage)
-            row[1] += ts.weighted(usage)
+            row[1] += ts.weighted(usage, self.scenario.write_price)
             row[2] = max(row[2], ts.context(usage))
         return {t: (int(r[0]), r[1], int(r[2])) for t, r in rows.items()}
 
@@ -239,16 +298,28 @@ def print_run(console: Console, run: Run, figures: dict[str, Any]) -> None:
     console.print(sample)
 
 
-async def main_async(turn_counts: list[int], window: int, json_out: Optional[str]) -> dict[str, Any]:
+async def main_async(turn_counts: list[int], window: int, json_out: Optional[str],
+                     scenario: Scenario = Scenario()) -> dict[str, Any]:
     console = Console(width=170)
     tasks = ts.cancel_tasks(load_data())
     runs = []
     for turns in turn_counts:
-        run = Run(tasks[turns % len(tasks)], turns, window)  # the same task for a length in every release
+        run = Run(tasks[turns % len(tasks)], turns, window, scenario)  # the same task for a length in every release
         await run.play()
         figures = run.figures()
         print_run(console, run, figures)
-        runs.append({"turns": turns, "strategies": figures})
+        runs.append({"turns": turns, "strategies": figures, "scenario": {
+            **asdict(scenario), "simulated_seconds": round(run.now, 1), "cache_write_price": scenario.write_price}})
+    summary = Table(title=f"cost-weighted input ÷ naive with prefix caching (gaps {scenario.gaps}, cache "
+                          f"{scenario.cache_ttl_seconds:.0f} s, {scenario.conversations_per_minute:g} other "
+                          "conversations a minute)")
+    for col in ("turns", "statekeeper", "window"):
+        summary.add_column(col, justify="right")
+    for r in runs:
+        cached = r["strategies"]["naive_cached"]["cost_weighted_tokens"]
+        summary.add_row(str(r["turns"]), *(f"{r['strategies'][s]['cost_weighted_tokens'] / cached:.3f}"
+                                           for s in ("statekeeper", "window")))
+    console.print(summary)
     result = {"runs": runs}
     if json_out:
         Path(json_out).write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
@@ -258,13 +329,25 @@ async def main_async(turn_counts: list[int], window: int, json_out: Optional[str
 def main(argv: Optional[list[str]] = None) -> None:
     """Parse the arguments and run."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--turns", default=None, help="comma-separated conversation lengths (default 10,100,500)")
+    parser.add_argument("--turns", default=None, help="comma-separated conversation lengths (default 6,10,20,30,100,500)")
     parser.add_argument("--window", type=int, default=6, help="turns the sliding window keeps (default 6)")
     parser.add_argument("--json", dest="json_out", default=None, help="write the figures as JSON to this file")
     parser.add_argument("--quick", action="store_true", help="10 and 100 turns (unless --turns is given)")
+    parser.add_argument("--gaps", choices=("none", "typical"), default="none",
+                        help="none: every cache stays warm; typical: seeded think time between turns (lognormal, "
+                             "median 60 s, 20%% over 5 minutes)")
+    parser.add_argument("--cache-ttl", type=float, default=300.0,
+                        help="prompt cache lifetime in seconds (300; 3600 prices a cache write at 2x)")
+    parser.add_argument("--conversations-per-minute", type=float, default=DEFAULT_CONVERSATIONS_PER_MINUTE,
+                        help="other conversations a minute, keeping the shared system-and-tools prefix warm "
+                             f"(default {DEFAULT_CONVERSATIONS_PER_MINUTE:g}; 0: none)")
     args = parser.parse_args(argv)
-    counts = args.turns or ("10,100" if args.quick else "10,100,500")
-    asyncio.run(main_async([int(n) for n in counts.split(",")], args.window, args.json_out))
+    if args.cache_ttl <= 0 or args.conversations_per_minute < 0:
+        parser.error("--cache-ttl must be positive and --conversations-per-minute at least 0")
+    counts = args.turns or ("10,100" if args.quick else "6,10,20,30,100,500")
+    scenario = Scenario(gaps=args.gaps, cache_ttl_seconds=args.cache_ttl,
+                        conversations_per_minute=args.conversations_per_minute)
+    asyncio.run(main_async([int(n) for n in counts.split(",")], args.window, args.json_out, scenario))
 
 
 if __name__ == "__main__":

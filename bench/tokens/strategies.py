@@ -172,11 +172,20 @@ def contains(body: dict[str, Any], fact: str) -> bool:
     return fact in json.dumps(body, ensure_ascii=False)
 
 
-def weighted(usage: dict[str, int]) -> float:
-    """Cost-weighted input tokens: fresh 1×, cache read 0.1×, cache write 1.25× (the provider's
-    prices relative to fresh input, 5-minute cache)."""
+def weighted(usage: dict[str, int], write_price: float = 1.25) -> float:
+    """Cost-weighted input tokens: fresh 1×, cache read 0.1×, cache write ``write_price`` (the
+    provider's prices relative to fresh input: 1.25× for the 5-minute cache, 2× for 1 hour)."""
     return (usage["input_tokens"] + 0.1 * usage["cache_read_input_tokens"]
-            + 1.25 * usage["cache_creation_input_tokens"])
+            + write_price * usage["cache_creation_input_tokens"])
+
+
+def shared_prefix(body: dict[str, Any]) -> dict[str, Any]:
+    """Another conversation's request with the same tools and system as ``body``: what traffic
+    that keeps the shared prefix warm sends (its messages are its own, so only the system
+    breakpoint can hit)."""
+    other = json.loads(json.dumps({k: v for k, v in body.items() if k != "messages"}))
+    other["messages"] = [{"role": "user", "content": [{"type": "text", "text": "another conversation"}]}]
+    return other
 
 
 def context(usage: dict[str, int]) -> int:
