@@ -89,7 +89,9 @@ def test_quick_run_writes_the_json_shape(tmp_path):
     figures = json.loads(out.read_text())
     assert list(figures) == ["runs"]
     (run,) = figures["runs"]
-    assert set(run) == {"turns", "strategies"} and run["turns"] == 10
+    assert set(run) == {"turns", "strategies", "scenario"} and run["turns"] == 10
+    assert run["scenario"] == {"gaps": "none", "cache_ttl_seconds": 300.0, "conversations_per_minute": 10.0,
+                               "seed": 7, "simulated_seconds": 0.0, "cache_write_price": 1.25}
     assert set(run["strategies"]) == STRATEGIES
     for strategy in run["strategies"].values():
         assert set(strategy) == FIELDS
@@ -99,6 +101,28 @@ def test_quick_run_writes_the_json_shape(tmp_path):
     assert naive["input_tokens"] == cached["input_tokens"]  # the same prompts, priced differently
     assert cached["cost_weighted_tokens"] < naive["cost_weighted_tokens"]
     assert run["strategies"]["statekeeper"]["fact_retained"] is True
+
+
+def test_typical_gaps_let_time_pass_and_caches_expire_alike_for_every_strategy(tmp_path):
+    """``--gaps typical`` is seeded (two runs agree), lets think time pass between turns, and with no
+    other traffic a cold shared prefix costs every strategy more than with warm caches."""
+    def run(*extra: str) -> dict:
+        out = tmp_path / f"tokens{len(list(tmp_path.iterdir()))}.json"
+        done = subprocess.run([sys.executable, str(ROOT / "bench" / "tokens.py"), "--turns", "30", "--json", str(out),
+                               *extra], cwd=ROOT, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+        return json.loads(out.read_text())["runs"][0]
+
+    warm, gaps, again = run(), run("--gaps", "typical", "--conversations-per-minute", "0"), run(
+        "--gaps", "typical", "--conversations-per-minute", "0")
+    assert gaps == again and gaps["scenario"]["simulated_seconds"] > 60
+    for strategy in ("statekeeper", "naive_cached"):
+        assert gaps["strategies"][strategy]["cost_weighted_tokens"] > warm["strategies"][strategy]["cost_weighted_tokens"]
+    hour = run("--gaps", "typical", "--cache-ttl", "3600")
+    assert hour["scenario"]["cache_write_price"] == 2.0
+    bad = subprocess.run([sys.executable, str(ROOT / "bench" / "tokens.py"), "--cache-ttl", "0"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "--cache-ttl must be positive" in bad.stderr
 
 
 # --- The chaos suite's pure parts ---
