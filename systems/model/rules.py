@@ -124,7 +124,9 @@ def _authenticate(view: dict) -> dict[str, Any]:
     """Propose the first lookup not yet tried (each pinned email, newest first, then
     name + zip), else ask for identification, with the last failure if there was one."""
     candidates: list[tuple[str, dict[str, Any]]] = []
-    for fact in reversed(facts(view, "email")):
+    # the newest three emails only: older failed lookups may have left the view's observation
+    # window, and trying them again would loop until the turn's step limit
+    for fact in list(reversed(facts(view, "email")))[:3]:
         candidates.append(("find_user_id_by_email", {"email": fact["value"]}))
     name, zip_code = _latest(view, "name"), _latest(view, "zip")
     if name and zip_code and len(name.split()) >= 2:

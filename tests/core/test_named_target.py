@@ -76,3 +76,26 @@ def test_the_check_can_be_left_out_for_runs_that_replay_without_it():
     action = call("cancel_pending_order", order_id=PENDING, reason="ordered by mistake")
     assert validate_proposal(state, action, named_target=False).accepted
     assert pending_items(PENDING)  # the fixture's pending order has items: the refusal above is the clause's alone
+
+
+def test_an_order_id_in_another_case_or_script_still_names_the_order():
+    for written in ("#w1067251", "#W１０６７２５１", "W 1067251"):
+        state = _asked(f"status of {PENDING}?", f"ok now cancel {written} instead")
+        assert_rejected(state, call("cancel_pending_order", order_id=PENDING, reason="no longer needed"),
+                        Rule.NAMED_TARGET)
+
+
+def test_an_order_id_of_the_wrong_length_leaves_the_target_unclear():
+    state = _asked(f"status of {PENDING}?", "cancel #W10672510 please")
+    assert_rejected(state, call("cancel_pending_order", order_id=PENDING, reason="no longer needed"), Rule.NAMED_TARGET)
+    assert "ask the user which order" in validate_proposal(
+        state, call("cancel_pending_order", order_id=PENDING, reason="no longer needed")).reason
+
+
+def test_every_order_id_of_a_long_message_counts():
+    others = " ".join(f"#W{n:07d}" for n in range(1, 12))
+    state = _asked(f"These are not mine: {others}. Please cancel my order {PENDING}, ordered by mistake")
+    assert_accepted(state, call("cancel_pending_order", order_id=PENDING, reason="ordered by mistake"), True)
+    reason = validate_proposal(_asked(f"{others}, cancel one"),
+                               call("cancel_pending_order", order_id=PENDING, reason="ordered by mistake")).reason
+    assert "and 6 more" in reason and len(reason) < 300  # the reason names a few, never all of them

@@ -776,3 +776,13 @@ async def test_the_stand_in_answers_400_to_five_breakpoints_and_reports_cache_us
     counted = await client.messages.count_tokens(model="m", system=request["system"], messages=request["messages"])
     assert counted.input_tokens == (second.usage.input_tokens + second.usage.cache_read_input_tokens
                                     + second.usage.cache_creation_input_tokens)
+
+
+def test_rules_tries_the_newest_three_emails_and_then_asks():
+    emails = [f"nobody{n}@example.com" for n in range(9)]
+    state = chat("my emails: " + " ".join(emails), facts_=tuple(fact("email", e) for e in emails))
+    for email in reversed(emails[-3:]):
+        assert propose(rules_brain, state) == call("find_user_id_by_email", email=email)
+        observe(state, "find_user_id_by_email", {"email": email}, "Error: user not found")
+    action = propose(rules_brain, state)
+    assert action["kind"] == "reply" and "user not found" in action["text"]

@@ -99,3 +99,23 @@ def test_once_authenticated_no_other_identity_is_looked_up():
     state = authenticated(load_orders=False)
     _said("actually my email is someone.else@example.com", state)
     assert _due(state) == []
+
+
+def test_an_email_glued_to_a_letter_of_another_script_is_no_email():
+    state = _said("my email is \u0430raj.sanchez2046@example.com")  # a Cyrillic а before the address
+    assert _due(state) == [] and state.customer is None
+    assert [f.value for f in state.pinned_facts if f.kind == "email"] == []
+    state = _said("write to m\u00fcller.anna@example.com")
+    assert [f.value for f in state.pinned_facts if f.kind == "email"] == []  # not "ller.anna@example.com"
+
+
+def test_a_batch_looks_one_identity_up_and_refuses_the_others():
+    from workflows.conversation.batch import judge_batch
+    from workflows.domain.actions import make_tool_call
+
+    state = _said(f"my email is {EMAIL}, or try yusuf.rossi7301@example.com")
+    calls = [make_tool_call("find_user_id_by_email", {"email": EMAIL}),
+             make_tool_call("find_user_id_by_email", {"email": "yusuf.rossi7301@example.com"})]
+    accepted, refused = judge_batch(state, calls)
+    assert [call_arguments(c) for c in accepted] == [{"email": EMAIL}] and refused == 1
+    assert state.rejections[-1].rule == "one-action" and "one identity lookup" in state.rejections[-1].reason

@@ -1,7 +1,9 @@
 """Batched reads: several tool calls the model proposed in one answer (parallel tool use).
 
 Each call is judged on its own: a repeat of an earlier call of the batch is dropped (it runs
-once); a write is refused (a write is proposed alone, shown and confirmed; clause one-action);
+once); a write is refused (a write is proposed alone, shown and confirmed; clause one-action),
+and so is an identity lookup after the batch's first (the state the calls are judged on is the
+one before the batch, and the first lookup's customer decides what the others may do);
 reads past ``MAX_READS_PER_BATCH`` are refused with a reason the model can act on (propose
 them next); every other read goes through the policy like a read proposed alone. The reads
 accepted run together, as local activities in the same workflow task, and their results are
@@ -19,7 +21,7 @@ from temporalio.exceptions import ActivityError
 from workflows.conversation.execute import failure_reason, read
 from workflows.domain import transitions as tr
 from workflows.domain.actions import MAX_READS_PER_BATCH, ToolCallAction, call_digest
-from workflows.domain.catalogue import spec_of
+from workflows.domain.catalogue import Scope, spec_of
 from workflows.domain.contracts import CancelRequest
 from workflows.domain.policy.clauses import Rule
 from workflows.domain.policy.validator import validate_proposal
@@ -28,6 +30,8 @@ from workflows.interrupts import Interrupted
 
 WRITE_IN_BATCH = ("a write is proposed alone, never beside other calls: it is shown to the user and runs only "
                   "after their yes; propose it on its own")
+ONE_LOOKUP = ("one identity lookup at a time: the customer it finds decides what any other may do; propose "
+              "another after seeing its result")
 OVER_BATCH = (f"at most {MAX_READS_PER_BATCH} reads run from one answer; propose this one again after seeing "
               "the results")
 
@@ -42,7 +46,7 @@ class BatchOutcome:
     unavailable: bool = False
 
 
-def _judged(state: ConversationState, calls: list[Any]) -> tuple[list[Any], int]:
+def judge_batch(state: ConversationState, calls: list[Any]) -> tuple[list[Any], int]:
     """The reads of ``calls`` that may run (repeats dropped), and how many calls were refused."""
     seen: set[str] = set()
     accepted: list[Any] = []
@@ -53,8 +57,12 @@ def _judged(state: ConversationState, calls: list[Any]) -> tuple[list[Any], int]
             continue  # the same read twice runs once
         seen.add(digest)
         proposal = tr.proposal_of(call)
-        if spec_of(call.name).is_write:
+        spec = spec_of(call.name)
+        if spec.is_write:
             tr.reject(state, Rule.ONE_ACTION.value, WRITE_IN_BATCH, proposal)
+        elif spec.scope is Scope.IDENTIFY and any(spec_of(c.name).scope is Scope.IDENTIFY for c in accepted):
+            # each call is judged on the state before the batch: a second lookup could serve another customer
+            tr.reject(state, Rule.ONE_ACTION.value, ONE_LOOKUP, proposal)
         elif len(accepted) >= MAX_READS_PER_BATCH:
             tr.reject(state, Rule.ONE_ACTION.value, OVER_BATCH, proposal)
         else:
@@ -71,7 +79,7 @@ async def run_batch(state: ConversationState, calls: list[Any],
                     cancel_requested: Callable[[], Optional[CancelRequest]]) -> BatchOutcome:
     """Judge ``calls`` and run the reads accepted together; fold their results in order.
     Raises ``Interrupted`` when a cancel arrives while they run (nothing of theirs is folded)."""
-    accepted, refused = _judged(state, calls)
+    accepted, refused = judge_batch(state, calls)
     results = await asyncio.gather(*(read(state, call, cancel_requested=cancel_requested) for call in accepted),
                                    return_exceptions=True)
     if any(isinstance(result, Interrupted) for result in results):

@@ -53,6 +53,13 @@ def _glued_to_digit(text: str, start: int, end: int) -> bool:
     return (start > 0 and text[start - 1].isdecimal()) or (end < len(text) and text[end].isdecimal())
 
 
+def _glued_to_address(text: str, start: int) -> bool:
+    """True when the character before an email match could belong to the address (a letter of
+    any script, or one of ``.%+-``): "аraj@x.com" with a Cyrillic а is not the address "raj@x.com",
+    and "müller@x.com" is not "ller@x.com"."""
+    return start > 0 and (text[start - 1].isalnum() or text[start - 1] in "._%+-")
+
+
 def extract_facts(text: str, turn: int) -> list[PinnedFact]:
     """Facts in one user message, in order of kind then position.
 
@@ -65,6 +72,8 @@ def extract_facts(text: str, turn: int) -> list[PinnedFact]:
             if count >= MAX_FACTS_PER_KIND_PER_MESSAGE:
                 break
             if _glued_to_digit(text, match.start(), match.end()):
+                continue
+            if kind == "email" and _glued_to_address(text, match.start()):
                 continue
             count += 1
             raw = match.group(0)
