@@ -111,22 +111,20 @@ class Run:
         caches = {s: PromptCache(ttl_seconds=scenario.cache_ttl_seconds, clock=lambda: self.now) for s in STRATEGIES}
         self.caches = caches
         self.client = offline_client(30.0, brain=ts.status_brain, cache=caches["statekeeper"])
-        self.last_bodies: dict[str, dict[str, Any]] = {}
         self.calls: dict[str, list[tuple[int, dict[str, int]]]] = {s: [] for s in STRATEGIES}
         self.final_prompts: dict[str, bool] = {}
 
     def wait(self, seconds: float) -> None:
-        """Let ``seconds`` pass; meanwhile the deployment's other conversations touch each
-        strategy's shared system-and-tools prefix (``conversations_per_minute``)."""
-        target = self.now + seconds
+        """Let ``seconds`` pass (think time): caches may expire meanwhile."""
+        self.now += seconds
+
+    def warm(self, strategy: str, body: dict[str, Any]) -> None:
+        """With traffic (``conversations_per_minute``), another conversation touched this strategy's
+        shared system-and-tools prefix less than ``60 / rate`` seconds ago: where that is within the
+        cache's lifetime, the prefix is warm when this call comes, for every strategy alike."""
         rate = self.scenario.conversations_per_minute
-        if rate > 0:
-            step = 60.0 / rate
-            while self.now + step <= target:
-                self.now += step
-                for strategy, body in self.last_bodies.items():
-                    self.caches[strategy].account(ts.shared_prefix(body))
-        self.now = target
+        if rate > 0 and 60.0 / rate < self.scenario.cache_ttl_seconds:
+            self.caches[strategy].account(ts.shared_prefix(body))
 
     def think_time(self) -> float:
         """Seconds the user takes before the next message (0 with ``--gaps none``)."""
@@ -140,8 +138,8 @@ class Run:
         kwargs = build_create_kwargs(render_request(state_view(state), PROMPT_VERSION), model=MODEL,
                                      max_tokens=1024, conversation_id=state.conversation_id,
                                      prompt_version=PROMPT_VERSION)
+        self.warm("statekeeper", kwargs)
         response = await self.client.messages.create(**kwargs)
-        self.last_bodies["statekeeper"] = kwargs
         usage = response.usage
         self.calls["statekeeper"].append((state.turn, {
             "input_tokens": usage.input_tokens, "cache_read_input_tokens": usage.cache_read_input_tokens or 0,
@@ -156,8 +154,8 @@ class Run:
         loop makes one per tool call and one for the reply, whatever statekeeper makes."""
         bodies = {s: self.transcript.request(s, MODEL, self.window) for s in STRATEGIES[1:]}
         for strategy, body in bodies.items():
+            self.warm(strategy, body)
             self.calls[strategy].append((self.state.turn, self.caches[strategy].account(body)))
-            self.last_bodies[strategy] = body
             if deciding_write:  # the decision the turn-4 fact matters to
                 self.final_prompts[strategy] = ts.contains(body, self.task["order_id"])
 
