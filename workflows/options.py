@@ -124,3 +124,6 @@ fails for want of the database the activity above takes over in the background."
 
 MAX_MODEL_STEPS_PER_TURN = 30
 MAX_CONSECUTIVE_REJECTIONS = 4
+MAX_MODEL_TROUBLE_TURNS = 2
+"""User turns in a row without a usable proposal from the model after which the conversation is
+handed to a human agent: the user is apologised to once, then told a person takes over."""

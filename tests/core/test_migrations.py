@@ -391,6 +391,8 @@ def test_a_stored_state_of_a_release_loads_with_its_values_preserved(path: Path)
     assert added == {k: v for k, v in ADDED_USAGE_FIELDS.items() if k in added}
     if "resolutions" not in raw:  # operators' resolutions of unknown outcomes: none in an older state
         assert dumped.pop("resolutions") == []
+    if "model_trouble_turns" not in raw:  # turns in a row of model trouble: none in an older state
+        assert dumped.pop("model_trouble_turns") == 0
     if raw["schema_version"] < 3:  # the phase, inferred from what a version-2 state holds
         assert dumped.pop("phase") == phase_of_v2(raw)
     assert dumped == dict(raw, schema_version=SCHEMA_VERSION)

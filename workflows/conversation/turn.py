@@ -12,7 +12,7 @@ the workflow turns those events into the journal's rows and the operators' view.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Optional
 
 from temporalio import workflow
@@ -24,6 +24,7 @@ from workflows.conversation.approvals import needs_approval, request_supervisor
 from workflows.conversation.batch import run_batch
 from workflows.conversation.execute import execute_confirmed, failure_reason, open_ticket, read
 from workflows.conversation.journal import JournalLog
+from workflows.conversation.model_trouble import MODEL_TROUBLE_PATCH, after_turn
 from workflows.conversation.state_reads import MAX_STATE_DRIVEN_READS_PER_TURN, STATE_DRIVEN_READS_PATCH, run_due_reads
 from workflows.domain import keys, replies
 from workflows.domain import transitions as tr
@@ -31,10 +32,11 @@ from workflows.domain.catalogue import spec_of
 from workflows.domain.contracts import CancelRequest, ModelRequest, ModelResult
 from workflows.domain.policy.approvals import ApprovalPolicy
 from workflows.domain.policy.clauses import Rule
-from workflows.domain.policy.confirm import describe, is_no, is_yes
+from workflows.domain.policy.confirm import Answer, answer_of, answer_of_1_0, describe
 from workflows.domain.policy.validator import handed_over_refusal, validate_execution, validate_proposal
 from workflows.domain.prompt import PROMPT_VERSION, state_view
 from workflows.domain.state import Confirmation, ConversationState, ConversationStatus, PendingConfirmation, Phase
+from workflows.domain.user_text import visible_text
 from workflows.failures import MODEL
 from workflows.interrupts import Interrupted, cancellable, local_failure_as_activity_error, start_local_or_activity
 from workflows.options import MAX_CONSECUTIVE_REJECTIONS, MAX_MODEL_STEPS_PER_TURN, MODEL_RETRY, MODEL_TIMEOUT
@@ -68,20 +70,31 @@ class Turn:
     newer_message: Callable[[], bool] = lambda: False
     approvals: ApprovalPolicy = field(default_factory=ApprovalPolicy)
     local_model_calls: bool = False
+    _moved_on_from: Optional[str] = field(default=None, init=False)
+    """The detail of the shown write this turn's message moved on from without a yes or a no."""
+    _troubled: bool = field(default=False, init=False)
+    """This turn ends without a usable proposal from the model."""
 
     async def run(self, inbound: Inbound) -> Optional[str]:
         """Process one user message; returns the assistant's reply to it, or None when a
         cancel stopped the turn (what already ran is recorded in the state)."""
+        self._moved_on_from, self._troubled = None, False
+        if workflow.patched(VISIBLE_TEXT_PATCH):
+            inbound = replace(inbound, text=visible_text(inbound.text))  # what the user sees is what is read
         try:
             tr.receive_user_message(self.state, inbound.text, inbound.update_id)
             pending = tr.take_pending(self.state)
-            if pending is not None:
-                ended = await self._answer_pending(pending, inbound)
-                if ended is not None:
-                    return ended
-            return await self._agent_loop()
+            reply = None if pending is None else await self._answer_pending(pending, inbound)
+            if reply is None:
+                reply = await self._agent_loop()
         except Interrupted:
             return None
+        if reply is not None and self.state.is_open() and workflow.patched(MODEL_TROUBLE_PATCH):
+            reply = await after_turn(self.state, reply, self._troubled)
+        if reply is not None and self._moved_on_from is not None and self.state.is_open():
+            # the user moved on from a write they were asked to confirm: say it was not made
+            reply = f"{replies.not_made(self._moved_on_from)} {reply}"
+        return reply
 
     # --- the user's answer to the write shown last turn ---------------------------------
 
@@ -89,9 +102,16 @@ class Turn:
         """The message answers ``pending``: a yes runs it (or parks it for a supervisor), anything
         else declines it. Returns the reply that ends the turn, or None to ask the model."""
         state = self.state
-        if not is_yes(inbound.text):
-            declined = "the user declined" if is_no(inbound.text) else "the user changed the subject"
+        answer_rule = workflow.patched(CONFIRMATION_ANSWER_PATCH)
+        answer = answer_of(inbound.text) if answer_rule else answer_of_1_0(inbound.text)
+        if answer is Answer.UNCLEAR:
+            tr.ask_again(state, pending)
+            return replies.answer_yes_or_no(pending.detail)
+        if answer is not Answer.YES:
+            declined = "the user declined" if answer is Answer.NO else "the user changed the subject"
             tr.decline(state, pending, Rule.USER_DECLINED.value, declined, quote_detail=True)
+            if answer is Answer.OTHER and answer_rule:
+                self._moved_on_from = pending.detail
             return None
         confirmation = Confirmation(operation_id=inbound.seen_operation_id or "", digest=inbound.seen_digest or "",
                                     turn=state.turn, verbatim=inbound.text)
@@ -115,6 +135,7 @@ class Turn:
         state = self.state
         consecutive_rejections = 0
         state_reads_left = MAX_STATE_DRIVEN_READS_PER_TURN
+        tenant_cap = budget.TenantCap(state)
         for _ in range(MAX_MODEL_STEPS_PER_TURN):
             if state.phase is Phase.CLOSING:  # a cancel came: nothing new starts, the cancel path answers
                 return None
@@ -127,6 +148,8 @@ class Turn:
             try:
                 if budget.over_budget(state):
                     raise budget.OverBudget()
+                if await tenant_cap.spent():
+                    return budget.TENANT_BUDGET_REPLY
                 result = await self._propose()
             except budget.OverBudget:
                 return await budget.hand_over(state)
@@ -162,7 +185,9 @@ class Turn:
                     continue
             if consecutive_rejections >= MAX_CONSECUTIVE_REJECTIONS:
                 last = state.last_rejection()
+                self._troubled = last is not None and last.rule == Rule.MALFORMED_OUTPUT.value
                 return replies.refused(last.rule if last else "")
+        self._troubled = True
         return replies.COULD_NOT_FINISH
 
     async def _propose(self) -> Optional[ModelResult]:
@@ -229,6 +254,11 @@ class Turn:
         return None
 
 
+VISIBLE_TEXT_PATCH = "visible-text"
+"""``workflow.patched`` id: runs of 1.0.0 read a message with its invisible characters (docs/releasing.md)."""
+CONFIRMATION_ANSWER_PATCH = "confirmation-answer"
+"""``workflow.patched`` id: runs of 1.0.0 read a shown write's answer by the 1.0.0 rule ("ok" is a
+yes, nothing is asked again) and do not say a write was not made (docs/releasing.md)."""
 NAMED_TARGET_PATCH = "named-target"
 """``workflow.patched`` id: runs of 1.0.0 replay their write proposals without the named-target
 clause (docs/releasing.md)."""

@@ -33,6 +33,8 @@ RESUMED_WHILE_CLOSING = "the conversation's state was saved while it was being c
 """The reason of the cancel a run takes up when it starts from a state saved while closing."""
 BUDGET_EXCEEDED = ("This conversation has reached the limit of what I can handle automatically, so I have "
                    "passed it to a human agent, who will pick it up from here. Please hold on.")
+MODEL_TROUBLE_HANDED_OVER = ("I'm still having trouble working out the next step, so I have passed this "
+                             "conversation to a human agent, who will pick it up from here. Please hold on.")
 SUPERSEDED = "I see you've sent another message, so I'll answer that one instead."
 
 _REFUSALS: dict[Rule, str] = {
@@ -151,12 +153,34 @@ def already_handed_over(detail: str) -> str:
             f"changed yet. {_was(detail)}")
 
 
-def budget_exceeded(done: "list[str]", not_done: "list[str]") -> str:
-    """The budget hand-off's reply, first telling what this turn's confirmed writes did:
-    ``done`` and ``not_done`` are their details (the system's reasons stay in the state)."""
-    told = [*([f"Your request is done: {'; '.join(done)}"] if done else []),
+def _writes_told(done: "list[str]", not_done: "list[str]") -> "list[str]":
+    """What this turn's confirmed writes did, in sentences: ``done`` and ``not_done`` are their
+    details (the system's reasons stay in the state)."""
+    return [*([f"Your request is done: {'; '.join(done)}"] if done else []),
             *([f"Your request did not go through: {requests(not_done)}"] if not_done else [])]
-    return " ".join([*told, BUDGET_EXCEEDED])
+
+
+def budget_exceeded(done: "list[str]", not_done: "list[str]") -> str:
+    """The budget hand-off's reply, first telling what this turn's confirmed writes did."""
+    return " ".join([*_writes_told(done, not_done), BUDGET_EXCEEDED])
+
+
+def model_trouble_handed_over(done: "list[str]", not_done: "list[str]") -> str:
+    """The reply when the model's trouble hands the conversation to a person, first telling what
+    this turn's confirmed writes did."""
+    return " ".join([*_writes_told(done, not_done), MODEL_TROUBLE_HANDED_OVER])
+
+
+def answer_yes_or_no(detail: str) -> str:
+    """The reply to an answer that looked like a yes or a no without being one: the shown
+    write, asked again."""
+    return f"Please answer yes or no to: {detail}"
+
+
+def not_made(detail: str) -> str:
+    """Opens the reply to a message that moved on from the shown write ``detail`` without a yes
+    or a no: the write was not made."""
+    return f"I have not made the change you were asked to confirm ({detail.rstrip('.')})."
 
 
 def finished(status: str) -> str:

@@ -105,6 +105,10 @@ class ConversationState(Record):
     resolutions: list[OutcomeResolution] = Field(default_factory=list)
     """Operators' resolutions of steps whose outcome was unknown (``workflows.conversation.resolution``)."""
     usage: Usage = Field(default_factory=Usage)
+    model_trouble_turns: int = Field(default=0, ge=0)
+    """User turns in a row that ended without a usable proposal from the model (malformed or
+    truncated output, a failed call, no answer within the turn's steps); a usable turn resets it
+    (``workflows.conversation.model_trouble``)."""
     ended_reason: Optional[str] = None
     _listeners: list[Callable[[Any], None]] = PrivateAttr(default_factory=list)
     """Who hears the events the transitions record on this object (memory: never saved)."""

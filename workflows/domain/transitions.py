@@ -30,6 +30,7 @@ from workflows.domain.facts import extract_facts, merge_facts
 from workflows.domain.journal import EntryKind
 from workflows.domain.policy.approvals import Approval, ApprovalDecision, ApprovalStatus, apply_decision, expire
 from workflows.domain.policy.clauses import Rule
+from workflows.domain.records import OPERATIONS_KEPT
 from workflows.domain.state import (
     OBSERVATIONS_KEPT,
     RECENT_TURNS_KEPT,
@@ -106,6 +107,21 @@ class ModelFailed(Event):
 
     rule: str
     reason: str
+
+
+@dataclass(frozen=True)
+class ModelTroubleTurn(Event):
+    """A user turn ended without a usable proposal from the model (``turns``: how many in a row)."""
+
+    turns: int
+
+
+@dataclass(frozen=True)
+class ConfirmationAskedAgain(Event):
+    """The user's answer to the shown write looked like a yes or a no without being one: the
+    write stays shown and the user is asked again."""
+
+    operation_id: str
 
 
 @dataclass(frozen=True)
@@ -337,6 +353,18 @@ def model_failed(state: ConversationState, reason: str) -> Rejection:
     return rejection
 
 
+def model_trouble_turn(state: ConversationState) -> int:
+    """The user turn ends without a usable proposal from the model; returns the turns in a row."""
+    state.model_trouble_turns += 1
+    state.emit(ModelTroubleTurn(turns=state.model_trouble_turns))
+    return state.model_trouble_turns
+
+
+def model_served(state: ConversationState) -> None:
+    """The user turn ended with a usable proposal: the count of trouble turns starts again."""
+    state.model_trouble_turns = 0
+
+
 def budget_refused(state: ConversationState, reason: str) -> None:
     """The model activity refused the call for the token budget (the hand-over follows)."""
     state.emit(BudgetRefused(reason=reason))
@@ -489,6 +517,14 @@ def take_pending(state: ConversationState) -> Optional[PendingConfirmation]:
     if state.phase is Phase.AWAITING_CONFIRMATION:
         state.phase = Phase.OPEN
     return pending
+
+
+def ask_again(state: ConversationState, pending: PendingConfirmation) -> None:
+    """The user's answer to ``pending`` was unclear: it is shown again and awaits a yes or a no."""
+    state.pending_confirmation = pending
+    if state.phase is Phase.OPEN:
+        state.phase = Phase.AWAITING_CONFIRMATION
+    state.emit(ConfirmationAskedAgain(operation_id=pending.operation_id))
 
 
 def decline(state: ConversationState, pending: PendingConfirmation, rule: str, reason: str,
@@ -665,6 +701,7 @@ def apply_write_result(state: ConversationState, call: Any, operation_id: str, k
                            arguments=args, result=result, ok=ok, turn=state.turn,
                            child_workflow_id=child_workflow_id, undo_arguments=undo_arguments if ok else None)
     )
+    del state.completed_operations[:-OPERATIONS_KEPT]
     fold = spec_of(call.name).fold
     if ok and fold is not None:
         fold(state, args, result)

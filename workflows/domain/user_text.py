@@ -10,6 +10,15 @@ controls U+202A-U+202E, U+2066-U+2069 (they reorder how text after them is displ
 reading one thing in the Web UI and another in the log). Control characters have no meaning
 in a chat message and break what later reads the text (logs, terminals, the model's input,
 search attributes); refusing them at the edge keeps them out of the state and the history.
+
+Invisible characters are not refused but removed (``visible_text``): every format character
+(Unicode category Cf: zero-width spaces and joiners, the byte order mark, the soft hyphen, the
+tag block U+E0000-U+E007F), the variation selectors, the combining grapheme joiner and the
+blank fillers of Hangul, Khmer and Braille. They show nothing, so what a person reads is the
+text without them; kept, they make "yes" with a zero-width space differ from "yes" and carry
+hidden instructions to the model. Unusual spaces (no-break, en, em, ideographic: category Zs)
+become a plain space. The workflow stores a message's visible text; a message with no visible
+character is refused ("message text has no visible characters").
 Pure: imported inside the workflow sandbox.
 """
 
@@ -37,9 +46,28 @@ FREE_TEXT_PATTERN = r"^[^\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f" + LAYOUT_CONTROLS 
 """JSON-schema ``pattern`` of free text (documentation and generated examples; the
 validation itself is ``control_problem``, which also names the character)."""
 
+INVISIBLE = (
+    "\u00ad\u034f\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u115f\u1160\u17b4\u17b5"
+    "\u180b-\u180f\u200b-\u200f\u202a-\u202e\u2060-\u206f\u2800\u3164\ufe00-\ufe0f\ufeff"
+    "\uffa0\ufff9-\ufffb\U000110bd\U000110cd\U00013430-\U0001343f\U0001bca0-\U0001bca3"
+    "\U0001d173-\U0001d17a\U000e0000-\U000e007f\U000e0100-\U000e01ef"
+)
+"""Regex class body of the characters ``visible_text`` removes. Written out rather than read from
+``unicodedata`` at run time: a newer Python's Unicode tables must not change what a replayed
+workflow stored (tests/core/test_hostile_input.py checks it covers the running Python's Cf)."""
+_INVISIBLE = re.compile(f"[{INVISIBLE}]+")
+_ODD_SPACE = re.compile("[\u00a0\u1680\u2000-\u200a\u202f\u205f\u3000]")
+"""Spaces other than U+0020 (category Zs): shown as a space, stored as one."""
+
 _TEXT_CHAR = r"[^\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f" + LAYOUT_CONTROLS + "]"
-MESSAGE_PATTERN = f"^{_TEXT_CHAR}*[^\\s\\x00-\\x1f\\x7f-\\x9f{LAYOUT_CONTROLS}]{_TEXT_CHAR}*$"
+MESSAGE_PATTERN = f"^{_TEXT_CHAR}*[^\\s\\x00-\\x1f\\x7f-\\x9f{LAYOUT_CONTROLS}{INVISIBLE}]{_TEXT_CHAR}*$"
 """JSON-schema ``pattern`` of a user message: free text with at least one visible character."""
+
+
+def visible_text(text: str) -> str:
+    """``text`` without its invisible characters (``INVISIBLE``) and with every unusual space
+    made a plain one: what a reader of the text sees. Idempotent."""
+    return _ODD_SPACE.sub(" ", _INVISIBLE.sub("", text))
 
 
 def control_problem(text: str, what: str = "the message") -> Optional[str]:
@@ -67,13 +95,15 @@ def id_problem(text: str, what: str) -> Optional[str]:
 
 
 def message_problem(text: str) -> Optional[str]:
-    """Why the user message ``text`` is refused (empty, a control character, over the byte
-    limit), or None when it is acceptable. The same words at every edge."""
+    """Why the user message ``text`` is refused (empty, a control character, no visible
+    character, over the byte limit), or None when it is acceptable. The same words at every edge."""
     if not text.strip():
         return "message text is empty"
     problem = control_problem(text)
     if problem is not None:
         return problem
+    if not visible_text(text).strip():
+        return "message text has no visible characters"
     size = len(text.encode("utf-8"))
     if size > MAX_USER_MESSAGE_BYTES:
         return f"message is {size} bytes; the limit is {MAX_USER_MESSAGE_BYTES} bytes"
@@ -83,11 +113,11 @@ def message_problem(text: str) -> Optional[str]:
 def refuse_controls(what: str, is_id: bool = False) -> AfterValidator:
     """A pydantic validator (for ``Annotated[str, ...]``) refusing ``control_problem`` text
     (``id_problem`` with ``is_id``) with its reason as the error message (``what`` names
-    the field in it)."""
+    the field in it). Free text passes on as its ``visible_text``; an id passes unchanged."""
     def check(value: str) -> str:
         problem = id_problem(value, what) if is_id else control_problem(value, what)
         if problem is not None:
             raise PydanticCustomError("control_character", problem)
-        return value
+        return value if is_id else visible_text(value)
 
     return AfterValidator(check)
