@@ -22,6 +22,7 @@ RECENT_TURNS_KEPT = 12
 REJECTIONS_KEPT = 50
 STEPS_KEPT = 100
 OBSERVATIONS_KEPT = 12
+OPERATIONS_KEPT = 200
 """Windows kept in the state itself (the workflow history keeps everything): the state is
 carried through continue-as-new, so it must stay small whatever a model or user does."""
 
