@@ -10,6 +10,7 @@ and a retried write carries the same idempotency key, so it never applies twice.
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any, Callable, Optional, TypeVar
 
 from temporalio import activity
@@ -18,6 +19,7 @@ from temporalio.exceptions import ApplicationError
 from activities.deadline import attempt_deadline
 from activities.heartbeat import heartbeating
 from activities.payments_port import PaymentsPort, money_movements, payments_key
+from activities.record_limits import RecordTooLarge, bound_result, skeleton, too_large_result
 from activities.ports import Guard, OutboxPort, PortError, TicketPort, ToolPort
 from workflows.domain.actions import call_arguments
 from workflows.activity_api import ToolActivitiesApi
@@ -25,6 +27,7 @@ from workflows.domain.catalogue import spec_of
 from workflows.domain.catalogue.checks import status_refusal
 from workflows.domain.contracts import (
     EmailRequest,
+    Outcome,
     ReadToolRequest,
     StoreCheckRequest,
     TicketLookup,
@@ -33,6 +36,7 @@ from workflows.domain.contracts import (
     WriteToolRequest,
 )
 from workflows.domain.errors import ErrorType
+from workflows.domain.state import ConversationState, Customer
 
 T = TypeVar("T")
 
@@ -71,8 +75,8 @@ class ToolActivities(ToolActivitiesApi):
             raise _fatal(ErrorType.INVALID_ARGUMENTS, f"{req.call.name} is not a read tool")
         self._check_bound(req.system_of_record)
         args = call_arguments(req.call)
-        return self._stamp(await _call(self._tools.invoke, req.store, req.call.name, args,
-                                       scope_user_id=req.scope_user_id))
+        result = await _call(self._tools.invoke, req.store, req.call.name, args, scope_user_id=req.scope_user_id)
+        return self._stamp(_bounded_read(req.call, result))
 
     @activity.defn
     async def run_write_tool(self, req: WriteToolRequest) -> ToolResult:
@@ -88,7 +92,7 @@ class ToolActivities(ToolActivitiesApi):
         result = await _call(self._tools.invoke, req.store, req.call.name, args,
                              idempotency_key=req.idempotency_key, guard=status_guard(req.call.name, args))
         await self._move_money(req, args, result)
-        return self._stamp(result)
+        return self._stamp(_bounded_write(req.call, result))
 
     async def _move_money(self, req: WriteToolRequest, args: dict[str, Any], result: ToolResult) -> None:
         # The order (system of record) already records the movements; the payments service
@@ -121,6 +125,7 @@ class ToolActivities(ToolActivitiesApi):
             # an applied write is only done once its money moved: found by the payments key, or
             # moved now if proven absent; ``OutcomeUnknown`` when the payments system cannot say
             await self._move_money(req, args, recorded)
+            recorded = _bounded_write(req.call, recorded)
         return recorded
 
     @activity.defn
@@ -165,6 +170,59 @@ class ToolActivities(ToolActivitiesApi):
         """The activity methods, for ``Worker(activities=...)``."""
         return [self.run_read_tool, self.run_write_tool, self.find_recorded_write, self.peek_recorded_write,
                 self.check_store, self.send_customer_email, self.open_ticket, self.find_ticket]
+
+
+def _bounded_read(call: Any, result: ToolResult) -> ToolResult:
+    """``result`` within the record limits (``activities.record_limits``), before it enters
+    history. A record too large to use once cut, or one whose fields are not of the types the
+    state holds (its fold would fail), becomes a refused read the model sees (the workflow
+    records it like any refusal: an observation, a journal row), logged for operators."""
+    try:
+        bounded = bound_result(result.result)
+        problem = None if not result.ok else fold_problem(call, bounded.text)
+        if problem is not None:
+            raise RecordTooLarge(f"it is not in the form this system reads: {problem}")
+    except RecordTooLarge as err:
+        activity.logger.warning("%s: a record that cannot be used was refused: %s", call.name, err)
+        return result.model_copy(update={"result": too_large_result(str(err)), "outcome": Outcome.REFUSED})
+    if bounded.cut:
+        activity.logger.info("%s: a record was cut to the limits (%d paths)", call.name, len(bounded.cut))
+    return result.model_copy(update={"result": bounded.text})
+
+
+def _bounded_write(call: Any, result: ToolResult) -> ToolResult:
+    """A write's ``result`` within the record limits. A write has taken effect (or was refused)
+    whatever its answer's size, so a document too large even once cut, or one the state cannot
+    hold, is shortened to its plain top-level fields (``record_limits.skeleton``), never refused."""
+    try:
+        text = bound_result(result.result).text
+        problem = None if not result.ok else fold_problem(call, text)
+        if problem is not None:
+            raise RecordTooLarge(f"it is not in the form this system reads: {problem}")
+    except RecordTooLarge as err:
+        activity.logger.warning("%s: a write's answer that cannot be kept was shortened: %s", call.name, err)
+        text = skeleton(result.result, str(err))
+    return result.model_copy(update={"result": text})
+
+
+def fold_problem(call: Any, text: str) -> Optional[str]:
+    """Why folding the applied result ``text`` of ``call`` into a conversation's state would
+    fail (the name of the error: a field of the wrong type, a missing id), or None. Runs the
+    tool's own fold on a scratch state whose customer owns the document, so a record the state
+    cannot hold is refused here, in the activity, not in a workflow task."""
+    fold = spec_of(call.name).fold
+    if fold is None:
+        return None
+    try:
+        doc = json.loads(text) if text.lstrip()[:1] == "{" else None
+        owner = doc.get("user_id") if isinstance(doc, dict) else None
+        state = ConversationState(conversation_id="record-check")
+        if isinstance(owner, str):
+            state.customer = Customer(user_id=owner, authenticated_via="email", authenticated_turn=0)
+        fold(state, call_arguments(call), text)
+    except Exception as err:  # noqa: BLE001 - any failure of the fold is the record's shape
+        return type(err).__name__
+    return None
 
 
 async def _call(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:

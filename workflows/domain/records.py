@@ -13,7 +13,7 @@ from decimal import Decimal
 from enum import Enum
 from typing import Annotated, Any, Optional
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from workflows.domain.money import Money
 
@@ -25,6 +25,55 @@ OBSERVATIONS_KEPT = 12
 OPERATIONS_KEPT = 200
 """Windows kept in the state itself (the workflow history keeps everything): the state is
 carried through continue-as-new, so it must stay small whatever a model or user does."""
+ORDERS_KEPT = 100
+PRODUCTS_KEPT = 50
+"""Orders and products kept in the state: the ones read last (an order a shown or confirmed
+write names always stays)."""
+
+RECORD_TEXT_CHARS = 200
+"""Longest string read from a system of record (a value or a key), in characters."""
+RECORD_FREE_TEXT_CHARS = 2000
+"""Longest plain-text result of a tool (not a JSON document), in characters."""
+RECORD_LIST_ITEMS = 100
+RECORD_OBJECT_KEYS = 100
+RECORD_DEPTH = 8
+RECORD_RESULT_BYTES = 32 * 1024
+"""The limits every tool result is cut to inside its activity, before it enters history
+(``activities.record_limits``, which applies them); the records below declare the same
+bounds, so a value kept in the state never exceeds them."""
+CUT_PATHS_KEPT = 21
+CUT_PATH_CHARS = 300
+"""A record's ``cut`` list: at most 20 paths and a count of the rest, each this long at most."""
+
+
+def cut_on_load(limit: int) -> BeforeValidator:
+    """A validator cutting a string, list or dict longer than ``limit`` to its first ``limit``
+    characters, items or keys, so a bound (``Field(max_length=limit)`` beside it) accepts
+    every value a state may already hold (a state saved before the bound, carried through
+    continue-as-new): cut, never refused."""
+    def cut(value: Any) -> Any:
+        if isinstance(value, (str, list)) and len(value) > limit:
+            return value[:limit]
+        if isinstance(value, dict) and len(value) > limit:
+            return dict(list(value.items())[:limit])
+        return value
+
+    return BeforeValidator(cut)
+
+
+RecordText = Annotated[str, cut_on_load(RECORD_TEXT_CHARS), Field(max_length=RECORD_TEXT_CHARS)]
+"""A string read from a system of record (ids, names, statuses)."""
+RecordOptions = Annotated[dict[str, Any], cut_on_load(RECORD_OBJECT_KEYS), Field(max_length=RECORD_OBJECT_KEYS)]
+"""An item's options as read: at most 100 keys, each value within the record limits
+(strings of 200 characters, 100 items, 8 levels: ``activities.record_limits``)."""
+CutPaths = Annotated[list[Annotated[str, cut_on_load(CUT_PATH_CHARS), Field(max_length=CUT_PATH_CHARS)]],
+                     cut_on_load(CUT_PATHS_KEPT), Field(max_length=CUT_PATHS_KEPT)]
+"""What ``activities.record_limits`` cut from a document read (its ``"cut"`` list: JSON paths
+with what was kept); empty when the document was read whole. Left out of dumps when empty."""
+
+
+def _no_cut(value: list[str]) -> bool:
+    return not value
 
 
 
@@ -137,69 +186,84 @@ class PaymentMethod(Record):
     """A customer's payment method as read from the system of record.
     ``balance`` is the gift-card balance, cent ``Decimal`` currency (None for other sources)."""
 
-    id: str
-    source: str
+    id: RecordText
+    source: RecordText
     balance: Optional[Money] = None
-    display: str = ""
+    display: Annotated[str, cut_on_load(2 * RECORD_TEXT_CHARS + 20), Field(max_length=2 * RECORD_TEXT_CHARS + 20)] = ""
+    """"<brand> ending <last four>" from two record strings."""
 
 
 class Customer(Record):
     """The one customer this conversation serves (policy: one user per conversation)."""
 
-    user_id: str
-    authenticated_via: str  # "email" or "name_zip"
+    user_id: RecordText
+    authenticated_via: Annotated[str, Field(max_length=20)]  # "email" or "name_zip"
     authenticated_turn: TurnNumber
-    first_name: str = ""
-    last_name: str = ""
-    email: str = ""
-    zip: str = ""
-    payment_methods: dict[str, PaymentMethod] = Field(default_factory=dict)
-    order_ids: list[str] = Field(default_factory=list)
+    first_name: RecordText = ""
+    last_name: RecordText = ""
+    email: Annotated[str, cut_on_load(320), Field(max_length=320)] = ""
+    """From the lookup's arguments (at most 320) or the record (at most 200)."""
+    zip: RecordText = ""
+    payment_methods: Annotated[dict[str, PaymentMethod], cut_on_load(RECORD_OBJECT_KEYS),
+                               Field(max_length=RECORD_OBJECT_KEYS)] = Field(default_factory=dict)
+    order_ids: Annotated[list[RecordText], cut_on_load(RECORD_LIST_ITEMS),
+                         Field(max_length=RECORD_LIST_ITEMS)] = Field(default_factory=list)
     details_loaded: bool = False
+    cut: CutPaths = Field(default_factory=list, exclude_if=_no_cut)
 
 
 class OrderItem(Record):
-    item_id: str
-    product_id: str
-    name: str
+    item_id: RecordText
+    product_id: RecordText
+    name: RecordText
     price: Money
-    options: dict[str, Any] = Field(default_factory=dict)
+    options: RecordOptions = Field(default_factory=dict)
 
 
 class PaymentEntry(Record):
     """One ``payment_history`` entry; ``amount`` in cent ``Decimal`` currency."""
 
-    transaction_type: str
+    transaction_type: RecordText
     amount: Money
-    payment_method_id: str
+    payment_method_id: RecordText
 
 
 class OrderFact(Record):
-    """An order as last read from (or written to) the system of record."""
+    """An order as last read from (or written to) the system of record. ``cut`` names what the
+    read's limits cut from it (``activities.record_limits``): an order read cut is shown, never
+    changed here (its items, payments or total may be incomplete)."""
 
-    order_id: str
-    user_id: str
-    status: str
-    items: list[OrderItem] = Field(default_factory=list)
-    payment_history: list[PaymentEntry] = Field(default_factory=list)
-    payment_method_ids: list[str] = Field(default_factory=list)
+    order_id: RecordText
+    user_id: RecordText
+    status: RecordText
+    items: Annotated[list[OrderItem], cut_on_load(RECORD_LIST_ITEMS),
+                     Field(max_length=RECORD_LIST_ITEMS)] = Field(default_factory=list)
+    payment_history: Annotated[list[PaymentEntry], cut_on_load(RECORD_LIST_ITEMS),
+                               Field(max_length=RECORD_LIST_ITEMS)] = Field(default_factory=list)
+    payment_method_ids: Annotated[list[RecordText], cut_on_load(RECORD_LIST_ITEMS),
+                                  Field(max_length=RECORD_LIST_ITEMS)] = Field(default_factory=list)
     """Payment methods of the order's ``payment`` transactions, in order."""
     total: Money = Decimal("0.00")
     """Sum of the items' prices, cent ``Decimal`` currency."""
     read_turn: TurnNumber = 0
+    cut: CutPaths = Field(default_factory=list, exclude_if=_no_cut)
 
 
 class Variant(Record):
-    item_id: str
-    options: dict[str, Any] = Field(default_factory=dict)
+    item_id: RecordText
+    options: RecordOptions = Field(default_factory=dict)
     available: bool
     price: Money
 
 
 class ProductFact(Record):
-    product_id: str
-    name: str
-    variants: dict[str, Variant] = Field(default_factory=dict)
+    """A product as last read; ``cut`` as in ``OrderFact``."""
+
+    product_id: RecordText
+    name: RecordText
+    variants: Annotated[dict[str, Variant], cut_on_load(RECORD_OBJECT_KEYS),
+                        Field(max_length=RECORD_OBJECT_KEYS)] = Field(default_factory=dict)
+    cut: CutPaths = Field(default_factory=list, exclude_if=_no_cut)
 
 
 class Step(Record):

@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Any
 from workflows.domain.catalogue.spec import Fold
 from workflows.domain.money import money
 from workflows.domain.records import (
+    ORDERS_KEPT,
+    PRODUCTS_KEPT,
     Customer,
     OrderFact,
     OrderItem,
@@ -66,6 +68,7 @@ def user(state: ConversationState, args: dict[str, Any], result: str) -> str:
     }
     customer.order_ids = list(doc.get("orders", customer.order_ids))
     customer.details_loaded = True
+    customer.cut = list(doc.get("cut", []))
     return result
 
 
@@ -85,7 +88,19 @@ def order(state: ConversationState, args: dict[str, Any], result: str) -> str:
     if customer is None or doc.get("user_id") != customer.user_id:
         return ANOTHER_CUSTOMER
     state.orders[doc["order_id"]] = order_fact(doc, state.turn)
+    _keep_newest_orders(state)
     return result
+
+
+def _keep_newest_orders(state: ConversationState) -> None:
+    """Drop the orders first read longest ago past ``ORDERS_KEPT``, never one a shown or
+    confirmed write acts on (its checks and detail read it)."""
+    if len(state.orders) <= ORDERS_KEPT:
+        return
+    pending = [state.pending_confirmation] if state.pending_confirmation else []
+    held = {getattr(p.call.arguments, "order_id", None) for p in pending + state.awaiting_approval}
+    for order_id in [o for o in state.orders if o not in held][: len(state.orders) - ORDERS_KEPT]:
+        del state.orders[order_id]
 
 
 def order_fact(doc: dict[str, Any], read_turn: int = 0) -> OrderFact:
@@ -100,7 +115,7 @@ def order_fact(doc: dict[str, Any], read_turn: int = 0) -> OrderFact:
         order_id=doc["order_id"], user_id=doc["user_id"], status=doc["status"], items=items,
         payment_history=history,
         payment_method_ids=[e.payment_method_id for e in history if e.transaction_type == "payment"],
-        total=money(sum((i.price for i in items), Decimal(0))), read_turn=read_turn,
+        total=money(sum((i.price for i in items), Decimal(0))), read_turn=read_turn, cut=doc.get("cut", []),
     )
 
 
@@ -113,5 +128,8 @@ def product(state: ConversationState, args: dict[str, Any], result: str) -> str:
         variants={item_id: Variant(item_id=item_id, options=v.get("options", {}), available=v["available"],
                                    price=v["price"])
                   for item_id, v in doc.get("variants", {}).items()},
+        cut=doc.get("cut", []),
     )
+    while len(state.products) > PRODUCTS_KEPT:
+        del state.products[next(iter(state.products))]
     return result

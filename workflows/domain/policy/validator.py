@@ -148,6 +148,10 @@ def check_call(state: ConversationState, call: Any) -> None:
     failed = status_refusal(spec.name, spec.status, order_id, order.status, len(order.payment_history))
     if failed is not None:
         raise PolicyViolation(*failed)
+    # an order read cut to the record limits may miss items or payments: its amounts are unknown
+    require(not order.cut, Rule.CHECK_STATUS,
+            f"order {order_id} is too large to be read whole ({order.cut[0] if order.cut else ''}); "
+            "it cannot be changed here: offer a transfer to a human agent")
     _own_check(spec, state, args, order)
 
 
