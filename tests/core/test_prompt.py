@@ -10,7 +10,7 @@ import json
 
 from activities.llm.wire import propose_tool_param
 from systems.model.view import parse_state_view  # the consumer of the rendered view
-from tests.policy_fixtures import EMAIL, PENDING, authenticated
+from tests.policy_fixtures import EMAIL, PENDING, authenticated, data
 from workflows.domain import transitions as tr
 from workflows.domain.facts import extract_facts
 from workflows.domain.policy.validator import Rule
@@ -100,6 +100,25 @@ def test_prompt_stays_bounded_with_many_steps_operations_and_rejections():
         tr.reject(state, Rule.TOOL_ERROR.value, "Error: non-pending order cannot be cancelled")
         sizes.append(len(render_snapshot(state).text()))
     assert sizes[-1] - sizes[100] < 100  # only the counters grow
+
+
+def test_the_state_stays_bounded_with_many_writes():
+    from workflows.domain.actions import make_tool_call
+    from workflows.domain.records import OPERATIONS_KEPT
+
+    state = authenticated()
+    order = json.dumps(data()["orders"][PENDING])
+    sizes = []
+    for n in range(1000):
+        tr.receive_user_message(state, "yes")
+        call = make_tool_call("modify_pending_order_payment", {"order_id": PENDING, "payment_method_id": "gift_card_1"})
+        tr.start_step(state, f"op-{n}", call.name, "Pay order " + PENDING, operation_id=f"op-{n}")
+        tr.apply_write_result(state, call, f"op-{n}", f"k-{n}", order, True)
+        sizes.append(len(state.model_dump_json()))
+    assert len(state.completed_operations) == OPERATIONS_KEPT
+    assert state.completed_operations[0].operation_id == f"op-{1000 - OPERATIONS_KEPT}"
+    assert sizes[-1] - sizes[400] < 1000  # past the window only counters grow
+    assert sizes[-1] < 1_000_000
 
 
 # --- bounded under legal but hostile messages ---

@@ -17,6 +17,7 @@ from systems.model.wire import offered_tool_names
 from workflows.domain.actions import parse_proposed_action
 from workflows.domain.catalogue import CATALOGUE
 from workflows.domain.prompt import (
+    FIRST_CACHED_VERSION,
     PROMPT_VERSION,
     PROMPT_VERSIONS,
     SINGLE_LAYOUT_VERSION,
@@ -48,7 +49,7 @@ def schema_tools(schema: dict) -> set[str]:
 @pytest.mark.parametrize("version", sorted(PROMPT_VERSIONS))
 def test_every_version_withholds_only_catalogue_tools_and_offers_the_rest_on_the_wire(version):
     withheld = PROMPT_VERSIONS[version].withheld_tools
-    assert withheld <= set(CATALOGUE) and version.startswith((PROMPT_VERSION, SINGLE_LAYOUT_VERSION))
+    assert withheld <= set(CATALOGUE) and version.startswith((PROMPT_VERSION, FIRST_CACHED_VERSION, SINGLE_LAYOUT_VERSION))
     schema = kwargs_for(version)["tools"][0]["input_schema"]
     assert schema_tools(schema) == set(CATALOGUE) - withheld
     assert {t["name"] for t in tool_catalogue(version)} == set(CATALOGUE) - withheld
