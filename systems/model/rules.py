@@ -176,15 +176,26 @@ def _result_summary(op: dict[str, Any]) -> str:
     return text + (f" Its status is now '{status}'." if status else "")
 
 
+UNUSABLE_RECORD = "Error: the record cannot be used"
+"""How a read refused for its record's size or shape begins (``activities.record_limits``)."""
+REPLY_ITEMS = 10
+"""A status reply lists at most this many items (then how many more): a reply stays short
+whatever the order holds."""
+
+
 def _status_text(order: dict[str, Any]) -> str:
+    listed = order.get("items") or []
     items = "; ".join(
         f"{i.get('name', '')} ({', '.join(f'{k}: {v}' for k, v in (i.get('options') or {}).items())}) "
         f"${amount(i.get('price')):.2f}"
-        for i in order.get("items") or []
+        for i in listed[:REPLY_ITEMS]
     )
+    if len(listed) > REPLY_ITEMS:
+        items += f"; and {len(listed) - REPLY_ITEMS} more"
+    cut = " Some of this order's details are too long to show in full." if order.get("cut") else ""
     return (
         f"{STATUS_PREFIX} {order['order_id']}: {order.get('status', 'unknown')}. "
-        f"Items: {items or 'none'}. Total ${amount(order.get('total')):.2f}."
+        f"Items: {items or 'none'}. Total ${amount(order.get('total')):.2f}.{cut}"
     )
 
 
@@ -283,6 +294,9 @@ def _decide(view: dict) -> dict[str, Any]:
         obs = observation_of(view, "get_order_details", args)
         if obs is None and not tried(view, "get_order_details", args):
             return tool_call("get_order_details", args)
+        if obs is not None and str(obs.get("result", "")).startswith(UNUSABLE_RECORD):
+            return reply(f"I can't show order {order_id} here: its record is too large for me to read. "
+                         "A human agent can help with it if you like.")
         return reply(f"I could not find order {order_id}: {_said(obs)}")
 
     intent, text = _active_intent(view)
