@@ -10,7 +10,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Literal, Optional
 
-from pydantic import AliasChoices, Field, SecretStr, field_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from settings.types import (MAX_SLOTS, MAX_WAIT_SECONDS, DatabaseUrl, HostPort, HttpUrl, Name, Origins, Seconds,
@@ -40,6 +40,15 @@ take: a larger one (``1e308``) overflowed the date arithmetic into a traceback, 
 schedule failed every purge."""
 OFFLINE_ACTIVITY_SLOTS = 16
 PROVIDER_ACTIVITY_SLOTS = 64
+
+
+class TenantLimits(BaseModel):
+    """One tenant's limits: open conversations at once and tokens a day (UTC); None: none."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    open_conversations: Optional[int] = Field(default=None, ge=1)
+    daily_tokens: Optional[int] = Field(default=None, ge=1)
 
 
 class Settings(BaseSettings):
@@ -150,6 +159,22 @@ class Settings(BaseSettings):
     store_tenants: dict[str, Tenant] = {}
     """Store → tenant (JSON in ``STATEKEEPER_STORE_TENANTS``, e.g. ``{"acme-eu": "acme"}``); a
     store not listed (``main`` by default) belongs to ``default_tenant``."""
+    api_requests_per_minute: int = Field(default=600, ge=1, le=1_000_000)
+    """Requests a minute each API key may send (a burst of this many at once, then one every
+    60/N s), unless the key has its own (``statekeeper keys create --requests-per-minute``);
+    past it the API answers 429 with ``Retry-After``. Shared by every API process on the same
+    journal database (``activities.store.limits``). The keyless loopback API is not limited."""
+    tenant_open_conversations: Optional[int] = Field(default=None, ge=1)
+    """Conversations each tenant may have open at once through the API; starting one more is a
+    429. None (default): no limit. ``tenant_limits`` sets it per tenant."""
+    tenant_daily_tokens: Optional[int] = Field(default=None, ge=1)
+    """Tokens each tenant's conversations' model calls may use per day (UTC), across all of
+    them; at it, a message is answered without a model call. None (default): no cap.
+    ``tenant_limits`` sets it per tenant."""
+    tenant_limits: dict[Tenant, TenantLimits] = {}
+    """Tenant → its own limits (JSON in ``STATEKEEPER_TENANT_LIMITS``, e.g. ``{"acme":
+    {"open_conversations": 50, "daily_tokens": 2000000}}``); a field left out takes the
+    ``tenant_open_conversations`` / ``tenant_daily_tokens`` default."""
     api_key_secret: Optional[SecretStr] = None
     """Server secret of the API keys' HMAC-SHA256 digests (``activities.store.api_keys``). None: a random
     secret kept in ``<data_dir>/api-key.secret`` (0600, made on first use)."""
@@ -273,6 +298,14 @@ class Settings(BaseSettings):
         if not path.exists():
             write_private_once(path, secrets.token_hex(32))
         return path.read_text().strip()
+
+    def limits_of(self, tenant: str) -> TenantLimits:
+        """``tenant``'s limits: its entry of ``tenant_limits``, each field left out taking the default."""
+        own = self.tenant_limits.get(tenant, TenantLimits())
+        return TenantLimits(
+            open_conversations=own.open_conversations if "open_conversations" in own.model_fields_set
+            else self.tenant_open_conversations,
+            daily_tokens=own.daily_tokens if "daily_tokens" in own.model_fields_set else self.tenant_daily_tokens)
 
     def activity_slots(self) -> int:
         """``max_concurrent_activities``, or by default 16 with the offline stand-in, which answers

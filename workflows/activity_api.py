@@ -28,6 +28,7 @@ from workflows.domain.contracts import (
     WriteToolRequest,
 )
 from workflows.domain.journal import TurnRecord
+from workflows.domain.limits import AllowanceRequest, TenantAllowance
 
 
 class ToolActivitiesApi:
@@ -99,4 +100,13 @@ class IdentityActivitiesApi:
     @activity.defn
     async def customer_pseudonym(self, req: PseudonymRequest) -> str:
         """The keyed pseudonym of ``req.customer_id`` (``cust-`` + 20 hex characters)."""
+        raise NotImplementedError
+
+
+class TenantActivitiesApi:
+    """The tenant's limits as the worker's settings and statekeeper's database know them."""
+
+    @activity.defn
+    async def tenant_allowance(self, req: AllowanceRequest) -> TenantAllowance:
+        """The tenant's daily token budget and its use today; records the conversation as the tenant's."""
         raise NotImplementedError

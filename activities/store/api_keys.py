@@ -36,6 +36,8 @@ metadata = sa.MetaData()
 
 MAX_LABEL = 200
 """The longest key label kept (a longer one is refused, never cut)."""
+MAX_REQUESTS_PER_MINUTE = 1_000_000
+"""The highest per-key rate limit a key may be given (requests a minute)."""
 
 api_keys = sa.Table(
     "api_keys", metadata,
@@ -47,6 +49,7 @@ api_keys = sa.Table(
     sa.Column("label", sa.String(MAX_LABEL), nullable=False, default=""),
     sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
     sa.Column("revoked_at", sa.DateTime(timezone=True), nullable=True),
+    sa.Column("requests_per_minute", sa.Integer, nullable=True),
 )
 
 KEY_PATTERN = re.compile(r"^sk_([0-9a-f]{12})_([A-Za-z0-9_-]{43})$")
@@ -71,6 +74,9 @@ class ApiKey(BaseModel):
     label: str = ""
     created_at: datetime
     revoked_at: Optional[datetime] = None
+    requests_per_minute: Optional[int] = None
+    """The key's own request rate limit (requests a minute); None: the API's default
+    (``Settings.api_requests_per_minute``)."""
 
     @property
     def active(self) -> bool:
@@ -111,12 +117,16 @@ class KeyStore:
     def _digest(self, key_id: str, secret: str) -> str:
         return hmac.new(self._secret, f"{key_id}:{secret}".encode("ascii"), hashlib.sha256).hexdigest()
 
-    def create(self, tenant: str, role: Role, customer: Optional[str] = None, label: str = "") -> tuple[ApiKey, str]:
+    def create(self, tenant: str, role: Role, customer: Optional[str] = None, label: str = "",
+               requests_per_minute: Optional[int] = None) -> tuple[ApiKey, str]:
         """Make a key; returns its record and the key text, which is shown once and kept
-        nowhere. Raises ``ValueError`` for a bad tenant, a label the table cannot keep whole or
+        nowhere. ``requests_per_minute``: its own rate limit (None: the API's default).
+        Raises ``ValueError`` for a rate limit below 1, a bad tenant, a label the table cannot keep whole or
         that holds a control character (``keys list`` shows it to operators: an escape sequence
         would reach their terminal), or a customer scope on an operator key."""
         check_tenant(tenant)
+        if requests_per_minute is not None and not 1 <= requests_per_minute <= MAX_REQUESTS_PER_MINUTE:
+            raise ValueError(f"a key's rate limit is 1 to {MAX_REQUESTS_PER_MINUTE} requests a minute")
         if len(label) > MAX_LABEL:
             raise ValueError(f"a label is at most {MAX_LABEL} characters (this one has {len(label)})")
         problem = control_problem(label, "the label")
@@ -127,7 +137,7 @@ class KeyStore:
             raise ValueError("only a service key can be scoped to a customer")
         key_id, secret = secrets.token_hex(6), secrets.token_urlsafe(32)
         record = ApiKey(key_id=key_id, tenant=tenant, role=role, customer=customer, label=label,
-                        created_at=datetime.now(timezone.utc))
+                        created_at=datetime.now(timezone.utc), requests_per_minute=requests_per_minute)
         with self.engine.begin() as conn:
             conn.execute(api_keys.insert().values(digest=self._digest(key_id, secret),
                                                   **record.model_dump(exclude={"revoked_at"}, mode="python")))

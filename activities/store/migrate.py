@@ -1,6 +1,7 @@
 """Alembic migrations of statekeeper's own database, the journal's (``Settings.journal_url``):
 the decision log and transcript (``activities.store.tables``), the audit log
-(``activities.store.audit``) and the API keys (``activities.store.api_keys``). The retail store under ``systems/``
+(``activities.store.audit``), the API keys (``activities.store.api_keys``) and the limits per
+key and tenant (``activities.store.limits``). The retail store under ``systems/``
 is a simulated external system and keeps its own schema code.
 
 ``upgrade(engine)`` brings a database to the newest revision (``statekeeper migrate``, the
@@ -41,9 +42,10 @@ def owned_metadata() -> sa.MetaData:
     from activities.store.dispatch import dispatches
     from activities.store.audit import audit_log
     from activities.store.api_keys import api_keys
+    from activities.store.limits import api_key_rates, tenant_conversations
 
     combined = sa.MetaData()
-    for table in (*TABLES, audit_log, api_keys, dispatches):
+    for table in (*TABLES, audit_log, api_keys, dispatches, api_key_rates, tenant_conversations):
         table.to_metadata(combined)
     return combined
 

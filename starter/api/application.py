@@ -40,8 +40,9 @@ from temporalio.service import RPCError
 from starter.api.models import (MAX_BODY_BYTES, CancelAccepted, CancelIn, ConversationCreated, ConversationId,
                                  ConversationStatusFilter, MessageIn, StartConversation, check_message, client_dep,
                                  filter_query, page_token_query)
-from starter.api.guard import Authenticate, Guard, document_security, documented_app, guard_dep
+from starter.api.guard import Authenticate, Guard, document_security, documented_app, guard_dep, refusal_headers
 from starter.api.journal import router as journal_router
+from starter.api.limits import router as limits_router
 from starter.api.auth import Access, AccessSource, Permission
 from starter.api.processes import router as processes_router
 from starter import package_version
@@ -150,6 +151,7 @@ def create_app(client_factory: Optional[ClientFactory] = None,
     app.add_middleware(OneLineStartupRefusal)  # uvicorn starter.api:app: a refusal in one line
     app.include_router(processes_router)
     app.include_router(journal_router)
+    app.include_router(limits_router)  # GET /usage
 
     install_body_checks(app, MAX_BODY_BYTES)  # 413 over the limit; 422 not UTF-8 JSON or nested too deep
     app.add_middleware(Authenticate, ensure_access=ensure_access)  # outermost: 401 before anything else
@@ -171,7 +173,7 @@ def create_app(client_factory: Optional[ClientFactory] = None,
 
     @app.exception_handler(ConversationError)
     async def _refused(_: Request, err: ConversationError) -> JSONResponse:
-        headers = {"WWW-Authenticate": "Bearer"} if err.kind == "unauthenticated" else None
+        headers = refusal_headers(err)
         return JSONResponse(status_code=status_for(err), content={"detail": str(err)}, headers=headers)
 
     @app.exception_handler(RPCError)
@@ -214,10 +216,14 @@ def create_app(client_factory: Optional[ClientFactory] = None,
             check_message(body.text)
         if body.conversation_id is not None:
             await guard.claim(client, body.conversation_id)  # nothing reaches another tenant's run
+        limits = guard.access.limits
+        wanted, placed = (body.conversation_id, False) if limits is None else await limits.open_conversation(
+            guard, client, body.conversation_id)  # 429 at the tenant's open-conversation limit
         try:
-            conversation_id = await client.start_conversation(body.conversation_id, store=body.store,
-                                                              search_attributes=attributes)
+            conversation_id = await client.start_conversation(wanted, store=body.store, search_attributes=attributes)
         except ConversationError as err:
+            if placed and err.kind not in ("timeout", "outcome_unknown", "unavailable"):
+                await limits.release(wanted)  # nothing runs for it (an unknown fate keeps its place)
             # a repeat after the first message ended the conversation still gets its reply
             if body.text is None or err.kind != "finished" or body.conversation_id is None:
                 raise

@@ -70,6 +70,8 @@ class Principal(BaseModel):
     tenant: str
     role: Role
     customer: Optional[str] = None
+    requests_per_minute: Optional[int] = None
+    """The key's own request rate limit (None: the API's default; ``starter.api.limits``)."""
 
     @property
     def kind(self) -> str:
@@ -146,8 +148,11 @@ class Access:
     request on, without a restart. ``audit`` is where reads of personal data are recorded."""
 
     def __init__(self, audit: AuditLog, tenancy: Tenancy, keys: Optional[KeyStore] = None,
-                 keyless_while_none: bool = False, page_origins: Optional[frozenset[str]] = None) -> None:
+                 keyless_while_none: bool = False, page_origins: Optional[frozenset[str]] = None,
+                 limits: Any = None) -> None:
         self.audit, self.tenancy, self.keys = audit, tenancy, keys
+        self.limits = limits
+        """The per-key and per-tenant limits (``starter.api.limits.ApiLimits``); None: none."""
         self.keyless_while_none = keyless_while_none and keys is not None
         self.page_origins = page_origins
         """Keyless, also refuse what a browser sends for a page elsewhere (``foreign_page_problem``),
@@ -179,7 +184,8 @@ class Access:
         key = await asyncio.to_thread(self.keys.verify, presented)
         if key is None:
             raise ConversationError("the API key is not valid (unknown, revoked or mistyped)", "unauthenticated")
-        return Principal(actor=f"key:{key.key_id}", tenant=key.tenant, role=key.role, customer=key.customer)
+        return Principal(actor=f"key:{key.key_id}", tenant=key.tenant, role=key.role, customer=key.customer,
+                         requests_per_minute=key.requests_per_minute)
 
     async def record(self, principal: Principal, action: str, subject: str, detail: str = "") -> None:
         """Write an audit entry for ``principal``'s access to ``subject``; raises
@@ -228,11 +234,14 @@ def access_from_settings(settings: Any, host: Optional[str]) -> Access:
         if problem is None:
             raise
         raise StartupRefused(problem) from None
+    from starter.api.limits import ApiLimits
+
     audit, tenancy = AuditLog(url), Tenancy.from_settings(settings)
+    limits = ApiLimits.from_settings(settings, keys.engine)
     if host is not None and is_loopback(host):
-        return Access(audit, tenancy, keys, keyless_while_none=True, page_origins=frozenset())
+        return Access(audit, tenancy, keys, keyless_while_none=True, page_origins=frozenset(), limits=limits)
     if active > 0:
-        return Access(audit, tenancy, keys)
+        return Access(audit, tenancy, keys, limits=limits)
     keys.close()
     where = f"on {host}" if host is not None else "where its bind address is not known (uvicorn starter.api:app)"
     raise StartupRefused(

@@ -193,8 +193,10 @@ class Authenticate:
         try:
             access = await self.ensure_access()
             principal = await access.authenticate(Request(scope))
+            if access.limits is not None:
+                await access.limits.admit(principal)  # 429 past the key's rate (starter.api.limits)
         except ConversationError as err:
-            headers = {"WWW-Authenticate": "Bearer"} if err.kind == "unauthenticated" else None
+            headers = refusal_headers(err)
             await JSONResponse(status_code=status_for(err), content={"detail": str(err)}, headers=headers)(
                 scope, receive, send)
             return
@@ -205,6 +207,15 @@ class Authenticate:
             return
         scope.setdefault("state", {})["principal"] = principal
         await self.app(scope, receive, send)
+
+
+def refusal_headers(err: ConversationError) -> Optional[dict[str, str]]:
+    """The headers of a refusal's answer: ``WWW-Authenticate`` for a 401, ``Retry-After``
+    (seconds) for a 429 that knows when to retry."""
+    if err.kind == "unauthenticated":
+        return {"WWW-Authenticate": "Bearer"}
+    retry_after = getattr(err, "retry_after", None)
+    return {"Retry-After": str(retry_after)} if retry_after is not None else None
 
 
 async def guard_dep(request: Request) -> Guard:

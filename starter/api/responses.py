@@ -42,6 +42,8 @@ DESCRIPTIONS: dict[int, str] = {
          f"deeper than {MAX_JSON_DEPTH} levels; a missing, unknown or invalid field, query or path parameter "
          "(ids are ASCII; free text must not contain control characters); a message that is empty or over "
          "8192 bytes; an unknown store; a list filter or page token that is not one this API accepts.",
+    429: "Too many requests: the API key sent more than its rate limit (the Retry-After header says in how many "
+         "seconds to retry), or the tenant has as many conversations open as its limit allows.",
     503: "Unavailable: Temporal (or the journal's database) is not reachable, or no worker polls the task "
          "queue; the detail says which. Retry later.",
     504: "No answer within the deadline; send the same request again with the same ids to get it.",
@@ -51,8 +53,9 @@ DESCRIPTIONS: dict[int, str] = {
 COMMON: tuple[int, ...] = (413, 422)
 """Statuses every route may answer: the body checks run before any route (``starter.api.body_guard``)."""
 
-AUTHENTICATED: tuple[int, ...] = (401, 403)
-"""Statuses of every route behind an API key (all but ``/healthz``; ``starter.api.guard``)."""
+AUTHENTICATED: tuple[int, ...] = (401, 403, 429)
+"""Statuses of every route behind an API key (all but ``/healthz``; ``starter.api.guard``; 429:
+the key's request rate, ``starter.api.limits``)."""
 
 ROUTES: dict[tuple[str, str], tuple[int, ...]] = {
     ("GET", "/healthz"): (503,),
@@ -68,6 +71,7 @@ ROUTES: dict[tuple[str, str], tuple[int, ...]] = {
     ("GET", "/refunds/{refund_id}"): (404, 503),
     ("POST", "/approvals/{approval_id}"): (404, 409, 503, 504),
     ("GET", "/approvals"): (503,),
+    ("GET", "/usage"): (503,),
 }
 """Each route's own refusal statuses, besides ``COMMON``."""
 

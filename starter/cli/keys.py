@@ -22,7 +22,7 @@ from settings import Settings
 from activities.store.audit import AuditLog
 from starter.cli.refusals import command_settings, storage_refusals
 from starter.api.journal import printable
-from activities.store.api_keys import KeyStore, Role
+from activities.store.api_keys import MAX_REQUESTS_PER_MINUTE, KeyStore, Role
 from workflows.domain.pseudonym import customer_pseudonym
 
 CUSTOMER_ID = re.compile(r"[A-Za-z0-9#._:@-]{1,128}", re.ASCII)
@@ -59,7 +59,10 @@ def create(tenant: str = typer.Option(..., "--tenant", help="The tenant the key 
            customer: Optional[str] = typer.Option(None, "--customer",
                                                   help="Scope a service key to this one customer (real id; "
                                                        "stored as its pseudonym)."),
-           label: str = typer.Option("", "--label", help="A note for people: which service holds the key.")) -> None:
+           label: str = typer.Option("", "--label", help="A note for people: which service holds the key."),
+           requests_per_minute: Optional[int] = typer.Option(
+               None, "--requests-per-minute", min=1, max=MAX_REQUESTS_PER_MINUTE,
+               help="The key's own request rate limit (default: STATEKEEPER_API_REQUESTS_PER_MINUTE).")) -> None:
     """Create a key and print it once (standard output); it is stored only as a digest."""
     if customer is not None and not CUSTOMER_ID.fullmatch(customer):  # e.g. an unset shell variable
         console.print("[red]statekeeper: --customer is not a customer id: 1-128 characters of A-Z a-z 0-9 "
@@ -71,12 +74,14 @@ def create(tenant: str = typer.Option(..., "--tenant", help="The tenant the key 
             # the workers' pseudonym key (made here if none exists yet, in the same data directory)
             pseudonym = customer_pseudonym(customer, settings.pseudonym_secret() or "")
         try:
-            record, key = store.create(tenant, role, customer=pseudonym, label=label)
+            record, key = store.create(tenant, role, customer=pseudonym, label=label,
+                                       requests_per_minute=requests_per_minute)
         except ValueError as err:
             console.print(f"[red]statekeeper: {escape(str(err))}[/]")
             raise typer.Exit(2)
         audit.record(CLI_ACTOR, "create_api_key", f"key:{record.key_id}",
-                     f"tenant={record.tenant} role={record.role.value} scoped={pseudonym is not None}")
+                     f"tenant={record.tenant} role={record.role.value} scoped={pseudonym is not None} "
+                     f"rpm={record.requests_per_minute or 'default'}")
     console.print(f"created key {record.key_id} (tenant {record.tenant}, role {record.role.value}"
                   + (f", customer {pseudonym}" if pseudonym else "") + "). It is shown once; keep it secret:",
                   highlight=False)
@@ -91,11 +96,12 @@ def list_keys(all_keys: bool = typer.Option(False, "--all", help="Also revoked k
     table = Table(title=f"API keys ({len(records)})")
     # the key id is what `keys revoke` takes: never cut, whatever the terminal's width
     table.add_column("key id", no_wrap=True, min_width=max([len(r.key_id) for r in records] + [6]))
-    for col in ("tenant", "role", "customer", "label", "created (UTC)", "revoked (UTC)"):
+    for col in ("tenant", "role", "customer", "requests/min", "label", "created (UTC)", "revoked (UTC)"):
         table.add_column(col, overflow="fold")
     for r in records:
         # printable: a label stored before labels were checked may hold an escape sequence
-        table.add_row(r.key_id, escape(printable(r.tenant)), r.role.value, r.customer or "-", escape(printable(r.label)),
+        table.add_row(r.key_id, escape(printable(r.tenant)), r.role.value, r.customer or "-",
+                      str(r.requests_per_minute or "default"), escape(printable(r.label)),
                       f"{r.created_at:%Y-%m-%d %H:%M:%S}", f"{r.revoked_at:%Y-%m-%d %H:%M:%S}" if r.revoked_at else "-")
     Console().print(table)
 

@@ -33,6 +33,7 @@ from starter.client.answered import recorded_or_refused
 from starter.client.approvals import ApprovalCalls
 from starter.client.core import Deadlines
 from starter.client.errors import ConversationError, message_outcome_unknown
+from starter.client.fairness import tenant_priority
 from starter.client.listing import ListingCalls
 from starter.client.refunds import RefundCalls
 from starter.client.refusals import (built as _built, check_ids as _check_ids, check_new_conversation_id,
@@ -123,7 +124,7 @@ class StatekeeperClient(ApprovalCalls, RefundCalls, ListingCalls, ResolutionCall
                 id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
                 search_attributes=TypedSearchAttributes([SearchAttributePair(STATUS, "active"), *search_attributes]),
                 static_summary=f"support conversation {conversation_id} (store {store})",
-                task_timeout=CONVERSATION_TASK_TIMEOUT,
+                task_timeout=CONVERSATION_TASK_TIMEOUT, priority=tenant_priority(search_attributes),
             ))
             return made[-1]
 

@@ -18,6 +18,7 @@ KIND_STATUS: dict[str, int] = {
     "not_found": 404,         # also another tenant's process: invisible, not forbidden
     "unauthenticated": 401,   # no API key, or not a valid one (starter.api.auth)
     "forbidden": 403,         # the key's role or customer scope does not allow the action
+    "rate_limited": 429,      # the key's request rate or the tenant's open conversations are at their limit
     "timeout": 504,           # accepted, but no answer within the deadline: retry with the same id
     "no_worker": 503,         # Temporal answers, but no worker polls the task queue
     "unavailable": 503,       # Temporal cannot be reached (or failed the request)

@@ -21,6 +21,7 @@ from temporalio.common import (
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
+from starter.client.fairness import tenant_priority
 from starter.client.core import ClientCore
 from starter.client.errors import ConversationError, unreachable
 from starter.client.listing import SUPPORT_PREFIX
@@ -95,7 +96,7 @@ class RefundCalls(ClientCore):
                                                          *search_attributes]),
                 static_summary=f"standalone {request.operation} of order {request.order_id} "
                                f"(request {request.request_id}, store {request.store})",
-                rpc_timeout=self.rpc_timeout))
+                priority=tenant_priority(search_attributes), rpc_timeout=self.rpc_timeout))
         except WorkflowAlreadyStartedError:
             # a concurrent identical request won the race: compare with what it started
             found = await self._existing(refund_id, request)

@@ -60,7 +60,8 @@ def reachable(address: str, timeout_seconds: float = 0.5) -> bool:
 
 
 DYNAMIC_CONFIG = {"system.enableActivityEagerExecution": "true",
-                  "system.forceSearchAttributesCacheRefreshOnRead": "false"}
+                  "system.forceSearchAttributesCacheRefreshOnRead": "false",
+                  "matching.enableFairness": "true"}  # tenants' fairness keys (starter.client.fairness)
 """Dynamic config of the embedded server. Eager activity execution (also in the compose stack's
 ``deploy/temporal/dynamicconfig``) hands an activity a workflow task
 schedules on its own task queue back to the worker in the task's completion reply, without a

@@ -25,6 +25,8 @@ from activities.journal import JournalActivities
 from activities.store.journal import JournalStore
 from activities.llm.model_activity import ModelActivities, build_client, offline_client
 from activities.retail_port import RetailPort
+from activities.store.limits import TenantLedger
+from activities.tenant_limits import TenantActivities
 from activities.tools import ToolActivities
 from settings import Settings
 from activities.store.audit import AuditLog
@@ -126,6 +128,12 @@ def build_tool_activities(settings: Settings, backend: RetailBackend) -> ToolAct
         payments=HttpPayments(settings.payments_url, timeout, log) if settings.payments_url else None)
 
 
+def tenant_activities(settings: Settings, journal: JournalStore) -> TenantActivities:
+    """The tenant's daily budget activity over the journal's database (``activities.tenant_limits``)."""
+    return TenantActivities(TenantLedger(journal.engine), lambda tenant: settings.limits_of(tenant).daily_tokens,
+                            settings.default_tenant)
+
+
 def build_worker(client: Client, settings: Settings, backend: Optional[RetailBackend] = None,
                  model: Optional[ModelActivities] = None, tools: Optional[ToolActivities] = None,
                  identity: Optional[IdentityActivities] = None, journal: Optional[JournalStore] = None) -> Worker:
@@ -156,6 +164,7 @@ def build_worker(client: Client, settings: Settings, backend: Optional[RetailBac
         identity=worker_identity(sor, configured_services(settings)),
         workflows=[SupportWorkflow, RefundWorkflow, RetentionWorkflow],
         activities=[model.propose_action, *tools.all(), *identity.all(), *JournalActivities(journal).all(),
+                    *tenant_activities(settings, journal).all(),
                     *RetentionActivities(lambda: build_erasure(client, settings, backend, journal)).all()],
         workflow_runner=workflow_runner(settings.sandbox_project_modules, settings.workflow_sandbox),
         # reads, the store check and (an option) model calls are local activities: the same bound

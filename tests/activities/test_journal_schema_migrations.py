@@ -24,7 +24,8 @@ from activities.store.tables import make_engine, metadata as journal_metadata
 from activities.store.audit import AuditLog
 from tests.journal_fixtures import postgres_database, sqlite_url
 
-OWNED = {"model_calls", "verdicts", "transcript", "audit_log", "api_keys", "effect_dispatches"}
+OWNED = {"model_calls", "verdicts", "transcript", "audit_log", "api_keys", "effect_dispatches", "api_key_rates",
+         "tenant_conversations"}
 
 
 def schema_diff(engine: sa.Engine) -> list:
