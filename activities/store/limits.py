@@ -73,7 +73,8 @@ def _insert_missing(conn: Connection, table: sa.Table, values: dict, key: str) -
         from sqlalchemy.dialects.postgresql import insert
     else:
         from sqlalchemy.dialects.sqlite import insert
-    return conn.execute(insert(table).values(**values).on_conflict_do_nothing(index_elements=[key])).rowcount == 1
+    statement = insert(table).values(**values).on_conflict_do_nothing(index_elements=[key]).returning(table.c[key])
+    return conn.execute(statement).first() is not None  # rowcount is -1 here with psycopg
 
 
 class SqlStateStore(StateStore):
