@@ -19,7 +19,8 @@ Every route but ``/healthz`` and the OpenAPI pages needs an API key when keys ar
 (``starter.api.auth``: 401 without a valid one, 403 when its role may not, 404 for another
 tenant's process, as if it did not exist); reads of personal data are audited (``activities.store.audit``).
 
-Every refusal is ``{"detail": "<reason>"}``, never exception names or gRPC text; each route's
+Every refusal is ``{"detail": "<reason>"}``, never exception names or gRPC text, with a
+``Refusal-Kind`` header naming its kind (``starter.api.refusal_kind``); each route's
 statuses are declared in one place, ``starter.api.responses``.
 """
 
@@ -46,6 +47,7 @@ from starter.api.limits import router as limits_router
 from starter.api.auth import Access, AccessSource, Permission
 from starter.api.processes import router as processes_router
 from starter import package_version
+from starter.api.refusal_kind import RefusalKind, with_kind
 from starter.api.responses import responses_for
 from starter.api.startup import OneLineStartupRefusal
 from starter.api.body_guard import install_body_checks, validation_reasons
@@ -154,7 +156,8 @@ def create_app(client_factory: Optional[ClientFactory] = None,
     app.include_router(limits_router)  # GET /usage
 
     install_body_checks(app, MAX_BODY_BYTES)  # 413 over the limit; 422 not UTF-8 JSON or nested too deep
-    app.add_middleware(Authenticate, ensure_access=ensure_access)  # outermost: 401 before anything else
+    app.add_middleware(Authenticate, ensure_access=ensure_access)  # 401 before anything else
+    app.add_middleware(RefusalKind)  # outermost: every refusal, a middleware's too, names its kind
     document_security(app)
 
     @app.exception_handler(RequestValidationError)
@@ -174,7 +177,8 @@ def create_app(client_factory: Optional[ClientFactory] = None,
     @app.exception_handler(ConversationError)
     async def _refused(_: Request, err: ConversationError) -> JSONResponse:
         headers = refusal_headers(err)
-        return JSONResponse(status_code=status_for(err), content={"detail": str(err)}, headers=headers)
+        return JSONResponse(status_code=status_for(err), content={"detail": str(err)},
+                            headers=with_kind(err, headers))
 
     @app.exception_handler(RPCError)
     async def _rpc_unavailable(_: Request, err: RPCError) -> JSONResponse:
@@ -187,7 +191,9 @@ def create_app(client_factory: Optional[ClientFactory] = None,
     @app.get("/healthz", responses=responses_for("GET", "/healthz"))
     async def healthz() -> JSONResponse:
         """200 when Temporal answers and at least one worker polls the task queue; else 503
-        naming which is missing."""
+        naming which is missing. ``stuck``: how many runs of the task queue Temporal reports
+        stuck (their workflow tasks keep failing; ``starter.client.run_status``), null when the
+        count could not be read; stuck runs do not make the API unhealthy."""
         try:
             client = await ensure_client()
             polling = await client.worker_polling()
@@ -198,7 +204,11 @@ def create_app(client_factory: Optional[ClientFactory] = None,
             return JSONResponse(status_code=503, content={
                 "status": "unavailable", "temporal": "reachable", "workers": 0,
                 "detail": f"no worker is polling task queue {client.task_queue}"})
-        return JSONResponse({"status": "ok", "temporal": "reachable", "task_queue": client.task_queue})
+        try:
+            stuck: Optional[int] = await client.count_stuck()
+        except Exception:  # noqa: BLE001 (visibility did not answer: the API still serves)
+            stuck = None
+        return JSONResponse({"status": "ok", "temporal": "reachable", "task_queue": client.task_queue, "stuck": stuck})
 
     @app.post("/conversations", status_code=status.HTTP_201_CREATED, response_model=ConversationCreated,
               responses=responses_for("POST", "/conversations"))

@@ -64,12 +64,15 @@ def filter_query() -> Any:
 
 
 ConversationStatusFilter = Annotated[
-    Optional[Literal["active", "ended", "cancelled", "transferred", "escalated", "terminated", "timed_out", "failed"]],
-    Query(description="A conversation's status (workflows.domain.records.ConversationStatus: the last three for a run "
-                      "Temporal ended); another value is a 422")]
+    Optional[Literal["active", "ended", "cancelled", "transferred", "escalated", "terminated", "timed_out", "failed",
+                     "stuck"]],
+    Query(description="A conversation's status (workflows.domain.records.ConversationStatus: terminated, timed_out "
+                      "and failed for a run Temporal ended), or stuck: running, but its workflow tasks keep failing; "
+                      "another value is a 422")]
 """The ``status`` filter of ``GET /conversations``: one of the statuses a conversation sets,
 as ``GET /refunds`` takes only a refund's (any id-shaped word was taken, so a typo such as
-``activ`` listed nothing with a 200)."""
+``activ`` listed nothing with a 200), and ``stuck`` (``starter.client.run_status.STUCK``), which
+Temporal reports and no state stores."""
 
 
 def page_token_query() -> Any:

@@ -45,9 +45,10 @@ async def request_refund(body: RefundRequest, guard: Guard = Depends(guard_dep),
 
 
 RefundListStatus = Literal["running", "awaiting_approval", "applied", "refused", "escalated", "terminated",
-                           "timed_out", "failed"]
-"""The statuses ``GET /refunds`` filters by: those of ``starter.client.refunds.RefundStatus`` (the last
-three: Temporal ended the run, ``starter.client.run_status``)."""
+                           "timed_out", "failed", "stuck"]
+"""The statuses ``GET /refunds`` filters by: those of ``starter.client.refunds.RefundStatus`` (``terminated``,
+``timed_out``, ``failed``: Temporal ended the run, ``starter.client.run_status``; ``stuck``: its workflow
+tasks keep failing, ``starter.client.run_status``)."""
 
 
 @router.get("/refunds", response_model=Page, responses=responses_for("GET", "/refunds"))

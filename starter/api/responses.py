@@ -1,6 +1,7 @@
 """The one place where the HTTP API declares what each route may answer besides success:
 every refusal status of every route, with the one body shape the API sends for all of
-them (``Refusal``: ``{"detail": "<reason>"}``). Routes take their ``responses=`` from
+them (``Refusal``: ``{"detail": "<reason>"}``, and a ``Refusal-Kind`` header:
+``starter.api.refusal_kind``). Routes take their ``responses=`` from
 ``responses_for(method, path)``, so the OpenAPI document lists exactly these; a route
 missing here fails at import, and ``tests/e2e/test_api_docs.py`` checks the document
 (and runs schemathesis, which fails on any status a route sends but does not declare).
@@ -31,7 +32,9 @@ DESCRIPTIONS: dict[int, str] = {
     403: "This key's role may not do this (e.g. approving or cancelling needs an operator key; refunds are "
          "not for customer-scoped keys).",
     404: "Not found: no conversation, refund, approval or transcript with this id.",
-    409: "Conflict: the conversation has finished (ended, cancelled, transferred, escalated), or its saved "
+    409: "Conflict: the conversation (or the refund an approval belongs to) is stuck (Refusal-Kind: stuck): its "
+         "workflow tasks keep failing, and nothing more is done in it until an operator acts; the detail says what "
+         "fails and since when. The conversation has finished (ended, cancelled, transferred, escalated), or its saved "
          "state cannot be loaded by this version (state_incompatible: saved by a newer version, without a valid "
          "schema_version, or invalid after migration; the detail says which, and its run failed); an id or "
          "request id taken by another request; an approval refused (another operation's, already decided, "

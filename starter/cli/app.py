@@ -1,7 +1,7 @@
 """The ``statekeeper`` command line: dev, worker, api, chat, state, taubench, link, backtest; the
 journal's transcript, decisions and journal erase/purge (``starter.cli.journal``); erase and
 retention purge/schedule (``starter.cli.erasure``); replay-check, resume and resolve
-(``starter.cli.replay``)."""
+(``starter.cli.replay``); worker-health and stuck (``starter.cli.health``)."""
 
 from __future__ import annotations
 
@@ -42,7 +42,7 @@ from starter.cli.journal import decisions, journal_app, transcript
 from starter.cli.keys import keys_app
 from starter.cli.links import link
 from starter.runtime.logs import cli_logging, configure_logging
-from starter.cli.health import worker_health
+from starter.cli.health import stuck, worker_health
 from starter.cli.migrate import migrate
 from starter.runtime.process_exit import run_and_exit
 from starter.runtime.stop_signals import stop_signals
@@ -67,6 +67,7 @@ app.command("worker-health")(worker_health)
 app.command("replay-check")(replay_check)
 app.command()(resume)
 app.command()(resolve)
+app.command()(stuck)
 app.callback()(cli_logging)
 startup_signals.release()  # loaded: each command's own Ctrl-C and SIGTERM handling from here on
 

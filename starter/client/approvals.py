@@ -67,7 +67,7 @@ class ApprovalCalls(ClientCore):
         The update id is the decision itself, so a retried identical call returns the first
         answer. Raises ``ConversationError``: ``not_found`` (no such approval or process),
         ``approval_refused`` (the validator's reason: another operation's id, already
-        decided, expired), ``invalid``, ``no_worker``, and ``outcome_unknown`` when Temporal
+        decided, expired), ``stuck`` (its process's workflow tasks keep failing), ``invalid``, ``no_worker``, and ``outcome_unknown`` when Temporal
         stopped answering while the decision was on its way (send the same decision again)."""
         workflow_id = approval_workflow_id(approval_id)
         payload = decision_payload(approval_id, decision, approver, note)
@@ -78,7 +78,8 @@ class ApprovalCalls(ClientCore):
                     "decide_approval", payload, wait_for_stage=WorkflowUpdateStage.ACCEPTED,
                     id=update_id("decide", approval_id, decision, approver), rpc_timeout=timeout, result_type=Approval),
                 "the decision", unknown=outcome_unknown(
-                    "the decision", f"send the same decision again ({decision} by {approver})"))
+                    "the decision", f"send the same decision again ({decision} by {approver})"),
+                stuck=lambda: self.stuck(workflow_id, f"the process of approval {_shown(approval_id)}"))
         except WorkflowUpdateFailedError as err:
             cause = err.cause
             if getattr(cause, "type", None) == APPROVAL_REFUSED:

@@ -101,7 +101,8 @@ class StatekeeperClient(ApprovalCalls, RefundCalls, ListingCalls, ResolutionCall
         result of a finished run must not answer for it). Raises ``ConversationError``: ``invalid`` for an
         id over 128 characters (``refusals.NEW_CONVERSATION_ID_CHARS``) or a store the system of record
         does not have (the conversation is closed at once), ``conflict`` for an id running
-        with another store, ``finished`` for the id of a finished conversation,
+        with another store, ``finished`` for the id of a finished conversation, ``stuck`` for
+        the id of a running one whose workflow tasks keep failing (``starter.client.run_status``),
         ``state_incompatible`` when ``state`` (or the saved state of the id's run) cannot be
         loaded (the reason says why; the run failed), ``no_worker`` / ``unavailable``."""
         conversation_id = conversation_id or uuid.uuid4().hex
@@ -134,7 +135,7 @@ class StatekeeperClient(ApprovalCalls, RefundCalls, ListingCalls, ResolutionCall
                 lambda timeout: self._client.start_update_with_start_workflow(
                     SupportWorkflow.open, opening, start_workflow_operation=start(),
                     wait_for_stage=WorkflowUpdateStage.ACCEPTED, id=open_id, rpc_timeout=timeout),
-                "starting the conversation")
+                "starting the conversation", stuck=self._stuck_check(conversation_id))
         except WorkflowAlreadyStartedError as err:
             raise await self._closed(conversation_id, ConversationError(_finished(conversation_id), "finished")) from err
         except WorkflowUpdateFailedError as err:
@@ -172,7 +173,10 @@ class StatekeeperClient(ApprovalCalls, RefundCalls, ListingCalls, ResolutionCall
         ``ConversationError``: ``invalid_message`` (empty, over 8 KB, a control character or
         a lone surrogate: the update validator's own words, refused here before sending),
         ``invalid`` (an id with a control character), ``finished``, ``state_incompatible``,
-        ``not_found``, ``timeout``, ``no_worker``, and ``outcome_unknown`` when Temporal stopped
+        ``stuck`` (the conversation's workflow tasks keep failing: known once the message is not
+        accepted within ``accept_seconds``, or while its reply is awaited; ``err.message_id``
+        names the id to send it again with once it moves), ``not_found``, ``timeout``,
+        ``no_worker``, and ``outcome_unknown`` when Temporal stopped
         answering while the message was on its way (``err.message_id`` names the id to send it
         again with, the generated one included)."""
         problem = message_problem(text)
@@ -187,7 +191,8 @@ class StatekeeperClient(ApprovalCalls, RefundCalls, ListingCalls, ResolutionCall
                 lambda timeout: handle.start_update(SupportWorkflow.send_message, UserMessage(text=text),
                                                     wait_for_stage=WorkflowUpdateStage.ACCEPTED, id=update_id,
                                                     rpc_timeout=timeout, result_type=AssistantReply),
-                "the message", unknown=message_outcome_unknown(message_id))
+                "the message", unknown=message_outcome_unknown(message_id),
+                stuck=self._stuck_check(conversation_id, message_id))
         except WorkflowUpdateFailedError as err:
             if _untyped(err) and await self._running(handle):
                 # the run the message waited on ended under it (a reset, continue-as-new) and the
@@ -225,24 +230,28 @@ class StatekeeperClient(ApprovalCalls, RefundCalls, ListingCalls, ResolutionCall
     async def state(self, conversation_id: str) -> ConversationState:
         """The conversation's typed state (also after it finished, while history is retained).
         Raises ``ConversationError`` ``state_incompatible`` (its run failed: its saved state
-        cannot be loaded), ``not_found``, ``no_worker`` or ``unavailable``."""
+        cannot be loaded), ``stuck`` (its workflow tasks keep failing, so no worker can answer
+        for it), ``not_found``, ``no_worker`` or ``unavailable``."""
         handle = self._client.get_workflow_handle(support_workflow_id(conversation_id))
         try:
             state = await self.read(lambda: handle.query(SupportWorkflow.state, result_type=ConversationState,
                                                          rpc_timeout=self.rpc_timeout))
         except WorkflowQueryFailedError as err:
-            # the workflow refused to answer: only a run whose saved state cannot be loaded does
-            raise await self._closed(conversation_id, ConversationError(
-                f"conversation {conversation_id} could not answer; retry later", "unavailable"), always=True) from err
+            # the workflow refused to answer: a run whose saved state cannot be loaded, or one
+            # whose workflow code fails on its history
+            raise await self._stuck_or(conversation_id, await self._closed(conversation_id, ConversationError(
+                f"conversation {conversation_id} could not answer; retry later", "unavailable"), always=True)) from err
         except RPCError as err:
             reason, kind = _rpc_reason(conversation_id, err)
             if kind == "unavailable":  # a query needs a worker: say so when none polls
                 await self.require_worker()
+                raise await self._stuck_or(conversation_id, ConversationError(reason, kind)) from err
             raise ConversationError(reason, kind) from err
         except ConversationError as err:
-            await self.require_worker()  # no worker: no_worker; else the worker is busy
-            raise ConversationError(f"conversation {conversation_id} did not answer within "
-                                    f"{self.deadlines.rpc_seconds:.0f} s; retry", "timeout") from err
+            await self.require_worker()  # no worker: no_worker; else the worker is busy, or the run stuck
+            raise await self._stuck_or(conversation_id, ConversationError(
+                f"conversation {conversation_id} did not answer within {self.deadlines.rpc_seconds:.0f} s; retry",
+                "timeout")) from err
         return await with_run_status(self, handle, state)
 
     async def outcome(self, conversation_id: str) -> SupportOutcome:
@@ -258,6 +267,16 @@ class StatekeeperClient(ApprovalCalls, RefundCalls, ListingCalls, ResolutionCall
         except Exception:  # noqa: BLE001 - unreadable: keep the refusal as it is
             return False
         return described.status is WorkflowExecutionStatus.RUNNING
+
+    def _stuck_check(self, conversation_id: str, message_id: Optional[str] = None):  # -> core.StuckCheck
+        """The ``stuck`` check of the conversation's run, for ``run_update``."""
+        return lambda: self.stuck(support_workflow_id(conversation_id), f"conversation {conversation_id}", message_id)
+
+    async def _stuck_or(self, conversation_id: str, refusal: ConversationError) -> ConversationError:
+        """The ``stuck`` refusal when the conversation's workflow tasks keep failing, else ``refusal``."""
+        if refusal.kind in ("finished", "state_incompatible", "not_found"):
+            return refusal
+        return await self.stuck(support_workflow_id(conversation_id), f"conversation {conversation_id}") or refusal
 
     async def _closed(self, conversation_id: str, refusal: ConversationError, always: bool = False) -> ConversationError:
         """``refusal``, unless the conversation's run failed because its saved state cannot be

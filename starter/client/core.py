@@ -5,7 +5,9 @@ Every call is bounded: each RPC carries ``rpc_timeout`` and is also wrapped in
 ``within`` (``asyncio.wait_for``; connection retries included), an update must be accepted by a
 worker within ``accept_seconds`` and answered within ``reply_seconds``. When an update
 is not accepted in time, ``DescribeTaskQueue`` tells "no worker polls this queue"
-(``no_worker``) from "Temporal is slow or down" (``unavailable``).
+(``no_worker``) from "Temporal is slow or down" (``unavailable``), and the run's description
+tells a run whose workflow tasks keep failing (``stuck``, ``starter.client.run_status``) from a
+busy worker: such a run would never answer.
 """
 
 from __future__ import annotations
@@ -29,9 +31,12 @@ from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
 from starter.client.errors import ConversationError, no_worker, unreachable
+from starter.client.run_status import description_stuck, stuck_error
 from starter.runtime.rpc import read_again_if_dropped
 
 T = TypeVar("T")
+StuckCheck = Callable[[], Awaitable[Optional[ConversationError]]]
+"""Returns the ``stuck`` refusal of the run an update waits on, or None (``ClientCore.stuck``)."""
 UNCLEAR_RPC = (RPCStatusCode.UNAVAILABLE, RPCStatusCode.DEADLINE_EXCEEDED, RPCStatusCode.CANCELLED,
                RPCStatusCode.UNKNOWN, RPCStatusCode.INTERNAL)
 """RPC failures after which an update may or may not have reached the server."""
@@ -172,8 +177,48 @@ class ClientCore:
             pass
         return None
 
+    async def stuck(self, workflow_id: str, what: str, message_id: Optional[str] = None) -> Optional[ConversationError]:
+        """The ``stuck`` refusal (``starter.client.run_status.stuck_error``) of ``workflow_id``'s latest
+        run when its workflow tasks keep failing, worded for ``what`` ("conversation desk-43");
+        else None, also when Temporal does not answer (the caller's own refusal stands). One
+        describe RPC."""
+        handle = self._client.get_workflow_handle(workflow_id)
+        try:
+            description = await self.read(lambda: handle.describe(rpc_timeout=self.rpc_timeout))
+        except Exception:  # noqa: BLE001 - unreadable: not known to be stuck
+            return None
+        stuck, problems, attempt, since = description_stuck(description)
+        return stuck_error(what, problems, attempt, since, message_id) if stuck else None
+
+    async def watched(self, call: Awaitable[T], seconds: float, stuck: Optional[StuckCheck]) -> T:
+        """``within(call, seconds)``, asking ``stuck()`` every ``accept_seconds`` while ``call``
+        has not finished: a refusal it returns is raised at once (``call`` is cancelled). A run
+        whose workflow tasks keep failing never accepts nor answers an update, and without this
+        its caller waited the whole reply deadline (120 s) for a 504."""
+        if stuck is None:
+            return await within(call, seconds)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + seconds
+        task = asyncio.ensure_future(call)
+        try:
+            while True:
+                left = deadline - loop.time()
+                done, _ = await asyncio.wait({task}, timeout=max(0.0, min(self.deadlines.accept_seconds, left)))
+                if task in done:
+                    return task.result()
+                if left <= self.deadlines.accept_seconds:
+                    raise asyncio.TimeoutError
+                refusal = await stuck()
+                if refusal is not None:
+                    raise refusal
+        finally:
+            if not task.done():
+                task.cancel()
+                task.add_done_callback(_read)
+
     async def run_update(self, start: Callable[[timedelta], Awaitable[WorkflowUpdateHandle[Any]]],
-                         what: str, unknown: Optional[ConversationError] = None) -> Any:
+                         what: str, unknown: Optional[ConversationError] = None,
+                         stuck: Optional[StuckCheck] = None) -> Any:
         """Send an update with ``start(rpc_timeout)`` (waiting for the ACCEPTED stage) and
         return its result. ``start`` must use the same update id on every call.
 
@@ -182,10 +227,12 @@ class ClientCore:
         accepted and as long again to answer, then ``timeout`` (sending the same update id
         again returns the result once it exists). Temporal unreachable: ``unavailable`` — or,
         when the update id comes from the caller, ``unknown`` (an ``errors.outcome_unknown``:
-        it may have landed; the same id again is handled at most once). ``WorkflowUpdateFailedError``
+        it may have landed; the same id again is handled at most once). The run's workflow tasks
+        keep failing: ``stuck()``'s refusal (asked once the update was not accepted in
+        ``accept_seconds``, then every ``accept_seconds`` while it waits). ``WorkflowUpdateFailedError``
         and other ``RPCError``s pass through for the caller."""
         try:
-            return await self._run_update(start, what)
+            return await self._run_update(start, what, stuck)
         except ConversationError as err:
             if unknown is not None and err.kind == "unavailable":
                 raise unknown from err
@@ -196,16 +243,19 @@ class ClientCore:
             raise
 
     async def _run_update(self, start: Callable[[timedelta], Awaitable[WorkflowUpdateHandle[Any]]],
-                          what: str) -> Any:
+                          what: str, stuck: Optional[StuckCheck] = None) -> Any:
         accept, reply = self.deadlines.accept_seconds, self.deadlines.reply_seconds
         try:
             try:
                 handle = await within(start(timedelta(seconds=accept)), accept + 1.0)
             except (WorkflowUpdateRPCTimeoutOrCancelledError, asyncio.TimeoutError):
                 await self.require_worker()  # none: no_worker, and the update never ran
+                refusal = await stuck() if stuck is not None else None
+                if refusal is not None:  # a worker polls, but the run's workflow tasks keep failing
+                    raise refusal
                 # a worker polls, so it is busy, not absent: send the same update id again
                 # (deduplicated) and allow it the reply deadline to be accepted
-                handle = await within(start(timedelta(seconds=reply)), reply + 1.0)
+                handle = await self.watched(start(timedelta(seconds=reply)), reply + 1.0, stuck)
         except (WorkflowUpdateRPCTimeoutOrCancelledError, asyncio.TimeoutError) as err:
             raise ConversationError(f"{what} was not picked up within {reply:.0f} s; send it again with the "
                                     "same id", "timeout") from err
@@ -214,7 +264,7 @@ class ClientCore:
                 raise unreachable() from err
             raise
         try:
-            return await within(handle.result(rpc_timeout=timedelta(seconds=reply)), reply + 1.0)
+            return await self.watched(handle.result(rpc_timeout=timedelta(seconds=reply)), reply + 1.0, stuck)
         except (WorkflowUpdateRPCTimeoutOrCancelledError, asyncio.TimeoutError) as err:
             raise ConversationError(f"{what} is taking longer than {reply:.0f} s; send it again with the "
                                     "same id to get the answer", "timeout") from err

@@ -15,6 +15,7 @@ KIND_STATUS: dict[str, int] = {
     "approval_refused": 409,  # unknown approval of a running process, second decision, expired
     "resolution_refused": 409,  # an operator's resolution of a step that is not unknown, or a second one
     "state_incompatible": 409,  # the conversation's saved state cannot be loaded by this version (its run failed)
+    "stuck": 409,             # its workflow tasks keep failing: nothing moves until an operator acts (starter.client.run_status)
     "not_found": 404,         # also another tenant's process: invisible, not forbidden
     "unauthenticated": 401,   # no API key, or not a valid one (starter.api.auth)
     "forbidden": 403,         # the key's role or customer scope does not allow the action
@@ -30,9 +31,10 @@ KIND_STATUS: dict[str, int] = {
 class ConversationError(Exception):
     """A refused request. ``str(err)`` is the reason, meant for the caller's user; ``kind``
     is a key of ``KIND_STATUS`` (``invalid``, ``invalid_message``, ``finished``,
-    ``conflict``, ``approval_refused``, ``state_incompatible``, ``not_found``, ``unauthenticated``,
+    ``conflict``, ``approval_refused``, ``state_incompatible``, ``stuck``, ``not_found``, ``unauthenticated``,
     ``forbidden``, ``timeout``, ``no_worker``, ``unavailable``, ``outcome_unknown``).
-    ``message_id``: for ``outcome_unknown``, the id to send the message again with."""
+    ``message_id``: for ``outcome_unknown`` and a message refused as ``stuck``, the id to send
+    the message again with."""
 
     def __init__(self, reason: str, kind: str = "unavailable", message_id: str | None = None) -> None:
         super().__init__(reason)

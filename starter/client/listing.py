@@ -22,7 +22,8 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from starter.client.core import ClientCore
 from starter.client.errors import ConversationError, unreachable
-from starter.client.run_status import abnormal_word, status_clause
+from starter.client.run_status import (NOT_STUCK_CLAUSE, STUCK, STUCK_CLAUSE, StuckRun, abnormal_word,
+                                       description_stuck, problems_of, reported_stuck, status_clause, stuck_run)
 from workflows.options import CUSTOMER_ID, ORDER_IDS, PENDING_APPROVAL, STATUS, STEP
 from workflows.domain.pseudonym import PREFIX as PSEUDONYM_PREFIX
 from workflows.domain.pseudonym import customer_pseudonym
@@ -94,8 +95,9 @@ class ListingCalls(ClientCore):
                                  next_page_token: Optional[str] = None, scope: Sequence[str] = ()) -> Page:
         """Conversations matching every given filter, newest first. ``customer_id`` is the real
         id (mapped to its pseudonym here); ``scope`` are further clauses (the caller's tenant,
-        ``starter.client.tenancy``). Raises ``ConversationError`` ``invalid`` for a bad filter or page
-        token, ``unavailable``."""
+        ``starter.client.tenancy``). ``status="stuck"``: running conversations whose workflow
+        tasks keep failing (``starter.client.run_status``), which no other status lists. Raises
+        ``ConversationError`` ``invalid`` for a bad filter or page token, ``unavailable``."""
         parts = ['WorkflowType = "SupportWorkflow"', *self._filters(customer_id, order_id, status, step), *scope,
                  CURRENT_RUNS]
         executions, token = await self._page(" AND ".join(parts), limit, next_page_token)
@@ -134,6 +136,39 @@ class ListingCalls(ClientCore):
                                           process_id=e.id.removeprefix(SUPPORT_PREFIX) if conversation else e.id))
         return Page(items=items, next_page_token=token)
 
+    def _stuck_query(self) -> str:
+        """The stuck runs of this client's task queue (``starter.client.run_status.STUCK_CLAUSE``)."""
+        return f"{STUCK_CLAUSE} AND {clause('TaskQueue', self._task_queue)}"
+
+    async def count_stuck(self) -> int:
+        """How many runs of this client's task queue Temporal reports stuck (one count RPC;
+        visibility lags a second or so). Raises ``ConversationError`` ``unavailable``."""
+        try:
+            counted = await self.read(lambda: self._client.count_workflows(self._stuck_query(),
+                                                                          rpc_timeout=self.rpc_timeout))
+        except RPCError as err:
+            raise unreachable() from err
+        return counted.count
+
+    async def stuck_runs(self, limit: int = MAX_PAGE) -> list[StuckRun]:
+        """The stuck runs of this client's task queue (at most ``limit``, newest first), each
+        described once more for its attempt and since when (a run that moved again meanwhile
+        is left out). Raises ``ConversationError`` ``unavailable``."""
+        executions, _ = await self._page(self._stuck_query(), limit, None)
+        runs = []
+        for execution in executions:
+            handle = self._client.get_workflow_handle(execution.id, run_id=execution.run_id)
+            try:
+                description = await self.read(lambda: handle.describe(rpc_timeout=self.rpc_timeout))
+            except (RPCError, ConversationError):  # listed stuck: say so, without the attempt
+                runs.append(stuck_run(execution.id, execution.workflow_type,
+                                      problems_of(execution.typed_search_attributes)))
+                continue
+            stuck, problems, attempt, since = description_stuck(description)
+            if stuck:
+                runs.append(stuck_run(execution.id, execution.workflow_type, problems, attempt, since))
+        return runs
+
     def _filters(self, customer_id: Optional[str], order_id: Optional[str], status: Optional[str],
                  step: Optional[str]) -> list[str]:
         parts = []
@@ -144,14 +179,17 @@ class ListingCalls(ClientCore):
                                         "STATEKEEPER_DATA_DIR to their data directory or STATEKEEPER_PSEUDONYM_KEY",
                                         "unavailable")
             parts.append(clause(CUSTOMER_ID.name, customer_pseudonym(customer_id, self._pseudonym_key)))
-        ended = status_clause(status) if status is not None else None
-        for key, value in ((ORDER_IDS, order_id), (STATUS, None if ended else status), (STEP, step)):
+        # ended and stuck runs never published these words: Temporal's execution status and its
+        # TemporalReportedProblems say them (starter.client.run_status)
+        reported = STUCK_CLAUSE if status == STUCK else status_clause(status) if status is not None else None
+        for key, value in ((ORDER_IDS, order_id), (STATUS, None if reported else status), (STEP, step)):
             if value is not None:
                 parts.append(clause(key.name, value))
-        if ended:  # the run never published these words: Temporal's execution status says them
-            parts.append(ended)
+        if reported:
+            parts.append(reported)
         if status in LIVE_STATUSES:  # a run that closed without its final Status is not live
             parts.append('ExecutionStatus = "Running"')
+            parts.append(NOT_STUCK_CLAUSE)  # a stuck run is listed as stuck, under that filter only
         return parts
 
     async def _page(self, query: str, limit: int, token: Optional[str]) -> tuple[list[WorkflowExecution], Optional[str]]:
@@ -224,11 +262,14 @@ def _refund_item(execution: WorkflowExecution) -> RefundItem:
 def _common(execution: WorkflowExecution) -> dict:
     """Fields every item shares; ``status`` is Temporal's execution status for a run that
     ended without the workflow's say (terminated, timed out, failed: ``starter.client.run_status``),
-    and for a run that has not set the ``Status`` search attribute yet."""
+    and for a run that has not set the ``Status`` search attribute yet; ``stuck`` for a running
+    one whose workflow tasks keep failing (``starter.client.run_status``)."""
     fallback = execution.status.name.lower() if execution.status is not None else None
     status = abnormal_word(execution.status) or _keyword(execution, STATUS) or fallback
     if status in LIVE_STATUSES and execution.status not in (None, WorkflowExecutionStatus.RUNNING):
         status = fallback
+    if execution.status == WorkflowExecutionStatus.RUNNING and reported_stuck(problems_of(execution.typed_search_attributes)):
+        status = STUCK  # as ?status=stuck finds it
     customer = _keyword(execution, CUSTOMER_ID)
     # only a pseudonym leaves this module: a run written before pseudonyms may hold a real id
     return {"customer_id": customer if customer and customer.startswith(PSEUDONYM_PREFIX) else None,

@@ -25,6 +25,7 @@ from starter.client.fairness import tenant_priority
 from starter.client.core import ClientCore
 from starter.client.errors import ConversationError, unreachable
 from starter.client.listing import SUPPORT_PREFIX
+from starter.client.run_status import STUCK, description_stuck, stuck_reason
 from starter.client.temporal_ids import fits
 from workflows.domain.contracts import RefundOutcome
 from workflows.failures import public_reason
@@ -40,7 +41,9 @@ class RefundStatus(BaseModel):
     """A refund's status: ``running``, ``awaiting_approval``, ``applied``, ``refused`` (a
     policy or business refusal, or a supervisor's rejection; ``reason`` says why),
     ``escalated`` (its outcome could not be shown: a ticket hands it to a human; ``reason``
-    says why and whether the ticket opened), or the
+    says why and whether the ticket opened), ``stuck`` (running, but its workflow tasks keep
+    failing: nothing moves until an operator acts; ``reason`` says what fails and since when,
+    ``starter.client.run_status``), or the
     closed run's Temporal status (``terminated``, ``timed_out``...): the words of the
     ``Status`` search attribute that ``GET /refunds?status=`` filters on. ``step`` is the
     workflow's current step; ``operation`` and ``order_id`` as requested. ``replayed``: the
@@ -148,7 +151,10 @@ class RefundCalls(ClientCore):
         status = RefundStatus(refund_id=refund_id, status="running", step=attributes.get(STEP),
                               order_id=requested.get("order_id") or next(iter(attributes.get(ORDER_IDS) or []), None),
                               operation=requested.get("operation"), pending_approval=attributes.get(PENDING_APPROVAL))
-        if description.status == WorkflowExecutionStatus.RUNNING:
+        stuck, problems, attempt, since = description_stuck(description)
+        if stuck:  # running to Temporal, but nothing in it moves until an operator acts
+            status.status, status.reason = STUCK, stuck_reason(f"refund {refund_id}", problems, attempt, since)
+        elif description.status == WorkflowExecutionStatus.RUNNING:
             status.status = "awaiting_approval" if status.pending_approval else "running"
         elif description.status == WorkflowExecutionStatus.COMPLETED:
             try:

@@ -69,7 +69,7 @@ class ResolutionCalls(ClientCore):
         (step, outcome, operator, note digest), so a retried identical call returns the first
         answer; any other one for the same step is refused as a second resolution. Raises
         ``ConversationError``: ``invalid``, ``not_found``, ``resolution_refused`` (the
-        validator's reason, or the systems of record's: ``evidence``), ``finished``, ``no_worker``,
+        validator's reason, or the systems of record's: ``evidence``), ``finished``, ``stuck``, ``no_worker``,
         ``unavailable``, ``timeout``."""
         payload = resolution_payload(step_id, outcome, operator, note, actor)
         try:
@@ -86,7 +86,8 @@ class ResolutionCalls(ClientCore):
                     "resolve_outcome", payload, wait_for_stage=WorkflowUpdateStage.ACCEPTED,
                     id=update_id("resolve", step_id, outcome, operator, _digest(note)), rpc_timeout=timeout,
                     result_type=OutcomeResolution),
-                "the resolution")
+                "the resolution", stuck=lambda: self.stuck(support_workflow_id(conversation_id),
+                                                            f"conversation {conversation_id}"))
         except WorkflowUpdateFailedError as err:
             cause = err.cause
             if getattr(cause, "type", None) == ErrorType.RESOLUTION_REFUSED.value:

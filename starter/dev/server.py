@@ -21,6 +21,7 @@ from temporalio.client import Client
 from settings import Settings
 from starter.runtime.preflight import attribute_type_name
 from starter.dev import server_owner
+from starter.client.run_status import TRIGGER_PROBLEMS, TRIGGER_SETTING
 from workflows.options import SEARCH_ATTRIBUTES
 
 logger = logging.getLogger("statekeeper.devserver")
@@ -61,8 +62,16 @@ def reachable(address: str, timeout_seconds: float = 0.5) -> bool:
 
 DYNAMIC_CONFIG = {"system.enableActivityEagerExecution": "true",
                   "system.forceSearchAttributesCacheRefreshOnRead": "false",
+                  TRIGGER_SETTING: str(TRIGGER_PROBLEMS),
                   "matching.enableFairness": "true"}  # tenants' fairness keys (starter.client.fairness)
-"""Dynamic config of the embedded server. Eager activity execution (also in the compose stack's
+"""Dynamic config of the embedded server (the tests' servers take it too).
+
+The server sets the ``TemporalReportedProblems`` search attribute on a run at the
+``TRIGGER_PROBLEMS``-th (2) workflow task failure or timeout in a row and clears it at the next
+completed one: how statekeeper finds stuck runs (``starter.client.run_status``). Off (0) by default
+on a self-hosted server; the compose stack's ``deploy/temporal/dynamicconfig`` sets it too.
+
+Eager activity execution (also in the compose stack's
 ``deploy/temporal/dynamicconfig``) hands an activity a workflow task
 schedules on its own task queue back to the worker in the task's completion reply, without a
 trip through matching. At 200 concurrent conversations it served 20 % more turns per

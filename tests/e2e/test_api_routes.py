@@ -368,14 +368,17 @@ async def _refunds_filter_like_conversations(http, client: Client, customer: str
         assert (await http.get("/refunds", params=params)).status_code == 422, params
 
 
-def test_the_conversation_status_filter_takes_exactly_the_conversation_statuses():
+def test_the_conversation_status_filter_takes_exactly_the_conversation_statuses_and_stuck():
     from typing import get_args
 
     from starter.api.models import ConversationStatusFilter
+    from starter.client.run_status import STUCK
     from workflows.domain.records import ConversationStatus
 
     taken = get_args(get_args(get_args(ConversationStatusFilter)[0])[0])
-    assert set(taken) == {s.value for s in ConversationStatus}
+    # stuck is reported (Temporal's TemporalReportedProblems), never a status a state stores
+    assert STUCK not in {s.value for s in ConversationStatus}
+    assert set(taken) == {s.value for s in ConversationStatus} | {STUCK}
 
 
 async def _nonempty(listed):
