@@ -68,7 +68,8 @@ class ApprovalCalls(ClientCore):
         answer. Raises ``ConversationError``: ``not_found`` (no such approval or process),
         ``approval_refused`` (the validator's reason: another operation's id, already
         decided, expired), ``stuck`` (its process's workflow tasks keep failing), ``invalid``,
-        ``no_worker``, and ``outcome_unknown`` when Temporal stopped answering while the decision was on its way (send the same decision again)."""
+        ``no_worker``, and ``outcome_unknown`` when Temporal stopped answering while the
+        decision was on its way (send the same decision again)."""
         workflow_id = approval_workflow_id(approval_id)
         payload = decision_payload(approval_id, decision, approver, note)
         handle = self._client.get_workflow_handle(workflow_id)
