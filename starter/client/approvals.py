@@ -22,6 +22,7 @@ from workflows.domain.errors import ErrorType
 from workflows.domain.user_text import control_problem
 
 APPROVAL_REFUSED = ErrorType.APPROVAL_REFUSED.value
+APPROVAL_UNKNOWN = ErrorType.APPROVAL_UNKNOWN.value
 
 
 def approval_workflow_id(approval_id: str) -> str:
@@ -65,11 +66,11 @@ class ApprovalCalls(ClientCore):
         """Approve or reject ``approval_id`` as ``approver``; returns the decided ``Approval``.
 
         The update id is the decision itself, so a retried identical call returns the first
-        answer. Raises ``ConversationError``: ``not_found`` (no such approval or process),
-        ``approval_refused`` (the validator's reason: another operation's id, already
-        decided, expired), ``stuck`` (its process's workflow tasks keep failing), ``invalid``,
-        ``no_worker``, and ``outcome_unknown`` when Temporal stopped answering while the
-        decision was on its way (send the same decision again)."""
+        answer. Raises ``ConversationError``: ``not_found`` (no such process, or an approval id
+        it never issued, another operation's included), ``approval_refused`` (the validator's
+        reason: already decided, withdrawn, expired), ``stuck`` (its process's workflow tasks
+        keep failing), ``invalid``, ``no_worker``, and ``outcome_unknown`` when Temporal
+        stopped answering while the decision was on its way (send the same decision again)."""
         workflow_id = approval_workflow_id(approval_id)
         payload = decision_payload(approval_id, decision, approver, note)
         handle = self._client.get_workflow_handle(workflow_id)
@@ -86,7 +87,9 @@ class ApprovalCalls(ClientCore):
             if getattr(cause, "type", None) == APPROVAL_REFUSED:
                 raise ConversationError(getattr(cause, "message", "") or "decision refused",
                                         "approval_refused") from err
-            raise ConversationError(f"approval {_shown(approval_id)} does not exist", "not_found") from err
+            # APPROVAL_UNKNOWN: the process never issued this id (another operation's included)
+            why = f": {cause.message}" if getattr(cause, "type", None) == APPROVAL_UNKNOWN else ""
+            raise ConversationError(f"approval {_shown(approval_id)} does not exist{why}", "not_found") from err
         except RPCError as err:
             text = str(err).lower()
             # a finished process answers NOT_FOUND too ("workflow execution already completed"):

@@ -216,11 +216,12 @@ def decision(approval_id: str, verdict: str = "approve", approver: str = "alice"
     return ApprovalDecision(approval_id=approval_id, decision=verdict, approver=approver)
 
 
-def refused(approvals: list[Approval], d: ApprovalDecision, now: datetime) -> str:
+def refused(approvals: list[Approval], d: ApprovalDecision, now: datetime,
+            error: ErrorType = ErrorType.APPROVAL_REFUSED) -> str:
     before = [a.model_dump() for a in approvals]
     with pytest.raises(ApplicationError) as err:
         check_decision(approvals, d, now)
-    assert err.value.type == ErrorType.APPROVAL_REFUSED.value and err.value.non_retryable
+    assert err.value.type == error.value and err.value.non_retryable
     assert [a.model_dump() for a in approvals] == before  # state intact
     return err.value.message
 
@@ -246,22 +247,24 @@ def test_approve_and_reject_record_approver_time_and_note():
     assert approvals[0].status is ApprovalStatus.APPROVED
 
 
-def test_unknown_id_is_refused():
+def test_an_id_never_issued_is_unknown():
     approvals = pending()
-    message = refused(approvals, decision("refund-main-W9-c.t1~0123456789ab"), NOW)
+    unknown = ErrorType.APPROVAL_UNKNOWN
+    message = refused(approvals, decision("refund-main-W9-c.t1~0123456789ab"), NOW, unknown)
     assert "does not match the operation awaiting approval" in message
     assert "bound to one exact operation" in message
     apply_decision(approvals[0], decision(approvals[0].approval_id), NOW)
-    message = refused(approvals, decision("refund-main-W9-c.t1~0123456789ab"), NOW)
+    message = refused(approvals, decision("refund-main-W9-c.t1~0123456789ab"), NOW, unknown)
     assert message == "no operation with this approval id is awaiting approval here"
 
 
-def test_an_id_for_another_operation_or_other_arguments_is_refused():
+def test_an_id_for_another_operation_or_other_arguments_is_unknown():
     approvals = pending()
     other_args = approval_id_for("refund-main-W1-c.t1", "c.t1", call_digest(cancel_of("#W2")))
     other_op = approval_id_for("refund-main-W1-c.t1", "c.t2", approvals[0].digest)
     for approval_id in (other_args, other_op):
-        assert "bound to one exact operation and its arguments" in refused(approvals, decision(approval_id), NOW)
+        message = refused(approvals, decision(approval_id), NOW, ErrorType.APPROVAL_UNKNOWN)
+        assert "bound to one exact operation and its arguments" in message
     assert approvals[0].status is ApprovalStatus.PENDING
 
 

@@ -1,6 +1,6 @@
 """Approval decisions over HTTP on a real standalone refund above the threshold: the
-refund waits with ``PendingApproval``; a decision for another operation's approval id is
-a 409 and changes nothing; the right id approved by a named approver runs the write once.
+refund waits with ``PendingApproval``; a decision for an approval id the process never
+issued (another operation's) is a 404 and changes nothing; a second decision is a 409; the right id approved by a named approver runs the write once.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ async def _status(http: httpx.AsyncClient, refund_id: str, wanted: set[str]) -> 
     return status
 
 
-async def test_another_operations_approval_is_refused_and_the_right_one_runs_once(temporal_env, settings):
+async def test_an_approval_id_never_issued_is_404_and_the_right_one_runs_once(temporal_env, settings):
     from starter.runtime.worker import build_backend, build_worker
 
     backend = build_backend(settings)
@@ -45,7 +45,7 @@ async def test_another_operations_approval_is_refused_and_the_right_one_runs_onc
 
             other = f"{refund_id}~{'0' * 12}"  # the same process, another operation/digest
             response = await http.post(f"/approvals/{other}", json={"decision": "approve", "approver": "sup-1"})
-            assert response.status_code == 409, response.text
+            assert response.status_code == 404, response.text
             assert order_details(backend, ORDER)["status"] == "pending" and backend.ledger_entries("main") == []
             assert (await http.get(f"/refunds/{refund_id}")).json()["status"] == "awaiting_approval"
 

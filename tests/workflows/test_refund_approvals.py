@@ -65,7 +65,7 @@ async def test_over_threshold_waits_then_runs_once_when_approved(temporal_env, s
             make_tool_call("cancel_pending_order", {"order_id": PENDING, "reason": "ordered by mistake"})))
         with pytest.raises(ConversationError) as err:
             await client.decide_approval(other, "approve", "alice")
-        assert err.value.kind == "approval_refused" and "bound to one exact operation" in str(err.value)
+        assert err.value.kind == "not_found" and "bound to one exact operation" in str(err.value)  # never issued
         assert (await handle.query(RefundWorkflow.approvals))[0].status is ApprovalStatus.PENDING
         assert backend.ledger_entries("main") == []
 

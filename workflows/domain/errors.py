@@ -43,8 +43,11 @@ class ErrorType(str, Enum):
     JOURNAL_UNAVAILABLE = "JournalUnavailable"
     """The journal's database did not answer (retryable, for a bounded time)."""
     APPROVAL_REFUSED = "ApprovalRefused"
-    """A supervisor's decision that cannot apply: unknown approval id (or one bound to another
-    operation or other arguments), already decided, or expired (``workflows.domain.policy.approvals``)."""
+    """A supervisor's decision that cannot apply: already decided, withdrawn or expired
+    (``workflows.domain.policy.approvals``)."""
+    APPROVAL_UNKNOWN = "ApprovalUnknown"
+    """A supervisor's decision names an approval id this process never issued (one bound to
+    another operation or other arguments included): the API's 404."""
     RESOLUTION_REFUSED = "ResolutionRefused"
     """An operator's resolution of an unknown outcome that cannot apply: no such step, a step
     whose outcome is not unknown, or one already resolved (``workflows.conversation.resolution``)."""

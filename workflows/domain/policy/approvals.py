@@ -204,21 +204,25 @@ def _refused(message: str) -> ApplicationError:
     return ApplicationError(message, type=ErrorType.APPROVAL_REFUSED.value, non_retryable=True)
 
 
+def _unknown(message: str) -> ApplicationError:
+    return ApplicationError(message, type=ErrorType.APPROVAL_UNKNOWN.value, non_retryable=True)
+
+
 def _when(moment: Optional[datetime]) -> str:
     return moment.strftime("%Y-%m-%d %H:%M:%S UTC") if moment else "an unknown time"
 
 
 def check_decision(approvals: list[Approval], decision: ApprovalDecision, now: datetime) -> Approval:
-    """The pending approval ``decision`` may decide. Raises
-    ``ApplicationError(type=APPROVAL_REFUSED, non_retryable=True)`` when the id matches no
-    approval here (an id for another operation or other arguments included), the approval
-    was already decided (naming by whom and when), or it has expired. Changes nothing."""
+    """The pending approval ``decision`` may decide. Raises ``ApplicationError(non_retryable=True)``
+    of type ``APPROVAL_UNKNOWN`` when the id matches no approval this process issued (an id for
+    another operation or other arguments included), of type ``APPROVAL_REFUSED`` when the approval
+    was already decided (naming by whom and when), withdrawn or expired. Changes nothing."""
     approval = next((a for a in approvals if a.approval_id == decision.approval_id), None)
     if approval is None:
         if any(a.status is ApprovalStatus.PENDING for a in approvals):
-            raise _refused("this approval id does not match the operation awaiting approval here: an approval "
+            raise _unknown("this approval id does not match the operation awaiting approval here: an approval "
                            "is bound to one exact operation and its arguments")
-        raise _refused("no operation with this approval id is awaiting approval here")
+        raise _unknown("no operation with this approval id is awaiting approval here")
     if approval.status is ApprovalStatus.EXPIRED or (approval.status is ApprovalStatus.PENDING
                                                       and now >= approval.expires_at):
         raise _refused(f"this approval expired at {_when(approval.expires_at)} undecided and was handed to a "
