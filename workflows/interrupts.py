@@ -34,14 +34,34 @@ async def cancellable(handle: "workflow.ActivityHandle[T]",
     Returns the activity's result; raises the activity's ``ActivityError`` when it fails;
     raises ``Interrupted`` when a cancel arrived first (the activity is cancelled: it
     heartbeats, so its worker learns of it within a heartbeat). A cancel that was already
-    pending when the activity started interrupts it at once.
+    pending when the activity started interrupts it at once, and so does one that reaches the
+    workflow together with the result: a local activity's result and a cancel sent in its last
+    second arrive in the same workflow task, and the cancel, accepted first, wins.
     """
     await workflow.wait_condition(lambda: handle.done() or cancel_requested() is not None)
-    if handle.done():
+    if handle.done() and (cancel_requested() is None or not workflow.patched(CANCEL_WINS_PATCH)):
         return handle.result()
-    handle.cancel()
+    if not handle.done():
+        handle.cancel()
     await _settle(handle)
     raise Interrupted()
+
+
+async def see_cancel_after_local_result(cancel_requested: Callable[[], Optional[CancelRequest]]) -> None:
+    """Raise ``Interrupted`` when a cancel was sent while a local activity ran. Its result
+    resolves inside the workflow task that started it, so a cancel Temporal accepted after that
+    task's last heartbeat is not delivered yet: ending the workflow task (a 1 ms timer) delivers
+    it first. Called before a local model call's proposal closes the conversation (a transfer
+    opens a ticket), where a cancel accepted first must win."""
+    await workflow.sleep(timedelta(milliseconds=1))
+    if cancel_requested() is not None:
+        raise Interrupted()
+
+
+CANCEL_WINS_PATCH = "cancel-wins-over-result"
+"""``workflow.patched`` id: runs of 1.0.0 replay a result that arrived with a cancel as used, and
+act on a local model call's transfer or end without first seeing a cancel sent meanwhile
+(docs/releasing.md)."""
 
 
 async def _settle(handle: Awaitable[Any]) -> None:

@@ -1,7 +1,7 @@
 """Model calls as local activities (``SupportInput.local_model_calls``, ``STATEKEEPER_MODEL_CALLS=local``):
 a turn with one read is one workflow task with no activity task, its history replays (and so
 does the control's), and a cancel sent during a slow model call still stops it before it ends (it reaches the
-workflow at the workflow task's heartbeat). The default (model calls as activities) is the
+workflow at the workflow task's heartbeat), or, sent in the call's last second, wins over its proposal. The default (model calls as activities) is the
 control of the first test.
 
 SupportWorkflow on a real Temporal dev server and a real worker; the model is faked at its
@@ -19,10 +19,11 @@ from temporalio.worker import Replayer
 
 from starter.runtime.connection import data_converter
 from tests.policy_fixtures import EMAIL, PENDING
-from tests.workflow_harness import SLOW, Script, call, reply, running_worker, until
+from tests.workflow_harness import SLOW, Script, Think, call, reply, running_worker, until
 from starter.runtime.worker import workflow_runner
 from workflows.refund.workflow import RefundWorkflow
 from workflows.conversation.workflow import SupportWorkflow, support_workflow_id
+from workflows.domain.replies import TRANSFERRED
 
 SLOW_SECONDS = 60.0
 
@@ -89,3 +90,22 @@ async def test_a_cancel_during_a_slow_local_model_call_stops_it_before_it_ends(t
     assert backend.ledger_entries("main") == []
     # at the workflow task's heartbeat (80 % of its 4 s timeout), not when the call would have ended
     assert stopped_after < SLOW_SECONDS / 4, (stopped_after, answer.text)
+
+
+async def test_a_cancel_in_the_last_second_of_a_local_model_call_wins_over_its_proposal(temporal_env, settings):
+    """A cancel sent after the workflow task's last heartbeat reaches the workflow together with
+    the model call's result: the cancel, accepted first, wins; the proposed transfer opens no
+    ticket and the user is told only of the cancel."""
+    script = Script([call("find_user_id_by_email", email=EMAIL), reply("Hello Raj, how can I help?"),
+                     Think(4.0, {"kind": "transfer_to_human", "summary": "the customer asks for a person"})])
+    async with running_worker(temporal_env, settings, brain=script, local_model_calls=True) as (client, backend):
+        cid = await client.start_conversation(f"local-late-cancel-{uuid.uuid4().hex[:6]}")
+        await client.send_message(cid, f"Hi, my email is {EMAIL}")
+        asking = asyncio.ensure_future(client.send_message(cid, "Can I talk to a person?"))
+        await until(lambda: script.calls == 3, "the model thinking")
+        await asyncio.sleep(3.7)  # past the workflow task's heartbeat at 3.2 s, before the call ends at 4 s
+        await client.cancel(cid, "the customer changed their mind")
+        answer = await asyncio.wait_for(asking, 60)
+        state = await client.state(cid)
+    assert state.status.value == "cancelled", state.status
+    assert backend.tickets("main") == [] and TRANSFERRED not in answer.text

@@ -38,7 +38,8 @@ from workflows.domain.prompt import PROMPT_VERSION, state_view
 from workflows.domain.state import Confirmation, ConversationState, ConversationStatus, PendingConfirmation, Phase
 from workflows.domain.user_text import visible_text
 from workflows.failures import MODEL
-from workflows.interrupts import Interrupted, cancellable, local_failure_as_activity_error, start_local_or_activity
+from workflows.interrupts import (CANCEL_WINS_PATCH, Interrupted, cancellable, local_failure_as_activity_error,
+                                  see_cancel_after_local_result, start_local_or_activity)
 from workflows.options import MAX_CONSECUTIVE_REJECTIONS, MAX_MODEL_STEPS_PER_TURN, MODEL_RETRY, MODEL_TIMEOUT
 
 
@@ -204,6 +205,9 @@ class Turn:
             summary=f"model proposes the next action (turn {state.turn})")
         try:
             result = await local_failure_as_activity_error(cancellable(handle, self.cancel_request), "propose_action")
+            if (self.local_model_calls and result.action.kind in ("transfer_to_human", "end")
+                    and workflow.patched(CANCEL_WINS_PATCH)):
+                await see_cancel_after_local_result(self.cancel_request)
         except Interrupted:
             tr.model_call_cancelled(state)
             raise
