@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal, Optional
 
 from fastapi import HTTPException, Path, Query, Request, status
-from pydantic import BaseModel, ConfigDict, Field, StrictBool
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool
 
 from starter.client.conversations import StatekeeperClient
 from starter.client.listing import FILTER_VALUE, PAGE_TOKEN_VALUE
@@ -15,7 +15,7 @@ from starter.client.refusals import NEW_CONVERSATION_ID_CHARS
 from workflows.domain.contracts import AssistantReply
 from workflows.domain.user_text import MAX_USER_MESSAGE_BYTES
 from workflows.domain.user_text import (FREE_TEXT_PATTERN, LAYOUT_CONTROLS, MESSAGE_PATTERN, message_problem,
-                                 refuse_controls)
+                                 refuse_controls, visible_text)
 
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:@-]*$"
 """Conversation ids, message ids and store names: URL-path safe, so ``/conversations/{id}`` round-trips."""
@@ -40,10 +40,11 @@ MessageText = Annotated[str, Field(json_schema_extra={"pattern": MESSAGE_PATTERN
 
 def FreeText(max_length: int, what: str, min_length: int = 1) -> object:  # noqa: N802 (a type factory)
     """``Annotated[str, ...]`` of free text (a reason, a note): ``min_length`` to
-    ``max_length`` characters, no control characters."""
+    ``max_length`` characters, no control characters, passed on as its ``visible_text``
+    (invisible characters removed, unusual spaces plain)."""
     return Annotated[str, Field(min_length=min_length, max_length=max_length,
                                 json_schema_extra={"pattern": FREE_TEXT_PATTERN}),
-                     refuse_controls(what)]
+                     refuse_controls(what), AfterValidator(visible_text)]
 
 
 def PathId(name: str, max_length: int = 256) -> object:  # noqa: N802 (a type factory)

@@ -13,7 +13,7 @@ in the state and the audit log.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends
 from pydantic import BaseModel, ConfigDict, Field
@@ -24,6 +24,7 @@ from starter.api.responses import responses_for
 from starter.api.auth import Permission
 from starter.client.conversations import StatekeeperClient
 from workflows.domain.records import OutcomeResolution
+from workflows.domain.user_text import FREE_TEXT_PATTERN, refuse_controls
 
 router = APIRouter()
 
@@ -34,7 +35,8 @@ class ResolutionIn(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    step_id: FreeText(300, "the step id")  # type: ignore[valid-type]
+    step_id: Annotated[str, Field(min_length=1, max_length=300, json_schema_extra={"pattern": FREE_TEXT_PATTERN}),
+                       refuse_controls("the step id", is_id=True)]  # an id: kept exactly as the state shows it
     outcome: Literal["applied", "not_applied"]
     operator: str = Field(min_length=1, max_length=128, pattern=ID_PATTERN)
     note: FreeText(1000, "the note")  # type: ignore[valid-type]

@@ -126,3 +126,12 @@ def test_start_attributes():
 )
 def test_status_for_kind(kind: str, expected: int) -> None:
     assert status_for(ConversationError("any reason text: does not exist", kind)) == expected
+
+
+def test_free_text_goes_on_as_its_visible_text_and_a_step_id_as_sent():
+    from starter.api.models import CancelIn
+    from starter.api.operators import ResolutionIn
+
+    assert CancelIn(reason="no\u200b longer\u00a0needed\U000e0041").reason == "no longer needed"
+    body = ResolutionIn(step_id="s\u200b1", outcome="applied", operator="op-1", note="checked\ufeff")
+    assert body.step_id == "s\u200b1" and body.note == "checked"  # an id is another id, never rewritten

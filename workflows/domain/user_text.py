@@ -113,11 +113,11 @@ def message_problem(text: str) -> Optional[str]:
 def refuse_controls(what: str, is_id: bool = False) -> AfterValidator:
     """A pydantic validator (for ``Annotated[str, ...]``) refusing ``control_problem`` text
     (``id_problem`` with ``is_id``) with its reason as the error message (``what`` names
-    the field in it). Free text passes on as its ``visible_text``; an id passes unchanged."""
+    the field in it)."""
     def check(value: str) -> str:
         problem = id_problem(value, what) if is_id else control_problem(value, what)
         if problem is not None:
             raise PydanticCustomError("control_character", problem)
-        return value if is_id else visible_text(value)
+        return value
 
     return AfterValidator(check)
