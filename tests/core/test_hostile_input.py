@@ -310,3 +310,18 @@ def test_the_walk_finds_what_it_looks_for(tmp_path):
 @pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(ROOT)))
 def test_every_pattern_is_ascii(path: Path):
     assert unicode_patterns(path) == [], f"{path.relative_to(ROOT)}: compile with re.ASCII or use [0-9]/[A-Za-z]"
+
+
+def test_the_invisible_class_covers_every_format_character_of_this_python():
+    """``INVISIBLE`` is written out (a replayed workflow must not depend on the Python's Unicode
+    tables); it must still cover every Cf character those tables know, and leave visible text."""
+    import sys
+    import unicodedata
+
+    from workflows.domain.user_text import visible_text
+
+    missed = [f"U+{cp:04X}" for cp in range(sys.maxunicode + 1)
+              if unicodedata.category(chr(cp)) == "Cf" and visible_text(chr(cp)) != ""]
+    assert missed == []
+    assert visible_text("Grüße, #W4566809 — ok? 漢字 ١٢٣") == "Grüße, #W4566809 — ok? 漢字 ١٢٣"
+    assert visible_text("a\u00a0b\u3000c\u2009d") == "a b c d"
