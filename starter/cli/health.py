@@ -26,7 +26,8 @@ from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 
 from settings import Settings
-from starter.client.run_status import StuckRun, since_words
+from starter.cli.links import list_url
+from starter.client.run_status import STUCK_CLAUSE, StuckRun, since_words
 from starter.runtime.connection import connect
 from starter.runtime.preflight import LIVE_POLLER_SECONDS, StartupRefused
 from starter.runtime.rpc import read_again_if_dropped
@@ -106,8 +107,9 @@ def render(runs: list[StuckRun], address: str, namespace: str, ui_base: str) -> 
         url = f"{ui_base.rstrip('/')}/namespaces/{namespace}/workflows/{run.workflow_id}"
         blocks.append("\n".join([head, f"  Web UI: {url}", *(f"  - {line}" for line in advice(run, address, namespace))]))
     noun = "run is" if len(runs) == 1 else "runs are"
+    listed = list_url(ui_base, namespace, STUCK_CLAUSE)
     return (f"{len(runs)} {noun} stuck: their workflow tasks keep failing, and nothing more is done in them until "
-            "an operator acts.\n\n" + "\n\n".join(blocks)
+            f"an operator acts. Web UI list: {listed}\n\n" + "\n\n".join(blocks)
             + "\n\n(`temporal` is the Temporal CLI: .venv/bin/temporal in a checkout.)")
 
 

@@ -17,9 +17,10 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, Awaitable, Callable, Optional, TypeVar
 
 from pydantic import BaseModel
-from temporalio.api.enums.v1 import TaskQueueKind, TaskQueueType
+from temporalio.api.common.v1 import WorkflowExecution
+from temporalio.api.enums.v1 import EventType, TaskQueueKind, TaskQueueType
 from temporalio.api.taskqueue.v1 import TaskQueue
-from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
+from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest, GetWorkflowExecutionHistoryReverseRequest
 from temporalio.client import (
     Client,
     WorkflowExecutionStatus,
@@ -55,6 +56,12 @@ class Deadlines(BaseModel):
     """A poller seen longer ago than this is gone (pollers long-poll for about a minute)."""
 
 
+STUCK_SETTLE_SECONDS = 10.0
+"""How long an update the server refused as "workflow not ready" (its workflow task failing)
+waits to learn whether the run is stuck: the second problem in a row comes within one workflow
+task timeout (4 s) of the first."""
+STUCK_HISTORY_EVENTS = 200
+"""How many of a stuck run's newest events ``ClientCore.stuck_since`` reads (one page)."""
 POLLING_REUSE_SECONDS = 2.0
 """How long ``ClientCore.worker_polling``'s "a worker polls" stands without asking again; the
 server's own answer is up to ``Deadlines.poller_fresh_seconds`` (70 s) old."""
@@ -187,8 +194,33 @@ class ClientCore:
             description = await self.read(lambda: handle.describe(rpc_timeout=self.rpc_timeout))
         except Exception:  # noqa: BLE001 - unreadable: not known to be stuck
             return None
-        stuck, problems, attempt, since = description_stuck(description)
-        return stuck_error(what, problems, attempt, since, message_id) if stuck else None
+        stuck, problems, attempt = description_stuck(description)
+        if not stuck:
+            return None
+        since = await self.stuck_since(workflow_id, description.run_id)
+        return stuck_error(what, problems, attempt, since, message_id)
+
+    async def stuck_since(self, workflow_id: str, run_id: Optional[str]) -> Optional[datetime]:
+        """When the run's current streak of failing workflow tasks began: the oldest workflow task
+        failure or timeout after its last completed workflow task, read from the newest events
+        back (at most ``STUCK_HISTORY_EVENTS``: the history of a stuck run can be large, and the
+        attempts after the first of a streak are not written to it). None when unknown."""
+        request = GetWorkflowExecutionHistoryReverseRequest(
+            namespace=self._client.namespace, execution=WorkflowExecution(workflow_id=workflow_id, run_id=run_id or ""),
+            maximum_page_size=STUCK_HISTORY_EVENTS)
+        try:
+            response = await self.read(lambda: self._client.workflow_service.get_workflow_execution_history_reverse(
+                request, timeout=self.rpc_timeout))
+        except Exception:  # noqa: BLE001 - the refusal stands without it
+            return None
+        first = None
+        for event in response.history.events:  # newest first
+            if event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
+                break
+            if event.event_type in (EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED,
+                                    EventType.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT):
+                first = event.event_time.ToDatetime(tzinfo=timezone.utc)
+        return first
 
     async def watched(self, call: Awaitable[T], seconds: float, stuck: Optional[StuckCheck]) -> T:
         """``within(call, seconds)``, asking ``stuck()`` every ``accept_seconds`` while ``call``
@@ -219,6 +251,17 @@ class ClientCore:
                 task.cancel()
                 task.add_done_callback(_read)
 
+    async def _stuck_soon(self, stuck: StuckCheck) -> Optional[ConversationError]:
+        """``stuck()``'s refusal, asked every second for ``STUCK_SETTLE_SECONDS``; None when the
+        run is not stuck by then."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + STUCK_SETTLE_SECONDS
+        while True:
+            refusal = await stuck()
+            if refusal is not None or loop.time() >= deadline:
+                return refusal
+            await asyncio.sleep(1.0)
+
     async def run_update(self, start: Callable[[timedelta], Awaitable[WorkflowUpdateHandle[Any]]],
                          what: str, unknown: Optional[ConversationError] = None,
                          stuck: Optional[StuckCheck] = None) -> Any:
@@ -232,7 +275,8 @@ class ClientCore:
         when the update id comes from the caller, ``unknown`` (an ``errors.outcome_unknown``:
         it may have landed; the same id again is handled at most once). The run's workflow tasks
         keep failing: ``stuck()``'s refusal (asked once the update was not accepted in
-        ``accept_seconds``, then every ``accept_seconds`` while it waits). ``WorkflowUpdateFailedError``
+        ``accept_seconds``, then every ``accept_seconds`` while it waits, and when the server
+        refused the update as "not ready"). ``WorkflowUpdateFailedError``
         and other ``RPCError``s pass through for the caller."""
         try:
             return await self._run_update(start, what, stuck)
@@ -263,6 +307,12 @@ class ClientCore:
             raise ConversationError(f"{what} was not picked up within {reply:.0f} s; send it again with the "
                                     "same id", "timeout") from err
         except RPCError as err:
+            if err.status is RPCStatusCode.FAILED_PRECONDITION and stuck is not None:
+                # the server refuses an update while the run's workflow task keeps failing ("not
+                # ready"): whether it goes on is known within one workflow task timeout
+                refusal = await self._stuck_soon(stuck)
+                if refusal is not None:
+                    raise refusal from err
             if err.status in (RPCStatusCode.UNAVAILABLE, RPCStatusCode.DEADLINE_EXCEEDED):
                 raise unreachable() from err
             raise

@@ -164,8 +164,9 @@ class ListingCalls(ClientCore):
                 runs.append(stuck_run(execution.id, execution.workflow_type,
                                       problems_of(execution.typed_search_attributes)))
                 continue
-            stuck, problems, attempt, since = description_stuck(description)
+            stuck, problems, attempt = description_stuck(description)
             if stuck:
+                since = await self.stuck_since(execution.id, execution.run_id)
                 runs.append(stuck_run(execution.id, execution.workflow_type, problems, attempt, since))
         return runs
 

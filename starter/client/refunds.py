@@ -151,8 +151,9 @@ class RefundCalls(ClientCore):
         status = RefundStatus(refund_id=refund_id, status="running", step=attributes.get(STEP),
                               order_id=requested.get("order_id") or next(iter(attributes.get(ORDER_IDS) or []), None),
                               operation=requested.get("operation"), pending_approval=attributes.get(PENDING_APPROVAL))
-        stuck, problems, attempt, since = description_stuck(description)
+        stuck, problems, attempt = description_stuck(description)
         if stuck:  # running to Temporal, but nothing in it moves until an operator acts
+            since = await self.stuck_since(refund_id, description.run_id)
             status.status, status.reason = STUCK, stuck_reason(f"refund {refund_id}", problems, attempt, since)
         elif description.status == WorkflowExecutionStatus.RUNNING:
             status.status = "awaiting_approval" if status.pending_approval else "running"

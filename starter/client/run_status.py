@@ -144,7 +144,7 @@ def cause_words(problems: Iterable[str]) -> str:
 
 
 def since_words(since: Optional[datetime]) -> str:
-    """``" since 04:12:09 UTC"`` (the first failing attempt's time), or ``""`` when unknown."""
+    """``" since 2026-12-06 04:12:09 UTC"`` (when its workflow tasks began to fail), or ``""`` when unknown."""
     if since is None:
         return ""
     return f" since {since.astimezone(timezone.utc):%Y-%m-%d %H:%M:%S} UTC"
@@ -162,34 +162,31 @@ def stuck_reason(what: str, problems: Iterable[str], attempt: int, since: Option
 def stuck_error(what: str, problems: Iterable[str], attempt: int, since: Optional[datetime] = None,
                 message_id: Optional[str] = None) -> ConversationError:
     """``ConversationError`` ``stuck`` (409) for ``what``; with ``message_id`` (a message was
-    sent), it says that the message is held and answered once the run moves again."""
+    sent), it says to send the message again with that id once the run moves again (Temporal
+    may hold it meanwhile, or may have refused it: the same id is handled once either way)."""
     reason = stuck_reason(what, problems, attempt, since)
     if message_id is not None:
-        reason += (f'; this message is held and may be answered once the conversation moves again: send it again '
-                   f'then with message_id "{message_id}" to get that answer')
+        reason += (f'; once it moves again, send this message again with message_id "{message_id}": it is '
+                   "handled once")
     return ConversationError(reason, STUCK, message_id=message_id)
 
 
-def description_stuck(description: Any) -> tuple[bool, list[str], int, Optional[datetime]]:
-    """``(stuck, problems, attempt, since)`` of a ``WorkflowExecutionDescription``: stuck when it
-    runs and either ``REPORTED_PROBLEMS`` says so or its pending workflow task is on attempt
-    ``STUCK_ATTEMPT`` or later; ``since`` is when that task was first scheduled."""
+def description_stuck(description: Any) -> tuple[bool, list[str], int]:
+    """``(stuck, problems, attempt)`` of a ``WorkflowExecutionDescription``: stuck when it runs
+    and either ``REPORTED_PROBLEMS`` says so or its pending workflow task is on attempt
+    ``STUCK_ATTEMPT`` or later (0: no pending workflow task)."""
     problems = problems_of(description.typed_search_attributes)
-    pending = getattr(description.raw_description, "pending_workflow_task", None)
-    has_pending = pending is not None and description.raw_description.HasField("pending_workflow_task")
-    attempt = pending.attempt if has_pending else 0
-    since = None
-    if has_pending and pending.HasField("original_scheduled_time"):
-        since = pending.original_scheduled_time.ToDatetime(tzinfo=timezone.utc)
+    raw = description.raw_description
+    attempt = raw.pending_workflow_task.attempt if raw.HasField("pending_workflow_task") else 0
     running = description.status == WorkflowExecutionStatus.RUNNING
-    return running and (reported_stuck(problems) or attempt >= STUCK_ATTEMPT), problems, attempt, since
+    return running and (reported_stuck(problems) or attempt >= STUCK_ATTEMPT), problems, attempt
 
 
 class StuckRun(BaseModel):
     """One stuck run as ``statekeeper stuck`` lists it: ``process`` is ``conversation`` or
     ``refund`` (else the workflow type), ``process_id`` the id the API names it by, ``cause``
     the plain words of what fails, ``attempt`` its pending workflow task's attempt (0: not
-    read), ``since`` when that task was first scheduled (None: not read)."""
+    read), ``since`` when its workflow tasks began to fail (None: not read)."""
 
     process: str
     process_id: str

@@ -10,12 +10,16 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import get_args
 
+import pytest
 import yaml
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse
 from fastapi.testclient import TestClient
 
+from temporalio.service import RPCError, RPCStatusCode
+
 from starter.api.refusal_kind import RefusalKind, with_kind
+from starter.client import core
 from starter.cli.health import render
 from starter.client.errors import ConversationError, status_for
 from starter.client.run_status import (GENERIC, STUCK_CLAUSE, TIMED_OUT, TRIGGER_SETTING, StuckRun, cause_words,
@@ -41,6 +45,38 @@ def test_a_stuck_refusal_is_a_409_in_plain_words_that_says_nothing_moves_until_a
 def test_a_message_refused_as_stuck_names_the_id_to_send_it_again_with():
     err = stuck_error("conversation desk-43", TOO_LARGE, 3, None, message_id="m-7")
     assert err.message_id == "m-7" and 'message_id "m-7"' in str(err) and " since " not in str(err)
+
+
+def _not_ready() -> RPCError:
+    return RPCError("Workflow is not ready to handle the request.", RPCStatusCode.FAILED_PRECONDITION, b"")
+
+
+async def test_an_update_the_server_refuses_as_not_ready_is_refused_stuck_once_the_run_is():
+    looks = []
+
+    async def start(_timeout):
+        raise _not_ready()  # what the server answers right after the run's workflow task failed
+
+    async def stuck():
+        looks.append(1)  # the second problem in a row comes a workflow task timeout later
+        return stuck_error("conversation c", ["category=WorkflowTaskFailed"], 3) if len(looks) == 2 else None
+
+    with pytest.raises(ConversationError) as refused:
+        await core.ClientCore(None, "q").run_update(start, "the message", stuck=stuck)
+    assert refused.value.kind == "stuck" and len(looks) == 2
+
+
+async def test_an_update_refused_as_not_ready_by_a_run_that_is_not_stuck_keeps_the_servers_answer(monkeypatch):
+    monkeypatch.setattr(core, "STUCK_SETTLE_SECONDS", 0.5)
+
+    async def start(_timeout):
+        raise _not_ready()
+
+    async def never():
+        return None
+
+    with pytest.raises(RPCError):
+        await core.ClientCore(None, "q").run_update(start, "the message", stuck=never)
 
 
 def test_the_cause_is_worded_from_temporals_reported_problems():
@@ -90,6 +126,9 @@ def test_statekeeper_stuck_prints_what_fails_and_the_exact_commands():
                    cause="the workflow code fails with an error", attempt=5, since=SINCE)
     shown = render([run], "temporal:7233", "default", "http://127.0.0.1:8233")
     assert shown.startswith("1 run is stuck: their workflow tasks keep failing")
+    # the Web UI's list of every stuck run: the filter the API's ?status=stuck uses
+    assert "Web UI list: http://127.0.0.1:8233/namespaces/default/workflows?query=ExecutionStatus%20%3D%20%22Running" \
+           "%22%20AND%20%60TemporalReportedProblems%60%20IN%20%28" in shown
     assert "conversation desk 43 (workflow support-desk 43) is stuck since 2026-12-06 04:12:09 UTC, attempt 5: " \
            "the workflow code fails with an error" in shown
     # ids quoted for a shell: pasted as printed, each command acts on this run only
