@@ -225,8 +225,8 @@ class ClientCore:
     async def watched(self, call: Awaitable[T], seconds: float, stuck: Optional[StuckCheck]) -> T:
         """``within(call, seconds)``, asking ``stuck()`` every ``accept_seconds`` while ``call``
         has not finished: a refusal it returns is raised at once (``call`` is cancelled). A run
-        whose workflow tasks keep failing never accepts nor answers an update, and without this
-        its caller waited the whole reply deadline (120 s) for a 504."""
+        whose workflow tasks keep failing never accepts nor answers an update: its caller would
+        otherwise wait the whole reply deadline (120 s) for a 504."""
         if stuck is None:
             return await within(call, seconds)
         loop = asyncio.get_running_loop()
