@@ -153,13 +153,19 @@ class TenantLedger:
         """Count ``conversation_id`` as one of ``tenant``'s open conversations, if it is not
         counted already and the tenant has fewer than ``limit`` open (None: no limit).
         False when it is at the limit (nothing is recorded then)."""
+        return self.take(tenant, conversation_id, limit) is not None
+
+    def take(self, tenant: str, conversation_id: str, limit: Optional[int]) -> Optional[bool]:
+        """``reserve``, telling more: True when a place was taken now, False when the
+        conversation was recorded already (its start is idempotent: never refused), None at
+        the limit."""
         with self.engine.begin() as conn:
             _lock_tenant(conn, tenant)
             inserted = _insert_missing(conn, tenant_conversations, {
                 "conversation_id": conversation_id, "tenant": tenant, "opened_at": _utc_now(), "closed_at": None},
                 "conversation_id")
             if not inserted or limit is None:
-                return True  # a known conversation (its start is idempotent), or no limit
+                return inserted
             others = conn.execute(sa.select(sa.func.count()).select_from(tenant_conversations).where(
                 tenant_conversations.c.tenant == tenant, tenant_conversations.c.closed_at.is_(None),
                 tenant_conversations.c.conversation_id != conversation_id)).scalar_one()
@@ -167,13 +173,14 @@ class TenantLedger:
                 return True
             conn.execute(tenant_conversations.delete().where(
                 tenant_conversations.c.conversation_id == conversation_id))
-            return False
+            return None
 
     def release(self, conversation_id: str) -> None:
-        """Forget a reservation whose conversation never started."""
+        """Forget a place taken (``take``) for a conversation that never started; a
+        conversation seen closed keeps its row (its model calls still count for its tenant)."""
         with self.engine.begin() as conn:
             conn.execute(tenant_conversations.delete().where(
-                tenant_conversations.c.conversation_id == conversation_id))
+                tenant_conversations.c.conversation_id == conversation_id, tenant_conversations.c.closed_at.is_(None)))
 
     def known(self, tenant: str, conversation_id: str) -> None:
         """Record that ``conversation_id`` belongs to ``tenant`` (a conversation started without the

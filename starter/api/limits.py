@@ -108,12 +108,11 @@ class ApiLimits:
         if limit is None:
             return conversation_id, False
         conversation_id = conversation_id or uuid.uuid4().hex
-        known = await asyncio.to_thread(self.ledger.open_ids, tenant)
-        if await asyncio.to_thread(self.ledger.reserve, tenant, conversation_id, limit):
-            return conversation_id, conversation_id not in known
-        if await self.give_back(guard, client) and await asyncio.to_thread(
-                self.ledger.reserve, tenant, conversation_id, limit):
-            return conversation_id, True
+        taken = await asyncio.to_thread(self.ledger.take, tenant, conversation_id, limit)
+        if taken is None and await self.give_back(guard, client):
+            taken = await asyncio.to_thread(self.ledger.take, tenant, conversation_id, limit)
+        if taken is not None:
+            return conversation_id, taken
         raise ConversationError(f"this tenant has {limit} conversations open, its limit: end or cancel one, "
                                 "or wait for one to finish, before starting another", "rate_limited")
 

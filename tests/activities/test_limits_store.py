@@ -103,3 +103,15 @@ def test_tokens_today_count_the_tenants_own_calls_of_this_utc_day(url: str, engi
     with engines[0].connect() as conn:
         assert conn.execute(sa.select(sa.func.count()).select_from(tenant_conversations)).scalar_one() == 2
     journal.close()
+
+
+def test_a_start_tells_a_new_place_from_a_known_conversation_and_a_closed_one_keeps_its_row(engines):
+    ledger = TenantLedger(engines[0])
+    assert ledger.take("acme", "c-1", 1) is True and ledger.take("acme", "c-1", 1) is False
+    assert ledger.take("acme", "c-2", 1) is None
+    later = datetime.now(timezone.utc) + RECONCILE_GRACE + timedelta(seconds=1)
+    assert ledger.close_finished("acme", running=[], now=later) == 1
+    assert ledger.take("acme", "c-1", 1) is False  # a finished conversation's start: no new place
+    ledger.release("c-1")  # its failed start gives back nothing: its row (and its tokens) stay
+    with engines[0].connect() as conn:
+        assert conn.execute(sa.select(sa.func.count()).select_from(tenant_conversations)).scalar_one() == 1
