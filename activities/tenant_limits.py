@@ -30,6 +30,7 @@ class TenantActivities(TenantActivitiesApi):
         returns the cap with today's use (0 without a cap: nothing to compare). Database
         failures raise (retried, then the turn goes on uncapped)."""
         tenant = req.tenant or self.default_tenant
+        await asyncio.to_thread(self.ledger.ready)
         await asyncio.to_thread(self.ledger.known, tenant, req.conversation_id)
         cap = self.daily_tokens_of(tenant)
         used = 0 if cap is None else await asyncio.to_thread(self.ledger.tokens_today, tenant)

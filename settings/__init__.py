@@ -171,6 +171,11 @@ class Settings(BaseSettings):
     """Tokens each tenant's conversations' model calls may use per day (UTC), across all of
     them; at it, a message is answered without a model call. None (default): no cap.
     ``tenant_limits`` sets it per tenant."""
+    tenant_activities_per_second: Optional[float] = Field(default=None, gt=0, le=1_000_000)
+    """Activity tasks of one tenant (fairness key) the task queue hands out per second at most,
+    set on the task queue by each worker at start (``starter.runtime.fairness.cap_tenant_dispatch``):
+    below the queue's capacity, a tenant that would fill every activity slot leaves some for
+    the others. None (default): the task queue's setting is left as it is."""
     tenant_limits: dict[Tenant, TenantLimits] = {}
     """Tenant → its own limits (JSON in ``STATEKEEPER_TENANT_LIMITS``, e.g. ``{"acme":
     {"open_conversations": 50, "daily_tokens": 2000000}}``); a field left out takes the

@@ -26,7 +26,7 @@ from pyrate_limiter import GCRA, Duration, Rate, StateStore, WallClock
 from pyrate_limiter.abstracts.algorithm import Decision, State, StateAlgorithm
 from sqlalchemy.engine import Connection, Engine
 
-from activities.store.tables import ID, TIME, model_calls
+from activities.store.tables import ID, TIME, create_schema, model_calls
 
 metadata = sa.MetaData()
 
@@ -148,6 +148,12 @@ class TenantLedger:
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
+
+    def ready(self) -> "TenantLedger":
+        """Bring the database to the newest schema first (once per process and database; a
+        worker's journal database may be new); returns self."""
+        create_schema(self.engine)
+        return self
 
     def reserve(self, tenant: str, conversation_id: str, limit: Optional[int]) -> bool:
         """Count ``conversation_id`` as one of ``tenant``'s open conversations, if it is not

@@ -5,7 +5,8 @@ queue's backlog round-robin across tenants instead of first come, first served, 
 burst waits behind itself, not in front of every other tenant (docs/performance.md, "Fairness
 between tenants"). It needs a server with fairness on (dynamic config
 ``matching.enableFairness``: the embedded dev server and the compose stack set it); elsewhere
-the key is carried and ignored."""
+the key is carried and ignored. A worker may also cap each tenant's share of the activity
+slots (``starter.runtime.fairness``)."""
 
 from __future__ import annotations
 
@@ -21,3 +22,4 @@ def tenant_priority(search_attributes: Sequence[SearchAttributePair]) -> Priorit
     ``Tenant`` as the fairness key; a run without one (CLI, τ-bench) keeps the default key."""
     tenant = next((pair.value for pair in search_attributes if pair.key.name == TENANT.name), None)
     return Priority(fairness_key=tenant) if tenant else Priority.default
+

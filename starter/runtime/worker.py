@@ -30,6 +30,7 @@ from activities.tenant_limits import TenantActivities
 from activities.tools import ToolActivities
 from settings import Settings
 from activities.store.audit import AuditLog
+from starter.runtime.fairness import cap_tenant_dispatch
 from starter.runtime.connection import connect
 from starter.runtime.logs import configure_logging
 from starter.runtime.process_exit import exit_now
@@ -186,6 +187,8 @@ async def preflight(client: Client, settings: Settings, *, serving: bool = True)
     if serving:
         await check_task_queue(client, settings.temporal_namespace, settings.task_queue,
                                fingerprint(settings.resolved_database_url()), services=configured_services(settings))
+        if settings.tenant_activities_per_second is not None:  # one tenant's burst leaves slots for the others
+            await cap_tenant_dispatch(client, settings.task_queue, settings.tenant_activities_per_second)
 
 
 def _storage_refused(err: Exception, settings: Settings) -> BaseException:

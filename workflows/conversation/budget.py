@@ -34,7 +34,7 @@ from typing import Any, Optional
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.exceptions import ActivityError, ApplicationError, FailureError
 
 from workflows.activity_api import TenantActivitiesApi
 from workflows.domain.limits import AllowanceRequest, TenantAllowance
@@ -139,6 +139,7 @@ async def _ask_allowance(conversation_id: str) -> Optional[TenantAllowance]:
             TenantActivitiesApi.tenant_allowance, AllowanceRequest(conversation_id=conversation_id, tenant=tenant),
             start_to_close_timeout=ALLOWANCE_TIMEOUT, retry_policy=ALLOWANCE_RETRY,
             summary="the tenant's daily token budget")
-    except ActivityError as err:
-        workflow.logger.warning("tenant allowance not known (%s); this turn is not capped", type(err.cause).__name__)
+    except (ActivityError, FailureError) as err:  # a local activity's failure comes without ActivityError
+        cause = err.cause if isinstance(err, ActivityError) else err
+        workflow.logger.warning("tenant allowance not known (%s); this turn is not capped", type(cause).__name__)
         return None
