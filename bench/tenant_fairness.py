@@ -13,8 +13,9 @@ Phase ``burst``: tenant ``a`` keeps ``--burst`` conversations sending messages b
 table gives ``b``'s message latency (request to reply over HTTP) in both phases, ``a``'s in the
 burst, and the ratio of ``b``'s p95 during the burst to alone (target: at most 1.5).
 
-Run: ``.venv/bin/python bench/tenant_fairness.py [-n 40] [--burst 32] [--slots 4] [--model-ms 300]
-[--no-fairness]``.
+Run: ``.venv/bin/python bench/tenant_fairness.py [-n 20] [--burst 24] [--slots 8] [--model-ms 2000]
+[--tenant-rps R] [--no-fairness] [--eager true|false] [--dynamic-config KEY=VALUE ...]``; the
+figures and what they mean: docs/performance.md, "Fairness between tenants".
 """
 
 from __future__ import annotations
@@ -157,10 +158,10 @@ async def start(http: httpx.AsyncClient, key: str, cid: str, store: str) -> None
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("-n", type=int, default=40, help="tenant b's messages per phase")
-    parser.add_argument("--burst", type=int, default=32, help="tenant a's conversations sending at once")
-    parser.add_argument("--slots", type=int, default=4, help="the worker's activity slots")
-    parser.add_argument("--model-ms", type=int, default=300, help="the model call's network wait")
+    parser.add_argument("-n", type=int, default=20, help="tenant b's messages per phase")
+    parser.add_argument("--burst", type=int, default=24, help="tenant a's conversations sending at once")
+    parser.add_argument("--slots", type=int, default=8, help="the worker's activity slots")
+    parser.add_argument("--model-ms", type=int, default=2000, help="the model call's network wait")
     parser.add_argument("--no-fairness", action="store_true", help="run the server without fairness")
     parser.add_argument("--eager", choices=("true", "false"), default=None,
                         help="eager activity execution on the server (default: as statekeeper's dynamic config)")
