@@ -28,6 +28,7 @@ from starter.client.listing import SUPPORT_PREFIX
 from starter.client.run_status import STUCK, description_stuck, stuck_reason
 from starter.client.temporal_ids import fits
 from workflows.domain.contracts import RefundOutcome
+from workflows.domain.replies import refund_refused
 from workflows.failures import public_reason
 from workflows.options import CONVERSATION_TASK_TIMEOUT, ORDER_IDS, PENDING_APPROVAL, STEP
 from workflows.refund.workflow import RefundWorkflow
@@ -203,13 +204,16 @@ failure's text: it names exceptions and internal ids."""
 
 
 def _reason(outcome: RefundOutcome) -> Optional[str]:
-    """Why a finished refund did not apply: the escalation's or the refusal's reason, else (a
-    write the system of record itself refused, e.g. an order cancelled by another request while
-    this one awaited approval) the system's answer, which the outcome carries only in
-    ``result``; None for an applied refund."""
+    """Why a finished refund did not apply: the escalation's reason (worded for the caller), or
+    the refusal's, else (a write the system of record itself refused, e.g. an order cancelled by
+    another request while this one awaited approval) the system's answer, which the outcome
+    carries only in ``result``; a refusal worded for the model (clause id, hints, ids) as the
+    caller's sentence (``replies.refund_refused``); None for an applied refund."""
     if outcome.ok:
         return None
-    return outcome.escalation_reason or outcome.refused_reason or outcome.result.removeprefix("Error: ") or None
+    if outcome.escalation_reason:
+        return outcome.escalation_reason
+    return refund_refused(outcome.refused_reason or outcome.result) or None
 
 
 def _errors(err: Exception, tool: str = "", most: int = 5) -> str:

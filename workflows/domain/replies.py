@@ -9,6 +9,8 @@ clause is written down once.
 
 from __future__ import annotations
 
+import re
+
 from workflows.domain.policy.clauses import Rule
 from workflows.domain.policy.text import CLAUSE_REFUSALS
 
@@ -205,3 +207,33 @@ def resolved(detail: str, applied: bool) -> str:
 def unknown_store_reason(store: str) -> str:
     """Why the conversation closed (its ``ended_reason``) and the update's message."""
     return f"unknown store {store}: the system of record has no such store"
+
+
+CLAUSE_SUFFIX = re.compile(r"\s*\(((?:[a-z]+-)+[a-z]+)\)\s*$", re.ASCII)
+"""The clause id a policy refusal written for the model ends with: ``"<why> (cancel-pending-only)"``."""
+_CALLER_CLAUSES: dict[str, str] = {
+    Rule.ONE_CUSTOMER.value: "the order, and any payment method the request names, must belong to the "
+    "order's owner.",
+    Rule.CHECK_STATUS.value: "the order could not be read in full from the order system.",
+}
+"""A ``POST /refunds`` caller's sentence of a clause whose own refusal sentence speaks to a chat
+user ("the account you identified yourself with"); any other clause's is its own."""
+POLICY_REFUSED = "the refund policy does not allow it."
+"""A caller's sentence of a clause without a refusal sentence."""
+
+
+def refund_refused(reason: str) -> str:
+    """The ``reason`` a ``POST /refunds`` caller reads of a refund refused for ``reason`` (the
+    workflow's text: a policy refusal written for the model, ``"<why, with ids and hints for
+    the model> (<clause id>)"``; or a sentence already worded for callers: a supervisor's
+    rejection, an expired approval, the order system's own refusal such as "order not found").
+    A policy refusal becomes its clause's sentence ("Not allowed: only pending orders can be
+    cancelled, ... Nothing was changed."), never the clause id or the model's text; any other
+    reason is returned as it is, without an ``"Error: "`` prefix."""
+    text = reason.removeprefix("Error: ").strip()
+    clause = CLAUSE_SUFFIX.search(text)
+    if clause is None:
+        return text
+    rule = clause.group(1)
+    sentence = _CALLER_CLAUSES.get(rule) or CLAUSE_REFUSALS.get(rule) or POLICY_REFUSED
+    return f"Not allowed: {sentence} Nothing was changed."

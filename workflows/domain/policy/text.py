@@ -64,7 +64,8 @@ CLAUSES: dict[str, Clause] = {
         "business days. An order whose payment was changed (more than one payment transaction) goes "
         "to a human agent instead.",
         refusal="only pending orders can be cancelled, and the reason must be that it is no "
-        "longer needed or was ordered by mistake."),
+        "longer needed or was ordered by mistake; an order whose payment was changed goes to a human "
+        "agent instead."),
     "modify-pending-only": Clause(
         "Only a pending order can be modified: its shipping address, its payment "
         "method, or its item options; nothing else.",
