@@ -10,6 +10,7 @@ server's, in URL-safe base64.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import hashlib
@@ -101,6 +102,7 @@ class ListingCalls(ClientCore):
         parts = ['WorkflowType = "SupportWorkflow"', *self._filters(customer_id, order_id, status, step), *scope,
                  CURRENT_RUNS]
         executions, token = await self._page(" AND ".join(parts), limit, next_page_token)
+        executions = await self._latest_runs(executions)
         return Page(items=[ConversationItem(conversation_id=e.id.removeprefix(SUPPORT_PREFIX), **_common(e))
                            for e in executions], next_page_token=token)
 
@@ -119,6 +121,7 @@ class ListingCalls(ClientCore):
         parts = ['WorkflowType = "RefundWorkflow"', *self._filters(customer_id, order_id, status, step), *awaiting,
                  *scope, CURRENT_RUNS]
         executions, token = await self._page(" AND ".join(parts), limit, next_page_token)
+        executions = await self._latest_runs(executions)
         return Page(items=[_refund_item(e) for e in executions], next_page_token=token)
 
     async def list_pending_approvals(self, *, limit: int = 20, next_page_token: Optional[str] = None,
@@ -135,6 +138,47 @@ class ListingCalls(ClientCore):
                 items.append(ApprovalItem(approval_id=approval_id, process="conversation" if conversation else "refund",
                                           process_id=e.id.removeprefix(SUPPORT_PREFIX) if conversation else e.id))
         return Page(items=items, next_page_token=token)
+
+    async def _latest_runs(self, executions: list[WorkflowExecution]) -> list[WorkflowExecution]:
+        """``executions`` without the runs a later run of the same workflow id replaced (a reset
+        closes the run it resets, terminated or as it ended, and starts a new one with the same id
+        and the same search attributes up to the reset point: both matched the list's filters), so
+        each conversation or refund is listed once, by its latest run, on any page.
+
+        A running run is always its id's latest (Temporal keeps at most one open). A closed one is
+        asked about only when visibility counts another run of its id that did not continue as
+        new (one count RPC per page holding closed runs; a describe each, only then). Raises
+        ``ConversationError`` ``unavailable``."""
+        closed = list(dict.fromkeys(e.id for e in executions if e.status != WorkflowExecutionStatus.RUNNING))
+        if not closed:
+            return executions
+        quotable = [workflow_id for workflow_id in closed if WORKFLOW_ID_PATTERN.fullmatch(workflow_id)]
+        if len(quotable) == len(closed):  # ids from the server: quoted only when nothing can escape the quotes
+            ids = ", ".join(f'"{workflow_id}"' for workflow_id in quotable)
+            try:
+                counted = await self.read(lambda: self._client.count_workflows(
+                    f"WorkflowId IN ({ids}) AND {CURRENT_RUNS}", rpc_timeout=self.rpc_timeout))
+            except RPCError as err:
+                raise unreachable() from err
+            if counted.count <= len(closed):
+                return executions  # no closed run here has a later one
+        at_once = asyncio.Semaphore(DESCRIBES_AT_ONCE)
+        latest = dict(zip(closed, await asyncio.gather(*(self._latest_run_id(i, at_once) for i in closed))))
+        return [e for e in executions
+                if e.status == WorkflowExecutionStatus.RUNNING or latest[e.id] in (None, e.run_id)]
+
+    async def _latest_run_id(self, workflow_id: str, at_once: asyncio.Semaphore) -> Optional[str]:
+        """The run id of ``workflow_id``'s latest run (one describe, within ``at_once``); None
+        when Temporal no longer has it."""
+        handle = self._client.get_workflow_handle(workflow_id)
+        async with at_once:
+            try:
+                description = await self.read(lambda: handle.describe(rpc_timeout=self.rpc_timeout))
+            except RPCError as err:
+                if err.status is RPCStatusCode.NOT_FOUND:
+                    return None
+                raise unreachable() from err
+        return description.run_id
 
     def _stuck_query(self) -> str:
         """The stuck runs of this client's task queue (``starter.client.run_status.STUCK_CLAUSE``)."""
@@ -218,7 +262,12 @@ class ListingCalls(ClientCore):
 
 CURRENT_RUNS = 'ExecutionStatus != "ContinuedAsNew"'
 """A conversation or refund is listed by its current run: the runs it continued as new from
-(each still saying "active") are not listed again."""
+(each still saying "active") are not listed again; the runs a reset replaced are left out after
+the page is read (``ListingCalls._latest_runs``: visibility does not say which run is current)."""
+WORKFLOW_ID_PATTERN = re.compile(r"^[A-Za-z0-9#._:@~=+-]{1,1000}$", re.ASCII)
+"""A workflow id that can go between double quotes in a visibility query as it is."""
+DESCRIBES_AT_ONCE = 8
+"""The most describes one list page asks for at a time (``ListingCalls._latest_runs``)."""
 LIVE_STATUSES = frozenset({"active", "running", "awaiting_approval"})
 """``Status`` words of a process still going on: true only of a run that is running."""
 
