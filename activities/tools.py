@@ -36,6 +36,7 @@ from workflows.domain.contracts import (
     WriteToolRequest,
 )
 from workflows.domain.errors import ErrorType
+from workflows.failures import FAILED_SYSTEM, PAYMENTS_AFTER_ORDER
 from workflows.domain.state import ConversationState, Customer
 
 T = TypeVar("T")
@@ -106,11 +107,14 @@ class ToolActivities(ToolActivitiesApi):
                         movements)
         except ApplicationError as err:
             if err.type not in (ErrorType.INVALID_DATA.value, ErrorType.IDEMPOTENCY_KEY_CONFLICT.value):
-                raise
+                raise _payments_failure(err.message, err.type or "", err.non_retryable) from err
             # the order's write has committed: a refusal of its money is not "nothing was written"
             # (said of InvalidData, a refused change); a human must move the money or undo the write
-            raise _fatal(ErrorType.OUTCOME_UNKNOWN, "the order was changed but the payments system refused its "
-                         f"money movement ({err.type}): the money has not moved") from err
+            raise _payments_failure("the order was changed but the payments system refused its money movement "
+                                    f"({err.type}): the money has not moved", ErrorType.OUTCOME_UNKNOWN.value,
+                                    True) from err
+        except Exception as err:  # noqa: BLE001 - unreachable, no answer: retried like any failure, then named
+            raise _payments_failure(str(err), type(err).__name__, False) from err
 
     @activity.defn
     async def find_recorded_write(self, req: WriteToolRequest) -> Optional[ToolResult]:
@@ -236,6 +240,16 @@ async def _call(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
 
 def _fatal(error_type: ErrorType, message: str) -> ApplicationError:
     return ApplicationError(message, type=error_type.value, non_retryable=True)
+
+
+def _payments_failure(message: str, error_type: str, non_retryable: bool) -> ApplicationError:
+    """A failure of the payments call after the order's write committed, as the activity's
+    failure: its type and retryability kept, the payments system named in its details
+    (``workflows.failures.failed_in``), so the reason the workflow words names the payments
+    system, not the order system whose write applied."""
+    said = message if message.startswith("payments") else f"payments: {message}"
+    return ApplicationError(said, {FAILED_SYSTEM: PAYMENTS_AFTER_ORDER}, type=error_type,
+                            non_retryable=non_retryable)
 
 
 def status_guard(tool: str, args: dict[str, Any]) -> Optional[Guard]:

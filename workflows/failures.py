@@ -15,6 +15,7 @@ out, for the worker's log. Pure: imported inside the workflow sandbox.
 from __future__ import annotations
 
 import re
+from typing import Optional
 
 from temporalio.exceptions import ApplicationError
 from temporalio.exceptions import TimeoutError as TemporalTimeout
@@ -23,7 +24,16 @@ from workflows.domain.errors import ErrorType
 
 ORDER_SYSTEM = "the order system"
 TICKET_SYSTEM = "the ticketing system"
+PAYMENTS_SYSTEM = "the payments system"
 MODEL = "the model"
+
+FAILED_SYSTEM = "failed_system"
+"""The key of an ``ApplicationError``'s details that names which system failed when an activity
+calls more than one (``failed_in``): a write's activity changes the order, then moves its
+money through the payments service."""
+PAYMENTS_AFTER_ORDER = "payments-after-order"
+"""``FAILED_SYSTEM``'s value of a payments failure after the order's write had committed."""
+_AFTER: dict[str, str] = {PAYMENTS_AFTER_ORDER: "the order was changed, but " + PAYMENTS_SYSTEM}
 
 _REFUSED: dict[str, str] = {
     ErrorType.UNKNOWN_TOOL.value: "{system} refused the change: it does not offer this operation",
@@ -58,6 +68,17 @@ def application_cause(err: BaseException) -> BaseException:
     return err
 
 
+def failed_in(cause: BaseException) -> Optional[str]:
+    """The ``FAILED_SYSTEM`` named in the details of ``cause`` (an ``ApplicationError`` our
+    activity raised), or None."""
+    if not isinstance(cause, ApplicationError):
+        return None
+    for detail in cause.details or ():
+        if isinstance(detail, dict) and isinstance(detail.get(FAILED_SYSTEM), str):
+            return detail[FAILED_SYSTEM]
+    return None
+
+
 def _scrub(text: str) -> str:
     """``text`` up to a quoted SQL statement, its parameters or a driver's ``DETAIL`` /
     ``LINE``, with emails as ``<email>``, on one line, at most 300 characters."""
@@ -79,8 +100,12 @@ def public_reason(err: BaseException, system: str = ORDER_SYSTEM) -> str:
     state, the model and operators' views: from its kind, never from its message. A model
     answer that did not validate keeps the (redacted) summary of what was wrong with it,
     which our own activity wrote (the stop reason, or the schema's complaint: field paths and
-    rules, no values), so the model can correct it."""
+    rules, no values), so the model can correct it. A failure our activity names as another
+    system's (``failed_in``: the payments service after the order's write committed) names
+    that system instead of ``system``: "the order was changed, but the payments system could
+    not be reached"."""
     cause = application_cause(err)
+    system = _AFTER.get(failed_in(cause) or "", system)
     if isinstance(cause, ApplicationError):
         if cause.type == ErrorType.MALFORMED_MODEL_OUTPUT.value:
             return f"{_MALFORMED_PREFIX} ({_scrub(cause.message)})"
