@@ -17,8 +17,10 @@ whose rejection, expiry or cancel would tell the user it was not made. Likewise 
 ticketing system is asked for the write's approval-expiry ticket before it is parked
 (``handed_over``): a write whose approval expired in an earlier run is a human agent's, and a
 reset that re-executes its yes never parks it for a supervisor who could approve it beside
-them. (A reset to after the yes keeps the approval's ``expires_at`` in the state, so it
-expires again at once and cannot be approved.) Such a reset also puts an approval that was
+them. That look-up fails closed: when the ticketing system cannot answer (after its bounded
+retries), the write is neither parked nor run, and the user is told it could not be checked.
+(A reset to after the yes keeps the approval's ``expires_at`` in the state, so it expires again
+at once and cannot be approved.) Such a reset also puts an approval that was
 decided after it back to pending, though the write may have applied in the first run: before
 a rejected or expired approval tells the user nothing was changed, the ledger is asked by the
 write's key (``settle_approvals``).
@@ -36,6 +38,7 @@ from workflows.domain import keys, replies
 from workflows.domain import transitions as tr
 from workflows.domain.policy.approvals import (
     HANDED_TO_HUMAN,
+    TICKET_LOOKUP_PATCH,
     Approval,
     ApprovalPolicy,
     ApprovalStatus,
@@ -62,6 +65,9 @@ RAN_EARLIER = "the write had already run in an earlier run of this conversation 
 settled, finds its write applied."""
 HANDED_OVER = f"the approval expired undecided in an earlier run; {HANDED_TO_HUMAN}"
 """The step's error when ``handed_over`` finds the write already with a human agent."""
+UNCHECKED = ("the ticketing system could not be asked whether a human agent already has this write; it was "
+             "neither parked for a supervisor nor run")
+"""The step's error when ``handed_over`` could not ask (the ticketing system down past its retries)."""
 
 
 def needs_approval(state: ConversationState, confirmed: PendingConfirmation, policy: ApprovalPolicy) -> bool:
@@ -92,7 +98,8 @@ async def _recorded(state: ConversationState, confirmed: PendingConfirmation, wh
     return await recorded_under(request, f"ask the ledger for {call.name} {when}")
 
 
-async def handed_over(state: ConversationState, confirmed: PendingConfirmation, policy: ApprovalPolicy) -> bool:
+async def handed_over(state: ConversationState, confirmed: PendingConfirmation,
+                      policy: ApprovalPolicy) -> Optional[bool]:
     """True when an earlier run of this conversation handed ``confirmed`` to a human agent:
     the ticketing system holds its approval-expiry ticket (``keys.approval_expiry_ticket_key``).
     A reset restarts an approval's timer, so without this the re-executed yes parks the write
@@ -100,8 +107,10 @@ async def handed_over(state: ConversationState, confirmed: PendingConfirmation, 
     failed with ``HANDED_OVER``: the caller tells the user ``replies.already_handed_over`` and
     runs nothing.
 
-    Asks only for writes that need approval; a failed look-up returns False (the write waits
-    for, or runs after, the supervisor's decision)."""
+    Asks only for writes that need approval (False for others). None when the ticketing system
+    could not be asked (its retries, ``READ_RETRY``, ran out): it fails closed, since "no
+    ticket" is not known; the write has failed with ``UNCHECKED`` and the caller tells the user
+    ``replies.hand_off_unchecked`` and neither parks nor runs it."""
     if not needs_approval(state, confirmed, policy):
         return False
     ticket = keys.approval_expiry_ticket_key(keys.idempotency_key(confirmed.call, confirmed.operation_id))
@@ -113,7 +122,10 @@ async def handed_over(state: ConversationState, confirmed: PendingConfirmation, 
         )
     except ActivityError as err:
         workflow.logger.warning("ticket lookup before approval failed: %s", type(err.cause).__name__)
-        return False
+        if not workflow.patched(TICKET_LOOKUP_PATCH):
+            return False
+        tr.fail_write(state, confirmed, Rule.TOOL_ERROR.value, UNCHECKED)
+        return None
     if found:
         tr.fail_write(state, confirmed, Rule.APPROVAL_EXPIRED.value, HANDED_OVER)
     return found
@@ -125,12 +137,16 @@ async def request_supervisor(state: ConversationState, confirmed: PendingConfirm
     one (``request_approval``) and return what the user is told. Unless an earlier run settled
     it (a reset re-executed this yes): the ledger's result is recorded as its outcome and None
     returned (the model is asked what to say), or, when it is with a human agent already
-    (``handed_over``), the user is told so."""
+    (``handed_over``), the user is told so; when the ticketing system could not say whether it
+    is, nothing is parked or run and the user is told that (``replies.hand_off_unchecked``)."""
     recorded = await recorded_before_approval(state, confirmed, policy)
     if recorded is not None:  # the write ran, approved, in the first run
         record_recorded(state, confirmed, recorded)
         return None
-    if await handed_over(state, confirmed, policy):  # its approval expired in a run before
+    handed = await handed_over(state, confirmed, policy)
+    if handed is None:  # the ticketing system could not say: fails closed
+        return replies.hand_off_unchecked(confirmed.detail)
+    if handed:  # its approval expired in a run before
         return replies.already_handed_over(confirmed.detail)
     request_approval(state, confirmed, policy, workflow_id, now)
     return replies.awaiting_approval(confirmed.detail)

@@ -155,6 +155,15 @@ def already_handed_over(detail: str) -> str:
             f"changed yet. {_was(detail)}")
 
 
+def hand_off_unchecked(detail: str) -> str:
+    """What the user is told when ``detail`` needs a supervisor and whether a human agent already
+    has that order could not be checked (the ticketing system did not answer): nothing is parked
+    or run, and, with no ticket possible, no human is promised."""
+    return ("I could not check whether a colleague is already handling this order, so I have not made this "
+            "change or passed it on for approval; nothing has been changed. Please ask again in a little while. "
+            f"{_was(detail)}")
+
+
 def _writes_told(done: "list[str]", not_done: "list[str]") -> "list[str]":
     """What this turn's confirmed writes did, in sentences: ``done`` and ``not_done`` are their
     details (the system's reasons stay in the state)."""

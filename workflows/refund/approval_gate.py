@@ -3,6 +3,10 @@ a write that needs a supervisor (``workflows.domain.policy.approvals.required_ap
 pending ``Approval``, shows it in the ``PendingApproval`` search attribute and waits for
 the ``decide_approval`` update or a durable timer (``ApprovalPolicy.timeout_seconds``).
 
+Before it is parked, the ticketing system is asked for the write's approval-expiry ticket (a
+reset re-ran a refund whose approval had expired to a human): held → refused, the human agent
+has it; the ticketing system cannot answer → refused too (fails closed: "no ticket" is not known).
+
 Approve → the write runs. Reject → the refund is refused "rejected by <approver>".
 Expiry → a human ticket is opened (key ``approval-expired:<write key>``, once; when it cannot
 be, the reason says so: ``refund-expiry-without-ticket``) and the
@@ -23,6 +27,7 @@ from workflows.domain import keys
 from workflows.domain.actions import read_of
 from workflows.activity_api import ToolActivitiesApi
 from workflows.domain.policy.approvals import (
+    TICKET_LOOKUP_PATCH,
     Approval,
     ApprovalDecision,
     ApprovalStatus,
@@ -37,7 +42,7 @@ from workflows.domain.policy.approvals import (
 from workflows.domain.catalogue import spec_of
 from workflows.domain.catalogue.amounts import money
 from workflows.domain.catalogue.folds import order_fact
-from workflows.domain.contracts import ReadToolRequest, TicketRequest, ToolResult
+from workflows.domain.contracts import ReadToolRequest, TicketLookup, TicketRequest, ToolResult
 from workflows.failures import log_detail
 from workflows.options import HEARTBEAT_TIMEOUT, PENDING_APPROVAL, READ_RETRY, READ_TIMEOUT
 from workflows.domain.records import OrderFact
@@ -47,6 +52,28 @@ if TYPE_CHECKING:
 
 NO_TICKET = "no human-agent ticket could be opened, so nothing has been changed and no one has it"
 """The end of the refusal reason of an expiry whose ticket could not be opened."""
+UNCHECKED_REASON = ("whether a human agent already has this order could not be checked (the ticketing system "
+                    "did not answer), so no approval was requested and nothing has been changed; send the "
+                    "request again later with a new request_id")
+"""The refusal when the look-up of the write's approval-expiry ticket failed: it fails closed."""
+HANDED_OVER_REASON = ("this change's approval expired undecided in an earlier run and it was handed to a human "
+                      "agent, who will follow up; nothing has been changed here")
+"""The refusal when the ticketing system holds the write's approval-expiry ticket (a reset re-ran the
+refund): the write is the human agent's, never parked for a supervisor beside them."""
+
+
+async def _expiry_ticket_held(inp: RefundInput, write_key: str) -> Optional[bool]:
+    """Whether the ticketing system holds the approval-expiry ticket of write ``write_key``
+    (``find_ticket``, retried by ``READ_RETRY``); None when it could not be asked."""
+    try:
+        return await workflow.execute_activity_method(
+            ToolActivitiesApi.find_ticket,
+            TicketLookup(store=inp.store, ticket_key=keys.approval_expiry_ticket_key(write_key)),
+            heartbeat_timeout=HEARTBEAT_TIMEOUT, start_to_close_timeout=READ_TIMEOUT, retry_policy=READ_RETRY,
+            summary="ask the ticketing system whether a human agent already has this write")
+    except ActivityError as err:
+        workflow.logger.warning("ticket look-up before approval failed: %s", log_detail(err))
+        return None
 
 
 class ApprovalGate:
@@ -85,6 +112,10 @@ class ApprovalGate:
         if needed is None:
             return None, None
         amount, reasons = needed
+        if workflow.patched(TICKET_LOOKUP_PATCH):
+            held = await _expiry_ticket_held(inp, write_key)
+            if held is not False:  # a human agent has it, or the ticketing system could not say
+                return None, HANDED_OVER_REASON if held else UNCHECKED_REASON
         approval = open_approval(workflow.info().workflow_id, inp.operation_id, inp.call, order, amount, reasons,
                                  workflow.now(), inp.approvals)
         self.approvals.append(approval)

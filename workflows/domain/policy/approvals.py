@@ -59,6 +59,11 @@ MAX_APPROVAL_ID = 1100
 HANDED_TO_HUMAN = "handed to a human agent"
 """How the step of a write whose approval expired and whose ticket opened ends its error: a
 human agent has that order's change (``policy.handed_over_refusal``)."""
+TICKET_LOOKUP_PATCH = "ticket-lookup-fails-closed"
+"""``workflow.patched`` id of the look-up of a write's approval-expiry ticket before it is parked
+for a supervisor, failing closed (``workflows.conversation.approvals.handed_over``,
+``workflows.refund.approval_gate``): runs of 1.0.0 replay a conversation's failed look-up as "no
+ticket" and park the write, and a refund's gate without the look-up (docs/releasing.md)."""
 
 
 class ApprovalStatus(str, Enum):
