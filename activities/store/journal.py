@@ -53,6 +53,13 @@ class JournalStore:
         self._schema_ready = True
         return self.engine
 
+    def ready(self) -> Engine:
+        """The journal's engine, its schema brought to the newest first (once; a failed attempt
+        is tried again by the next call): the worker asks at start, to say at once when the
+        database cannot be used. Raises ``sqlalchemy.exc.SQLAlchemyError`` (or Alembic's
+        ``CommandError``) when the database fails."""
+        return self._ready()
+
     def close(self) -> None:
         """Release the connection pool."""
         self.engine.dispose()

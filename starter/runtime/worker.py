@@ -202,6 +202,35 @@ def _storage_refused(err: Exception, settings: Settings) -> BaseException:
     return err if problem is None else StartupRefused(problem)
 
 
+JOURNAL_CHECK_SECONDS = 15.0
+"""How long the start waits for the journal's database (its own connect timeout is 5 s)."""
+WITHOUT_JOURNAL = ("the worker goes on without it: conversations run, but no decision log or transcript is written, "
+                   "tenants' daily token budgets are not enforced and external calls go without their dispatch log "
+                   "until it answers")
+
+
+async def check_journal(journal: JournalStore, seconds: float = JOURNAL_CHECK_SECONDS) -> Optional[str]:
+    """Bring the journal's schema up at start (``JournalStore.ready``) and, when its database
+    cannot be used, log one warning line naming it (its URL without the password, never the
+    driver's text or a traceback) and return it; None when it answered. The worker goes on
+    either way: the journal is an audit record, and conversations never wait for it
+    (docs/concepts.md, "Decision log and transcript")."""
+    from starter.runtime.problems import storage_problem
+
+    try:
+        await asyncio.wait_for(asyncio.to_thread(journal.ready), seconds)
+        return None
+    except asyncio.TimeoutError:
+        problem = None
+        said = f"did not answer within {seconds:g} s"
+    except Exception as err:  # noqa: BLE001 - any failure of an optional store is warned of, not raised
+        problem, said = storage_problem(err, ""), "could not be used"
+    where = f"the journal database {journal.engine.url.render_as_string(hide_password=True)}"
+    warning = f"{where} {(problem or said).strip()}; {WITHOUT_JOURNAL}"
+    log.warning("%s", warning)
+    return warning
+
+
 def configured_services(settings: Settings) -> str:
     """The services fingerprint of ``settings``' payments, email and ticketing URLs, which
     every worker of a task queue must share (``starter.runtime.preflight.check_task_queue``)."""
@@ -216,9 +245,11 @@ async def run_worker(settings: Optional[Settings] = None, tools: Optional[ToolAc
     settings = settings or Settings()
     client = await connect(settings)
     await preflight(client, settings)
+    journal = JournalStore(settings.resolved_journal_url())
+    await check_journal(journal)
     try:
         model = model or build_model_activities(settings)
-        worker = build_worker(client, settings, tools=tools, model=model)
+        worker = build_worker(client, settings, tools=tools, model=model, journal=journal)
     except Exception as err:  # noqa: BLE001 - only storage failures are translated; the rest re-raised
         # an unreachable or damaged system of record ended the worker with a page of
         # SQLAlchemy traceback (psycopg's "connection failed") instead of what to fix
