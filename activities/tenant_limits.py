@@ -13,7 +13,7 @@ from temporalio import activity
 
 from activities.store.limits import TenantLedger
 from workflows.activity_api import TenantActivitiesApi
-from workflows.domain.limits import AllowanceRequest, TenantAllowance
+from workflows.domain.contracts import AllowanceRequest, TenantAllowance
 
 
 class TenantActivities(TenantActivitiesApi):

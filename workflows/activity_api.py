@@ -28,7 +28,7 @@ from workflows.domain.contracts import (
     WriteToolRequest,
 )
 from workflows.domain.journal import TurnRecord
-from workflows.domain.limits import AllowanceRequest, TenantAllowance
+from workflows.domain.contracts import AllowanceRequest, TenantAllowance
 
 
 class ToolActivitiesApi:

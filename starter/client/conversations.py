@@ -33,7 +33,7 @@ from starter.client.answered import recorded_or_refused
 from starter.client.approvals import ApprovalCalls
 from starter.client.core import Deadlines
 from starter.client.errors import ConversationError, message_outcome_unknown
-from starter.client.fairness import tenant_priority
+from starter.client.tenancy import tenant_priority
 from starter.client.listing import ListingCalls
 from starter.client.refunds import RefundCalls
 from starter.client.refusals import (built as _built, check_ids as _check_ids, check_new_conversation_id,

@@ -21,7 +21,7 @@ from temporalio.common import (
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
-from starter.client.fairness import tenant_priority
+from starter.client.tenancy import tenant_priority
 from starter.client.core import ClientCore
 from starter.client.errors import ConversationError, unreachable
 from starter.client.listing import SUPPORT_PREFIX

@@ -13,10 +13,10 @@
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple, Optional
+from typing import Any, NamedTuple, Optional, Sequence
 
 from pydantic import BaseModel
-from temporalio.common import SearchAttributePair
+from temporalio.common import Priority, SearchAttributePair
 from temporalio.service import RPCError, RPCStatusCode
 
 from starter.client.core import ClientCore
@@ -97,3 +97,14 @@ async def visible(client: ClientCore, tenancy: Tenancy, workflow_id: str, tenant
     if owner.tenant != tenant or (customer is not None and owner.customer != customer):
         raise missing
     return owner
+
+
+def tenant_priority(search_attributes: Sequence[SearchAttributePair]) -> Priority:
+    """The start option (``priority=``) of a run whose search attributes are ``search_attributes``:
+    its ``Tenant`` as its Temporal fairness key, which its workflow tasks, activities and refund
+    children inherit, so a task queue's backlog is handed out round-robin across tenants (with
+    ``matching.enableFairness`` on in the server; docs/production.md, "Fairness between
+    tenants"); a run without one (CLI, τ-bench) keeps the default key."""
+    tenant = next((pair.value for pair in search_attributes if pair.key.name == TENANT.name), None)
+    return Priority(fairness_key=tenant) if tenant else Priority.default
+

@@ -63,7 +63,7 @@ def reachable(address: str, timeout_seconds: float = 0.5) -> bool:
 DYNAMIC_CONFIG = {"system.enableActivityEagerExecution": "true",
                   "system.forceSearchAttributesCacheRefreshOnRead": "false",
                   TRIGGER_SETTING: str(TRIGGER_PROBLEMS),
-                  "matching.enableFairness": "true"}  # tenants' fairness keys (starter.client.fairness)
+                  "matching.enableFairness": "true"}  # tenants' fairness keys (starter.client.tenancy.tenant_priority)
 """Dynamic config of the embedded server (the tests' servers take it too).
 
 The server sets the ``TemporalReportedProblems`` search attribute on a run at the

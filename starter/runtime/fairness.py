@@ -1,6 +1,6 @@
 """Each tenant's share of a task queue's activity dispatch, set by a worker at start
 (``Settings.tenant_activities_per_second``; the tenants are the runs' fairness keys,
-``starter.client.fairness``)."""
+``starter.client.tenancy.tenant_priority``)."""
 
 from __future__ import annotations
 

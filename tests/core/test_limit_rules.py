@@ -17,8 +17,8 @@ from starter.api.auth import LOCAL_ACTOR, Principal
 from starter.api.guard import refusal_headers
 from starter.api.limits import ApiLimits, RateLimited
 from starter.client.errors import ConversationError, status_for
-from starter.client.fairness import tenant_priority
-from workflows.domain.limits import TenantAllowance
+from starter.client.tenancy import tenant_priority
+from workflows.domain.contracts import TenantAllowance
 from workflows.options import CUSTOMER_ID, TENANT
 
 

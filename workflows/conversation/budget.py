@@ -37,7 +37,7 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError, FailureError
 
 from workflows.activity_api import TenantActivitiesApi
-from workflows.domain.limits import AllowanceRequest, TenantAllowance
+from workflows.domain.contracts import AllowanceRequest, TenantAllowance
 from workflows.options import TENANT
 
 from workflows.domain import keys, replies

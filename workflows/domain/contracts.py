@@ -308,3 +308,26 @@ from workflows.domain.state import ConversationState  # noqa: E402  (after the m
 
 SupportInput.model_rebuild()
 SupportOutcome.model_rebuild()
+
+
+# --- the tenant's daily token budget (``TenantActivitiesApi.tenant_allowance``, workflows.conversation.budget) ---
+
+class AllowanceRequest(BaseModel):
+    """Input of ``tenant_allowance``: the conversation and its ``Tenant`` search attribute
+    (None: the default tenant, which the worker's settings name)."""
+
+    conversation_id: str = Field(max_length=1000)
+    tenant: Optional[str] = Field(default=None, max_length=64)
+
+
+class TenantAllowance(BaseModel):
+    """The tenant's daily token budget and what its conversations used of it today (UTC):
+    ``daily_tokens`` None is no cap (``used_today`` is then not counted: 0)."""
+
+    tenant: str = Field(max_length=64)
+    daily_tokens: Optional[int] = Field(default=None, ge=1)
+    used_today: int = Field(default=0, ge=0)
+
+    def spent(self, more: int = 0) -> bool:
+        """True when the cap is reached, counting ``more`` tokens used since it was asked."""
+        return self.daily_tokens is not None and self.used_today + more >= self.daily_tokens
