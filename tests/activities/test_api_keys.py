@@ -95,3 +95,29 @@ def test_the_server_secret_is_made_once_0600_and_the_setting_wins(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["api-key.secret"]  # no temporary file left behind
     assert Settings(data_dir=tmp_path, api_key_secret="from-env").api_key_hmac_secret() == "from-env"
     assert os.stat(path).st_size > 0
+
+
+def test_a_key_keeps_its_own_request_rate_and_a_key_made_before_rates_has_the_default(url):
+    from activities.store import migrate
+    from activities.store.tables import make_engine
+
+    engine = make_engine(url)
+    migrate.upgrade(engine, "0003")  # the database as the release before per-key rates left it
+    with engine.begin() as conn:
+        conn.execute(sa.text("INSERT INTO api_keys (key_id, digest, tenant, role, label, created_at) VALUES "
+                             "('0123456789ab', :d, 'acme', 'service', '', CURRENT_TIMESTAMP)"),
+                     {"d": hmac.new(SECRET.encode(), f"0123456789ab:{'A' * 43}".encode(), hashlib.sha256).hexdigest()})
+    migrate._done.discard(url)
+    store = KeyStore(url, SECRET)
+    try:
+        old = store.verify("sk_0123456789ab_" + "A" * 43)
+        assert old is not None and old.requests_per_minute is None  # the API's default applies
+        record, key = store.create("acme", Role.SERVICE, requests_per_minute=120)
+        assert record.requests_per_minute == 120 and store.verify(key).requests_per_minute == 120
+        for bad in (0, -5, 1_000_001):
+            with pytest.raises(ValueError, match="requests a minute"):
+                store.create("acme", Role.SERVICE, requests_per_minute=bad)
+        assert len(store.keys()) == 2
+    finally:
+        store.close()
+        engine.dispose()

@@ -319,3 +319,13 @@ def test_a_customer_scope_that_is_no_customer_id_is_refused_and_nothing_is_creat
     assert "API keys (0)" in _cli(tmp_path, "keys", "list").stdout
     made = _cli(tmp_path, "keys", "create", "--tenant", "t1", "--role", "service", "--customer", "raj_sanchez_2970")
     assert made.returncode == 0, made.stderr
+
+
+def test_a_key_is_created_with_its_own_request_rate(env):
+    created = _run(env, "keys", "create", "--tenant", "acme", "--role", "service", "--requests-per-minute", "120")
+    assert created.exit_code == 0, created.stderr
+    key_id = created.stdout.strip()[3:15]
+    row = next(line for line in _run(env, "keys", "list").stdout.splitlines() if key_id in line)
+    assert "120" in row
+    refused = _run(env, "keys", "create", "--tenant", "acme", "--role", "service", "--requests-per-minute", "0")
+    assert refused.exit_code == 2 and refused.stdout == "" and "Traceback" not in refused.stderr
