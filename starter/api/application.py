@@ -13,11 +13,13 @@ Routes (bodies: ``starter.api.models``; refunds and approvals: ``starter.api.pro
     GET  /conversations?customer_id=&order_id=&status=&step=&limit=&next_page_token=  -> 200 {items, next_page_token}
     GET  /conversations/{id}/transcript[?format=text]                                 -> 200 Transcript / text; 404
     POST /refunds  GET /refunds/{refund_id}  GET /refunds?order_id=  POST /approvals/{id}  GET /approvals?status=pending
+    GET  /usage  (``starter.api.limits``: the caller's tenant's use and limits)        -> 200 TenantUsage
     GET  /healthz                                                                     -> 200 / 503
 
 Every route but ``/healthz`` and the OpenAPI pages needs an API key when keys are configured
 (``starter.api.auth``: 401 without a valid one, 403 when its role may not, 404 for another
-tenant's process, as if it did not exist); reads of personal data are audited (``activities.store.audit``).
+tenant's process, as if it did not exist; 429 past the key's request rate or the tenant's
+open conversations, ``starter.api.limits``); reads of personal data are audited (``activities.store.audit``).
 
 Every refusal is ``{"detail": "<reason>"}``, never exception names or gRPC text, with a
 ``Refusal-Kind`` header naming its kind (``starter.api.refusal_kind``); each route's
