@@ -181,7 +181,8 @@ class Authenticate:
     """ASGI middleware: ``Authenticate(app, ensure_access)``. Every HTTP request outside
     ``OPEN_PATHS`` is authenticated before routing, body parsing or any Temporal call, so
     every route (also one added later) needs a key; a refusal is 401 ``{"detail"}`` with
-    ``WWW-Authenticate: Bearer``. The caller goes to ``guard_dep`` in the request's state."""
+    ``WWW-Authenticate: Bearer``. A key past its request rate is a 429 with ``Retry-After``
+    (``starter.api.limits``). The caller goes to ``guard_dep`` in the request's state."""
 
     def __init__(self, app: Any, ensure_access: Callable[[], Awaitable[Access]]) -> None:
         self.app, self.ensure_access = app, ensure_access
