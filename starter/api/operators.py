@@ -24,7 +24,7 @@ from starter.api.responses import responses_for
 from starter.api.auth import Permission
 from starter.client.conversations import StatekeeperClient
 from workflows.domain.records import OutcomeResolution
-from workflows.domain.user_text import FREE_TEXT_PATTERN, refuse_controls
+from workflows.domain.user_text import ID_TEXT_PATTERN, refuse_controls
 
 router = APIRouter()
 
@@ -35,7 +35,7 @@ class ResolutionIn(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    step_id: Annotated[str, Field(min_length=1, max_length=300, json_schema_extra={"pattern": FREE_TEXT_PATTERN}),
+    step_id: Annotated[str, Field(min_length=1, max_length=300, json_schema_extra={"pattern": ID_TEXT_PATTERN}),
                        refuse_controls("the step id", is_id=True)]  # an id: kept exactly as the state shows it
     outcome: Literal["applied", "not_applied"]
     operator: str = Field(min_length=1, max_length=128, pattern=ID_PATTERN)

@@ -59,6 +59,9 @@ _INVISIBLE = re.compile(f"[{INVISIBLE}]+")
 _ODD_SPACE = re.compile("[\u00a0\u1680\u2000-\u200a\u202f\u205f\u3000]")
 """Spaces other than U+0020 (category Zs): shown as a space, stored as one."""
 
+ID_TEXT_PATTERN = r"^[^\x00-\x1f\x7f-\x9f" + LAYOUT_CONTROLS + "]*$"
+"""JSON-schema ``pattern`` of an id sent as text (``id_problem``: no control character at all)."""
+
 _TEXT_CHAR = r"[^\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f" + LAYOUT_CONTROLS + "]"
 MESSAGE_PATTERN = f"^{_TEXT_CHAR}*[^\\s\\x00-\\x1f\\x7f-\\x9f{LAYOUT_CONTROLS}{INVISIBLE}]{_TEXT_CHAR}*$"
 """JSON-schema ``pattern`` of a user message: free text with at least one visible character."""
