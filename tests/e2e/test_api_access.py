@@ -42,17 +42,12 @@ from starter.api.codec_server import codec_app, local_access
 from starter.cli.app import app as cli
 from starter.runtime.codec import payload_codec
 from starter.runtime.preflight import StartupRefused
+from tests.ports import free_port
 
 
 # --- Whether the API may start, and how ---
 
 BIN = Path(sys.executable).parent
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture
@@ -101,7 +96,7 @@ def _refused_to_start(command: list[str], env: dict[str, str], port: int) -> tup
 
 
 def test_a_non_loopback_bind_without_keys_refuses_to_start(env):
-    port = _free_port()
+    port = free_port()
     code, output = _refused_to_start([str(BIN / "statekeeper"), "api", "--host", "0.0.0.0", "--port", str(port)],
                                      env, port)
     assert code == 2 and "refusing to serve the API on 0.0.0.0 without API keys" in " ".join(output.split())
@@ -127,7 +122,7 @@ def test_a_non_loopback_bind_without_keys_refuses_to_start(env):
 
 
 def test_loopback_without_keys_serves_keyless_and_says_so(env):
-    port = _free_port()
+    port = free_port()
     server = Serving([str(BIN / "statekeeper"), "api", "--host", "127.0.0.1", "--port", str(port)], env, port)
     try:
         server.wait_listening()
@@ -164,7 +159,7 @@ def test_keys_are_created_listed_revoked_and_required_once_they_exist(env, tmp_p
     assert refused.exit_code == 2 and "only a service key" in refused.stderr and refused.stdout == ""
     assert _run(env, "keys", "create", "--tenant", "Bad Tenant!", "--role", "service").exit_code == 2
 
-    port = _free_port()
+    port = free_port()
     server = Serving([str(BIN / "statekeeper"), "api", "--host", "0.0.0.0", "--port", str(port)], env, port)
     try:
         server.wait_listening()

@@ -11,7 +11,6 @@ tests/e2e/test_api_access.py; the role matrix alone tests/core/test_api_rules.py
 from __future__ import annotations
 
 import asyncio
-import socket
 import uuid
 from types import SimpleNamespace
 from typing import AsyncIterator
@@ -35,16 +34,11 @@ from workflows.options import TENANT
 from workflows.refund.workflow import RefundWorkflow
 from workflows.conversation.workflow import SupportWorkflow
 from workflows.domain.pseudonym import customer_pseudonym
+from tests.ports import free_port
 
 OTHER_CUSTOMER = "sofia_rossi_8776"
 BIG_ORDER = "#W5918442"  # sofia_rossi_8776, pending, 1463.70: a refund above the approval threshold
 CANCEL_TEXT = f"Hi, my email is {EMAIL}. Please cancel order {PENDING}, I no longer need it."
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
@@ -71,7 +65,7 @@ async def stack(temporal_env, tmp_path_factory) -> AsyncIterator[SimpleNamespace
     access = access_from_settings(settings, "127.0.0.1")
     assert not access.keyless  # keys exist: every caller needs one, loopback included
     async with build_worker(temporal_env.client, settings, backend):
-        async with api_beside(temporal_env.client, settings, host="127.0.0.1", port=_free_port(),
+        async with api_beside(temporal_env.client, settings, host="127.0.0.1", port=free_port(),
                               access=access) as url:
             async with httpx.AsyncClient(base_url=url, timeout=60.0) as http:
                 yield SimpleNamespace(http=http, backend=backend, temporal=temporal_env.client, settings=settings,

@@ -10,7 +10,6 @@ most) and ``thrifty`` (store ``thrifty-store``, 1 token a day: spent by its firs
 from __future__ import annotations
 
 import asyncio
-import socket
 import time
 import uuid
 from collections import Counter
@@ -31,15 +30,10 @@ from starter.api.server import api_beside
 from tests.faults import SlowReads
 from tests.policy_fixtures import EMAIL
 from workflows.conversation.budget import TENANT_BUDGET_REPLY
+from tests.ports import free_port
 
 BURST_PER_MINUTE = 60
 BUSY_OPEN = 5
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
@@ -68,7 +62,7 @@ async def stack(temporal_env, tmp_path_factory) -> AsyncIterator[SimpleNamespace
     }
     access = access_from_settings(settings, "127.0.0.1")
     async with build_worker(temporal_env.client, settings, backend, tools=tools):
-        async with api_beside(temporal_env.client, settings, host="127.0.0.1", port=_free_port(),
+        async with api_beside(temporal_env.client, settings, host="127.0.0.1", port=free_port(),
                               access=access) as url:
             limits = httpx.Limits(max_connections=250, max_keepalive_connections=250)
             async with httpx.AsyncClient(base_url=url, timeout=120.0, limits=limits) as http:

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -35,6 +34,7 @@ from settings import Settings
 from starter.runtime import worker as worker_module
 from starter.runtime.preflight import StartupRefused
 from workflows.domain.journal import EntryKind, Role, TranscriptRecord, TurnRecord
+from tests.ports import free_port
 
 
 # --- Commands that need no Temporal server ---
@@ -235,17 +235,11 @@ def test_a_worker_names_the_default_sqlite_system_of_record(tmp_path, monkeypatc
 LEAKS = ("Traceback", "tonic", "RuntimeError", "StartupRefused", "TemporalUnreachable", "Error(")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture
 def env(tmp_path: Path) -> dict[str, str]:
     """Its own data directory and codec key; a Temporal address nothing listens on."""
     return {**os.environ, "STATEKEEPER_DATA_DIR": str(tmp_path), "STATEKEEPER_DEV_STATE_FILE": str(tmp_path / "dev.json"),
-            "STATEKEEPER_TEMPORAL_ADDRESS": f"127.0.0.1:{_free_port()}", "NO_COLOR": "1", "COLUMNS": "200"}
+            "STATEKEEPER_TEMPORAL_ADDRESS": f"127.0.0.1:{free_port()}", "NO_COLOR": "1", "COLUMNS": "200"}
 
 
 @pytest.mark.parametrize("command, status", [(["worker"], 2), (["worker-health"], 1)])

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -33,6 +32,7 @@ from workflows.domain.catalogue import REFUND_TOOLS
 from workflows.domain.catalogue.amounts import money
 from workflows.domain.catalogue.folds import order_fact
 from workflows.domain.policy.approvals import ApprovalPolicy, required_approval
+from tests.ports import free_port
 
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -72,12 +72,6 @@ def expected_approvals(tasks) -> int:
     return count
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _task_with_reads_and_outputs() -> dict:
     """A task in the richer τ-bench format: reads, calculate, and expected outputs."""
     data = load_data()
@@ -100,8 +94,8 @@ def test_cli_runs_a_task_file_with_reads_and_outputs_and_writes_the_json_report(
     task = _task_with_reads_and_outputs()
     wrong = dict(task, task_index=8, gt_data_hash="0" * 64, outputs=["a figure nobody said"])
     task_file.write_text(json.dumps([task, wrong]))
-    env = dict(os.environ, STATEKEEPER_TEMPORAL_ADDRESS=f"127.0.0.1:{_free_port()}",
-               STATEKEEPER_UI_PORT=str(_free_port()), STATEKEEPER_DATA_DIR=str(tmp_path / "data"))
+    env = dict(os.environ, STATEKEEPER_TEMPORAL_ADDRESS=f"127.0.0.1:{free_port()}",
+               STATEKEEPER_UI_PORT=str(free_port()), STATEKEEPER_DATA_DIR=str(tmp_path / "data"))
     env.pop("ANTHROPIC_API_KEY", None)
     out = tmp_path / "out.json"
     proc = subprocess.run([sys.executable, "-m", "starter.cli.app", "taubench", "--tasks", str(task_file),

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import socket
 import subprocess
 import sys
 import uuid
@@ -25,21 +24,16 @@ from starter.dev.stack import connect_with_retry, runtime
 from tests.policy_fixtures import EMAIL
 from tests.workflow_harness import NO_APPROVALS
 from workflows.options import CUSTOMER_ID, ORDER_IDS, SEARCH_ATTRIBUTES, STEP
+from tests.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @contextlib.contextmanager
 def _bare_server(tmp_path: Path, *attributes: str) -> Iterator[str]:
     """A real ``temporal server start-dev`` (in memory, no Web UI) with only ``attributes``
     (``Name=Type``) registered, not ours; yields its address."""
-    port = _free_port()
+    port = free_port()
     cmd = [str(temporal_binary()), "server", "start-dev", "--ip", "127.0.0.1", "--port", str(port), "--headless",
            "--log-level", "error"]
     for attribute in attributes:
