@@ -8,6 +8,7 @@ import uuid
 from pathlib import Path
 from typing import Iterator
 
+import pytest
 import sqlalchemy as sa
 
 from tests.conftest import POSTGRES_URL
@@ -32,3 +33,14 @@ def postgres_database() -> Iterator[str]:
 def sqlite_url(tmp_path: Path) -> str:
     """A journal SQLite file under ``tmp_path``."""
     return f"sqlite:///{tmp_path / 'journal.sqlite'}"
+
+
+@pytest.fixture(params=["postgresql", "sqlite"], name="url")
+def either_database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """The fixture ``url``: a fresh database of each kind the journal runs on, one test per kind
+    (import ``either_database`` into a test module to use it)."""
+    if request.param == "sqlite":
+        yield sqlite_url(tmp_path)
+    else:
+        with postgres_database() as made:
+            yield made

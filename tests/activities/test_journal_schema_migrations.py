@@ -22,7 +22,7 @@ from activities.store.migrate import current_revision, head_revision, owned_meta
 from activities.store.journal import JournalStore, ModelCallRecord
 from activities.store.tables import make_engine, metadata as journal_metadata
 from activities.store.audit import AuditLog
-from tests.journal_fixtures import postgres_database, sqlite_url
+from tests.journal_fixtures import either_database, sqlite_url  # noqa: F401 (either_database: the url fixture)
 
 OWNED = {"model_calls", "verdicts", "transcript", "audit_log", "api_keys", "effect_dispatches", "api_key_rates",
          "tenant_conversations"}
@@ -41,15 +41,6 @@ def tables(engine: sa.Engine) -> set[str]:
 def columns(engine: sa.Engine) -> dict[str, list[tuple[str, str, bool]]]:
     inspector = sa.inspect(engine)
     return {t: [(c["name"], str(c["type"]), c["nullable"]) for c in inspector.get_columns(t)] for t in sorted(OWNED)}
-
-
-@pytest.fixture(params=["postgresql", "sqlite"])
-def url(request, tmp_path: Path):
-    if request.param == "sqlite":
-        yield sqlite_url(tmp_path)
-    else:
-        with postgres_database() as made:
-            yield made
 
 
 def test_the_metadata_covers_every_table_statekeeper_owns():

@@ -17,16 +17,7 @@ from activities.store.journal import JournalStore, ModelCallRecord
 from activities.store.limits import RECONCILE_GRACE, KeyRates, TenantLedger, tenant_conversations
 from activities.store.migrate import upgrade
 from activities.store.tables import make_engine
-from tests.journal_fixtures import postgres_database, sqlite_url
-
-
-@pytest.fixture(params=["postgresql", "sqlite"])
-def url(request, tmp_path: Path):
-    if request.param == "sqlite":
-        yield sqlite_url(tmp_path)
-    else:
-        with postgres_database() as made:
-            yield made
+from tests.journal_fixtures import either_database  # noqa: F401 (either_database: the url fixture)
 
 
 @pytest.fixture
