@@ -46,9 +46,11 @@ from workflows.domain.contracts import ReadToolRequest, TicketLookup, TicketRequ
 from workflows.failures import log_detail
 from workflows.options import HEARTBEAT_TIMEOUT, PENDING_APPROVAL, READ_RETRY, READ_TIMEOUT
 from workflows.domain.records import OrderFact
+from workflows.refund.standalone import write_detail
 
 if TYPE_CHECKING:
     from workflows.domain.contracts import RefundInput
+    from workflows.domain.state import ConversationState
 
 NO_TICKET = "no human-agent ticket could be opened, so nothing has been changed and no one has it"
 """The end of the refusal reason of an expiry whose ticket could not be opened."""
@@ -84,6 +86,9 @@ class ApprovalGate:
 
     def __init__(self, enter: Callable[[str, str], None]) -> None:
         self.approvals: list[Approval] = []
+        self.details: dict[str, str] = {}
+        """Approval id -> the sentence the approval is about, as a supervisor reads it
+        (``standalone.write_detail``); in memory, rebuilt on replay from the reads' results."""
         self._enter = enter
 
     def check(self, decision: ApprovalDecision) -> None:
@@ -99,11 +104,12 @@ class ApprovalGate:
         apply_decision(approval, decision, workflow.now())
         return approval
 
-    async def await_approval(self, inp: RefundInput, read: ToolResult,
-                              write_key: str) -> tuple[Optional[Approval], Optional[str]]:
+    async def await_approval(self, inp: RefundInput, read: ToolResult, write_key: str,
+                             facts: Optional[ConversationState]) -> tuple[Optional[Approval], Optional[str]]:
         """``(approval, refusal)``: ``(None, None)`` when no approval is needed or the
         conversation already obtained it (``inp.approved_by``); ``(approval, None)`` when a
-        supervisor approved; ``(approval, reason)`` when rejected or expired."""
+        supervisor approved; ``(approval, reason)`` when rejected or expired. ``facts``: the
+        fresh reads folded into a state, from which the approval's detail is worded."""
         if inp.approved_by is not None:
             return None, None
         order = order_fact(json.loads(read.result))
@@ -119,6 +125,9 @@ class ApprovalGate:
         approval = open_approval(workflow.info().workflow_id, inp.operation_id, inp.call, order, amount, reasons,
                                  workflow.now(), inp.approvals)
         self.approvals.append(approval)
+        detail = write_detail(inp.call, facts)
+        if detail is not None:
+            self.details[approval.approval_id] = detail
         workflow.upsert_search_attributes([PENDING_APPROVAL.value_set(approval.approval_id)])
         self._enter("awaiting_approval",
                     f"Approval `{approval.approval_id}` of {inp.call.name} on {approval.order_id} "

@@ -32,9 +32,10 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError
 
 from workflows.domain import keys
-from workflows.domain.actions import make_tool_call, read_of
+from workflows.domain.actions import call_arguments, make_tool_call, read_of
 from workflows.activity_api import ToolActivitiesApi
 from workflows.domain.catalogue import STANDALONE_OPERATIONS, folds, spec_of
+from workflows.domain.policy.approvals import public_detail
 from workflows.domain.policy.clauses import PolicyViolation
 from workflows.domain.contracts import ReadToolRequest, RefundInput, RefundOutcome, TicketRequest, ToolResult, WriteToolRequest
 from workflows.domain.errors import ErrorType
@@ -162,22 +163,39 @@ def is_standalone(inp: RefundInput) -> bool:
     return inp.conversation_id is None
 
 
-async def standalone_refusal(inp: RefundInput, order_read: ToolResult) -> Optional[str]:
-    """The policy refusal of a standalone request, or None when it may run.
+def order_state(inp: RefundInput, order_read: ToolResult) -> Optional[ConversationState]:
+    """A state holding the order of a successful fresh read, whose customer is the order's owner
+    (no personal details: ``standalone_refusal`` reads those); None when the read's document
+    does not fold (what it is used for, an approval's detail, is then left out)."""
+    try:
+        order = json.loads(order_read.result)
+        state = ConversationState(conversation_id=f"request {inp.operation_id}", store=inp.store)
+        state.customer = Customer(user_id=order["user_id"], authenticated_via="backend request",
+                                  authenticated_turn=0)
+        folds.order(state, {"order_id": order["order_id"]}, order_read.result)
+    except (KeyError, TypeError, ValueError):  # pydantic's ValidationError is a ValueError
+        return None
+    return state
+
+
+async def standalone_refusal(inp: RefundInput,
+                             order_read: ToolResult) -> tuple[Optional[str], Optional[ConversationState]]:
+    """``(refusal, state)``: the policy refusal of a standalone request, or None when it may
+    run; and the state it was checked against (None when a read failed).
 
     Reads the order's owner (and, for item changes, the products of the items concerned)
     from the system of record, folds them into a fresh ``ConversationState`` whose customer
     is the owner, and runs ``check_call`` (scope gates, status precondition, the spec's
-    ``check``). Returns ``"<reason> (<clause>)"`` like the fresh-read precondition."""
+    ``check``). The refusal is ``"<reason> (<clause>)"`` like the fresh-read precondition."""
     if not order_read.ok:
-        return order_read.result.removeprefix("Error: ")
+        return order_read.result.removeprefix("Error: "), None
     order = json.loads(order_read.result)
     user_id = order["user_id"]
     state = ConversationState(conversation_id=f"request {inp.operation_id}", store=inp.store)
     state.customer = Customer(user_id=user_id, authenticated_via="backend request", authenticated_turn=0)
     user = await _read(inp.store, read_of("user_id", user_id), user_id)
     if not user.ok:
-        return user.result.removeprefix("Error: ")
+        return user.result.removeprefix("Error: "), None
     folds.user(state, {"user_id": user_id}, user.result)
     folds.order(state, {"order_id": order["order_id"]}, order_read.result)
     wanted = set(getattr(inp.call.arguments, "item_ids", None) or [])
@@ -189,8 +207,33 @@ async def standalone_refusal(inp: RefundInput, order_read: ToolResult) -> Option
     try:
         check_call(state, inp.call)
     except PolicyViolation as violation:
-        return f"{violation.reason} ({violation.rule.value})"
-    return None
+        return f"{violation.reason} ({violation.rule.value})", state
+    return None, state
+
+
+def write_detail(call: Any, state: Optional[ConversationState]) -> Optional[str]:
+    """The sentence a conversation would show a user to confirm ``call`` (the spec's ``detail``),
+    from the facts of ``state``, as a supervisor reads it (``approvals.public_detail``: payment
+    method ids as the customer sees them); None for a spec without one or facts it cannot use."""
+    spec = spec_of(call.name)
+    if spec.detail is None or state is None:
+        return None
+    arguments = call_arguments(call)
+    try:
+        return public_detail(spec.detail(state, arguments), detail_methods(state, arguments))
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return None
+
+
+def detail_methods(state: ConversationState, arguments: dict[str, Any]) -> dict[str, str]:
+    """Payment method id -> display ("" unknown) of the customer of ``state`` and of the
+    ``payment_method_id`` in ``arguments``: the ids ``approvals.public_detail`` replaces."""
+    methods = {method_id: method.display for method_id, method in
+               (state.customer.payment_methods if state.customer else {}).items()}
+    given = arguments.get("payment_method_id")
+    if isinstance(given, str) and given:
+        methods.setdefault(given, "")
+    return methods
 
 
 async def _read(store: str, call: Any, user_id: str) -> ToolResult:

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, Optional, Sequence
 
+from pydantic import BaseModel
 from temporalio import workflow
 
 from workflows.domain.actions import call_arguments
@@ -62,6 +63,16 @@ def outcome_text(ok: bool, result: str, replayed: bool = False, notified: bool =
         return "refused: " + result.removeprefix("Error: ")[:NOTE_CHARS]
     how = [*(["already recorded, not applied again"] if replayed else []), *(["customer notified"] if notified else [])]
     return "applied" + (f" ({', '.join(how)})" if how else "")
+
+
+class RefundSummary(BaseModel):
+    """Answer of ``RefundWorkflow``'s ``summary`` query. ``amount``: the money the write sends
+    back to the customer (``refund_amount``, decimal currency), None before the fresh read or for
+    a write that sends none back. ``approval_details``: approval id -> the sentence the approval
+    is about (``workflows.refund.standalone.write_detail``: no payment method ids)."""
+
+    amount: Optional[Decimal] = None
+    approval_details: dict[str, str] = {}
 
 
 @dataclass

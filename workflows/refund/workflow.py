@@ -45,7 +45,7 @@ from workflows.options import (
     READ_TIMEOUT,
     WRITE_RETRY,
 )
-from workflows.refund.view import RefundView, amount_from_read, outcome_text
+from workflows.refund.view import RefundSummary, RefundView, amount_from_read, outcome_text
 from workflows.visibility import pseudonym_of
 
 
@@ -76,6 +76,13 @@ class RefundWorkflow:
     def approvals(self) -> list[Approval]:
         """The refund's approvals (at most one), pending or decided."""
         return self._gate.approvals
+
+    @workflow.query(description="What the API shows of this refund besides its status: the amount it sends back "
+                                "to the customer and the sentence each approval is about.")
+    def summary(self) -> RefundSummary:
+        """The refund's ``RefundSummary`` (``amount`` None before the fresh read)."""
+        return RefundSummary(amount=self._view.amount if self._view is not None else None,
+                             approval_details=dict(self._gate.details))
 
     @workflow.query(description="The refund's current step: starting, ledger, fresh_read, refused, "
                                 "awaiting_approval, execute, notify, done, failed or escalated.")
@@ -140,15 +147,17 @@ class RefundWorkflow:
             self._view.pseudonym = await pseudonym_of(json.loads(read.result).get("user_id", ""))
             self._view.publish()
         refusal = self._precondition(inp, read)
+        facts = None
         if refusal is None and standalone.is_standalone(inp):
-            refusal = await standalone.standalone_refusal(inp, read)  # the spec's own policy check
+            refusal, facts = await standalone.standalone_refusal(inp, read)  # the spec's own policy check
         if refusal is not None:
             return self._refuse(key, refusal, "precondition failed on the fresh read")
         if refusal is None and inp.confirmed_fingerprint is not None:
             refusal = await self._changed_since_confirmed(inp, read)
         if refusal is not None:
             return self._refuse(key, refusal, "the order changed after the user confirmed")
-        approval, refusal = await self._gate.await_approval(inp, read, key)
+        facts = facts if facts is not None else standalone.order_state(inp, read)
+        approval, refusal = await self._gate.await_approval(inp, read, key, facts)
         if refusal is not None:
             return self._refuse(key, refusal, "supervisor approval not granted", approval)
 

@@ -268,6 +268,40 @@ def expiry_ticket_summary(approval: Approval) -> str:
             f"({'; '.join(approval.reasons)}). Decide and act by hand.")
 
 
+_RULE_PREFIX = re.compile(r"^\[[a-z0-9-]+\]\s*", re.ASCII)
+_CLAUSE_NOTE = re.compile(r"\s*\(clauses? [a-z0-9-]+(?:, [a-z0-9-]+)*\)", re.ASCII)
+
+
+def plain_reason(reasons: list[str]) -> str:
+    """Why ``reasons`` need a supervisor, in plain words for a person: one sentence per reason,
+    without its rule's tag (``[approval-threshold]``) and policy-clause references. The rules
+    are documented (docs/concepts.md); the sentences say the same thing in words."""
+    sentences = []
+    for reason in reasons:
+        words = _CLAUSE_NOTE.sub("", _RULE_PREFIX.sub("", reason)).strip().rstrip(".")
+        if words:
+            sentences.append(words[:1].upper() + words[1:] + ".")
+    return " ".join(sentences)
+
+
+_METHOD_KIND = re.compile(r"_?[0-9]+$")
+
+
+def public_detail(detail: str, methods: Mapping[str, str]) -> str:
+    """``detail`` (the sentence a user confirmed) for a supervisor: word for word, except each
+    payment method id of ``methods`` (id -> what the customer sees of it, "visa ending 1234",
+    or "" when unknown), which becomes that display, else its kind ("gift card"): payment
+    method ids are personal data. The display the detail writes in brackets after an id
+    ("gift_card_1 (gift card (balance 10.00))") stands for both, not repeated."""
+    for method_id in sorted(methods, key=len, reverse=True):
+        if not method_id or method_id not in detail:
+            continue
+        kind = _METHOD_KIND.sub("", method_id).replace("_", " ") or "a payment method"
+        detail = re.sub(re.escape(method_id) + r"(?: \(((?:[^()]|\([^()]*\))*)\))?",
+                        lambda found, kind=kind, known=methods[method_id]: known or found.group(1) or kind, detail)
+    return detail
+
+
 def expire(approval: Approval, now: datetime) -> None:
     """Mark a still-pending ``approval`` expired at ``now`` (its timer fired undecided)."""
     if approval.status is ApprovalStatus.PENDING:
