@@ -44,7 +44,7 @@ class Permission(str, Enum):
     CANCEL_CONVERSATION = "cancel a conversation"
     REQUEST_REFUND = "request a refund"
     READ_REFUNDS = "read or list refunds"
-    LIST_APPROVALS = "list pending approvals"
+    LIST_APPROVALS = "list and read approvals"
     DECIDE_APPROVAL = "approve or reject"
     RESOLVE_OUTCOME = "resolve an unknown outcome"
 

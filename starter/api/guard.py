@@ -129,9 +129,11 @@ class Guard:
         await visible(client, self.tenancy, refund_id, p.tenant, None,
                       ConversationError(f"refund {refund_id} does not exist", "not_found"))
 
-    async def approval(self, client: StatekeeperClient, approval_id: str) -> None:
-        """Require deciding approvals; an approval of another tenant's process is a 404."""
-        self.require(Permission.DECIDE_APPROVAL)
+    async def approval(self, client: StatekeeperClient, approval_id: str,
+                       permission: Permission = Permission.DECIDE_APPROVAL) -> None:
+        """Require ``permission`` (deciding approvals, or reading them); an approval of another
+        tenant's process is a 404."""
+        self.require(permission)
         workflow_id = approval_workflow_id(approval_id)
         owner = await owner_of(client, self.tenancy, workflow_id)
         if owner is not None and owner.tenant != self.principal.tenant:

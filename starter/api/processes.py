@@ -3,8 +3,9 @@
     POST /refunds                 RefundRequest                        -> 202 {refund_id, status, ...}
     GET  /refunds/{refund_id}                                          -> 200 RefundStatus
     GET  /refunds?order_id=&customer_id=&status=&step=&limit=&next_page_token= -> 200 {items, next_page_token}
+    GET  /approvals/{approval_id}                                      -> 200 ApprovalItem
     POST /approvals/{approval_id} {decision, approver, note?}          -> 200 Approval
-    GET  /approvals?status=pending&limit=&next_page_token=             -> 200 {items, next_page_token}
+    GET  /approvals?status=pending&limit=&next_page_token=             -> 200 {items: [ApprovalItem], next_page_token}
     POST /conversations/{id}/resolutions  (``starter.api.operators``, included here)
 
 Refusals are ``ConversationError``s, turned into ``{"detail"}`` answers by the app's handler.
@@ -23,6 +24,7 @@ from starter.api.operators import router as operators_router
 from starter.api.models import ApprovalId, DecisionIn, RefundId, client_dep, filter_query, page_token_query
 from starter.api.responses import responses_for
 from starter.api.auth import Permission
+from starter.client.approvals import ApprovalItem
 from starter.client.conversations import StatekeeperClient
 from starter.client.listing import MAX_PAGE, Page
 from starter.client.refunds import RefundStatus
@@ -77,6 +79,17 @@ async def get_refund(refund_id: RefundId, guard: Guard = Depends(guard_dep),
     return await client.refund(refund_id)
 
 
+@router.get("/approvals/{approval_id}", response_model=ApprovalItem,
+            responses=responses_for("GET", "/approvals/{approval_id}"))
+async def read_approval(approval_id: ApprovalId, guard: Guard = Depends(guard_dep),
+                        client: StatekeeperClient = Depends(client_dep)) -> ApprovalItem:
+    """An approval as a supervisor reads it, pending or decided (operators): the write with
+    the exact detail the user confirmed and its amount, why it needs a supervisor, when it
+    was requested and expires, who decided it and when."""
+    await guard.approval(client, approval_id, Permission.LIST_APPROVALS)
+    return await client.approval(approval_id)
+
+
 @router.post("/approvals/{approval_id}", response_model=Approval,
              responses=responses_for("POST", "/approvals/{approval_id}"))
 async def decide_approval(approval_id: ApprovalId, body: DecisionIn, guard: Guard = Depends(guard_dep),
@@ -94,6 +107,6 @@ async def list_approvals(status: Literal["pending"] = "pending", limit: int = Qu
                          next_page_token: Optional[str] = page_token_query(), guard: Guard = Depends(guard_dep),
                          client: StatekeeperClient = Depends(client_dep)) -> Page:
     """The caller's tenant's approvals awaiting a decision (``PendingApproval`` of running
-    processes), one page (operators)."""
+    processes), one page (operators), each as ``GET /approvals/{approval_id}`` reads it."""
     guard.require(Permission.LIST_APPROVALS)
     return await client.list_pending_approvals(limit=limit, next_page_token=next_page_token, scope=guard.scope())

@@ -72,6 +72,7 @@ ROUTES: dict[tuple[str, str], tuple[int, ...]] = {
     ("POST", "/refunds"): (409, 503),
     ("GET", "/refunds"): (503,),
     ("GET", "/refunds/{refund_id}"): (404, 503),
+    ("GET", "/approvals/{approval_id}"): (404, 409, 503, 504),
     ("POST", "/approvals/{approval_id}"): (404, 409, 503, 504),
     ("GET", "/approvals"): (503,),
     ("GET", "/usage"): (503,),

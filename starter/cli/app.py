@@ -1,7 +1,8 @@
 """The ``statekeeper`` command line: dev, worker, api, chat, state, taubench, link, backtest; the
 journal's transcript, decisions and journal erase/purge (``starter.cli.journal``); erase and
 retention purge/schedule (``starter.cli.erasure``); replay-check, resume and resolve
-(``starter.cli.replay``); worker-health and stuck (``starter.cli.health``)."""
+(``starter.cli.replay``); worker-health and stuck (``starter.cli.health``); approvals (here:
+the approvals awaiting a supervisor, ``approval_table``)."""
 
 from __future__ import annotations
 
@@ -14,10 +15,12 @@ import json
 import signal
 import sys
 import uuid
+from datetime import datetime
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional, Sequence
 
 import typer
+from rich.console import Console, Group
 from rich.markup import escape
 from rich.progress import (
     BarColumn,
@@ -49,6 +52,9 @@ from starter.runtime.stop_signals import stop_signals
 from starter.cli.replay import replay_check, resolve, resume
 from starter.dev.stack import runtime
 from starter.ops.taubench import TauBenchRunner, load_tasks, report_json
+
+if TYPE_CHECKING:
+    from starter.client.approvals import ApprovalItem
 
 app = typer.Typer(help="Durable, LLM-driven retail support conversations on Temporal.", no_args_is_help=True)
 app.command()(dev)
@@ -167,6 +173,73 @@ def state(conversation_id: str) -> None:
 
     with interruptible(130):
         asyncio.run(main())
+
+
+NONE_PENDING = "no approvals await a decision"
+"""What ``approvals`` prints when none waits."""
+UNREADABLE = "(its process could not be read just now: statekeeper approvals again, or GET /approvals/{id})"
+"""The detail of an approval whose process did not answer (``ApprovalItem`` with its ids only)."""
+
+
+def _when(moment: Optional[datetime]) -> str:
+    return f"{moment:%Y-%m-%d %H:%M:%S}" if moment else "-"
+
+
+def approval_table(items: Sequence[ApprovalItem]) -> Group:
+    """``items`` as tables, one an approval, one row a field (eight columns side by side are
+    unreadable at 80 columns; this reads at any width). Every value is escaped (a detail names
+    options like "[color white]", which rich would read as markup) and long values fold, never
+    "…"; the approval id, what a decision names, comes first."""
+    tables = []
+    for number, item in enumerate(items, 1):
+        table = Table(title=f"Approval {number} of {len(items)} awaiting a decision", show_header=False,
+                      title_justify="left")
+        table.add_column("field", no_wrap=True, style="bold")
+        table.add_column("value", overflow="fold")
+        operation = item.operation
+        rows = [("approval id", item.approval_id), ("process", f"{item.process} {item.process_id}")]
+        if operation is None:
+            rows.append(("detail", UNREADABLE))
+        else:
+            rows += [("write", f"{operation.tool} on order {operation.order_id}"), ("amount", str(operation.amount)),
+                     ("detail", operation.detail or "-"), ("reason", item.reason or "-"),
+                     ("requested", _when(item.requested_at)), ("expires", _when(item.expires_at))]
+        for name, value in rows:
+            table.add_row(name, escape(value))
+        tables.append(table)
+    return Group(*tables, "times UTC; decide with POST /approvals/{approval id} (an operator key)")
+
+
+@app.command()
+def approvals(json_out: bool = typer.Option(False, "--json", help="Print the approvals as a JSON list."),
+              limit: int = typer.Option(100, "--limit", min=1, max=100, help="List at most this many.")) -> None:
+    """List the approvals awaiting a supervisor's decision: the write, its amount and detail, the reason, the expiry.
+
+    Each is read from its process (a worker answers), every tenant's: an operator's command on
+    the Temporal connection, as ``stuck``. Exit status 0 (also when none waits), 1 with one line
+    on stderr when Temporal cannot be asked."""
+    from starter.cli.refusals import fail
+    from starter.client.approvals import ApprovalItem
+    from starter.runtime.connection import connect
+    from starter.runtime.preflight import StartupRefused
+
+    settings = command_settings()
+
+    async def main() -> list[ApprovalItem]:
+        client = client_for(await connect(settings), settings)
+        page = await client.list_pending_approvals(limit=limit)
+        return [item for item in page.items if isinstance(item, ApprovalItem)]
+
+    try:
+        items = asyncio.run(main())
+    except (StartupRefused, ConversationError) as err:
+        raise fail(str(err), 1)
+    if json_out:
+        print(json.dumps([item.model_dump(mode="json") for item in items], indent=2))
+    elif not items:
+        Console().print(NONE_PENDING, highlight=False)
+    else:
+        Console().print(approval_table(items))
 
 
 @app.command()

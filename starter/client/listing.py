@@ -21,7 +21,7 @@ from pydantic import BaseModel
 from temporalio.client import WorkflowExecution, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
-from starter.client.core import ClientCore
+from starter.client.approvals import ApprovalItem, ApprovalReads
 from starter.client.errors import ConversationError, unreachable
 from starter.client.run_status import (NOT_STUCK_CLAUSE, STUCK, STUCK_CLAUSE, StuckRun, abnormal_word,
                                        description_stuck, problems_of, reported_stuck, status_clause, stuck_run)
@@ -60,14 +60,6 @@ class RefundItem(BaseModel):
     pending_approval: Optional[str] = None
 
 
-class ApprovalItem(BaseModel):
-    """A pending approval and the process (``conversation`` or ``refund``) waiting for it."""
-
-    approval_id: str
-    process: str
-    process_id: str
-
-
 class Page(BaseModel):
     """One page of a list; ``next_page_token`` is None on the last page."""
 
@@ -86,7 +78,7 @@ def clause(name: str, value: str) -> str:
     return f'`{name}` = "{value}"'
 
 
-class ListingCalls(ClientCore):
+class ListingCalls(ApprovalReads):
     """The list operations of ``StatekeeperClient``."""
 
     _pseudonym_key: Optional[str] = None
@@ -127,17 +119,13 @@ class ListingCalls(ClientCore):
     async def list_pending_approvals(self, *, limit: int = 20, next_page_token: Optional[str] = None,
                                      scope: Sequence[str] = ()) -> Page:
         """Approvals awaiting a decision, from ``PendingApproval`` of running processes
-        (within the ``scope`` clauses)."""
+        (within the ``scope`` clauses), each read from its process (``ApprovalItem``: the
+        write, its detail and amount, the reason, the times)."""
         query = " AND ".join(['ExecutionStatus = "Running" AND PendingApproval IS NOT NULL', *scope])
         executions, token = await self._page(query, limit, next_page_token)
-        items = []
-        for e in executions:
-            approval_id = _keyword(e, PENDING_APPROVAL)
-            if approval_id:
-                conversation = e.id.startswith(SUPPORT_PREFIX)
-                items.append(ApprovalItem(approval_id=approval_id, process="conversation" if conversation else "refund",
-                                          process_id=e.id.removeprefix(SUPPORT_PREFIX) if conversation else e.id))
-        return Page(items=items, next_page_token=token)
+        pending = [(approval_id, e.id, not reported_stuck(problems_of(e.typed_search_attributes)))
+                   for e in executions if (approval_id := _keyword(e, PENDING_APPROVAL))]
+        return Page(items=await self.approval_items(pending), next_page_token=token)
 
     async def _latest_runs(self, executions: list[WorkflowExecution]) -> list[WorkflowExecution]:
         """``executions`` without the runs a later run of the same workflow id replaced (a reset

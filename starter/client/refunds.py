@@ -8,10 +8,11 @@ with any other field different is a ``conflict``, never a second run.
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Any, Optional, Sequence
 
 from pydantic import BaseModel, ValidationError
-from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError, WorkflowQueryFailedError
 from temporalio.common import (
     SearchAttributePair,
     TypedSearchAttributes,
@@ -60,6 +61,10 @@ class RefundStatus(BaseModel):
     reason: Optional[str] = None
     pending_approval: Optional[str] = None
     replayed: bool = False
+    amount: Optional[Decimal] = None
+    """The money the write sends back to the customer, decimal currency, from the order as the
+    refund freshly read it; None before that read, for a write that sends none back, or when
+    no worker could answer just then (``RefundWorkflow``'s ``summary`` query)."""
 
 
 class RefundCalls(ClientCore):
@@ -127,9 +132,24 @@ class RefundCalls(ClientCore):
         return found
 
     async def refund(self, refund_id: str) -> RefundStatus:
-        """The status of refund ``refund_id``. Raises ``ConversationError`` ``not_found`` or
-        ``unavailable``."""
-        return (await self._status(refund_id))[0]
+        """The status of refund ``refund_id``, with its ``amount``. Raises ``ConversationError``
+        ``not_found`` or ``unavailable``."""
+        status = (await self._status(refund_id))[0]
+        if status.status != STUCK:  # a stuck run answers no query
+            status.amount = await self._amount(refund_id)
+        return status
+
+    async def _amount(self, refund_id: str) -> Optional[Decimal]:
+        """The refund's amount (its ``summary`` query), None when it cannot be read now: no
+        worker polls, or none answers in time (the status does not wait for it)."""
+        handle = self._client.get_workflow_handle_for(RefundWorkflow.run, refund_id)
+        try:
+            if not await self.worker_polling():
+                return None
+            summary = await self.read(lambda: handle.query(RefundWorkflow.summary, rpc_timeout=self.rpc_timeout))
+        except (RPCError, WorkflowQueryFailedError, ConversationError):
+            return None
+        return summary.amount
 
     async def _status(self, refund_id: str) -> tuple[RefundStatus, dict[str, Any]]:
         if not fits(refund_id):  # empty or longer than Temporal holds: no refund has it (asked, a 503)
