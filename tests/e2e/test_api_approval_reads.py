@@ -39,7 +39,7 @@ FIELDS = {"approval_id", "process", "process_id", "status", "operation", "reason
 THRESHOLD_REASON = "{amount} is above the approval threshold of 500.00."
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -60,7 +60,7 @@ async def stack(temporal_env, tmp_path_factory) -> AsyncIterator[SimpleNamespace
             "acme_op": keys.create("acme", Role.OPERATOR)}
     access = access_from_settings(settings, "127.0.0.1")
     async with build_worker(temporal_env.client, settings, backend):
-        async with api_beside(temporal_env.client, settings, host="127.0.0.1", port=_free_port(),
+        async with api_beside(temporal_env.client, settings, host="127.0.0.1", port=free_port(),
                               access=access) as url:
             async with httpx.AsyncClient(base_url=url, timeout=60.0) as http:
                 yield SimpleNamespace(http=http, backend=backend, settings=settings,

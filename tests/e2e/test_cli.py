@@ -12,7 +12,7 @@ import urllib.request
 from pathlib import Path
 
 from starter.dev.server import reachable
-from tests.e2e.test_taubench import _free_port
+from tests.ports import free_port
 from tests.policy_fixtures import EMAIL, PENDING
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -39,10 +39,10 @@ def _get_json(url: str, seconds: float = 120) -> dict:
 
 
 def test_dev_detach_chat_state_stop(tmp_path):
-    port, ui_port, api_port, api2_port = _free_port(), _free_port(), _free_port(), _free_port()
+    port, ui_port, api_port, api2_port = free_port(), free_port(), free_port(), free_port()
     env = dict(os.environ, STATEKEEPER_TEMPORAL_ADDRESS=f"127.0.0.1:{port}", STATEKEEPER_UI_PORT=str(ui_port),
-               STATEKEEPER_API_PORT=str(api_port), STATEKEEPER_SERVICES_PORT=str(_free_port()),
-               STATEKEEPER_CODEC_PORT=str(_free_port()),
+               STATEKEEPER_API_PORT=str(api_port), STATEKEEPER_SERVICES_PORT=str(free_port()),
+               STATEKEEPER_CODEC_PORT=str(free_port()),
                STATEKEEPER_DATA_DIR=str(tmp_path / "data"), STATEKEEPER_DEV_STATE_FILE=str(tmp_path / "dev.json"),
                COLUMNS="200", STATEKEEPER_APPROVAL_THRESHOLD="100000")  # the cancel (826.70) needs no supervisor
     env.pop("ANTHROPIC_API_KEY", None)

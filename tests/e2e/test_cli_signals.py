@@ -31,7 +31,7 @@ import pytest
 from starter.dev.server import reachable
 from starter.dev.server_owner import stop_orphan
 from tests.e2e.test_cli import _get_json
-from tests.e2e.test_taubench import _free_port
+from tests.ports import free_port
 
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -53,10 +53,10 @@ def _kill_group(proc: subprocess.Popen) -> None:
 
 
 def _env(tmp_path: Path, name: str) -> tuple[dict, int, int]:
-    port, api_port = _free_port(), _free_port()
-    env = dict(os.environ, STATEKEEPER_TEMPORAL_ADDRESS=f"127.0.0.1:{port}", STATEKEEPER_UI_PORT=str(_free_port()),
-               STATEKEEPER_API_PORT=str(api_port), STATEKEEPER_SERVICES_PORT=str(_free_port()),
-               STATEKEEPER_CODEC_PORT=str(_free_port()),
+    port, api_port = free_port(), free_port()
+    env = dict(os.environ, STATEKEEPER_TEMPORAL_ADDRESS=f"127.0.0.1:{port}", STATEKEEPER_UI_PORT=str(free_port()),
+               STATEKEEPER_API_PORT=str(api_port), STATEKEEPER_SERVICES_PORT=str(free_port()),
+               STATEKEEPER_CODEC_PORT=str(free_port()),
                STATEKEEPER_DATA_DIR=str(tmp_path / name), STATEKEEPER_DEV_STATE_FILE=str(tmp_path / f"{name}.json"),
                COLUMNS="300")
     env.pop("ANTHROPIC_API_KEY", None)

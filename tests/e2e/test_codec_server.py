@@ -22,7 +22,7 @@ from starter.runtime.codec import ENCODING
 from starter.api.codec_server import BODY_LIMIT_BYTES, codec_beside, served_access
 from activities.store.api_keys import KeyStore, Role
 from starter.runtime.preflight import StartupRefused
-from tests.e2e.test_taubench import _free_port
+from tests.ports import free_port
 from tests.policy_fixtures import EMAIL
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -38,8 +38,8 @@ def plain(text: str) -> dict:
 
 @pytest.fixture
 async def served(tmp_path):
-    settings = Settings(data_dir=tmp_path, ui_port=_free_port())
-    async with codec_beside(settings, port=_free_port()) as url:
+    settings = Settings(data_dir=tmp_path, ui_port=free_port())
+    async with codec_beside(settings, port=free_port()) as url:
         async with httpx.AsyncClient(base_url=url, timeout=10) as http:
             yield http, settings
 
@@ -68,7 +68,7 @@ async def test_encode_then_decode_round_trips_what_the_web_ui_sends(served):
 
 
 async def test_with_api_keys_only_an_operator_key_decodes(tmp_path):
-    settings = Settings(data_dir=tmp_path, ui_port=_free_port())
+    settings = Settings(data_dir=tmp_path, ui_port=free_port())
     keys = KeyStore(settings.resolved_journal_url(), settings.api_key_hmac_secret())
     operator, operator_key = keys.create("default", Role.OPERATOR)
     _, service_key = keys.create("default", Role.SERVICE)
@@ -76,7 +76,7 @@ async def test_with_api_keys_only_an_operator_key_decodes(tmp_path):
     access = served_access(settings, "0.0.0.0")  # keys exist: any bind, every caller needs one
     assert not access.keyless
     body = {"payloads": [plain(EMAIL)]}
-    async with codec_beside(settings, port=_free_port(), access=access) as url:
+    async with codec_beside(settings, port=free_port(), access=access) as url:
         async with httpx.AsyncClient(base_url=url, timeout=10) as http:
             anonymous = await http.post("/encode", json=body)
             assert anonymous.status_code == 401 and anonymous.headers["www-authenticate"] == "Bearer"
@@ -99,11 +99,11 @@ async def test_with_api_keys_only_an_operator_key_decodes(tmp_path):
 async def test_another_tenants_operator_key_decodes_nothing(tmp_path):
     # every tenant's payloads are sealed with the same keys: an operator of tenant acme, whose
     # key reads nothing of another tenant through the API, decrypted the default tenant's too
-    settings = Settings(data_dir=tmp_path, ui_port=_free_port(), store_tenants={"acme-store": "acme"})
+    settings = Settings(data_dir=tmp_path, ui_port=free_port(), store_tenants={"acme-store": "acme"})
     keys = KeyStore(settings.resolved_journal_url(), settings.api_key_hmac_secret())
     _, operator_key = keys.create("default", Role.OPERATOR)
     acme, acme_key = keys.create("acme", Role.OPERATOR)
-    async with codec_beside(settings, port=_free_port(), access=served_access(settings, "0.0.0.0")) as url:
+    async with codec_beside(settings, port=free_port(), access=served_access(settings, "0.0.0.0")) as url:
         async with httpx.AsyncClient(base_url=url, timeout=10) as http:
             sealed = await http.post("/encode", json={"payloads": [plain(EMAIL)]}, headers={"X-API-Key": operator_key})
             assert sealed.status_code == 200
@@ -166,17 +166,17 @@ def _cli(env: dict, *args: str) -> subprocess.CompletedProcess:
 
 def test_the_command_refuses_a_public_bind_and_a_missing_key(tmp_path):
     env = dict(os.environ, STATEKEEPER_DATA_DIR=str(tmp_path), STATEKEEPER_DEV_STATE_FILE=str(tmp_path / "none.json"))
-    public = _cli(env, "--host", "0.0.0.0", "--port", str(_free_port()))
+    public = _cli(env, "--host", "0.0.0.0", "--port", str(free_port()))
     assert public.returncode == 2 and "without API keys" in " ".join(public.stderr.split()), public.stdout + public.stderr
     assert public.stdout == ""  # a refusal is said on stderr
     env.pop("STATEKEEPER_CODEC_KEYS")
-    keyless = _cli(env, "--port", str(_free_port()))
+    keyless = _cli(env, "--port", str(free_port()))
     assert keyless.returncode == 2 and "no key is configured" in keyless.stderr, keyless.stdout + keyless.stderr
     assert "Traceback" not in keyless.stdout + keyless.stderr and not (tmp_path / "codec.keys").exists()
 
 
 def test_the_command_serves_the_configured_keys(tmp_path):
-    port = _free_port()
+    port = free_port()
     env = dict(os.environ, STATEKEEPER_DATA_DIR=str(tmp_path), STATEKEEPER_DEV_STATE_FILE=str(tmp_path / "none.json"))
     proc = subprocess.Popen([sys.executable, "-m", "starter.cli.app", "codec-server", "--port", str(port)], cwd=ROOT,
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)

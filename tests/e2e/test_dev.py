@@ -35,7 +35,7 @@ from activities.store.migrate import current_revision, head_revision
 from starter.dev.server import reachable
 from tests.e2e.test_cli import _get_json
 from tests.e2e.test_cli_signals import _env, _kill_group, _start, _until
-from tests.e2e.test_taubench import _free_port
+from tests.ports import free_port
 from tests.policy_fixtures import EMAIL, PENDING
 
 
@@ -57,14 +57,14 @@ def test_commands_from_another_directory_use_the_detached_dev_servers_data(tmp_p
     here, elsewhere = tmp_path / "project", tmp_path / "elsewhere"
     here.mkdir()
     elsewhere.mkdir()
-    port, ui_port, api_port = _free_port(), _free_port(), _free_port()
+    port, ui_port, api_port = free_port(), free_port(), free_port()
     state_file = tmp_path / "state" / "dev.json"
     env = {k: v for k, v in os.environ.items() if not k.startswith("STATEKEEPER_") and k != "ANTHROPIC_API_KEY"}
     env.update(PYTHONPATH=str(ROOT), COLUMNS="300", STATEKEEPER_TEMPORAL_ADDRESS=f"127.0.0.1:{port}",
                STATEKEEPER_DEV_STATE_FILE=str(state_file),
                STATEKEEPER_APPROVAL_THRESHOLD="100000")  # the cancel (826.70) needs no supervisor here
     started_env = dict(env, STATEKEEPER_UI_PORT=str(ui_port), STATEKEEPER_TASK_QUEUE="sor-queue",
-                       STATEKEEPER_API_PORT=str(api_port), STATEKEEPER_CODEC_PORT=str(_free_port()))
+                       STATEKEEPER_API_PORT=str(api_port), STATEKEEPER_CODEC_PORT=str(free_port()))
     try:
         started = _cli(here, started_env, "dev", "--detach")  # default data dir: relative .statekeeper
         assert started.returncode == 0, _flat(started)
@@ -112,7 +112,7 @@ def test_commands_from_another_directory_use_the_detached_dev_servers_data(tmp_p
 
         # a background dev that would serve the queue with another database stops, and says why
         unaware = dict(env, STATEKEEPER_DEV_STATE_FILE=str(tmp_path / "other-state.json"),
-                       STATEKEEPER_TASK_QUEUE="sor-queue", STATEKEEPER_API_PORT=str(_free_port()))
+                       STATEKEEPER_TASK_QUEUE="sor-queue", STATEKEEPER_API_PORT=str(free_port()))
         clash = _cli(elsewhere, unaware, "dev", "--detach")
         assert clash.returncode == 2, _flat(clash)
         assert "another system of record" in _flat(clash) and "Traceback" not in clash.stderr
@@ -125,7 +125,7 @@ def test_commands_from_another_directory_use_the_detached_dev_servers_data(tmp_p
         # on another task queue it runs beside it, and says the server is not its own (the Web UI
         # URL of its own settings would be one no server serves)
         beside = dict(unaware, STATEKEEPER_TASK_QUEUE="beside-queue", STATEKEEPER_DATA_DIR=str(tmp_path / "beside"),
-                      STATEKEEPER_CODEC_PORT=str(_free_port()), STATEKEEPER_SERVICES_PORT=str(_free_port()))
+                      STATEKEEPER_CODEC_PORT=str(free_port()), STATEKEEPER_SERVICES_PORT=str(free_port()))
         alongside = _cli(elsewhere, beside, "dev", "--detach")
         try:
             assert alongside.returncode == 0, _flat(alongside)
@@ -156,13 +156,13 @@ def test_a_chat_beside_a_foreground_dev_uses_its_services_and_stop_stops_it(tmp_
     here, elsewhere = tmp_path / "project", tmp_path / "elsewhere"
     here.mkdir()
     elsewhere.mkdir()
-    port = _free_port()
+    port = free_port()
     state_file = tmp_path / "state" / "dev.json"
     env = {k: v for k, v in os.environ.items() if not k.startswith("STATEKEEPER_") and k != "ANTHROPIC_API_KEY"}
     env.update(PYTHONPATH=str(ROOT), COLUMNS="300", STATEKEEPER_TEMPORAL_ADDRESS=f"127.0.0.1:{port}",
                STATEKEEPER_DEV_STATE_FILE=str(state_file), STATEKEEPER_APPROVAL_THRESHOLD="100000")
-    dev_env = dict(env, STATEKEEPER_UI_PORT=str(_free_port()), STATEKEEPER_API_PORT=str(_free_port()),
-                   STATEKEEPER_CODEC_PORT=str(_free_port()), STATEKEEPER_SERVICES_PORT=str(_free_port()))
+    dev_env = dict(env, STATEKEEPER_UI_PORT=str(free_port()), STATEKEEPER_API_PORT=str(free_port()),
+                   STATEKEEPER_CODEC_PORT=str(free_port()), STATEKEEPER_SERVICES_PORT=str(free_port()))
     dev = subprocess.Popen([sys.executable, "-m", "starter.cli.app", "dev"], cwd=here, env=dev_env, text=True,
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
     try:

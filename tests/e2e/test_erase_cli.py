@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 from activities.store.journal import JournalStore
 from activities.store.audit import AuditLog
 from starter.cli.app import app
-from tests.e2e.test_taubench import _free_port
+from tests.ports import free_port
 from tests.policy_fixtures import CUSTOMER, EMAIL, PENDING
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -46,7 +46,7 @@ def _cli(env: dict, *args: str, stdin: str | None = None) -> subprocess.Complete
 def test_refused_before_any_server(tmp_path, monkeypatch, args, says):
     monkeypatch.setenv("STATEKEEPER_DATA_DIR", str(tmp_path))  # no key made here yet
     monkeypatch.setenv("STATEKEEPER_DEV_STATE_FILE", str(tmp_path / "dev.json"))
-    monkeypatch.setenv("STATEKEEPER_TEMPORAL_ADDRESS", f"127.0.0.1:{_free_port()}")  # nothing listens
+    monkeypatch.setenv("STATEKEEPER_TEMPORAL_ADDRESS", f"127.0.0.1:{free_port()}")  # nothing listens
     monkeypatch.delenv("STATEKEEPER_RETENTION_DAYS", raising=False)
     result = CliRunner().invoke(app, args, env={"COLUMNS": "300"})
     assert result.exit_code == 2 and says in result.output, result.output
@@ -55,10 +55,10 @@ def test_refused_before_any_server(tmp_path, monkeypatch, args, says):
 
 
 def test_erase_and_retention_commands(tmp_path):
-    port, ui_port, api_port = _free_port(), _free_port(), _free_port()
+    port, ui_port, api_port = free_port(), free_port(), free_port()
     data = tmp_path / "data"
     env = dict(os.environ, STATEKEEPER_TEMPORAL_ADDRESS=f"127.0.0.1:{port}", STATEKEEPER_UI_PORT=str(ui_port),
-               STATEKEEPER_API_PORT=str(api_port), STATEKEEPER_CODEC_PORT=str(_free_port()), STATEKEEPER_DATA_DIR=str(data),
+               STATEKEEPER_API_PORT=str(api_port), STATEKEEPER_CODEC_PORT=str(free_port()), STATEKEEPER_DATA_DIR=str(data),
                STATEKEEPER_DEV_STATE_FILE=str(tmp_path / "dev.json"), COLUMNS="300",
                STATEKEEPER_APPROVAL_THRESHOLD="100000", STATEKEEPER_RETENTION_DAYS="30")
     env.pop("ANTHROPIC_API_KEY", None)

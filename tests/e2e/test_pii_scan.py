@@ -25,7 +25,8 @@ import httpx
 import pytest
 
 from systems.retail import load_data
-from tests.e2e.test_taubench import DEV_TASKS, _free_port
+from tests.e2e.test_taubench import DEV_TASKS
+from tests.ports import free_port
 from tests.pii_scan import needles_for, raw_histories, scan_files, scan_histories
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -42,9 +43,9 @@ def _env(tmp_path: Path, codec: bool) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith("STATEKEEPER_") and k != "ANTHROPIC_API_KEY"}
     env.update(PYTHONPATH=str(ROOT), COLUMNS="200", STATEKEEPER_DATA_DIR=str(tmp_path / "data"),
                STATEKEEPER_DEV_STATE_FILE=str(tmp_path / "dev.json"),
-               STATEKEEPER_TEMPORAL_ADDRESS=f"127.0.0.1:{_free_port()}", STATEKEEPER_UI_PORT=str(_free_port()),
-               STATEKEEPER_API_PORT=str(_free_port()), STATEKEEPER_CODEC_PORT=str(_free_port()),
-               STATEKEEPER_SERVICES_PORT=str(_free_port()),
+               STATEKEEPER_TEMPORAL_ADDRESS=f"127.0.0.1:{free_port()}", STATEKEEPER_UI_PORT=str(free_port()),
+               STATEKEEPER_API_PORT=str(free_port()), STATEKEEPER_CODEC_PORT=str(free_port()),
+               STATEKEEPER_SERVICES_PORT=str(free_port()),
                STATEKEEPER_CODEC_ENABLED=str(codec).lower())
     return env
 
@@ -52,7 +53,7 @@ def _env(tmp_path: Path, codec: bool) -> dict:
 def _api_calls(env: dict, tmp_path: Path, user_id: str, email: str) -> Path:
     """`statekeeper api` (INFO: its access log is on) answering calls that carry a customer
     id in the query and an e-mail in a message; returns its log file."""
-    port = _free_port()
+    port = free_port()
     log_path = tmp_path / "api.log"
     with open(log_path, "wb") as log:
         api = subprocess.Popen([sys.executable, "-m", "starter.cli.app", "api", "--port", str(port)], cwd=ROOT, env=env,

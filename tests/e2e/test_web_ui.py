@@ -34,7 +34,7 @@ from starter.cli.app import app
 from starter.cli.links import list_query, list_url
 from starter.dev.server import embedded_temporal
 from starter.runtime.connection import connect
-from tests.e2e.test_taubench import _free_port
+from tests.ports import free_port
 from tests.policy_fixtures import CUSTOMER, DELIVERED, EMAIL, PENDING
 from tests.workflow_harness import ListBrain, call, reply, running_worker
 from workflows.domain.policy.approvals import ApprovalPolicy
@@ -127,8 +127,8 @@ async def _list_shows(page, url: str, workflow_id: str, shot: Path) -> None:
 
 
 async def test_operator_finds_the_pending_conversation_and_reads_its_current_details(tmp_path, playwright_api):
-    port, ui_port = _free_port(), _free_port()
-    settings = Settings(temporal_address=f"127.0.0.1:{port}", ui_port=ui_port, data_dir=tmp_path, codec_port=_free_port(),
+    port, ui_port = free_port(), free_port()
+    settings = Settings(temporal_address=f"127.0.0.1:{port}", ui_port=ui_port, data_dir=tmp_path, codec_port=free_port(),
                         database_url=f"sqlite:///{tmp_path / 'statekeeper.sqlite'}", anthropic_api_key=None,
                         task_queue=f"ui-{uuid.uuid4().hex[:6]}", sandbox_project_modules=True)
     brain = ListBrain([call("find_user_id_by_email", email=EMAIL), call("get_user_details", user_id=CUSTOMER),
