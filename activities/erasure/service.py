@@ -85,7 +85,7 @@ class RunningWork(Exception):
 
 
 def _journal_rows(erased: Erased) -> int:
-    return erased.model_calls + erased.verdicts + erased.transcript
+    return erased.model_calls + erased.verdicts + erased.transcript + erased.events
 
 
 class DataErasure:

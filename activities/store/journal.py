@@ -3,8 +3,10 @@ PostgreSQL; never the system of record).
 
 Writes are upserts keyed by business identity (conversation, turn, sequence number), so a
 retried activity, a replayed workflow or a reset re-running a turn never duplicates a row.
-Reads: ``decisions`` (each model call joined with its verdict, filterable by conversation,
-customer, rule and time), ``export_jsonl``, ``transcript``; retention and erasure:
+The public events (``events`` table, ``workflows.domain.journal``) are written with the
+turn's rows: an event whose key is known is left as it was (same id, sequence and time), a
+new one takes the conversation's next sequence number. Reads: ``events``, ``decisions`` (each
+model call joined with its verdict, filterable by conversation, customer, rule and time), ``export_jsonl``, ``transcript``; retention and erasure:
 ``erase_conversation(s)``, ``erase_customer``, ``purge``, and the ids they would act on
 (``conversations_of_customer``, ``stale_conversations``). The row models are in
 ``activities.store.records``.
@@ -21,8 +23,8 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection, Engine
 
 from activities.store.records import DecisionRow, Erased, ModelCallRecord, TranscriptEntry
-from activities.store.tables import TABLES, create_schema, make_engine, model_calls, transcript, verdicts
-from workflows.domain.journal import TurnRecord
+from activities.store.tables import TABLES, create_schema, events, make_engine, model_calls, transcript, verdicts
+from workflows.domain.journal import PublicEvent, TurnRecord, assign_sequences, event_id
 
 __all__ = ["DecisionRow", "Erased", "JournalStore", "ModelCallRecord", "TranscriptEntry"]  # the row models re-exported
 
@@ -125,7 +127,27 @@ class JournalStore:
             {"conversation_id": cid, "turn": e.turn, "seq": e.seq, "customer_id": record.customer_id,
              "role": e.role.value, "kind": e.kind.value, "text": e.text, "message_id": e.message_id, "at": e.at}
             for e in record.transcript])
+        self._add_events(conn, record)
         return skipped
+
+    @staticmethod
+    def _add_events(conn: Connection, record: TurnRecord) -> None:
+        # events are never trimmed: a stream may already have sent them. The conversation's
+        # records are written one at a time, in order (``JournalLog.flush``), so reading the
+        # highest sequence then inserting after it does not race with itself; a concurrent
+        # writer would break the unique key and its activity retries
+        if not record.events:
+            return
+        cid, e = record.conversation_id, events.c
+        known = dict(conn.execute(sa.select(e.event_key, e.sequence).where(e.conversation_id == cid)).tuples().all())
+        by_key = {}
+        for item in record.events:
+            by_key.setdefault(item.key, item)
+        rows = [{"conversation_id": cid, "sequence": seq, "event_key": key, "event_id": event_id(cid, key),
+                 "customer_id": record.customer_id, "type": by_key[key].type.value, "data": by_key[key].data,
+                 "at": by_key[key].at} for key, seq in assign_sequences(known, [i.key for i in record.events])]
+        if rows:
+            conn.execute(sa.insert(events), rows)
 
     @staticmethod
     def _last_call(conn: Connection, cid: str, turn: int) -> Optional[int]:
@@ -192,6 +214,17 @@ class JournalStore:
             rows = [dict(r._mapping) for r in conn.execute(query)]
         return [TranscriptEntry(**{**r, "at": _utc(r["at"])}) for r in rows]
 
+    def events(self, conversation_id: str, after: int = 0, limit: int = 500) -> list[PublicEvent]:
+        """The conversation's events with a sequence above ``after``, in order, at most
+        ``limit`` of them; [] when there are none (yet)."""
+        e = events.c
+        query = sa.select(e.event_id, e.type, e.at, e.sequence, e.data).where(
+            e.conversation_id == conversation_id, e.sequence > after).order_by(e.sequence).limit(limit)
+        with self._ready().connect() as conn:
+            rows = [dict(r._mapping) for r in conn.execute(query)]
+        return [PublicEvent(id=r["event_id"], type=r["type"], timestamp=_utc(r["at"]), sequence=r["sequence"],
+                            data=r["data"]) for r in rows]
+
     def knows(self, conversation_id: str) -> bool:
         """Whether any row (decision log or transcript) of ``conversation_id`` is recorded."""
         with self._ready().connect() as conn:
@@ -243,6 +276,7 @@ class JournalStore:
             sa.select(model_calls.c.conversation_id.label("cid"), model_calls.c.recorded_at.label("at")),
             sa.select(verdicts.c.conversation_id, verdicts.c.recorded_at),
             sa.select(transcript.c.conversation_id, transcript.c.at),
+            sa.select(events.c.conversation_id, events.c.at),
         ).subquery()
         return sa.select(newest.c.cid).group_by(newest.c.cid).having(sa.func.max(newest.c.at) < _utc(older_than))
 

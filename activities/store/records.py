@@ -66,3 +66,4 @@ class Erased(BaseModel):
     model_calls: int = 0
     verdicts: int = 0
     transcript: int = 0
+    events: int = 0

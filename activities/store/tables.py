@@ -1,8 +1,9 @@
 """Tables of the journal (SQLite or PostgreSQL) and its engine.
 
 ``model_calls`` (one row per model call, written by the model activity), ``verdicts``
-(what the workflow made of each call's proposal) and ``transcript`` (every user message
-and every text the user was shown). Each is keyed by business identity, so writes are
+(what the workflow made of each call's proposal) ``transcript`` (every user message
+and every text the user was shown) and ``events`` (the public events callers read,
+``workflows.domain.journal``). Each is keyed by business identity, so writes are
 upserts: a retried activity or a reset re-running a turn overwrites, never duplicates.
 """
 
@@ -67,7 +68,22 @@ transcript = sa.Table(
     sa.Column("at", TIME, nullable=False, index=True),
 )
 
-TABLES = (model_calls, verdicts, transcript)
+events = sa.Table(
+    "events", metadata,
+    # keyed by (conversation, sequence): a stream reads a range of it; the business key is
+    # unique per conversation, so a re-sent event is found and left as it was
+    sa.Column("conversation_id", ID, primary_key=True),
+    sa.Column("sequence", sa.Integer, primary_key=True),
+    sa.Column("event_key", sa.String(1100), nullable=False),
+    sa.Column("event_id", sa.String(40), nullable=False),
+    sa.Column("customer_id", ID, nullable=True, index=True),
+    sa.Column("type", sa.String(50), nullable=False),
+    sa.Column("data", sa.JSON, nullable=False),
+    sa.Column("at", TIME, nullable=False, index=True),
+    sa.UniqueConstraint("conversation_id", "event_key", name="uq_events_conversation_key"),
+)
+
+TABLES = (model_calls, verdicts, transcript, events)
 
 
 def _sqlite_on_connect(dbapi_connection: Any, _record: Any) -> None:

@@ -8,6 +8,13 @@ verdict and each transcript entry; ``flush`` sends them with one ``record_turn``
 call. Every record is keyed by (conversation, turn, sequence number), all deterministic, so a
 retried activity, a replay or a reset re-running the turn writes the same keys again.
 
+Events (``workflows.domain.journal``): the same transitions' events, turned into the public
+events callers read (``_event``), ride in the same record and the same activity call; a
+record is sent only when it holds rows (a flush with events alone waits for the next one,
+so the activity calls, and the workflow's commands, are those of the journal without
+events). ``conversation.ended`` goes last in its record (an escalation reports its unknown
+outcome before it).
+
 A write's later stages (confirmed, declined, executed, cancelled) name the turn that proposed
 it (``keys.operation_turn`` of its operation id), with no ``call_seq``: its call was that
 turn's last.
@@ -32,6 +39,8 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError, FailureError
 
 from workflows.activity_api import JournalActivitiesApi
+from workflows.domain import journal as ev
+from workflows.domain.actions import call_arguments
 from workflows.domain import transitions as tr
 from workflows.domain.keys import operation_turn
 from workflows.domain.policy.approvals import ApprovalStatus
@@ -60,6 +69,12 @@ class JournalLog:
 
     def __init__(self, state: ConversationState, clock: Callable[[], datetime] = workflow.now) -> None:
         self._clock = clock
+        self._state = state
+        """The conversation's state (the same object for the whole run): the ids, tools and
+        amounts the events carry."""
+        self._events: list[ev.EventRecord] = []
+        self._ended: Optional[ev.EventRecord] = None
+        """``conversation.ended`` noted, sent after the other events of its record."""
         self.turn = state.turn
         self.calls = 0
         """Model calls made so far in user turn ``turn`` (by this run)."""
@@ -79,7 +94,9 @@ class JournalLog:
     # --- what happened ----------------------------------------------------------------
 
     def record(self, event: tr.Event) -> None:
-        """Note the journal's rows for ``event`` (none for events it does not keep)."""
+        """Note the journal's rows and the public events for ``event`` (none for events it
+        does not keep)."""
+        self._event(event)
         match event:
             case tr.MessageReceived(turn=turn, text=text, message_id=message_id):
                 self.user_message(turn, text, message_id)
@@ -138,6 +155,89 @@ class JournalLog:
                     self._write_verdict(op, Verdict.CANCELLED, Rule.CANCELLED.value, "the conversation was cancelled")
                     self._withdrawn_told.add(op)
 
+    # --- public events ----------------------------------------------------------------
+
+    def _event(self, event: tr.Event) -> None:
+        state, cid = self._state, self._state.conversation_id
+        match event:
+            case tr.RunStarted():
+                # every run says it; the store keeps the first (the key is the same)
+                self._emit(ev.started_key(), ev.EventType.CONVERSATION_STARTED, {})
+            case tr.WriteShown(operation_id=op):
+                self._emit(ev.operation_key(op, ev.EventType.CONFIRMATION_REQUESTED),
+                           ev.EventType.CONFIRMATION_REQUESTED, self._operation(op))
+            case tr.WriteAwaitingApproval(approval_id=approval_id):
+                approval = next((a for a in state.approvals if a.approval_id == approval_id), None)
+                if approval is not None:
+                    expires = getattr(approval, "expires_at", None)
+                    self._approval(approval, ev.EventType.APPROVAL_REQUESTED,
+                                   {"expires_at": expires.isoformat() if expires else None})
+            case tr.WriteDone(operation_id=op, outcome=outcome):
+                self._decided(op)
+                kind = {Outcome.APPLIED: ev.EventType.OPERATION_APPLIED,
+                        Outcome.REFUSED: ev.EventType.OPERATION_REFUSED,
+                        Outcome.UNKNOWN: ev.EventType.OPERATION_UNKNOWN}[outcome]
+                data = self._operation(op)
+                if outcome is Outcome.REFUSED:
+                    data["rule"] = Rule.TOOL_ERROR.value
+                self._emit(ev.operation_key(op, kind), kind, data)
+            case tr.WriteDeclined(operation_id=op):
+                self._decided(op)  # a supervisor's rejection or an expiry; a user's no is not an event
+            case tr.Closed(status=status):
+                for approval in state.approvals:
+                    if approval.status is ApprovalStatus.WITHDRAWN:
+                        self._approval(approval, ev.EventType.APPROVAL_WITHDRAWN, {})
+                self._ended = ev.EventRecord(key=ev.ended_key(state.turn, len(state.resolutions)),
+                                             type=ev.EventType.CONVERSATION_ENDED, at=self._clock(),
+                                             data={"conversation_id": cid, "status": status.value})
+
+    def _emit(self, key: str, kind: ev.EventType, data: dict[str, Any]) -> None:
+        self._events.append(ev.EventRecord(key=key, type=kind, at=self._clock(),
+                                           data={"conversation_id": self._state.conversation_id, **data}))
+
+    def _operation(self, operation_id: str) -> dict[str, Any]:
+        # the tool and the order, never the write's detail (it may name an address or a card)
+        data: dict[str, Any] = {"operation_id": operation_id}
+        step = next((s for s in self._state.steps if s.operation_id == operation_id), None)
+        if step is not None:
+            data["tool"] = step.name
+        approval = next((a for a in self._state.approvals if a.operation_id == operation_id), None)
+        if approval is not None:
+            data.update(_approval_data(approval))
+            del data["status"]
+            return data
+        state = self._state
+        try:  # the order the write is about, from its call (a write without one has none)
+            calls = [c.call for c in [state.pending_confirmation, *state.awaiting_approval]
+                     if c is not None and c.operation_id == operation_id]
+            arguments = [o.arguments for o in state.completed_operations
+                         if o.operation_id == operation_id] or [call_arguments(c) for c in calls]
+        except Exception:  # noqa: BLE001 (an event without its order beats a failed workflow task)
+            arguments = []
+        order_id = next((a.get("order_id") for a in arguments if isinstance(a, dict) and a.get("order_id")), None)
+        if order_id is not None:
+            data["order_id"] = order_id
+        return data
+
+    def _approval(self, approval: Any, kind: ev.EventType, extra: dict[str, Any]) -> None:
+        self._emit(ev.approval_key(approval.approval_id, kind), kind, {**_approval_data(approval), **extra})
+
+    def _decided(self, operation_id: str) -> None:
+        # a supervisor's decision (or its expiry) is settled by the write that follows it
+        approval = next((a for a in self._state.approvals if a.operation_id == operation_id), None)
+        if approval is None:
+            return
+        if approval.status in (ApprovalStatus.APPROVED, ApprovalStatus.REJECTED):
+            decided_at = getattr(approval, "decided_at", None)
+            self._approval(approval, ev.EventType.APPROVAL_DECIDED, {
+                "decision": "approved" if approval.status is ApprovalStatus.APPROVED else "rejected",
+                "decided_at": decided_at.isoformat() if decided_at else None})
+        elif approval.status is ApprovalStatus.EXPIRED:
+            self._approval(approval, ev.EventType.APPROVAL_EXPIRED, {})
+
+    def _events_so_far(self) -> list[ev.EventRecord]:
+        return [*self._events, *([self._ended] if self._ended is not None else [])]
+
     # --- transcript -------------------------------------------------------------------
 
     def user_message(self, turn: int, text: str, message_id: Optional[str]) -> None:
@@ -152,6 +252,9 @@ class JournalLog:
 
     def _entry(self, role: Role, kind: EntryKind, text: str, message_id: Optional[str]) -> None:
         self._seq += 1
+        if role is Role.ASSISTANT:
+            self._events.append(ev.replied(self._state.conversation_id, self.turn, self._seq, kind.value,
+                                           self._clock()))
         self._entries.append(TranscriptRecord(turn=self.turn, seq=self._seq, role=role, kind=kind, text=text,
                                               message_id=message_id, at=self._clock()))
 
@@ -210,7 +313,8 @@ class JournalLog:
         """What ``take`` would return now for the user turn in progress, without forgetting it."""
         return TurnRecord(conversation_id=state.conversation_id,
                           customer_id=state.customer.user_id if state.customer else None, turn=self.turn,
-                          model_calls=self.calls, verdicts=list(self._verdicts), transcript=list(self._entries))
+                          model_calls=self.calls, verdicts=list(self._verdicts), transcript=list(self._entries),
+                          events=self._events_so_far())
 
     def model_wrote(self, record: Optional[TurnRecord], text: str) -> None:
         """The model call given ``record`` wrote it completed by its reply ``text``."""
@@ -231,8 +335,9 @@ class JournalLog:
                             customer_id=state.customer.user_id if state.customer else None,
                             turn=self.turn if self._turn_complete else None,
                             model_calls=self.calls if self._turn_complete else 0,
-                            verdicts=self._verdicts, transcript=self._entries)
+                            verdicts=self._verdicts, transcript=self._entries, events=self._events_so_far())
         self._verdicts, self._entries, self._turn_complete = [], [], False
+        self._events, self._ended = [], None
         if presumed is not None and presumed.same_rows(record):
             return None  # the model call that proposed the reply wrote exactly this
         return record
@@ -295,6 +400,17 @@ class JournalLog:
             # ids and counts only: the record holds the user's words
             workflow.logger.warning("journal record of turn %s dropped (%d verdicts, %d entries): %s", record.turn,
                                     len(record.verdicts), len(record.transcript), _cause_name(err))
+
+
+def _approval_data(approval: Any) -> dict[str, Any]:
+    # what an approval's events carry; read with defaults: building an event must never fail
+    # the workflow task (a record without a field beats a stalled conversation)
+    amount = getattr(approval, "amount", None)
+    status = getattr(approval, "status", None)
+    return {"approval_id": approval.approval_id, "operation_id": getattr(approval, "operation_id", None),
+            "tool": getattr(approval, "tool", None), "order_id": getattr(approval, "order_id", None),
+            "amount": str(amount) if amount is not None else None,
+            "status": status.value if status is not None else None}
 
 
 def _cause_name(err: BaseException) -> Any:

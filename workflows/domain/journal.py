@@ -6,17 +6,19 @@ nothing here grows the workflow state: a turn collects its records in workflow m
 (``workflows.conversation.journal``) and sends them once when the turn is answered. Every record is
 keyed by business identity (conversation, turn, sequence number within the turn), so a
 retried activity, a replay or a reset re-running a turn overwrites rows instead of adding
-them. Strings carry no length limits here on purpose: the workflow must never fail to build
-a record (a validation error in workflow code would stall the conversation); the journal's
-database judges the data, and the activity reports a refusal as non-retryable. Pure:
-imported inside the workflow sandbox.
+them. The public events (``EventRecord``, below) ride in the same records. Strings carry
+no length limits here on purpose: the workflow must never fail to build a record (a
+validation error in workflow code would stall the conversation); the journal's database
+judges the data, and the activity reports a refusal as non-retryable. Pure: imported inside
+the workflow sandbox.
 """
 
 from __future__ import annotations
 
+import hashlib
 from datetime import datetime
 from enum import Enum
-from typing import Optional
+from typing import Any, Iterable, Optional
 
 from pydantic import BaseModel, Field
 
@@ -116,6 +118,130 @@ class TranscriptRecord(BaseModel):
     at: datetime
 
 
+# --- public events ----------------------------------------------------------------------
+
+# The event model: what a conversation tells the outside world happened, as typed events.
+#
+# An event's body is ``{id, type, timestamp, sequence, data}`` (``PublicEvent``). The workflow
+# builds each one as an ``EventRecord`` (its ``key``, type, data and time) beside the journal's
+# rows of the same turn (``workflows.conversation.journal``), and the journal's activity writes
+# it to the journal's database (``activities.store.journal``), which gives it its ``sequence``.
+#
+# Identity: an event's ``key`` names the business fact (``started``, ``reply:<turn>:<entry>``,
+# ``op:<operation id>:<type>``, ``approval:<approval id>:<type>``, ``ended:<turn>:<resolutions>``),
+# and its ``id`` is a digest of the conversation id and the key (``event_id``). A retried
+# activity, a replayed workflow task, a worker restart or a continue-as-new that re-sends the
+# same fact sends the same key: the store keeps the first and ignores the rest, so the fact keeps its id,
+# its sequence and its time. Sequence numbers are per conversation, from 1, without gaps, in
+# the order the store first hears of each key (``assign_sequences``).
+#
+# Payloads (``data``) carry ids, statuses, amounts and the rule (clause) of a refusal, never
+# an email, a name, an address, a payment method id or the words of the conversation. Pure:
+# imported inside the workflow sandbox.
+
+class EventType(str, Enum):
+    """The types of a conversation's events (``docs/events.md`` shows each with an example)."""
+
+    CONVERSATION_STARTED = "conversation.started"
+    CONVERSATION_REPLIED = "conversation.replied"
+    CONFIRMATION_REQUESTED = "confirmation.requested"
+    APPROVAL_REQUESTED = "approval.requested"
+    APPROVAL_DECIDED = "approval.decided"
+    APPROVAL_EXPIRED = "approval.expired"
+    APPROVAL_WITHDRAWN = "approval.withdrawn"
+    OPERATION_APPLIED = "operation.applied"
+    OPERATION_REFUSED = "operation.refused"
+    OPERATION_UNKNOWN = "operation.unknown"
+    CONVERSATION_ENDED = "conversation.ended"
+
+
+TERMINAL_TYPES = frozenset({EventType.CONVERSATION_ENDED})
+"""Types after which a conversation records nothing more unless an operator reopens it
+(an escalated conversation whose unknown outcome is resolved)."""
+
+
+class EventRecord(BaseModel):
+    """One event as the workflow sends it: ``key`` its business identity within the
+    conversation (see the module), ``at`` the workflow's clock (UTC)."""
+
+    key: str = Field(min_length=1)
+    type: EventType
+    data: dict[str, Any] = Field(default_factory=dict)
+    at: datetime
+
+
+class PublicEvent(BaseModel):
+    """An event as callers read it. ``id``: stable across retries and restarts (``evt_`` and
+    24 hex digits); ``sequence``: from 1 per conversation, without gaps; ``timestamp``: when
+    it happened (UTC); ``data.conversation_id``: the caller's conversation id."""
+
+    id: str
+    type: str
+    timestamp: datetime
+    sequence: int = Field(ge=1)
+    data: dict[str, Any]
+
+
+def event_id(conversation_id: str, key: str) -> str:
+    """``evt_`` + 24 hex digits of sha256(conversation id, key): the same fact of the same
+    conversation always has the same id, and different keys differ."""
+    digest = hashlib.sha256(f"{len(conversation_id)}:{conversation_id}|{key}".encode()).hexdigest()
+    return f"evt_{digest[:24]}"
+
+
+def assign_sequences(known: dict[str, int], keys: Iterable[str]) -> list[tuple[str, int]]:
+    """The (key, sequence) of each key not in ``known`` (key → its sequence), in order, each
+    once: numbering continues after the highest known sequence (from 1). Keys already known
+    keep their sequence and are left out."""
+    last = max(known.values(), default=0)
+    new: list[tuple[str, int]] = []
+    seen = set(known)
+    for key in keys:
+        if key in seen:
+            continue
+        seen.add(key)
+        last += 1
+        new.append((key, last))
+    return new
+
+
+# --- event keys ---------------------------------------------------------------------------------
+
+def started_key() -> str:
+    """The key of ``conversation.started`` (once per conversation)."""
+    return "started"
+
+
+def reply_key(turn: int, seq: int) -> str:
+    """The key of ``conversation.replied`` for transcript entry ``seq`` of user turn ``turn``."""
+    return f"reply:{turn}:{seq}"
+
+
+def operation_key(operation_id: str, type_: EventType) -> str:
+    """The key of an event of type ``type_`` about the write ``operation_id``."""
+    return f"op:{operation_id}:{type_.value}"
+
+
+def approval_key(approval_id: str, type_: EventType) -> str:
+    """The key of an event of type ``type_`` about the approval ``approval_id``."""
+    return f"approval:{approval_id}:{type_.value}"
+
+
+def ended_key(turn: int, resolutions: int) -> str:
+    """The key of ``conversation.ended`` when it closed in (or after) user turn ``turn`` with
+    ``resolutions`` operators' resolutions so far: a conversation an operator's resolution
+    reopened can end again, even within the same turn."""
+    return f"ended:{turn}:{resolutions}"
+
+
+def replied(conversation_id: str, turn: int, seq: int, kind: str, at: datetime) -> EventRecord:
+    """``conversation.replied``: the user was shown transcript entry ``seq`` of turn ``turn``
+    (``kind``: reply, notice or cancellation). The text stays in the transcript: it may hold
+    the customer's personal data."""
+    return EventRecord(key=reply_key(turn, seq), type=EventType.CONVERSATION_REPLIED, at=at,
+                       data={"conversation_id": conversation_id, "turn": turn, "entry": seq, "kind": kind})
+
+
 class TurnRecord(BaseModel):
     """Input of ``JournalActivities.record_turn``: what one turn (or one batch of notices,
     or a cancellation) adds to the journal. ``customer_id`` is the authenticated customer
@@ -131,6 +257,8 @@ class TurnRecord(BaseModel):
     """How many model calls user turn ``turn`` made."""
     verdicts: list[VerdictRecord] = Field(default_factory=list)
     transcript: list[TranscriptRecord] = Field(default_factory=list)
+    events: list[EventRecord] = Field(default_factory=list)
+    """The events of the same stretch (``workflows.domain.events``), in the order they happened."""
 
     def with_reply(self, call_seq: int, text: str, at: datetime) -> "TurnRecord":
         """This record (a turn's so far) completed by an accepted reply: model call ``call_seq``
@@ -142,12 +270,14 @@ class TurnRecord(BaseModel):
             "verdicts": [*self.verdicts, VerdictRecord(turn=self.turn or 0, call_seq=call_seq,
                                                        verdict=Verdict.REPLIED, at=at)],
             "transcript": [*self.transcript, TranscriptRecord(turn=self.turn or 0, seq=seq, role=Role.ASSISTANT,
-                                                              kind=EntryKind.REPLY, text=text, at=at)]})
+                                                              kind=EntryKind.REPLY, text=text, at=at)],
+            "events": [*self.events, replied(self.conversation_id, self.turn or 0, seq, EntryKind.REPLY.value, at)]})
 
     def same_rows(self, other: "TurnRecord") -> bool:
         """Whether ``other`` writes the same rows as this record (the times aside)."""
         def rows(r: TurnRecord) -> tuple:
             return (r.conversation_id, r.customer_id, r.turn, r.model_calls,
                     [v.model_dump(exclude={"at"}) for v in r.verdicts],
-                    [e.model_dump(exclude={"at"}) for e in r.transcript])
+                    [e.model_dump(exclude={"at"}) for e in r.transcript],
+                    [e.model_dump(exclude={"at"}) for e in r.events])
         return rows(self) == rows(other)
