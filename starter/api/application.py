@@ -12,6 +12,7 @@ Routes (bodies: ``starter.api.models``; refunds and approvals: ``starter.api.pro
     GET  /conversations/{id}                                                          -> 200 ConversationState
     GET  /conversations?customer_id=&order_id=&status=&step=&limit=&next_page_token=  -> 200 {items, next_page_token}
     GET  /conversations/{id}/transcript[?format=text]                                 -> 200 Transcript / text; 404
+    GET  /conversations/{id}/events  (server-sent events, Last-Event-ID; ``starter.api.journal``) -> 200 stream; 404
     POST /refunds  GET /refunds/{refund_id}  GET /refunds?order_id=  GET/POST /approvals/{id}  GET /approvals?status=pending
     GET  /usage  (``starter.api.limits``: the caller's tenant's use and limits)        -> 200 TenantUsage
     GET  /healthz                                                                     -> 200 / 503

@@ -68,6 +68,7 @@ ROUTES: dict[tuple[str, str], tuple[int, ...]] = {
     ("POST", "/conversations/{conversation_id}/messages"): (404, 409, 503, 504),
     ("POST", "/conversations/{conversation_id}/cancel"): (404, 409, 503),
     ("GET", "/conversations/{conversation_id}/transcript"): (404, 503),
+    ("GET", "/conversations/{conversation_id}/events"): (404, 503),
     ("POST", "/conversations/{conversation_id}/resolutions"): (404, 409, 503, 504),
     ("POST", "/refunds"): (409, 503),
     ("GET", "/refunds"): (503,),

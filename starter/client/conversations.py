@@ -27,7 +27,7 @@ from temporalio.common import (
     WorkflowIDReusePolicy,
 )
 from temporalio.exceptions import WorkflowAlreadyStartedError
-from temporalio.service import RPCError
+from temporalio.service import RPCError, RPCStatusCode
 
 from starter.client.answered import recorded_or_refused
 from starter.client.approvals import ApprovalCalls
@@ -259,6 +259,19 @@ class StatekeeperClient(ApprovalCalls, RefundCalls, ListingCalls, ResolutionCall
         its final status and state."""
         handle = self._client.get_workflow_handle_for(SupportWorkflow.run, support_workflow_id(conversation_id))
         return await handle.result()
+
+    async def serving(self, conversation_id: str) -> Optional[bool]:
+        """Whether the conversation's latest run is running (True) or closed (False); None
+        when it has no run. Raises ``temporalio.service.RPCError`` when Temporal does not
+        answer."""
+        handle = self._client.get_workflow_handle(support_workflow_id(conversation_id))
+        try:
+            described = await self.read(lambda: handle.describe(rpc_timeout=self.rpc_timeout))
+        except RPCError as err:
+            if err.status is RPCStatusCode.NOT_FOUND:
+                return None
+            raise
+        return described.status is WorkflowExecutionStatus.RUNNING
 
     async def _running(self, handle: Any) -> bool:
         """True when the conversation's latest run is running (False when that cannot be read)."""
