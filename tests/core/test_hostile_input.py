@@ -325,3 +325,10 @@ def test_the_invisible_class_covers_every_format_character_of_this_python():
     assert missed == []
     assert visible_text("Grüße, #W4566809 — ok? 漢字 ١٢٣") == "Grüße, #W4566809 — ok? 漢字 ١٢٣"
     assert visible_text("a\u00a0b\u3000c\u2009d") == "a b c d"
+
+
+def test_a_retry_without_its_invisible_characters_is_the_same_message():
+    from workflows.domain.contracts import message_digest
+
+    assert message_digest("yes\u200b") == message_digest("yes") == message_digest("\ufeffye\u00ads")
+    assert message_digest("yes") != message_digest("no") and message_digest("a\u00a0b") == message_digest("a b")

@@ -16,6 +16,7 @@ from workflows.domain.actions import ModelProposal, ToolCall
 from workflows.domain.policy.approvals import Approval, ApprovalPolicy
 from workflows.domain.journal import TurnRecord
 from workflows.domain.prompt import ModelSnapshot
+from workflows.domain.user_text import visible_text
 
 
 DEFAULT_WRITE_TIMEOUT_SECONDS = 30.0
@@ -279,8 +280,10 @@ class AssistantReply(BaseModel):
 
 
 def message_digest(text: str) -> str:
-    """16 hex characters of the SHA-256 of ``text`` (UTF-8): which message a reply answers."""
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    """16 hex characters of the SHA-256 of the visible text of ``text`` (UTF-8; ``visible_text``):
+    which message a reply answers. A retry that drops or adds invisible characters is the same
+    message, as the workflow reads it."""
+    return hashlib.sha256(visible_text(text).encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
 class CancelRequest(BaseModel):
