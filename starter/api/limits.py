@@ -113,7 +113,7 @@ class ApiLimits:
             taken = await asyncio.to_thread(self.ledger.take, tenant, conversation_id, limit)
         if taken is not None:
             return conversation_id, taken
-        raise ConversationError(f"this tenant has {limit} conversations open, its limit: end or cancel one, "
+        raise ConversationError(f"this tenant is at its limit of {limit} open conversations: end or cancel one, "
                                 "or wait for one to finish, before starting another", "rate_limited")
 
     async def release(self, conversation_id: str) -> None:

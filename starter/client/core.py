@@ -296,7 +296,13 @@ class ClientCore:
             try:
                 handle = await within(start(timedelta(seconds=accept)), accept + 1.0)
             except (WorkflowUpdateRPCTimeoutOrCancelledError, asyncio.TimeoutError):
-                await self.require_worker()  # none: no_worker, and the update never ran
+                try:
+                    await self.require_worker()
+                except ConversationError as refusal:
+                    # Temporal holds the update: the run takes it when a worker polls again
+                    raise ConversationError(f"{refusal}; {what} may still be handled once a worker runs: "
+                                            "send it again with the same id to get its answer (it is handled "
+                                            "once)", refusal.kind) from None
                 refusal = await stuck() if stuck is not None else None
                 if refusal is not None:  # a worker polls, but the run's workflow tasks keep failing
                     raise refusal
@@ -304,8 +310,9 @@ class ClientCore:
                 # (deduplicated) and allow it the reply deadline to be accepted
                 handle = await self.watched(start(timedelta(seconds=reply)), reply + 1.0, stuck)
         except (WorkflowUpdateRPCTimeoutOrCancelledError, asyncio.TimeoutError) as err:
-            raise ConversationError(f"{what} was not picked up within {reply:.0f} s; send it again with the "
-                                    "same id", "timeout") from err
+            raise ConversationError(f"{what} was not answered within {reply:.0f} s and may still be handled: "
+                                    "send it again with the same id to get its answer (it is handled once)",
+                                    "timeout") from err
         except RPCError as err:
             if err.status is RPCStatusCode.FAILED_PRECONDITION and stuck is not None:
                 # the server refuses an update while the run's workflow task keeps failing ("not

@@ -55,6 +55,8 @@ INVISIBLE_YES = [
     "yes\U000e0020\U000e0041",  # Unicode tag characters
     "y\ufe0fes",            # a variation selector
     "ｙｅｓ",                # full-width letters (NFKC: yes)
+    "yes" + " " * 86,       # spaces past the length of any answer, around it
+    "yes" + "\u00a0" * 100,  # no-break spaces past it
 ]
 
 

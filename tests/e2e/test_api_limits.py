@@ -152,7 +152,7 @@ async def test_100_conversations_opened_at_once_by_one_tenant_exactly_its_limit_
     started = {r.json()["conversation_id"] for r in answers if r.status_code == 201}
     for r in answers:
         if r.status_code == 429:
-            assert f"{BUSY_OPEN} conversations open, its limit" in r.json()["detail"]
+            assert f"at its limit of {BUSY_OPEN} open conversations" in r.json()["detail"]
     # nothing lost, nothing extra: exactly the accepted ones run
     running = await s.temporal.count_workflows(f'WorkflowId STARTS_WITH "support-busy-{run}-" '
                                                'AND ExecutionStatus = "Running"')

@@ -76,12 +76,10 @@ def _normalise_1_0(text: str) -> str:
     return _SPACES.sub(" ", text)
 
 
-def _normalise(text: str) -> str:
+def _seen(text: str) -> str:
     """``text`` as a reader sees it (``visible_text``), in compatibility form (NFKC: full-width
-    ``ｙｅｓ`` is ``yes``), lower case, without trailing stops and commas."""
-    if len(text) > MAX_CONFIRMATION_CHARS:
-        return ""  # in neither set
-    return _normalise_1_0(unicodedata.normalize("NFKC", visible_text(text)))
+    ``ｙｅｓ`` is ``yes``), without the spaces around it."""
+    return unicodedata.normalize("NFKC", visible_text(text)).strip()
 
 
 def _within_one_edit(word: str, target: str) -> bool:
@@ -116,12 +114,15 @@ def answer_of(text: str) -> Answer:
     removed and full-width letters read as ASCII); NO: one of the refusals ("no", "not yet");
     UNCLEAR: it looks like either without being one ("ok", "yes?", "уеѕ", "yess"); OTHER:
     anything else, a condition or a new request ("yes but only the first item")."""
-    normal = _normalise(text)
+    seen = _seen(text)
+    if len(seen) > MAX_CONFIRMATION_CHARS:
+        return Answer.OTHER
+    normal = _normalise_1_0(seen)  # lower case, without trailing stops and commas
     if normal in _AFFIRMATIVE:
         return Answer.YES
     if normal in _NEGATIVE:
         return Answer.NO
-    if len(text) <= MAX_CONFIRMATION_CHARS and _is_unclear(normal):
+    if _is_unclear(normal):
         return Answer.UNCLEAR
     return Answer.OTHER
 
