@@ -115,8 +115,9 @@ RUN_CHECK_SECONDS = 2.0
 """How often an idle stream asks Temporal whether the conversation's run is still running."""
 KEEP_ALIVE_SECONDS = 15.0
 """The longest an open stream stays silent: proxies close connections idle for longer."""
-LAST_EVENT_ID = r"^[0-9]{1,18}$"
-"""A ``Last-Event-ID``: the sequence of an event (a whole number from 0)."""
+LAST_EVENT_ID = r"^[0-9]{0,18}$"
+"""A ``Last-Event-ID``: the sequence of an event (a whole number from 0, at most 18 digits); empty
+is no id (the event-stream standard's reset), as if none was sent."""
 DEFAULT_WAIT_SECONDS = 300
 MAX_WAIT_SECONDS = 3600
 
@@ -159,7 +160,7 @@ async def get_events(conversation_id: ConversationId, request: Request,
     """The conversation's events as server-sent events, from the start or after `Last-Event-ID`.
     Keyed callers read the events of their tenant's conversations while the run is retained;
     404 for an unknown conversation and for another tenant's."""
-    after = int(last_event_id)  # its pattern: LAST_EVENT_ID
+    after = int(last_event_id or "0")  # its pattern: LAST_EVENT_ID
     await guard.conversation(client, conversation_id, Permission.READ_CONVERSATION)
     first = await _read(journal, conversation_id, after)
     running = await _serving(client, conversation_id)

@@ -136,6 +136,7 @@ async def test_a_confirmed_and_approved_write_streams_its_events_in_order_and_re
     later = await _stream(s, cid, last=resume_at)
     assert later == whole[int(resume_at):]
     assert await _stream(s, cid, last=str(len(whole))) == []  # nothing after the last: ends at once
+    assert await _stream(s, cid, last="") == whole  # an empty id is no id: from the start
 
     # another tenant's conversation and an unknown id: the same 404; a Last-Event-ID that is no number: 422
     for who, asked in (("acme_svc", cid), ("svc", f"nobody-{uuid.uuid4().hex[:8]}")):
