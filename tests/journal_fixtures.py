@@ -44,3 +44,16 @@ def either_database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[
     else:
         with postgres_database() as made:
             yield made
+
+
+@pytest.fixture(params=["sqlite", "postgresql"], name="store")
+def either_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator["JournalStore"]:
+    """The fixture ``store``: a ``JournalStore`` on a fresh database of each kind the journal runs
+    on, closed after the test (import ``either_store`` into a test module to use it)."""
+    from activities.store.journal import JournalStore  # noqa: PLC0415 (the fixtures module stays light)
+
+    with contextlib.ExitStack() as stack:
+        url = sqlite_url(tmp_path) if request.param == "sqlite" else stack.enter_context(postgres_database())
+        journal = JournalStore(url)
+        yield journal
+        journal.close()

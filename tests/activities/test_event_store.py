@@ -10,24 +10,10 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from activities.store.journal import JournalStore
-from tests.journal_fixtures import postgres_database, sqlite_url
+from tests.journal_fixtures import either_store  # noqa: F401 (either_store: the store fixture)
 from workflows.domain.journal import EventRecord, EventType, TurnRecord, event_id
 
 T0 = datetime(2026, 11, 1, 12, 0, tzinfo=timezone.utc)
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def store(request, tmp_path):
-    if request.param == "sqlite":
-        journal = JournalStore(sqlite_url(tmp_path))
-        yield journal
-        journal.close()
-        return
-    with postgres_database() as url:
-        journal = JournalStore(url)
-        yield journal
-        journal.close()
 
 
 def event(key: str, kind: EventType, at: datetime = T0, **data) -> EventRecord:

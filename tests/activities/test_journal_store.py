@@ -20,24 +20,11 @@ from temporalio.testing import ActivityEnvironment
 
 from activities.journal import JournalActivities
 from activities.store.journal import JournalStore, ModelCallRecord
-from tests.journal_fixtures import postgres_database, sqlite_url
+from tests.journal_fixtures import either_store  # noqa: F401 (either_store: the store fixture)
 from workflows.domain.journal import EntryKind, Role, TranscriptRecord, TurnRecord, Verdict, VerdictRecord
 
 
 T0 = datetime(2026, 11, 1, 12, 0, tzinfo=timezone.utc)
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def store(request, tmp_path):
-    if request.param == "sqlite":
-        journal = JournalStore(sqlite_url(tmp_path))
-        yield journal
-        journal.close()
-        return
-    with postgres_database() as url:
-        journal = JournalStore(url)
-        yield journal
-        journal.close()
 
 
 def call(cid="c1", turn=1, seq=1, customer="u1", proposal=None, at=T0, **extra) -> ModelCallRecord:
