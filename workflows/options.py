@@ -20,8 +20,14 @@ ORDER_IDS = SearchAttributeKey.for_keyword_list("OrderIds")
 """Every order the process touched (read or wrote), not just the latest; bounded
 (``workflows.visibility.ORDER_IDS_KEPT``)."""
 STEP = SearchAttributeKey.for_keyword("Step")
-STATUS = SearchAttributeKey.for_keyword("Status")
-"""Business status: active, ended, cancelled, transferred, escalated (refunds: their outcome)."""
+STATUS = SearchAttributeKey.for_keyword("ProcessStatus")
+"""Business status: active, ended, cancelled, transferred, escalated (refunds: their outcome).
+Not named ``Status``: the Web UI's list shows a custom attribute of that name in place of its
+own Status column (the run's Running, Completed, Terminated...)."""
+LEGACY_STATUS = SearchAttributeKey.for_keyword("Status")
+"""The name ``STATUS`` had in 1.0.0. Runs of 1.0.0 that have not published a status since the
+upgrade carry only this one; lists read it, and filter by it where the server still has it
+registered (``starter.client.listing``). Never registered on a new server."""
 PENDING_APPROVAL = SearchAttributeKey.for_keyword("PendingApproval")
 """The approval id awaiting a supervisor's decision; unset when none is pending."""
 TENANT = SearchAttributeKey.for_keyword("Tenant")

@@ -1,7 +1,7 @@
 """What operators see of a running conversation in the Temporal Web UI.
 
 Search attributes for finding runs: ``CustomerId`` (the customer's keyed pseudonym),
-``OrderIds`` (every order the conversation touched), ``Step``, ``Status`` and
+``OrderIds`` (every order the conversation touched), ``Step``, ``ProcessStatus`` and
 ``PendingApproval``. The current details (the "User Metadata" tab) say what a run is
 doing, as Markdown; activity summaries name each activity on the Timeline.
 
@@ -36,6 +36,7 @@ from workflows.options import (
     CUSTOMER_ID,
     IDENTITY_RETRY,
     IDENTITY_TIMEOUT,
+    LEGACY_STATUS,
     ORDER_IDS,
     PENDING_APPROVAL,
     STATUS,
@@ -51,8 +52,17 @@ ids are at most 100 characters, and 50 short τ-bench ids stay far below the ser
 per-attribute size limit (2 KB by default)."""
 ORDER_IDS_CHARS = 1500
 """Bound on the summed length of the ids in ``OrderIds`` (below the 2 KB size limit)."""
+PROCESS_STATUS_PATCH = "process-status-attribute"
+"""Runs of 1.0.0 publish their status as ``Status`` (``workflows.options.LEGACY_STATUS``) to the end;
+new runs as ``ProcessStatus``."""
 PERSONAL_ALWAYS = frozenset({"user_id"})
 """Argument names never shown: a τ-bench customer id holds the customer's name."""
+
+
+def status_key() -> Any:
+    """The search attribute a run publishes its status in: ``ProcessStatus``, or ``Status`` for a
+    run of 1.0.0 (patch ``process-status-attribute``). Workflow code only."""
+    return STATUS if workflow.patched(PROCESS_STATUS_PATCH) else LEGACY_STATUS
 
 
 def safe_arguments(call: Any) -> dict[str, Any]:
@@ -168,7 +178,7 @@ class Visibility:
         if self._order_ids is None:
             inherited = workflow.info().typed_search_attributes
             self._published = {key.name: inherited.get(key) for key in (CUSTOMER_ID, ORDER_IDS, STEP, STATUS,
-                                                                          PENDING_APPROVAL)}
+                                                                          LEGACY_STATUS, PENDING_APPROVAL)}
             self._order_ids = list(self._published[ORDER_IDS.name] or [])
         self._order_ids = accumulate(self._order_ids, touched_orders(state))
         customer = state.customer.user_id if state.customer else None
@@ -189,7 +199,7 @@ class Visibility:
 
     def _sync(self, state: ConversationState, step: str, pseudonym: Optional[str]) -> None:
         pending = pending_approvals(state)
-        wanted: dict[Any, Any] = {STEP: step, STATUS: state.status.value}
+        wanted: dict[Any, Any] = {STEP: step, status_key(): state.status.value}
         if pseudonym is not None:
             wanted[CUSTOMER_ID] = pseudonym
         if self._order_ids:

@@ -19,13 +19,14 @@ from typing import Optional, Sequence
 
 from pydantic import BaseModel
 from temporalio.client import WorkflowExecution, WorkflowExecutionStatus
+from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
 from temporalio.service import RPCError, RPCStatusCode
 
 from starter.client.approvals import ApprovalItem, ApprovalReads
 from starter.client.errors import ConversationError, unreachable
 from starter.client.run_status import (NOT_STUCK_CLAUSE, STUCK, STUCK_CLAUSE, StuckRun, abnormal_word,
                                        description_stuck, problems_of, reported_stuck, status_clause, stuck_run)
-from workflows.options import CUSTOMER_ID, ORDER_IDS, PENDING_APPROVAL, STATUS, STEP
+from workflows.options import CUSTOMER_ID, LEGACY_STATUS, ORDER_IDS, PENDING_APPROVAL, STATUS, STEP
 from workflows.domain.pseudonym import PREFIX as PSEUDONYM_PREFIX
 from workflows.domain.pseudonym import customer_pseudonym
 
@@ -82,6 +83,8 @@ class ListingCalls(ApprovalReads):
     """The list operations of ``StatekeeperClient``."""
 
     _pseudonym_key: Optional[str] = None
+    _legacy_status: Optional[bool] = None
+    """Whether the namespace still has ``Status`` registered (a server upgraded from 1.0.0): asked once."""
 
     async def list_conversations(self, *, customer_id: Optional[str] = None, order_id: Optional[str] = None,
                                  status: Optional[str] = None, step: Optional[str] = None, limit: int = 20,
@@ -91,7 +94,9 @@ class ListingCalls(ApprovalReads):
         ``starter.client.tenancy``). ``status="stuck"``: running conversations whose workflow
         tasks keep failing (``starter.client.run_status``), which no other status lists. Raises
         ``ConversationError`` ``invalid`` for a bad filter or page token, ``unavailable``."""
-        parts = ['WorkflowType = "SupportWorkflow"', *self._filters(customer_id, order_id, status, step), *scope,
+        legacy = await self._legacy_status_registered() if status is not None else False
+        parts = ['WorkflowType = "SupportWorkflow"', *self._filters(customer_id, order_id, status, step, legacy),
+                 *scope,
                  CURRENT_RUNS]
         executions, token = await self._page(" AND ".join(parts), limit, next_page_token)
         executions = await self._latest_runs(executions)
@@ -106,11 +111,13 @@ class ListingCalls(ApprovalReads):
         ``status`` and each item's status are a refund's as ``refund()`` states it: a running
         refund at step ``awaiting_approval`` is ``awaiting_approval``, not ``running``."""
         awaiting = []
-        if status == AWAITING:  # the Status attribute says running; the step says why
+        if status == AWAITING:  # the ProcessStatus attribute says running; the step says why
             status, step = "running", step or AWAITING
         elif status == "running":
             awaiting = [f'(`{STEP.name}` IS NULL OR `{STEP.name}` != "{AWAITING}")']
-        parts = ['WorkflowType = "RefundWorkflow"', *self._filters(customer_id, order_id, status, step), *awaiting,
+        legacy = await self._legacy_status_registered() if status is not None else False
+        parts = ['WorkflowType = "RefundWorkflow"', *self._filters(customer_id, order_id, status, step, legacy),
+                 *awaiting,
                  *scope, CURRENT_RUNS]
         executions, token = await self._page(" AND ".join(parts), limit, next_page_token)
         executions = await self._latest_runs(executions)
@@ -202,8 +209,23 @@ class ListingCalls(ApprovalReads):
                 runs.append(stuck_run(execution.id, execution.workflow_type, problems, attempt, since))
         return runs
 
+    async def _legacy_status_registered(self) -> bool:
+        """Whether ``Status`` (1.0.0's name of ``ProcessStatus``) is registered in the namespace:
+        then a run of 1.0.0 that has not published its status since the upgrade is found by it.
+        Asked once per client; a failed ask counts as no (and is asked again next time)."""
+        if self._legacy_status is None:
+            try:
+                listed = await self.read(lambda: self._client.operator_service.list_search_attributes(
+                    ListSearchAttributesRequest(namespace=self._client.namespace)))
+            except RPCError:
+                return False
+            self._legacy_status = LEGACY_STATUS.name in listed.custom_attributes
+        return self._legacy_status
+
     def _filters(self, customer_id: Optional[str], order_id: Optional[str], status: Optional[str],
-                 step: Optional[str]) -> list[str]:
+                 step: Optional[str], legacy_status: bool = False) -> list[str]:
+        """Visibility-query clauses for the filters given; ``legacy_status``: also match a run
+        whose status is only in 1.0.0's ``Status`` attribute."""
         parts = []
         if customer_id is not None:
             clause(CUSTOMER_ID.name, customer_id)  # validate the real id before mapping it
@@ -215,12 +237,16 @@ class ListingCalls(ApprovalReads):
         # ended and stuck runs never published these words: Temporal's execution status and its
         # TemporalReportedProblems say them (starter.client.run_status)
         reported = STUCK_CLAUSE if status == STUCK else status_clause(status) if status is not None else None
-        for key, value in ((ORDER_IDS, order_id), (STATUS, None if reported else status), (STEP, step)):
+        for key, value in ((ORDER_IDS, order_id), (STEP, step)):
             if value is not None:
                 parts.append(clause(key.name, value))
+        if status is not None and not reported:
+            own = clause(STATUS.name, status)
+            parts.append(f"({own} OR (`{STATUS.name}` IS NULL AND {clause(LEGACY_STATUS.name, status)}))"
+                         if legacy_status else own)
         if reported:
             parts.append(reported)
-        if status in LIVE_STATUSES:  # a run that closed without its final Status is not live
+        if status in LIVE_STATUSES:  # a run that closed without its final ProcessStatus is not live
             parts.append('ExecutionStatus = "Running"')
             parts.append(NOT_STUCK_CLAUSE)  # a stuck run is listed as stuck, under that filter only
         return parts
@@ -257,7 +283,7 @@ WORKFLOW_ID_PATTERN = re.compile(r"^[A-Za-z0-9#._:@~=+-]{1,1000}$", re.ASCII)
 DESCRIBES_AT_ONCE = 8
 """The most describes one list page asks for at a time (``ListingCalls._latest_runs``)."""
 LIVE_STATUSES = frozenset({"active", "running", "awaiting_approval"})
-"""``Status`` words of a process still going on: true only of a run that is running."""
+"""``ProcessStatus`` words of a process still going on: true only of a run that is running."""
 
 TOKEN_TAG = b"sk1"
 
@@ -300,10 +326,11 @@ def _refund_item(execution: WorkflowExecution) -> RefundItem:
 def _common(execution: WorkflowExecution) -> dict:
     """Fields every item shares; ``status`` is Temporal's execution status for a run that
     ended without the workflow's say (terminated, timed out, failed: ``starter.client.run_status``),
-    and for a run that has not set the ``Status`` search attribute yet; ``stuck`` for a running
+    and for a run that has not set the ``ProcessStatus`` search attribute yet; ``stuck`` for a running
     one whose workflow tasks keep failing (``starter.client.run_status``)."""
     fallback = execution.status.name.lower() if execution.status is not None else None
-    status = abnormal_word(execution.status) or _keyword(execution, STATUS) or fallback
+    status = (abnormal_word(execution.status) or _keyword(execution, STATUS) or _keyword(execution, LEGACY_STATUS)
+              or fallback)
     if status in LIVE_STATUSES and execution.status not in (None, WorkflowExecutionStatus.RUNNING):
         status = fallback
     if execution.status == WorkflowExecutionStatus.RUNNING and reported_stuck(problems_of(execution.typed_search_attributes)):

@@ -47,7 +47,7 @@ class RefundStatus(BaseModel):
     failing: nothing moves until an operator acts; ``reason`` says what fails and since when,
     ``starter.client.run_status``), or the
     closed run's Temporal status (``terminated``, ``timed_out``...): the words of the
-    ``Status`` search attribute that ``GET /refunds?status=`` filters on. ``step`` is the
+    ``ProcessStatus`` search attribute that ``GET /refunds?status=`` filters on. ``step`` is the
     workflow's current step; ``operation`` and ``order_id`` as requested. ``replayed``: the
     system of record answered the write from its ledger (an earlier attempt, e.g. before a
     reset, had applied it once), not whether this request repeated an earlier one (a
@@ -183,7 +183,7 @@ class RefundCalls(ClientCore):
                 outcome: RefundOutcome = await self.read(lambda: handle.result(rpc_timeout=self.rpc_timeout))
             except RPCError as err:
                 raise unreachable() from err
-            # the same words as the Status search attribute the list route filters on
+            # the same words as the ProcessStatus search attribute the list route filters on
             status.status = "applied" if outcome.ok else "escalated" if outcome.escalated else "refused"
             status.reason, status.replayed = _reason(outcome), outcome.replayed
         else:

@@ -1,7 +1,7 @@
 """A process's status when Temporal knows better than the workflow's own last word: its run
 closed without it, or it runs but is stuck.
 
-**Closed.** A workflow publishes its status (the ``Status`` search attribute, ``ConversationState.status``)
+**Closed.** A workflow publishes its status (the ``ProcessStatus`` search attribute, ``ConversationState.status``)
 itself, so a run that Temporal terminated, timed out or failed still says what it said while
 it ran ("active", "running"). Temporal's execution status is the truth then: the state,
 the lists and their ``?status=`` filter all use its word (``terminated``, ``timed_out``,

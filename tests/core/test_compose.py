@@ -327,7 +327,7 @@ def test_all_images_are_pinned(services: dict[str, Any]) -> None:
 def test_search_attributes_are_registered(services: dict[str, Any]) -> None:
     # The names the workflows upsert must be the ones some service registers, with their type.
     types = {key.name: attribute_type_name(key) for key in SEARCH_ATTRIBUTES}
-    assert set(types) == {"CustomerId", "OrderIds", "Step", "Status", "PendingApproval", "Tenant"}
+    assert set(types) == {"CustomerId", "OrderIds", "Step", "ProcessStatus", "PendingApproval", "Tenant"}
     commands = [_command_text(s) for s in services.values()]
     for name, kind in types.items():
         assert any(re.search(rf"search-attribute create\b[^\n]*--name {name}\b[^\n]*--type {kind}\b", c)

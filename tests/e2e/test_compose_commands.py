@@ -239,7 +239,7 @@ def test_every_compose_service_command_runs_and_becomes_healthy(local: Local, pr
     for _ in range(2):
         done = run(local.argv(command("temporal-setup")), setup_env)
         assert done.returncode == 0, done.stdout + done.stderr
-        assert "search attributes CustomerId, OrderIds, Step, Status, PendingApproval, Tenant registered" in done.stdout
+        assert "search attributes CustomerId, OrderIds, Step, ProcessStatus, PendingApproval, Tenant registered" in done.stdout
 
     journal_db = local.databases["statekeeper_journal"]
     script = command("journal-db")[-1].replace("statekeeper_journal", journal_db)

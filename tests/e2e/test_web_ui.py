@@ -116,6 +116,21 @@ async def _current_details(page, timeout_seconds: float = 30.0) -> str:
     raise AssertionError(f"no current-details frame among {[f.url[:80] for f in page.frames]}")
 
 
+async def _row_with_columns(page, names: tuple[str, ...], shot: Path) -> str:
+    """Add the search attributes ``names`` as columns of the open list as docs/operators.md says
+    (Configure Columns, then + beside each under Available Columns) and return the first row's text."""
+    await page.get_by_role("button", name="Configure Columns").click()
+    for name in names:
+        entry = page.locator("li", has=page.get_by_text(name, exact=True)).filter(
+            has=page.get_by_role("button")).last
+        await entry.get_by_role("button").last.click()
+    await page.get_by_role("button", name="Close drawer").or_(page.get_by_role("button", name="Close")).first.click()
+    await page.set_viewport_size({"width": 2000, "height": 700})
+    await page.wait_for_timeout(500)
+    await page.screenshot(path=str(shot))
+    return await page.locator("table tbody tr").first.inner_text()
+
+
 async def _list_shows(page, url: str, workflow_id: str, shot: Path) -> None:
     """Open a filtered list; the run's link must appear (visibility is eventually consistent)."""
     await page.goto(url)
@@ -169,11 +184,17 @@ async def test_operator_finds_the_pending_conversation_and_reads_its_current_det
                                       tmp_path / "list-by-order.png")
                     await _list_shows(page, list_url(ui, "default", list_query(pseudonym)), workflow_id,
                                       tmp_path / "list-by-customer.png")
+                    row = await _row_with_columns(page, ("Step", "PendingApproval", "CustomerId"),
+                                                  tmp_path / "list-columns.png")
+                    # Temporal's own Status column is the run's execution status, not our ProcessStatus
+                    assert "RUNNING" in row and PENDING_STEP in row and pseudonym in row, row
+                    if PENDING_STEP == "awaiting_approval":
+                        assert approval_id in row, row
                 finally:
                     await browser.close()
     if os.environ.get("STATEKEEPER_SAVE_SCREENSHOTS") == "1":
         DOCS_IMG.mkdir(parents=True, exist_ok=True)
-        for name in ("current-details.png", "list-by-customer.png", "list-by-order.png"):
+        for name in ("current-details.png", "list-by-customer.png", "list-by-order.png", "list-columns.png"):
             shutil.copy(tmp_path / name, DOCS_IMG / f"web-ui-{name}")
 
 

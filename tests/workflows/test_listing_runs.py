@@ -1,6 +1,6 @@
 """Lists name each conversation once, with the status it has now: the runs a conversation
 continued as new from are not listed (which would show it again, "active", once per run), and
-a run that closed without setting its final ``Status`` (failed, terminated) is not listed as
+a run that closed without setting its final ``ProcessStatus`` (failed, terminated) is not listed as
 ``active``/``running``: it is listed, found by ``?status=`` and read as ``terminated``."""
 
 from __future__ import annotations

@@ -66,7 +66,7 @@ async def test_a_temporal_cancel_during_the_write_lets_it_finish_and_reports_it_
 async def test_a_refund_terminated_during_its_write_says_so_and_is_listed_by_that_word(temporal_env, settings,
                                                                                       tmp_path):
     # GET /refunds/{id} said "terminated" with no reason, and ?status=terminated found nothing
-    # (the run's Status search attribute still said "running")
+    # (the run's ProcessStatus search attribute still said "running")
     async with _refund_writing(temporal_env, settings, tmp_path, 2.0) as (client, _backend, refund_id):
         await temporal_env.client.get_workflow_handle(refund_id).terminate("stopped by an operator")
         status = await client.refund(refund_id)

@@ -1,5 +1,5 @@
 """A standalone refund requested for a store the system of record does not have is refused
-with that reason, and says so in its ``Status``: ``UnknownStore`` from the fresh read does not
+with that reason, and says so in its ``ProcessStatus``: ``UnknownStore`` from the fresh read does not
 fail its run (``GET /refunds/{id}`` would answer ``failed`` with no reason, and
 ``GET /refunds?status=running`` list it as running for ever)."""
 

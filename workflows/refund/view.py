@@ -25,8 +25,8 @@ from temporalio import workflow
 from workflows.domain.actions import call_arguments
 from workflows.domain.catalogue import spec_of
 from workflows.domain.catalogue.folds import order_fact
-from workflows.options import CUSTOMER_ID, ORDER_IDS, STATUS, STEP
-from workflows.visibility import describe_call, when
+from workflows.options import CUSTOMER_ID, ORDER_IDS, STEP
+from workflows.visibility import describe_call, status_key, when
 
 FINAL_STATUS = {"done": "applied", "refused": "refused", "failed": "refused", "escalated": "escalated"}
 """``Status`` by final step; any other step is ``running``."""
@@ -105,7 +105,7 @@ class RefundView:
 
     def publish(self, approvals: Sequence[Any] = ()) -> None:
         """Upsert the changed search attributes and set the current details."""
-        wanted: dict[Any, Any] = {STEP: self.step, STATUS: self.status, ORDER_IDS: [self.order_id]}
+        wanted: dict[Any, Any] = {STEP: self.step, status_key(): self.status, ORDER_IDS: [self.order_id]}
         if self.pseudonym:
             wanted[CUSTOMER_ID] = self.pseudonym
         changed = {key: value for key, value in wanted.items() if self._published.get(key.name) != value}
