@@ -170,6 +170,8 @@ class Visibility:
         self._pseudonyms: dict[str, Optional[str]] = {}
         self._last: Optional[tuple[ConversationState, Optional[str]]] = None
         self._lookups: set[asyncio.Task] = set()  # strong references: the loop keeps only weak ones
+        self._status_key = status_key()
+        """Asked when the run starts, before any activity: a patch is seen at the same point on replay."""
 
     def publish(self, state: ConversationState, activity: Optional[str] = None) -> None:
         """Refresh the current details and the search attributes. ``activity`` says what the
@@ -199,7 +201,7 @@ class Visibility:
 
     def _sync(self, state: ConversationState, step: str, pseudonym: Optional[str]) -> None:
         pending = pending_approvals(state)
-        wanted: dict[Any, Any] = {STEP: step, status_key(): state.status.value}
+        wanted: dict[Any, Any] = {STEP: step, self._status_key: state.status.value}
         if pseudonym is not None:
             wanted[CUSTOMER_ID] = pseudonym
         if self._order_ids:
