@@ -45,7 +45,7 @@ from starter.api.models import (MAX_BODY_BYTES, CancelAccepted, CancelIn, Conver
                                  ConversationStatusFilter, MessageIn, StartConversation, check_message, client_dep,
                                  filter_query, page_token_query)
 from starter.api.guard import Authenticate, Guard, document_security, documented_app, guard_dep, refusal_headers
-from starter.api.journal import router as journal_router
+from starter.api.journal import printable, router as journal_router
 from starter.api.limits import router as limits_router
 from starter.api.auth import Access, AccessSource, Permission
 from starter.api.processes import router as processes_router
@@ -180,7 +180,8 @@ def create_app(client_factory: Optional[ClientFactory] = None,
     @app.exception_handler(ConversationError)
     async def _refused(_: Request, err: ConversationError) -> JSONResponse:
         headers = refusal_headers(err)
-        return JSONResponse(status_code=status_for(err), content={"detail": str(err)},
+        # a reason may quote the caller's id: its invisible and control characters are shown escaped
+        return JSONResponse(status_code=status_for(err), content={"detail": printable(str(err))},
                             headers=with_kind(err, headers))
 
     @app.exception_handler(RPCError)

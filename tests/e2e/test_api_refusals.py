@@ -281,3 +281,15 @@ async def test_random_json_and_text_on_every_route_get_a_documented_answer(live)
                 _refusal(response)
 
     await blocking(run, timeout=120)
+
+
+@pytest.mark.parametrize("path", ["/approvals/{id}", "/refunds/{id}"])
+async def test_a_404_quotes_an_id_with_its_invisible_characters_escaped(api, path):
+    """A reason never carries the caller's zero-width characters as they are (bidi controls are
+    refused as invalid before): they are shown escaped, so the id reads as it was sent."""
+    hostile = "appr\u200b-1\u2060x\ufeff"
+    response = await api.get(path.format(id=quote(hostile)))
+    assert response.status_code == 404, response.text
+    detail = response.json()["detail"]
+    assert not any(c in detail for c in "\u200b\u2060\ufeff"), detail
+    assert "appr\\u200b-1\\u2060x\\ufeff" in detail, detail
