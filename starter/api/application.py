@@ -47,6 +47,7 @@ from starter.api.models import (MAX_BODY_BYTES, CancelAccepted, CancelIn, Conver
 from starter.api.guard import Authenticate, Guard, document_security, documented_app, guard_dep, refusal_headers
 from starter.api.journal import printable, router as journal_router
 from starter.api.limits import router as limits_router
+from starter.api.memory import router as memory_router
 from starter.api.auth import Access, AccessSource, Permission
 from starter.api.processes import router as processes_router
 from starter import package_version
@@ -157,6 +158,7 @@ def create_app(client_factory: Optional[ClientFactory] = None,
     app.include_router(processes_router)
     app.include_router(journal_router)
     app.include_router(limits_router)  # GET /usage
+    app.include_router(memory_router)  # /customers/{customer_id}/memory
 
     install_body_checks(app, MAX_BODY_BYTES)  # 413 over the limit; 422 not UTF-8 JSON or nested too deep
     app.add_middleware(Authenticate, ensure_access=ensure_access)  # 401 before anything else

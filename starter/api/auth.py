@@ -47,10 +47,11 @@ class Permission(str, Enum):
     LIST_APPROVALS = "list and read approvals"
     DECIDE_APPROVAL = "approve or reject"
     RESOLVE_OUTCOME = "resolve an unknown outcome"
+    CUSTOMER_MEMORY = "read or correct what is remembered about a customer"
 
 
 _CONVERSING = {Permission.START_CONVERSATION, Permission.SEND_MESSAGE, Permission.READ_CONVERSATION,
-               Permission.LIST_CONVERSATIONS}
+               Permission.LIST_CONVERSATIONS, Permission.CUSTOMER_MEMORY}
 _SERVICE = _CONVERSING | {Permission.REQUEST_REFUND, Permission.READ_REFUNDS}
 MATRIX: dict[str, frozenset[Permission]] = {
     "customer": frozenset(_CONVERSING),

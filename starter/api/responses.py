@@ -77,6 +77,8 @@ ROUTES: dict[tuple[str, str], tuple[int, ...]] = {
     ("POST", "/approvals/{approval_id}"): (404, 409, 503, 504),
     ("GET", "/approvals"): (503,),
     ("GET", "/usage"): (503,),
+    ("GET", "/customers/{customer_id}/memory"): (404, 503),
+    ("DELETE", "/customers/{customer_id}/memory/{fact_id}"): (404, 503),
 }
 """Each route's own refusal statuses, besides ``COMMON``."""
 
