@@ -8,7 +8,9 @@ What is removed, and where:
   tickets of those conversations and of the customer's orders (a standalone request's
   ledger row is anonymised, not deleted, so the request is never applied twice);
 - Temporal: every run of those conversations and of the customer's refunds (deleted; the
-  histories go with them).
+  histories go with them);
+- the memory store: every fact remembered about the customer (``activities.store.memory``); a
+  purge removes the facts past their expiry, whatever their conversations.
 
 The system of record's own customer profile and orders are not statekeeper's to erase
 (the shop keeps orders for its accounts and erases customers by its own procedure).
@@ -39,6 +41,7 @@ from activities.erasure.records import (
 )
 from activities.erasure.runs import CONVERSATION_PREFIX, REFUND, SUPPORT, Run, TemporalRuns, conversation_of
 from activities.store.journal import Erased, JournalStore
+from activities.store.memory import MemoryStore
 from systems.retail.backend import RetailBackend
 from workflows.domain.pseudonym import customer_pseudonym
 from workflows.retention.workflow import PurgeSummary
@@ -66,6 +69,7 @@ class ErasureReport(BaseModel):
     workflow_runs: int = 0
     terminated: int = 0
     journal_rows: int = 0
+    memory_facts: int = 0
     records: RecordCounts = RecordCounts()
 
     def detail(self) -> str:
@@ -94,8 +98,12 @@ class DataErasure:
     ``CustomerId`` (needed by ``erase_customer`` only)."""
 
     def __init__(self, client: Client, backend: RetailBackend, journal: JournalStore, audit: AuditSink,
-                 pseudonym_key: Optional[str] = None, channels: Sequence[Any] = ()) -> None:
+                 pseudonym_key: Optional[str] = None, channels: Sequence[Any] = (),
+                 memory: Optional[MemoryStore] = None) -> None:
         self.runs = TemporalRuns(client)
+        self.memory = memory
+        """The facts remembered about customers (None: this deployment's erasure leaves them to
+        the memory store's own purge)."""
         self.client, self.backend, self.journal, self.audit = client, backend, journal, audit
         self._key = pseudonym_key
         self.channels = list(channels)
@@ -145,9 +153,10 @@ class DataErasure:
             self.backend, customer_id, conversations)))
         records = await asyncio.to_thread(self._erase_channels, records, conversations, customer_id)
         journal = await asyncio.to_thread(self.journal.erase_conversations, conversations)
+        facts = await asyncio.to_thread(self.memory.erase_customer, pseudonym) if self.memory else 0
         report = ErasureReport(pseudonym=pseudonym, conversations=len(conversations), terminated=len(running),
                                workflow_runs=await self.runs.delete(runs), journal_rows=_journal_rows(journal),
-                               records=records)
+                               memory_facts=facts, records=records)
         await asyncio.to_thread(self.audit.record, actor, "erase_customer", pseudonym, report.detail())
         return report
 
@@ -183,8 +192,10 @@ class DataErasure:
 
         records = await asyncio.to_thread(side_records)
         journal = await asyncio.to_thread(self.journal.erase_conversations, conversations)
+        facts = (await asyncio.to_thread(self.memory.purge_expired, datetime.now(timezone.utc))
+                 if self.memory else 0)
         summary = PurgeSummary(conversations=len(conversations), workflow_runs=await self.runs.delete(runs),
-                               journal_rows=_journal_rows(journal), **records.model_dump())
+                               journal_rows=_journal_rows(journal), memory_facts=facts, **records.model_dump())
         detail = f"older_than={older_than:%Y-%m-%dT%H:%M:%SZ} " + " ".join(
             f"{k}={v}" for k, v in summary.model_dump().items())
         await asyncio.to_thread(self.audit.record, actor, "retention_purge", "retention", detail)

@@ -43,6 +43,7 @@ from starter.cli.dev import dev, stop
 from starter.cli.erasure import erase, retention_app
 from starter.cli.journal import decisions, journal_app, transcript
 from starter.cli.keys import keys_app
+from starter.cli.memory import memory_app
 from starter.cli.links import link
 from starter.runtime.logs import cli_logging, configure_logging
 from starter.cli.health import stuck, worker_health
@@ -64,6 +65,7 @@ app.command()(transcript)
 app.command()(decisions)
 app.add_typer(journal_app, name="journal")
 app.add_typer(keys_app, name="keys")
+app.add_typer(memory_app, name="memory")
 app.command()(backtest)
 app.command()(erase)
 app.add_typer(retention_app, name="retention")

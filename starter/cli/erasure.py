@@ -58,7 +58,7 @@ def erasure_note(report: ErasureReport) -> str:
     when there were some (an erasure that found nothing said 'Temporal accepted the deletions'
     too, and gave a mistyped id no hint), and the store's own records are kept."""
     r = report.records
-    counts = (report.conversations, report.workflow_runs, report.journal_rows,
+    counts = (report.conversations, report.workflow_runs, report.journal_rows, report.memory_facts,
               r.ledger_deleted, r.ledger_anonymised, r.outbox_deleted, r.tickets_deleted)
     if not any(counts):
         return NOTHING_NOTE + KEPT_NOTE
@@ -122,7 +122,8 @@ def erase(customer: str = typer.Option(..., "--customer", help="The real custome
     console.print(f"erased customer [bold]{report.pseudonym}[/]: {report.conversations} conversation(s); "
                   f"Temporal: {report.workflow_runs} run(s) deleted ({report.terminated} terminated); "
                   f"journal: {report.journal_rows} row(s); ledger: {r.ledger_deleted} deleted, "
-                  f"{r.ledger_anonymised} anonymised; emails: {r.outbox_deleted}; tickets: {r.tickets_deleted}.",
+                  f"{r.ledger_anonymised} anonymised; emails: {r.outbox_deleted}; tickets: {r.tickets_deleted}; "
+                  f"remembered facts: {report.memory_facts}.",
                   highlight=False)
     console.print(erasure_note(report), style="dim")
 
@@ -132,7 +133,7 @@ def purge_report(summary: PurgeSummary) -> str:
     s = summary
     return (f"purged {s.conversations} closed conversation(s): Temporal {s.workflow_runs} run(s) deleted; "
             f"journal {s.journal_rows} row(s); ledger {s.ledger_deleted} deleted, {s.ledger_anonymised} anonymised; "
-            f"emails {s.outbox_deleted}; tickets {s.tickets_deleted}")
+            f"emails {s.outbox_deleted}; tickets {s.tickets_deleted}; expired remembered facts {s.memory_facts}")
 
 
 def _retention_days(settings: Settings, override: Optional[float], option: bool = True) -> float:

@@ -15,10 +15,9 @@ from pydantic import BaseModel
 
 from activities.store.memory import MemoryStore
 from starter.client.errors import ConversationError
-from starter.client.listing import clause
+from starter.client.listing import FILTER_PATTERN
 from workflows.domain.memory import MemoryFact
 from workflows.domain.pseudonym import customer_pseudonym
-from workflows.options import CUSTOMER_ID
 
 
 class MemoryPage(BaseModel):
@@ -38,7 +37,8 @@ class CustomerMemory:
     def pseudonym(self, customer_id: str) -> str:
         """The customer's pseudonym. Raises ``ConversationError`` ``invalid`` for an id that is
         not id-shaped, ``unavailable`` without the workers' pseudonym key."""
-        clause(CUSTOMER_ID.name, customer_id)  # the lists' rule for a customer id
+        if not FILTER_PATTERN.fullmatch(customer_id):  # the lists' rule for a customer id
+            raise ConversationError("a customer id is 1-128 characters of letters, digits and #._:@-", "invalid")
         if not self._key:
             raise ConversationError("reading a customer's memory needs the workers' pseudonym key: set "
                                     "STATEKEEPER_DATA_DIR to their data directory or STATEKEEPER_PSEUDONYM_KEY",

@@ -23,6 +23,7 @@ from activities.erasure.service import DataErasure
 from activities.identity import IdentityActivities
 from activities.journal import JournalActivities
 from activities.store.journal import JournalStore
+from activities.store.memory import MemoryStore
 from activities.llm.model_activity import ModelActivities, build_client, offline_client
 from activities.retail_port import RetailPort
 from activities.store.limits import TenantLedger
@@ -106,7 +107,8 @@ def build_erasure(client: Client, settings: Settings, backend: Optional[RetailBa
     channels = [*([HttpOutbox(settings.email_url)] if settings.email_url else []),
                 *([HttpTickets(settings.ticketing_url)] if settings.ticketing_url else [])]
     return DataErasure(client, backend or build_backend(settings), journal or JournalStore(url), AuditLog(url),
-                       pseudonym_key=settings.pseudonym_secret(create=False), channels=channels)
+                       pseudonym_key=settings.pseudonym_secret(create=False), channels=channels,
+                       memory=MemoryStore(url))
 
 
 def build_tool_activities(settings: Settings, backend: RetailBackend) -> ToolActivities:

@@ -20,8 +20,9 @@ from activities.store.memory import MemoryStore
 from settings import Settings
 from starter.api.auth import access_from_settings
 from starter.api.server import api_beside
+from tests.memory_fixtures import remember
 from tests.ports import free_port
-from workflows.domain.memory import FactKind, FactSource, MemoryFact, expiry, fact_id
+from workflows.domain.memory import FactKind
 from workflows.domain.pseudonym import customer_pseudonym
 
 RAJ, SOFIA = "raj_sanchez_7340", "sofia_rossi_8776"
@@ -38,17 +39,12 @@ async def stack(temporal_env, tmp_path_factory) -> AsyncIterator[SimpleNamespace
             "acme": keys.create("acme", Role.SERVICE),
             "raj": keys.create("default", Role.SERVICE, customer=customer_pseudonym(RAJ, key))}
     store = MemoryStore(settings.resolved_journal_url())
-    now = datetime.now(timezone.utc)
+    learnt = datetime.now(timezone.utc) - timedelta(days=3)
     for tenant, customer, kind, value in (("default", RAJ, FactKind.REFUND_METHOD, "gift_card_0000000"),
                                           ("default", RAJ, FactKind.PREFERRED_LANGUAGE, "Spanish"),
                                           ("default", SOFIA, FactKind.DELIVERY_INSTRUCTIONS, "ring twice"),
                                           ("acme", RAJ, FactKind.PREFERRED_LANGUAGE, "French")):
-        pseudonym = customer_pseudonym(customer, key)
-        learnt = now - timedelta(days=3)
-        store.remember(tenant, "main", pseudonym, MemoryFact(
-            fact_id=fact_id(tenant, "main", pseudonym, kind), kind=kind, value=value,
-            source=FactSource(conversation_id="c-1", turn=2, words=f"please remember {value}"),
-            learnt_at=learnt, confirmed_at=learnt, expires_at=expiry(kind, learnt)))
+        remember(store, customer_pseudonym(customer, key), kind, value, tenant=tenant, at=learnt)
     async with api_beside(temporal_env.client, settings, host="127.0.0.1", port=free_port(),
                           access=access_from_settings(settings, "127.0.0.1")) as url:
         async with httpx.AsyncClient(base_url=url, timeout=30.0) as http:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from datetime import datetime, timezone
 
 import httpx
 import pytest
@@ -22,12 +23,15 @@ from temporalio.service import RPCError, RPCStatusCode
 from activities.erasure.service import RunningWork
 from activities.store.audit import AuditLog
 from activities.store.journal import JournalStore
+from activities.store.memory import MemoryStore
 from starter.client.conversations import StatekeeperClient
 from starter.runtime.worker import build_backend, build_erasure
+from tests.memory_fixtures import remember
 from tests.policy_fixtures import CUSTOMER, EMAIL, PENDING
 from tests.service_fixtures import services  # noqa: F401 - fixture
 from tests.workflow_harness import NO_APPROVALS, running_worker, until
 from tests.workflows.erasure_fixtures import (
+    OTHER,
     OTHERS,
     PERSONAL,
     cancel_then_transfer,
@@ -44,6 +48,7 @@ from tests.workflows.erasure_fixtures import (
 from workflows.domain import keys
 from workflows.domain.actions import make_tool_call
 from workflows.domain.contracts import RefundInput
+from workflows.domain.memory import FactKind
 from workflows.domain.pseudonym import customer_pseudonym
 from workflows.options import CUSTOMER_ID
 from workflows.refund.standalone import RefundRequest
@@ -73,9 +78,17 @@ async def test_erasing_a_customer_leaves_nothing_of_theirs_anywhere(env, setting
         others_stores, others_journal = mentioning(stores, OTHERS), mentioning(journal_rows(journal), OTHERS)
         assert others_stores and others_journal
 
+        memory = MemoryStore(settings.resolved_journal_url())
+        remember(memory, customer_pseudonym(CUSTOMER, settings.pseudonym_secret()), FactKind.PREFERRED_LANGUAGE, "Spanish")
+        remember(memory, customer_pseudonym(CUSTOMER, settings.pseudonym_secret()), FactKind.OPEN_COMPLAINT, "late")
+        sofia_fact = remember(memory, customer_pseudonym(OTHER, settings.pseudonym_secret()),
+                              FactKind.PREFERRED_LANGUAGE, "Italian")
         report = await build_erasure(env.client, settings, backend).erase_customer(CUSTOMER, "operator-7")
 
         pseudonym = customer_pseudonym(CUSTOMER, settings.pseudonym_secret())
+        assert report.memory_facts == 2 and memory.facts("default", pseudonym, datetime.now(timezone.utc)) == []
+        assert memory.facts("default", customer_pseudonym(OTHER, settings.pseudonym_secret()),
+                            datetime.now(timezone.utc)) == [sofia_fact]
         assert report.pseudonym == pseudonym and report.conversations == 1 and report.terminated == 0
         assert report.workflow_runs == 2 and report.journal_rows > 0
         assert report.records.model_dump() == {"ledger_deleted": 1, "ledger_anonymised": 0, "outbox_deleted": 1,
@@ -96,7 +109,7 @@ async def test_erasing_a_customer_leaves_nothing_of_theirs_anywhere(env, setting
 
         # erasing again finds nothing left and says so
         again = await build_erasure(env.client, settings, backend).erase_customer(CUSTOMER, "operator-7")
-        assert (again.conversations, again.workflow_runs, again.journal_rows) == (0, 0, 0)
+        assert (again.conversations, again.workflow_runs, again.journal_rows, again.memory_facts) == (0, 0, 0, 0)
 
 
 async def _none_listed(client, pseudonym: str) -> bool:

@@ -18,9 +18,11 @@ from temporalio.client import WorkflowExecutionStatus
 
 from activities.store.journal import JournalStore, ModelCallRecord
 from activities.store.audit import AuditLog
+from activities.store.memory import MemoryStore
 from starter.client.conversations import StatekeeperClient
 from starter.cli.erasure import SCHEDULE_ID, ensure_schedule, retention_schedule
 from systems.retail.erasure import ERASED_RESULT
+from tests.memory_fixtures import remember
 from tests.policy_fixtures import EMAIL
 from tests.workflow_harness import NO_APPROVALS, running_worker, until
 from tests.workflows.erasure_fixtures import (
@@ -37,6 +39,7 @@ from starter.runtime.worker import build_backend, build_erasure
 from workflows.domain.actions import call_arguments
 from workflows.domain.contracts import RefundOutcome
 from workflows.domain.keys import idempotency_key
+from workflows.domain.memory import FactKind
 from workflows.retention.workflow import PurgeSummary
 from workflows.refund.standalone import RefundRequest
 
@@ -83,11 +86,19 @@ async def test_purge_removes_only_conversations_closed_before_the_cutoff(env, se
         kept_journal = {cid: journal.transcript(cid) for cid in (late, running)}
         tickets_before = {t["ticket_key"] for t in backend.tickets("main")}
 
+        memory = MemoryStore(settings.resolved_journal_url())
+        # a complaint confirmed 100 days ago is past its 90 days; a language confirmed then is not
+        long_ago = datetime.now(timezone.utc) - timedelta(days=100)
+        remember(memory, "cust-a", FactKind.OPEN_COMPLAINT, "late parcel", at=long_ago)
+        language = remember(memory, "cust-a", FactKind.PREFERRED_LANGUAGE, "Spanish", at=long_ago)
+
         erasure = build_erasure(env.client, settings, backend)
         summary = await erasure.purge(cutoff, "retention-test")
 
         assert summary == PurgeSummary(conversations=2, workflow_runs=3, journal_rows=summary.journal_rows,
-                                       ledger_deleted=1, ledger_anonymised=1, outbox_deleted=1, tickets_deleted=1)
+                                       ledger_deleted=1, ledger_anonymised=1, outbox_deleted=1, tickets_deleted=1,
+                                       memory_facts=1)
+        assert memory.facts("default", "cust-a", datetime.now(timezone.utc)) == [language]
         assert summary.journal_rows > 8
         await gone(env.client, [f"support-{old}", old_refund, request.refund_id])
         for kept in (f"support-{late}", late_refund, f"support-{running}"):

@@ -44,7 +44,8 @@ class PurgeRequest(BaseModel):
 class PurgeSummary(BaseModel):
     """What a purge removed (counts only, no ids or personal data): ``conversations``
     purged, Temporal workflow runs deleted, journal rows removed, and the system of
-    record's side records (ledger rows deleted or anonymised, emails and tickets deleted)."""
+    record's side records (ledger rows deleted or anonymised, emails and tickets deleted), and the
+    remembered facts past their expiry (``workflows.domain.memory``)."""
 
     conversations: int = 0
     workflow_runs: int = 0
@@ -53,6 +54,7 @@ class PurgeSummary(BaseModel):
     ledger_anonymised: int = 0
     outbox_deleted: int = 0
     tickets_deleted: int = 0
+    memory_facts: int = 0
 
 
 class RetentionActivitiesApi:
