@@ -52,9 +52,10 @@ def check_events(events: list[str]) -> list[str]:
 
 class Webhooks:
     """Webhooks over ``store`` (the journal's database), restarting deliveries with ``starter``,
-    URLs checked against ``allow``; ``default_tenant`` when a call names none."""
+    URLs checked against ``allow``; ``default_tenant`` when a call names none. Without ``starter``
+    (commands that only read and write the database) ``retry`` is ``unavailable``."""
 
-    def __init__(self, store: WebhookStore, starter: DeliveryStarter, allow: Allowance,
+    def __init__(self, store: WebhookStore, starter: Optional[DeliveryStarter], allow: Allowance,
                  default_tenant: str = "default") -> None:
         self.store, self.starter, self.allow, self.default_tenant = store, starter, allow, default_tenant
 
@@ -119,6 +120,8 @@ class Webhooks:
         before = await self._db(self.store.delivery, tenant, webhook_id, delivery_id)
         if before is None:
             raise ConversationError(f"webhook {webhook_id} has no delivery {delivery_id}", "not_found")
+        if self.starter is None:
+            raise ConversationError("retrying a delivery needs a connection to Temporal", "unavailable")
         delivery = await self._db(self.store.reopen, tenant, webhook_id, delivery_id)
         try:
             await self.starter.restart(webhook_id, delivery_id)
