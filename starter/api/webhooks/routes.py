@@ -15,16 +15,17 @@ from __future__ import annotations
 
 from typing import Annotated, Optional
 
-from fastapi import APIRouter, Depends, Query, Response, status
+from fastapi import APIRouter, Depends, Query, Request, Response, status
 from pydantic import BaseModel, Field
 
-from activities.store.webhooks import MAX_DESCRIPTION, MAX_EVENT_TYPES, Delivery, DeliveryStatus, Webhook
+from activities.store.webhooks import ALL_EVENTS, MAX_DESCRIPTION, MAX_EVENT_TYPES, Delivery, DeliveryStatus, Webhook
 from starter.api.auth import Permission
 from starter.api.guard import Guard, guard_dep
+from starter.api.journal import journal_dep
 from starter.api.models import PathId, client_dep
 from starter.api.responses import responses_for
 from starter.client.conversations import StatekeeperClient
-from starter.client.webhooks.service import CreatedWebhook, Webhooks
+from starter.client.webhooks.service import EVENT_TYPES, CreatedWebhook, Webhooks
 
 router = APIRouter()
 
@@ -39,8 +40,10 @@ class WebhookIn(BaseModel):
     """A subscription: ``url`` (http or https, at most 2048 characters, resolving to addresses
     webhooks may reach), ``events`` (event types, or ``"*"`` for all), ``description`` (optional)."""
 
-    url: str = Field(min_length=1, max_length=URL_FIELD_LIMIT)
-    events: list[Annotated[str, Field(min_length=1, max_length=60)]] = Field(min_length=1, max_length=MAX_EVENT_TYPES)
+    url: str = Field(min_length=1, max_length=URL_FIELD_LIMIT, json_schema_extra={"pattern": "^[Hh][Tt][Tt][Pp][Ss]?://"})
+    events: list[Annotated[str, Field(min_length=1, max_length=60,
+                                      json_schema_extra={"enum": [*EVENT_TYPES, ALL_EVENTS]})]] = Field(
+        min_length=1, max_length=MAX_EVENT_TYPES)
     description: str = Field(default="", max_length=MAX_DESCRIPTION)
 
 
@@ -56,8 +59,23 @@ class DeliveryList(BaseModel):
     items: list[Delivery]
 
 
-async def webhooks_dep(client: StatekeeperClient = Depends(client_dep)) -> Webhooks:
-    """The app's ``Webhooks`` (through its client: ``StatekeeperClient.webhooks``)."""
+async def webhooks_dep(request: Request, client: StatekeeperClient = Depends(client_dep)) -> Webhooks:
+    """The app's ``Webhooks``: its client's (``StatekeeperClient.webhooks``); for a client made
+    without them, on the app's journal and the client's task queue, with the environment's
+    settings (``Settings()``) for the rest."""
+    if client.webhooks_source is None:
+        journal = await journal_dep(request)
+        url = journal.engine.url.render_as_string(hide_password=False)
+
+        def made() -> Webhooks:
+            from settings import Settings
+            from starter.dev import state as devstate
+            from starter.ops.bootstrap import webhooks_for
+
+            settings = devstate.adopt(Settings()).model_copy(update={"journal_url": url,
+                                                                     "task_queue": client.task_queue})
+            return webhooks_for(client._client, settings)  # noqa: SLF001 (the client's own connection)
+        client.webhooks_source = made
     return client.webhooks
 
 
