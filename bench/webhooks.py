@@ -67,9 +67,12 @@ def receiver() -> tuple[str, list[tuple[float, dict]]]:
     return f"http://127.0.0.1:{server.server_address[1]}/hook", got
 
 
-async def conversation(client) -> str:
-    """One approved cancel, then a cancel of the conversation; returns its id once it has ended."""
-    cid = await client.start_conversation(f"bench-{uuid.uuid4().hex[:10]}")
+async def conversation(client, backend) -> str:
+    """One approved cancel (in a store of its own: the order is pending there), then a cancel of
+    the conversation; returns its id once it has ended."""
+    store = f"bench-{uuid.uuid4().hex[:8]}"
+    await asyncio.to_thread(backend.seed_store, store)
+    cid = await client.start_conversation(f"bench-{uuid.uuid4().hex[:10]}", store=store)
     await client.send_message(cid, f"Hi, my email is {EMAIL}", message_id="m1")
     await client.send_message(cid, f"Please cancel order {ORDER}, I ordered it by mistake", message_id="m2")
     reply = await client.send_message(cid, "yes", message_id="m3")
@@ -109,10 +112,10 @@ async def main(n: int) -> None:
         backend = build_backend(settings)
         async with build_worker(env.client, settings, backend):
             client = client_for(env.client, settings)
-            await conversation(client)  # warm-up: imports, caches
-            plain = [await conversation(client) for _ in range(n)]
+            await conversation(client, backend)  # warm-up: imports, caches
+            plain = [await conversation(client, backend) for _ in range(n)]
             hook = await client.webhooks.create(url, ["*"])
-            subscribed = [await conversation(client) for _ in range(n)]
+            subscribed = [await conversation(client, backend) for _ in range(n)]
             expected = {}
             for cid in subscribed:
                 expected[cid] = len(client.webhooks.store.engine.connect().exec_driver_sql(
