@@ -2,7 +2,7 @@
 journal's transcript, decisions and journal erase/purge (``starter.cli.journal``); erase and
 retention purge/schedule (``starter.cli.erasure``); replay-check, resume and resolve
 (``starter.cli.replay``); worker-health and stuck (``starter.cli.health``); webhooks
-(``starter.cli.webhooks``); approvals (here:
+(``starter.cli.webhooks.commands``); approvals (here:
 the approvals awaiting a supervisor, ``approval_table``)."""
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ from starter.cli.dev import dev, stop
 from starter.cli.erasure import erase, retention_app
 from starter.cli.journal import decisions, journal_app, transcript
 from starter.cli.keys import keys_app
-from starter.cli.webhooks import webhooks_app
+from starter.cli.webhooks.commands import webhooks_app
 from starter.cli.links import link
 from starter.runtime.logs import cli_logging, configure_logging
 from starter.cli.health import stuck, worker_health

@@ -35,6 +35,7 @@ EXPECTED = {
     P.LIST_APPROVALS:         (False, False, True),
     P.DECIDE_APPROVAL:        (False, False, True),
     P.RESOLVE_OUTCOME:        (False, False, True),
+    P.MANAGE_WEBHOOKS:        (False, False, True),
 }
 CALLERS = (Principal(actor="key:a", tenant="t", role=Role.SERVICE, customer="cust-1"),
            Principal(actor="key:b", tenant="t", role=Role.SERVICE),
