@@ -14,9 +14,10 @@ model call joined with its verdict, filterable by conversation, customer, rule a
 
 from __future__ import annotations
 
+import contextlib
 import json
 from datetime import datetime, timezone
-from typing import IO, Any, Callable, Iterable, Optional
+from typing import IO, Any, Callable, Iterable, Iterator, Optional
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
@@ -97,11 +98,10 @@ class JournalStore:
         re-run call overwrites it. With ``turn`` (the turn this call's reply completes), also
         record it as ``record_turn`` does, in the same transaction; returns ``record_turn``'s
         count of skipped verdicts (0 without ``turn``)."""
-        enqueued: list[tuple[str, str]] = []
-        with self._ready().begin() as conn:
+        with self._ready().begin() as conn, _enqueued(conn) as enqueued:
             self._upsert(conn, model_calls, [record.model_dump()])
-            skipped = self._record_turn(conn, turn, enqueued) if turn is not None else 0
-        self._enqueued(enqueued)
+            skipped = self._record_turn(conn, turn) if turn is not None else 0
+        self._notify(enqueued)
         return skipped
 
     def record_turn(self, record: TurnRecord) -> int:
@@ -109,18 +109,17 @@ class JournalStore:
         no known model call (``call_seq`` None in a turn without recorded calls) and were skipped.
         With ``record.turn`` set, rows of that turn beyond what it made (``model_calls``, the
         last transcript entry) are left over from an earlier run of the turn and removed."""
-        enqueued: list[tuple[str, str]] = []
-        with self._ready().begin() as conn:
-            skipped = self._record_turn(conn, record, enqueued)
-        self._enqueued(enqueued)
+        with self._ready().begin() as conn, _enqueued(conn) as enqueued:
+            skipped = self._record_turn(conn, record)
+        self._notify(enqueued)
         return skipped
 
-    def _enqueued(self, keys: list[tuple[str, str]]) -> None:
+    def _notify(self, keys: list[tuple[str, str]]) -> None:
         # after the commit: a delivery's workflow must find its row
         if keys and self.on_deliveries is not None:
             self.on_deliveries(keys)
 
-    def _record_turn(self, conn: Connection, record: TurnRecord, enqueued: list[tuple[str, str]]) -> int:
+    def _record_turn(self, conn: Connection, record: TurnRecord) -> int:
         skipped = 0
         cid = record.conversation_id
         if record.turn is not None:
@@ -145,7 +144,7 @@ class JournalStore:
             {"conversation_id": cid, "turn": e.turn, "seq": e.seq, "customer_id": record.customer_id,
              "role": e.role.value, "kind": e.kind.value, "text": e.text, "message_id": e.message_id, "at": e.at}
             for e in record.transcript])
-        enqueued.extend(self._add_events(conn, record))
+        conn.info.setdefault(ENQUEUED, []).extend(self._add_events(conn, record))
         return skipped
 
     def _add_events(self, conn: Connection, record: TurnRecord) -> list[tuple[str, str]]:
@@ -315,6 +314,22 @@ class JournalStore:
         retention is per conversation, never half of one."""
         with self._ready().begin() as conn:
             return self._erase(conn, set(conn.execute(self._stale(older_than)).scalars()) - set(keep))
+
+
+ENQUEUED = "statekeeper.webhook_deliveries"
+"""``Connection.info`` key of the deliveries a transaction enqueued (``_enqueued``)."""
+
+
+@contextlib.contextmanager
+def _enqueued(conn: Connection) -> Iterator[list[tuple[str, str]]]:
+    """The (webhook id, event id) of the deliveries enqueued on ``conn`` within the block, in the
+    list yielded once the block ends; forgotten either way (a pooled connection keeps its ``info``)."""
+    found: list[tuple[str, str]] = []
+    conn.info.pop(ENQUEUED, None)
+    try:
+        yield found
+    finally:
+        found.extend(conn.info.pop(ENQUEUED, []))
 
 
 def _chunks(ids: list[str], size: int = 500) -> list[list[str]]:

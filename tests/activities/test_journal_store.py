@@ -103,7 +103,7 @@ def test_a_reply_call_and_the_turn_it_completes_are_one_transaction(store):
     assert [(r.call_seq, r.verdict) for r in store.decisions()] == [(1, "replied")]
     assert [e.text for e in store.transcript("c1")] == ["hi", "hello"]
     # a turn part that fails takes the call's row with it: nothing is half written
-    def refused(conn, record, enqueued):
+    def refused(conn, record):
         raise sa.exc.OperationalError("INSERT ...", {}, Exception("connection lost"))
     store._record_turn = refused
     with pytest.raises(sa.exc.OperationalError):
