@@ -187,6 +187,25 @@ class Settings(BaseSettings):
     """Closed conversations older than this many days are purged by ``statekeeper retention
     purge`` and its schedule (``activities.erasure``). None (default): retention is off."""
 
+    # --- webhooks (activities.webhooks, workflows.webhooks; docs/webhooks.md) ---
+    webhook_allow_loopback: bool = False
+    """True: webhooks may be sent to loopback addresses (127.0.0.0/8, ::1): a receiver on the
+    same machine. ``statekeeper dev`` turns it on for itself and the commands beside it."""
+    webhook_allow_private: bool = False
+    """True: webhooks may be sent to private addresses (10/8, 172.16/12, 192.168/16, 100.64/10,
+    fc00::/7): receivers inside the deployment's own network. Link-local, multicast, reserved
+    and unspecified addresses are never allowed."""
+    webhook_timeout_seconds: float = Field(default=10.0, gt=0, le=25, allow_inf_nan=False)
+    """The longest one delivery attempt waits for the receiver (connect, send, status line)."""
+    webhook_retry_initial_seconds: float = Field(default=5.0, gt=0, le=86400, allow_inf_nan=False)
+    """The wait before a failed delivery's first retry; each next wait doubles."""
+    webhook_retry_max_interval_seconds: float = Field(default=3600.0, gt=0, le=86400, allow_inf_nan=False)
+    """The longest wait between two attempts of a delivery."""
+    webhook_give_up_seconds: float = Field(default=25 * 3600.0, gt=0, le=30 * 86400, allow_inf_nan=False)
+    """How long after its first attempt a delivery is retried before it is marked failed."""
+    webhook_sweep_seconds: float = Field(default=30.0, ge=1, le=3600, allow_inf_nan=False)
+    """How often the sweeper starts deliveries whose workflow a crash left unstarted."""
+
     payments_url: Optional[HttpUrl] = None
     email_url: Optional[HttpUrl] = None
     ticketing_url: Optional[HttpUrl] = None

@@ -14,9 +14,10 @@ model call joined with its verdict, filterable by conversation, customer, rule a
 
 from __future__ import annotations
 
+import contextlib
 import json
 from datetime import datetime, timezone
-from typing import IO, Any, Iterable, Optional
+from typing import IO, Any, Callable, Iterable, Iterator, Optional
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
@@ -24,6 +25,7 @@ from sqlalchemy.engine import Connection, Engine
 
 from activities.store.records import DecisionRow, Erased, ModelCallRecord, TranscriptEntry
 from activities.store.tables import TABLES, create_schema, events, make_engine, model_calls, transcript, verdicts
+from activities.store.webhooks import enqueue, erase_deliveries
 from workflows.domain.journal import PublicEvent, TurnRecord, assign_sequences, event_id
 
 __all__ = ["DecisionRow", "Erased", "JournalStore", "ModelCallRecord", "TranscriptEntry"]  # the row models re-exported
@@ -39,8 +41,14 @@ class JournalStore:
     ``create`` is False: readers such as the backtest never write). Thread-safe; every method
     is one transaction. Raises ``sqlalchemy.exc.SQLAlchemyError`` when the database fails."""
 
-    def __init__(self, url: str, *, create: bool = True) -> None:
+    def __init__(self, url: str, *, create: bool = True, default_tenant: str = "default") -> None:
         self.engine = make_engine(url)
+        self.default_tenant = default_tenant
+        """The tenant of a record that names none (``TurnRecord.tenant`` None)."""
+        self.on_deliveries: Optional[Callable[[list[tuple[str, str]]], None]] = None
+        """Called after a commit that enqueued webhook deliveries, with their (webhook id,
+        event id): the worker starts their workflows (``activities.webhooks.starts``). Must
+        not raise or block: it runs on the writing thread."""
         self._insert = postgresql.insert if self.engine.dialect.name == "postgresql" else sqlite.insert
         self._create = create
         self._upserts: dict[tuple[str, tuple[str, ...]], Any] = {}
@@ -90,17 +98,26 @@ class JournalStore:
         re-run call overwrites it. With ``turn`` (the turn this call's reply completes), also
         record it as ``record_turn`` does, in the same transaction; returns ``record_turn``'s
         count of skipped verdicts (0 without ``turn``)."""
-        with self._ready().begin() as conn:
+        with self._ready().begin() as conn, _enqueued(conn) as enqueued:
             self._upsert(conn, model_calls, [record.model_dump()])
-            return self._record_turn(conn, turn) if turn is not None else 0
+            skipped = self._record_turn(conn, turn) if turn is not None else 0
+        self._notify(enqueued)
+        return skipped
 
     def record_turn(self, record: TurnRecord) -> int:
         """Upsert a turn's verdicts and transcript entries; returns how many verdicts named
         no known model call (``call_seq`` None in a turn without recorded calls) and were skipped.
         With ``record.turn`` set, rows of that turn beyond what it made (``model_calls``, the
         last transcript entry) are left over from an earlier run of the turn and removed."""
-        with self._ready().begin() as conn:
-            return self._record_turn(conn, record)
+        with self._ready().begin() as conn, _enqueued(conn) as enqueued:
+            skipped = self._record_turn(conn, record)
+        self._notify(enqueued)
+        return skipped
+
+    def _notify(self, keys: list[tuple[str, str]]) -> None:
+        # after the commit: a delivery's workflow must find its row
+        if keys and self.on_deliveries is not None:
+            self.on_deliveries(keys)
 
     def _record_turn(self, conn: Connection, record: TurnRecord) -> int:
         skipped = 0
@@ -127,17 +144,18 @@ class JournalStore:
             {"conversation_id": cid, "turn": e.turn, "seq": e.seq, "customer_id": record.customer_id,
              "role": e.role.value, "kind": e.kind.value, "text": e.text, "message_id": e.message_id, "at": e.at}
             for e in record.transcript])
-        self._add_events(conn, record)
+        conn.info.setdefault(ENQUEUED, []).extend(self._add_events(conn, record))
         return skipped
 
-    @staticmethod
-    def _add_events(conn: Connection, record: TurnRecord) -> None:
+    def _add_events(self, conn: Connection, record: TurnRecord) -> list[tuple[str, str]]:
         # events are never trimmed: a stream may already have sent them. The conversation's
         # records are written one at a time, in order (``JournalLog.flush``), so reading the
         # highest sequence then inserting after it does not race with itself; a concurrent
-        # writer would break the unique key and its activity retries
+        # writer would break the unique key and its activity retries. Each new event gets a
+        # delivery row per webhook of the tenant that takes it, in the same transaction (the
+        # outbox: activities.store.webhooks); an event already known has its rows already
         if not record.events:
-            return
+            return []
         cid, e = record.conversation_id, events.c
         known = dict(conn.execute(sa.select(e.event_key, e.sequence).where(e.conversation_id == cid)).tuples().all())
         by_key = {}
@@ -146,8 +164,10 @@ class JournalStore:
         rows = [{"conversation_id": cid, "sequence": seq, "event_key": key, "event_id": event_id(cid, key),
                  "customer_id": record.customer_id, "type": by_key[key].type.value, "data": by_key[key].data,
                  "at": by_key[key].at} for key, seq in assign_sequences(known, [i.key for i in record.events])]
-        if rows:
-            conn.execute(sa.insert(events), rows)
+        if not rows:
+            return []
+        conn.execute(sa.insert(events), rows)
+        return enqueue(conn, record.tenant or self.default_tenant, cid, rows)
 
     @staticmethod
     def _last_call(conn: Connection, cid: str, turn: int) -> Optional[int]:
@@ -241,6 +261,8 @@ class JournalStore:
                     table.c.conversation_id.in_(chunk)).distinct()).scalars())
                 count = conn.execute(sa.delete(table).where(table.c.conversation_id.in_(chunk))).rowcount
                 setattr(erased, table.name, getattr(erased, table.name) + count)
+        for chunk in _chunks(sorted(ids)):
+            erase_deliveries(conn, chunk)  # their events are gone: nothing left to deliver
         erased.conversations = len(found)  # those that had rows: erasing twice erases nothing
         return erased
 
@@ -292,6 +314,22 @@ class JournalStore:
         retention is per conversation, never half of one."""
         with self._ready().begin() as conn:
             return self._erase(conn, set(conn.execute(self._stale(older_than)).scalars()) - set(keep))
+
+
+ENQUEUED = "statekeeper.webhook_deliveries"
+"""``Connection.info`` key of the deliveries a transaction enqueued (``_enqueued``)."""
+
+
+@contextlib.contextmanager
+def _enqueued(conn: Connection) -> Iterator[list[tuple[str, str]]]:
+    """The (webhook id, event id) of the deliveries enqueued on ``conn`` within the block, in the
+    list yielded once the block ends; forgotten either way (a pooled connection keeps its ``info``)."""
+    found: list[tuple[str, str]] = []
+    conn.info.pop(ENQUEUED, None)
+    try:
+        yield found
+    finally:
+        found.extend(conn.info.pop(ENQUEUED, []))
 
 
 def _chunks(ids: list[str], size: int = 500) -> list[list[str]]:

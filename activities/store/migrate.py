@@ -1,7 +1,8 @@
 """Alembic migrations of statekeeper's own database, the journal's (``Settings.journal_url``):
 the decision log and transcript (``activities.store.tables``), the audit log
 (``activities.store.audit``), the API keys (``activities.store.api_keys``) and the limits per
-key and tenant (``activities.store.limits``) and the facts remembered about customers
+key and tenant (``activities.store.limits``), the webhooks with their deliveries
+(``activities.store.webhooks``) and the facts remembered about customers
 (``activities.store.memory``). The retail store under ``systems/``
 is a simulated external system and keeps its own schema code.
 
@@ -45,9 +46,11 @@ def owned_metadata() -> sa.MetaData:
     from activities.store.api_keys import api_keys
     from activities.store.limits import api_key_rates, tenant_conversations
     from activities.store.memory import memory_facts
+    from activities.store.webhooks import webhook_deliveries, webhooks
 
     combined = sa.MetaData()
-    for table in (*TABLES, audit_log, api_keys, dispatches, api_key_rates, tenant_conversations, memory_facts):
+    for table in (*TABLES, audit_log, api_keys, dispatches, api_key_rates, tenant_conversations, webhooks,
+                  webhook_deliveries, memory_facts):
         table.to_metadata(combined)
     return combined
 

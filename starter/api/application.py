@@ -15,6 +15,8 @@ Routes (bodies: ``starter.api.models``; refunds and approvals: ``starter.api.pro
     GET  /conversations/{id}/events  (server-sent events, Last-Event-ID; ``starter.api.journal``) -> 200 stream; 404
     POST /refunds  GET /refunds/{refund_id}  GET /refunds?order_id=  GET/POST /approvals/{id}  GET /approvals?status=pending
     GET  /usage  (``starter.api.limits``: the caller's tenant's use and limits)        -> 200 TenantUsage
+    POST /webhooks  GET /webhooks  DELETE /webhooks/{id}  GET /webhooks/{id}/deliveries
+    POST /webhooks/{id}/deliveries/{delivery_id}/retry  (operators; ``starter.api.webhooks.routes``)
     GET  /healthz                                                                     -> 200 / 503
 
 Every route but ``/healthz`` and the OpenAPI pages needs an API key when keys are configured
@@ -47,9 +49,10 @@ from starter.api.models import (MAX_BODY_BYTES, CancelAccepted, CancelIn, Conver
 from starter.api.guard import Authenticate, Guard, document_security, documented_app, guard_dep, refusal_headers
 from starter.api.journal import printable, router as journal_router
 from starter.api.limits import router as limits_router
-from starter.api.memory import router as memory_router
+from starter.api.memory.routes import router as memory_router
 from starter.api.auth import Access, AccessSource, Permission
 from starter.api.processes import router as processes_router
+from starter.api.webhooks.routes import router as webhooks_router
 from starter import package_version
 from starter.api.refusal_kind import RefusalKind, with_kind
 from starter.api.responses import responses_for
@@ -159,6 +162,7 @@ def create_app(client_factory: Optional[ClientFactory] = None,
     app.include_router(journal_router)
     app.include_router(limits_router)  # GET /usage
     app.include_router(memory_router)  # /customers/{customer_id}/memory
+    app.include_router(webhooks_router)  # /webhooks (starter.api.webhooks.routes)
 
     install_body_checks(app, MAX_BODY_BYTES)  # 413 over the limit; 422 not UTF-8 JSON or nested too deep
     app.add_middleware(Authenticate, ensure_access=ensure_access)  # 401 before anything else

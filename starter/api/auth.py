@@ -48,6 +48,7 @@ class Permission(str, Enum):
     DECIDE_APPROVAL = "approve or reject"
     RESOLVE_OUTCOME = "resolve an unknown outcome"
     CUSTOMER_MEMORY = "read or correct what is remembered about a customer"
+    MANAGE_WEBHOOKS = "manage webhooks"
 
 
 _CONVERSING = {Permission.START_CONVERSATION, Permission.SEND_MESSAGE, Permission.READ_CONVERSATION,
@@ -57,7 +58,8 @@ MATRIX: dict[str, frozenset[Permission]] = {
     "customer": frozenset(_CONVERSING),
     "service": frozenset(_SERVICE),
     "operator": frozenset(_SERVICE | {Permission.CANCEL_CONVERSATION, Permission.LIST_APPROVALS,
-                                      Permission.DECIDE_APPROVAL, Permission.RESOLVE_OUTCOME}),
+                                      Permission.DECIDE_APPROVAL, Permission.RESOLVE_OUTCOME,
+                                      Permission.MANAGE_WEBHOOKS}),
 }
 """Caller kind → what it may do, always within its own tenant. ``customer``: a service key
 scoped to one customer, and only that customer's conversations."""

@@ -29,9 +29,9 @@ class Refusal(BaseModel):
 DESCRIPTIONS: dict[int, str] = {
     401: "An API key is required (Authorization: Bearer <key>) and none, or not a valid one, was sent "
          "(starter.api.auth; the keyless loopback dev API never answers it to a loopback caller).",
-    403: "This key's role may not do this (e.g. approving or cancelling needs an operator key; refunds are "
+    403: "This key's role may not do this (e.g. approving, cancelling or managing webhooks needs an operator key; refunds are "
          "not for customer-scoped keys).",
-    404: "Not found: no conversation, refund, approval or transcript with this id.",
+    404: "Not found: no conversation, refund, approval, transcript, webhook or delivery with this id.",
     409: "Conflict: the conversation (or the refund an approval belongs to) is stuck (Refusal-Kind: stuck): its "
          "workflow tasks keep failing, and nothing more is done in it until an operator acts; the detail says what "
          "fails and since when. The conversation has finished (ended, cancelled, transferred, escalated), or its saved "
@@ -44,7 +44,9 @@ DESCRIPTIONS: dict[int, str] = {
     422: "The request is malformed: a body that is not UTF-8 JSON, holds a raw control character or nests "
          f"deeper than {MAX_JSON_DEPTH} levels; a missing, unknown or invalid field, query or path parameter "
          "(ids are ASCII; free text must not contain control characters); a message that is empty or over "
-         "8192 bytes; an unknown store; a list filter or page token that is not one this API accepts.",
+         "8192 bytes; an unknown store; a list filter or page token that is not one this API accepts; a webhook URL "
+         "that is not http(s), is over 2048 characters, does not resolve or resolves to an address webhooks may "
+         "not reach, or an unknown event type.",
     429: "Too many requests: the API key sent more than its rate limit (the Retry-After header says in how many "
          "seconds to retry), or the tenant has as many conversations open as its limit allows.",
     503: "Unavailable: Temporal (or the journal's database) is not reachable, or no worker polls the task "
@@ -79,6 +81,11 @@ ROUTES: dict[tuple[str, str], tuple[int, ...]] = {
     ("GET", "/usage"): (503,),
     ("GET", "/customers/{customer_id}/memory"): (404, 503),
     ("DELETE", "/customers/{customer_id}/memory/{fact_id}"): (404, 503),
+    ("POST", "/webhooks"): (503,),
+    ("GET", "/webhooks"): (503,),
+    ("DELETE", "/webhooks/{webhook_id}"): (404, 503),
+    ("GET", "/webhooks/{webhook_id}/deliveries"): (404, 503),
+    ("POST", "/webhooks/{webhook_id}/deliveries/{delivery_id}/retry"): (404, 503),
 }
 """Each route's own refusal statuses, besides ``COMMON``."""
 

@@ -1,7 +1,8 @@
 """The ``statekeeper`` command line: dev, worker, api, chat, state, taubench, link, backtest; the
 journal's transcript, decisions and journal erase/purge (``starter.cli.journal``); erase and
 retention purge/schedule (``starter.cli.erasure``); replay-check, resume and resolve
-(``starter.cli.replay``); worker-health and stuck (``starter.cli.health``); approvals (here:
+(``starter.cli.replay``); worker-health and stuck (``starter.cli.health``); webhooks
+(``starter.cli.webhooks.commands``); approvals (here:
 the approvals awaiting a supervisor, ``approval_table``)."""
 
 from __future__ import annotations
@@ -43,7 +44,8 @@ from starter.cli.dev import dev, stop
 from starter.cli.erasure import erase, retention_app
 from starter.cli.journal import decisions, journal_app, transcript
 from starter.cli.keys import keys_app
-from starter.cli.memory import memory_app
+from starter.cli.memory.commands import memory_app
+from starter.cli.webhooks.commands import webhooks_app
 from starter.cli.links import link
 from starter.runtime.logs import cli_logging, configure_logging
 from starter.cli.health import stuck, worker_health
@@ -66,6 +68,7 @@ app.command()(decisions)
 app.add_typer(journal_app, name="journal")
 app.add_typer(keys_app, name="keys")
 app.add_typer(memory_app, name="memory")
+app.add_typer(webhooks_app, name="webhooks")
 app.command()(backtest)
 app.command()(erase)
 app.add_typer(retention_app, name="retention")

@@ -29,6 +29,9 @@ def dev(detach: bool = typer.Option(False, "--detach", help="Run in the backgrou
     from starter.cli.support import ui_url
 
     settings = command_settings()
+    if "webhook_allow_loopback" not in settings.model_fields_set:
+        # a receiver on this machine (`statekeeper webhooks listen`, a test server) is the dev case
+        settings = settings.model_copy(update={"webhook_allow_loopback": True})
     if detach:
         from starter.dev.background import log_path, start_detached
 

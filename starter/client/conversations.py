@@ -40,6 +40,7 @@ from starter.client.refusals import (built as _built, check_ids as _check_ids, c
                                finished as _finished, rpc_reason as _rpc_reason, untyped as _untyped, update_refusal as _update_refusal)
 from starter.client.resolutions import ResolutionCalls
 from starter.client.run_status import with_run_status
+from starter.client.webhooks.calls import WebhookCalls
 from workflows.domain.policy.approvals import ApprovalPolicy
 from workflows.domain.contracts import (AssistantReply, CancelRequest, SupportInput, SupportOutcome, UserMessage,
                                  message_digest)
@@ -57,7 +58,7 @@ FIRST_MESSAGE_ID = "first"
 """Message id of the first message sent with the start when the caller gave none."""
 
 
-class StatekeeperClient(ApprovalCalls, RefundCalls, ListingCalls, ResolutionCalls):
+class StatekeeperClient(ApprovalCalls, RefundCalls, ListingCalls, ResolutionCalls, WebhookCalls):
     """``StatekeeperClient(temporal_client, task_queue, write_timeout_seconds, approvals=None,
     deadlines=None, pseudonym_key=None)``.
 

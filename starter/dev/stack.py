@@ -68,7 +68,10 @@ async def runtime(settings: Settings, *, with_worker: bool = True, create_key: b
         if not with_worker:
             yield Runtime(client, backend, started)
             return
+        from starter.runtime.webhooks import ensure_sweeper
+
         async with build_worker(client, settings, backend):
+            await ensure_sweeper(client, settings)
             yield Runtime(client, backend, started)
 
 

@@ -43,6 +43,8 @@ class DevState(BaseModel):
     email_url: Optional[str] = None
     ticketing_url: Optional[str] = None
     """The external services the dev worker uses: every worker on its task queue must use the same."""
+    webhook_allow_loopback: bool = True
+    """Webhooks may reach loopback receivers (``statekeeper dev`` allows them; the commands beside it too)."""
     detached: bool = True
     """False for a foreground `statekeeper dev` (its process, not its group, is signalled to stop
     it). Recorded too, so a `chat` beside it uses its services (otherwise that chat is refused:
@@ -70,7 +72,8 @@ def describe(settings: Settings, pid: int, api_url: Optional[str] = None, detach
                     task_queue=settings.task_queue, db_fingerprint=fingerprint(settings.resolved_database_url()),
                     default_database=settings.database_url is None, started_at=datetime.now(timezone.utc),
                     payments_url=settings.payments_url, email_url=settings.email_url,
-                    ticketing_url=settings.ticketing_url, detached=detached, started_server=started_server)
+                    ticketing_url=settings.ticketing_url, detached=detached, started_server=started_server,
+                    webhook_allow_loopback=settings.webhook_allow_loopback)
 
 
 def write(settings: Settings, state: DevState) -> None:
@@ -122,7 +125,8 @@ def alive(pid: int) -> bool:
     return fields is None or fields[0] != "Z"  # no /proc: trust kill
 
 
-ADOPTED = ("data_dir", "task_queue", "ui_port", "temporal_namespace", "payments_url", "email_url", "ticketing_url")
+ADOPTED = ("data_dir", "task_queue", "ui_port", "temporal_namespace", "payments_url", "email_url", "ticketing_url",
+           "webhook_allow_loopback")
 
 
 def adopt(settings: Settings) -> Settings:

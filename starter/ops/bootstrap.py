@@ -4,7 +4,7 @@ systems of record an operator's resolution is checked against."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from temporalio.client import Client
 
@@ -14,11 +14,15 @@ from starter.ops.resolution_evidence import LedgerEvidence
 from starter.ops.replay_systems import Systems
 from workflows.domain.policy.approvals import ApprovalPolicy
 
+if TYPE_CHECKING:
+    from starter.client.webhooks.service import Webhooks
+
 
 def client_for(temporal_client: Client, settings: Any) -> StatekeeperClient:
     """The ``StatekeeperClient`` that ``settings`` (a ``settings.Settings``) describe: its task
     queue, write timeout, deadlines, pseudonym key, approval policy and the systems of record
-    an operator's resolution is checked against (opened only when one is checked)."""
+    an operator's resolution is checked against (opened only when one is checked), and its
+    webhooks (``StatekeeperClient.webhooks``, built on first use)."""
     approvals = ApprovalPolicy(threshold=settings.approval_threshold, timeout_seconds=settings.approval_timeout_seconds)
     deadlines = Deadlines(rpc_seconds=settings.rpc_timeout_seconds, accept_seconds=settings.update_accept_seconds,
                           reply_seconds=settings.reply_timeout_seconds)
@@ -28,4 +32,16 @@ def client_for(temporal_client: Client, settings: Any) -> StatekeeperClient:
                                token_budget=getattr(settings, "token_budget", None),
                                local_model_calls=getattr(settings, "model_calls", "activity") == "local")
     client.evidence = LedgerEvidence(lambda: Systems.from_settings(settings))
+    client.webhooks_source = lambda: webhooks_for(temporal_client, settings)
     return client
+
+
+def webhooks_for(temporal_client: Client, settings: Any) -> "Webhooks":
+    """The webhooks of ``settings``' deployment (``starter.client.webhooks.service``): subscriptions in
+    its journal's database, deliveries restarted on its task queue."""
+    from starter.client.webhooks.service import Webhooks
+    from starter.runtime.webhooks import allowance, delivery_starter, webhook_store
+
+    store = webhook_store(settings)
+    return Webhooks(store, delivery_starter(temporal_client, settings, store), allowance(settings),
+                    settings.default_tenant)

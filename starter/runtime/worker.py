@@ -12,7 +12,7 @@ import logging
 import signal
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
-from typing import Awaitable, Callable, Optional
+from typing import TYPE_CHECKING, Awaitable, Callable, Optional
 
 from temporalio.client import Client
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker, WorkflowRunner
@@ -42,8 +42,12 @@ from systems.model.plans import PlanBook
 from systems.retail.backend import RetailBackend, make_engine
 from workflows.refund.workflow import RefundWorkflow
 from workflows.retention.workflow import RetentionWorkflow
+from workflows.webhooks.workflow import WebhookDeliveryWorkflow, WebhookSweepWorkflow
 from workflows.options import GRACEFUL_SHUTDOWN
 from workflows.conversation.workflow import SupportWorkflow
+
+if TYPE_CHECKING:
+    from activities.webhooks.delivery import WebhookActivities
 
 log = logging.getLogger("statekeeper.worker")
 
@@ -137,6 +141,23 @@ def tenant_activities(settings: Settings, journal: JournalStore) -> TenantActivi
                             settings.default_tenant)
 
 
+def build_webhook_activities(client: Client, settings: Settings, journal: JournalStore) -> "WebhookActivities":
+    """The webhook delivery activities (``activities.webhooks``) on the journal's database, and
+    the journal's hook that starts the delivery workflows of the events it stores, right after
+    each commit (``activities.webhooks.starts``), from this event loop."""
+    from activities.webhooks.delivery import WebhookActivities
+    from starter.runtime.webhooks import allowance, delivery_starter, webhook_store
+
+    store = webhook_store(settings)
+    starter = delivery_starter(client, settings, store)
+    try:
+        starter.bind()
+    except RuntimeError:
+        pass  # no running loop: the sweeper starts the deliveries
+    journal.on_deliveries = starter.notify
+    return WebhookActivities(store, starter, allowance(settings), settings.webhook_timeout_seconds)
+
+
 def build_worker(client: Client, settings: Settings, backend: Optional[RetailBackend] = None,
                  model: Optional[ModelActivities] = None, tools: Optional[ToolActivities] = None,
                  identity: Optional[IdentityActivities] = None, journal: Optional[JournalStore] = None) -> Worker:
@@ -156,6 +177,8 @@ def build_worker(client: Client, settings: Settings, backend: Optional[RetailBac
     tools.system_of_record = sor  # processes bind to it; calls bound to another database are refused
     model = model or build_model_activities(settings)
     journal = journal or JournalStore(settings.resolved_journal_url())
+    journal.default_tenant = settings.default_tenant
+    webhooks = build_webhook_activities(client, settings, journal)
     if model.journal is None:
         model.journal = journal
     if model.turn_records is None:
@@ -165,10 +188,11 @@ def build_worker(client: Client, settings: Settings, backend: Optional[RetailBac
         client,
         task_queue=settings.task_queue,
         identity=worker_identity(sor, configured_services(settings)),
-        workflows=[SupportWorkflow, RefundWorkflow, RetentionWorkflow],
+        workflows=[SupportWorkflow, RefundWorkflow, RetentionWorkflow, WebhookDeliveryWorkflow, WebhookSweepWorkflow],
         activities=[model.propose_action, *tools.all(), *identity.all(), *JournalActivities(journal).all(),
                     *tenant_activities(settings, journal).all(),
-                    *RetentionActivities(lambda: build_erasure(client, settings, backend, journal)).all()],
+                    *RetentionActivities(lambda: build_erasure(client, settings, backend, journal)).all(),
+                    *webhooks.all()],
         workflow_runner=workflow_runner(settings.sandbox_project_modules, settings.workflow_sandbox),
         # reads, the store check and (an option) model calls are local activities: the same bound
         max_concurrent_activities=settings.activity_slots(),
@@ -249,6 +273,9 @@ async def run_worker(settings: Optional[Settings] = None, tools: Optional[ToolAc
     await preflight(client, settings)
     journal = JournalStore(settings.resolved_journal_url())
     await check_journal(journal)
+    from starter.runtime.webhooks import ensure_sweeper
+
+    await ensure_sweeper(client, settings)
     try:
         model = model or build_model_activities(settings)
         worker = build_worker(client, settings, tools=tools, model=model, journal=journal)

@@ -36,6 +36,7 @@ EXPECTED = {
     P.DECIDE_APPROVAL:        (False, False, True),
     P.RESOLVE_OUTCOME:        (False, False, True),
     P.CUSTOMER_MEMORY:        (True, True, True),
+    P.MANAGE_WEBHOOKS:        (False, False, True),
 }
 CALLERS = (Principal(actor="key:a", tenant="t", role=Role.SERVICE, customer="cust-1"),
            Principal(actor="key:b", tenant="t", role=Role.SERVICE),

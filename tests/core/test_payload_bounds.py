@@ -30,6 +30,7 @@ from workflows.domain.records import (
     Variant,
 )
 from workflows.domain.state import ConversationState
+from workflows.webhooks import workflow as webhooks
 
 _ID = "an id the workflow makes from bounded parts"
 _CONV = "≤128 characters: a conversation id (starter.client and the API refuse longer, docs/security.md)"
@@ -156,6 +157,7 @@ BOUNDS: dict[str, str] = {
     "AssistantReply.message_digest": "16 hex (contracts.message_digest)",
     "TurnRecord.conversation_id": _CONV,
     "TurnRecord.customer_id": "a customer id read from the record (≤200, record_limits)",
+    "TurnRecord.tenant": "≤64 characters: a Tenant search attribute (settings.types.TENANT_PATTERN, set by the client)",
     "TurnRecord.verdicts": "one per model call and read of a turn (MAX_STATE_DRIVEN_READS_PER_TURN, MAX_BATCH_CALLS)",
     "TurnRecord.transcript": "the turn's messages: the user's and the replies said in it",
     "TurnRecord.events": "one per fact of the turn, beside its verdicts and transcript entries (bounded as they are)",
@@ -175,9 +177,11 @@ ROOTS: list[type[BaseModel]] = [
     contracts.ToolResult, contracts.ReadToolRequest, contracts.WriteToolRequest, contracts.EmailRequest,
     contracts.TicketLookup, contracts.TicketRequest, contracts.ModelRequest, contracts.ModelResult,
     contracts.RefundInput, contracts.RefundOutcome, contracts.SupportInput, contracts.AssistantReply,
+    webhooks.DeliveryInput, webhooks.DeliveryAttempt, webhooks.SweepInput, webhooks.SweepRequest,
 ]
 """The state (the state query's answer and continue-as-new's input), every tool's arguments, and
-the inputs and outputs of the activities, the refund child and the message update."""
+the inputs and outputs of the activities, the refund child, the message update and the webhook
+delivery workflows."""
 
 
 def _shape(annotation: object) -> tuple[set[str], set[type[BaseModel]]]:

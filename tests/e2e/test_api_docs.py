@@ -90,6 +90,9 @@ def _schemathesis(base: str) -> list[str]:
                     if operation.label == "POST /refunds":
                         # the arguments each operation needs are its tool's (422 names the missing one)
                         excluded.append(positive_data_acceptance)
+                    if operation.label == "POST /webhooks":
+                        # a webhook URL's host must resolve to an address webhooks may reach (422 says which)
+                        excluded.append(positive_data_acceptance)
                 response = case.call(base_url=base, timeout=60)
                 case.validate_response(response, excluded_checks=excluded)
 

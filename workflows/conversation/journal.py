@@ -67,8 +67,11 @@ BUDGET_RULE = "token-budget"
 class JournalLog:
     """The records of the turn in progress. ``clock()`` gives the time of each record."""
 
-    def __init__(self, state: ConversationState, clock: Callable[[], datetime] = workflow.now) -> None:
+    def __init__(self, state: ConversationState, clock: Callable[[], datetime] = workflow.now,
+                 tenant: Optional[str] = None) -> None:
         self._clock = clock
+        self._tenant = tenant
+        """The conversation's tenant (its ``Tenant`` search attribute), carried by every record."""
         self._state = state
         """The conversation's state (the same object for the whole run): the ids, tools and
         amounts the events carry."""
@@ -311,7 +314,7 @@ class JournalLog:
 
     def so_far(self, state: ConversationState) -> TurnRecord:
         """What ``take`` would return now for the user turn in progress, without forgetting it."""
-        return TurnRecord(conversation_id=state.conversation_id,
+        return TurnRecord(conversation_id=state.conversation_id, tenant=self._tenant,
                           customer_id=state.customer.user_id if state.customer else None, turn=self.turn,
                           model_calls=self.calls, verdicts=list(self._verdicts), transcript=list(self._entries),
                           events=self._events_so_far())
@@ -331,7 +334,7 @@ class JournalLog:
         presumed, self._presumed = self._presumed, None
         if not self._verdicts and not self._entries:
             return None
-        record = TurnRecord(conversation_id=state.conversation_id,
+        record = TurnRecord(conversation_id=state.conversation_id, tenant=self._tenant,
                             customer_id=state.customer.user_id if state.customer else None,
                             turn=self.turn if self._turn_complete else None,
                             model_calls=self.calls if self._turn_complete else 0,

@@ -58,6 +58,7 @@ from workflows.domain.records import OutcomeResolution
 from workflows.domain.state import ConversationState, Phase
 from workflows.domain.user_text import message_problem
 from workflows.interrupts import Interrupted
+from workflows.options import TENANT
 from workflows.visibility import Visibility, doing
 
 
@@ -93,7 +94,8 @@ class SupportWorkflow:
         self._turns_this_run = 0
         self._answered = AnsweredReplies(inp.answered)
         """Replies by message id (update id), carried across continue-as-new."""
-        self._journal = JournalLog(self._state)
+        # the tenant rides in the journal's records (an activity input: not compared on replay)
+        self._journal = JournalLog(self._state, tenant=workflow.info().typed_search_attributes.get(TENANT))
         """The decision log's verdicts and the transcript of the turn in progress (memory only)."""
         self._visibility = Visibility()
         self._turn = Turn(state=self._state, write_timeout_seconds=inp.write_timeout_seconds,

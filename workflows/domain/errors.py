@@ -65,6 +65,12 @@ class ErrorType(str, Enum):
     newer version, without a valid ``schema_version``, or invalid after migration
     (``workflows.domain.migrations``). The run fails, non-retryable; the client's kind is
     ``state_incompatible``."""
+    WEBHOOK_NOT_ACCEPTED = "WebhookNotAccepted"
+    """A webhook's receiver did not take a delivery (no answer in time, a non-2xx status, a
+    redirect, an address the URL may no longer reach): retried with backoff
+    (``workflows.webhooks``)."""
+    WEBHOOK_GONE = "WebhookGone"
+    """A delivery's webhook was deleted, or its event erased: nothing is left to send (non-retryable)."""
 
 
 TOOL_NON_RETRYABLE = [

@@ -249,6 +249,9 @@ class TurnRecord(BaseModel):
 
     conversation_id: str
     customer_id: Optional[str] = None
+    tenant: Optional[str] = None
+    """The conversation's tenant (its ``Tenant`` search attribute; None: the default tenant):
+    whose webhook subscriptions receive the record's events (``activities.store.webhooks``)."""
     turn: Optional[int] = Field(default=None, ge=0)
     """The user turn this record completes (None: notices or a cancellation outside a turn).
     Its rows beyond ``model_calls`` and its last entry are left over from an earlier run of

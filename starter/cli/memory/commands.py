@@ -1,4 +1,4 @@
-"""``statekeeper memory``: what is remembered about a customer (``starter.client.memory``), read
+"""``statekeeper memory``: what is remembered about a customer (``starter.client.memory.reads``), read
 and corrected from the command line on statekeeper's own database, as the HTTP API's
 ``/customers/{customer_id}/memory`` does. Changes are in the audit log (actor ``cli``)."""
 
@@ -12,12 +12,11 @@ from typing import Iterator
 import typer
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 
 from activities.store.audit import AuditLog
 from starter.cli.refusals import command_settings, fail, given_id, storage_refusals
 from starter.client.errors import ConversationError
-from starter.client.memory import CustomerMemory
+from starter.client.memory.reads import CustomerMemory
 
 memory_app = typer.Typer(help="What is remembered about a customer across conversations: show it, forget a fact.",
                          no_args_is_help=True)
@@ -62,14 +61,13 @@ def show(customer_id: str = typer.Argument(..., help="The customer id (as the li
     if not page.items:
         console.print("nothing is remembered about this customer.")
         return
-    table = Table("kind", "value", "learnt", "from", "expires", "fact id")
-    for fact in page.items:
+    for fact in page.items:  # a block per fact: readable at any terminal width
         value = fact.value + (f" (order {fact.order_id})" if fact.order_id else "")
-        table.add_row(fact.kind.value, escape(value), _age(fact.learnt_at),
-                      escape(f"{fact.source.conversation_id}, turn {fact.source.turn}: \"{fact.source.words}\""),
-                      f"{fact.expires_at:%Y-%m-%d}", fact.fact_id)
-    table.columns[-1].no_wrap = True  # the id to copy into `memory forget`
-    console.print(table)
+        console.print(f"[bold]{fact.kind.value}[/]: {escape(value)}", highlight=False, soft_wrap=True)
+        console.print(f"  learnt {_age(fact.learnt_at)} in conversation {escape(fact.source.conversation_id)}, "
+                      f"turn {fact.source.turn}: \"{escape(fact.source.words)}\"; expires {fact.expires_at:%Y-%m-%d}",
+                      highlight=False, soft_wrap=True)
+        console.print(f"  id {fact.fact_id}", highlight=False, soft_wrap=True)
 
 
 @memory_app.command("forget")

@@ -1,5 +1,5 @@
 """``/customers/{customer_id}/memory``: what statekeeper remembers about a customer
-(``starter.client.memory``), read and corrected by the tenant's backends, its operators and a
+(``starter.client.memory.reads``), read and corrected by the tenant's backends, its operators and a
 key scoped to that customer. Every read and every change is in the audit log, by pseudonym."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from starter.api.responses import responses_for
 from starter.client.conversations import StatekeeperClient
 from starter.client.errors import ConversationError
 from starter.client.listing import FILTER_VALUE
-from starter.client.memory import CustomerMemory, MemoryPage
+from starter.client.memory.reads import CustomerMemory, MemoryPage
 
 router = APIRouter()
 

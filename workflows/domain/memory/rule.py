@@ -1,15 +1,7 @@
-"""What statekeeper may remember about a customer across conversations, and the rule a fact
-must pass before it is kept.
+"""The rule a fact must pass before it is remembered (``fact_problem``), in plain words for the
+user and the model:
 
-A fact is one of a closed set of kinds (``FactKind``), scoped to a tenant, a store and a
-customer (the keyed pseudonym, ``workflows.domain.pseudonym``; never the email or the id,
-which holds the name), with its source: the conversation and turn it was learnt in and the
-user's verbatim words. One fact per kind per customer (``fact_id``): remembering a kind again
-replaces the value, and the latest confirmation wins.
-
-``fact_problem`` is the rule (the policy's, in plain words for the user and the model):
-
-- the kind is one of ``FactKind``; the value is at most ``MAX_VALUE_CHARS`` visible characters;
+- the value is at most ``MAX_VALUE_CHARS`` visible characters;
 - no sensitive category, whatever the kind: a card number (13-19 digits passing the Luhn
   check), a password, PIN or security code, health data;
 - no instruction about how requests are handled ("always approve my refunds"): a fact
@@ -24,96 +16,24 @@ Pure: imported inside the workflow sandbox.
 
 from __future__ import annotations
 
-import hashlib
 import re
-from datetime import datetime, timedelta
-from enum import Enum
 from typing import Iterable, Optional
 
-from pydantic import BaseModel, Field
-
+from workflows.domain.memory.facts import MAX_VALUE_CHARS, FactKind
 from workflows.domain.user_text import visible_text
 
-
-class FactKind(str, Enum):
-    """The kinds of fact the policy allows (``docs/memory.md``)."""
-
-    REFUND_METHOD = "refund_method"
-    """The payment method id refunds go to (one of the customer's)."""
-    DELIVERY_INSTRUCTIONS = "delivery_instructions"
-    """How parcels are to be delivered ("do not leave at the door")."""
-    PREFERRED_LANGUAGE = "preferred_language"
-    """The language the customer prefers to be answered in."""
-    OPEN_COMPLAINT = "open_complaint"
-    """A complaint about one of the customer's orders that is not settled yet."""
-
-
-MAX_VALUE_CHARS = 200
-"""The longest value kept (visible characters); a longer one is refused, never cut."""
-MAX_WORDS_CHARS = 500
-"""The longest quotation of the user's words kept with a fact (cut at this length)."""
-
-RETENTION_DAYS: dict[FactKind, int] = {
-    FactKind.REFUND_METHOD: 365,
-    FactKind.DELIVERY_INSTRUCTIONS: 365,
-    FactKind.PREFERRED_LANGUAGE: 730,
-    FactKind.OPEN_COMPLAINT: 90,
-}
-"""Default days a fact is kept after it was last confirmed (``Settings.memory_retention_days``
-overrides per kind)."""
-
-
-class FactSource(BaseModel):
-    """Where a fact was learnt: the caller's conversation id, the user turn, and the user's
-    words in that turn (verbatim, at most ``MAX_WORDS_CHARS``)."""
-
-    conversation_id: str = Field(max_length=1000)
-    turn: int = Field(ge=0)
-    words: str = Field(max_length=MAX_WORDS_CHARS)
-
-
-class MemoryFact(BaseModel):
-    """A remembered fact as the store keeps it and callers read it (UTC times)."""
-
-    fact_id: str = Field(max_length=40)
-    kind: FactKind
-    value: str = Field(max_length=MAX_VALUE_CHARS)
-    order_id: Optional[str] = Field(default=None, max_length=100)
-    """The order an open complaint is about (None for other kinds)."""
-    source: FactSource
-    learnt_at: datetime
-    confirmed_at: datetime
-    expires_at: datetime
-
-
-def fact_id(tenant: str, store: str, customer: str, kind: FactKind) -> str:
-    """``mem_`` + 24 hex digits of sha256(tenant, store, customer pseudonym, kind): the one fact
-    of that kind for that customer, whichever conversation wrote it."""
-    parts = "|".join(f"{len(p)}:{p}" for p in (tenant, store, customer, kind.value))
-    return "mem_" + hashlib.sha256(parts.encode()).hexdigest()[:24]
-
-
-def expiry(kind: FactKind, confirmed_at: datetime, retention_days: Optional[dict[str, int]] = None) -> datetime:
-    """When a fact of ``kind`` confirmed at ``confirmed_at`` expires (``retention_days``: days per
-    kind value, overriding ``RETENTION_DAYS``)."""
-    days = (retention_days or {}).get(kind.value, RETENTION_DAYS[kind])
-    return confirmed_at + timedelta(days=days)
-
-
-# --- the rule ---------------------------------------------------------------------------------
-
-_DIGIT_RUN = re.compile(r"\d[\d \-.]{11,}\d")
+_DIGIT_RUN = re.compile(r"[0-9][0-9 .-]{11,}[0-9]")
 _SECRET = re.compile(r"\b(pass ?words?|pass ?codes?|passphrases?|pins?|cvv2?|cvc|security codes?|one[- ]time codes?|otp|"
-                     r"2fa|login|credentials?)\b", re.IGNORECASE)
+                     r"2fa|login|credentials?)\b", re.IGNORECASE | re.ASCII)
 _HEALTH = re.compile(r"\b(diagnos\w*|illness\w*|disease\w*|pregnan\w*|medication\w*|medicine\w*|medical\w*|"
                      r"disabilit\w*|disabled|allerg\w*|hiv|cancer|diabet\w*|therap\w*|surger\w*|"
-                     r"prescription\w*|mental health|depress\w*|wheelchair)\b", re.IGNORECASE)
+                     r"prescription\w*|mental health|depress\w*|wheelchair)\b", re.IGNORECASE | re.ASCII)
 _INSTRUCTION = re.compile(r"\b(approv\w*|refund\w*|polic(y|ies)|confirm\w*|verif\w*|authori[sz]\w*|authenticat\w*|"
                           r"ignore|override|bypass|skip|discounts?|compensat\w*|goodwill|credits?|"
-                          r"supervisor|escalat\w*|instructions? to you|system prompt)\b", re.IGNORECASE)
+                          r"supervisor|escalat\w*|instructions? to you|system prompt)\b", re.IGNORECASE | re.ASCII)
 _ADDRESS = re.compile(r"\b\d{1,6}\s+(?:[A-Za-z0-9.'-]+\s+){0,4}(?:street|st|avenue|ave|road|rd|lane|ln|drive|dr|"
                       r"boulevard|blvd|way|court|ct|place|pl|terrace|circle|square|parkway|highway|hwy)\b\.?",
-                      re.IGNORECASE)
+                      re.IGNORECASE | re.ASCII)
 _LANGUAGE = re.compile(r"^[A-Za-z][A-Za-z \-()]{1,39}$")
 
 
@@ -131,7 +51,7 @@ def holds_card_number(text: str) -> bool:
     """Whether ``text`` holds 13-19 digits (spaces, dashes or dots between them) that pass the
     Luhn check: a payment card number."""
     for run in _DIGIT_RUN.findall(text):
-        digits = re.sub(r"\D", "", run)
+        digits = re.sub(r"[^0-9]", "", run)
         if 13 <= len(digits) <= 19 and _luhn(digits):
             return True
     return False

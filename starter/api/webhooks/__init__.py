@@ -1,0 +1,1 @@
+"""The webhooks' HTTP routes (``routes``)."""

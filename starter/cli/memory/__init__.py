@@ -1,0 +1,1 @@
+"""``statekeeper memory`` (``commands``)."""

@@ -1,0 +1,1 @@
+"""``statekeeper webhooks`` (``commands``)."""
