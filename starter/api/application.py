@@ -15,6 +15,7 @@ Routes (bodies: ``starter.api.models``; refunds and approvals: ``starter.api.pro
     GET  /conversations/{id}/events  (server-sent events, Last-Event-ID; ``starter.api.journal``) -> 200 stream; 404
     POST /refunds  GET /refunds/{refund_id}  GET /refunds?order_id=  GET/POST /approvals/{id}  GET /approvals?status=pending
     GET  /usage  (``starter.api.limits``: the caller's tenant's use and limits)        -> 200 TenantUsage
+    GET  /ui/approvals  (``starter.api.inbox``: the supervisors' inbox in the browser; not in the OpenAPI document)
     GET  /healthz                                                                     -> 200 / 503
 
 Every route but ``/healthz`` and the OpenAPI pages needs an API key when keys are configured
@@ -45,6 +46,8 @@ from starter.api.models import (MAX_BODY_BYTES, CancelAccepted, CancelIn, Conver
                                  ConversationStatusFilter, MessageIn, StartConversation, check_message, client_dep,
                                  filter_query, page_token_query)
 from starter.api.guard import Authenticate, Guard, document_security, documented_app, guard_dep, refusal_headers
+from starter.api.inbox.pages import WebUiLinks
+from starter.api.inbox.pages import install as install_inbox
 from starter.api.journal import router as journal_router
 from starter.api.limits import router as limits_router
 from starter.api.auth import Access, AccessSource, Permission
@@ -72,7 +75,8 @@ CONNECT_SECONDS = 5.0
 
 def create_app(client_factory: Optional[ClientFactory] = None,
                journal_factory: Optional[Callable[[], Any]] = None,
-               access: Union[Access, AccessSource, None] = None) -> FastAPI:
+               access: Union[Access, AccessSource, None] = None,
+               web_ui: Optional[WebUiLinks] = None) -> FastAPI:
     """Build the API.
 
     ``client_factory`` is called at startup (lifespan) or, when the ASGI server does not run
@@ -82,6 +86,8 @@ def create_app(client_factory: Optional[ClientFactory] = None,
     ``None``: the one ``Settings()`` names). ``access`` (``starter.api.auth``), or a function
     building it when the app first serves: ``None`` is the keyless loopback API, auditing
     into the journal's database (``statekeeper api``/``dev`` pass ``access_from_settings``).
+    ``web_ui``: where the supervisors' inbox links each approval's run (``starter.api.inbox``;
+    None: ``Settings()``'s Web UI, read on first use).
     """
     lock = asyncio.Lock()
     holder: dict[str, Any] = {"client": None, "journal": None, "access": access if isinstance(access, Access) else None}
@@ -157,6 +163,7 @@ def create_app(client_factory: Optional[ClientFactory] = None,
     app.include_router(processes_router)
     app.include_router(journal_router)
     app.include_router(limits_router)  # GET /usage
+    install_inbox(app, web_ui, ensure_client, ensure_access)  # GET /ui/approvals: the supervisors' inbox
 
     install_body_checks(app, MAX_BODY_BYTES)  # 413 over the limit; 422 not UTF-8 JSON or nested too deep
     app.add_middleware(Authenticate, ensure_access=ensure_access)  # 401 before anything else
