@@ -20,14 +20,18 @@ real worker with the offline model, the API over real HTTP with keys of two tena
   CSRF token to change anything (refused without it, and the approval stays pending), is refused
   when forged or when its key was revoked, and a sign-in posted from another site is refused.
 
-No message a supervisor reads holds an approval id or an error's kind.
+No message a supervisor reads holds an approval id or an error's kind. With
+``STATEKEEPER_SAVE_SCREENSHOTS=1`` the inbox's screenshot is copied to ``docs/img/`` for
+docs/operators.md.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import re
+import shutil
 import time
 import uuid
 from types import SimpleNamespace
@@ -40,7 +44,7 @@ from activities.store.api_keys import Role
 from starter.api.inbox.sessions import COOKIE
 from starter.ops.bootstrap import client_for
 from tests.api_stack import keyed_stack
-from tests.e2e.test_web_ui import CHROMIUM, CHROMIUM_ARGS, playwright_api  # noqa: F401 (fixture)
+from tests.e2e.test_web_ui import CHROMIUM, CHROMIUM_ARGS, DOCS_IMG, playwright_api  # noqa: F401 (fixture)
 from tests.policy_fixtures import EMAIL, PENDING
 from tests.workflow_harness import order_details
 from workflows.domain.pseudonym import PREFIX as PSEUDONYM_PREFIX
@@ -170,7 +174,10 @@ async def test_a_pending_approval_appears_and_approving_it_applies_the_write_for
         await expect(row.locator(".time-left")).to_have_text(re.compile(r"^23 h 5\d min left$"))
         link = await row.get_by_role("link", name="Open the run in the Temporal Web UI").get_attribute("href")
         assert link == f"http://webui.test:8233/namespaces/default/workflows/support-{asked.cid}"
-        await ana.screenshot(path=str(s.settings.data_dir / "inbox-pending.png"), full_page=True)
+        shot = s.settings.data_dir / "inbox-pending.png"
+        await ana.screenshot(path=str(shot), full_page=True)
+        if os.environ.get("STATEKEEPER_SAVE_SCREENSHOTS") == "1":  # the one docs/operators.md shows
+            shutil.copy(shot, DOCS_IMG / "inbox-pending.png")
 
         await row.locator("textarea").fill("checked with the customer")
         await row.get_by_role("button", name="Approve").click()
@@ -207,8 +214,8 @@ async def test_a_rejection_says_so_and_changes_nothing(stack, playwright_api):
         await expect(row).to_be_visible(timeout=SECONDS)
 
         # the session alone, without the page's CSRF token, changes nothing
-        cookies = {c["name"]: c["value"] for c in await ana.context.cookies()}
-        forged = await s.http.post(f"/approvals/{asked.approval_id}", cookies=cookies,
+        [cookie] = [c["value"] for c in await ana.context.cookies() if c["name"] == COOKIE]
+        forged = await s.http.post(f"/approvals/{asked.approval_id}", headers=_with(cookie),
                                    json={"decision": "approve", "approver": "sup-ana"})
         assert forged.status_code == 403, forged.text
         assert "reload the page" in forged.json()["detail"]
@@ -233,13 +240,7 @@ async def test_a_second_supervisors_late_click_says_who_decided_first_and_change
         bo = await _signed_in(s, browser, "bo", "sup-bo", live=False)  # this page hears of no change
         cy = await _signed_in(s, browser, "cy", "sup-cy")
         await expect(_row(cy, asked.approval_id)).to_be_visible(timeout=SECONDS)
-        # the page rendered the list when it opened: the approval is there, with its buttons
-        await bo.reload()
-        for _ in range(50):
-            if await _row(bo, asked.approval_id).count():
-                break
-            await asyncio.sleep(0.5)
-            await bo.reload()
+        await bo.reload()  # the page renders the list as it opens: the approval is there, with its buttons
         late = _row(bo, asked.approval_id)
         await expect(late).to_be_visible()
 
@@ -334,46 +335,53 @@ async def test_signing_in_never_shows_the_key_and_refuses_wrong_keys(stack, play
         assert signed.url == s.url + "/ui/sign-in"
 
 
-async def _session(s, who: str) -> dict[str, str]:
+async def _session(s, who: str) -> str:
+    """The session cookie signing in with key ``who`` sets (kept out of the shared client's jar)."""
     response = await s.http.post("/ui/sign-in", data={"key": s.keys[who], "approver": "sup-x"})
+    s.http.cookies.clear()
     assert response.status_code == 303 and response.headers["location"] == "/ui/approvals", response.text
     assert "httponly" in response.headers["set-cookie"].lower()
     assert "samesite=strict" in response.headers["set-cookie"].lower()
-    return {COOKIE: response.cookies[COOKIE]}
+    return response.cookies[COOKIE]
+
+
+def _with(cookie: str) -> dict[str, str]:
+    return {"Cookie": f"{COOKIE}={cookie}"}
 
 
 async def test_a_session_stands_for_its_key_only_on_the_inbox_and_only_while_the_key_is_active(stack):
     s = stack
     session = await _session(s, "ana")
-    assert s.keys["ana"].rsplit("_", 1)[1] not in session[COOKIE]
-    page = await s.http.get("/ui/approvals", cookies=session)
+    assert s.keys["ana"].rsplit("_", 1)[1] not in session
+    page = await s.http.get("/ui/approvals", headers=_with(session))
     assert page.status_code == 200 and "frame-ancestors 'none'" in page.headers["content-security-policy"]
     assert s.keys["ana"] not in page.text
-    assert (await s.http.get("/approvals", cookies=session)).status_code == 200  # the API route the page calls
-    elsewhere = await s.http.get("/conversations", cookies=session)
+    assert (await s.http.get("/approvals", headers=_with(session))).status_code == 200  # the API route the page calls
+    elsewhere = await s.http.get("/conversations", headers=_with(session))
     assert elsewhere.status_code == 401  # any other route still needs a key
     events = await s.http.get("/ui/approvals/events")  # no session: no stream
     assert events.status_code == 401
 
-    forged = dict(session, **{COOKIE: session[COOKIE][:-4] + ("AAAA" if not session[COOKIE].endswith("AAAA") else "BBBB")})
-    refused = await s.http.get("/ui/approvals", cookies=forged)
+    forged = session[:-4] + ("AAAA" if not session.endswith("AAAA") else "BBBB")
+    refused = await s.http.get("/ui/approvals", headers=_with(forged))
     assert refused.status_code == 303 and refused.headers["location"] == "/ui/sign-in"
-    assert (await s.http.get("/approvals", cookies=forged)).status_code == 401
+    assert (await s.http.get("/approvals", headers=_with(forged))).status_code == 401
 
     other_site = await s.http.post("/ui/sign-in", data={"key": s.keys["ana"], "approver": "sup-x"},
                                    headers={"Origin": "http://attacker.example"})
+    s.http.cookies.clear()
     assert other_site.status_code == 403 and COOKIE not in other_site.cookies
 
     tenant = await _session(s, "acme_op")  # another tenant's supervisor sees none of ours
-    listed = await s.http.get("/approvals", cookies=tenant)
+    listed = await s.http.get("/approvals", headers=_with(tenant))
     assert listed.status_code == 200 and listed.json()["items"] == []
 
     revoked = await _session(s, "revoked")
-    assert (await s.http.get("/ui/approvals", cookies=revoked)).status_code == 200
+    assert (await s.http.get("/ui/approvals", headers=_with(revoked))).status_code == 200
     assert s.key_store.revoke(s.ids["revoked"])
-    gone = await s.http.get("/ui/approvals", cookies=revoked)
+    gone = await s.http.get("/ui/approvals", headers=_with(revoked))
     assert gone.status_code == 303 and gone.headers["location"] == "/ui/sign-in"
-    answer = await s.http.get("/approvals", cookies=revoked)
+    answer = await s.http.get("/approvals", headers=_with(revoked))
     assert answer.status_code == 401 and "revoked" in answer.json()["detail"]
 
 

@@ -59,12 +59,13 @@ RETRY_MS = 2000
 """How soon a page reconnects a dropped stream (the event-stream ``retry:`` field)."""
 SECURITY_HEADERS = {
     # scripts and styles from this server only (no inline script: an injected one does not run),
-    # requests to it only, no framing (clickjacking), no referrer to the Web UI or anyone
+    # requests to it only, no framing (clickjacking), no referrer to the Web UI or anyone else
+    # (same-origin, not no-referrer: that would make the sign-in form's Origin "null")
     "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
-                               "img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+                               "img-src 'self' data:; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
     "X-Frame-Options": "DENY",
     "X-Content-Type-Options": "nosniff",
-    "Referrer-Policy": "no-referrer",
+    "Referrer-Policy": "same-origin",
     "Cache-Control": "no-store",
 }
 
@@ -206,7 +207,7 @@ def _row(approval: InboxItem, links: WebUiLinks, now: datetime) -> dict[str, Any
         "detail": operation.detail if operation is not None else None,
         "tool": operation.tool.replace("_", " ") if operation is not None else None,
         "order_id": operation.order_id if operation is not None else None,
-        "amount": f"{operation.amount:,.2f}" if operation is not None else None,
+        "amount": str(operation.amount) if operation is not None else None,
         "reason": item.reason,
         "process": "Conversation" if item.process == "conversation" else "Refund",
         "process_id": item.process_id,

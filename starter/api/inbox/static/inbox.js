@@ -14,6 +14,9 @@
   const rowOf = (id) => [...pending.querySelectorAll("li.approval")].find((li) => li.dataset.approvalId === id);
   const shown = (id) => rowOf(id) || [...decided.children].find((li) => li.dataset.approvalId === id);
   const showEmpty = () => { empty.hidden = pending.querySelector("li.approval") !== null; };
+  // approval id -> what the stream said of it while this page's own decision was on its way (or null):
+  // the supervisor reads what became of their own decision, not the stream's word for it
+  const deciding = new Map();
 
   // An approval that can no longer be decided leaves the list, with what became of it.
   function finish(id, message) {
@@ -61,6 +64,7 @@
     const message = li.querySelector(".message");
     const note = li.querySelector("textarea").value.trim();
     buttons.forEach((b) => { b.disabled = true; });
+    deciding.set(id, null);
     message.textContent = decision === "approve" ? "Sending your approval…" : "Sending your rejection…";
     let answer = 0;
     try {
@@ -77,8 +81,12 @@
     if (answer === 401) { window.location.assign("/ui/sign-in"); return; }
     let told = null;
     try { told = await notice(id, {decision, answer}); } catch (err) { told = null; }
+    const heard = deciding.get(id);
+    deciding.delete(id);
     if (told && told.final) {
       finish(id, told.message);
+    } else if (heard) {
+      finish(id, heard);
     } else {
       message.textContent = told ? told.message
         : "Your decision could not be confirmed: the service did not answer. This page shows it when it is taken.";
@@ -112,7 +120,8 @@
   for (const type of ["approval.decided", "approval.expired", "approval.withdrawn"]) {
     stream.addEventListener(type, (event) => {
       const data = JSON.parse(event.data);
-      finish(data.approval_id, data.message);
+      if (deciding.has(data.approval_id)) deciding.set(data.approval_id, data.message);
+      else finish(data.approval_id, data.message);
     });
   }
   // After a (re)connect: any row no longer pending ended while the page was not listening.
