@@ -47,6 +47,7 @@ from starter.api.models import (MAX_BODY_BYTES, CancelAccepted, CancelIn, Conver
                                  filter_query, page_token_query)
 from starter.api.guard import Authenticate, Guard, document_security, documented_app, guard_dep, refusal_headers
 from starter.api.inbox.pages import WebUiLinks
+from starter.api.inbox.pages import close as close_inbox
 from starter.api.inbox.pages import install as install_inbox
 from starter.api.journal import router as journal_router
 from starter.api.limits import router as limits_router
@@ -145,7 +146,7 @@ def create_app(client_factory: Optional[ClientFactory] = None,
         return holder["access"]
 
     @asynccontextmanager
-    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         await ensure_access()  # StartupRefused (no keys where keys are needed) stops the server here
         try:
             await ensure_client()
@@ -154,6 +155,7 @@ def create_app(client_factory: Optional[ClientFactory] = None,
             # retry the connection and /healthz answers 503 until it succeeds.
             log.warning("Temporal not reachable at startup (%s); will retry on demand", type(err).__name__)
         yield
+        await close_inbox(app)  # its feeds stop asking Temporal
 
     # redirect_slashes off: "/conversations/" is a 404 like any unknown path, not an undocumented 307
     app = documented_app(title="statekeeper", version=package_version(), lifespan=lifespan, redirect_slashes=False,

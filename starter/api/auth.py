@@ -3,9 +3,9 @@
 ``Access`` is the app's authentication: with keys (``activities.store.api_keys``) every request but
 ``/healthz`` and the OpenAPI pages must carry one (``Authorization: Bearer <key>`` or
 ``X-API-Key: <key>``; on the supervisors' inbox's routes, a browser's signed session made by
-signing in with an operator key: ``starter.api.inbox.sessions``), else 401; keyless (``statekeeper dev`` / ``statekeeper api`` on
-loopback while no key exists) every request from a loopback address is the local operator
-of the default tenant, and any other is a 401.
+signing in with an operator key: ``starter.api.inbox.sessions``), else 401; keyless
+(``statekeeper dev`` / ``statekeeper api`` on loopback while no key exists) every request from a
+loopback address is the local operator of the default tenant, and any other is a 401.
 
 The role matrix (``MATRIX``; README, "API access") says which kind of caller may do what:
 ``customer`` (a service key scoped to one customer), ``service``, ``operator``. Tenancy

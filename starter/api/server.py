@@ -41,8 +41,10 @@ def serve(settings: Settings, host: str, port: int, announce=print) -> None:  # 
     app = create_app(connected, lambda: JournalStore(settings.resolved_journal_url()), access,
                      WebUiLinks.from_settings(settings))
     # log_config=None: uvicorn's records go through the root logger and its redaction
-    serve_until_stopped(uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="info", log_config=None)),
-                        "HTTP API", lambda: announce(f"statekeeper api on http://{host}:{port}: {access.describe()}"))
+    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="info", log_config=None))
+    app.state.stopping = lambda: server.should_exit  # open event streams end when it stops
+    serve_until_stopped(server, "HTTP API",
+                        lambda: announce(f"statekeeper api on http://{host}:{port}: {access.describe()}"))
 
 
 @contextlib.asynccontextmanager
@@ -58,5 +60,6 @@ async def api_beside(temporal_client: Client, settings: Settings, host: Optional
                      lambda: JournalStore(settings.resolved_journal_url()), access, WebUiLinks.from_settings(settings))
     server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on",
                                            log_config=None))
+    app.state.stopping = lambda: server.should_exit  # open event streams end when it stops
     async with serving(server, "API", host, port) as url:
         yield url

@@ -14,7 +14,8 @@ real worker with the offline model, the API over real HTTP with keys of two tena
   it in a page that missed the change says the decision was not applied because it expired;
 - a second supervisor's late click (their page missed the first decision) says the decision was
   not applied and who decided first, and changes nothing;
-- signing in: the page without a session sends to the sign-in form; a wrong key and a service
+- signing in: the page without a session sends to the sign-in form (without keys, on the
+  loopback dev API, the form asks only for the name decisions are recorded with); a wrong key and a service
   key are refused with what to do; no page, URL or cookie ever holds the key; the session cookie
   is HttpOnly and SameSite=Strict, stands for its key only on the inbox's routes, needs the
   CSRF token to change anything (refused without it, and the approval stays pending), is refused
@@ -42,10 +43,14 @@ import pytest
 
 from activities.store.api_keys import Role
 from starter.api.inbox.sessions import COOKIE
+from settings import Settings
+from starter.api.server import api_beside
+from starter.client.tenancy import start_attributes
 from starter.ops.bootstrap import client_for
 from tests.api_stack import keyed_stack
 from tests.e2e.test_web_ui import CHROMIUM, CHROMIUM_ARGS, DOCS_IMG, playwright_api  # noqa: F401 (fixture)
 from tests.policy_fixtures import EMAIL, PENDING
+from tests.ports import free_port
 from tests.workflow_harness import order_details
 from workflows.domain.pseudonym import PREFIX as PSEUDONYM_PREFIX
 from workflows.options import CUSTOMER_ID
@@ -56,15 +61,19 @@ EXPIRY_SECONDS = 15.0
 """The approval timeout of the expiry test's conversation: long enough for the page to show it first."""
 SECONDS = 30_000
 """Playwright's wait for what the page shows (visibility and the feed need a second or two)."""
-STORES = ("s-approve", "s-reject", "s-late", "s-expire", "s-guard")
+STORES = ("s-approve", "s-reject", "s-late", "s-expire")
+TENANT = "inbox"
 
 
 @pytest.fixture(scope="module")
 async def stack(temporal_env, tmp_path_factory) -> AsyncIterator[SimpleNamespace]:
-    keys = {"svc": ("default", Role.SERVICE), "ana": ("default", Role.OPERATOR), "bo": ("default", Role.OPERATOR),
-            "cy": ("default", Role.OPERATOR), "acme_op": ("acme", Role.OPERATOR), "revoked": ("default", Role.OPERATOR)}
+    # the tenant TENANT owns STORES: its pages list this module's approvals only, whatever else
+    # the session's Temporal server runs for other modules (the default tenant's)
+    keys = {"svc": (TENANT, Role.SERVICE), "ana": (TENANT, Role.OPERATOR), "bo": (TENANT, Role.OPERATOR),
+            "cy": (TENANT, Role.OPERATOR), "acme_op": ("acme", Role.OPERATOR), "revoked": (TENANT, Role.OPERATOR)}
     async with keyed_stack(temporal_env, tmp_path_factory.mktemp("inbox"), keys, stores=STORES,
-                           store_tenants={"acme-store": "acme"}, web_ui_url="http://webui.test:8233") as s:
+                           store_tenants={"acme-store": "acme", **{store: TENANT for store in STORES}},
+                           web_ui_url="http://webui.test:8233") as s:
         yield s
 
 
@@ -264,7 +273,8 @@ async def test_an_expired_approval_leaves_the_list_saying_so_and_a_click_on_it_s
     async with chromium(playwright_api) as browser:
         ana = await _signed_in(s, browser, "ana", "sup-ana")
         bo = await _signed_in(s, browser, "bo", "sup-bo", live=False)
-        cid = await short.start_conversation(f"inbox-{uuid.uuid4().hex[:8]}", store="s-expire")
+        cid = await short.start_conversation(f"inbox-{uuid.uuid4().hex[:8]}", store="s-expire",
+                                             search_attributes=start_attributes(TENANT))
         await short.send_message(cid, f"Hi, my email is {EMAIL}")
         assert (await short.send_message(cid, f"Please cancel order {PENDING}, I ordered it by mistake")
                 ).awaiting_confirmation
@@ -388,3 +398,19 @@ async def test_a_session_stands_for_its_key_only_on_the_inbox_and_only_while_the
 async def test_the_inbox_pages_are_not_in_the_api_document(stack):
     document = (await stack.http.get("/openapi.json")).json()
     assert not [path for path in document["paths"] if path.startswith("/ui")]
+
+
+async def test_without_keys_the_loopback_inbox_asks_only_for_a_name(temporal_env, tmp_path, playwright_api):
+    settings = Settings(database_url=f"sqlite:///{tmp_path / 'sor.sqlite'}", data_dir=tmp_path, anthropic_api_key=None,
+                        task_queue=f"inbox-keyless-{uuid.uuid4().hex[:8]}")
+    async with api_beside(temporal_env.client, settings, host="127.0.0.1", port=free_port()) as url:
+        async with chromium(playwright_api) as browser:
+            page = await (await browser.new_context()).new_page()
+            await page.goto(url + "/ui/approvals")
+            assert page.url == url + "/ui/sign-in"
+            assert await page.locator('input[name="key"]').count() == 0  # no key to give
+            await page.fill('input[name="approver"]', "sup-dev")
+            await page.click('button[type="submit"]')
+            await page.wait_for_url(url + "/ui/approvals")
+            await expect(page.locator(".approver")).to_have_text("sup-dev")
+            await expect(page.locator("#live")).to_have_text(re.compile("^Live"), timeout=SECONDS)

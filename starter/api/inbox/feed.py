@@ -22,6 +22,7 @@ carries the tenant of each process (the journal's events do not).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from typing import Any, Awaitable, Callable, NamedTuple, Optional
 
@@ -43,6 +44,9 @@ QUEUE_SIZE = 1000
 """Changes a page may fall behind by; past it the page's stream ends and it reconnects afresh."""
 READ_SECONDS = 5.0
 """How long a feed waits for one process's answer when an approval left the list."""
+REREAD_SECONDS = 15.0
+"""How often a feed asks again a process that could not be read (each ask may wait
+``starter.client.approvals.LIST_READ_SECONDS``)."""
 
 TYPE_OF = {ApprovalStatus.APPROVED: "approval.decided", ApprovalStatus.REJECTED: "approval.decided",
            ApprovalStatus.EXPIRED: "approval.expired", ApprovalStatus.WITHDRAWN: "approval.withdrawn"}
@@ -79,6 +83,8 @@ class TenantFeed:
         self.trouble: Optional[str] = None
         """Why the last look failed (None: it did not), in words for the page."""
         self._subscribers: set[asyncio.Queue[Optional[Change]]] = set()
+        self._unread: dict[str, float] = {}
+        """Approval id → when its process was last asked and could not answer (loop time)."""
         self._task: Optional[asyncio.Task[None]] = None
 
     def subscribe(self) -> asyncio.Queue[Optional[Change]]:
@@ -93,6 +99,14 @@ class TenantFeed:
     def unsubscribe(self, queue: asyncio.Queue[Optional[Change]]) -> None:
         """Stop telling ``queue``; the feed ends ``IDLE_SECONDS`` after its last subscriber left."""
         self._subscribers.discard(queue)
+
+    async def close(self) -> None:
+        """Stop following (the app is shutting down)."""
+        task, self._task = self._task, None
+        if task is not None and not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
 
     async def _run(self) -> None:
         idle_since: Optional[float] = None
@@ -130,12 +144,18 @@ class TenantFeed:
             if token is None:
                 break
         listed = {run.approval_id: run for run in runs}
-        # new ones, and those whose process could not be read the first time (read again)
+        now = asyncio.get_running_loop().time()
+        # new ones, and now and then those whose process could not be read (a stuck one, no worker)
         fresh = [run for run in runs if run.approval_id not in self.pending
-                 or self.pending[run.approval_id].item.operation is None]
+                 or (self.pending[run.approval_id].item.operation is None
+                     and now - self._unread.get(run.approval_id, 0.0) >= REREAD_SECONDS)]
         items = await client.approval_items([(r.approval_id, r.workflow_id, r.readable) for r in fresh])
         for run, item in zip(fresh, items):
             known = self.pending.get(run.approval_id)
+            if item.operation is None:
+                self._unread[run.approval_id] = now
+            else:
+                self._unread.pop(run.approval_id, None)
             if known is not None and item.operation is None:
                 continue  # still unreadable: nothing new to show
             self.pending[run.approval_id] = InboxItem(item, run.workflow_id, run.customer)
@@ -144,6 +164,7 @@ class TenantFeed:
             ended = await self._ended(client, self.pending[approval_id])
             if ended is not None:
                 del self.pending[approval_id]
+                self._unread.pop(approval_id, None)
                 self._tell(ended)
 
     async def _ended(self, client: StatekeeperClient, known: InboxItem) -> Optional[Change]:
@@ -179,6 +200,11 @@ class Feeds:
     def __init__(self, ensure_client: Callable[[], Awaitable[StatekeeperClient]], tenancy: Any) -> None:
         self._ensure_client, self._tenancy = ensure_client, tenancy
         self._feeds: dict[str, TenantFeed] = {}
+
+    async def close(self) -> None:
+        """Stop every tenant's feed."""
+        for feed in self._feeds.values():
+            await feed.close()
 
     def of(self, tenant: str) -> TenantFeed:
         """The feed of ``tenant``'s pending approvals."""

@@ -53,6 +53,8 @@ TEMPLATES = Jinja2Templates(directory=HERE / "templates")
 STREAM_SECONDS = 300.0
 """How long one event stream stays open; the page's ``EventSource`` then reconnects and resyncs."""
 KEEP_ALIVE_SECONDS = 15.0
+STOP_CHECK_SECONDS = 1.0
+"""How often an idle stream checks whether the server is stopping (``app.state.stopping``)."""
 SYNC_SECONDS = 10.0
 """How long a new stream waits for its tenant's feed to have looked once."""
 RETRY_MS = 2000
@@ -102,6 +104,13 @@ def install(app: Any, web_ui: Optional[WebUiLinks], ensure_client: Any, ensure_a
         return app.state.inbox_feeds
 
     app.state.inbox_feeds_of = feeds
+
+
+async def close(app: Any) -> None:
+    """Stop the inbox's feeds (the app's lifespan ends)."""
+    feeds: Optional[Feeds] = getattr(app.state, "inbox_feeds", None)
+    if feeds is not None:
+        await feeds.close()
 
 
 def _web_ui(request: Request) -> WebUiLinks:
@@ -268,6 +277,8 @@ async def approval_events(request: Request, guard: Guard = Depends(guard_dep)) -
     guard.require(Permission.LIST_APPROVALS)
     feed = (await request.app.state.inbox_feeds_of()).of(guard.principal.tenant)
     links = _web_ui(request)
+    # the server stopping: uvicorn waits for open responses to end before it stops
+    stopping = getattr(request.app.state, "stopping", lambda: False)
 
     async def stream() -> AsyncIterator[str]:
         queue = feed.subscribe()
@@ -281,13 +292,16 @@ async def approval_events(request: Request, guard: Guard = Depends(guard_dep)) -
             for approval in pending:
                 yield _frame("approval.requested", _change_data(Change("approval.requested", approval), links))
             yield _frame("inbox.synced", {"pending": [a.item.approval_id for a in pending], "trouble": feed.trouble})
-            until = time.monotonic() + STREAM_SECONDS
-            while time.monotonic() < until:
+            started = last_sent = time.monotonic()
+            while time.monotonic() - started < STREAM_SECONDS and not stopping():
                 try:
-                    change = await asyncio.wait_for(queue.get(), KEEP_ALIVE_SECONDS)
+                    change = await asyncio.wait_for(queue.get(), STOP_CHECK_SECONDS)
                 except asyncio.TimeoutError:
-                    yield ": keep-alive\n\n"
+                    if time.monotonic() - last_sent >= KEEP_ALIVE_SECONDS:
+                        yield ": keep-alive\n\n"
+                        last_sent = time.monotonic()
                     continue
+                last_sent = time.monotonic()
                 if change is None:
                     return  # fell behind: the page reconnects and reads afresh
                 yield _frame(change.type, _change_data(change, links))
