@@ -64,10 +64,11 @@ class InboxItem(NamedTuple):
 
 class Change(NamedTuple):
     """One change a feed tells its subscribers: ``type`` (``approval.requested``,
-    ``approval.decided``, ``approval.expired``, ``approval.withdrawn``) and the approval."""
+    ``approval.decided``, ``approval.expired``, ``approval.withdrawn``) and the approval; or
+    ``inbox.status`` (no approval) when ``TenantFeed.trouble`` changed."""
 
     type: str
-    approval: InboxItem
+    approval: Optional[InboxItem]
 
 
 class TenantFeed:
@@ -112,6 +113,7 @@ class TenantFeed:
         idle_since: Optional[float] = None
         loop = asyncio.get_running_loop()
         while True:
+            before = self.trouble
             try:
                 await self.look()
                 self.trouble = None
@@ -122,6 +124,8 @@ class TenantFeed:
             except Exception as err:  # noqa: BLE001 (the feed goes on; the next look may succeed)
                 self.trouble = "The approvals cannot be read just now; this page catches up when they can."
                 log.warning("inbox feed: pending approvals not read (%s)", type(err).__name__)
+            if self.trouble != before:
+                self._tell(Change("inbox.status", None))
             self.synced.set()
             if self._subscribers:
                 idle_since = None

@@ -259,6 +259,7 @@ def _frame(event: str, data: dict[str, Any]) -> str:
 
 
 def _change_data(change: Change, links: WebUiLinks) -> dict[str, Any]:
+    assert change.approval is not None  # an approval's change (``inbox.status`` has none)
     item = change.approval.item
     if change.type == "approval.requested":
         row = _row(change.approval, links, datetime.now(timezone.utc))
@@ -272,7 +273,8 @@ async def approval_events(request: Request, guard: Guard = Depends(guard_dep)) -
     """The tenant's approval changes as server-sent events: first every pending approval
     (``approval.requested``) and ``inbox.synced`` (the ids pending now), then each change as it
     happens (``approval.requested``, ``approval.decided``, ``approval.expired``,
-    ``approval.withdrawn``); a keep-alive comment while idle; the stream ends after
+    ``approval.withdrawn``; ``inbox.status`` when the approvals can or can no longer be read);
+    a keep-alive comment while idle; the stream ends after
     ``STREAM_SECONDS`` and the page reconnects."""
     guard.require(Permission.LIST_APPROVALS)
     feed = (await request.app.state.inbox_feeds_of()).of(guard.principal.tenant)
@@ -304,7 +306,10 @@ async def approval_events(request: Request, guard: Guard = Depends(guard_dep)) -
                 last_sent = time.monotonic()
                 if change is None:
                     return  # fell behind: the page reconnects and reads afresh
-                yield _frame(change.type, _change_data(change, links))
+                if change.approval is None:
+                    yield _frame(change.type, {"trouble": feed.trouble})
+                else:
+                    yield _frame(change.type, _change_data(change, links))
         finally:
             feed.unsubscribe(queue)
 

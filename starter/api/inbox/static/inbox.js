@@ -10,6 +10,8 @@
   const decided = document.getElementById("decided");
   const empty = document.getElementById("empty");
   const live = document.getElementById("live");
+  const trouble = document.getElementById("trouble");
+  const setTrouble = (text) => { trouble.textContent = text || ""; trouble.hidden = !text; };
 
   const rowOf = (id) => [...pending.querySelectorAll("li.approval")].find((li) => li.dataset.approvalId === id);
   const shown = (id) => rowOf(id) || [...decided.children].find((li) => li.dataset.approvalId === id);
@@ -134,8 +136,8 @@
       const told = await notice(id, {});
       if (told && told.final) finish(id, told.message);
     });
-    const trouble = document.getElementById("trouble");
-    if (trouble) trouble.hidden = !data.trouble;
+    setTrouble(data.trouble);
   });
+  stream.addEventListener("inbox.status", (event) => setTrouble(JSON.parse(event.data).trouble));
   showEmpty();
 })();
