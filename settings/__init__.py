@@ -71,6 +71,10 @@ class Settings(BaseSettings):
     """SQLAlchemy URL of the journal (decision log and transcript; ``activities.journal``), our
     own store, never the system of record. None: ``sqlite:///<data_dir>/journal.sqlite``."""
     ui_port: int = Field(default=8233, ge=1, le=65535)
+    web_ui_url: Optional[HttpUrl] = None
+    """The Temporal Web UI's address as supervisors' browsers reach it: the approvals inbox
+    (``/ui/approvals``) links each approval's run there. None: the embedded one,
+    ``http://127.0.0.1:<ui_port>``."""
     dev_state_file: Optional[Path] = None
     """Where a detached ``statekeeper dev`` records its settings for commands started from any
     directory (``starter.dev.state``). None: ``$XDG_STATE_HOME/statekeeper/dev.json``, else
@@ -306,6 +310,10 @@ class Settings(BaseSettings):
         if self.pseudonym_key is not None:
             return self.pseudonym_key.get_secret_value()
         return self._secret_file("pseudonym.key", create)
+
+    def web_ui_base(self) -> str:
+        """``web_ui_url`` without its trailing slash, else ``http://127.0.0.1:<ui_port>``."""
+        return str(self.web_ui_url).rstrip("/") if self.web_ui_url is not None else f"http://127.0.0.1:{self.ui_port}"
 
     def api_key_hmac_secret(self, create: bool = True) -> Optional[str]:
         """The API keys' HMAC secret: ``api_key_secret``, else ``<data_dir>/api-key.secret``

@@ -158,6 +158,19 @@ class KeyStore:
         record = self._record(row)
         return record if record.active else None
 
+    def active_key(self, key_id: str) -> Optional[ApiKey]:
+        """The record of the active key ``key_id``, or None (unknown or revoked). For a caller
+        who proved the key once and holds a signed session naming it (``starter.api.inbox``)."""
+        with self.engine.connect() as conn:
+            row = conn.execute(sa.select(api_keys).where(api_keys.c.key_id == key_id)).mappings().first()
+        record = self._record(row) if row is not None else None
+        return record if record is not None and record.active else None
+
+    def derived_secret(self, purpose: str) -> bytes:
+        """A secret for ``purpose`` (e.g. signing sessions) derived from the server secret:
+        ``HMAC-SHA256(server secret, purpose)``; one server secret to keep, none to derive back."""
+        return hmac.new(self._secret, f"statekeeper:{purpose}".encode("utf-8"), hashlib.sha256).digest()
+
     def keys(self, include_revoked: bool = False) -> list[ApiKey]:
         """Every key, oldest first (revoked ones only with ``include_revoked``)."""
         query = sa.select(api_keys).order_by(api_keys.c.created_at, api_keys.c.key_id)

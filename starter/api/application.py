@@ -17,6 +17,7 @@ Routes (bodies: ``starter.api.models``; refunds and approvals: ``starter.api.pro
     GET  /usage  (``starter.api.limits``: the caller's tenant's use and limits)        -> 200 TenantUsage
     POST /webhooks  GET /webhooks  DELETE /webhooks/{id}  GET /webhooks/{id}/deliveries
     POST /webhooks/{id}/deliveries/{delivery_id}/retry  (operators; ``starter.api.webhooks.routes``)
+    GET  /ui/approvals  (``starter.api.inbox``: the supervisors' inbox in the browser; not in the OpenAPI document)
     GET  /healthz                                                                     -> 200 / 503
 
 Every route but ``/healthz`` and the OpenAPI pages needs an API key when keys are configured
@@ -47,6 +48,9 @@ from starter.api.models import (MAX_BODY_BYTES, CancelAccepted, CancelIn, Conver
                                  ConversationStatusFilter, MessageIn, StartConversation, check_message, client_dep,
                                  filter_query, page_token_query)
 from starter.api.guard import Authenticate, Guard, document_security, documented_app, guard_dep, refusal_headers
+from starter.api.inbox.pages import WebUiLinks
+from starter.api.inbox.pages import close as close_inbox
+from starter.api.inbox.pages import install as install_inbox
 from starter.api.journal import printable, router as journal_router
 from starter.api.limits import router as limits_router
 from starter.api.memory.routes import router as memory_router
@@ -76,7 +80,8 @@ CONNECT_SECONDS = 5.0
 
 def create_app(client_factory: Optional[ClientFactory] = None,
                journal_factory: Optional[Callable[[], Any]] = None,
-               access: Union[Access, AccessSource, None] = None) -> FastAPI:
+               access: Union[Access, AccessSource, None] = None,
+               web_ui: Optional[WebUiLinks] = None) -> FastAPI:
     """Build the API.
 
     ``client_factory`` is called at startup (lifespan) or, when the ASGI server does not run
@@ -86,6 +91,8 @@ def create_app(client_factory: Optional[ClientFactory] = None,
     ``None``: the one ``Settings()`` names). ``access`` (``starter.api.auth``), or a function
     building it when the app first serves: ``None`` is the keyless loopback API, auditing
     into the journal's database (``statekeeper api``/``dev`` pass ``access_from_settings``).
+    ``web_ui``: where the supervisors' inbox links each approval's run (``starter.api.inbox``;
+    None: ``Settings()``'s Web UI, read on first use).
     """
     lock = asyncio.Lock()
     holder: dict[str, Any] = {"client": None, "journal": None, "access": access if isinstance(access, Access) else None}
@@ -143,7 +150,7 @@ def create_app(client_factory: Optional[ClientFactory] = None,
         return holder["access"]
 
     @asynccontextmanager
-    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         await ensure_access()  # StartupRefused (no keys where keys are needed) stops the server here
         try:
             await ensure_client()
@@ -152,6 +159,7 @@ def create_app(client_factory: Optional[ClientFactory] = None,
             # retry the connection and /healthz answers 503 until it succeeds.
             log.warning("Temporal not reachable at startup (%s); will retry on demand", type(err).__name__)
         yield
+        await close_inbox(app)  # its feeds stop asking Temporal
 
     # redirect_slashes off: "/conversations/" is a 404 like any unknown path, not an undocumented 307
     app = documented_app(title="statekeeper", version=package_version(), lifespan=lifespan, redirect_slashes=False,
@@ -163,6 +171,7 @@ def create_app(client_factory: Optional[ClientFactory] = None,
     app.include_router(limits_router)  # GET /usage
     app.include_router(memory_router)  # /customers/{customer_id}/memory
     app.include_router(webhooks_router)  # /webhooks (starter.api.webhooks.routes)
+    install_inbox(app, web_ui, ensure_client, ensure_access)  # GET /ui/approvals: the supervisors' inbox
 
     install_body_checks(app, MAX_BODY_BYTES)  # 413 over the limit; 422 not UTF-8 JSON or nested too deep
     app.add_middleware(Authenticate, ensure_access=ensure_access)  # 401 before anything else

@@ -2,9 +2,10 @@
 
 ``Access`` is the app's authentication: with keys (``activities.store.api_keys``) every request but
 ``/healthz`` and the OpenAPI pages must carry one (``Authorization: Bearer <key>`` or
-``X-API-Key: <key>``), else 401; keyless (``statekeeper dev`` / ``statekeeper api`` on
-loopback while no key exists) every request from a loopback address is the local operator
-of the default tenant, and any other is a 401.
+``X-API-Key: <key>``; on the supervisors' inbox's routes, a browser's signed session made by
+signing in with an operator key: ``starter.api.inbox.sessions``), else 401; keyless
+(``statekeeper dev`` / ``statekeeper api`` on loopback while no key exists) every request from a
+loopback address is the local operator of the default tenant, and any other is a 401.
 
 The role matrix (``MATRIX``; README, "API access") says which kind of caller may do what:
 ``customer`` (a service key scoped to one customer), ``service``, ``operator``. Tenancy
@@ -24,6 +25,7 @@ from fastapi import Request
 from pydantic import BaseModel
 
 from activities.store.audit import AuditLog
+from starter.api.inbox.sessions import sessions_for
 from starter.client.errors import ConversationError
 from activities.store.api_keys import KeyStore, Role
 from starter.client.tenancy import Tenancy
@@ -161,6 +163,8 @@ class Access:
         """Keyless, also refuse what a browser sends for a page elsewhere (``foreign_page_problem``),
         but for these origins; None: no such check (an app served in-process, by the tests).
         Set by the servers that listen on a real loopback socket."""
+        self.sessions = sessions_for(keys)
+        """The supervisors' inbox's signed browser sessions (``starter.api.inbox.sessions``)."""
 
     @property
     def keyless(self) -> bool:
@@ -181,6 +185,11 @@ class Access:
                 raise ConversationError(problem, "forbidden")
             return Principal(actor=LOCAL_ACTOR, tenant=self.tenancy.default_tenant, role=Role.OPERATOR)
         presented = presented_key(request)
+        # a browser signed in to the inbox: its session cookie stands for its key on the inbox's routes
+        key = await self.sessions.key_of(request, self.keys) if presented is None else None
+        if key is not None:
+            return Principal(actor=f"key:{key.key_id}", tenant=key.tenant, role=key.role, customer=key.customer,
+                             requests_per_minute=key.requests_per_minute)
         if presented is None:
             raise ConversationError("an API key is required: send 'Authorization: Bearer <key>' or 'X-API-Key: <key>'",
                                     "unauthenticated")

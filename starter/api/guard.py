@@ -13,12 +13,13 @@ import logging
 from typing import Any, Awaitable, Callable, Optional
 
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, RedirectResponse
 from fastapi_offline import FastAPIOffline
 from temporalio.common import SearchAttributePair
 
 from starter.client.approvals import _shown, approval_workflow_id
 from starter.api.auth import LOCAL_ACTOR, Access, Permission, Principal
+from starter.api.inbox import sessions as inbox_paths
 from starter.client.conversations import StatekeeperClient
 from starter.client.errors import ConversationError, status_for
 from starter.client.tenancy import owner_of, start_attributes, visible
@@ -175,15 +176,17 @@ def documented_app(**kwargs: Any) -> FastAPI:
 
 
 def is_open(path: str) -> bool:
-    """True for a path served without a key: ``OPEN_PATHS`` and the files under ``DOCS_STATIC``."""
-    return path in OPEN_PATHS or path.startswith(DOCS_STATIC + "/")
+    """True for a path served without a key: ``OPEN_PATHS``, the files under ``DOCS_STATIC``, and
+    the supervisors' inbox's sign-in, sign-out and static files (``starter.api.inbox``)."""
+    return (path in OPEN_PATHS or path.startswith(DOCS_STATIC + "/") or path in inbox_paths.OPEN_UI_PATHS
+            or path.startswith(inbox_paths.STATIC + "/"))
 
 
 class Authenticate:
     """ASGI middleware: ``Authenticate(app, ensure_access)``. Every HTTP request outside
     ``OPEN_PATHS`` is authenticated before routing, body parsing or any Temporal call, so
     every route (also one added later) needs a key; a refusal is 401 ``{"detail"}`` with
-    ``WWW-Authenticate: Bearer``. A key past its request rate is a 429 with ``Retry-After``
+    ``WWW-Authenticate: Bearer`` (the inbox page without a session: a redirect to its sign-in). A key past its request rate is a 429 with ``Retry-After``
     (``starter.api.limits``). The caller goes to ``guard_dep`` in the request's state."""
 
     def __init__(self, app: Any, ensure_access: Callable[[], Awaitable[Access]]) -> None:
@@ -199,6 +202,10 @@ class Authenticate:
             if access.limits is not None:
                 await access.limits.admit(principal)  # 429 past the key's rate (starter.api.limits)
         except ConversationError as err:
+            if err.kind == "unauthenticated" and scope["path"] == inbox_paths.INBOX and scope["method"] == "GET":
+                # a person opening the inbox without a session (or with an expired one) signs in first
+                await RedirectResponse(inbox_paths.SIGN_IN, status_code=303)(scope, receive, send)
+                return
             headers = refusal_headers(err)
             await JSONResponse(status_code=status_for(err), content={"detail": str(err)}, headers=headers)(
                 scope, receive, send)

@@ -17,6 +17,7 @@ from activities.store.journal import JournalStore
 from settings import Settings
 from starter.api.application import create_app
 from starter.api.auth import Access, access_from_settings
+from starter.api.inbox.pages import WebUiLinks
 from starter.client.conversations import StatekeeperClient
 from starter.ops.bootstrap import client_for
 from starter.runtime.connection import connect, data_converter
@@ -37,10 +38,13 @@ def serve(settings: Settings, host: str, port: int, announce=print) -> None:  # 
         return client_for(await connect(settings), settings)
 
     access = access_from_settings(settings, host)
-    app = create_app(connected, lambda: JournalStore(settings.resolved_journal_url()), access)
+    app = create_app(connected, lambda: JournalStore(settings.resolved_journal_url()), access,
+                     WebUiLinks.from_settings(settings))
     # log_config=None: uvicorn's records go through the root logger and its redaction
-    serve_until_stopped(uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="info", log_config=None)),
-                        "HTTP API", lambda: announce(f"statekeeper api on http://{host}:{port}: {access.describe()}"))
+    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="info", log_config=None))
+    app.state.stopping = lambda: server.should_exit  # open event streams end when it stops
+    serve_until_stopped(server, "HTTP API",
+                        lambda: announce(f"statekeeper api on http://{host}:{port}: {access.describe()}"))
 
 
 @contextlib.asynccontextmanager
@@ -53,8 +57,9 @@ async def api_beside(temporal_client: Client, settings: Settings, host: Optional
     port = settings.api_port if port is None else port
     access = access or await asyncio.to_thread(access_from_settings, settings, host)
     app = create_app(lambda: client_for(temporal_client, settings),
-                     lambda: JournalStore(settings.resolved_journal_url()), access)
+                     lambda: JournalStore(settings.resolved_journal_url()), access, WebUiLinks.from_settings(settings))
     server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on",
                                            log_config=None))
+    app.state.stopping = lambda: server.should_exit  # open event streams end when it stops
     async with serving(server, "API", host, port) as url:
         yield url

@@ -15,7 +15,7 @@ import base64
 import binascii
 import hashlib
 import re
-from typing import Optional, Sequence
+from typing import NamedTuple, Optional, Sequence
 
 from pydantic import BaseModel
 from temporalio.client import WorkflowExecution, WorkflowExecutionStatus
@@ -38,6 +38,17 @@ PAGE_TOKEN_VALUE = r"^[A-Za-z0-9_-]{1,4096}={0,2}$"
 MAX_PAGE = 100
 SUPPORT_PREFIX = "support-"
 AWAITING = "awaiting_approval"
+
+
+class PendingRun(NamedTuple):
+    """A process waiting for a supervisor, as visibility lists it: the approval it waits for,
+    its workflow id, whether it can be read (Temporal does not report it stuck) and its
+    customer's ``CustomerId`` pseudonym (None: not known yet)."""
+
+    approval_id: str
+    workflow_id: str
+    readable: bool
+    customer: Optional[str]
 
 
 class ConversationItem(BaseModel):
@@ -128,11 +139,20 @@ class ListingCalls(ApprovalReads):
         """Approvals awaiting a decision, from ``PendingApproval`` of running processes
         (within the ``scope`` clauses), each read from its process (``ApprovalItem``: the
         write, its detail and amount, the reason, the times)."""
+        runs, token = await self.pending_approval_runs(limit=limit, next_page_token=next_page_token, scope=scope)
+        pending = [(run.approval_id, run.workflow_id, run.readable) for run in runs]
+        return Page(items=await self.approval_items(pending), next_page_token=token)
+
+    async def pending_approval_runs(self, *, limit: int = 20, next_page_token: Optional[str] = None,
+                                    scope: Sequence[str] = ()) -> tuple[list["PendingRun"], Optional[str]]:
+        """One page of the running processes waiting for a decision (``PendingApproval`` set,
+        within the ``scope`` clauses), as visibility lists them, and the next page's token
+        (None: the last page). Nothing is read from the processes themselves."""
         query = " AND ".join(['ExecutionStatus = "Running" AND PendingApproval IS NOT NULL', *scope])
         executions, token = await self._page(query, limit, next_page_token)
-        pending = [(approval_id, e.id, not reported_stuck(problems_of(e.typed_search_attributes)))
-                   for e in executions if (approval_id := _keyword(e, PENDING_APPROVAL))]
-        return Page(items=await self.approval_items(pending), next_page_token=token)
+        return [PendingRun(approval_id, e.id, not reported_stuck(problems_of(e.typed_search_attributes)),
+                           _keyword(e, CUSTOMER_ID))
+                for e in executions if (approval_id := _keyword(e, PENDING_APPROVAL))], token
 
     async def _latest_runs(self, executions: list[WorkflowExecution]) -> list[WorkflowExecution]:
         """``executions`` without the runs a later run of the same workflow id replaced (a reset

@@ -1,6 +1,7 @@
 """API keys (``activities.store.api_keys``) on real SQLite and PostgreSQL: a key verifies only whole and
 under the server secret it was made with, is stored as an HMAC digest (never the key),
-stops working the moment it is revoked; bad tenants and scopes are refused; and the server
+stops working the moment it is revoked (also when found by its id, as a signed-in browser's
+session finds it); bad tenants and scopes are refused; and the server
 secret file is made once, 0600."""
 
 from __future__ import annotations
@@ -66,6 +67,19 @@ def test_revoked_at_once_and_listed_only_on_request(url):
     revoked = {k.key_id: k for k in store.keys(include_revoked=True)}[first.key_id]
     assert not revoked.active and revoked.revoked_at is not None and revoked.revoked_at.tzinfo is not None
     assert store.verify(other).customer == "cust-00ff"
+
+
+def test_a_key_is_found_by_its_id_only_while_active_and_secrets_derive_per_purpose(url):
+    store = KeyStore(url, SECRET)
+    record, _ = store.create("acme", Role.OPERATOR)
+    assert store.active_key(record.key_id) == record
+    assert store.active_key("0" * 12) is None
+    assert store.revoke(record.key_id) and store.active_key(record.key_id) is None
+    # a browser session's signing secret (starter.api.inbox.sessions): one per purpose and server secret
+    session = store.derived_secret("inbox-session")
+    assert session == KeyStore(url, SECRET).derived_secret("inbox-session") and len(session) == 32
+    assert len({session, store.derived_secret("other"), KeyStore(url, SECRET + "x").derived_secret("inbox-session")}) == 3
+    assert SECRET.encode() not in session
 
 
 def test_bad_keys_are_refused_and_nothing_is_stored(url):

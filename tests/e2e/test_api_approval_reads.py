@@ -3,8 +3,8 @@ of ``GET /approvals`` carry the write (tool, order, the exact detail the user co
 the reason in plain words, when it was requested and expires, and once decided who decided and
 when; ``GET /refunds/{refund_id}`` carries the amount and a refused refund's reason.
 
-The API served by uvicorn on a loopback port (``api_beside``, as ``statekeeper dev`` serves it)
-with API keys of two tenants (``default``; ``acme`` with store ``acme-store``), a real worker
+The API served by uvicorn on a loopback port (``tests.api_stack.keyed_stack``, as ``statekeeper
+dev`` serves it) with API keys of two tenants (``default``; ``acme`` with store ``acme-store``), a real worker
 (the offline model) and a real Temporal dev server. A conversation's cancel of #W4566809
 (826.70) and a standalone cancel of #W5918442 (1463.70) are above the 500.00 threshold. An
 unknown approval id, and another tenant's, are the same 404. ``statekeeper approvals`` (a real
@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import socket
 import subprocess
 import sys
 import uuid
@@ -24,13 +23,10 @@ from datetime import datetime
 from types import SimpleNamespace
 from typing import AsyncIterator
 
-import httpx
 import pytest
 
-from activities.store.api_keys import KeyStore, Role
-from settings import Settings
-from starter.api.auth import access_from_settings
-from starter.api.server import api_beside
+from activities.store.api_keys import Role
+from tests.api_stack import keyed_stack
 from tests.policy_fixtures import EMAIL, PENDING
 
 BIG_ORDER = "#W5918442"  # sofia_rossi_8776, pending, 1463.70
@@ -39,33 +35,12 @@ FIELDS = {"approval_id", "process", "process_id", "status", "operation", "reason
 THRESHOLD_REASON = "{amount} is above the approval threshold of 500.00."
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 async def stack(temporal_env, tmp_path_factory) -> AsyncIterator[SimpleNamespace]:
-    from starter.runtime.worker import build_backend, build_worker
-
-    tmp = tmp_path_factory.mktemp("approval-reads")
-    settings = Settings(database_url=f"sqlite:///{tmp / 'sor.sqlite'}", data_dir=tmp, anthropic_api_key=None,
-                        task_queue=f"reads-{uuid.uuid4().hex[:8]}", sandbox_project_modules=True,
-                        store_tenants={"acme-store": "acme"})
-    backend = build_backend(settings)
-    backend.seed_store("s-big")
-    keys = KeyStore(settings.resolved_journal_url(), settings.api_key_hmac_secret())
-    made = {"svc": keys.create("default", Role.SERVICE), "op": keys.create("default", Role.OPERATOR),
-            "acme_op": keys.create("acme", Role.OPERATOR)}
-    access = access_from_settings(settings, "127.0.0.1")
-    async with build_worker(temporal_env.client, settings, backend):
-        async with api_beside(temporal_env.client, settings, host="127.0.0.1", port=free_port(),
-                              access=access) as url:
-            async with httpx.AsyncClient(base_url=url, timeout=60.0) as http:
-                yield SimpleNamespace(http=http, backend=backend, settings=settings,
-                                      address=temporal_env.client.service_client.config.target_host,
-                                      headers={n: {"Authorization": f"Bearer {k}"} for n, (_, k) in made.items()})
+    keys = {"svc": ("default", Role.SERVICE), "op": ("default", Role.OPERATOR), "acme_op": ("acme", Role.OPERATOR)}
+    async with keyed_stack(temporal_env, tmp_path_factory.mktemp("approval-reads"), keys, stores=("s-big",),
+                           store_tenants={"acme-store": "acme"}) as s:
+        yield s
 
 
 async def _eventually(check, seconds: float = 30.0):
