@@ -183,16 +183,27 @@ class JournalLog:
                 self._emit(ev.operation_key(op, kind), kind, data)
             case tr.WriteDeclined(operation_id=op):
                 self._decided(op)  # a supervisor's rejection or an expiry; a user's no is not an event
+            case tr.WriteCompensated(operation_id=op):
+                self._emit(ev.operation_key(op, ev.EventType.OPERATION_COMPENSATED),
+                           ev.EventType.OPERATION_COMPENSATED, self._operation(op))
+            case tr.TicketOpened(ticket_key=ticket_key, operation_id=op):
+                # the ticket's id, never its key (a key may name the customer)
+                ticket = ev.ticket_id(ticket_key)
+                self._emit(ev.ticket_key(ticket), ev.EventType.TICKET_OPENED,
+                           {"ticket_id": ticket, "reason": ev.ticket_reason(ticket_key),
+                            **({"operation_id": op} if op is not None else {})})
             case tr.Closed(status=status):
                 for approval in state.approvals:
                     if approval.status is ApprovalStatus.WITHDRAWN:
                         self._approval(approval, ev.EventType.APPROVAL_WITHDRAWN, {})
-                self._ended = ev.EventRecord(key=ev.ended_key(state.turn, len(state.resolutions)),
+                self._ended = ev.EventRecord(key=ev.with_epoch(ev.ended_key(state.turn, len(state.resolutions)),
+                                                               state.reset_epoch),
                                              type=ev.EventType.CONVERSATION_ENDED, at=self._clock(),
                                              data={"conversation_id": cid, "status": status.value})
 
     def _emit(self, key: str, kind: ev.EventType, data: dict[str, Any]) -> None:
-        self._events.append(ev.EventRecord(key=key, type=kind, at=self._clock(),
+        # past a reset point the same fact is a new event (``ev.with_epoch``)
+        self._events.append(ev.EventRecord(key=ev.with_epoch(key, self._state.reset_epoch), type=kind, at=self._clock(),
                                            data={"conversation_id": self._state.conversation_id, **data}))
 
     def _operation(self, operation_id: str) -> dict[str, Any]:
@@ -254,7 +265,7 @@ class JournalLog:
         self._seq += 1
         if role is Role.ASSISTANT:
             self._events.append(ev.replied(self._state.conversation_id, self.turn, self._seq, kind.value,
-                                           self._clock()))
+                                           self._clock(), self._state.reset_epoch))
         self._entries.append(TranscriptRecord(turn=self.turn, seq=self._seq, role=role, kind=kind, text=text,
                                               message_id=message_id, at=self._clock()))
 
@@ -314,7 +325,7 @@ class JournalLog:
         return TurnRecord(conversation_id=state.conversation_id,
                           customer_id=state.customer.user_id if state.customer else None, turn=self.turn,
                           model_calls=self.calls, verdicts=list(self._verdicts), transcript=list(self._entries),
-                          events=self._events_so_far())
+                          events=self._events_so_far(), reset_epoch=state.reset_epoch)
 
     def model_wrote(self, record: Optional[TurnRecord], text: str) -> None:
         """The model call given ``record`` wrote it completed by its reply ``text``."""
@@ -335,7 +346,8 @@ class JournalLog:
                             customer_id=state.customer.user_id if state.customer else None,
                             turn=self.turn if self._turn_complete else None,
                             model_calls=self.calls if self._turn_complete else 0,
-                            verdicts=self._verdicts, transcript=self._entries, events=self._events_so_far())
+                            verdicts=self._verdicts, transcript=self._entries, events=self._events_so_far(),
+                            reset_epoch=state.reset_epoch)
         self._verdicts, self._entries, self._turn_complete = [], [], False
         self._events, self._ended = [], None
         if presumed is not None and presumed.same_rows(record):

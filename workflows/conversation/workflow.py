@@ -51,7 +51,7 @@ from workflows.domain.contracts import (
     message_digest,
 )
 from workflows.domain.errors import ErrorType
-from workflows.domain.journal import EntryKind
+from workflows.domain.journal import EntryKind, reset_epoch
 from workflows.domain.migrations import initial_state
 from workflows.domain.policy.approvals import Approval, ApprovalDecision, check_decision, check_decision_text
 from workflows.domain.records import OutcomeResolution
@@ -103,6 +103,13 @@ class SupportWorkflow:
         self._resolution = ResolutionGate(self._state, cancel_request=self._cancel_request, tell=self._tell,
                                           write_timeout_seconds=inp.write_timeout_seconds)
         self._state.subscribe(self._record)
+        # a reset gives the run a new random seed at the reset point, and only there: the events
+        # noted after it are new facts with new ids (``workflows.domain.journal``, resets)
+        workflow.register_random_seed_callback(self._reset_seen)
+
+    def _reset_seen(self, seed: int) -> None:
+        """Temporal gave the run a new random seed: it passed a reset point."""
+        tr.reset_seen(self._state, reset_epoch(seed))
 
     # --- message passing ------------------------------------------------------
 

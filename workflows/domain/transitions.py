@@ -248,6 +248,22 @@ class WriteCancelled(Event):
 
 
 @dataclass(frozen=True)
+class WriteCompensated(Event):
+    """The applied reversible write ``operation_id`` was undone by its compensation (a rollback)."""
+
+    operation_id: str
+
+
+@dataclass(frozen=True)
+class TicketOpened(Event):
+    """A human-agent ticket is open under ``ticket_key`` (``keys``: a transfer, an escalation,
+    an expired approval, a rollback), about the write ``operation_id`` when there is one."""
+
+    ticket_key: str
+    operation_id: Optional[str] = None
+
+
+@dataclass(frozen=True)
 class AwaitingResolution(Event):
     """The escalated conversation waits for an operator to resolve its unknown outcome."""
 
@@ -723,6 +739,20 @@ def compensated(state: ConversationState, op: CompletedOperation) -> None:
     """``op`` was undone by its compensation (a rollback the user asked for)."""
     op.compensated = True
     finish_step(state, op.operation_id, StepStatus.COMPENSATED, "undone: the user asked for a rollback")
+    state.emit(WriteCompensated(operation_id=op.operation_id))
+
+
+def ticket_opened(state: ConversationState, ticket_key: str, operation_id: Optional[str] = None) -> None:
+    """A human-agent ticket is open under ``ticket_key`` (newly, or held since an earlier run)."""
+    state.emit(TicketOpened(ticket_key=ticket_key, operation_id=operation_id))
+
+
+def reset_seen(state: ConversationState, epoch: str) -> None:
+    """The run passed a reset point (its random seed changed to one whose epoch is ``epoch``):
+    the events noted from now on are new facts, with new ids (``workflows.domain.journal``).
+    Records no event: it is called while Temporal applies the new seed, before any workflow
+    code of that task runs, where nothing else may happen."""
+    state.reset_epoch = epoch
 
 
 def proposal_of(call: Any) -> dict[str, Any]:
