@@ -85,7 +85,7 @@ class RunningWork(Exception):
 
 
 def _journal_rows(erased: Erased) -> int:
-    return erased.model_calls + erased.verdicts + erased.transcript + erased.events
+    return erased.model_calls + erased.verdicts + erased.transcript + erased.events + erased.refund_events
 
 
 class DataErasure:
@@ -145,6 +145,8 @@ class DataErasure:
             self.backend, customer_id, conversations)))
         records = await asyncio.to_thread(self._erase_channels, records, conversations, customer_id)
         journal = await asyncio.to_thread(self.journal.erase_conversations, conversations)
+        journal.refund_events += await asyncio.to_thread(  # a backend's requests for their orders too
+            self.journal.erase_refunds, [r.workflow_id for r in runs if r.workflow_type == REFUND], identities)
         report = ErasureReport(pseudonym=pseudonym, conversations=len(conversations), terminated=len(running),
                                workflow_runs=await self.runs.delete(runs), journal_rows=_journal_rows(journal),
                                records=records)
@@ -183,6 +185,8 @@ class DataErasure:
 
         records = await asyncio.to_thread(side_records)
         journal = await asyncio.to_thread(self.journal.erase_conversations, conversations)
+        journal.refund_events += await asyncio.to_thread(  # a refund's events go with its runs
+            self.journal.erase_refunds, [r.workflow_id for r in runs if r.workflow_type == REFUND])
         summary = PurgeSummary(conversations=len(conversations), workflow_runs=await self.runs.delete(runs),
                                journal_rows=_journal_rows(journal), **records.model_dump())
         detail = f"older_than={older_than:%Y-%m-%dT%H:%M:%SZ} " + " ".join(

@@ -36,7 +36,6 @@ from datetime import datetime
 from typing import Any, Callable, Optional
 
 from temporalio import workflow
-from temporalio.exceptions import ActivityError, FailureError
 
 from workflows.activity_api import JournalActivitiesApi
 from workflows.domain import journal as ev
@@ -47,15 +46,7 @@ from workflows.domain.policy.approvals import ApprovalStatus
 from workflows.domain.policy.clauses import Rule
 from workflows.domain.contracts import Outcome
 from workflows.domain.journal import EntryKind, Role, TranscriptRecord, TurnRecord, Verdict, VerdictRecord
-from workflows.domain.errors import ErrorType
-from workflows.options import (
-    HEARTBEAT_TIMEOUT,
-    JOURNAL_GIVE_UP,
-    JOURNAL_LOCAL_RETRY,
-    JOURNAL_LOCAL_TIMEOUT,
-    JOURNAL_RETRY,
-    JOURNAL_TIMEOUT,
-)
+from workflows.journal_write import write_journal
 from workflows.domain.state import ConversationState, ConversationStatus
 
 __all__ = ["JournalLog", "operation_turn"]
@@ -390,28 +381,10 @@ class JournalLog:
         completion needs), then, when the journal's database did not answer it, as an activity
         retried in the background."""
         summary = f"journal: turn {record.turn if record.turn is not None else self.turn}"
-        try:
-            await workflow.execute_local_activity_method(
-                JournalActivitiesApi.record_turn, record, start_to_close_timeout=JOURNAL_LOCAL_TIMEOUT,
-                retry_policy=JOURNAL_LOCAL_RETRY, summary=summary)
-            return
-        except FailureError as err:  # a local activity's failure may come without its ActivityError wrapper
-            if _cause_name(err) == ErrorType.INVALID_JOURNAL_RECORD.value:
-                workflow.logger.warning("journal record of turn %s dropped (%d verdicts, %d entries): %s",
-                                        record.turn, len(record.verdicts), len(record.transcript),
-                                        _cause_name(err))
-                return
-            # the journal's database did not answer: the activity retries in the background
-        try:
-            await workflow.execute_activity_method(
-                JournalActivitiesApi.record_turn, record,
-                start_to_close_timeout=JOURNAL_TIMEOUT, schedule_to_close_timeout=JOURNAL_GIVE_UP,
-                heartbeat_timeout=HEARTBEAT_TIMEOUT, retry_policy=JOURNAL_RETRY, summary=summary,
-            )
-        except ActivityError as err:
-            # ids and counts only: the record holds the user's words
-            workflow.logger.warning("journal record of turn %s dropped (%d verdicts, %d entries): %s", record.turn,
-                                    len(record.verdicts), len(record.transcript), _cause_name(err))
+        # ids and counts only: the record holds the user's words
+        await write_journal(JournalActivitiesApi.record_turn, record, summary,
+                            f"journal record of turn {record.turn} ({len(record.verdicts)} verdicts, "
+                            f"{len(record.transcript)} entries)")
 
 
 def _approval_data(approval: Any) -> dict[str, Any]:
@@ -424,7 +397,3 @@ def _approval_data(approval: Any) -> dict[str, Any]:
             "amount": str(amount) if amount is not None else None,
             "status": status.value if status is not None else None}
 
-
-def _cause_name(err: BaseException) -> Any:
-    cause = err.cause if err.cause is not None else err
-    return getattr(cause, "type", None) or type(cause).__name__

@@ -342,7 +342,8 @@ class SupportWorkflow:
         (sent once per turn, ``flush``), and the operators' view (Web UI details and search
         attributes), so the view also says what a long step is doing while it runs."""
         self._journal.record(event)
-        self._visibility.publish(self._state, doing(event))
+        if event.refreshes_view:
+            self._visibility.publish(self._state, doing(event))
 
     def _answer(self, inbound: Optional[Inbound], text: str, kind: Optional[EntryKind] = None) -> None:
         """Tell the user ``text`` (``kind``: by default a reply to ``inbound``, or a notice told

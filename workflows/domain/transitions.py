@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Optional
+from typing import Any, ClassVar, Optional
 
 from workflows.domain.actions import call_arguments, call_digest
 from workflows.domain.catalogue import spec_of
@@ -56,6 +56,11 @@ from workflows.domain.state import (
 @dataclass(frozen=True)
 class Event:
     """What a transition did, for the journal and the operators' view (workflow memory only)."""
+
+    refreshes_view: ClassVar[bool] = True
+    """Whether the operators' view is published on it. False for events noted for the journal
+    alone where the view was never published: publishing there could upsert a search attribute
+    earlier than the released code did, a command out of its recorded place on replay."""
 
 
 @dataclass(frozen=True)
@@ -251,6 +256,7 @@ class WriteCancelled(Event):
 class WriteCompensated(Event):
     """The applied reversible write ``operation_id`` was undone by its compensation (a rollback)."""
 
+    refreshes_view: ClassVar[bool] = False
     operation_id: str
 
 
@@ -259,6 +265,7 @@ class TicketOpened(Event):
     """A human-agent ticket is open under ``ticket_key`` (``keys``: a transfer, an escalation,
     an expired approval, a rollback), about the write ``operation_id`` when there is one."""
 
+    refreshes_view: ClassVar[bool] = False
     ticket_key: str
     operation_id: Optional[str] = None
 
