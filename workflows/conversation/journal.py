@@ -318,6 +318,15 @@ class JournalLog:
                           model_calls=self.calls, verdicts=list(self._verdicts), transcript=list(self._entries),
                           events=self._events_so_far(), reset_epoch=state.reset_epoch)
 
+    def failed(self, run_id: str, rule: str) -> TurnRecord:
+        """The record of a run that fails itself (``rule``: why, e.g. ``state-incompatible``: its
+        input state could not be loaded): ``conversation.ended`` with status ``failed``, alone."""
+        state = self._state
+        return TurnRecord(conversation_id=state.conversation_id, reset_epoch=state.reset_epoch, events=[
+            ev.EventRecord(key=ev.with_epoch(ev.failed_key(run_id), state.reset_epoch),
+                           type=ev.EventType.CONVERSATION_ENDED, at=self._clock(),
+                           data={"conversation_id": state.conversation_id, "status": "failed", "rule": rule})])
+
     def model_wrote(self, record: Optional[TurnRecord], text: str) -> None:
         """The model call given ``record`` wrote it completed by its reply ``text``."""
         if record is not None:

@@ -61,6 +61,11 @@ from workflows.interrupts import Interrupted
 from workflows.visibility import Visibility, doing
 
 
+FAILED_EVENT_PATCH = "failed-run-event"
+"""``workflow.patched`` id of the journal write that records ``conversation.ended`` (failed) before
+a run whose input state cannot be loaded fails."""
+
+
 def support_workflow_id(conversation_id: str) -> str:
     """Workflow id of a conversation: one workflow per conversation id."""
     return f"support-{conversation_id}"
@@ -250,7 +255,10 @@ class SupportWorkflow:
         ``asyncio.CancelledError`` after the cancel path when Temporal cancelled the run, and
         a non-retryable ``StateIncompatible`` ``ApplicationError`` when the input state cannot
         be loaded (``workflows.domain.migrations``)."""
-        self._refuse_unloadable()
+        if self._unloadable is not None:
+            if workflow.patched(FAILED_EVENT_PATCH):  # callers hear why the run ended
+                await self._journal.send(self._journal.failed(workflow.info().run_id, "state-incompatible"))
+            raise self._unloadable.failure()
         serving = asyncio.ensure_future(self._serve(inp))
         try:
             # shielded: Temporal's cancellation must not abandon a write in flight

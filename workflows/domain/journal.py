@@ -246,6 +246,12 @@ def ended_key(turn: int, resolutions: int) -> str:
     return f"ended:{turn}:{resolutions}"
 
 
+def failed_key(run_id: str) -> str:
+    """The key of ``conversation.ended`` (status ``failed``) of the run ``run_id`` that failed
+    itself (its input state could not be loaded): each run that fails is its own fact."""
+    return f"failed:{run_id}"
+
+
 def ticket_id(ticket_key: str) -> str:
     """``tkt_`` + 16 hex digits of sha256(ticket key): how an event names a human-agent ticket
     (the key itself may hold a customer id); the same ticket always has the same id."""
