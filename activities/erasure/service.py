@@ -185,8 +185,11 @@ class DataErasure:
 
         records = await asyncio.to_thread(side_records)
         journal = await asyncio.to_thread(self.journal.erase_conversations, conversations)
-        journal.refund_events += await asyncio.to_thread(  # a refund's events go with its runs
-            self.journal.erase_refunds, [r.workflow_id for r in runs if r.workflow_type == REFUND])
+        # a refund's events go with its runs, and a backend's request's once they are all older
+        # (Temporal's own retention may have dropped its run first) unless its run is kept
+        stale_refunds = await asyncio.to_thread(self.journal.stale_refunds, older_than)
+        journal.refund_events += await asyncio.to_thread(self.journal.erase_refunds, {
+            *(r.workflow_id for r in runs if r.workflow_type == REFUND), *(stale_refunds - set(keep))})
         summary = PurgeSummary(conversations=len(conversations), workflow_runs=await self.runs.delete(runs),
                                journal_rows=_journal_rows(journal), **records.model_dump())
         detail = f"older_than={older_than:%Y-%m-%dT%H:%M:%SZ} " + " ".join(

@@ -336,6 +336,16 @@ class JournalStore:
         ).subquery()
         return sa.select(newest.c.cid).group_by(newest.c.cid).having(sa.func.max(newest.c.at) < _utc(older_than))
 
+    def stale_refunds(self, older_than: datetime) -> set[str]:
+        """Ids of the backend's refunds (started by no conversation) whose newest event is older
+        than ``older_than`` (aware datetime; naive is taken as UTC): a conversation's refunds go
+        with it."""
+        r = refund_events.c
+        query = sa.select(r.refund_id).where(r.conversation_id.is_(None)).group_by(r.refund_id).having(
+            sa.func.max(r.at) < _utc(older_than))
+        with self._ready().connect() as conn:
+            return set(conn.execute(query).scalars())
+
     def stale_conversations(self, older_than: datetime) -> set[str]:
         """Ids of the conversations whose newest row is older than ``older_than`` (aware
         datetime; naive is taken as UTC)."""

@@ -6,7 +6,8 @@ turn's rows; erasing the conversation (or its customer) removes its events, and 
 A refund's events (``refund_events``) are numbered per refund the same way, apart from a
 conversation's of the same id; ``last_sequence`` names the highest held of each; a refund's events
 go with the conversation that started it (erasure, purge, and a conversation's child refund
-keeps it from being stale), with its customer, and by refund id; a re-sent batch changes nothing."""
+keeps it from being stale), with its customer, and by refund id; a backend's refund is stale once
+its newest event is older than the cut-off; a re-sent batch changes nothing."""
 
 from __future__ import annotations
 
@@ -92,3 +93,10 @@ def test_a_refunds_events_go_with_its_conversation_its_customer_or_its_id(store)
     assert store.stale_conversations(T0 + timedelta(days=1)) == set()
     purged = store.purge(T0 + timedelta(days=4))
     assert purged.events == 1 and purged.refund_events == 1 and store.refund_events("child") == []
+
+    # a backend's refund is stale once its newest event is older; a conversation's never alone
+    store.record_refund_events(refund("alone", "op:x:operation.applied", at=T0))
+    store.record_refund_events(refund("alone", "completed", at=T0 + timedelta(days=2)))
+    store.record_refund_events(refund("child", "completed", conversation_id="c9", at=T0))
+    assert store.stale_refunds(T0 + timedelta(days=1)) == set()
+    assert store.stale_refunds(T0 + timedelta(days=3)) == {"alone"}
