@@ -27,7 +27,7 @@ from workflows.domain.contracts import (
     ToolResult,
     WriteToolRequest,
 )
-from workflows.domain.journal import TurnRecord
+from workflows.domain.journal import RefundEventsRecord, TurnRecord
 from workflows.domain.contracts import AllowanceRequest, TenantAllowance
 
 
@@ -91,6 +91,11 @@ class JournalActivitiesApi:
     async def record_turn(self, record: TurnRecord) -> int:
         """Upsert a turn's verdicts and transcript entries; returns the verdicts skipped
         (they named a turn without recorded model calls)."""
+        raise NotImplementedError
+
+    @activity.defn
+    async def record_refund_events(self, record: RefundEventsRecord) -> None:
+        """Add a refund's public events (a key already known is left as it was)."""
         raise NotImplementedError
 
 

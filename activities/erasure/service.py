@@ -89,7 +89,7 @@ class RunningWork(Exception):
 
 
 def _journal_rows(erased: Erased) -> int:
-    return erased.model_calls + erased.verdicts + erased.transcript + erased.events
+    return erased.model_calls + erased.verdicts + erased.transcript + erased.events + erased.refund_events
 
 
 class DataErasure:
@@ -153,6 +153,8 @@ class DataErasure:
             self.backend, customer_id, conversations)))
         records = await asyncio.to_thread(self._erase_channels, records, conversations, customer_id)
         journal = await asyncio.to_thread(self.journal.erase_conversations, conversations)
+        journal.refund_events += await asyncio.to_thread(  # a backend's requests for their orders too
+            self.journal.erase_refunds, [r.workflow_id for r in runs if r.workflow_type == REFUND], identities)
         facts = await asyncio.to_thread(self.memory.erase_customer, pseudonym) if self.memory else 0
         report = ErasureReport(pseudonym=pseudonym, conversations=len(conversations), terminated=len(running),
                                workflow_runs=await self.runs.delete(runs), journal_rows=_journal_rows(journal),
@@ -192,6 +194,11 @@ class DataErasure:
 
         records = await asyncio.to_thread(side_records)
         journal = await asyncio.to_thread(self.journal.erase_conversations, conversations)
+        # a refund's events go with its runs, and a backend's request's once they are all older
+        # (Temporal's own retention may have dropped its run first) unless its run is kept
+        stale_refunds = await asyncio.to_thread(self.journal.stale_refunds, older_than)
+        journal.refund_events += await asyncio.to_thread(self.journal.erase_refunds, {
+            *(r.workflow_id for r in runs if r.workflow_type == REFUND), *(stale_refunds - set(keep))})
         facts = (await asyncio.to_thread(self.memory.purge_expired, datetime.now(timezone.utc))
                  if self.memory else 0)
         summary = PurgeSummary(conversations=len(conversations), workflow_runs=await self.runs.delete(runs),

@@ -24,9 +24,18 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection, Engine
 
 from activities.store.records import DecisionRow, Erased, ModelCallRecord, TranscriptEntry
-from activities.store.tables import TABLES, create_schema, events, make_engine, model_calls, transcript, verdicts
+from activities.store.tables import (
+    TABLES,
+    create_schema,
+    events,
+    make_engine,
+    model_calls,
+    refund_events,
+    transcript,
+    verdicts,
+)
 from activities.store.webhooks import enqueue, erase_deliveries
-from workflows.domain.journal import PublicEvent, TurnRecord, assign_sequences, event_id
+from workflows.domain.journal import EventRecord, PublicEvent, RefundEventsRecord, TurnRecord, assign_sequences, event_id
 
 __all__ = ["DecisionRow", "Erased", "JournalStore", "ModelCallRecord", "TranscriptEntry"]  # the row models re-exported
 
@@ -144,30 +153,44 @@ class JournalStore:
             {"conversation_id": cid, "turn": e.turn, "seq": e.seq, "customer_id": record.customer_id,
              "role": e.role.value, "kind": e.kind.value, "text": e.text, "message_id": e.message_id, "at": e.at}
             for e in record.transcript])
-        conn.info.setdefault(ENQUEUED, []).extend(self._add_events(conn, record))
+        rows = self._add_events(conn, events, record.conversation_id, record.events, customer_id=record.customer_id)
+        # the outbox: a delivery row per webhook of the tenant that takes each new event, in the
+        # same transaction (activities.store.webhooks); an event already known has its rows already
+        conn.info.setdefault(ENQUEUED, []).extend(
+            enqueue(conn, record.tenant or self.default_tenant, record.conversation_id, rows))
         return skipped
 
-    def _add_events(self, conn: Connection, record: TurnRecord) -> list[tuple[str, str]]:
-        # events are never trimmed: a stream may already have sent them. The conversation's
-        # records are written one at a time, in order (``JournalLog.flush``), so reading the
-        # highest sequence then inserting after it does not race with itself; a concurrent
-        # writer would break the unique key and its activity retries. Each new event gets a
-        # delivery row per webhook of the tenant that takes it, in the same transaction (the
-        # outbox: activities.store.webhooks); an event already known has its rows already
-        if not record.events:
+    def record_refund_events(self, record: RefundEventsRecord) -> None:
+        """Add a refund's events (``refund_events``): a key already known keeps its row (same
+        id, sequence and time), a new one takes the refund's next sequence number."""
+        with self._ready().begin() as conn:
+            self._add_events(conn, refund_events, record.refund_id, record.events,
+                             conversation_id=record.conversation_id, customer_id=record.customer_id)
+
+    @staticmethod
+    def _add_events(conn: Connection, table: sa.Table, process_id: str, items: list[EventRecord],
+                    **columns: Optional[str]) -> list[dict[str, Any]]:
+        # events are never trimmed: a stream may already have sent them. A process's records
+        # are written one at a time, in order (``JournalLog.flush``, ``RefundEvents.send``), so
+        # reading the highest sequence then inserting after it does not race with itself; a
+        # concurrent writer would break the unique key and its activity retries. Returns the
+        # rows inserted (the events new to the store)
+        if not items:
             return []
-        cid, e = record.conversation_id, events.c
-        known = dict(conn.execute(sa.select(e.event_key, e.sequence).where(e.conversation_id == cid)).tuples().all())
-        by_key = {}
-        for item in record.events:
+        id_column = _process_column(table)
+        e = table.c
+        known = dict(conn.execute(sa.select(e.event_key, e.sequence).where(
+            id_column == process_id)).tuples().all())
+        by_key: dict[str, EventRecord] = {}
+        for item in items:
             by_key.setdefault(item.key, item)
-        rows = [{"conversation_id": cid, "sequence": seq, "event_key": key, "event_id": event_id(cid, key),
-                 "customer_id": record.customer_id, "type": by_key[key].type.value, "data": by_key[key].data,
-                 "at": by_key[key].at} for key, seq in assign_sequences(known, [i.key for i in record.events])]
-        if not rows:
-            return []
-        conn.execute(sa.insert(events), rows)
-        return enqueue(conn, record.tenant or self.default_tenant, cid, rows)
+        rows = [{id_column.name: process_id, "sequence": seq, "event_key": key,
+                 "event_id": event_id(process_id, key), **columns, "type": by_key[key].type.value,
+                 "data": by_key[key].data, "at": by_key[key].at}
+                for key, seq in assign_sequences(known, [i.key for i in items])]
+        if rows:
+            conn.execute(sa.insert(table), rows)
+        return rows
 
     @staticmethod
     def _last_call(conn: Connection, cid: str, turn: int) -> Optional[int]:
@@ -237,9 +260,24 @@ class JournalStore:
     def events(self, conversation_id: str, after: int = 0, limit: int = 500) -> list[PublicEvent]:
         """The conversation's events with a sequence above ``after``, in order, at most
         ``limit`` of them; [] when there are none (yet)."""
-        e = events.c
+        return self._events(events, conversation_id, after, limit)
+
+    def refund_events(self, refund_id: str, after: int = 0, limit: int = 500) -> list[PublicEvent]:
+        """The refund's events with a sequence above ``after``, in order, at most ``limit``."""
+        return self._events(refund_events, refund_id, after, limit)
+
+    def last_sequence(self, process: str, process_id: str) -> int:
+        """The highest sequence held for ``process_id`` (``process``: ``conversation`` or
+        ``refund``); 0 when none is (none recorded yet, or removed with the rest of it)."""
+        table = refund_events if process == "refund" else events
+        query = sa.select(sa.func.max(table.c.sequence)).where(_process_column(table) == process_id)
+        with self._ready().connect() as conn:
+            return conn.execute(query).scalar() or 0
+
+    def _events(self, table: sa.Table, process_id: str, after: int, limit: int) -> list[PublicEvent]:
+        e = table.c
         query = sa.select(e.event_id, e.type, e.at, e.sequence, e.data).where(
-            e.conversation_id == conversation_id, e.sequence > after).order_by(e.sequence).limit(limit)
+            _process_column(table) == process_id, e.sequence > after).order_by(e.sequence).limit(limit)
         with self._ready().connect() as conn:
             rows = [dict(r._mapping) for r in conn.execute(query)]
         return [PublicEvent(id=r["event_id"], type=r["type"], timestamp=_utc(r["at"]), sequence=r["sequence"],
@@ -261,10 +299,24 @@ class JournalStore:
                     table.c.conversation_id.in_(chunk)).distinct()).scalars())
                 count = conn.execute(sa.delete(table).where(table.c.conversation_id.in_(chunk))).rowcount
                 setattr(erased, table.name, getattr(erased, table.name) + count)
-        for chunk in _chunks(sorted(ids)):
+        for chunk in _chunks(sorted(ids)):  # the events of the refunds these conversations started
+            erased.refund_events += conn.execute(sa.delete(refund_events).where(
+                refund_events.c.conversation_id.in_(chunk))).rowcount
             erase_deliveries(conn, chunk)  # their events are gone: nothing left to deliver
         erased.conversations = len(found)  # those that had rows: erasing twice erases nothing
         return erased
+
+    def erase_refunds(self, refund_ids: Iterable[str] = (), customer_ids: Iterable[str] = ()) -> int:
+        """Remove the events of the refunds ``refund_ids`` and of every refund whose order
+        belongs to one of ``customer_ids`` (the journal keeps a refund's events apart from
+        conversations': ``erase_conversations`` removes those of the refunds a conversation
+        started); returns the rows removed."""
+        r, removed = refund_events.c, 0
+        with self._ready().begin() as conn:
+            for column, values in ((r.refund_id, refund_ids), (r.customer_id, customer_ids)):
+                for chunk in _chunks(sorted(set(values))):
+                    removed += conn.execute(sa.delete(refund_events).where(column.in_(chunk))).rowcount
+        return removed
 
     def erase_conversation(self, conversation_id: str) -> Erased:
         """Remove every row of a conversation (decision log and transcript)."""
@@ -288,9 +340,13 @@ class JournalStore:
 
     def erase_customer(self, customer_id: str) -> Erased:
         """Remove every conversation in which ``customer_id`` was the authenticated customer,
-        whole (its turns before authentication hold their personal data too)."""
+        whole (its turns before authentication hold their personal data too), and the events
+        of every refund of their orders."""
         with self._ready().begin() as conn:
-            return self._erase(conn, self._of_customer(conn, customer_id))
+            erased = self._erase(conn, self._of_customer(conn, customer_id))
+            erased.refund_events += conn.execute(sa.delete(refund_events).where(
+                refund_events.c.customer_id == customer_id)).rowcount
+            return erased
 
     @staticmethod
     def _stale(older_than: datetime) -> sa.Select:
@@ -299,8 +355,20 @@ class JournalStore:
             sa.select(verdicts.c.conversation_id, verdicts.c.recorded_at),
             sa.select(transcript.c.conversation_id, transcript.c.at),
             sa.select(events.c.conversation_id, events.c.at),
+            sa.select(refund_events.c.conversation_id, refund_events.c.at).where(
+                refund_events.c.conversation_id.is_not(None)),
         ).subquery()
         return sa.select(newest.c.cid).group_by(newest.c.cid).having(sa.func.max(newest.c.at) < _utc(older_than))
+
+    def stale_refunds(self, older_than: datetime) -> set[str]:
+        """Ids of the backend's refunds (started by no conversation) whose newest event is older
+        than ``older_than`` (aware datetime; naive is taken as UTC): a conversation's refunds go
+        with it."""
+        r = refund_events.c
+        query = sa.select(r.refund_id).where(r.conversation_id.is_(None)).group_by(r.refund_id).having(
+            sa.func.max(r.at) < _utc(older_than))
+        with self._ready().connect() as conn:
+            return set(conn.execute(query).scalars())
 
     def stale_conversations(self, older_than: datetime) -> set[str]:
         """Ids of the conversations whose newest row is older than ``older_than`` (aware
@@ -330,6 +398,11 @@ def _enqueued(conn: Connection) -> Iterator[list[tuple[str, str]]]:
         yield found
     finally:
         found.extend(conn.info.pop(ENQUEUED, []))
+
+
+def _process_column(table: sa.Table) -> sa.Column:
+    # the process an events table is keyed by: a refund's, or a conversation's
+    return table.c.refund_id if table is refund_events else table.c.conversation_id
 
 
 def _chunks(ids: list[str], size: int = 500) -> list[list[str]]:

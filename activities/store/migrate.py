@@ -40,7 +40,7 @@ _done_lock = threading.Lock()
 def owned_metadata() -> sa.MetaData:
     """Every table statekeeper owns in the journal's database, in one ``MetaData`` (what the
     revisions must produce; ``alembic`` compares against it)."""
-    from activities.store.tables import TABLES
+    from activities.store.tables import TABLES, refund_events
     from activities.store.dispatch import dispatches
     from activities.store.audit import audit_log
     from activities.store.api_keys import api_keys
@@ -49,8 +49,8 @@ def owned_metadata() -> sa.MetaData:
     from activities.store.webhooks import webhook_deliveries, webhooks
 
     combined = sa.MetaData()
-    for table in (*TABLES, audit_log, api_keys, dispatches, api_key_rates, tenant_conversations, webhooks,
-                  webhook_deliveries, memory_facts):
+    for table in (*TABLES, refund_events, audit_log, api_keys, dispatches, api_key_rates, tenant_conversations,
+                  webhooks, webhook_deliveries, memory_facts):
         table.to_metadata(combined)
     return combined
 

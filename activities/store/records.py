@@ -67,3 +67,4 @@ class Erased(BaseModel):
     verdicts: int = 0
     transcript: int = 0
     events: int = 0
+    refund_events: int = 0

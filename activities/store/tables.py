@@ -2,9 +2,10 @@
 
 ``model_calls`` (one row per model call, written by the model activity), ``verdicts``
 (what the workflow made of each call's proposal) ``transcript`` (every user message
-and every text the user was shown) and ``events`` (the public events callers read,
-``workflows.domain.journal``). Each is keyed by business identity, so writes are
-upserts: a retried activity or a reset re-running a turn overwrites, never duplicates.
+and every text the user was shown), ``events`` (the public events callers read,
+``workflows.domain.journal``) and ``refund_events`` (a refund's). Each is keyed by business
+identity, so writes are upserts: a retried activity or a reset re-running a turn overwrites,
+never duplicates.
 """
 
 from __future__ import annotations
@@ -82,6 +83,25 @@ events = sa.Table(
     sa.Column("at", TIME, nullable=False, index=True),
     sa.UniqueConstraint("conversation_id", "event_key", name="uq_events_conversation_key"),
 )
+
+refund_events = sa.Table(
+    "refund_events", metadata,
+    # a refund's events, as ``events`` a conversation's, keyed by (refund, sequence). Apart from
+    # ``events``: a conversation id is any text a caller chose, so it could equal a refund id, and
+    # one table keyed by either would mix the two processes' streams
+    sa.Column("refund_id", ID, primary_key=True),
+    sa.Column("sequence", sa.Integer, primary_key=True),
+    sa.Column("event_key", sa.String(1100), nullable=False),
+    sa.Column("event_id", sa.String(40), nullable=False),
+    sa.Column("conversation_id", ID, nullable=True, index=True),
+    sa.Column("customer_id", ID, nullable=True, index=True),
+    sa.Column("type", sa.String(50), nullable=False),
+    sa.Column("data", sa.JSON, nullable=False),
+    sa.Column("at", TIME, nullable=False, index=True),
+    sa.UniqueConstraint("refund_id", "event_key", name="uq_refund_events_refund_key"),
+)
+"""``conversation_id``: the conversation that started the refund (None for a backend's
+request): its erasure and retention take the refund's events with it."""
 
 TABLES = (model_calls, verdicts, transcript, events)
 

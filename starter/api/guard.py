@@ -123,12 +123,16 @@ class Guard:
             raise ConversationError(unknown_store_reason(store), "invalid")
         return start_attributes(self.principal.tenant, self.principal.customer)
 
-    async def refund(self, client: StatekeeperClient, refund_id: str) -> None:
-        """Require refund reads, and hide another tenant's refund as a 404."""
+    async def refund(self, client: StatekeeperClient, refund_id: str, *, retained: bool = False) -> None:
+        """Require refund reads, and hide another tenant's refund as a 404. With ``retained``, a
+        refund without a run is a 404 to every key but the keyless local operator (as a
+        conversation's: its tenant is on the run)."""
         self.require(Permission.READ_REFUNDS)
         p = self.principal
-        await visible(client, self.tenancy, refund_id, p.tenant, None,
-                      ConversationError(f"refund {refund_id} does not exist", "not_found"))
+        missing = ConversationError(f"refund {refund_id} does not exist", "not_found")
+        owner = await visible(client, self.tenancy, refund_id, p.tenant, None, missing)
+        if retained and owner is None and p.actor != LOCAL_ACTOR:
+            raise missing
 
     async def approval(self, client: StatekeeperClient, approval_id: str,
                        permission: Permission = Permission.DECIDE_APPROVAL) -> None:

@@ -265,14 +265,7 @@ class StatekeeperClient(ApprovalCalls, RefundCalls, ListingCalls, ResolutionCall
         """Whether the conversation's latest run is running (True) or closed (False); None
         when it has no run. Raises ``temporalio.service.RPCError`` when Temporal does not
         answer."""
-        handle = self._client.get_workflow_handle(support_workflow_id(conversation_id))
-        try:
-            described = await self.read(lambda: handle.describe(rpc_timeout=self.rpc_timeout))
-        except RPCError as err:
-            if err.status is RPCStatusCode.NOT_FOUND:
-                return None
-            raise
-        return described.status is WorkflowExecutionStatus.RUNNING
+        return await self.run_serving(support_workflow_id(conversation_id))
 
     async def _running(self, handle: Any) -> bool:
         """True when the conversation's latest run is running (False when that cannot be read)."""

@@ -124,6 +124,18 @@ class ClientCore:
         is asked once more. Any other ``RPCError``, and a second drop, propagate as they are."""
         return await read_again_if_dropped(lambda: self.bounded(call()))
 
+    async def run_serving(self, workflow_id: str) -> Optional[bool]:
+        """Whether the latest run of ``workflow_id`` is running (True) or closed (False); None
+        when it has no run. Raises ``temporalio.service.RPCError`` when Temporal does not answer."""
+        handle = self._client.get_workflow_handle(workflow_id)
+        try:
+            described = await self.read(lambda: handle.describe(rpc_timeout=self.rpc_timeout))
+        except RPCError as err:
+            if err.status is RPCStatusCode.NOT_FOUND:
+                return None
+            raise
+        return described.status is WorkflowExecutionStatus.RUNNING
+
     async def worker_polling(self) -> bool:
         """True if at least one worker polled the task queue for workflow tasks recently.
         Raises ``ConversationError`` ``unavailable`` when Temporal does not answer.

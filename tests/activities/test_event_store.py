@@ -2,7 +2,12 @@
 from 1 in order; a record sent again (an activity retry, a replay, a continue-as-new) leaves the
 events it already wrote as they were (id, sequence, time) and numbers only the new ones after
 them; ``events(after=n)`` reads the later ones only; an event outlives a reset's trim of the
-turn's rows; erasing the conversation (or its customer) removes its events, and so does a purge."""
+turn's rows; erasing the conversation (or its customer) removes its events, and so does a purge.
+A refund's events (``refund_events``) are numbered per refund the same way, apart from a
+conversation's of the same id; ``last_sequence`` names the highest held of each; a refund's events
+go with the conversation that started it (erasure, purge, and a conversation's child refund
+keeps it from being stale), with its customer, and by refund id; a backend's refund is stale once
+its newest event is older than the cut-off; a re-sent batch changes nothing."""
 
 from __future__ import annotations
 
@@ -11,7 +16,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from tests.journal_fixtures import either_store  # noqa: F401 (either_store: the store fixture)
-from workflows.domain.journal import EventRecord, EventType, TurnRecord, event_id
+from workflows.domain.journal import EventRecord, EventType, RefundEventsRecord, TurnRecord, event_id
 
 T0 = datetime(2026, 11, 1, 12, 0, tzinfo=timezone.utc)
 
@@ -51,3 +56,47 @@ def test_erasure_and_purge_remove_a_conversations_events(store):
 
     store.record_turn(record(event("started", EventType.CONVERSATION_STARTED), turn=0))
     assert store.purge(T0 + timedelta(days=1)).events == 1 and store.events("c1") == []
+
+
+def refund(refund_id: str, *keys: str, conversation_id=None, customer_id="u1", at: datetime = T0) -> RefundEventsRecord:
+    return RefundEventsRecord(refund_id=refund_id, conversation_id=conversation_id, customer_id=customer_id, events=[
+        EventRecord(key=k, type=EventType.REFUND_COMPLETED if k == "completed" else EventType.OPERATION_APPLIED,
+                    at=at, data={"refund_id": refund_id}) for k in keys])
+
+
+def test_a_refunds_events_are_numbered_per_refund_apart_from_a_conversation_of_the_same_id(store):
+    store.record_turn(TurnRecord(conversation_id="r1", events=[
+        EventRecord(key="started", type=EventType.CONVERSATION_STARTED, at=T0, data={"conversation_id": "r1"})]))
+    store.record_refund_events(refund("r1", "op:x:operation.applied"))
+    store.record_refund_events(refund("r1", "op:x:operation.applied", "completed"))  # re-sent, then one more
+    assert [(e.sequence, e.type, e.id) for e in store.refund_events("r1")] == [
+        (1, "operation.applied", event_id("r1", "op:x:operation.applied")),
+        (2, "refund.completed", event_id("r1", "completed"))]
+    assert [e.type for e in store.events("r1")] == ["conversation.started"]
+    assert store.refund_events("r1", after=1)[0].type == "refund.completed"
+    assert (store.last_sequence("refund", "r1"), store.last_sequence("conversation", "r1")) == (2, 1)
+    assert store.last_sequence("refund", "nobody") == 0
+
+
+def test_a_refunds_events_go_with_its_conversation_its_customer_or_its_id(store):
+    store.record_turn(record(event("started", EventType.CONVERSATION_STARTED), turn=0))
+    store.record_refund_events(refund("child", "completed", conversation_id="c1"))
+    store.record_refund_events(refund("alone", "completed", customer_id="u2"))
+    store.record_refund_events(refund("other", "completed", customer_id="u3"))
+    assert store.erase_conversation("c1").refund_events == 1 and store.refund_events("child") == []
+    assert store.erase_customer("u2").refund_events == 1 and store.refund_events("alone") == []
+    assert store.erase_refunds(["other"]) == 1 and store.refund_events("other") == []
+
+    # a conversation's child refund recorded late keeps the conversation from being stale
+    store.record_turn(record(event("started", EventType.CONVERSATION_STARTED), turn=0))
+    store.record_refund_events(refund("child", "completed", conversation_id="c1", at=T0 + timedelta(days=3)))
+    assert store.stale_conversations(T0 + timedelta(days=1)) == set()
+    purged = store.purge(T0 + timedelta(days=4))
+    assert purged.events == 1 and purged.refund_events == 1 and store.refund_events("child") == []
+
+    # a backend's refund is stale once its newest event is older; a conversation's never alone
+    store.record_refund_events(refund("alone", "op:x:operation.applied", at=T0))
+    store.record_refund_events(refund("alone", "completed", at=T0 + timedelta(days=2)))
+    store.record_refund_events(refund("child", "completed", conversation_id="c9", at=T0))
+    assert store.stale_refunds(T0 + timedelta(days=1)) == set()
+    assert store.stale_refunds(T0 + timedelta(days=3)) == {"alone"}

@@ -24,8 +24,8 @@ from activities.store.tables import make_engine, metadata as journal_metadata
 from activities.store.audit import AuditLog
 from tests.journal_fixtures import either_database, sqlite_url  # noqa: F401 (either_database: the url fixture)
 
-OWNED = {"model_calls", "verdicts", "transcript", "events", "audit_log", "api_keys", "effect_dispatches", "api_key_rates",
-         "tenant_conversations", "webhooks", "webhook_deliveries", "memory_facts"}
+OWNED = {"model_calls", "verdicts", "transcript", "events", "refund_events", "audit_log", "api_keys", "effect_dispatches",
+         "api_key_rates", "tenant_conversations", "webhooks", "webhook_deliveries", "memory_facts"}
 
 
 def schema_diff(engine: sa.Engine) -> list:

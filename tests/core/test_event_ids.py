@@ -4,16 +4,19 @@ sequence numbers continue after the highest known one, from 1, without gaps, and
 known (a re-sent record: an activity retry, a replay, a continue-as-new) keeps its number; the
 keys name the fact, not the run (a new run's ``conversation.started`` has the first run's key);
 a reply has the same event whether the workflow or the model activity (``TurnRecord.with_reply``)
-recorded it, so the record the activity wrote is still recognised as the turn's own."""
+recorded it, so the record the activity wrote is still recognised as the turn's own, also past a
+reset point (the reply's key carries the reset epoch on both paths); a ticket's id is a digest of
+its key, never the key (which may name the customer)."""
 
 from __future__ import annotations
 
 import re
 from datetime import datetime, timedelta, timezone
 
-from tests.policy_fixtures import authenticated
+from tests.policy_fixtures import CUSTOMER, authenticated
 from workflows.conversation.journal import JournalLog
 from workflows.domain import journal as ev
+from workflows.domain import keys
 from workflows.domain import transitions as tr
 from workflows.domain.journal import EntryKind, EventType
 
@@ -50,7 +53,7 @@ def test_keys_name_the_fact():
     assert ev.approval_key("a~1", EventType.APPROVAL_DECIDED) == "approval:a~1:approval.decided"
     assert ev.reply_key(2, 1) != ev.reply_key(1, 2)
     assert ev.ended_key(3, 0) != ev.ended_key(3, 1)  # reopened by a resolution, it can end again
-    assert len({t.value for t in EventType}) == len(EventType) == 11
+    assert len({t.value for t in EventType}) == len(EventType) == 14
 
 
 def test_a_new_run_sends_the_same_started_event_and_a_reply_the_same_event_on_either_path():
@@ -78,3 +81,31 @@ def test_a_new_run_sends_the_same_started_event_and_a_reply_the_same_event_on_ei
     assert taken.events[0].key == "started"
     assert written.same_rows(taken)
     assert [e.key for e in written.events] == [e.key for e in taken.events]
+
+
+def test_a_reply_written_by_the_model_activity_past_a_reset_point_has_the_workflows_key():
+    state = authenticated()
+    tr.reset_seen(state, ev.reset_epoch(0x1234_5678_9ABC_DEF0))
+    assert state.reset_epoch == "9abcdef0"
+    log = JournalLog(state, clock())
+    log.record(tr.RunStarted())
+    log.user_message(state.turn, "and then?", "msg-2")
+    log.next_call()
+    written = log.so_far(state).with_reply(1, "This.", T0)
+    log.call_verdict(ev.Verdict.REPLIED)
+    log.said("This.")
+    taken = log.take(state)
+    assert [e.key for e in taken.events] == ["started", f"{ev.reply_key(state.turn, 1)}@9abcdef0"]
+    assert written.same_rows(taken) and [e.key for e in written.events] == [e.key for e in taken.events]
+
+
+def test_a_ticket_is_named_by_a_digest_of_its_key():
+    key = keys.escalation_ticket_key(f"modify_user_address:{CUSTOMER}:conv-1.t2")
+    ticket = ev.ticket_id(key)
+    assert re.fullmatch(r"tkt_[0-9a-f]{16}", ticket) and ev.ticket_id(key) == ticket
+    assert CUSTOMER not in ticket and ev.ticket_id(keys.transfer_ticket_key("conv-1", 2)) != ticket
+    assert [ev.ticket_reason(k) for k in (key, keys.transfer_ticket_key("c", 1), keys.rollback_ticket_key("c"),
+                                          keys.approval_expiry_ticket_key("k"), "other:1")] == [
+        "escalation", "transfer", "rollback", "approval_expired", "other"]
+    assert ev.with_epoch("started", "0a0b0c0d") == "started"  # a conversation starts once
+    assert ev.with_epoch("ended:3:0", None) == "ended:3:0" and ev.with_epoch("ended:3:0", "0a") == "ended:3:0@0a"

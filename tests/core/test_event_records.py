@@ -5,8 +5,11 @@
 ``approval.decided`` (approved or rejected) or an ``approval.expired`` before what became of it;
 a refused write an ``operation.refused`` with its rule; an escalation its ``operation.unknown``
 before ``conversation.ended`` (escalated); a transfer withdraws the approvals still waiting
-(``approval.withdrawn``) and ends ``transferred``; a user's "no" is no event; no payload holds
-the customer's email, name, address or payment method id."""
+(``approval.withdrawn``) and ends ``transferred``; a user's "no" is no event; an undone reversible
+write is an ``operation.compensated``; an opened ticket a ``ticket.opened`` with its id, reason and
+write; past a reset point every event but ``conversation.started`` has a new key (the epoch),
+continued as new it keeps it; no payload holds the customer's email, name, address or payment
+method id."""
 
 from __future__ import annotations
 
@@ -16,6 +19,7 @@ from decimal import Decimal
 
 from tests.policy_fixtures import CARD, CUSTOMER, EMAIL, PENDING, authenticated
 from workflows.conversation.journal import JournalLog
+from workflows.domain import journal as ev
 from workflows.domain import keys
 from workflows.domain import transitions as tr
 from workflows.domain.actions import make_tool_call
@@ -121,3 +125,55 @@ def test_an_escalation_ends_after_its_unknown_outcome_and_a_transfer_withdraws_w
     assert [t for t, _ in found][-2:] == ["approval.withdrawn", "conversation.ended"]
     assert found[-2][1]["approval_id"] == approval.approval_id and found[-1][1]["status"] == "transferred"
     no_personal_data(found)
+
+
+def test_an_undone_write_is_compensated_and_a_ticket_names_its_id_reason_and_write():
+    state = authenticated()
+    log = JournalLog(state, clock())
+    state.subscribe(log.record)
+    log.next_call()  # the model call that proposed the write
+    call = make_tool_call("modify_user_address", {"user_id": CUSTOMER, "address1": "1 Main St", "address2": "",
+                                                  "city": "Austin", "state": "TX", "country": "USA",
+                                                  "zip": "78701"})
+    operation = keys.operation_id(state.conversation_id, state.turn)
+    tr.await_confirmation(state, operation, call, "Change the address")
+    tr.apply_write_result(state, call, operation, "key", "{}", True, undo_arguments={"user_id": CUSTOMER})
+    tr.compensated(state, state.completed_operations[-1])
+    ticket_key = keys.rollback_ticket_key(state.conversation_id)
+    tr.ticket_opened(state, ticket_key)
+    escalation = keys.escalation_ticket_key(f"modify_user_address:{CUSTOMER}:{operation}")
+    tr.ticket_opened(state, escalation, operation)
+    found = events(log, state)
+    assert [t for t, _ in found][-4:] == ["operation.applied", "operation.compensated", "ticket.opened",
+                                          "ticket.opened"]
+    assert found[-3][1] == {"conversation_id": state.conversation_id, "operation_id": operation,
+                            "tool": "modify_user_address"}
+    assert found[-2][1] == {"conversation_id": state.conversation_id, "ticket_id": ev.ticket_id(ticket_key),
+                            "reason": "rollback"}
+    assert found[-1][1] == {"conversation_id": state.conversation_id, "ticket_id": ev.ticket_id(escalation),
+                            "reason": "escalation", "operation_id": operation}
+    no_personal_data(found)
+    assert "austin" not in json.dumps(found).lower()
+
+
+def test_past_a_reset_point_events_have_new_keys_and_continued_as_new_they_keep_them():
+    state, log, pending = setup()
+    log.record(tr.RunStarted())
+    before = log.take(state)  # the facts before the reset point
+    tr.reset_seen(state, "0a0b0c0d")
+    log.record(tr.RunStarted())  # (a run continued as new says it again)
+    tr.apply_write_result(state, pending.call, pending.operation_id, "key", "{}", True)
+    tr.close(state, ConversationStatus.ENDED, "done")
+    log.said("bye")
+    after = log.take(state)
+    assert all("@" not in e.key for e in before.events)
+    started, *rest = after.events
+    assert started.key == "started" and rest and all(e.key.endswith("@0a0b0c0d") for e in rest)
+    assert after.reset_epoch == "0a0b0c0d"
+
+    carried = type(state).model_validate(state.model_dump(mode="json"))  # continue-as-new carries it
+    assert carried.reset_epoch == "0a0b0c0d"
+    again = JournalLog(carried, clock())
+    again.user_message(carried.turn + 1, "hello again", "msg-9")
+    again.said("hi")
+    assert [e.key for e in again.take(carried).events] == [f"{ev.reply_key(carried.turn + 1, 1)}@0a0b0c0d"]

@@ -393,6 +393,8 @@ def test_a_stored_state_of_a_release_loads_with_its_values_preserved(path: Path)
         assert dumped.pop("resolutions") == []
     if "model_trouble_turns" not in raw:  # turns in a row of model trouble: none in an older state
         assert dumped.pop("model_trouble_turns") == 0
+    if "reset_epoch" not in raw:  # the reset epoch of its events' keys: no reset in an older state
+        assert dumped.pop("reset_epoch") is None
     if raw["schema_version"] < 3:  # the phase, inferred from what a version-2 state holds
         assert dumped.pop("phase") == phase_of_v2(raw)
     assert dumped == dict(raw, schema_version=SCHEMA_VERSION)

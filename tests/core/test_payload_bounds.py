@@ -29,6 +29,7 @@ from workflows.domain.records import (
     ProductFact,
     Variant,
 )
+from workflows.domain.journal import RefundEventsRecord
 from workflows.domain.state import ConversationState
 from workflows.webhooks import workflow as webhooks
 
@@ -161,6 +162,10 @@ BOUNDS: dict[str, str] = {
     "TurnRecord.verdicts": "one per model call and read of a turn (MAX_STATE_DRIVEN_READS_PER_TURN, MAX_BATCH_CALLS)",
     "TurnRecord.transcript": "the turn's messages: the user's and the replies said in it",
     "TurnRecord.events": "one per fact of the turn, beside its verdicts and transcript entries (bounded as they are)",
+    "RefundEventsRecord.refund_id": "a refund's workflow id: keys.refund_workflow_id / standalone_refund_id of bounded parts",
+    "RefundEventsRecord.conversation_id": _CONV,
+    "RefundEventsRecord.customer_id": "a customer id read from the record (≤200, record_limits)",
+    "RefundEventsRecord.events": "at most one per event type of a refund, and one ticket (workflows.refund.events)",
     "EventRecord.key": "an operation or approval id (MAX_APPROVAL_ID) with a prefix and a type: ≤1100 (events table)",
     "EventRecord.data": "ids, statuses and amounts of the state's own records (conversation.journal.JournalLog._event)",
     "VerdictRecord.rule": "a Rule value (policy.clauses)",
@@ -178,6 +183,7 @@ ROOTS: list[type[BaseModel]] = [
     contracts.TicketLookup, contracts.TicketRequest, contracts.ModelRequest, contracts.ModelResult,
     contracts.RefundInput, contracts.RefundOutcome, contracts.SupportInput, contracts.AssistantReply,
     webhooks.DeliveryInput, webhooks.DeliveryAttempt, webhooks.SweepInput, webhooks.SweepRequest,
+    RefundEventsRecord,
 ]
 """The state (the state query's answer and continue-as-new's input), every tool's arguments, and
 the inputs and outputs of the activities, the refund child, the message update and the webhook

@@ -7,7 +7,14 @@ sequence and ``event:`` its type; ``Last-Event-ID`` resumes after it with only t
 a running conversation's stream sends what there is and ends after ``wait`` idle seconds; a
 finished conversation's stream ends by itself; no payload holds the customer's email or name;
 another tenant's conversation and an unknown id are the same 404; a ``Last-Event-ID`` that is no
-number is a 422.
+number is a 422. A standalone refund's stream (``GET /refunds/{id}/events``) yields
+``operation.applied`` then ``refund.completed`` with the refund id and resumes the same way.
+
+Bad ``Last-Event-ID``s, on both streams: not a number (422), above the stream's last event
+(409 naming the last, and the stream read afterwards is whole and unchanged), in a truncated
+range (the conversation's events erased from the journal while its run is retained: a 409 naming
+0, and the stream from the start is empty and ends); another tenant's refund stream is the 404
+of an unknown refund, word for word.
 
 The API served by uvicorn on a loopback port (``api_beside``) with API keys of two tenants, a
 real worker (the offline model) and a real Temporal dev server.
@@ -51,15 +58,15 @@ async def stack(temporal_env, tmp_path_factory) -> AsyncIterator[SimpleNamespace
         async with api_beside(temporal_env.client, settings, host="127.0.0.1", port=free_port(),
                               access=access) as url:
             async with httpx.AsyncClient(base_url=url, timeout=60.0) as http:
-                yield SimpleNamespace(http=http, headers={n: {"Authorization": f"Bearer {k}"}
-                                                          for n, (_, k) in made.items()})
+                yield SimpleNamespace(http=http, journal_url=settings.resolved_journal_url(),
+                                      headers={n: {"Authorization": f"Bearer {k}"} for n, (_, k) in made.items()})
 
 
-async def _stream(s, cid: str, who: str = "svc", last: str | None = None, **params) -> list[dict]:
+async def _stream(s, cid: str, who: str = "svc", last: str | None = None, process: str = "conversations",
+                  **params) -> list[dict]:
     """The frames of one whole stream (it must end by itself within the client's timeout):
     each ``{"id", "event", "data"}``, keep-alive comments left out."""
-    headers = {**s.headers[who], **({"Last-Event-ID": last} if last is not None else {})}
-    response = await asyncio.wait_for(s.http.get(f"/conversations/{cid}/events", params=params, headers=headers), 30)
+    response = await _get(s, f"/{process}/{cid}/events", who, last, **params)
     assert response.status_code == 200, response.text
     assert response.headers["content-type"].startswith("text/event-stream")
     frames = []
@@ -70,12 +77,17 @@ async def _stream(s, cid: str, who: str = "svc", last: str | None = None, **para
     return frames
 
 
-def _check_frames(frames: list[dict], cid: str, first: int = 1) -> None:
+async def _get(s, path: str, who: str = "svc", last: str | None = None, **params) -> httpx.Response:
+    headers = {**s.headers[who], **({"Last-Event-ID": last} if last is not None else {})}
+    return await asyncio.wait_for(s.http.get(path, params=params, headers=headers), 30)
+
+
+def _check_frames(frames: list[dict], cid: str, first: int = 1, key: str = "conversation_id") -> None:
     for n, frame in enumerate(frames, start=first):
         event = frame["data"]
         assert set(event) == {"id", "type", "timestamp", "sequence", "data"}
         assert event["sequence"] == n and frame["id"] == str(n), "numbered from 1 without gaps"
-        assert frame["event"] == event["type"] and event["data"]["conversation_id"] == cid
+        assert frame["event"] == event["type"] and event["data"][key] == cid
         assert event["id"].startswith("evt_")
     assert len({f["data"]["id"] for f in frames}) == len(frames)
 
@@ -145,3 +157,76 @@ async def test_a_confirmed_and_approved_write_streams_its_events_in_order_and_re
         assert cid not in response.text or asked == cid
     bad = await s.http.get(f"/conversations/{cid}/events", headers={**s.headers["svc"], "Last-Event-ID": "x7"})
     assert bad.status_code == 422 and "Last-Event-ID" in bad.json()["detail"]
+
+
+SMALL_PENDING = "#W5694685"
+"""A pending order of 98.25 (evelyn_kovacs_6742): below the approval threshold."""
+
+
+async def test_a_refunds_stream_yields_its_outcome_and_refuses_bad_resumes(stack):
+    s = stack
+    body = {"request_id": f"events-{uuid.uuid4().hex[:8]}", "order_id": SMALL_PENDING, "operation": "cancel",
+            "reason": "no longer needed"}
+    started = await s.http.post("/refunds", json=body, headers=s.headers["svc"])
+    assert started.status_code == 202, started.text
+    refund_id = started.json()["refund_id"]
+    for _ in range(100):
+        frames = await _stream(s, refund_id, process="refunds", wait=0)
+        if frames and frames[-1]["event"] == "refund.completed":
+            break
+        await asyncio.sleep(0.2)
+    whole = await _stream(s, refund_id, process="refunds")  # finished: ends by itself
+    _check_frames(whole, refund_id, key="refund_id")
+    assert [f["event"] for f in whole] == ["operation.applied", "refund.completed"]
+    applied, completed = (f["data"]["data"] for f in whole)
+    assert applied["amount"] == completed["amount"] == "98.25" and applied["order_id"] == SMALL_PENDING
+    assert completed["status"] == "applied"
+    assert not any(part in json.dumps(whole).lower() for part in ("evelyn", "kovacs"))
+
+    assert await _stream(s, refund_id, process="refunds", last="1") == whole[1:]
+    assert await _stream(s, refund_id, process="refunds", last="2") == []
+    ahead = await _get(s, f"/refunds/{refund_id}/events", last="3")
+    assert ahead.status_code == 409 and "last event of this stream (2)" in ahead.json()["detail"]
+    bad = await _get(s, f"/refunds/{refund_id}/events", last="-1")
+    assert bad.status_code == 422 and "Last-Event-ID" in bad.json()["detail"]
+    assert await _stream(s, refund_id, process="refunds") == whole  # nothing changed by the refusals
+
+    # another tenant's refund is the 404 of a refund that does not exist, word for word
+    theirs = await _get(s, f"/refunds/{refund_id}/events", who="acme_svc")
+    unknown_id = refund_id[:-4] + "ffff"
+    unknown = await _get(s, f"/refunds/{unknown_id}/events")
+    assert theirs.status_code == unknown.status_code == 404
+    assert theirs.json()["detail"].replace(refund_id, "ID") == unknown.json()["detail"].replace(unknown_id, "ID")
+    assert "98.25" not in theirs.text and SMALL_PENDING not in theirs.text
+
+
+async def test_a_last_event_id_ahead_of_the_stream_or_in_a_truncated_range_is_a_409(stack):
+    s = stack
+    opened = await s.http.post("/conversations", json={"text": "Hello"}, headers=s.headers["svc"])
+    assert opened.status_code == 201, opened.text
+    cid = opened.json()["conversation_id"]
+    cancelled = await s.http.post(f"/conversations/{cid}/cancel", json={"reason": "done"}, headers=s.headers["op"])
+    assert cancelled.status_code == 202, cancelled.text
+    for _ in range(100):
+        whole = await _stream(s, cid, wait=0)
+        if whole and whole[-1]["event"] == "conversation.ended":
+            break
+        await asyncio.sleep(0.2)
+    _check_frames(whole, cid)
+    last = len(whole)
+
+    for ahead in (str(last + 1), "999999999999999999"):
+        refused = await _get(s, f"/conversations/{cid}/events", last=ahead)
+        assert refused.status_code == 409, refused.text
+        assert f"Last-Event-ID {ahead} is past the last event of this stream ({last})" in refused.json()["detail"]
+    assert await _stream(s, cid) == whole and await _stream(s, cid, last=str(last)) == []
+
+    # retention or erasure removes a conversation's events whole: with its run still retained,
+    # an id from before is in a range the journal no longer holds
+    from activities.store.journal import JournalStore
+
+    erased = await asyncio.to_thread(JournalStore(s.journal_url).erase_conversation, cid)
+    assert erased.events == last
+    truncated = await _get(s, f"/conversations/{cid}/events", last="2")
+    assert truncated.status_code == 409 and "last event of this stream (0)" in truncated.json()["detail"]
+    assert await _stream(s, cid) == []  # from the start: nothing left, and the closed run's stream ends

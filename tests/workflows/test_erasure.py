@@ -1,9 +1,9 @@
 """``statekeeper erase --customer``'s engine (``activities.erasure.DataErasure``) on a real
 Temporal dev server (the erasure tests' own), a real worker, the SQLite system of record and
 journal: a real conversation of the customer (a return with its refund, ledger row and email; a
-transfer with its ticket; journal rows), then erasure leaves nothing of theirs in any store or
-in Temporal (the histories cannot be fetched any more), another customer's conversation is
-untouched, and the audit log holds the erasure. A running conversation makes erasure refuse
+transfer with its ticket; journal rows; its refund's events), then erasure leaves nothing of
+theirs in any store or in Temporal (the histories cannot be fetched any more), another
+customer's conversation (and its refund's events) is untouched, and the audit log holds the erasure. A running conversation makes erasure refuse
 and change nothing, unless told to terminate it. Erasure reaches the external email and
 ticketing services too (over HTTP): the emails sent to the customer and the tickets of their
 conversations there are deleted; another customer's stay.
@@ -67,6 +67,9 @@ async def test_erasing_a_customer_leaves_nothing_of_theirs_anywhere(env, setting
         [refund] = [op.child_workflow_id for op in raj_state.completed_operations]
         [sofia_refund] = [op.child_workflow_id for op in sofia_state.completed_operations]
         runs = [f"support-{raj}", refund]
+        await until(lambda: journal.refund_events(refund) and journal.refund_events(sofia_refund),
+                    "the refunds' events")
+        sofia_refund_events = journal.refund_events(sofia_refund)
 
         # before the erasure: the scans see the customer in every store (so they can fail)
         stores = side_rows(backend)
@@ -95,6 +98,7 @@ async def test_erasing_a_customer_leaves_nothing_of_theirs_anywhere(env, setting
                                                "tickets_deleted": 1}
         assert mentioning(side_rows(backend), PERSONAL) == [] and mentioning(journal_rows(journal), PERSONAL) == []
         assert journal.transcript(raj) == [] and journal.decisions(conversation_id=raj) == []
+        assert journal.refund_events(refund) == [] and journal.refund_events(sofia_refund) == sofia_refund_events
         # the other customer's records are exactly as they were
         assert mentioning(side_rows(backend), OTHERS) == others_stores
         assert mentioning(journal_rows(journal), OTHERS) == others_journal

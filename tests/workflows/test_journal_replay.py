@@ -7,11 +7,13 @@ an activity where the history holds the local activity's marker."""
 from __future__ import annotations
 
 import pytest
+from temporalio import workflow
 from temporalio.worker import Replayer, UnsandboxedWorkflowRunner
 from temporalio.workflow import NondeterminismError
 
 from starter.runtime.connection import data_converter
 from tests.workflows.test_history_replay import HISTORIES, LAST_RELEASE, load
+from workflows import options
 from workflows.activity_api import JournalActivitiesApi
 from workflows.conversation import journal as journal_log
 from workflows.refund.workflow import RefundWorkflow
@@ -37,9 +39,9 @@ def _no_journal_write(monkeypatch):
 
 def _journal_write_as_an_activity(monkeypatch):
     async def as_activity(self, record):
-        await journal_log.workflow.execute_activity_method(
-            JournalActivitiesApi.record_turn, record, start_to_close_timeout=journal_log.JOURNAL_TIMEOUT,
-            retry_policy=journal_log.JOURNAL_RETRY, summary="journal")
+        await workflow.execute_activity_method(
+            JournalActivitiesApi.record_turn, record, start_to_close_timeout=options.JOURNAL_TIMEOUT,
+            retry_policy=options.JOURNAL_RETRY, summary="journal")
     monkeypatch.setattr(journal_log.JournalLog, "send", as_activity)
 
 

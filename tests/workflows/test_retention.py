@@ -1,8 +1,8 @@
 """Retention on a real Temporal dev server (its own: a purge acts on the whole namespace), a
 real worker and the SQLite system of record and journal: ``DataErasure.purge`` removes the
 conversations closed before the cutoff, everywhere (their runs and their refunds' runs, journal
-rows, ledger rows, emails, tickets; a journal-only conversation; an old standalone refund,
-whose ledger row is anonymised), and keeps a conversation still running, one closed since,
+rows and refund events, ledger rows, emails, tickets; a journal-only conversation; an old
+standalone refund, whose ledger row is anonymised and events removed), and keeps a conversation still running, one closed since,
 and one that started before the cutoff but closed after it. The Temporal Schedule
 (``statekeeper retention schedule``) starts ``RetentionWorkflow``, which purges through a worker."""
 
@@ -83,6 +83,9 @@ async def test_purge_removes_only_conversations_closed_before_the_cutoff(env, se
         [late_refund] = [op.child_workflow_id for op in (await client.state(late)).completed_operations]
         [old_refund] = [op.child_workflow_id for op in (await client.state(old)).completed_operations]
         await journal_holds(journal, late, 8)
+        await until(lambda: journal.refund_events(request.refund_id) and journal.refund_events(late_refund),
+                    "the refunds' events")
+        assert journal.refund_events(old_refund)
         kept_journal = {cid: journal.transcript(cid) for cid in (late, running)}
         tickets_before = {t["ticket_key"] for t in backend.tickets("main")}
 
@@ -106,6 +109,9 @@ async def test_purge_removes_only_conversations_closed_before_the_cutoff(env, se
         handle = env.client.get_workflow_handle(f"support-{running}")
         assert (await handle.describe()).status == WorkflowExecutionStatus.RUNNING
         assert journal.transcript(old) == [] and journal.decisions(conversation_id=lost) == []
+        # refunds' events go with their runs: the old conversation's and the standalone request's
+        assert journal.refund_events(old_refund) == journal.refund_events(request.refund_id) == []
+        assert [e.type for e in journal.refund_events(late_refund)][-1] == "refund.completed"
         assert {cid: journal.transcript(cid) for cid in (late, running)} == kept_journal
         assert {t["ticket_key"] for t in backend.tickets("main")} == tickets_before - {f"transfer:{old}:t4"}
         ledger = {e["idempotency_key"]: e["result"] for e in backend.ledger_entries("main")}

@@ -2,7 +2,8 @@
 version) on a real Temporal dev server and worker: an older state is migrated and runs with
 its data intact, through continue-as-new; a state this code cannot load fails the run at
 once, non-retryably, with a typed error whose message says why (what the Web UI shows),
-and every client call on that conversation reports it as ``state_incompatible``.
+and every client call on that conversation reports it as ``state_incompatible``; the run's one
+public event is ``conversation.ended`` with status ``failed`` and rule ``state-incompatible``.
 
 Unread, a schema version would let such a state be accepted and silently lose data (an
 unknown field dropped), run a version 99 as if current, and fail the workflow task forever on
@@ -21,6 +22,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 
+from activities.store.journal import JournalStore
 from starter.client.errors import ConversationError
 from tests.core.test_migrations import as_v1, current_state
 from tests.policy_fixtures import DELIVERED, PENDING
@@ -120,6 +122,10 @@ async def test_a_state_from_a_newer_version_fails_the_run_and_every_call_says_so
         await assert_failed_with(temporal_env, cid, reason)
         await assert_every_call_says_why(client, cid, reason)
         assert backend.ledger_entries("main") == []  # nothing ran
+        # the run's one event says it ended failed, and why, in a word
+        events = await asyncio.to_thread(JournalStore(settings.resolved_journal_url()).events, cid)
+        assert [(e.type, e.sequence, e.data) for e in events] == [
+            ("conversation.ended", 1, {"conversation_id": cid, "status": "failed", "rule": "state-incompatible"})]
 
 
 async def test_a_wrongly_typed_field_fails_the_run_naming_the_field(temporal_env, settings):

@@ -226,7 +226,7 @@ async def settle_approvals(state: ConversationState, policy: ApprovalPolicy, wri
             tr.finish_step(state, confirmed.operation_id, StepStatus.FAILED, reason)
             write_key = keys.idempotency_key(confirmed.call, confirmed.operation_id)
             opened = await open_ticket(state, expiry_ticket_summary(approval),
-                                       keys.approval_expiry_ticket_key(write_key))
+                                       keys.approval_expiry_ticket_key(write_key), confirmed.operation_id)
             tr.fail_write(state, confirmed, Rule.APPROVAL_EXPIRED.value, reason if opened else NO_TICKET)
             # no human has it without a ticket: none is promised
             told.append(replies.approval_expired(confirmed.detail) if opened

@@ -90,10 +90,12 @@ async def read(state: ConversationState, call, summary_prefix: str = "",
     return result
 
 
-async def open_ticket(state: ConversationState, summary: str, ticket_key: str) -> bool:
-    """Open a human-agent ticket; False if it could not be opened (the conversation still
-    closes, and its ``Step`` search attribute tells operators it needs a human). True also when
-    the ticketing system already held it (opened by an earlier run; a reset re-executed the
+async def open_ticket(state: ConversationState, summary: str, ticket_key: str,
+                      operation_id: Optional[str] = None) -> bool:
+    """Open a human-agent ticket (about the write ``operation_id``, if any; noted as
+    ``tr.ticket_opened``); False if it could not be opened (the conversation still closes, and
+    its ``Step`` search attribute tells operators it needs a human). True also when the
+    ticketing system already held it (opened by an earlier run; a reset re-executed the
     hand-off): a human has it all the same."""
     try:
         await workflow.execute_activity_method(  # False: held already, opened by an earlier run
@@ -107,6 +109,7 @@ async def open_ticket(state: ConversationState, summary: str, ticket_key: str) -
     except ActivityError as err:
         tr.reject(state, Rule.TOOL_ERROR.value, f"opening the ticket failed: {failure_reason(err, TICKET_SYSTEM)}")
         return False
+    tr.ticket_opened(state, ticket_key, operation_id)
     return True
 
 
@@ -183,7 +186,8 @@ async def execute_confirmed(state: ConversationState, pending: PendingConfirmati
         tr.outcome_unknown(state, pending, reason)
         # confirmed writes awaiting a supervisor are withdrawn by the close: the human and the user hear of them
         withdrawn = [c.detail for c in state.awaiting_approval]
-        opened = await open_ticket(state, escalation_summary(reason, withdrawn), keys.escalation_ticket_key(key))
+        opened = await open_ticket(state, escalation_summary(reason, withdrawn), keys.escalation_ticket_key(key),
+                                   pending.operation_id)
         tr.escalate(state, pending, reason if opened else f"{reason}; no ticket could be opened")
         # without a ticket no human has the case yet: operators find it by its Step and Status
         return replies.escalated(withdrawn, ticket_opened=opened)

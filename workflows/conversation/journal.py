@@ -36,7 +36,6 @@ from datetime import datetime
 from typing import Any, Callable, Optional
 
 from temporalio import workflow
-from temporalio.exceptions import ActivityError, FailureError
 
 from workflows.activity_api import JournalActivitiesApi
 from workflows.domain import journal as ev
@@ -47,15 +46,7 @@ from workflows.domain.policy.approvals import ApprovalStatus
 from workflows.domain.policy.clauses import Rule
 from workflows.domain.contracts import Outcome
 from workflows.domain.journal import EntryKind, Role, TranscriptRecord, TurnRecord, Verdict, VerdictRecord
-from workflows.domain.errors import ErrorType
-from workflows.options import (
-    HEARTBEAT_TIMEOUT,
-    JOURNAL_GIVE_UP,
-    JOURNAL_LOCAL_RETRY,
-    JOURNAL_LOCAL_TIMEOUT,
-    JOURNAL_RETRY,
-    JOURNAL_TIMEOUT,
-)
+from workflows.journal_write import write_journal
 from workflows.domain.state import ConversationState, ConversationStatus
 
 __all__ = ["JournalLog", "operation_turn"]
@@ -186,16 +177,27 @@ class JournalLog:
                 self._emit(ev.operation_key(op, kind), kind, data)
             case tr.WriteDeclined(operation_id=op):
                 self._decided(op)  # a supervisor's rejection or an expiry; a user's no is not an event
+            case tr.WriteCompensated(operation_id=op):
+                self._emit(ev.operation_key(op, ev.EventType.OPERATION_COMPENSATED),
+                           ev.EventType.OPERATION_COMPENSATED, self._operation(op))
+            case tr.TicketOpened(ticket_key=ticket_key, operation_id=op):
+                # the ticket's id, never its key (a key may name the customer)
+                ticket = ev.ticket_id(ticket_key)
+                self._emit(ev.ticket_key(ticket), ev.EventType.TICKET_OPENED,
+                           {"ticket_id": ticket, "reason": ev.ticket_reason(ticket_key),
+                            **({"operation_id": op} if op is not None else {})})
             case tr.Closed(status=status):
                 for approval in state.approvals:
                     if approval.status is ApprovalStatus.WITHDRAWN:
                         self._approval(approval, ev.EventType.APPROVAL_WITHDRAWN, {})
-                self._ended = ev.EventRecord(key=ev.ended_key(state.turn, len(state.resolutions)),
+                self._ended = ev.EventRecord(key=ev.with_epoch(ev.ended_key(state.turn, len(state.resolutions)),
+                                                               state.reset_epoch),
                                              type=ev.EventType.CONVERSATION_ENDED, at=self._clock(),
                                              data={"conversation_id": cid, "status": status.value})
 
     def _emit(self, key: str, kind: ev.EventType, data: dict[str, Any]) -> None:
-        self._events.append(ev.EventRecord(key=key, type=kind, at=self._clock(),
+        # past a reset point the same fact is a new event (``ev.with_epoch``)
+        self._events.append(ev.EventRecord(key=ev.with_epoch(key, self._state.reset_epoch), type=kind, at=self._clock(),
                                            data={"conversation_id": self._state.conversation_id, **data}))
 
     def _operation(self, operation_id: str) -> dict[str, Any]:
@@ -257,7 +259,7 @@ class JournalLog:
         self._seq += 1
         if role is Role.ASSISTANT:
             self._events.append(ev.replied(self._state.conversation_id, self.turn, self._seq, kind.value,
-                                           self._clock()))
+                                           self._clock(), self._state.reset_epoch))
         self._entries.append(TranscriptRecord(turn=self.turn, seq=self._seq, role=role, kind=kind, text=text,
                                               message_id=message_id, at=self._clock()))
 
@@ -317,7 +319,16 @@ class JournalLog:
         return TurnRecord(conversation_id=state.conversation_id, tenant=self._tenant,
                           customer_id=state.customer.user_id if state.customer else None, turn=self.turn,
                           model_calls=self.calls, verdicts=list(self._verdicts), transcript=list(self._entries),
-                          events=self._events_so_far())
+                          events=self._events_so_far(), reset_epoch=state.reset_epoch)
+
+    def failed(self, run_id: str, rule: str) -> TurnRecord:
+        """The record of a run that fails itself (``rule``: why, e.g. ``state-incompatible``: its
+        input state could not be loaded): ``conversation.ended`` with status ``failed``, alone."""
+        state = self._state
+        return TurnRecord(conversation_id=state.conversation_id, reset_epoch=state.reset_epoch, events=[
+            ev.EventRecord(key=ev.with_epoch(ev.failed_key(run_id), state.reset_epoch),
+                           type=ev.EventType.CONVERSATION_ENDED, at=self._clock(),
+                           data={"conversation_id": state.conversation_id, "status": "failed", "rule": rule})])
 
     def model_wrote(self, record: Optional[TurnRecord], text: str) -> None:
         """The model call given ``record`` wrote it completed by its reply ``text``."""
@@ -338,7 +349,8 @@ class JournalLog:
                             customer_id=state.customer.user_id if state.customer else None,
                             turn=self.turn if self._turn_complete else None,
                             model_calls=self.calls if self._turn_complete else 0,
-                            verdicts=self._verdicts, transcript=self._entries, events=self._events_so_far())
+                            verdicts=self._verdicts, transcript=self._entries, events=self._events_so_far(),
+                            reset_epoch=state.reset_epoch)
         self._verdicts, self._entries, self._turn_complete = [], [], False
         self._events, self._ended = [], None
         if presumed is not None and presumed.same_rows(record):
@@ -381,28 +393,10 @@ class JournalLog:
         completion needs), then, when the journal's database did not answer it, as an activity
         retried in the background."""
         summary = f"journal: turn {record.turn if record.turn is not None else self.turn}"
-        try:
-            await workflow.execute_local_activity_method(
-                JournalActivitiesApi.record_turn, record, start_to_close_timeout=JOURNAL_LOCAL_TIMEOUT,
-                retry_policy=JOURNAL_LOCAL_RETRY, summary=summary)
-            return
-        except FailureError as err:  # a local activity's failure may come without its ActivityError wrapper
-            if _cause_name(err) == ErrorType.INVALID_JOURNAL_RECORD.value:
-                workflow.logger.warning("journal record of turn %s dropped (%d verdicts, %d entries): %s",
-                                        record.turn, len(record.verdicts), len(record.transcript),
-                                        _cause_name(err))
-                return
-            # the journal's database did not answer: the activity retries in the background
-        try:
-            await workflow.execute_activity_method(
-                JournalActivitiesApi.record_turn, record,
-                start_to_close_timeout=JOURNAL_TIMEOUT, schedule_to_close_timeout=JOURNAL_GIVE_UP,
-                heartbeat_timeout=HEARTBEAT_TIMEOUT, retry_policy=JOURNAL_RETRY, summary=summary,
-            )
-        except ActivityError as err:
-            # ids and counts only: the record holds the user's words
-            workflow.logger.warning("journal record of turn %s dropped (%d verdicts, %d entries): %s", record.turn,
-                                    len(record.verdicts), len(record.transcript), _cause_name(err))
+        # ids and counts only: the record holds the user's words
+        await write_journal(JournalActivitiesApi.record_turn, record, summary,
+                            f"journal record of turn {record.turn} ({len(record.verdicts)} verdicts, "
+                            f"{len(record.transcript)} entries)")
 
 
 def _approval_data(approval: Any) -> dict[str, Any]:
@@ -415,7 +409,3 @@ def _approval_data(approval: Any) -> dict[str, Any]:
             "amount": str(amount) if amount is not None else None,
             "status": status.value if status is not None else None}
 
-
-def _cause_name(err: BaseException) -> Any:
-    cause = err.cause if err.cause is not None else err
-    return getattr(cause, "type", None) or type(cause).__name__

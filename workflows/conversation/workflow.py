@@ -51,7 +51,7 @@ from workflows.domain.contracts import (
     message_digest,
 )
 from workflows.domain.errors import ErrorType
-from workflows.domain.journal import EntryKind
+from workflows.domain.journal import EntryKind, reset_epoch
 from workflows.domain.migrations import initial_state
 from workflows.domain.policy.approvals import Approval, ApprovalDecision, check_decision, check_decision_text
 from workflows.domain.records import OutcomeResolution
@@ -60,6 +60,11 @@ from workflows.domain.user_text import message_problem
 from workflows.interrupts import Interrupted
 from workflows.options import TENANT
 from workflows.visibility import Visibility, doing
+
+
+FAILED_EVENT_PATCH = "failed-run-event"
+"""``workflow.patched`` id of the journal write that records ``conversation.ended`` (failed) before
+a run whose input state cannot be loaded fails."""
 
 
 def support_workflow_id(conversation_id: str) -> str:
@@ -105,6 +110,13 @@ class SupportWorkflow:
         self._resolution = ResolutionGate(self._state, cancel_request=self._cancel_request, tell=self._tell,
                                           write_timeout_seconds=inp.write_timeout_seconds)
         self._state.subscribe(self._record)
+        # a reset gives the run a new random seed at the reset point, and only there: the events
+        # noted after it are new facts with new ids (``workflows.domain.journal``, resets)
+        workflow.register_random_seed_callback(self._reset_seen)
+
+    def _reset_seen(self, seed: int) -> None:
+        """Temporal gave the run a new random seed: it passed a reset point."""
+        tr.reset_seen(self._state, reset_epoch(seed))
 
     # --- message passing ------------------------------------------------------
 
@@ -245,7 +257,10 @@ class SupportWorkflow:
         ``asyncio.CancelledError`` after the cancel path when Temporal cancelled the run, and
         a non-retryable ``StateIncompatible`` ``ApplicationError`` when the input state cannot
         be loaded (``workflows.domain.migrations``)."""
-        self._refuse_unloadable()
+        if self._unloadable is not None:
+            if workflow.patched(FAILED_EVENT_PATCH):  # callers hear why the run ended
+                await self._journal.send(self._journal.failed(workflow.info().run_id, "state-incompatible"))
+            raise self._unloadable.failure()
         serving = asyncio.ensure_future(self._serve(inp))
         try:
             # shielded: Temporal's cancellation must not abandon a write in flight
@@ -337,7 +352,8 @@ class SupportWorkflow:
         (sent once per turn, ``flush``), and the operators' view (Web UI details and search
         attributes), so the view also says what a long step is doing while it runs."""
         self._journal.record(event)
-        self._visibility.publish(self._state, doing(event))
+        if event.refreshes_view:
+            self._visibility.publish(self._state, doing(event))
 
     def _answer(self, inbound: Optional[Inbound], text: str, kind: Optional[EntryKind] = None) -> None:
         """Tell the user ``text`` (``kind``: by default a reply to ``inbound``, or a notice told

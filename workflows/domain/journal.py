@@ -120,27 +120,36 @@ class TranscriptRecord(BaseModel):
 
 # --- public events ----------------------------------------------------------------------
 
-# The event model: what a conversation tells the outside world happened, as typed events.
+# The event model: what a conversation or a refund tells the outside world happened, as typed events.
 #
 # An event's body is ``{id, type, timestamp, sequence, data}`` (``PublicEvent``). The workflow
-# builds each one as an ``EventRecord`` (its ``key``, type, data and time) beside the journal's
-# rows of the same turn (``workflows.conversation.journal``), and the journal's activity writes
+# builds each one as an ``EventRecord`` (its ``key``, type, data and time): a conversation beside
+# the journal's rows of the same turn (``workflows.conversation.journal``), a refund in its own
+# record (``RefundEventsRecord``, ``workflows.refund.events``); the journal's activity writes
 # it to the journal's database (``activities.store.journal``), which gives it its ``sequence``.
 #
 # Identity: an event's ``key`` names the business fact (``started``, ``reply:<turn>:<entry>``,
-# ``op:<operation id>:<type>``, ``approval:<approval id>:<type>``, ``ended:<turn>:<resolutions>``),
-# and its ``id`` is a digest of the conversation id and the key (``event_id``). A retried
-# activity, a replayed workflow task, a worker restart or a continue-as-new that re-sends the
-# same fact sends the same key: the store keeps the first and ignores the rest, so the fact keeps its id,
-# its sequence and its time. Sequence numbers are per conversation, from 1, without gaps, in
-# the order the store first hears of each key (``assign_sequences``).
+# ``op:<operation id>:<type>``, ``approval:<approval id>:<type>``, ``ticket:<ticket id>``,
+# ``ended:<turn>:<resolutions>``, a refund's ``completed``), and its ``id`` is a digest of the
+# process id and the key (``event_id``). A retried activity, a replayed workflow task, a worker
+# restart or a continue-as-new that re-sends the same fact sends the same key: the store keeps the
+# first and ignores the rest, so the fact keeps its id, its sequence and its time. Sequence numbers
+# are per process, from 1, without gaps, in the order the store first hears of each key
+# (``assign_sequences``).
+#
+# Resets: a reset gives the run a new random seed at the reset point, and only there (a run
+# continued as new gets a new one at its start, which is not a reset). The workflow turns the new
+# seed into a reset epoch (``reset_epoch``) and every key noted after it ends with ``@<epoch>``
+# (``with_epoch``): facts re-done past a reset point are new events with new ids, continuing the
+# sequence, while those before it keep theirs. ``started`` never takes an epoch (once per process).
 #
 # Payloads (``data``) carry ids, statuses, amounts and the rule (clause) of a refusal, never
 # an email, a name, an address, a payment method id or the words of the conversation. Pure:
 # imported inside the workflow sandbox.
 
 class EventType(str, Enum):
-    """The types of a conversation's events (``docs/events.md`` shows each with an example)."""
+    """The types of a conversation's and a refund's events (``docs/events.md`` shows each
+    with an example)."""
 
     CONVERSATION_STARTED = "conversation.started"
     CONVERSATION_REPLIED = "conversation.replied"
@@ -152,12 +161,15 @@ class EventType(str, Enum):
     OPERATION_APPLIED = "operation.applied"
     OPERATION_REFUSED = "operation.refused"
     OPERATION_UNKNOWN = "operation.unknown"
+    OPERATION_COMPENSATED = "operation.compensated"
+    TICKET_OPENED = "ticket.opened"
+    REFUND_COMPLETED = "refund.completed"
     CONVERSATION_ENDED = "conversation.ended"
 
 
-TERMINAL_TYPES = frozenset({EventType.CONVERSATION_ENDED})
-"""Types after which a conversation records nothing more unless an operator reopens it
-(an escalated conversation whose unknown outcome is resolved)."""
+TERMINAL_TYPES = frozenset({EventType.CONVERSATION_ENDED, EventType.REFUND_COMPLETED})
+"""Types after which a process records nothing more: a refund never, a conversation unless an
+operator reopens it (an escalated conversation whose unknown outcome is resolved)."""
 
 
 class EventRecord(BaseModel):
@@ -183,8 +195,8 @@ class PublicEvent(BaseModel):
 
 
 def event_id(conversation_id: str, key: str) -> str:
-    """``evt_`` + 24 hex digits of sha256(conversation id, key): the same fact of the same
-    conversation always has the same id, and different keys differ."""
+    """``evt_`` + 24 hex digits of sha256(process id, key): the same fact of the same
+    conversation (or refund) always has the same id, and different keys differ."""
     digest = hashlib.sha256(f"{len(conversation_id)}:{conversation_id}|{key}".encode()).hexdigest()
     return f"evt_{digest[:24]}"
 
@@ -234,11 +246,61 @@ def ended_key(turn: int, resolutions: int) -> str:
     return f"ended:{turn}:{resolutions}"
 
 
-def replied(conversation_id: str, turn: int, seq: int, kind: str, at: datetime) -> EventRecord:
+def failed_key(run_id: str) -> str:
+    """The key of ``conversation.ended`` (status ``failed``) of the run ``run_id`` that failed
+    itself (its input state could not be loaded): each run that fails is its own fact."""
+    return f"failed:{run_id}"
+
+
+def ticket_id(ticket_key: str) -> str:
+    """``tkt_`` + 16 hex digits of sha256(ticket key): how an event names a human-agent ticket
+    (the key itself may hold a customer id); the same ticket always has the same id."""
+    return "tkt_" + hashlib.sha256(ticket_key.encode()).hexdigest()[:16]
+
+
+def ticket_key(ticket: str) -> str:
+    """The key of ``ticket.opened`` for the ticket ``ticket`` (its ``ticket_id``)."""
+    return f"ticket:{ticket}"
+
+
+TICKET_REASONS = (("transfer:", "transfer"), ("escalate:", "escalation"),
+                  ("approval-expired:", "approval_expired"), ("rollback:", "rollback"))
+"""Ticket key prefix (``workflows.domain.keys``) -> the ``reason`` a ``ticket.opened`` states."""
+
+
+def ticket_reason(ticket_key_: str) -> str:
+    """Why the ticket under ``ticket_key_`` was opened: ``transfer`` (a hand-over to a human
+    agent), ``escalation`` (a write's outcome could not be shown), ``approval_expired``,
+    ``rollback`` (a cancel's rollback could not undo a write), else ``other``."""
+    return next((reason for prefix, reason in TICKET_REASONS if ticket_key_.startswith(prefix)), "other")
+
+
+COMPLETED_KEY = "completed"
+"""The key of a refund's ``refund.completed`` (once per refund)."""
+
+EPOCH_CHARS = 8
+"""Hex digits of a reset epoch (``reset_epoch``)."""
+
+
+def reset_epoch(seed: int) -> str:
+    """The reset epoch of a run whose random seed became ``seed`` at a reset point: the low
+    ``EPOCH_CHARS`` hex digits of the seed (a new seed is random, so two resets of one
+    conversation share an epoch with odds of one in four billion)."""
+    return f"{seed & (16 ** EPOCH_CHARS - 1):0{EPOCH_CHARS}x}"
+
+
+def with_epoch(key: str, epoch: Optional[str]) -> str:
+    """``key`` as noted after the reset epoch ``epoch`` (None: no reset so far): ``key@epoch``.
+    ``started`` never takes one: a conversation starts once however often it is reset."""
+    return key if epoch is None or key == started_key() else f"{key}@{epoch}"
+
+
+def replied(conversation_id: str, turn: int, seq: int, kind: str, at: datetime,
+            epoch: Optional[str] = None) -> EventRecord:
     """``conversation.replied``: the user was shown transcript entry ``seq`` of turn ``turn``
-    (``kind``: reply, notice or cancellation). The text stays in the transcript: it may hold
-    the customer's personal data."""
-    return EventRecord(key=reply_key(turn, seq), type=EventType.CONVERSATION_REPLIED, at=at,
+    (``kind``: reply, notice or cancellation), noted in reset epoch ``epoch``. The text stays in
+    the transcript: it may hold the customer's personal data."""
+    return EventRecord(key=with_epoch(reply_key(turn, seq), epoch), type=EventType.CONVERSATION_REPLIED, at=at,
                        data={"conversation_id": conversation_id, "turn": turn, "entry": seq, "kind": kind})
 
 
@@ -262,6 +324,9 @@ class TurnRecord(BaseModel):
     transcript: list[TranscriptRecord] = Field(default_factory=list)
     events: list[EventRecord] = Field(default_factory=list)
     """The events of the same stretch (``workflows.domain.events``), in the order they happened."""
+    reset_epoch: Optional[str] = Field(default=None, max_length=16)
+    """The conversation's reset epoch when the record was made (``with_epoch``): the model
+    activity keys the reply it adds (``with_reply``) as the workflow does."""
 
     def with_reply(self, call_seq: int, text: str, at: datetime) -> "TurnRecord":
         """This record (a turn's so far) completed by an accepted reply: model call ``call_seq``
@@ -274,7 +339,8 @@ class TurnRecord(BaseModel):
                                                        verdict=Verdict.REPLIED, at=at)],
             "transcript": [*self.transcript, TranscriptRecord(turn=self.turn or 0, seq=seq, role=Role.ASSISTANT,
                                                               kind=EntryKind.REPLY, text=text, at=at)],
-            "events": [*self.events, replied(self.conversation_id, self.turn or 0, seq, EntryKind.REPLY.value, at)]})
+            "events": [*self.events, replied(self.conversation_id, self.turn or 0, seq, EntryKind.REPLY.value, at,
+                                             self.reset_epoch)]})
 
     def same_rows(self, other: "TurnRecord") -> bool:
         """Whether ``other`` writes the same rows as this record (the times aside)."""
@@ -284,3 +350,17 @@ class TurnRecord(BaseModel):
                     [e.model_dump(exclude={"at"}) for e in r.transcript],
                     [e.model_dump(exclude={"at"}) for e in r.events])
         return rows(self) == rows(other)
+
+
+class RefundEventsRecord(BaseModel):
+    """Input of ``JournalActivities.record_refund_events``: events of refund ``refund_id`` (its
+    workflow id), in the order they happened. ``conversation_id``: the conversation that started
+    it (None for a backend's standalone request), so erasing that conversation erases them;
+    ``customer_id``: the order's owner (None when the order could not be read), for erasure by
+    customer. Stored apart from conversations' events (``refund_events``): a conversation id is
+    any text, so it could equal a refund id."""
+
+    refund_id: str
+    conversation_id: Optional[str] = None
+    customer_id: Optional[str] = None
+    events: list[EventRecord] = Field(default_factory=list)

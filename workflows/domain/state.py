@@ -110,6 +110,11 @@ class ConversationState(Record):
     truncated output, a failed call, no answer within the turn's steps); a usable turn resets it
     (``workflows.conversation.model_trouble``)."""
     ended_reason: Optional[str] = None
+    reset_epoch: Optional[str] = Field(default=None, max_length=16)
+    """The epoch of the last reset this conversation went through (``journal.reset_epoch``: 8 hex
+    digits of the seed a reset gave the run), None before any (and in states saved without it):
+    the public events noted after it carry it in their keys, so they get new ids
+    (``workflows.domain.journal``). Carried through continue-as-new, whose new seed is no reset."""
     _listeners: list[Callable[[Any], None]] = PrivateAttr(default_factory=list)
     """Who hears the events the transitions record on this object (memory: never saved)."""
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Optional
+from typing import Any, ClassVar, Optional
 
 from workflows.domain.actions import call_arguments, call_digest
 from workflows.domain.catalogue import spec_of
@@ -56,6 +56,11 @@ from workflows.domain.state import (
 @dataclass(frozen=True)
 class Event:
     """What a transition did, for the journal and the operators' view (workflow memory only)."""
+
+    refreshes_view: ClassVar[bool] = True
+    """Whether the operators' view is published on it. False for events noted for the journal
+    alone where the view was never published: publishing there could upsert a search attribute
+    earlier than the released code did, a command out of its recorded place on replay."""
 
 
 @dataclass(frozen=True)
@@ -245,6 +250,24 @@ class WriteCancelled(Event):
 
     operation_id: str
     reason: str
+
+
+@dataclass(frozen=True)
+class WriteCompensated(Event):
+    """The applied reversible write ``operation_id`` was undone by its compensation (a rollback)."""
+
+    refreshes_view: ClassVar[bool] = False
+    operation_id: str
+
+
+@dataclass(frozen=True)
+class TicketOpened(Event):
+    """A human-agent ticket is open under ``ticket_key`` (``keys``: a transfer, an escalation,
+    an expired approval, a rollback), about the write ``operation_id`` when there is one."""
+
+    refreshes_view: ClassVar[bool] = False
+    ticket_key: str
+    operation_id: Optional[str] = None
 
 
 @dataclass(frozen=True)
@@ -723,6 +746,20 @@ def compensated(state: ConversationState, op: CompletedOperation) -> None:
     """``op`` was undone by its compensation (a rollback the user asked for)."""
     op.compensated = True
     finish_step(state, op.operation_id, StepStatus.COMPENSATED, "undone: the user asked for a rollback")
+    state.emit(WriteCompensated(operation_id=op.operation_id))
+
+
+def ticket_opened(state: ConversationState, ticket_key: str, operation_id: Optional[str] = None) -> None:
+    """A human-agent ticket is open under ``ticket_key`` (newly, or held since an earlier run)."""
+    state.emit(TicketOpened(ticket_key=ticket_key, operation_id=operation_id))
+
+
+def reset_seen(state: ConversationState, epoch: str) -> None:
+    """The run passed a reset point (its random seed changed to one whose epoch is ``epoch``):
+    the events noted from now on are new facts, with new ids (``workflows.domain.journal``).
+    Records no event: it is called while Temporal applies the new seed, before any workflow
+    code of that task runs, where nothing else may happen."""
+    state.reset_epoch = epoch
 
 
 def proposal_of(call: Any) -> dict[str, Any]:

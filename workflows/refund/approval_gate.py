@@ -82,10 +82,14 @@ class ApprovalGate:
     """``RefundWorkflow``'s approvals (``approvals``: at most one), the checks and the
     decision of its ``decide_approval`` update (``check``, ``decide``: the workflow's handler
     delegates here), and ``await_approval`` for its run. ``enter(step, detail)`` moves the
-    refund to a step and shows it to operators."""
+    refund to a step and shows it to operators; ``parked(approval)`` hears of each approval the
+    refund starts waiting for."""
 
-    def __init__(self, enter: Callable[[str, str], None]) -> None:
+    def __init__(self, enter: Callable[[str, str], None],
+                 parked: Callable[[Approval], None] = lambda approval: None) -> None:
         self.approvals: list[Approval] = []
+        self._parked = parked
+        """Told each approval the moment the refund starts waiting for it (its events)."""
         self.details: dict[str, str] = {}
         """Approval id -> the sentence the approval is about, as a supervisor reads it
         (``standalone.write_detail``); in memory, rebuilt on replay from the reads' results."""
@@ -133,6 +137,7 @@ class ApprovalGate:
                     f"Approval `{approval.approval_id}` of {inp.call.name} on {approval.order_id} "
                     f"({approval.amount}) awaits a supervisor until {approval.expires_at:%Y-%m-%d %H:%M:%S} UTC."
                     "\n\n" + "\n".join(f"- {reason}" for reason in reasons))
+        self._parked(approval)
         try:
             await workflow.wait_condition(lambda: approval.status is not ApprovalStatus.PENDING,
                                           timeout=inp.approvals.timeout_seconds, timeout_summary="approval expiry")

@@ -244,6 +244,9 @@ async def _read(store: str, call: Any, user_id: str) -> ToolResult:
     )
 
 
+NO_TICKET_SUFFIX = "; no ticket could be opened"
+"""The end of an escalation's reason when its ticket could not be opened."""
+
 KNOWN_NOT_APPLIED = (ErrorType.INVALID_DATA.value, ErrorType.IDEMPOTENCY_KEY_CONFLICT.value,
                      ErrorType.WRONG_SYSTEM_OF_RECORD.value)
 """Failures after which the write is known not to have been made: refused, not escalated."""
@@ -283,7 +286,7 @@ async def escalate_unknown(inp: RefundInput, write: WriteToolRequest, read: Tool
     except ActivityError as failed:
         workflow.logger.warning("escalation ticket failed: %s", log_detail(failed))
         opened = False
-    stated = why if opened else f"{why}; no ticket could be opened"
+    stated = why if opened else f"{why}{NO_TICKET_SUFFIX}"
     return RefundOutcome(idempotency_key=key, result=f"Error: {stated}", ok=False, escalated=True,
                          escalation_reason=stated)
 

@@ -25,8 +25,10 @@ from workflows.domain.policy import read_before_write
 from workflows.refund import standalone
 from workflows.domain.actions import read_of
 from workflows.activity_api import ToolActivitiesApi
-from workflows.refund.approval_gate import ApprovalGate
-from workflows.domain.policy.approvals import Approval, ApprovalDecision
+from workflows.refund.approval_gate import HANDED_OVER_REASON, NO_TICKET, ApprovalGate
+from workflows.refund.events import RefundEvents, clause_of
+from workflows.domain.journal import EventType
+from workflows.domain.policy.approvals import Approval, ApprovalDecision, ApprovalStatus
 from workflows.domain.catalogue import spec_of
 from workflows.domain.catalogue.checks import status_refusal
 from workflows.failures import log_detail
@@ -58,8 +60,12 @@ class RefundWorkflow:
     def __init__(self) -> None:
         self._step = "starting"
         self._view: Optional[RefundView] = None
-        self._gate = ApprovalGate(self._enter)
+        self._events = RefundEvents()
+        """The refund's public events (``workflows.refund.events``)."""
+        self._gate = ApprovalGate(self._enter, self._parked)
         """The supervisor's approval, when the write needs one (``workflows.refund.approval_gate``)."""
+        self._rule: Optional[str] = None
+        """The rule of the refusal the refund ended with (``refund.completed``)."""
 
     @workflow.update(description="Approve or reject this refund's pending approval, as a named supervisor. "
                                  "Refused (ApprovalRefused) for an unknown id, an id bound to another "
@@ -97,10 +103,42 @@ class RefundWorkflow:
         if self._view is not None:
             self._view.enter(step, detail, self._gate.approvals)
 
+    def _parked(self, approval: Approval) -> None:
+        """The refund waits for ``approval``: callers hear of it now, not when the refund ends."""
+        self._events.approval(approval, EventType.APPROVAL_REQUESTED)
+        self._events.flush()
+
     @workflow.run
     async def run(self, inp: RefundInput) -> RefundOutcome:
         """Ledger lookup by key → fresh read → precondition check → supervisor approval when
-        required → idempotent write → customer email."""
+        required → idempotent write → customer email; its events go to the journal
+        (``workflows.refund.events``), ``refund.completed`` last. Raises ``ActivityError`` when a
+        conversation's refund cannot finish (its parent escalates): ``refund.completed`` is then
+        ``failed``."""
+        self._events.bind(workflow.info().workflow_id, inp.conversation_id, inp.operation_id, inp.call)
+        self._events.customer(inp.expected_user_id)
+        try:
+            outcome = await self._run(inp)
+        except ActivityError:
+            self._events.completed("failed", self._amount(), "tool-error")
+            await self._events.drain()
+            raise
+        status = "applied" if outcome.ok else ("escalated" if outcome.escalated else "refused")
+        self._events.completed(status, self._amount(), self._rule)
+        await self._events.drain()
+        return outcome
+
+    def _amount(self) -> Any:
+        return self._view.amount if self._view is not None else None
+
+    def _outcome(self, ok: bool, approval: Optional[Approval] = None) -> None:
+        """The write's outcome as the system of record recorded it (applied or refused)."""
+        self._events.operation(EventType.OPERATION_APPLIED if ok else EventType.OPERATION_REFUSED,
+                               self._amount(), approval)
+        if not ok:
+            self._rule = "tool-error"
+
+    async def _run(self, inp: RefundInput) -> RefundOutcome:
         order_id = inp.call.arguments.order_id
         spec = spec_of(inp.call.name)
         key = keys.idempotency_key(inp.call, inp.operation_id)
@@ -122,8 +160,9 @@ class RefundWorkflow:
                 refusal = standalone.key_conflict_refusal(inp, err)
                 if refusal is None:
                     raise
-                return self._refuse(key, refusal, "the idempotency key holds another request")
+                return self._refuse(key, refusal, "the idempotency key holds another request", rule="key-conflict")
             if recorded is not None:
+                self._outcome(recorded.ok)
                 self._view.outcome = outcome_text(recorded.ok, recorded.result, replayed=True)
                 self._enter("done" if recorded.ok else "failed", "already recorded in the ledger")
                 return RefundOutcome(idempotency_key=key, result=recorded.result, ok=recorded.ok, replayed=True)
@@ -139,27 +178,33 @@ class RefundWorkflow:
             refusal = standalone.unknown_store_refusal(inp, err)
             if refusal is None:
                 raise
-            return self._refuse(key, refusal, "the system of record has no such store")
+            return self._refuse(key, refusal, "the system of record has no such store", rule="unknown-store")
         self._view.amount = amount_from_read(inp.call, read.result)
         if self._view.pseudonym is None and read.ok:
             # a standalone request names no customer: the order's owner is the customer, so the
             # refund is found by customer like the ones a conversation starts
             self._view.pseudonym = await pseudonym_of(json.loads(read.result).get("user_id", ""))
             self._view.publish()
+            self._events.customer(json.loads(read.result).get("user_id"))
         refusal = self._precondition(inp, read)
         facts = None
         if refusal is None and standalone.is_standalone(inp):
             refusal, facts = await standalone.standalone_refusal(inp, read)  # the spec's own policy check
         if refusal is not None:
-            return self._refuse(key, refusal, "precondition failed on the fresh read")
+            return self._refuse(key, refusal, "precondition failed on the fresh read",
+                                rule=clause_of(refusal) or "tool-error")
         if refusal is None and inp.confirmed_fingerprint is not None:
             refusal = await self._changed_since_confirmed(inp, read)
         if refusal is not None:
-            return self._refuse(key, refusal, "the order changed after the user confirmed")
+            return self._refuse(key, refusal, "the order changed after the user confirmed",
+                                rule="changed-since-confirmed")
         facts = facts if facts is not None else standalone.order_state(inp, read)
         approval, refusal = await self._gate.await_approval(inp, read, key, facts)
+        if approval is not None:
+            self._decided(approval, refusal, key)
         if refusal is not None:
-            return self._refuse(key, refusal, "supervisor approval not granted", approval)
+            return self._refuse(key, refusal, "supervisor approval not granted", approval,
+                                rule=_approval_rule(approval, refusal))
 
         self._enter("execute", f"`{key}`")
         try:
@@ -175,12 +220,15 @@ class RefundWorkflow:
             # a conversation's child fails and its parent escalates; a standalone request has no
             # parent: it escalates itself (ledger re-check, ticket, status ``escalated``)
             if not standalone.is_standalone(inp):
+                self._events.operation(EventType.OPERATION_UNKNOWN, self._amount(), approval)
                 raise
             escalated = await standalone.escalate_unknown(inp, write, read, err)
+            self._escalated(escalated, key, approval)
             self._view.outcome = escalated.escalation_reason or outcome_text(escalated.ok, escalated.result, True)
             self._enter("escalated" if escalated.escalated else ("done" if escalated.ok else "failed"),
                         "outcome unknown: handed to a human agent" if escalated.escalated else "found in the ledger")
             return escalated
+        self._outcome(written.ok, approval)
         notified = False
         if written.ok and spec.notify and inp.notify_email:
             self._enter("notify", f"Emailing the customer about their {spec.notify.kind}")
@@ -203,9 +251,29 @@ class RefundWorkflow:
         return RefundOutcome(idempotency_key=key, result=written.result, ok=written.ok,
                              replayed=written.replayed, notified=notified, approval=approval)
 
-    def _refuse(self, key: str, refusal: str, detail: str, approval: Optional[Approval] = None) -> RefundOutcome:
+    def _decided(self, approval: Approval, refusal: Optional[str], key: str) -> None:
+        """The events of a supervisor's decision on ``approval``, or of its expiry (and its ticket)."""
+        if approval.status is ApprovalStatus.EXPIRED:
+            self._events.approval(approval, EventType.APPROVAL_EXPIRED)
+            if refusal is not None and not refusal.endswith(NO_TICKET):
+                self._events.ticket(keys.approval_expiry_ticket_key(key))
+        elif approval.status in (ApprovalStatus.APPROVED, ApprovalStatus.REJECTED):
+            self._events.approval(approval, EventType.APPROVAL_DECIDED)
+
+    def _escalated(self, outcome: RefundOutcome, key: str, approval: Optional[Approval]) -> None:
+        """The events of a standalone write whose activity failed (``standalone.escalate_unknown``)."""
+        if outcome.escalated:
+            self._events.operation(EventType.OPERATION_UNKNOWN, self._amount(), approval)
+            if not (outcome.escalation_reason or "").endswith(standalone.NO_TICKET_SUFFIX):
+                self._events.ticket(keys.escalation_ticket_key(key))
+        else:  # the ledger's answer, or a failure that proves nothing was written
+            self._outcome(outcome.ok, approval)
+
+    def _refuse(self, key: str, refusal: str, detail: str, approval: Optional[Approval] = None,
+                rule: str = "tool-error") -> RefundOutcome:
         """End refused with ``refusal`` (the reason the caller reads), shown to operators with
-        ``detail`` (no personal data); nothing was written."""
+        ``detail`` (no personal data), for ``rule`` (``refund.completed``); nothing was written."""
+        self._rule = rule
         self._view.outcome = f"refused: {refusal}"
         self._enter("refused", detail)
         return RefundOutcome(idempotency_key=key, result=f"Error: {refusal}", ok=False, refused_reason=refusal,
@@ -235,6 +303,13 @@ class RefundWorkflow:
         failed = status_refusal(spec.name, spec.status, order["order_id"], order.get("status", ""),
                                 len(order.get("payment_history", [])))
         return f"{failed[1]} ({failed[0].value})" if failed else None
+
+
+def _approval_rule(approval: Optional[Approval], refusal: str) -> str:
+    """The rule of a refusal at the approval gate (``workflows.refund.events.REFUSAL_RULES``)."""
+    if approval is None:  # never parked: a human agent has it, or the ticketing system could not say
+        return "handed-over" if refusal == HANDED_OVER_REASON else "ticket-check-failed"
+    return "approval-rejected" if approval.status is ApprovalStatus.REJECTED else "approval-expired"
 
 
 async def _through_cancel(write: Any) -> tuple[ToolResult, bool]:
