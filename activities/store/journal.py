@@ -157,15 +157,18 @@ class JournalStore:
         # the outbox: a delivery row per webhook of the tenant that takes each new event, in the
         # same transaction (activities.store.webhooks); an event already known has its rows already
         conn.info.setdefault(ENQUEUED, []).extend(
-            enqueue(conn, record.tenant or self.default_tenant, record.conversation_id, rows))
+            enqueue(conn, record.tenant or self.default_tenant, {"conversation_id": record.conversation_id}, rows))
         return skipped
 
     def record_refund_events(self, record: RefundEventsRecord) -> None:
         """Add a refund's events (``refund_events``): a key already known keeps its row (same
         id, sequence and time), a new one takes the refund's next sequence number."""
-        with self._ready().begin() as conn:
-            self._add_events(conn, refund_events, record.refund_id, record.events,
-                             conversation_id=record.conversation_id, customer_id=record.customer_id)
+        with self._ready().begin() as conn, _enqueued(conn) as enqueued:
+            rows = self._add_events(conn, refund_events, record.refund_id, record.events,
+                                    conversation_id=record.conversation_id, customer_id=record.customer_id)
+            conn.info.setdefault(ENQUEUED, []).extend(  # the outbox, as for a conversation's events
+                enqueue(conn, record.tenant or self.default_tenant, {"refund_id": record.refund_id}, rows))
+        self._notify(enqueued)
 
     @staticmethod
     def _add_events(conn: Connection, table: sa.Table, process_id: str, items: list[EventRecord],
@@ -300,9 +303,11 @@ class JournalStore:
                 count = conn.execute(sa.delete(table).where(table.c.conversation_id.in_(chunk))).rowcount
                 setattr(erased, table.name, getattr(erased, table.name) + count)
         for chunk in _chunks(sorted(ids)):  # the events of the refunds these conversations started
+            refunds = list(conn.execute(sa.select(refund_events.c.refund_id).where(
+                refund_events.c.conversation_id.in_(chunk)).distinct()).scalars())
             erased.refund_events += conn.execute(sa.delete(refund_events).where(
                 refund_events.c.conversation_id.in_(chunk))).rowcount
-            erase_deliveries(conn, chunk)  # their events are gone: nothing left to deliver
+            erase_deliveries(conn, chunk, refunds)  # their events are gone: nothing left to deliver
         erased.conversations = len(found)  # those that had rows: erasing twice erases nothing
         return erased
 
@@ -315,7 +320,9 @@ class JournalStore:
         with self._ready().begin() as conn:
             for column, values in ((r.refund_id, refund_ids), (r.customer_id, customer_ids)):
                 for chunk in _chunks(sorted(set(values))):
+                    refunds = list(conn.execute(sa.select(r.refund_id).where(column.in_(chunk)).distinct()).scalars())
                     removed += conn.execute(sa.delete(refund_events).where(column.in_(chunk))).rowcount
+                    erase_deliveries(conn, refund_ids=refunds)
         return removed
 
     def erase_conversation(self, conversation_id: str) -> Erased:

@@ -33,7 +33,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from pydantic import BaseModel
 from sqlalchemy.engine import Connection
 
-from activities.store.tables import ID, TIME, create_schema, events, make_engine
+from activities.store.tables import ID, TIME, create_schema, events, make_engine, refund_events
 
 metadata = sa.MetaData()
 
@@ -61,7 +61,8 @@ webhook_deliveries = sa.Table(
     sa.Column("webhook_id", sa.String(40), primary_key=True),
     sa.Column("event_id", sa.String(40), primary_key=True),
     sa.Column("tenant", sa.String(64), nullable=False),
-    sa.Column("conversation_id", ID, nullable=False, index=True),
+    sa.Column("conversation_id", ID, nullable=True, index=True),
+    sa.Column("refund_id", ID, nullable=True, index=True),
     sa.Column("sequence", sa.Integer, nullable=False),
     sa.Column("event_type", sa.String(50), nullable=False),
     sa.Column("status", sa.String(20), nullable=False),
@@ -100,14 +101,15 @@ class Webhook(BaseModel):
 
 class Delivery(BaseModel):
     """One delivery: event ``delivery_id`` (the event's id, the ``webhook-id`` header) of
-    conversation ``conversation_id`` to subscription ``webhook_id``. ``attempts``: requests
+    conversation ``conversation_id``, or of refund ``refund_id``, to subscription ``webhook_id``. ``attempts``: requests
     sent so far; ``last_status_code``: the receiver's last HTTP status (None: no answer);
     ``last_error``: what went wrong last, in a few words (None after a success)."""
 
     webhook_id: str
     delivery_id: str
     event_type: str
-    conversation_id: str
+    conversation_id: Optional[str] = None
+    refund_id: Optional[str] = None
     sequence: int
     status: DeliveryStatus
     attempts: int = 0
@@ -183,10 +185,11 @@ def matches(event_types: Iterable[str], event_type: str) -> bool:
     return ALL_EVENTS in types or event_type in types
 
 
-def enqueue(conn: Connection, tenant: str, conversation_id: str, events: list[dict[str, Any]],
+def enqueue(conn: Connection, tenant: str, process: dict[str, str], events: list[dict[str, Any]],
             now: Optional[datetime] = None) -> list[tuple[str, str]]:
-    """Insert a pending delivery row for each of ``events`` (rows of the ``events`` table just
-    inserted: ``event_id``, ``type``, ``sequence``) and each subscription of ``tenant`` that
+    """Insert a pending delivery row for each of ``events`` (rows just inserted into the
+    ``events`` table, ``process`` ``{"conversation_id": id}``, or into ``refund_events``,
+    ``{"refund_id": id}``: ``event_id``, ``type``, ``sequence``) and each subscription of ``tenant`` that
     takes its type, on ``conn`` (the caller's transaction). Returns the (webhook id, event id)
     of the rows made. An event is inserted once (its store keeps the first), so each
     (subscription, event) pair is enqueued once."""
@@ -197,7 +200,7 @@ def enqueue(conn: Connection, tenant: str, conversation_id: str, events: list[di
     if not subscriptions:
         return []
     now = now or datetime.now(timezone.utc)
-    rows = [{"webhook_id": webhook_id, "event_id": e["event_id"], "tenant": tenant, "conversation_id": conversation_id,
+    rows = [{"webhook_id": webhook_id, "event_id": e["event_id"], "tenant": tenant, **process,
              "sequence": e["sequence"], "event_type": e["type"], "status": DeliveryStatus.PENDING.value,
              "attempts": 0, "created_at": now}
             for e in events for webhook_id, types in subscriptions if matches(types or [], e["type"])]
@@ -206,11 +209,12 @@ def enqueue(conn: Connection, tenant: str, conversation_id: str, events: list[di
     return [(r["webhook_id"], r["event_id"]) for r in rows]
 
 
-def erase_deliveries(conn: Connection, conversation_ids: list[str]) -> int:
-    """Remove the delivery rows of ``conversation_ids`` (erasure and retention remove a
-    conversation's events, and its deliveries go with them); returns how many."""
+def erase_deliveries(conn: Connection, conversation_ids: list[str] = (), refund_ids: list[str] = ()) -> int:
+    """Remove the delivery rows of ``conversation_ids`` and ``refund_ids`` (erasure and retention
+    remove a process's events, and its deliveries go with them); returns how many."""
     d = webhook_deliveries.c
-    return conn.execute(sa.delete(webhook_deliveries).where(d.conversation_id.in_(conversation_ids))).rowcount or 0
+    return conn.execute(sa.delete(webhook_deliveries).where(sa.or_(
+        d.conversation_id.in_(list(conversation_ids)), d.refund_id.in_(list(refund_ids))))).rowcount or 0
 
 
 class WebhookStore:
@@ -307,7 +311,7 @@ class WebhookStore:
     @staticmethod
     def _delivery(row: Any) -> Delivery:
         return Delivery(webhook_id=row["webhook_id"], delivery_id=row["event_id"], event_type=row["event_type"],
-                        conversation_id=row["conversation_id"], sequence=row["sequence"],
+                        conversation_id=row["conversation_id"], refund_id=row["refund_id"], sequence=row["sequence"],
                         status=DeliveryStatus(row["status"]), attempts=row["attempts"] or 0,
                         last_status_code=row["last_status_code"], last_error=row["last_error"],
                         created_at=_utc(row["created_at"]), started_at=_utc(row["started_at"]),
@@ -317,13 +321,18 @@ class WebhookStore:
         """What an attempt of delivery (``webhook_id``, ``event_id``) sends, read now (the
         subscription may have been deleted, the event erased): None when either is gone.
         Raises ``ValueError`` when the secret does not open (``SecretSeal.open``)."""
-        w, d, e = webhooks.c, webhook_deliveries.c, events.c
-        query = sa.select(w.url, w.secret, e.event_id, e.type, e.at, e.sequence, e.data).select_from(
-            webhook_deliveries.join(webhooks, w.webhook_id == d.webhook_id).join(
-                events, sa.and_(e.conversation_id == d.conversation_id, e.sequence == d.sequence))
-        ).where(d.webhook_id == webhook_id, d.event_id == event_id)
+        w, d = webhooks.c, webhook_deliveries.c
+        row = None
         with self._engine().connect() as conn:
-            row = conn.execute(query).mappings().first()
+            for table, process in ((events, "conversation_id"), (refund_events, "refund_id")):
+                e = table.c
+                query = sa.select(w.url, w.secret, e.event_id, e.type, e.at, e.sequence, e.data).select_from(
+                    webhook_deliveries.join(webhooks, w.webhook_id == d.webhook_id).join(
+                        table, sa.and_(e[process] == d[process], e.sequence == d.sequence))
+                ).where(d.webhook_id == webhook_id, d.event_id == event_id)
+                row = conn.execute(query).mappings().first()
+                if row is not None:
+                    break
         if row is None or row["event_id"] != event_id:
             return None
         return Target(url=row["url"], secret=self.seal.open(webhook_id, row["secret"]), event_id=row["event_id"],

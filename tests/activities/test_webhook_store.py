@@ -5,8 +5,9 @@ every type; a record without a tenant is the default tenant's); a record sent ag
 nothing more; the journal's hook hears the enqueued deliveries after the commit; another
 tenant's subscriptions, lists and deliveries are invisible; a delivery's target is the stored
 event and the opened secret, which is kept sealed; deleting a webhook removes its deliveries;
-erasing a conversation removes its deliveries; the sweep's view of unstarted rows; a retry
-reopens a failed delivery."""
+erasing a conversation removes its deliveries; a refund's events are delivered to its tenant's
+subscriptions too, from their own table, and go with its erasure; the sweep's view of unstarted
+rows; a retry reopens a failed delivery."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import sqlalchemy as sa
 
 from activities.store.webhooks import DeliveryStatus, SecretSeal, WebhookStore, webhooks
 from tests.journal_fixtures import either_store  # noqa: F401 (either_store: the store fixture)
-from workflows.domain.journal import EventRecord, EventType, TurnRecord, event_id
+from workflows.domain.journal import EventRecord, EventType, RefundEventsRecord, TurnRecord, event_id
 
 T0 = datetime(2026, 11, 1, 12, 0, tzinfo=timezone.utc)
 KEYS = {"k1": b"\x07" * 32}
@@ -95,6 +96,31 @@ def test_erasing_a_conversation_removes_its_deliveries(store):
     store.erase_conversation("c1")
     assert [d.conversation_id for d in hooks.deliveries("default", made.webhook_id)] == ["c2"]
     assert hooks.target(made.webhook_id, event_id("c1", "started")) is None
+
+
+def test_a_refunds_events_reach_its_tenants_subscriptions_and_go_with_its_erasure(store):
+    hooks = hooks_of(store)
+    made, secret = hooks.create("acme", "https://a.example/hook", ["refund.completed"])
+    heard: list = []
+    store.on_deliveries = heard.append
+    # the same id as a conversation's: a refund's events are its own stream
+    store.record_turn(record("refund-main-W1-cancel", ("refund:done", EventType.REFUND_COMPLETED), tenant="acme"))
+    completed = EventRecord(key="completed", type=EventType.REFUND_COMPLETED, at=T0,
+                            data={"refund_id": "refund-main-W1-cancel", "status": "applied"})
+    requested = EventRecord(key="approval", type=EventType.APPROVAL_REQUESTED, at=T0, data={})
+    refund = RefundEventsRecord(refund_id="refund-main-W1-cancel", tenant="acme", events=[requested, completed])
+    store.record_refund_events(refund)
+    store.record_refund_events(refund)  # sent again: nothing more
+    refund_event = event_id("refund-main-W1-cancel", "completed")
+    assert heard[1:] == [[(made.webhook_id, refund_event)]]
+    [delivery] = [d for d in hooks.deliveries("acme", made.webhook_id) if d.refund_id]
+    assert (delivery.refund_id, delivery.conversation_id, delivery.sequence) == ("refund-main-W1-cancel", None, 2)
+    target = hooks.target(made.webhook_id, refund_event)
+    assert target.data == completed.data and target.sequence == 2 and target.secret == secret
+
+    store.erase_refunds(["refund-main-W1-cancel"])
+    assert [d.conversation_id for d in hooks.deliveries("acme", made.webhook_id)] == ["refund-main-W1-cancel"]
+    assert hooks.target(made.webhook_id, refund_event) is None
 
 
 def test_the_sweep_sees_unstarted_rows_and_a_retry_reopens_a_failed_delivery(store):

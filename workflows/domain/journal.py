@@ -363,4 +363,7 @@ class RefundEventsRecord(BaseModel):
     refund_id: str
     conversation_id: Optional[str] = None
     customer_id: Optional[str] = None
+    tenant: Optional[str] = Field(default=None, max_length=64)
+    """The refund's tenant (its ``Tenant`` search attribute; None: the default tenant): whose
+    webhooks its events go to (``activities.store.webhooks``)."""
     events: list[EventRecord] = Field(default_factory=list)

@@ -31,6 +31,7 @@ from workflows.domain import journal as ev
 from workflows.domain.journal import EventRecord, EventType, RefundEventsRecord
 from workflows.domain.policy.clauses import Rule
 from workflows.journal_write import write_journal
+from workflows.options import TENANT
 
 REFUND_EVENTS_PATCH = "refund-events"
 """``workflow.patched`` id of the journal writes that carry a refund's events."""
@@ -66,7 +67,9 @@ class RefundEvents:
     def bind(self, refund_id: str, conversation_id: Optional[str], operation_id: str, call: Any) -> None:
         """The refund ``refund_id`` (started by ``conversation_id``, None for a backend's request)
         of write ``call`` under ``operation_id``; watches for a reset point (``reset_seen``)."""
-        self._record = RefundEventsRecord(refund_id=refund_id, conversation_id=conversation_id)
+        # the tenant rides in the record (an activity input: not compared on replay)
+        self._record = RefundEventsRecord(refund_id=refund_id, conversation_id=conversation_id,
+                                          tenant=workflow.info().typed_search_attributes.get(TENANT))
         self._base = {"operation_id": operation_id, "tool": call.name,
                       "order_id": getattr(call.arguments, "order_id", None)}
         workflow.register_random_seed_callback(self.reset_seen)

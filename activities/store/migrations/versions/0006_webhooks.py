@@ -34,7 +34,8 @@ def upgrade() -> None:
             sa.Column("webhook_id", sa.String(40), primary_key=True),
             sa.Column("event_id", sa.String(40), primary_key=True),
             sa.Column("tenant", sa.String(64), nullable=False),
-            sa.Column("conversation_id", sa.String(1000), nullable=False),
+            sa.Column("conversation_id", sa.String(1000), nullable=True),
+            sa.Column("refund_id", sa.String(1000), nullable=True),
             sa.Column("sequence", sa.Integer, nullable=False),
             sa.Column("event_type", sa.String(50), nullable=False),
             sa.Column("status", sa.String(20), nullable=False),
@@ -47,6 +48,7 @@ def upgrade() -> None:
             sa.Column("finished_at", sa.DateTime(timezone=True), nullable=True),
         )
         op.create_index("ix_webhook_deliveries_conversation_id", "webhook_deliveries", ["conversation_id"])
+        op.create_index("ix_webhook_deliveries_refund_id", "webhook_deliveries", ["refund_id"])
         op.create_index("ix_webhook_deliveries_started_at", "webhook_deliveries", ["started_at"])
 
 
