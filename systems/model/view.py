@@ -23,6 +23,7 @@ Also the small view helpers both brains share (raw action dicts, evidence look-u
 from __future__ import annotations
 
 import json
+import re
 from decimal import Decimal, InvalidOperation
 from typing import Any, Optional
 
@@ -82,6 +83,24 @@ def _with_read_turns(view: dict[str, Any]) -> dict[str, Any]:
     return view
 
 
+TURN_LINE = re.compile(r'^\[(\d+)\] (user|assistant): ("(?:[^"\\\n]|\\.)*")$', re.MULTILINE)
+"""A message of the caller's lean layout, one line: ``[7] user: "text"`` (the text a JSON string,
+so it holds no line break: a user cannot type a line that passes for another message)."""
+
+
+def _turn_lines(content: str) -> list[dict[str, Any]]:
+    """The messages written as lines (``TURN_LINE``), ordered by turn (a turn's messages keep
+    their order): the lean layout sends the newest of them first, in the cached log."""
+    found = []
+    for match in TURN_LINE.finditer(content):
+        try:
+            text = json.loads(match.group(3))
+        except ValueError:
+            continue
+        found.append({"role": match.group(2), "text": text, "turn": int(match.group(1))})
+    return sorted(found, key=lambda message: message["turn"])
+
+
 def parse_state_view(content: str) -> dict[str, Any]:
     """The state view of ``content``: the union of its ``<state_json>`` objects, in order
     (the caller's cached layout splits the view into stable and volatile blocks). A content
@@ -104,6 +123,12 @@ def parse_state_view(content: str) -> dict[str, Any]:
             view: dict[str, Any] = {}
             for part in parts:
                 view.update(part)
+            new_facts = view.pop("new_pinned_facts", None)
+            if isinstance(new_facts, list):  # the lean layout's facts pinned since its log's anchor
+                view["pinned_facts"] = [*(view.get("pinned_facts") or []), *new_facts]
+            messages = _turn_lines(content)
+            if messages:
+                view["recent_turns"] = messages
             return _with_read_turns(view)
     whole = _load(content[start + len(STATE_OPEN_TAG) : end])
     if not isinstance(whole, dict):
