@@ -83,22 +83,31 @@ def _with_read_turns(view: dict[str, Any]) -> dict[str, Any]:
     return view
 
 
-TURN_LINE = re.compile(r'^\[(\d+)\] (user|assistant): ("(?:[^"\\\n]|\\.)*")$', re.MULTILINE)
+TURN_LINE = re.compile(r'^\[([0-9]+)\] (user|assistant): ("(?:[^"\\\n]|\\.)*")$', re.MULTILINE | re.ASCII)
 """A message of the caller's lean layout, one line: ``[7] user: "text"`` (the text a JSON string,
 so it holds no line break: a user cannot type a line that passes for another message)."""
 
 
+TURNS_HEADING = "## Recent turns\n"
+"""The heading of the caller's turns log: its message lines follow, up to the next heading."""
+
+
 def _turn_lines(content: str) -> list[dict[str, Any]]:
-    """The messages written as lines (``TURN_LINE``), ordered by turn (a turn's messages keep
-    their order): the lean layout sends the newest of them first, in the cached log."""
+    """The messages of the turns log (``TURNS_HEADING``), one line each (``TURN_LINE``), in order.
+    Only the log's own lines count: text after it (a rejection reason) cannot add a message."""
+    start = content.find("\n" + TURNS_HEADING)
+    if start < 0:
+        return []
+    start += 1 + len(TURNS_HEADING)
+    end = content.find("\n## ", start)
     found = []
-    for match in TURN_LINE.finditer(content):
+    for match in TURN_LINE.finditer(content[start : end + 1 if end >= 0 else len(content)]):
         try:
             text = json.loads(match.group(3))
         except ValueError:
             continue
         found.append({"role": match.group(2), "text": text, "turn": int(match.group(1))})
-    return sorted(found, key=lambda message: message["turn"])
+    return found
 
 
 def parse_state_view(content: str) -> dict[str, Any]:
@@ -126,7 +135,7 @@ def parse_state_view(content: str) -> dict[str, Any]:
             new_facts = view.pop("new_pinned_facts", None)
             if isinstance(new_facts, list):  # the lean layout's facts pinned since its log's anchor
                 view["pinned_facts"] = [*(view.get("pinned_facts") or []), *new_facts]
-            messages = _turn_lines(content)
+            messages = [] if "recent_turns" in view else _turn_lines(content)
             if messages:
                 view["recent_turns"] = messages
             return _with_read_turns(view)
