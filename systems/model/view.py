@@ -83,6 +83,13 @@ def _with_read_turns(view: dict[str, Any]) -> dict[str, Any]:
     return view
 
 
+VIEW_EMPTY: dict[str, Any] = {
+    "customer": None, "orders": {}, "products": {}, "steps": [], "pinned_facts": [], "recent_turns": [],
+    "observations": [], "pending_confirmation": None, "completed_operations": [], "rejections": [],
+}
+"""The view's keys that may be empty, with their empty value: the caller's lean layout leaves such
+a key out (it says nothing), and the stand-in reads it back as this value."""
+
 TURN_LINE = re.compile(r'^\[([0-9]+)\] (user|assistant): ("(?:[^"\\\n]|\\.)*")$', re.MULTILINE | re.ASCII)
 """A message of the caller's lean layout, one line: ``[7] user: "text"`` (the text a JSON string,
 so it holds no line break: a user cannot type a line that passes for another message)."""
@@ -138,6 +145,8 @@ def parse_state_view(content: str) -> dict[str, Any]:
             messages = [] if "recent_turns" in view else _turn_lines(content)
             if messages:
                 view["recent_turns"] = messages
+            for key, empty in VIEW_EMPTY.items():
+                view.setdefault(key, json.loads(json.dumps(empty)))  # a fresh copy each time
             return _with_read_turns(view)
     whole = _load(content[start + len(STATE_OPEN_TAG) : end])
     if not isinstance(whole, dict):

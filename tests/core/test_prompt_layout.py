@@ -55,11 +55,6 @@ def cached_blocks(body: dict) -> list[str]:
     return [b.text for b in blocks[: breakpoints(body)[-1] + 1]]
 
 
-def present(view: dict) -> dict:
-    """``view`` as the lean layout sends it: the current step without its empty keys."""
-    kept = ("orders", "products", "pinned_facts")
-    return {k: v for k, v in json.loads(json.dumps(view)).items() if k in kept or v not in (None, [], {})}
-
 
 def talk(state: ConversationState, text: str) -> None:
     tr.receive_user_message(state, text)
@@ -196,7 +191,7 @@ def test_the_stand_in_reads_the_whole_view_back_from_the_blocks(version):
     assert parsed["turn"] == state.turn  # a tag the user typed neither closes nor opens a block
     assert parsed["recent_turns"] == view["recent_turns"] and parsed["pinned_facts"] == view["pinned_facts"]
     assert parsed["customer"] == view["customer"]
-    assert parsed == (present(view) if version == PROMPT_VERSION else view)  # the blocks, merged, are the view
+    assert parsed == view  # the blocks, merged (the lean layout's empty keys read back empty), are the view
 
 
 def test_an_orders_read_turn_leaves_the_cached_records_for_the_volatile_block():
