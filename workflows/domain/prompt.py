@@ -6,15 +6,20 @@ products read so far, steps, completed operations), every pinned fact, only the 
 reason. It never sees the full transcript, so the prompt stays bounded however long the
 conversation runs, and a fact pinned at turn 4 is still there at turn 30.
 
-Two layouts, named by the prompt version (``PromptVersion.layout``):
+Three layouts, named by the prompt version (``PromptVersion.layout``):
 
 - ``single`` (2026-11-30, kept so recorded calls still render for the backtest): one system
   string carrying the tool argument schemas, one user message holding the whole view;
-- ``cached`` (current): ordered stable → volatile for the provider's prompt cache
-  (below): tools + system (shared by every conversation), the
+- ``cached`` (2026-12-01 and 2026-12-06, kept likewise): ordered stable → volatile for the
+  provider's prompt cache (below): tools + system (shared by every conversation), the
   conversation's records, its pinned facts, then the volatile block. Each stable part ends
   with a cache breakpoint (``ModelSnapshot.stable``); the tool argument schemas appear once,
-  in the ``propose_action`` input schema.
+  in the ``propose_action`` input schema;
+- ``lean`` (current, ``render_lean``): the cached layout's order with each call sending afresh
+  only what changed: the customer and the orders cached apart, the pinned facts and the recent
+  turns (one message a line) as a log that only grows between anchor turns
+  (``LOG_EPOCH_TURNS``), a breakpoint at its end (``ModelSnapshot.log``), and only the non-empty
+  keys of the current step; ``propose_action`` names each tool in one line of its schema.
 
 The ``cached`` layout. A request is read by the provider as tools → system → messages, and its prompt cache keys
 each breakpoint by the exact prefix up to it, so whatever changes from call to call must come
@@ -137,8 +142,9 @@ def prompt_turns(state: ConversationState) -> list[Any]:
 
 
 def _is_message(item: Any) -> bool:
-    return (isinstance(item, dict) and set(item) == {"role", "text", "turn"} and item["role"] in ("user", "assistant")
-            and isinstance(item["text"], str) and isinstance(item["turn"], int) and not isinstance(item["turn"], bool))
+    return (isinstance(item, dict) and set(item) == {"role", "text", "turn"}
+            and item["role"] in ("user", "assistant") and isinstance(item["text"], str)
+            and isinstance(item["turn"], int) and not isinstance(item["turn"], bool))
 
 
 def turn_line(message: dict[str, Any]) -> str:
@@ -161,12 +167,14 @@ def _present(value: dict[str, Any]) -> dict[str, Any]:
 def render_lean(view: dict[str, Any]) -> tuple[list[str], list[str], str]:
     """(stable blocks, log blocks, volatile text) of ``view`` in the lean layout.
 
-    The stable blocks are the records and the facts pinned before the anchor turn
-    (``log_anchor``), each to end with a cache breakpoint: a fact pinned since goes to the current
-    step as ``new_pinned_facts`` until the next anchor, when the turns log is written afresh anyway.
-    The log blocks are the messages of ``recent_turns``, one line each (``turn_line``), the first
-    under its heading; the last ends with a breakpoint. The view's window of turns only grows
-    within an epoch (``prompt_turns``), so each call finds the previous call's log in the cache.
+    The stable blocks are the customer and the orders and products (``CUSTOMER_KEYS``), each to
+    end with a cache breakpoint. The log blocks are the facts pinned before the anchor turn
+    (``log_anchor``), then the messages of ``recent_turns``, one line each (``turn_line``), under
+    their heading; the last ends with a breakpoint. A fact pinned since the anchor goes to the
+    current step as ``new_pinned_facts`` until the next anchor, when the log is written afresh
+    anyway (a changed order re-writes it too, so the facts need no breakpoint of their own). The
+    view's window of turns only grows within an epoch (``prompt_turns``), so each call finds the
+    previous call's log in the cache.
     The volatile text holds the non-empty keys of the rest of the current step and the turn
     header. A ``recent_turns`` of any other shape stays in the current step's JSON."""
     records, facts, volatile = split_view(view)
@@ -310,7 +318,7 @@ class ModelSnapshot(BaseModel):
     content: str
     stable: list[str] = Field(default_factory=list)
     log: list[str] = Field(default_factory=list)
-    """The lean layout's turns log, one message a block; only the last ends with a breakpoint."""
+    """The lean layout's log: the pinned facts, then one block a message; only the last ends with a breakpoint."""
 
     def text(self) -> str:
         """The whole user message: the stable blocks, the log, then the content."""
