@@ -41,6 +41,10 @@ PROPOSE_TOOL_DESCRIPTION = (
     "the proposal against the policy and the state before anything happens."
 )
 
+LEAN_TOOL_DESCRIPTION = ("The next action: set `kind` and only its fields (tool_call: `tool`; reply: `text`; "
+                         "transfer_to_human: `summary`; end: `text`, optional).")
+"""``propose_action``'s description in the lean layout (its properties say no more)."""
+
 
 class MalformedOutput(ValueError):
     """The model's response carries no usable proposal: no ``tool_use`` block, a
@@ -152,25 +156,76 @@ def _described_schema(withheld: frozenset[str] = frozenset()) -> dict[str, Any]:
     return schema
 
 
+def _signature(spec: Any) -> str:
+    """``name(arg, list_arg[], number_arg: number): description`` of one catalogue tool."""
+    parts = []
+    for name, prop in (spec.args.model_json_schema().get("properties") or {}).items():
+        kind = prop.get("type")
+        parts.append(name if kind == "string" else f"{name}[]" if kind == "array" else f"{name}: number")
+    return f"{spec.name}({', '.join(parts)}): {spec.description}"
+
+
+LEAN_TOOL_PREAMBLE = ("The tools as name(arguments): what it does, under their class; every argument is required, a "
+                      "string unless marked [] (a list of strings) or number.")
+
+
+def _tool_lines(offered: list[Any]) -> list[str]:
+    """The lean schema's tool list: the preamble, then each class's heading and its tools' signatures."""
+    lines = [LEAN_TOOL_PREAMBLE]
+    for tool_class in dict.fromkeys(spec.tool_class for spec in offered):
+        lines.append(f"{tool_class.value}:")
+        lines.extend(_signature(spec) for spec in offered if spec.tool_class is tool_class)
+    return lines
+
+
+@functools.lru_cache(maxsize=8)
+def _lean_schema(withheld: frozenset[str] = frozenset()) -> dict[str, Any]:
+    """``propose_action``'s schema in the lean layout: ``tool`` is ``{name, arguments}`` with
+    ``name`` one of the version's tools (an enum) and each tool's signature, class and description
+    one line of its description. A proposal's arguments are checked by ``parse_proposed_action``
+    against the tool's strict argument model (names, types, sizes), as in every layout."""
+    flat = _flattened_schema(withheld)
+    kinds = flat["properties"]["kind"]["enum"]
+    properties: dict[str, Any] = {"kind": {"type": "string", "enum": kinds}}
+    offered = [spec for name, spec in CATALOGUE.items() if name not in withheld]
+    if offered:
+        properties["tool"] = {
+            "type": "object",
+            "description": "\n".join(_tool_lines(offered)),
+            "properties": {"name": {"enum": [spec.name for spec in offered]}, "arguments": {"type": "object"}},
+            "required": ["name", "arguments"],
+        }
+    properties.update(text={"type": "string"}, summary={"type": "string"})
+    return {"type": "object", "properties": properties, "required": ["kind"], "additionalProperties": False}
+
+
+def _schema_of(version: str) -> dict[str, Any]:
+    """The cached (not copied) ``input_schema`` of prompt ``version``, by its layout."""
+    named = named_prompt(version)
+    if named.layout == "lean":
+        return _lean_schema(named.withheld_tools)
+    if named.layout == "cached":
+        return _described_schema(named.withheld_tools)
+    return _flattened_schema(named.withheld_tools)
+
+
 def propose_input_schema(version: str = PROMPT_VERSION) -> dict[str, Any]:
     """The ``input_schema`` of ``propose_action`` under prompt ``version``: an object schema
     (no top-level combinator) whose instances are ``ProposedAction`` dicts calling only the
     version's tools (with their descriptions in the cached layout). Returns a fresh copy.
     Raises ``UnknownPromptVersion``."""
-    named = named_prompt(version)
-    if named.layout == "cached":
-        return copy.deepcopy(_described_schema(named.withheld_tools))
-    return copy.deepcopy(_flattened_schema(named.withheld_tools))
+    return copy.deepcopy(_schema_of(version))
 
 
 def propose_tool_param(version: str = PROMPT_VERSION) -> dict[str, Any]:
     """The ``tools=[...]`` entry of prompt ``version``: ``{"name", "description", "input_schema"}``.
     The schema is the cached one, not a copy (a deep copy of it cost milliseconds of CPU per
     model call): do not mutate it; the SDK copies what it sends."""
+    lean = named_prompt(version).layout == "lean"
     return {
         "name": PROPOSE_TOOL_NAME,
-        "description": PROPOSE_TOOL_DESCRIPTION,
-        "input_schema": _flattened_schema(named_prompt(version).withheld_tools),
+        "description": LEAN_TOOL_DESCRIPTION if lean else PROPOSE_TOOL_DESCRIPTION,
+        "input_schema": _schema_of(version),
     }
 
 
@@ -202,9 +257,12 @@ def build_create_kwargs(
     Raises ``UnknownPromptVersion``."""
     system: Any = snapshot.system
     content: Any = snapshot.content
-    if snapshot.stable:
+    if snapshot.stable or snapshot.log:
         system = [{"type": "text", "text": snapshot.system, "cache_control": dict(EPHEMERAL)}]
         content = [{"type": "text", "text": block, "cache_control": dict(EPHEMERAL)} for block in snapshot.stable]
+        content += [{"type": "text", "text": block} for block in snapshot.log]
+        if snapshot.log:
+            content[-1]["cache_control"] = dict(EPHEMERAL)
         content.append({"type": "text", "text": snapshot.content})
     return {
         "model": model,

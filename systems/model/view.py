@@ -23,6 +23,7 @@ Also the small view helpers both brains share (raw action dicts, evidence look-u
 from __future__ import annotations
 
 import json
+import re
 from decimal import Decimal, InvalidOperation
 from typing import Any, Optional
 
@@ -82,6 +83,40 @@ def _with_read_turns(view: dict[str, Any]) -> dict[str, Any]:
     return view
 
 
+VIEW_EMPTY: dict[str, Any] = {
+    "customer": None, "orders": {}, "products": {}, "steps": [], "pinned_facts": [], "recent_turns": [],
+    "observations": [], "pending_confirmation": None, "completed_operations": [], "rejections": [],
+}
+"""The view's keys that may be empty, with their empty value: the caller's lean layout leaves such
+a key out (it says nothing), and the stand-in reads it back as this value."""
+
+TURN_LINE = re.compile(r'^\[([0-9]+)\] (user|assistant): ("(?:[^"\\\n]|\\.)*")$', re.MULTILINE | re.ASCII)
+"""A message of the caller's lean layout, one line: ``[7] user: "text"`` (the text a JSON string,
+so it holds no line break: a user cannot type a line that passes for another message)."""
+
+
+TURNS_HEADING = "## Recent turns\n"
+"""The heading of the caller's turns log: its message lines follow, up to the next heading."""
+
+
+def _turn_lines(content: str) -> list[dict[str, Any]]:
+    """The messages of the turns log (``TURNS_HEADING``), one line each (``TURN_LINE``), in order.
+    Only the log's own lines count: text after it (a rejection reason) cannot add a message."""
+    start = content.find("\n" + TURNS_HEADING)
+    if start < 0:
+        return []
+    start += 1 + len(TURNS_HEADING)
+    end = content.find("\n## ", start)
+    found = []
+    for match in TURN_LINE.finditer(content[start : end + 1 if end >= 0 else len(content)]):
+        try:
+            text = json.loads(match.group(3))
+        except ValueError:
+            continue
+        found.append({"role": match.group(2), "text": text, "turn": int(match.group(1))})
+    return found
+
+
 def parse_state_view(content: str) -> dict[str, Any]:
     """The state view of ``content``: the union of its ``<state_json>`` objects, in order
     (the caller's cached layout splits the view into stable and volatile blocks). A content
@@ -104,6 +139,14 @@ def parse_state_view(content: str) -> dict[str, Any]:
             view: dict[str, Any] = {}
             for part in parts:
                 view.update(part)
+            new_facts = view.pop("new_pinned_facts", None)
+            if isinstance(new_facts, list):  # the lean layout's facts pinned since its log's anchor
+                view["pinned_facts"] = [*(view.get("pinned_facts") or []), *new_facts]
+            messages = [] if "recent_turns" in view else _turn_lines(content)
+            if messages:
+                view["recent_turns"] = messages
+            for key, empty in VIEW_EMPTY.items():
+                view.setdefault(key, json.loads(json.dumps(empty)))  # a fresh copy each time
             return _with_read_turns(view)
     whole = _load(content[start + len(STATE_OPEN_TAG) : end])
     if not isinstance(whole, dict):

@@ -104,7 +104,8 @@ def _resolve(node: Any, defs: dict[str, Any]) -> Any:
 
 def offered_tool_names(body: dict[str, Any]) -> Optional[frozenset[str]]:
     """The caller's tool names the answered tool's ``input_schema`` allows under its
-    ``tool`` property: each ``oneOf``/``anyOf`` variant's ``name`` (``const`` or ``enum``).
+    ``tool`` property: each ``oneOf``/``anyOf`` variant's ``name`` (``const`` or ``enum``), or the
+    property's own ``name`` when it has no variants.
     An empty set when its ``kind`` enum leaves out ``tool_call``; None when the request
     carries no such tool or its schema does not enumerate names (no limit)."""
     answered = answered_tool_name(body)
@@ -117,7 +118,8 @@ def offered_tool_names(body: dict[str, Any]) -> Optional[frozenset[str]]:
     if prop is None:
         kinds = (schema["properties"].get("kind") or {}).get("enum")
         return frozenset() if isinstance(kinds, list) and "tool_call" not in kinds else None
-    variants = prop.get("oneOf") or prop.get("anyOf") if isinstance(prop, dict) else None
+    # one tool schema names its tools itself (an enum under ``name``) or in each of its variants
+    variants = (prop.get("oneOf") or prop.get("anyOf") or [prop]) if isinstance(prop, dict) else None
     if not isinstance(variants, list):
         return None
     names: set[str] = set()

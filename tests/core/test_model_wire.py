@@ -72,13 +72,16 @@ async def test_request_wire_format():
     assert headers.get("x-api-key") == "k" or headers.get("authorization") == "Bearer k"
     assert headers.get("anthropic-version")
     assert sent["model"] == MODEL and sent["max_tokens"] == 321
-    # the cached layout: a breakpoint on the system block (tools + system) and on each stable block
+    # the lean layout: a breakpoint on the system block (tools + system), on each stable block and
+    # on the last block of the turns log; 4 in all, the API's most
     ephemeral = {"type": "ephemeral"}
     assert sent["system"] == [{"type": "text", "text": req.snapshot.system, "cache_control": ephemeral}]
+    log = [{"type": "text", "text": block} for block in req.snapshot.log]
+    log[-1]["cache_control"] = ephemeral
     assert sent["messages"] == [{"role": "user", "content": [
         *({"type": "text", "text": block, "cache_control": ephemeral} for block in req.snapshot.stable),
-        {"type": "text", "text": req.snapshot.content}]}]
-    assert len(req.snapshot.stable) == 2
+        *log, {"type": "text", "text": req.snapshot.content}]}]
+    assert len(req.snapshot.stable) == 2 and len(req.snapshot.log) >= 2  # the facts, then one block a message
     assert sent["tool_choice"] == {"type": "tool", "name": PROPOSE_TOOL_NAME, "disable_parallel_tool_use": False}
     assert sent["metadata"] == {"user_id": req.conversation_id}  # the conversation, as an opaque id
     (tool,) = sent["tools"]
@@ -149,6 +152,8 @@ def test_status_mapping(status: int, retryable: bool):
 def test_input_schema_is_an_object_covering_every_variant():
     from activities.llm.wire import propose_input_schema
     from workflows.domain.actions import proposed_action_json_schema
+    from workflows.domain.catalogue import CATALOGUE
+    from workflows.domain.prompt import LAST_CACHED_VERSION
 
     schema = propose_input_schema()
     assert schema["type"] == "object" and schema["required"] == ["kind"]
@@ -157,8 +162,15 @@ def test_input_schema_is_an_object_covering_every_variant():
     variants = [union["$defs"][ref["$ref"].rsplit("/", 1)[-1]] for ref in union["oneOf"]]
     assert schema["properties"]["kind"]["enum"] == [v["properties"]["kind"]["const"] for v in variants]
     assert set(schema["properties"]) == {name for v in variants for name in v["properties"]}
-    refs = {ref.rsplit("/", 1)[-1] for ref in _refs(schema)}
-    assert refs and refs <= set(schema["$defs"])  # every $ref resolves
+    assert not _refs(schema)  # the lean schema is self-contained
+    tool = schema["properties"]["tool"]
+    assert tool["required"] == ["name", "arguments"] and tool["properties"]["name"]["enum"] == list(CATALOGUE)
+    for spec in CATALOGUE.values():  # each tool a line: its name, every argument of its model, its description
+        line = next(x for x in tool["description"].splitlines() if x.startswith(f"{spec.name}("))
+        assert all(arg in line for arg in spec.args.model_fields) and line.endswith(spec.description)
+    cached = propose_input_schema(LAST_CACHED_VERSION)
+    refs = {ref.rsplit("/", 1)[-1] for ref in _refs(cached)}
+    assert refs and refs <= set(cached["$defs"])  # every $ref of the cached layout's schema resolves
 
 
 def _refs(node: Any) -> list[str]:

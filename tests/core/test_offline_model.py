@@ -670,9 +670,11 @@ def test_the_stand_in_reads_the_view_the_prompt_renders():
                               pinned_facts=[PinnedFact(kind="email", value="a@b.co", verbatim="a@b.co", turn=1)],
                               recent_turns=[Turn(turn=1, role=Role.USER, text="a@b.co </state_json> hi")])
     content = prompt.render_snapshot(state).text()
-    # the cached layout's blocks, merged: the whole view
+    # the lean layout's blocks and turn lines, merged (its empty keys read back empty): the whole view
     view = json.loads(json.dumps(prompt.state_view(state)))
     assert model_view.parse_state_view(content) == view
+    cached = prompt.render_request(prompt.state_view(state), prompt.LAST_CACHED_VERSION).text()
+    assert model_view.parse_state_view(cached) == view
     legacy = prompt.render_request(prompt.state_view(state), prompt.SINGLE_LAYOUT_VERSION).text()
     assert model_view.parse_state_view(legacy) == view
     with pytest.raises(ValueError):

@@ -132,6 +132,7 @@ BOUNDS: dict[str, str] = {
     "ModelRequest.view": "prompt.state_view: the state's windows (PROMPT_TURNS, PROMPT_OBSERVATIONS, ...) of bounded records",
     "ModelSnapshot.system": "prompt.render_system: constant per prompt version",
     "ModelSnapshot.stable": "two blocks of prompt.render_cached (records, pinned facts: bounded as the state)",
+    "ModelSnapshot.log": "prompt.render_lean: the facts block and one line per message of the windowed state view",
     "ModelSnapshot.content": "prompt.render_cached's volatile block of the windowed state view",
     "ModelResult.model": "the configured model name or the provider's echo of it (activities.llm)",
     "RefundInput.store": _STORE,

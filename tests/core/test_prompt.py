@@ -15,7 +15,7 @@ from workflows.domain import transitions as tr
 from workflows.domain.facts import extract_facts
 from workflows.domain.policy.validator import Rule
 from workflows.domain.policy.text import POLICY_CLAUSES
-from workflows.domain.prompt import PROMPT_TURNS, render_snapshot
+from workflows.domain.prompt import LOG_EPOCH_TURNS, PROMPT_TURNS, render_snapshot
 from workflows.domain.state import RECENT_TURNS_KEPT, ConversationState, Role
 
 
@@ -41,7 +41,8 @@ def test_fact_from_turn_4_is_still_in_the_prompt_at_turn_30_while_old_turns_are_
         tr.add_turn(state, Role.ASSISTANT, f"reply {turn}")
     view = parse_state_view(render_snapshot(state).text())
     assert state.turn == 30
-    assert len(view["recent_turns"]) == PROMPT_TURNS
+    assert PROMPT_TURNS <= len(view["recent_turns"]) <= RECENT_TURNS_KEPT
+    assert view["recent_turns"][-1]["turn"] == 30 and view["recent_turns"][0]["turn"] >= 30 - LOG_EPOCH_TURNS - 3
     assert len(state.recent_turns) == RECENT_TURNS_KEPT
     assert all("order" not in t["text"] for t in view["recent_turns"])
     pinned = [f for f in view["pinned_facts"] if f["kind"] == "order_id"]
@@ -56,7 +57,10 @@ def test_prompt_size_is_bounded_however_long_the_conversation():
         tr.receive_user_message(state, "x" * 500)
         tr.add_turn(state, Role.ASSISTANT, "y" * 500)
         sizes.append(len(render_snapshot(state).text()))
-    assert sizes[-1] - sizes[50] < 50  # only the turn numbers grow by a digit
+    # the window of turns grows for LOG_EPOCH_TURNS turns, then starts afresh: the largest prompt of
+    # the last epochs is the largest of the epochs at turn 50, plus a digit in the turn numbers
+    epoch = LOG_EPOCH_TURNS
+    assert max(sizes[-epoch:]) - max(sizes[50:50 + epoch]) < 50
 
 
 def test_last_rejection_reason_is_rendered():

@@ -9,7 +9,8 @@ import json
 import pytest
 
 import tests.core.test_offline_model as offline
-from activities.llm.wire import _described_schema, _flattened_schema, build_create_kwargs, propose_input_schema
+from activities.llm.wire import (_described_schema, _flattened_schema, _lean_schema, build_create_kwargs,
+                                 propose_input_schema)
 from starter.ops.backtest import BacktestError, check_prompt_version
 from systems.model.server import offline_brain
 from systems.model.view import honour_offered
@@ -18,6 +19,7 @@ from workflows.domain.actions import parse_proposed_action
 from workflows.domain.catalogue import CATALOGUE
 from workflows.domain.prompt import (
     FIRST_CACHED_VERSION,
+    LAST_CACHED_VERSION,
     PROMPT_VERSION,
     PROMPT_VERSIONS,
     SINGLE_LAYOUT_VERSION,
@@ -41,15 +43,19 @@ def kwargs_for(version: str) -> dict:
 
 
 def schema_tools(schema: dict) -> set[str]:
+    tool = schema["properties"]["tool"]
+    if "oneOf" not in tool:  # the lean layout: one name enum, each tool a line of the description
+        assert all(f"\n{name}(" in tool["description"] for name in tool["properties"]["name"]["enum"])
+        return set(tool["properties"]["name"]["enum"])
     defs = schema["$defs"]
-    return {defs[ref["$ref"].rsplit("/", 1)[-1]]["properties"]["name"]["const"]
-            for ref in schema["properties"]["tool"]["oneOf"]}
+    return {defs[ref["$ref"].rsplit("/", 1)[-1]]["properties"]["name"]["const"] for ref in tool["oneOf"]}
 
 
 @pytest.mark.parametrize("version", sorted(PROMPT_VERSIONS))
 def test_every_version_withholds_only_catalogue_tools_and_offers_the_rest_on_the_wire(version):
     withheld = PROMPT_VERSIONS[version].withheld_tools
-    assert withheld <= set(CATALOGUE) and version.startswith((PROMPT_VERSION, FIRST_CACHED_VERSION, SINGLE_LAYOUT_VERSION))
+    assert withheld <= set(CATALOGUE) and version.startswith(
+        (PROMPT_VERSION, LAST_CACHED_VERSION, FIRST_CACHED_VERSION, SINGLE_LAYOUT_VERSION))
     schema = kwargs_for(version)["tools"][0]["input_schema"]
     assert schema_tools(schema) == set(CATALOGUE) - withheld
     assert {t["name"] for t in tool_catalogue(version)} == set(CATALOGUE) - withheld
@@ -59,18 +65,23 @@ def test_every_version_withholds_only_catalogue_tools_and_offers_the_rest_on_the
 
 def test_the_no_returns_schema_leaves_out_the_return_tool_and_its_argument_model():
     schema = propose_input_schema(NO_RETURNS)
-    assert RETURN not in schema_tools(schema)
-    assert not {"ReturnDeliveredOrderItemsCall", "ReturnDeliveredOrderItemsArgs"} & set(schema["$defs"])
-    assert RETURN not in json.dumps(schema)
+    assert RETURN not in schema_tools(schema) and RETURN not in json.dumps(schema)
     assert RETURN not in render_system(NO_RETURNS)
+    cached = propose_input_schema(f"{LAST_CACHED_VERSION}-no-returns")
+    assert RETURN not in schema_tools(cached)
+    assert not {"ReturnDeliveredOrderItemsCall", "ReturnDeliveredOrderItemsArgs"} & set(cached["$defs"])
     assert f'"name":"{RETURN}"' in render_system(SINGLE_LAYOUT_VERSION)  # the single layout lists tools
     assert f'"name":"{RETURN}"' not in render_system(f"{SINGLE_LAYOUT_VERSION}-no-returns")
     # the current version withholds nothing: its request offers every tool
-    assert propose_input_schema() == propose_input_schema(PROMPT_VERSION) == _described_schema()
+    assert propose_input_schema() == propose_input_schema(PROMPT_VERSION) == _lean_schema()
+    assert propose_input_schema(LAST_CACHED_VERSION) == _described_schema()
     assert propose_input_schema(SINGLE_LAYOUT_VERSION) == _flattened_schema()
     assert RETURN in schema_tools(propose_input_schema())
-    # the cached layout names each tool's class and description in the schema, the one place
-    assert "write: " in json.dumps(propose_input_schema()) and RETURN not in render_system(PROMPT_VERSION)
+    # the cached and lean layouts name each tool's class and description in the schema, the one place
+    for version in (PROMPT_VERSION, LAST_CACHED_VERSION):
+        sent = kwargs_for(version)["tools"][0]["input_schema"]
+        assert sent == propose_input_schema(version)  # what is sent is the version's schema
+        assert "irreversible_write:" in json.dumps(sent) and RETURN not in render_system(version)
 
 
 def test_withholding_every_tool_leaves_no_tool_call_kind():
