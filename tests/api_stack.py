@@ -13,7 +13,7 @@ import contextlib
 import uuid
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any, AsyncIterator, Iterable
+from typing import Any, AsyncIterator, Awaitable, Callable, Iterable
 
 import httpx
 
@@ -54,3 +54,21 @@ async def keyed_stack(temporal_env: Any, tmp: Path, keys: dict[str, tuple[str, R
                     address=temporal_env.client.service_client.config.target_host, key_store=store,
                     keys={n: k for n, (_, k) in made.items()}, ids={n: r.key_id for n, (r, _) in made.items()},
                     headers={n: {"Authorization": f"Bearer {k}"} for n, (_, k) in made.items()})
+
+
+async def open_conversation(s: SimpleNamespace, text: str, who: str = "svc", **body: Any
+                            ) -> tuple[str, Callable[[str], Awaitable[dict]]]:
+    """Start a conversation over ``s.http`` with ``text`` as its first message, as key ``who``
+    (``body``: more fields of ``POST /conversations``, e.g. ``store``); returns its id and
+    ``say(text)``, which sends the next message as the same key and returns the reply (any
+    other answer than 201 or 200 fails the test)."""
+    opened = await s.http.post("/conversations", json={"text": text, **body}, headers=s.headers[who])
+    assert opened.status_code == 201, opened.text
+    cid = opened.json()["conversation_id"]
+
+    async def say(message: str) -> dict:
+        response = await s.http.post(f"/conversations/{cid}/messages", json={"text": message}, headers=s.headers[who])
+        assert response.status_code == 200, response.text
+        return response.json()
+
+    return cid, say

@@ -29,6 +29,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Optional
 
 import httpx
+import sqlalchemy.exc as sa_exc
 from standardwebhooks import Webhook
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
@@ -132,9 +133,14 @@ class WebhookActivities(WebhookActivitiesApi):
 
     @activity.defn
     async def sweep(self, req: SweepRequest) -> int:
-        """Start the deliveries unstarted for ``req.grace_seconds`` or more; returns how many."""
+        """Start the deliveries unstarted for ``req.grace_seconds`` or more; returns how many (0
+        while the journal's database cannot be reached: the worker named that once when it
+        started, and the next sweep asks again)."""
         async with heartbeating():
-            return await self.starter.sweep(timedelta(seconds=req.grace_seconds))
+            try:
+                return await self.starter.sweep(timedelta(seconds=req.grace_seconds))
+            except sa_exc.OperationalError:
+                return 0
 
     def all(self) -> list:
         """The activity methods, for ``Worker(activities=...)``."""

@@ -178,6 +178,9 @@ async def event_stream(request: Request, source: EventSource, last_event_id: str
         if last < after:
             raise HTTPException(status.HTTP_409_CONFLICT, detail=ahead(after, last))
 
+    # the server stopping: uvicorn waits for open responses to end before it stops
+    stopping = getattr(request.app.state, "stopping", lambda: False)
+
     async def stream() -> AsyncIterator[str]:
         nonlocal after, running
         batch, closed_seen = first, running is not True
@@ -191,7 +194,7 @@ async def event_stream(request: Request, source: EventSource, last_event_id: str
                 quiet_since = last_sent = now
             elif closed_seen:
                 return  # the run was closed before this read: nothing more can come
-            elif now - quiet_since >= wait:
+            elif now - quiet_since >= wait or stopping():
                 return
             else:
                 if now - last_sent >= KEEP_ALIVE_SECONDS:

@@ -26,7 +26,7 @@ from typing import AsyncIterator
 import pytest
 
 from activities.store.api_keys import Role
-from tests.api_stack import keyed_stack
+from tests.api_stack import keyed_stack, open_conversation
 from tests.policy_fixtures import EMAIL, PENDING
 
 BIG_ORDER = "#W5918442"  # sofia_rossi_8776, pending, 1463.70
@@ -85,14 +85,7 @@ def _seconds_between(start: str, end: str) -> float:
 
 async def test_a_conversation_approval_reads_the_detail_the_user_confirmed_pending_then_approved(stack):
     s = stack
-    opened = await s.http.post("/conversations", json={"text": f"Hi, my email is {EMAIL}"}, headers=s.headers["svc"])
-    assert opened.status_code == 201, opened.text
-    cid = opened.json()["conversation_id"]
-
-    async def say(text: str) -> dict:
-        response = await s.http.post(f"/conversations/{cid}/messages", json={"text": text}, headers=s.headers["svc"])
-        assert response.status_code == 200, response.text
-        return response.json()
+    cid, say = await open_conversation(s, f"Hi, my email is {EMAIL}")
 
     shown = await say(f"Please cancel order {PENDING}, I ordered it by mistake")
     confirmed_detail = shown["awaiting_confirmation"]

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 import uuid
 from types import SimpleNamespace
 from typing import AsyncIterator
@@ -35,6 +36,7 @@ from activities.store.api_keys import KeyStore, Role
 from settings import Settings
 from starter.api.auth import access_from_settings
 from starter.api.server import api_beside
+from tests.api_stack import keyed_stack, open_conversation
 from tests.policy_fixtures import EMAIL, PENDING
 from tests.ports import free_port
 
@@ -94,14 +96,7 @@ def _check_frames(frames: list[dict], cid: str, first: int = 1, key: str = "conv
 
 async def test_a_confirmed_and_approved_write_streams_its_events_in_order_and_resumes(stack):
     s = stack
-    opened = await s.http.post("/conversations", json={"text": f"Hi, my email is {EMAIL}"}, headers=s.headers["svc"])
-    assert opened.status_code == 201, opened.text
-    cid = opened.json()["conversation_id"]
-
-    async def say(text: str) -> dict:
-        response = await s.http.post(f"/conversations/{cid}/messages", json={"text": text}, headers=s.headers["svc"])
-        assert response.status_code == 200, response.text
-        return response.json()
+    cid, say = await open_conversation(s, f"Hi, my email is {EMAIL}")
 
     await say(f"Please cancel order {PENDING}, I ordered it by mistake")
     approval_id = (await say("yes"))["awaiting_approval"]
@@ -230,3 +225,26 @@ async def test_a_last_event_id_ahead_of_the_stream_or_in_a_truncated_range_is_a_
     truncated = await _get(s, f"/conversations/{cid}/events", last="2")
     assert truncated.status_code == 409 and "last event of this stream (0)" in truncated.json()["detail"]
     assert await _stream(s, cid) == []  # from the start: nothing left, and the closed run's stream ends
+
+
+async def test_an_open_stream_ends_when_the_api_stops(temporal_env, tmp_path):
+    """uvicorn waits for open responses before it stops: a stream left open (a running
+    conversation, ``wait`` 300 s) ends within a poll of the server stopping, so a shutdown takes
+    seconds, not the stream's wait."""
+    async with keyed_stack(temporal_env, tmp_path, {"svc": ("default", Role.SERVICE)}) as s:
+        cid, _ = await open_conversation(s, "Hello")
+        opened = asyncio.Event()
+
+        async def read() -> str:  # on its own connection: the stack's client closes with the stack
+            async with httpx.AsyncClient(base_url=s.url, timeout=60.0) as http, http.stream(
+                    "GET", f"/conversations/{cid}/events", params={"wait": 300}, headers=s.headers["svc"]) as response:
+                opened.set()
+                return "".join([chunk async for chunk in response.aiter_text()])
+
+        reading = asyncio.create_task(read())
+        await asyncio.wait_for(opened.wait(), 30)
+        await asyncio.sleep(1)
+        stopped_at = time.monotonic()
+    assert time.monotonic() - stopped_at < 10  # the API stopped with the stream open
+    text = await asyncio.wait_for(reading, 10)
+    assert "event: conversation.started" in text

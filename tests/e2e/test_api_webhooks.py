@@ -35,6 +35,7 @@ from activities.store.api_keys import KeyStore, Role
 from settings import Settings
 from starter.api.auth import access_from_settings
 from starter.api.server import api_beside
+from tests.api_stack import open_conversation
 from tests.policy_fixtures import EMAIL, PENDING
 from tests.ports import free_port
 from tests.webhook_receiver import Receiver, receiving
@@ -79,14 +80,7 @@ async def _listed(s, who: str = "op") -> list[dict]:
 
 async def _conversation(s, approve: bool = True) -> str:
     """A conversation that confirms a cancel above the threshold, approved (or not) and then cancelled."""
-    opened = await s.http.post("/conversations", json={"text": f"Hi, my email is {EMAIL}"}, headers=s.headers["svc"])
-    assert opened.status_code == 201, opened.text
-    cid = opened.json()["conversation_id"]
-
-    async def say(text: str) -> dict:
-        response = await s.http.post(f"/conversations/{cid}/messages", json={"text": text}, headers=s.headers["svc"])
-        assert response.status_code == 200, response.text
-        return response.json()
+    cid, say = await open_conversation(s, f"Hi, my email is {EMAIL}")
 
     await say(f"Please cancel order {PENDING}, I ordered it by mistake")
     approval_id = (await say("yes"))["awaiting_approval"]
@@ -116,10 +110,28 @@ def _verified(receiver: Receiver, path: str, secret: str, cid: str) -> dict[str,
     for got in receiver.got(path):
         event = Webhook(secret).verify(got.body, got.headers)
         assert event["id"] == got.headers["webhook-id"]
-        if event["data"]["conversation_id"] == cid:
+        if event["data"].get("conversation_id") == cid:
             assert by_id.get(event["id"], event) == event, "a redelivery carries the same event"
             by_id[event["id"]] = event
     return by_id
+
+
+async def _refund_events_arrive(receiver: Receiver, path: str, secret: str, refund_id: str,
+                                seconds: float = 60) -> list[dict]:
+    """The verified events of refund ``refund_id`` at ``path``, by sequence, once its
+    ``refund.completed`` arrived."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        found = {}
+        for got in receiver.got(path):
+            event = Webhook(secret).verify(got.body, got.headers)
+            rid = event["data"].get("refund_id")
+            if rid == refund_id and "conversation_id" not in event["data"]:
+                found[event["id"]] = event
+        if any(e["type"] == "refund.completed" for e in found.values()):
+            return sorted(found.values(), key=lambda e: e["sequence"])
+        await asyncio.sleep(0.2)
+    raise AssertionError("the refund's events did not arrive")
 
 
 async def _all_arrive(receiver: Receiver, path: str, secret: str, cid: str, count: int, seconds: float = 60) -> dict:
@@ -189,6 +201,11 @@ async def test_a_conversations_events_reach_its_tenants_receiver_signed_and_with
     ended = await _all_arrive(s.receiver, "/ended", only_ended["secret"], cid, 1)
     assert [e["type"] for e in ended.values()] == ["conversation.ended"]
     assert _verified(s.receiver, "/acme", theirs["secret"], cid) == {}
+    # the refund the approved cancel ran reports to the same subscription, signed, as its own stream
+    state = (await s.http.get(f"/conversations/{cid}", headers=s.headers["svc"])).json()
+    [refund_id] = [op["child_workflow_id"] for op in state["completed_operations"] if op.get("child_workflow_id")]
+    refunds = await _refund_events_arrive(s.receiver, "/ok", ours["secret"], refund_id)
+    assert "refund.completed" in [e["type"] for e in refunds], refunds
     assert EMAIL.lower() not in json.dumps(delivered).lower()
 
     listed = await s.http.get(f"/webhooks/{ours['webhook_id']}/deliveries", headers=s.headers["op"])
@@ -199,7 +216,7 @@ async def test_a_conversations_events_reach_its_tenants_receiver_signed_and_with
     assert {d["delivery_id"] for d in mine} == set(got)
 
     lags = sorted(r.at - datetime.fromisoformat(json.loads(r.body)["timestamp"]).timestamp()
-                  for r in s.receiver.got("/ok") if json.loads(r.body)["data"]["conversation_id"] == cid)
+                  for r in s.receiver.got("/ok") if json.loads(r.body)["data"].get("conversation_id") == cid)
     print(f"delivery lag from the event's timestamp: p50 {lags[len(lags) // 2]:.3f} s, max {lags[-1]:.3f} s")
     for hook in (ours, only_ended):
         assert (await s.http.delete(f"/webhooks/{hook['webhook_id']}", headers=s.headers["op"])).status_code == 204
