@@ -61,13 +61,14 @@ def event_line(event: dict) -> str:
 
 
 class Receiver:
-    """Verifies and deduplicates deliveries signed with ``secret`` (``whsec_...``); calls
-    ``on_event(event)`` for each new event and ``on_change(counts)`` after each request.
-    Thread-safe (the HTTP server handles requests on threads)."""
+    """Verifies and deduplicates deliveries signed with ``secret`` (``whsec_...``; None: not
+    known yet, see ``use_secret``); calls ``on_event(event)`` for each new event and
+    ``on_change(counts)`` after each request. Thread-safe (the HTTP server handles requests on
+    threads)."""
 
-    def __init__(self, secret: str, on_event: Callable[[dict], None] = lambda e: None,
+    def __init__(self, secret: Optional[str], on_event: Callable[[dict], None] = lambda e: None,
                  on_change: Callable[[Counts], None] = lambda c: None) -> None:
-        self.hook = Webhook(secret)
+        self.hook = Webhook(secret) if secret else None
         self.on_event = on_event
         self.on_change = on_change
         self.counts = Counts()
@@ -77,8 +78,16 @@ class Receiver:
         """Every verified request's ``(webhook-id, event)``, repeats included."""
         self._lock = threading.Lock()
 
+    def use_secret(self, secret: str) -> None:
+        """Verify with ``secret`` from now on (a webhook made after the receiver started
+        listening: its URL needed the port)."""
+        self.hook = Webhook(secret)
+
     def receive(self, body: bytes, headers: dict[str, str]) -> int:
-        """The HTTP status for one delivery: 204 verified (new or repeated), 400 not."""
+        """The HTTP status for one delivery: 204 verified (new or repeated), 400 not, 503
+        before the secret is known (the sender retries)."""
+        if self.hook is None:
+            return 503
         try:
             event = self.hook.verify(body, headers)
         except (WebhookVerificationError, ValueError):
