@@ -9,8 +9,9 @@ removes it; every change is audited as ``cli``.
 answers 204 to a signed delivery and prints it once however often it comes (deduplicated by
 ``webhook-id``), 400 to a changed body, another secret's signature or none; detached, it
 registers a webhook for every type pointing at itself (refused with status 1 and nothing stored
-when loopback receivers are not allowed), records its counts in the data directory, and
-``statekeeper stop`` ends it and deletes its webhook."""
+when loopback receivers are not allowed), records its counts in the data directory, where the
+wait of ``taubench``'s summary reads a run's deliveries as delivered, verified and failed
+(bounded while some are pending), and ``statekeeper stop`` ends it and deletes its webhook."""
 
 from __future__ import annotations
 
@@ -25,8 +26,11 @@ import httpx
 import pytest
 
 from activities.store.audit import AuditLog
-from activities.store.webhooks import new_secret
+from activities.store.webhooks import enqueue, new_secret
 from activities.webhooks.delivery import signed_headers
+from settings import Settings
+from starter.dev.listener import DrainReport, await_deliveries
+from starter.runtime.webhooks import webhook_store
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -134,6 +138,31 @@ def test_listen_detached_registers_its_webhook_records_its_counts_and_stop_remov
     assert json.loads(record.read_text())["counts"]["bad_signature"] == 1
     again = _cli(allowed, "listen", "--detach", "--port", "0")  # one per data directory: the running one
     assert again.returncode == 0 and str(running["pid"]) in again.stderr.replace("\n", " ")
+
+    # what taubench's summary reads: the run's deliveries by status, and what the listener verified
+    settings = Settings(data_dir=tmp_path)
+    store = webhook_store(settings)
+    hook = running["webhook_id"]
+    try:
+        with store.engine.begin() as conn:
+            events = [{"event_id": f"evt_{n:024x}", "type": "conversation.replied", "sequence": n} for n in (1, 2, 3)]
+            enqueue(conn, "default", {"conversation_id": "tb-run1-0"}, events)
+            enqueue(conn, "default", {"conversation_id": "tb-run2-0"}, [{**events[0], "event_id": "evt_other"}])
+            sealed = conn.exec_driver_sql("SELECT secret FROM webhooks WHERE webhook_id = ?", (hook,)).scalar_one()
+        secret = store.seal.open(hook, sealed)
+        waited = await_deliveries(settings, "tb-run1-", timeout_seconds=0.5)
+        assert waited == DrainReport(pending=3, bad_signature=1)  # the wait is bounded
+        for event in events[:2]:
+            body = json.dumps({"id": event["event_id"], "type": event["type"], "sequence": event["sequence"],
+                               "timestamp": "2026-12-06T08:00:00Z", "data": {"conversation_id": "tb-run1-0"}}).encode()
+            assert httpx.post(running["url"], content=body,
+                              headers=signed_headers(secret, event["event_id"], body)).status_code == 204
+            store.attempted(hook, event["event_id"], 204, None)
+        store.failed(hook, events[2]["event_id"], "answered 500")
+        assert await_deliveries(settings, "tb-run1-", timeout_seconds=10) == DrainReport(
+            delivered=2, verified=2, failed=1, bad_signature=1)
+    finally:
+        store.close()
 
     stopped = subprocess.run([sys.executable, "-m", "starter.cli.app", "stop"], cwd=ROOT, env=env,
                              capture_output=True, text=True, timeout=60)
