@@ -6,6 +6,7 @@ webhook for every event type pointing at itself, records itself (pid, URL, webho
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -14,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Optional
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from settings import Settings
 from starter.dev.receiver import ListenerRecord, read_record, record_path
@@ -67,21 +68,32 @@ def start_listener(settings: Settings, port: int = 0, tenant: str | None = None,
 
 
 def stop_listener(settings: Settings, timeout_seconds: float = 10.0) -> bool:
-    """Stop the background listener of ``settings``' data directory (it deletes its webhook on
-    the way out); True if one was running. SIGINT first, SIGKILL after ``timeout_seconds``."""
+    """Stop the background listener of ``settings``' data directory; True if one was running.
+    SIGINT first (it deletes its webhook on the way out), SIGKILL after ``timeout_seconds``. The
+    webhook of a listener that did not delete it (killed, here or before) is deleted here."""
     path = record_path(settings.data_dir)
-    record = read_record(path)
-    if record is None:
-        path.unlink(missing_ok=True)  # a stale record
+    try:
+        record = ListenerRecord.model_validate(json.loads(path.read_text()))
+    except (OSError, ValueError, ValidationError):
         return False
-    os.kill(record.pid, signal.SIGINT)
-    deadline = time.monotonic() + timeout_seconds
-    while alive(record.pid) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    if alive(record.pid):
-        os.kill(record.pid, signal.SIGKILL)
+    running = alive(record.pid)
+    if running:
+        os.kill(record.pid, signal.SIGINT)
+        deadline = time.monotonic() + timeout_seconds
+        while alive(record.pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        if alive(record.pid):
+            os.kill(record.pid, signal.SIGKILL)
+    if record.webhook_id is not None:
+        from starter.runtime.webhooks import webhook_store
+
+        store = webhook_store(settings)
+        try:
+            store.delete(record.tenant or settings.default_tenant, record.webhook_id)  # False: already gone
+        finally:
+            store.close()
     path.unlink(missing_ok=True)
-    return True
+    return running
 
 
 class DrainReport(BaseModel):

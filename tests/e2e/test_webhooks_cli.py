@@ -170,3 +170,17 @@ def test_listen_detached_registers_its_webhook_records_its_counts_and_stop_remov
     assert not record.exists() and json.loads(_cli(env, "list", "--json").stdout) == []
     with pytest.raises(OSError):
         os.kill(running["pid"], 0)
+
+
+def test_stop_deletes_the_webhook_of_a_listener_that_was_killed(tmp_path):
+    env = {**os.environ, "STATEKEEPER_DATA_DIR": str(tmp_path), "STATEKEEPER_DEV_STATE_FILE": str(tmp_path / "dev.json"),
+           "STATEKEEPER_TEMPORAL_ADDRESS": "127.0.0.1:1", "STATEKEEPER_WEBHOOK_ALLOW_LOOPBACK": "true"}
+    assert _cli(env, "listen", "--detach", "--port", "0").returncode == 0
+    running = json.loads((tmp_path / "webhook-listener.json").read_text())
+    os.kill(running["pid"], signal.SIGKILL)  # no clean exit: its webhook stays behind
+    assert [w["webhook_id"] for w in json.loads(_cli(env, "list", "--json").stdout)] == [running["webhook_id"]]
+    stopped = subprocess.run([sys.executable, "-m", "starter.cli.app", "stop"], cwd=ROOT, env=env,
+                             capture_output=True, text=True, timeout=60)
+    assert stopped.returncode == 0, stopped.stderr
+    assert json.loads(_cli(env, "list", "--json").stdout) == []
+    assert not (tmp_path / "webhook-listener.json").exists()
