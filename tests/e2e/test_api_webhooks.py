@@ -116,7 +116,7 @@ def _verified(receiver: Receiver, path: str, secret: str, cid: str) -> dict[str,
     for got in receiver.got(path):
         event = Webhook(secret).verify(got.body, got.headers)
         assert event["id"] == got.headers["webhook-id"]
-        if event["data"]["conversation_id"] == cid:
+        if event["data"].get("conversation_id") == cid:  # a refund's events carry refund_id
             assert by_id.get(event["id"], event) == event, "a redelivery carries the same event"
             by_id[event["id"]] = event
     return by_id
@@ -199,7 +199,7 @@ async def test_a_conversations_events_reach_its_tenants_receiver_signed_and_with
     assert {d["delivery_id"] for d in mine} == set(got)
 
     lags = sorted(r.at - datetime.fromisoformat(json.loads(r.body)["timestamp"]).timestamp()
-                  for r in s.receiver.got("/ok") if json.loads(r.body)["data"]["conversation_id"] == cid)
+                  for r in s.receiver.got("/ok") if json.loads(r.body)["data"].get("conversation_id") == cid)
     print(f"delivery lag from the event's timestamp: p50 {lags[len(lags) // 2]:.3f} s, max {lags[-1]:.3f} s")
     for hook in (ours, only_ended):
         assert (await s.http.delete(f"/webhooks/{hook['webhook_id']}", headers=s.headers["op"])).status_code == 204
