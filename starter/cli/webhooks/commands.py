@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import threading
 from pathlib import Path
 from typing import Any, Callable, Coroutine, List, Optional, TypeVar
 
@@ -204,14 +205,20 @@ def listen(port: int = typer.Option(8765, "--port", min=0, max=65535,
     if secret_file is not None:
         secret = secret_file.read_text().strip()
     path = rx.record_path(settings.data_dir)
-    state: dict[str, Any] = {}
+    state: dict[str, Any] = {"written": -1}
+    writing = threading.Lock()
 
     def on_event(event: dict) -> None:
         print(rx.event_line(event), flush=True)
 
     def on_change(counts: rx.Counts) -> None:
-        if record and "record" in state:
-            rx.write_record(path, state["record"].model_copy(update={"counts": counts}))
+        if not record or "record" not in state:
+            return
+        with writing:  # requests finish on threads in any order: a later snapshot is never overwritten
+            seen = counts.received + counts.bad_signature
+            if seen > state["written"]:
+                rx.write_record(path, state["record"].model_copy(update={"counts": counts}))
+                state["written"] = seen
 
     try:
         # bound first: the webhook's URL needs the port actually taken
