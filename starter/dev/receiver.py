@@ -63,19 +63,23 @@ def event_line(event: dict) -> str:
 class Receiver:
     """Verifies and deduplicates deliveries signed with ``secret`` (``whsec_...``; None: not
     known yet, see ``use_secret``); calls ``on_event(event)`` for each new event and
-    ``on_change(counts)`` after each request. Thread-safe (the HTTP server handles requests on
-    threads)."""
+    ``on_change(counts)`` after each request; ``keep`` also keeps every event and delivery (a
+    test's receiver; a long-running listener keeps only the ids it has seen). Thread-safe (the
+    HTTP server handles requests on threads)."""
 
     def __init__(self, secret: Optional[str], on_event: Callable[[dict], None] = lambda e: None,
-                 on_change: Callable[[Counts], None] = lambda c: None) -> None:
+                 on_change: Callable[[Counts], None] = lambda c: None, keep: bool = False) -> None:
         self.hook = Webhook(secret) if secret else None
         self.on_event = on_event
         self.on_change = on_change
         self.counts = Counts()
+        self.seen: set[str] = set()
+        """The ``webhook-id`` of every verified delivery (what deduplicates)."""
+        self.keep = keep
         self.events: dict[str, dict] = {}
-        """The first body of each distinct ``webhook-id``, in arrival order."""
+        """With ``keep``: the first body of each distinct ``webhook-id``, in arrival order."""
         self.deliveries: list[tuple[str, dict]] = []
-        """Every verified request's ``(webhook-id, event)``, repeats included."""
+        """With ``keep``: every verified request's ``(webhook-id, event)``, repeats included."""
         self._lock = threading.Lock()
 
     def use_secret(self, secret: str) -> None:
@@ -99,10 +103,12 @@ class Receiver:
         webhook_id = {k.lower(): v for k, v in headers.items()}["webhook-id"]
         with self._lock:
             self.counts.received += 1
-            self.deliveries.append((webhook_id, event))
-            new = webhook_id not in self.events
+            new = webhook_id not in self.seen
+            if self.keep:
+                self.deliveries.append((webhook_id, event))
+                self.events.setdefault(webhook_id, event)
             if new:
-                self.events[webhook_id] = event
+                self.seen.add(webhook_id)
                 self.counts.verified += 1
                 data = event.get("data") if isinstance(event, dict) and isinstance(event.get("data"), dict) else {}
                 process = str(data.get("conversation_id") or data.get("refund_id") or "-")

@@ -75,7 +75,7 @@ class _Holding(Receiver):
     delivery activity in flight) until ``release``; ``held`` is set once one waits."""
 
     def __init__(self, secret: str | None) -> None:
-        super().__init__(secret)
+        super().__init__(secret, keep=True)
         self.hold, self.held, self.release = threading.Event(), threading.Event(), threading.Event()
 
     def receive(self, body: bytes, headers: dict[str, str]) -> int:
@@ -165,7 +165,7 @@ async def test_an_approved_cancel_reaches_the_receiver_signed_gapless_and_as_the
     roles = {"svc": ("default", Role.SERVICE), "op": ("default", Role.OPERATOR)}
     async with keyed_stack(temporal_env, tmp_path, roles, **FAST_RETRIES) as s:
         svc, op = s.headers["svc"], s.headers["op"]
-        listening = _Listening(Receiver(None))  # its secret once the webhook for its URL exists
+        listening = _Listening(Receiver(None, keep=True))  # its secret once the webhook for its URL exists
         listening.start()
         try:
             made = await _subscribe(s.http, op, listening.url)
