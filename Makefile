@@ -2,7 +2,7 @@
 #   make venv    create .venv and install the project with its test and dev extras (idempotent)
 #   make demo    start the embedded Temporal server + worker in the background, run the 20 dev
 #                τ-bench tasks offline, print the summary and the Web UI URL
-#   make stop    stop the background server started by make demo (`statekeeper stop` does so
+#   make stop    stop the background server and webhook listener started by make demo (`statekeeper stop` does so
 #                from any directory: the server records itself in the dev state file)
 #   make check   the fast tiers: pure core and activities (tests/core, tests/activities), under 3 minutes
 #   make test    the whole suite (three processes: TEST_WORKERS=0 for one); what CI runs
@@ -38,9 +38,12 @@ $(STAMP): pyproject.toml
 # `make stop` ends it), then runs the τ-bench tasks with one more in-process worker on the
 # same system of record (its data directory). Both check the server first: missing search
 # attributes are registered, and a task queue served by another database is refused.
+# A local webhook receiver (`statekeeper webhooks listen --detach`) registers a webhook for every
+# event, verifies each delivery's signature, and taubench's summary counts what it verified.
 demo: venv
 	@echo "statekeeper demo: τ-bench tasks from $(DEMO_TASKS), offline stand-in model unless ANTHROPIC_API_KEY is set"
 	$(BIN)/statekeeper dev --detach
+	$(BIN)/statekeeper webhooks listen --detach --port 0
 	$(BIN)/statekeeper taubench --tasks $(DEMO_TASKS) --concurrency $(BENCH_CONCURRENCY)
 	@echo "Temporal Web UI: $(UI_URL)  (still running; stop it with 'make stop')"
 

@@ -367,6 +367,17 @@ class WebhookStore:
             conn.execute(sa.update(webhook_deliveries).where(d.webhook_id == webhook_id, d.event_id == event_id)
                          .values(**values))
 
+    def status_counts(self, webhook_id: str, conversation_prefix: str) -> dict[str, int]:
+        """How many deliveries of subscription ``webhook_id`` to conversations whose id starts
+        with ``conversation_prefix`` are in each status (``DeliveryStatus`` values; a status
+        with none is absent)."""
+        d = webhook_deliveries.c
+        query = sa.select(d.status, sa.func.count()).where(
+            d.webhook_id == webhook_id, d.conversation_id.startswith(conversation_prefix, autoescape=True)
+        ).group_by(d.status)
+        with self._engine().connect() as conn:
+            return {status: count for status, count in conn.execute(query).all()}
+
     # --- the outbox --------------------------------------------------------------------
 
     def unstarted(self, older_than: timedelta = timedelta(0), limit: int = 500) -> list[tuple[str, str]]:

@@ -286,7 +286,8 @@ def taubench(
 
     with interruptible(130):
         result, started_server = asyncio.run(main())
-    _print_report(result, settings, started_server)
+        webhooks = _webhook_deliveries(settings, run_id)
+    _print_report(result, settings, started_server, webhooks)
     if result["tasks"]:  # the ids were nowhere in the output: `transcript` needs one
         console.print(f"conversations tb-{run_id}-<task index>, e.g. `statekeeper transcript "
                       f"tb-{run_id}-{result['tasks'][0]['task_index']}`", highlight=False)
@@ -297,7 +298,22 @@ def taubench(
         raise typer.Exit(1)
 
 
-def _print_report(result: dict, settings: Settings, started_server: bool) -> None:
+WEBHOOK_DRAIN_SECONDS = 60.0
+"""How long ``taubench`` waits for a background webhook listener to get the run's events."""
+
+
+def _webhook_deliveries(settings: Settings, run_id: str):  # noqa: ANN202 (DrainReport, imported lazily)
+    """The run's deliveries to a background `statekeeper webhooks listen` (``make demo``), once
+    drained (bounded by ``WEBHOOK_DRAIN_SECONDS``); None without one."""
+    from starter.dev.listener import await_deliveries
+
+    try:
+        return await_deliveries(settings, f"tb-{run_id}-", WEBHOOK_DRAIN_SECONDS)
+    except Exception:  # the summary does without it; the run's own result stands
+        return None
+
+
+def _print_report(result: dict, settings: Settings, started_server: bool, webhooks=None) -> None:  # noqa: ANN001
     failed = [t for t in result["tasks"] if not t["passed"]]
     if failed:
         table = Table(title="Failed tasks")
@@ -331,6 +347,13 @@ def _print_report(result: dict, settings: Settings, started_server: bool) -> Non
             ("model calls / task", f"{s.get('model_calls_per_task', 0):.2f}"),
             ("seconds", f"{s['seconds']:.1f}")):
         table.add_row(measure, value)
+    if webhooks is not None:  # a background `statekeeper webhooks listen` received the run's events
+        table.add_row("webhook events delivered", str(webhooks.delivered))
+        table.add_row("verified by the listener", str(webhooks.verified))
+        table.add_row("webhook events failed", str(webhooks.failed)
+                      + (f" ({webhooks.pending} still pending)" if webhooks.pending else ""))
+        if webhooks.bad_signature:
+            table.add_row("refused (bad signature)", str(webhooks.bad_signature))
     console.print(table)
     if started_server:
         console.print(f"Web UI: {ui_url(settings)} was up during the run; the embedded server stopped with it. "

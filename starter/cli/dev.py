@@ -108,16 +108,21 @@ async def _embedded_server_gone(settings, checks: int = 3, interval_seconds: flo
 
 
 def stop() -> None:
-    """Stop the running `statekeeper dev` (detached, or in another terminal) recorded in the dev state file (from any directory)."""
+    """Stop the running `statekeeper dev` (detached, or in another terminal) recorded in the dev state file (from any directory), and its webhook listener."""
     from starter.dev.background import stop_detached
     from starter.cli.support import console
     from starter.cli.refusals import command_settings
     from starter.dev.server_owner import stop_orphan
 
+    from starter.dev.listener import stop_listener
+
     settings = command_settings()
+    listener = stop_listener(settings)  # first: it deletes its webhook in the dev's database
     stopped = stop_detached(settings)
     # a dev killed outright (SIGKILL) left its embedded server: stopped too, whatever the record says
     orphaned = stop_orphan(settings.data_dir, settings.temporal_address)
+    if listener:
+        console.print("stopped the webhook listener (its webhook deleted).")
     if stopped:
         console.print("stopped.")
     elif orphaned:

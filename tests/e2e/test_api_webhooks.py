@@ -110,7 +110,7 @@ def _verified(receiver: Receiver, path: str, secret: str, cid: str) -> dict[str,
     for got in receiver.got(path):
         event = Webhook(secret).verify(got.body, got.headers)
         assert event["id"] == got.headers["webhook-id"]
-        if event["data"].get("conversation_id") == cid:
+        if event["data"].get("conversation_id") == cid:  # a refund's events carry refund_id
             assert by_id.get(event["id"], event) == event, "a redelivery carries the same event"
             by_id[event["id"]] = event
     return by_id

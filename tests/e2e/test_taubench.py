@@ -2,7 +2,8 @@
 external services: the tasks still match their hashes while the money moves in the payments
 service, once per write, and the return/exchange emails go out through the email service,
 once each), and the real CLI (its own embedded server) on a task file with reads, calculate
-and outputs; and its report tables print what the report holds (a policy refusal is
+and outputs; and its report tables print what the report holds (with a background webhook
+listener, its delivered, verified and failed counts; a policy refusal is
 ``tool: [rule] reason``: rich must not take ``[modify-payment]`` for markup, which would hide
 which clause refused the action).
 """
@@ -178,3 +179,17 @@ def test_the_failed_table_keeps_the_reason_as_written(capsys, monkeypatch):
     monkeypatch.setattr(cli.console, "width", 400)
     cli._print_report(_report(False), Settings(), started_server=False)
     assert "unmatched: [modify-payment] refused" in capsys.readouterr().out
+
+
+def test_the_summary_counts_a_background_listeners_deliveries(capsys, monkeypatch):
+    from starter.dev.listener import DrainReport
+
+    monkeypatch.setattr(cli.console, "width", 400)
+    cli._print_report(_report(True), Settings(), started_server=False)
+    assert "webhook events" not in capsys.readouterr().out  # no listener: no rows
+    cli._print_report(_report(True), Settings(), started_server=False,
+                      webhooks=DrainReport(delivered=184, verified=183, failed=1, pending=2))
+    out = capsys.readouterr().out
+    assert re.search(r"webhook events delivered\s*│\s*184", out) and re.search(r"verified by the listener\s*│\s*183", out)
+    assert re.search(r"webhook events failed\s*│\s*1 \(2 still pending\)", out)
+    assert "bad signature" not in out

@@ -1,5 +1,7 @@
 """``statekeeper webhooks``: create, list and delete a tenant's webhooks, list a webhook's
-deliveries and retry one (``starter.client.webhooks.service``; docs/webhooks.md).
+deliveries and retry one (``starter.client.webhooks.service``; docs/webhooks.md); ``listen``
+runs a local receiver (``starter.dev.receiver``) in the foreground or, with ``--detach``, in the
+background beside ``statekeeper dev`` (``starter.dev.listener``).
 
 They work on the journal database directly (``Settings.resolved_journal_url()``; a detached
 ``statekeeper dev``'s data directory when one runs); ``retry`` also starts the delivery's
@@ -12,6 +14,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import threading
+from pathlib import Path
 from typing import Any, Callable, Coroutine, List, Optional, TypeVar
 
 import typer
@@ -160,3 +165,103 @@ def retry(webhook_id: str = typer.Argument(..., help="The webhook id."),
 
     _run(call, temporal=True)
     console.print(f"delivery {escape(delivery_id)} of {escape(webhook_id)} is being sent again", highlight=False)
+
+
+@webhooks_app.command()
+def listen(port: int = typer.Option(8765, "--port", min=0, max=65535,
+                                    help="The loopback port to listen on (0: any free one)."),
+           secret: Optional[str] = typer.Option(None, "--secret", envvar="STATEKEEPER_WEBHOOK_SECRET",
+                                                help="The webhook's signing secret (whsec_...)."),
+           secret_file: Optional[Path] = typer.Option(None, "--secret-file", exists=True, dir_okay=False,
+                                                      help="A file holding the signing secret."),
+           register: bool = typer.Option(False, "--register",
+                                         help="Create a webhook for every event type pointing here (its secret "
+                                              "used, never printed) and delete it when the listener stops."),
+           tenant: Optional[str] = typer.Option(None, "--tenant", help=TENANT_HELP),
+           detach: bool = typer.Option(False, "--detach",
+                                       help="Run in the background with --register (for `make demo`); its counts "
+                                            "go to <data dir>/webhook-listener.json; `statekeeper stop` stops it."),
+           record: bool = typer.Option(False, "--record", hidden=True,
+                                       help="Keep the record in the data directory (what --detach runs).")) -> None:
+    """Receive webhooks on 127.0.0.1: verify each signature, print each event once (deduplicated by webhook-id)."""
+    from starter.dev import receiver as rx
+
+    settings = command_settings()
+    if detach:
+        from starter.dev.listener import log_path, start_listener
+        from starter.dev.server import DevServerError
+
+        try:
+            running = start_listener(settings, port=port, tenant=tenant)
+        except DevServerError as err:
+            raise fail(str(err), 1) from None
+        console.print(f"webhook listener running in the background (pid {running.pid}) at {running.url}, "
+                      f"webhook {running.webhook_id}; events in {log_path(settings)}; "
+                      "stop it with `statekeeper stop`.", highlight=False)
+        return
+    if register == bool(secret or secret_file):
+        raise fail("give the webhook's secret (--secret, --secret-file or STATEKEEPER_WEBHOOK_SECRET) "
+                   "or --register, not both", 2)
+    if secret_file is not None:
+        secret = secret_file.read_text().strip()
+    path = rx.record_path(settings.data_dir)
+    state: dict[str, Any] = {"written": -1}
+    writing = threading.Lock()
+
+    def on_event(event: dict) -> None:
+        print(rx.event_line(event), flush=True)
+
+    def on_change(counts: rx.Counts) -> None:
+        if not record or "record" not in state:
+            return
+        with writing:  # requests finish on threads in any order: a later snapshot is never overwritten
+            seen = counts.received + counts.bad_signature
+            if seen > state["written"]:
+                rx.write_record(path, state["record"].model_copy(update={"counts": counts}))
+                state["written"] = seen
+
+    try:
+        # bound first: the webhook's URL needs the port actually taken
+        server = rx.serve(None, port)
+    except OSError as err:
+        raise fail(f"cannot listen on 127.0.0.1:{port}: {err.strerror or err}", 1) from None
+    url = f"http://127.0.0.1:{server.server_address[1]}/"
+    webhook_id = None
+    try:
+        if register:
+            async def call(hooks, settings):  # noqa: ANN001, ANN202
+                made = await hooks.create(url, ["*"], "statekeeper webhooks listen", tenant=tenant)
+                _audit(settings, "create_webhook", made.webhook_id, f"tenant={made.tenant} events=1")
+                return made
+
+            made = _run(call)
+            webhook_id, secret, tenant = made.webhook_id, made.secret, made.tenant
+        try:
+            receiver = rx.Receiver(secret or "", on_event, on_change)
+        except Exception:  # standardwebhooks: not base64 (a secret that is not a whsec_ one)
+            raise fail("the secret is not a webhook signing secret (whsec_...)", 2) from None
+        server.receiver = receiver
+        state["record"] = rx.ListenerRecord(pid=os.getpid(), url=url, webhook_id=webhook_id, tenant=tenant,
+                                            started_at=rx.now())
+        if record:
+            rx.write_record(path, state["record"])
+        console.print(f"listening on {url}" + (f" for webhook {webhook_id}" if webhook_id else "")
+                      + "; Ctrl-C to stop.", highlight=False)
+        server.serve_forever(poll_interval=0.2)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+        if webhook_id is not None:
+            async def drop(hooks, settings):  # noqa: ANN001, ANN202
+                await hooks.delete(webhook_id, tenant=tenant)
+                _audit(settings, "delete_webhook", webhook_id)
+
+            try:
+                _run(drop)
+            except (typer.Exit, Exception):  # stopping anyway: the webhook stays, `webhooks delete` removes it
+                pass
+        if record:
+            current = rx.read_record(path)
+            if current is None or current.pid == os.getpid():
+                path.unlink(missing_ok=True)
