@@ -33,7 +33,7 @@ from pydantic import Field
 from workflows.domain.catalogue.spec import Scope, System, ToolArgs, ToolClass, ToolSpec
 from workflows.domain.memory import FactKind, fact_problem
 from workflows.domain.policy.clauses import PolicyViolation, Rule, require
-from workflows.domain.records import MEMORY_FACTS_KEPT, OrderFact, Phase, RememberedFact
+from workflows.domain.records import MEMORY_FACTS_KEPT, OrderFact, Phase, RememberedFact, Role
 
 if TYPE_CHECKING:
     from workflows.domain.state import ConversationState
@@ -181,17 +181,17 @@ def forget_detail(state: ConversationState, args: dict[str, Any]) -> str:
 
 
 def remember_fold(state: ConversationState, args: dict[str, Any], result: str) -> str:
-    """The fact as kept now (``{"fact": {...}}``) replaces the customer's fact of its kind."""
+    """The fact just remembered (``{"fact_id", "kind", "kept"}``: the result holds no value, the
+    arguments do) replaces the customer's fact of its kind; when another conversation confirmed
+    a value later (``kept`` False), that one stays and the customer's facts are left as read."""
     customer = state.customer
-    doc = json.loads(result)
-    fact = doc.get("fact")
-    if customer is None or not isinstance(fact, dict):
+    if customer is None or not json.loads(result).get("kept", False):
         return result
-    source = fact.get("source") or {}
-    kept = RememberedFact(kind=fact["kind"], value=fact["value"], order_id=fact.get("order_id"),
-                          conversation=source.get("conversation_id", ""), turn=source.get("turn", 0),
-                          words=source.get("words", ""), age_days=0,
-                          contradicted=_contradicted(state, fact["kind"], fact["value"], fact.get("order_id")))
+    quote = args["quote"]
+    turn = next((t.turn for t in reversed(state.recent_turns) if t.role is Role.USER and quote in t.text), state.turn)
+    kept = RememberedFact(kind=args["kind"], value=args["value"].strip(), order_id=args.get("order_id"),
+                          conversation=state.conversation_id, turn=turn, words=quote, age_days=0,
+                          contradicted=_contradicted(state, args["kind"], args["value"].strip(), args.get("order_id")))
     others = [f for f in customer.memory or [] if f.kind != kept.kind]
     customer.memory = [*others, kept][-MEMORY_FACTS_KEPT:]
     return result
