@@ -50,10 +50,10 @@ FORGET_TOOL = "forget_fact"
 MEMORY_TOOLS = frozenset({READ_TOOL, REMEMBER_TOOL, FORGET_TOOL})
 """The memory tools' names (prompt versions before memory withhold them)."""
 KIND_WORDS = {
-    "refund_method": "refunds go to",
-    "delivery_instructions": "your delivery instructions are",
-    "preferred_language": "your preferred language is",
-    "open_complaint": "you have an open complaint",
+    "refund_method": "refunds go to {value}",
+    "delivery_instructions": "your delivery instructions are: {value}",
+    "preferred_language": "your preferred language is {value}",
+    "open_complaint": "you have an open complaint: {value}",
 }
 
 
@@ -170,14 +170,19 @@ def remember_detail(state: ConversationState, args: dict[str, Any]) -> str:
         value = f"{display} ({value})" if display else value
     elif args.get("order_id"):
         value = f"{value} (order {args['order_id']})"
-    return f"Remember for your next conversations that {KIND_WORDS[args['kind']]}: {value}."
+    return f"Remember for your next conversations that {KIND_WORDS[args['kind']].format(value=value)}."
 
 
 def forget_detail(state: ConversationState, args: dict[str, Any]) -> str:
-    """"Forget everything remembered about you" or one kind."""
-    if args["kind"] == "all":
-        return "Forget everything remembered about you."
-    return f"Forget what is remembered about you: {args['kind'].replace('_', ' ')}."
+    """"Forget everything remembered about you" or one kind, and whether anything of it is
+    remembered now (forgetting nothing still applies)."""
+    kind = args["kind"]
+    said = ("Forget everything remembered about you." if kind == "all"
+            else f"Forget what is remembered about you: your {kind.replace('_', ' ')}.")
+    memory = state.customer.memory if state.customer is not None else None
+    if memory is not None and not any(kind in ("all", f.kind) for f in memory):
+        said += " Nothing of that is remembered now."
+    return said
 
 
 def remember_fold(state: ConversationState, args: dict[str, Any], result: str) -> str:
