@@ -33,7 +33,7 @@ from pydantic import Field
 from workflows.domain.catalogue.spec import Scope, System, ToolArgs, ToolClass, ToolSpec
 from workflows.domain.memory import FactKind, fact_problem
 from workflows.domain.policy.clauses import PolicyViolation, Rule, require
-from workflows.domain.records import MEMORY_FACTS_KEPT, OrderFact, Phase, RememberedFact, Role
+from workflows.domain.records import MEMORY_FACTS_KEPT, OrderFact, Phase, RememberedFact, Role, StepStatus
 
 if TYPE_CHECKING:
     from workflows.domain.state import ConversationState
@@ -130,13 +130,12 @@ def usable(state: ConversationState, kind: FactKind) -> Optional[RememberedFact]
 # --- the writes -------------------------------------------------------------------------
 
 
-def _proposal_turn(state: ConversationState, args: dict[str, Any]) -> int:
-    """The user turn that proposed this call: the shown confirmation's when it is this call
-    (the check runs again when the user confirms, a turn later), else the current turn."""
-    pending = state.pending_confirmation
-    if pending is not None and pending.call.name == REMEMBER_TOOL and pending.call.arguments.quote == args["quote"]:
-        return pending.proposed_turn
-    return state.turn
+def _proposal_turns(state: ConversationState) -> set[int]:
+    """The user turns whose message the quote may come from: the current one (a proposal), and
+    the one of the remembering step awaiting the user's yes (the check runs again when they
+    confirm, a turn later)."""
+    shown = {s.turn for s in state.steps if s.name == REMEMBER_TOOL and s.status is StepStatus.PENDING}
+    return {state.turn} | shown
 
 
 def remember_check(state: ConversationState, args: dict[str, Any], order: Optional[OrderFact]) -> None:
@@ -148,8 +147,8 @@ def remember_check(state: ConversationState, args: dict[str, Any], order: Option
     assert customer is not None  # scope CUSTOMER
     require(customer.details_loaded, Rule.CHECK_STATUS,
             "read the customer's details first: a fact is checked against them")
-    message = state.user_message(_proposal_turn(state, args)) or ""
-    require(args["quote"].strip() != "" and args["quote"] in message, Rule.MEMORY_FACT,
+    messages = [state.user_message(turn) or "" for turn in _proposal_turns(state)]
+    require(args["quote"].strip() != "" and any(args["quote"] in m for m in messages), Rule.MEMORY_FACT,
             "quote the user's own words from their current message, verbatim")
     problem = fact_problem(FactKind(args["kind"]), args["value"], payment_method_ids=customer.payment_methods,
                            order_ids=customer.order_ids, addresses=(), order_id=args.get("order_id"))
