@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Literal, Optional
 from pydantic import Field
 
 from workflows.domain.catalogue.spec import Scope, System, ToolArgs, ToolClass, ToolSpec
-from workflows.domain.memory import FactKind, fact_problem
+from workflows.domain.memory import MAX_VALUE_CHARS, FactKind, fact_problem
 from workflows.domain.policy.clauses import PolicyViolation, Rule, require
 from workflows.domain.records import MEMORY_FACTS_KEPT, OrderFact, Phase, RememberedFact, Role, StepStatus
 
@@ -66,8 +66,7 @@ class RememberFactArgs(ToolArgs):
 
     user_id: str = USER_ID
     kind: KindName
-    value: str = Field(min_length=1, max_length=10_000)
-    """Bounded generously so a value too long is refused with its reason (at most 200 kept)."""
+    value: str = Field(min_length=1, max_length=MAX_VALUE_CHARS)
     order_id: Optional[str] = Field(default=None, max_length=100)
     quote: str = Field(min_length=1, max_length=500)
 
