@@ -48,7 +48,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from workflows.domain.catalogue import CATALOGUE
-from workflows.domain.catalogue.memory import MEMORY_TOOLS
+from workflows.domain.catalogue.memory import MEMORY_TOOLS, READ_TOOL as MEMORY_READ
 from workflows.domain.policy.text import policy_text
 from workflows.domain.state import ConversationState
 
@@ -290,7 +290,8 @@ def _versions(base: str, layout: str, note: str, data_rule: bool = False,
     }
     if memory:
         variants["-no-memory"] = (set(MEMORY_TOOLS), "the prompt without the memory tools")
-    unoffered = set() if memory else set(MEMORY_TOOLS)
+    # the memory's read runs without the model (state-driven), so it is never offered
+    unoffered = {MEMORY_READ} if memory else set(MEMORY_TOOLS)
     return {base + suffix: PromptVersion(name=base + suffix, withheld_tools=frozenset(withheld | unoffered),
                                          note=text, layout=layout, data_rule=data_rule)
             for suffix, (withheld, text) in variants.items()}
@@ -385,7 +386,9 @@ def state_view(state: ConversationState) -> dict[str, Any]:
         "conversation_id": state.conversation_id,
         "turn": state.turn,
         "status": state.status.value,
-        "customer": state.customer.model_dump(mode="json") if state.customer else None,
+        # a remembered fact's source conversation id means nothing to the model: its turn, words and age do
+        "customer": (state.customer.model_dump(mode="json", exclude={"memory": {"__all__": {"conversation"}}})
+                     if state.customer else None),
         "orders": {k: v.model_dump(mode="json") for k, v in state.orders.items()},
         "products": {k: v.model_dump(mode="json") for k, v in list(state.products.items())[-PROMPT_PRODUCTS:]},
         "steps": [s.model_dump(mode="json") for s in state.steps[-PROMPT_STEPS:]],

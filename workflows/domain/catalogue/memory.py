@@ -67,7 +67,8 @@ class RememberFactArgs(ToolArgs):
     user_id: str = USER_ID
     kind: KindName
     value: str = Field(min_length=1, max_length=MAX_VALUE_CHARS)
-    order_id: Optional[str] = Field(default=None, max_length=100)
+    order_id: str = Field(default="", max_length=100)
+    """The order an open complaint is about; empty for the other kinds."""
     quote: str = Field(min_length=1, max_length=500)
 
 
@@ -150,7 +151,7 @@ def remember_check(state: ConversationState, args: dict[str, Any], order: Option
     require(args["quote"].strip() != "" and any(args["quote"] in m for m in messages), Rule.MEMORY_FACT,
             "quote the user's own words from their current message, verbatim")
     problem = fact_problem(FactKind(args["kind"]), args["value"], payment_method_ids=customer.payment_methods,
-                           order_ids=customer.order_ids, addresses=(), order_id=args.get("order_id"))
+                           order_ids=customer.order_ids, addresses=(), order_id=args.get("order_id") or None)
     if problem is not None:
         raise PolicyViolation(Rule.MEMORY_FACT, problem)
 
@@ -166,7 +167,7 @@ def remember_detail(state: ConversationState, args: dict[str, Any]) -> str:
     if args["kind"] == "refund_method" and state.customer and value in state.customer.payment_methods:
         display = state.customer.payment_methods[value].display
         value = f"{display} ({value})" if display else value
-    elif args.get("order_id"):
+    elif args.get("order_id"):  # an open complaint
         value = f"{value} (order {args['order_id']})"
     return f"Remember for your next conversations that {KIND_WORDS[args['kind']].format(value=value)}."
 
@@ -192,9 +193,10 @@ def remember_fold(state: ConversationState, args: dict[str, Any], result: str) -
         return result
     quote = args["quote"]
     turn = next((t.turn for t in reversed(state.recent_turns) if t.role is Role.USER and quote in t.text), state.turn)
-    kept = RememberedFact(kind=args["kind"], value=args["value"].strip(), order_id=args.get("order_id"),
+    order_id = args.get("order_id") or None
+    kept = RememberedFact(kind=args["kind"], value=args["value"].strip(), order_id=order_id,
                           conversation=state.conversation_id, turn=turn, words=quote, age_days=0,
-                          contradicted=_contradicted(state, args["kind"], args["value"].strip(), args.get("order_id")))
+                          contradicted=_contradicted(state, args["kind"], args["value"].strip(), order_id))
     others = [f for f in customer.memory or [] if f.kind != kept.kind]
     customer.memory = [*others, kept][-MEMORY_FACTS_KEPT:]
     return result
@@ -220,7 +222,9 @@ SPECS = (
     ),
     ToolSpec(
         name=REMEMBER_TOOL, args=RememberFactArgs, tool_class=ToolClass.IRREVERSIBLE_WRITE,
-        description="Remember a fact the customer asks you to (quote: their words).",
+        description=("Remember for later conversations a fact the customer asks you to: kind refund_method (a "
+                     "payment method id), delivery_instructions, preferred_language or open_complaint (with "
+                     "order_id); quote: their words."),
         scope=Scope.CUSTOMER, system=System.MEMORY, check=remember_check, detail=remember_detail,
         fold=remember_fold, noun="fact to remember", outcome_lookup=True,
         personal_data=frozenset({"value", "quote"}),
