@@ -75,8 +75,9 @@ def test_the_no_returns_schema_leaves_out_the_return_tool_and_its_argument_model
     assert not {"ReturnDeliveredOrderItemsCall", "ReturnDeliveredOrderItemsArgs"} & set(cached["$defs"])
     assert f'"name":"{RETURN}"' in render_system(SINGLE_LAYOUT_VERSION)  # the single layout lists tools
     assert f'"name":"{RETURN}"' not in render_system(f"{SINGLE_LAYOUT_VERSION}-no-returns")
-    # the current version withholds nothing: its request offers every tool
-    assert propose_input_schema() == propose_input_schema(PROMPT_VERSION) == _lean_schema()
+    # the current version withholds only the memory's read (it runs without the model)
+    assert propose_input_schema() == propose_input_schema(PROMPT_VERSION) == _lean_schema(
+        frozenset({"get_remembered_facts"}))
     # the versions before memory withhold only the memory tools
     assert propose_input_schema(LAST_CACHED_VERSION) == _described_schema(MEMORY_TOOLS)
     assert propose_input_schema(SINGLE_LAYOUT_VERSION) == _flattened_schema(MEMORY_TOOLS)

@@ -386,8 +386,8 @@ def state_view(state: ConversationState) -> dict[str, Any]:
         "conversation_id": state.conversation_id,
         "turn": state.turn,
         "status": state.status.value,
-        # a remembered fact's source conversation id means nothing to the model: its turn, words and age do
-        "customer": (state.customer.model_dump(mode="json", exclude={"memory": {"__all__": {"conversation"}}})
+        # a remembered fact's source conversation and turn mean nothing to the model: the words and age do
+        "customer": (state.customer.model_dump(mode="json", exclude={"memory": {"__all__": {"conversation", "turn"}}})
                      if state.customer else None),
         "orders": {k: v.model_dump(mode="json") for k, v in state.orders.items()},
         "products": {k: v.model_dump(mode="json") for k, v in list(state.products.items())[-PROMPT_PRODUCTS:]},
