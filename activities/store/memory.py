@@ -15,6 +15,7 @@ one transaction.
 
 from __future__ import annotations
 
+import hashlib
 from datetime import datetime, timezone
 from datetime import timedelta
 from typing import Callable, NamedTuple, Optional
@@ -48,7 +49,7 @@ memory_facts = sa.Table(
 
 memory_writes = sa.Table(
     "memory_writes", metadata,
-    sa.Column("idempotency_key", sa.String(1200), primary_key=True),
+    sa.Column("key_digest", sa.String(64), primary_key=True),
     sa.Column("tool", sa.String(40), nullable=False),
     sa.Column("digest", sa.String(64), nullable=False),
     sa.Column("customer", sa.String(64), nullable=False, index=True),
@@ -56,10 +57,15 @@ memory_writes = sa.Table(
     sa.Column("result", sa.String(2000), nullable=False),
     sa.Column("at", TIME, nullable=False, index=True),
 )
-"""The memory writes' ledger: one row per idempotency key, written in the transaction of the
-write's effect, with the call's digest and its result (which holds no remembered value)."""
+"""The memory writes' ledger: one row per idempotency key (its SHA-256: a key names the customer
+id, which holds the name), written in the transaction of the write's effect, with the call's
+digest and its result (which holds no remembered value)."""
 LEDGER_DAYS = 30
 """Days a ledger row is kept: a conversation's retried or reset write finds its row well within it."""
+
+
+def _key_digest(idempotency_key: str) -> str:
+    return hashlib.sha256(idempotency_key.encode()).hexdigest()
 
 
 class RecordedWrite(NamedTuple):
@@ -154,7 +160,7 @@ class MemoryStore:
         """The ledger row of ``idempotency_key``, or None when that write never applied."""
         with self._engine.connect() as conn:
             row = conn.execute(sa.select(memory_writes.c.digest, memory_writes.c.outcome, memory_writes.c.result)
-                               .where(memory_writes.c.idempotency_key == idempotency_key)).first()
+                               .where(memory_writes.c.key_digest == _key_digest(idempotency_key))).first()
         return None if row is None else RecordedWrite(row.digest, row.outcome, row.result)
 
     def apply_once(self, idempotency_key: str, tool: str, digest: str, customer: str, now: datetime,
@@ -165,10 +171,11 @@ class MemoryStore:
         try:
             with self._engine.begin() as conn:
                 conn.execute(sa.insert(memory_writes).values(
-                    idempotency_key=idempotency_key, tool=tool, digest=digest, customer=customer,
+                    key_digest=_key_digest(idempotency_key), tool=tool, digest=digest, customer=customer,
                     outcome="pending", result="", at=now))
                 outcome, result = effect(conn)
-                conn.execute(sa.update(memory_writes).where(memory_writes.c.idempotency_key == idempotency_key)
+                conn.execute(sa.update(memory_writes)
+                             .where(memory_writes.c.key_digest == _key_digest(idempotency_key))
                              .values(outcome=outcome, result=result[:2000]))
             return RecordedWrite(digest, outcome, result[:2000]), False
         except sa.exc.IntegrityError:

@@ -325,7 +325,8 @@ async def main_async(turn_counts: list[int], window: int, json_out: Optional[str
         figures = run.figures()
         print_run(console, run, figures)
         runs.append({"turns": turns, "strategies": figures, "scenario": {
-            **asdict(scenario), "prompt_version": scenario.prompt_version, "simulated_seconds": round(run.now, 1), "cache_write_price": scenario.write_price}})
+            **asdict(scenario), "prompt_version": scenario.prompt_version,
+            "simulated_seconds": round(run.now, 1), "cache_write_price": scenario.write_price}})
     summary = Table(title=f"cost-weighted input ÷ naive with prefix caching (gaps {scenario.gaps}, cache "
                           f"{scenario.cache_ttl_seconds:.0f} s, {scenario.conversations_per_minute:g} other "
                           "conversations a minute)")

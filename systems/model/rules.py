@@ -246,7 +246,8 @@ def _return(view: dict, order: dict[str, Any], text: str) -> dict[str, Any]:
     else:
         item_ids = pinned or named or in_order
     remembered = _remembered(customer, "refund_method")
-    usable = remembered["value"] if remembered and remembered["value"] in (customer.get("payment_methods") or {}) else None
+    owned = customer.get("payment_methods") or {}
+    usable = remembered["value"] if remembered and remembered["value"] in owned else None
     payment = (_latest(view, "payment_method_id") or usable
                or next(iter(order.get("payment_method_ids") or []), None))
     if not item_ids:

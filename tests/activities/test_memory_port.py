@@ -115,7 +115,8 @@ def test_refusals_keep_nothing_and_erasure_removes_the_ledger(url):
         memory.invoke("main", "remember_fact", remember("gift_card_1"), idempotency_key="remember_fact:x:no-turn")
     memory.invoke("main", "remember_fact", remember("gift_card_1"), idempotency_key=f"remember_fact:{USER}:c.t4")
     read = json.loads(memory.invoke("main", "get_remembered_facts", {"user_id": USER}, scope_user_id=USER).result)
-    assert [(f["kind"], f["value"], f["source"]["turn"]) for f in read["facts"]] == [("refund_method", "gift_card_1", 4)]
+    assert [(f["kind"], f["value"], f["source"]["turn"]) for f in read["facts"]] == [
+        ("refund_method", "gift_card_1", 4)]
     assert store.erase_customer(f"cust-{USER}") == 1
     assert memory.recorded("main", "remember_fact", remember("gift_card_1"), f"remember_fact:{USER}:c.t4") is None
     store.dispose()

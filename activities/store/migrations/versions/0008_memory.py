@@ -21,7 +21,7 @@ def upgrade() -> None:
     if "memory_writes" not in existing:
         op.create_table(
             "memory_writes",
-            sa.Column("idempotency_key", sa.String(1200), primary_key=True),
+            sa.Column("key_digest", sa.String(64), primary_key=True),
             sa.Column("tool", sa.String(40), nullable=False),
             sa.Column("digest", sa.String(64), nullable=False),
             sa.Column("customer", sa.String(64), nullable=False),
