@@ -122,7 +122,7 @@ class MemoryPort:
             return Outcome.REFUSED.value, f"Error: {problem}"
         kind = FactKind(arguments["kind"])
         fact = MemoryFact(fact_id=fact_id(tenant, store, customer, kind), kind=kind, value=value,
-                          order_id=arguments.get("order_id") or None,
+                          order_id=arguments.get("complaint_order_id") or None,
                           source=FactSource(conversation_id=conversation, turn=turn, words=arguments["quote"]),
                           learnt_at=now, confirmed_at=now, expires_at=expiry(kind, now, self._retention))
         kept = self._store.remember_on(conn, tenant, store, customer, fact)

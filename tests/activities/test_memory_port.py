@@ -37,7 +37,7 @@ def port(store: MemoryStore, at: datetime = T0) -> MemoryPort:
 
 
 def remember(value: str, quote: str = "please remember that refunds go to my gift card") -> dict:
-    return {"user_id": USER, "kind": "refund_method", "value": value, "order_id": None, "quote": quote}
+    return {"user_id": USER, "kind": "refund_method", "value": value, "complaint_order_id": "", "quote": quote}
 
 
 def kept(store: MemoryStore) -> dict[str, str]:

@@ -24,7 +24,7 @@ from pydantic import ValidationError
 from systems.model.rules import rules_brain
 from tests.policy_fixtures import CARD, CUSTOMER, DELIVERED, GIFT, authenticated, data
 from workflows.conversation.state_reads import next_due_read
-from workflows.domain import transitions as tr
+from workflows.domain import keys, transitions as tr
 from workflows.domain.actions import ToolCallAction, make_tool_call
 from workflows.domain.catalogue import spec_of
 from workflows.domain.catalogue.memory import usable
@@ -167,3 +167,11 @@ def test_the_stand_in_refunds_to_the_remembered_method_only_when_the_profile_lis
     assert brain(state)["tool"]["arguments"]["payment_method_id"] == GIFT
     state = said(f"I want to return everything in order {DELIVERED}", [{**fact, "value": ANOTHER_GIFT_CARD}])
     assert brain(state)["tool"]["arguments"]["payment_method_id"] == CARD  # contradicted: the original
+
+
+def test_a_memory_writes_key_names_the_customer_and_the_turn():
+    call = make_tool_call("remember_fact", {"user_id": CUSTOMER, "kind": "open_complaint", "value": "damaged kettle",
+                                            "complaint_order_id": DELIVERED, "quote": "my kettle came damaged"})
+    key = keys.idempotency_key(call, keys.operation_id("c-1", 2))
+    assert key == f"remember_fact:{CUSTOMER}:c-1.t2"
+    assert keys.key_ref(key) == keys.KeyRef(conversation="c-1", subject=CUSTOMER)

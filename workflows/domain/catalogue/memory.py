@@ -67,8 +67,9 @@ class RememberFactArgs(ToolArgs):
     user_id: str = USER_ID
     kind: KindName
     value: str = Field(min_length=1, max_length=MAX_VALUE_CHARS)
-    order_id: str = Field(default="", max_length=100)
-    """The order an open complaint is about; empty for the other kinds."""
+    complaint_order_id: str = Field(default="", max_length=100)
+    """The order an open complaint is about; empty for the other kinds (not ``order_id``: the
+    subject of a memory write, which names its idempotency key, is the customer)."""
     quote: str = Field(min_length=1, max_length=500)
 
 
@@ -151,7 +152,7 @@ def remember_check(state: ConversationState, args: dict[str, Any], order: Option
     require(args["quote"].strip() != "" and any(args["quote"] in m for m in messages), Rule.MEMORY_FACT,
             "quote the user's own words from their current message, verbatim")
     problem = fact_problem(FactKind(args["kind"]), args["value"], payment_method_ids=customer.payment_methods,
-                           order_ids=customer.order_ids, addresses=(), order_id=args.get("order_id") or None)
+                           order_ids=customer.order_ids, addresses=(), order_id=args.get("complaint_order_id") or None)
     if problem is not None:
         raise PolicyViolation(Rule.MEMORY_FACT, problem)
 
@@ -167,8 +168,8 @@ def remember_detail(state: ConversationState, args: dict[str, Any]) -> str:
     if args["kind"] == "refund_method" and state.customer and value in state.customer.payment_methods:
         display = state.customer.payment_methods[value].display
         value = f"{display} ({value})" if display else value
-    elif args.get("order_id"):  # an open complaint
-        value = f"{value} (order {args['order_id']})"
+    elif args.get("complaint_order_id"):
+        value = f"{value} (order {args['complaint_order_id']})"
     return f"Remember for your next conversations that {KIND_WORDS[args['kind']].format(value=value)}."
 
 
@@ -193,7 +194,7 @@ def remember_fold(state: ConversationState, args: dict[str, Any], result: str) -
         return result
     quote = args["quote"]
     turn = next((t.turn for t in reversed(state.recent_turns) if t.role is Role.USER and quote in t.text), state.turn)
-    order_id = args.get("order_id") or None
+    order_id = args.get("complaint_order_id") or None
     kept = RememberedFact(kind=args["kind"], value=args["value"].strip(), order_id=order_id,
                           conversation=state.conversation_id, turn=turn, words=quote, age_days=0,
                           contradicted=_contradicted(state, args["kind"], args["value"].strip(), order_id))
