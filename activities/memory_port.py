@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
 from datetime import datetime, timezone
 from typing import Any, Callable, Optional
 
@@ -46,16 +47,29 @@ def _digest(tool: str, arguments: dict[str, Any]) -> str:
 
 
 class MemoryPort:
-    """The memory tools over ``store``; ``pseudonym(user_id)`` and ``tenant_of(store)`` name the
-    customer's facts; ``retention_days`` overrides the kinds' retention (``Settings``)."""
+    """The memory tools over ``store`` (a ``MemoryStore``, or a function making it at first use, so
+    a worker starts while the journal's database does not answer); ``pseudonym(user_id)`` and
+    ``tenant_of(store)`` name the customer's facts; ``retention_days`` overrides the kinds'
+    retention (``Settings``)."""
 
-    def __init__(self, store: MemoryStore, pseudonym: Callable[[str], str], tenant_of: Callable[[str], str],
-                 retention_days: Optional[dict[str, int]] = None, clock: Clock = _utc_now) -> None:
-        self._store = store
+    def __init__(self, store: "MemoryStore | Callable[[], MemoryStore]", pseudonym: Callable[[str], str],
+                 tenant_of: Callable[[str], str], retention_days: Optional[dict[str, int]] = None,
+                 clock: Clock = _utc_now) -> None:
+        self._made: Optional[MemoryStore] = store if isinstance(store, MemoryStore) else None
+        self._make = store if not isinstance(store, MemoryStore) else None
+        self._lock = threading.Lock()
         self._pseudonym = pseudonym
         self._tenant_of = tenant_of
         self._retention = retention_days or {}
         self._clock = clock
+
+    @property
+    def _store(self) -> MemoryStore:
+        with self._lock:
+            if self._made is None:
+                assert self._make is not None
+                self._made = self._make()
+            return self._made
 
     def has_store(self, store: str) -> bool:
         """Every store has a memory (empty until something is remembered)."""

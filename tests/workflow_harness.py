@@ -37,7 +37,7 @@ async def running_worker(env, settings: Settings, brain: Optional[Callable[[dict
                          services: Optional[dict[str, str]] = None,
                          wrap_port: Optional[Callable[[Any], Any]] = None,
                          local_model_calls: bool = False,
-                         memory: bool = False,
+                         memory: Any = False,
                          ) -> AsyncIterator[tuple[StatekeeperClient, RetailBackend]]:
     """A worker in this process; ``brain(view, plan)`` replaces the offline model's decisions
     (the model is the outside system we fake at its boundary; everything else is real). A
@@ -51,8 +51,8 @@ async def running_worker(env, settings: Settings, brain: Optional[Callable[[dict
     ({name: base URL} of payments, email, ticketing) puts emails, tickets and money there.
     ``wrap_port(port)`` wraps the tool port last (a fault of ``tests.faults``).
     ``local_model_calls``: the client's conversations run model calls as local activities.
-    ``memory``: the memory tools run on the memory store of ``settings``' journal (as the worker
-    builds it); without it nothing is remembered."""
+    ``memory``: True, the memory tools run on the memory store of ``settings``' journal (as the
+    worker builds it); a port, on that port; False, nothing is remembered."""
     backend = build_backend(settings)
     model = None
     if brain is not None:
@@ -63,7 +63,7 @@ async def running_worker(env, settings: Settings, brain: Optional[Callable[[dict
         tool_port = slow_reads.attach(tool_port)
     if wrap_port is not None:
         tool_port = wrap_port(tool_port)
-    memory_port = build_memory_port(settings) if memory else None
+    memory_port = build_memory_port(settings) if memory is True else (memory or None)
     tools = ToolActivities(tools=tool_port, outbox=port, tickets=port, memory=memory_port)
     if services is not None:  # the external services (tests.service_fixtures) behind their adapters
         external = build_tool_activities(settings.model_copy(update={f"{n}_url": u for n, u in services.items()}),

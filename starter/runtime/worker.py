@@ -146,7 +146,8 @@ def build_memory_port(settings: Settings) -> Optional[MemoryPort]:
     if not settings.memory_enabled:
         return None
     key = settings.pseudonym_secret()
-    return MemoryPort(MemoryStore(settings.resolved_journal_url()), lambda user_id: customer_pseudonym(user_id, key),
+    url = settings.resolved_journal_url()
+    return MemoryPort(lambda: MemoryStore(url), lambda user_id: customer_pseudonym(user_id, key),
                       lambda store: settings.store_tenants.get(store, settings.default_tenant),
                       retention_days=settings.memory_retention_days)
 

@@ -281,6 +281,7 @@ FORGET_KINDS = (("delivery_instructions", DELIVERY), ("refund_method", re.compil
                 ("preferred_language", re.compile(r"\blanguage\b", re.ASCII)),
                 ("open_complaint", re.compile(r"\bcomplaint", re.ASCII)))
 QUOTE_CHARS = 500
+MEMORY_READ = "get_remembered_facts"
 
 
 def _remembered(customer: dict[str, Any], kind: str) -> Optional[dict[str, Any]]:
@@ -349,6 +350,8 @@ def _decide(view: dict) -> dict[str, Any]:
     user_turns = _user_turns(view)
     latest = user_turns[-1].get("text", "") if user_turns else ""
     last = (view.get("rejections") or [None])[-1]
+    if last and ((last.get("proposal") or {}).get("tool") or {}).get("name") == MEMORY_READ:
+        last = None  # what is remembered could not be read: the conversation goes on without it
     if last and last.get("turn") == turn and last.get("rule") != RULE_MALFORMED_OUTPUT:
         # a malformed-output rejection is about our own previous output, not the user's request: carry on
         proposed = ((last.get("proposal") or {}).get("tool") or {}).get("name", "")

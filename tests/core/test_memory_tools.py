@@ -175,3 +175,12 @@ def test_a_memory_writes_key_names_the_customer_and_the_turn():
     key = keys.idempotency_key(call, keys.operation_id("c-1", 2))
     assert key == f"remember_fact:{CUSTOMER}:c-1.t2"
     assert keys.key_ref(key) == keys.KeyRef(conversation="c-1", subject=CUSTOMER)
+
+
+def test_when_the_memory_cannot_be_read_the_stand_in_goes_on_without_it():
+    state = authenticated()
+    tr.receive_user_message(state, f"I want to return everything in order {DELIVERED}")
+    tr.read_failed(state, make_tool_call("get_remembered_facts", {"user_id": CUSTOMER}), "the database is down",
+                   by_model=False)
+    action = brain(state)
+    assert action["kind"] == "tool_call" and action["tool"]["arguments"]["payment_method_id"] == CARD

@@ -12,7 +12,9 @@ and the offline stand-in model (no test brain: its rules decide):
 - conversation 3 proposes the credit card for the same kind of return;
 - "forget everything" twice applies twice, the second time saying nothing was remembered;
   both are ``memory.forgotten`` events, and nothing is kept;
-- with memory turned off (the worker without a memory port), nothing is remembered.
+- with memory turned off (the worker without a memory port), nothing is remembered;
+- when the memory's database does not answer, the read's retries run out and the conversation
+  goes on without it (the customer is served, nothing is said to be unavailable).
 """
 
 from __future__ import annotations
@@ -131,3 +133,25 @@ async def test_without_memory_nothing_is_remembered(temporal_env, settings):
         assert "did not go through" in refused.text, refused.text
     assert facts(settings, store) == {}
     store.dispose()
+
+
+class DownMemory:
+    """A memory whose database never answers (every call fails like a lost connection)."""
+
+    def invoke(self, *args, **kwargs):
+        raise ConnectionError("the memory's database does not answer")
+
+    recorded = invoke
+
+    def has_store(self, store: str) -> bool:
+        return True
+
+
+async def test_a_memory_that_cannot_be_read_leaves_the_conversation_going(temporal_env, settings):
+    async with running_worker(temporal_env, settings, memory=DownMemory()) as (client, _backend):
+        conversation = await signed_in(client, "mem-down")
+        state = await client.state(conversation)
+        assert state.customer.memory is None and state.customer.details_loaded
+        assert state.rejections[-1].rule == "tool-error" and "get_remembered_facts" in state.rejections[-1].reason
+        asked = await client.send_message(conversation, f"I want to return everything in order {PAID_BY_CARD[0]}")
+        assert asked.awaiting_confirmation and CREDIT_CARD in asked.awaiting_confirmation, asked

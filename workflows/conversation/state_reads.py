@@ -20,7 +20,7 @@ from temporalio.exceptions import ActivityError
 from workflows.conversation.execute import failure_reason, read
 from workflows.domain import transitions as tr
 from workflows.domain.actions import ToolCallAction, call_arguments, make_tool_call
-from workflows.domain.catalogue import STATE_DRIVEN, System
+from workflows.domain.catalogue import STATE_DRIVEN, System, spec_of
 from workflows.domain.contracts import CancelRequest
 from workflows.domain.policy.validator import validate_proposal
 from workflows.domain.state import ConversationState
@@ -76,7 +76,8 @@ async def run_due_reads(state: ConversationState, cancel_requested: Callable[[],
     """Run the due state-driven reads, one after the other (each may call for the next), at
     most ``limit`` (what is left of the turn's ``MAX_STATE_DRIVEN_READS_PER_TURN``). A read
     whose retries run out is recorded as a tool-error rejection (the model sees it, and it is
-    not run again) and stops the reads. Raises ``Interrupted`` when a cancel arrives during one."""
+    not run again) and stops the reads, unless it is the memory's read (the conversation goes on
+    without what is remembered; the model sees the failure). Raises ``Interrupted`` when a cancel arrives during one."""
     ran = 0
     while ran < limit and cancel_requested() is None:
         call = next_due_read(state, memory)
@@ -90,6 +91,8 @@ async def run_due_reads(state: ConversationState, cancel_requested: Callable[[],
             raise
         except ActivityError as err:  # the system is down: asking the model now would not help
             tr.read_failed(state, call, failure_reason(err), by_model=False)
+            if spec_of(call.name).system is System.MEMORY:
+                continue  # what is remembered only shapes proposals: the conversation goes on without it
             return DueReads(ran, unavailable=True)
         tr.read_ran(state, call, result, by_model=False)
     return DueReads(ran)
