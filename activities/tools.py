@@ -20,10 +20,11 @@ from activities.deadline import attempt_deadline
 from activities.heartbeat import heartbeating
 from activities.payments_port import PaymentsPort, money_movements, payments_key
 from activities.record_limits import RecordTooLarge, bound_result, skeleton, too_large_result
+from activities.memory_port import AbsentMemory
 from activities.ports import Guard, OutboxPort, PortError, TicketPort, ToolPort
 from workflows.domain.actions import call_arguments
 from workflows.activity_api import ToolActivitiesApi
-from workflows.domain.catalogue import spec_of
+from workflows.domain.catalogue import System, spec_of
 from workflows.domain.catalogue.checks import status_refusal
 from workflows.domain.contracts import (
     EmailRequest,
@@ -45,11 +46,14 @@ T = TypeVar("T")
 class ToolActivities(ToolActivitiesApi):
     """The tool activities over injected ports (``tools``, ``outbox``, ``tickets``, and
     ``payments``: when given, the money a write moved is moved there too, once per key);
-    register ``instance.all()`` with the worker."""
+    register ``instance.all()`` with the worker). The memory tools (``System.MEMORY``) run on
+    ``memory`` (``activities.memory_port.MemoryPort``); without one, nothing is remembered
+    (``AbsentMemory``)."""
 
     def __init__(self, tools: ToolPort, outbox: OutboxPort, tickets: TicketPort,
-                 payments: Optional[PaymentsPort] = None) -> None:
+                 payments: Optional[PaymentsPort] = None, memory: Optional[ToolPort] = None) -> None:
         self._tools = tools
+        self._memory: ToolPort = memory if memory is not None else AbsentMemory()
         self._outbox = outbox
         self._tickets = tickets
         self._payments = payments
@@ -64,6 +68,10 @@ class ToolActivities(ToolActivitiesApi):
             raise ApplicationError("this worker serves another system of record than the one this process is "
                                    "bound to; nothing was done", type=ErrorType.WRONG_SYSTEM_OF_RECORD.value)
 
+    def _port(self, tool: str) -> ToolPort:
+        """The port of the system that owns ``tool`` (its spec's ``system``)."""
+        return self._memory if spec_of(tool).system is System.MEMORY else self._tools
+
     def _stamp(self, result: ToolResult) -> ToolResult:
         result.system_of_record = self.system_of_record or None
         return result
@@ -76,7 +84,8 @@ class ToolActivities(ToolActivitiesApi):
             raise _fatal(ErrorType.INVALID_ARGUMENTS, f"{req.call.name} is not a read tool")
         self._check_bound(req.system_of_record)
         args = call_arguments(req.call)
-        result = await _call(self._tools.invoke, req.store, req.call.name, args, scope_user_id=req.scope_user_id)
+        result = await _call(self._port(req.call.name).invoke, req.store, req.call.name, args,
+                             scope_user_id=req.scope_user_id)
         return self._stamp(_bounded_read(req.call, result))
 
     @activity.defn
@@ -90,7 +99,7 @@ class ToolActivities(ToolActivitiesApi):
             raise _fatal(ErrorType.INVALID_ARGUMENTS, "idempotency key does not belong to this tool")
         self._check_bound(req.system_of_record)
         args = call_arguments(req.call)
-        result = await _call(self._tools.invoke, req.store, req.call.name, args,
+        result = await _call(self._port(req.call.name).invoke, req.store, req.call.name, args,
                              idempotency_key=req.idempotency_key, guard=status_guard(req.call.name, args))
         await self._move_money(req, args, result)
         return self._stamp(_bounded_write(req.call, result))
@@ -124,7 +133,8 @@ class ToolActivities(ToolActivitiesApi):
         (non-retryable) when the key holds another call."""
         self._check_bound(req.system_of_record)
         args = call_arguments(req.call)
-        recorded = await _call(self._tools.recorded, req.store, req.call.name, args, req.idempotency_key)
+        recorded = await _call(self._port(req.call.name).recorded, req.store, req.call.name, args,
+                               req.idempotency_key)
         if recorded is not None:
             # an applied write is only done once its money moved: found by the payments key, or
             # moved now if proven absent; ``OutcomeUnknown`` when the payments system cannot say
@@ -140,8 +150,8 @@ class ToolActivities(ToolActivitiesApi):
         store): ``find_recorded_write`` then raises that refusal as it always did."""
         self._check_bound(req.system_of_record)
         try:
-            return await _call(self._tools.recorded, req.store, req.call.name, call_arguments(req.call),
-                               req.idempotency_key) is not None
+            return await _call(self._port(req.call.name).recorded, req.store, req.call.name,
+                               call_arguments(req.call), req.idempotency_key) is not None
         except ApplicationError as err:
             if err.non_retryable:  # a port refusal (``_fatal``): the activity reports it
                 return True

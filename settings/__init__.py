@@ -190,6 +190,14 @@ class Settings(BaseSettings):
     retention_days: Optional[float] = Field(default=None, gt=0, le=MAX_DAYS)
     """Closed conversations older than this many days are purged by ``statekeeper retention
     purge`` and its schedule (``activities.erasure``). None (default): retention is off."""
+    memory_enabled: bool = True
+    """True (default): conversations read what is remembered about their customer and may remember
+    facts they confirm (``activities.memory_port``, docs/memory.md). False: nothing is remembered
+    (the read answers "nothing", a write is refused)."""
+    memory_retention_days: dict[str, int] = {}
+    """Days a remembered fact of a kind is kept after its last confirmation (JSON in
+    ``STATEKEEPER_MEMORY_RETENTION_DAYS``, e.g. ``{"open_complaint": 30}``); a kind not listed
+    keeps its default (``workflows.domain.memory.RETENTION_DAYS``)."""
 
     # --- webhooks (activities.webhooks, workflows.webhooks; docs/webhooks.md) ---
     webhook_allow_loopback: bool = False

@@ -20,7 +20,7 @@ from settings import Settings
 from starter.client.conversations import StatekeeperClient
 from systems.retail.backend import RetailBackend
 from tests.faults import PauseAfterWrite, SlowReads
-from starter.runtime.worker import build_backend, build_tool_activities, build_worker
+from starter.runtime.worker import build_backend, build_memory_port, build_tool_activities, build_worker
 from workflows.domain.policy.approvals import ApprovalPolicy
 
 
@@ -37,6 +37,7 @@ async def running_worker(env, settings: Settings, brain: Optional[Callable[[dict
                          services: Optional[dict[str, str]] = None,
                          wrap_port: Optional[Callable[[Any], Any]] = None,
                          local_model_calls: bool = False,
+                         memory: Any = False,
                          ) -> AsyncIterator[tuple[StatekeeperClient, RetailBackend]]:
     """A worker in this process; ``brain(view, plan)`` replaces the offline model's decisions
     (the model is the outside system we fake at its boundary; everything else is real). A
@@ -49,7 +50,9 @@ async def running_worker(env, settings: Settings, brain: Optional[Callable[[dict
     replaces the worker's journal (default: the SQLite file ``settings`` names). ``services``
     ({name: base URL} of payments, email, ticketing) puts emails, tickets and money there.
     ``wrap_port(port)`` wraps the tool port last (a fault of ``tests.faults``).
-    ``local_model_calls``: the client's conversations run model calls as local activities."""
+    ``local_model_calls``: the client's conversations run model calls as local activities.
+    ``memory``: True, the memory tools run on the memory store of ``settings``' journal (as the
+    worker builds it); a port, on that port; False, nothing is remembered."""
     backend = build_backend(settings)
     model = None
     if brain is not None:
@@ -60,12 +63,13 @@ async def running_worker(env, settings: Settings, brain: Optional[Callable[[dict
         tool_port = slow_reads.attach(tool_port)
     if wrap_port is not None:
         tool_port = wrap_port(tool_port)
-    tools = ToolActivities(tools=tool_port, outbox=port, tickets=port)
+    memory_port = build_memory_port(settings) if memory is True else (memory or None)
+    tools = ToolActivities(tools=tool_port, outbox=port, tickets=port, memory=memory_port)
     if services is not None:  # the external services (tests.service_fixtures) behind their adapters
         external = build_tool_activities(settings.model_copy(update={f"{n}_url": u for n, u in services.items()}),
                                          backend)
         tools = ToolActivities(tools=tool_port, outbox=external._outbox, tickets=external._tickets,
-                               payments=external._payments)
+                               payments=external._payments, memory=memory_port)
     async with build_worker(env.client, settings, backend, model=model, tools=tools, journal=journal):
         yield StatekeeperClient(env.client, settings.task_queue, settings.write_timeout_seconds,
                                 approvals=approvals or NO_APPROVALS, local_model_calls=local_model_calls), backend

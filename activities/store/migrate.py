@@ -45,12 +45,12 @@ def owned_metadata() -> sa.MetaData:
     from activities.store.audit import audit_log
     from activities.store.api_keys import api_keys
     from activities.store.limits import api_key_rates, tenant_conversations
-    from activities.store.memory import memory_facts
+    from activities.store.memory import memory_facts, memory_writes
     from activities.store.webhooks import webhook_deliveries, webhooks
 
     combined = sa.MetaData()
     for table in (*TABLES, refund_events, audit_log, api_keys, dispatches, api_key_rates, tenant_conversations,
-                  webhooks, webhook_deliveries, memory_facts):
+                  webhooks, webhook_deliveries, memory_facts, memory_writes):
         table.to_metadata(combined)
     return combined
 

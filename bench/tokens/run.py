@@ -26,7 +26,7 @@ It replaces ``bench/prompt_size.py`` (characters of one snapshot vs the transcri
 measured neither caching nor the whole request.
 
 Run: ``.venv/bin/python bench/tokens.py [--turns 6,10,20,30,100,500] [--window 6] [--json OUT] [--quick]
-[--gaps none|typical] [--cache-ttl 300] [--conversations-per-minute 10]`` (``--quick``: 10 and 100
+[--gaps none|typical] [--cache-ttl 300] [--conversations-per-minute 10] [--memory on|off]`` (``--quick``: 10 and 100
 turns unless ``--turns`` says otherwise). ``--gaps typical`` lets seeded think time pass between
 turns, so caches can expire (``Scenario``); other conversations keep the shared prefix warm.
 """
@@ -58,7 +58,7 @@ from workflows.domain import keys, replies  # noqa: E402
 from workflows.domain import transitions as tr  # noqa: E402
 from workflows.conversation.state_reads import next_due_read  # noqa: E402
 from workflows.domain.actions import ToolCallAction, call_arguments  # noqa: E402
-from workflows.domain.catalogue import spec_of  # noqa: E402
+from workflows.domain.catalogue import System, spec_of  # noqa: E402
 from workflows.domain.policy.clauses import Rule  # noqa: E402
 from workflows.domain.policy.confirm import describe, is_yes  # noqa: E402
 from workflows.options import MAX_CONSECUTIVE_REJECTIONS, MAX_MODEL_STEPS_PER_TURN  # noqa: E402
@@ -85,12 +85,19 @@ SEED = 7
 
 @dataclass(frozen=True)
 class Scenario:
-    """How time passes and caches expire (``--gaps``, ``--cache-ttl``, ``--conversations-per-minute``)."""
+    """How time passes and caches expire (``--gaps``, ``--cache-ttl``, ``--conversations-per-minute``),
+    and whether the customer's memory is read and its tools offered (``--memory``)."""
 
     gaps: str = "none"
     cache_ttl_seconds: float = 300.0
     conversations_per_minute: float = DEFAULT_CONVERSATIONS_PER_MINUTE
     seed: int = SEED
+    memory: bool = True
+
+    @property
+    def prompt_version(self) -> str:
+        """The prompt the calls use: the current one, or it without the memory tools."""
+        return PROMPT_VERSION if self.memory else f"{PROMPT_VERSION}-no-memory"
 
     @property
     def write_price(self) -> float:
@@ -135,9 +142,10 @@ class Run:
     async def model_call(self) -> Any:
         """One statekeeper call: the request the model activity sends."""
         state = self.state
-        kwargs = build_create_kwargs(render_request(state_view(state), PROMPT_VERSION), model=MODEL,
+        version = self.scenario.prompt_version
+        kwargs = build_create_kwargs(render_request(state_view(state), version), model=MODEL,
                                      max_tokens=1024, conversation_id=state.conversation_id,
-                                     prompt_version=PROMPT_VERSION)
+                                     prompt_version=version)
         self.warm("statekeeper", kwargs)
         response = await self.client.messages.create(**kwargs)
         usage = response.usage
@@ -160,7 +168,17 @@ class Run:
                 self.final_prompts[strategy] = ts.contains(body, self.task["order_id"])
 
     def read(self, call: Any) -> None:
-        """A read statekeeper runs; a tool-use loop asks its model for it first."""
+        """A read statekeeper runs; a tool-use loop asks its model for it first. The memory's read
+        (``--memory on``) finds one fact remembered in an earlier conversation: refunds go to the
+        customer's first payment method (the baselines keep no memory)."""
+        if spec_of(call.name).system is System.MEMORY:
+            customer = self.state.customer
+            method = next(iter(customer.payment_methods), "") if customer is not None else ""
+            tr.apply_read_result(self.state, call, json.dumps({"facts": [
+                {"kind": "refund_method", "value": method, "order_id": None, "age_days": 12,
+                 "source": {"conversation_id": "bench-tokens-earlier", "turn": 3,
+                            "words": "please remember that refunds go to my gift card"}}]}))
+            return
         self.naive_call()
         result = run_tool(self.data, call.name, call_arguments(call))
         self.transcript.tool(call.name, call_arguments(call), result)
@@ -197,7 +215,7 @@ class Run:
                 tr.decline(state, pending, Rule.USER_DECLINED.value, f"the user declined: {pending.detail}")
         rejections = 0
         for _ in range(MAX_MODEL_STEPS_PER_TURN):
-            while (due := next_due_read(state)) is not None:
+            while (due := next_due_read(state, self.scenario.memory)) is not None:
                 self.read(due)
             action = await self.model_call()
             if action.kind == "tool_calls":
@@ -307,7 +325,8 @@ async def main_async(turn_counts: list[int], window: int, json_out: Optional[str
         figures = run.figures()
         print_run(console, run, figures)
         runs.append({"turns": turns, "strategies": figures, "scenario": {
-            **asdict(scenario), "simulated_seconds": round(run.now, 1), "cache_write_price": scenario.write_price}})
+            **asdict(scenario), "prompt_version": scenario.prompt_version,
+            "simulated_seconds": round(run.now, 1), "cache_write_price": scenario.write_price}})
     summary = Table(title=f"cost-weighted input ÷ naive with prefix caching (gaps {scenario.gaps}, cache "
                           f"{scenario.cache_ttl_seconds:.0f} s, {scenario.conversations_per_minute:g} other "
                           "conversations a minute)")
@@ -339,12 +358,15 @@ def main(argv: Optional[list[str]] = None) -> None:
     parser.add_argument("--conversations-per-minute", type=float, default=DEFAULT_CONVERSATIONS_PER_MINUTE,
                         help="other conversations a minute, keeping the shared system-and-tools prefix warm "
                              f"(default {DEFAULT_CONVERSATIONS_PER_MINUTE:g}; 0: none)")
+    parser.add_argument("--memory", choices=("on", "off"), default="on",
+                        help="on: the customer's remembered facts are read after authentication (one fact) and "
+                             "the memory tools offered; off: neither (the prompt without the memory tools)")
     args = parser.parse_args(argv)
     if args.cache_ttl <= 0 or args.conversations_per_minute < 0:
         parser.error("--cache-ttl must be positive and --conversations-per-minute at least 0")
     counts = args.turns or ("10,100" if args.quick else "6,10,20,30,100,500")
     scenario = Scenario(gaps=args.gaps, cache_ttl_seconds=args.cache_ttl,
-                        conversations_per_minute=args.conversations_per_minute)
+                        conversations_per_minute=args.conversations_per_minute, memory=args.memory == "on")
     asyncio.run(main_async([int(n) for n in counts.split(",")], args.window, args.json_out, scenario))
 
 

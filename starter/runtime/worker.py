@@ -23,6 +23,7 @@ from activities.erasure.service import DataErasure
 from activities.identity import IdentityActivities
 from activities.journal import JournalActivities
 from activities.store.journal import JournalStore
+from activities.memory_port import MemoryPort
 from activities.store.memory import MemoryStore
 from activities.llm.model_activity import ModelActivities, build_client, offline_client
 from activities.retail_port import RetailPort
@@ -45,6 +46,7 @@ from workflows.retention.workflow import RetentionWorkflow
 from workflows.webhooks.workflow import WebhookDeliveryWorkflow, WebhookSweepWorkflow
 from workflows.options import GRACEFUL_SHUTDOWN
 from workflows.conversation.workflow import SupportWorkflow
+from workflows.domain.pseudonym import customer_pseudonym
 
 if TYPE_CHECKING:
     from activities.webhooks.delivery import WebhookActivities
@@ -125,6 +127,7 @@ def build_tool_activities(settings: Settings, backend: RetailBackend) -> ToolAct
     from activities.reconcile import DispatchLog
 
     port = RetailPort(backend)
+    memory = build_memory_port(settings)
     external = settings.payments_url or settings.email_url or settings.ticketing_url
     log = DispatchLog(make_engine(settings.resolved_journal_url())) if external else None
     timeout = settings.services_timeout_seconds
@@ -132,7 +135,21 @@ def build_tool_activities(settings: Settings, backend: RetailBackend) -> ToolAct
         tools=port,
         outbox=HttpOutbox(settings.email_url, timeout, log) if settings.email_url else port,
         tickets=HttpTickets(settings.ticketing_url, timeout, log) if settings.ticketing_url else port,
-        payments=HttpPayments(settings.payments_url, timeout, log) if settings.payments_url else None)
+        payments=HttpPayments(settings.payments_url, timeout, log) if settings.payments_url else None,
+        memory=memory)
+
+
+def build_memory_port(settings: Settings) -> Optional[MemoryPort]:
+    """The memory tools' port (``activities.memory_port``) on the journal's database, naming
+    customers by the worker's pseudonym key and stores by their tenant; None when
+    ``settings.memory_enabled`` is off (nothing is remembered)."""
+    if not settings.memory_enabled:
+        return None
+    key = settings.pseudonym_secret()
+    url = settings.resolved_journal_url()
+    return MemoryPort(lambda: MemoryStore(url), lambda user_id: customer_pseudonym(user_id, key),
+                      lambda store: settings.store_tenants.get(store, settings.default_tenant),
+                      retention_days=settings.memory_retention_days)
 
 
 def tenant_activities(settings: Settings, journal: JournalStore) -> TenantActivities:

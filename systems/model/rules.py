@@ -11,6 +11,15 @@ read the order they mention, then act on the intent of their recent turns:
   items whose product name the user wrote, else all of its items — also on "all" /
   "everything"; pinned payment method, else the order's original one);
 - "status" / "where" / "track" -> a reply with the order's status and items;
+- memory, once the customer's details are loaded: "please remember that refunds go to my gift
+  card" (or "my preferred refund method is now my credit card") -> ``remember_fact`` of kind
+  ``refund_method`` with the id of their payment method of that source; "remember ... deliver
+  / parcel / door ..." -> ``delivery_instructions`` (the words after "remember that"); "remember
+  ... I prefer Spanish" -> ``preferred_language``; each quoting the user's message. "what do you
+  remember about me?" -> a reply from the facts read (with their source and age); "forget my
+  delivery instructions" / "forget everything" -> ``forget_fact`` (that kind, or ``all``). A
+  return without a stated payment method refunds to the remembered refund method when the
+  profile still lists it (a fact flagged ``contradicted`` is never used);
 - anything else -> a reply listing what it can do.
 
 It never loops: a rejection at the current turn is answered with its reason, a
@@ -223,6 +232,7 @@ def _cancel(view: dict, order: dict[str, Any]) -> dict[str, Any]:
 
 
 def _return(view: dict, order: dict[str, Any], text: str) -> dict[str, Any]:
+    customer = view.get("customer") or {}
     if order.get("status") != "delivered":
         return reply(f"Order {order['order_id']} is {order.get('status')}; only delivered orders can be returned.")
     in_order = [i["item_id"] for i in order.get("items") or []]
@@ -235,7 +245,11 @@ def _return(view: dict, order: dict[str, Any], text: str) -> dict[str, Any]:
         item_ids = in_order
     else:
         item_ids = pinned or named or in_order
-    payment = _latest(view, "payment_method_id") or next(iter(order.get("payment_method_ids") or []), None)
+    remembered = _remembered(customer, "refund_method")
+    owned = customer.get("payment_methods") or {}
+    usable = remembered["value"] if remembered and remembered["value"] in owned else None
+    payment = (_latest(view, "payment_method_id") or usable
+               or next(iter(order.get("payment_method_ids") or []), None))
     if not item_ids:
         return reply(f"Order {order['order_id']} has no items to return.")
     if payment is None:
@@ -253,6 +267,81 @@ def _guarded(view: dict, action: dict[str, Any]) -> dict[str, Any]:
     return action
 
 
+ASK_MEMORY = re.compile(r"\bwhat (?:do|did) you (?:remember|know|keep) about me\b|\bwhat is remembered\b", re.ASCII)
+FORGET = re.compile(r"\bforget\b", re.ASCII)
+FORGET_ALL = re.compile(r"\bforget (?:everything|all|what you (?:remember|know))\b", re.ASCII)
+REMEMBER = re.compile(r"\b(?:remember|from now on|preferred refund method|prefer(?:red)? refunds?)\b", re.ASCII)
+REMEMBERED_WORDS = re.compile(r"\bremember(?: that| to|:)?\s+(.+)", re.ASCII | re.DOTALL)
+SOURCES = (("gift_card", re.compile(r"\bgift ?cards?\b|\bgift_card", re.ASCII)),
+           ("credit_card", re.compile(r"\bcredit ?cards?\b|\bcredit_card", re.ASCII)),
+           ("paypal", re.compile(r"\bpaypal\b", re.ASCII)))
+LANGUAGE = re.compile(r"\b(?:language is|answer me in|speak|prefer)\s+([A-Z][a-z]+)\b", re.ASCII)
+DELIVERY = re.compile(r"\b(?:deliver\w*|parcels?|packages?|door\w*|neighbou?r\w*|porch|concierge)\b", re.ASCII)
+FORGET_KINDS = (("delivery_instructions", DELIVERY), ("refund_method", re.compile(r"\brefund", re.ASCII)),
+                ("preferred_language", re.compile(r"\blanguage\b", re.ASCII)),
+                ("open_complaint", re.compile(r"\bcomplaint", re.ASCII)))
+QUOTE_CHARS = 500
+MEMORY_READ = "get_remembered_facts"
+
+
+def _remembered(customer: dict[str, Any], kind: str) -> Optional[dict[str, Any]]:
+    """The remembered fact of ``kind`` that may be used: read, not contradicted."""
+    return next((f for f in customer.get("memory") or [] if f.get("kind") == kind and not f.get("contradicted")), None)
+
+
+def _memory_reply(customer: dict[str, Any]) -> dict[str, Any]:
+    facts = customer.get("memory") or []
+    if not facts:
+        return reply("I don't remember anything about you from earlier conversations.")
+    said = []
+    for fact in facts:
+        age = fact.get("age_days", 0)
+        when = "today" if age == 0 else f"{age} day{'s' if age != 1 else ''} ago"
+        note = " (your account no longer lists it, so I don't use it)" if fact.get("contradicted") else ""
+        what = fact.get("kind", "").replace("_", " ")
+        said.append(f"{what}: {fact.get('value', '')}{note}, from what you told me {when} "
+                    f"(\"{fact.get('words', '')}\")")
+    return reply("Here is what I remember about you: " + "; ".join(said)
+                 + ". You can ask me to change or forget any of it.")
+
+
+def _memory(view: dict, customer: dict[str, Any], text: str) -> Optional[dict[str, Any]]:
+    """The memory request of the current message ``text``, if it makes one."""
+    lowered = text.lower()
+    user_id = customer["user_id"]
+    if ASK_MEMORY.search(lowered):
+        return _memory_reply(customer)
+    if FORGET.search(lowered):
+        kind = "all" if FORGET_ALL.search(lowered) else next(
+            (name for name, pattern in FORGET_KINDS if pattern.search(lowered)), None)
+        if kind is None:
+            return reply("What should I forget: your refund method, delivery instructions, preferred language, "
+                         "or everything?")
+        return tool_call("forget_fact", {"user_id": user_id, "kind": kind})
+    if not REMEMBER.search(lowered):
+        return None
+    quote = text[:QUOTE_CHARS]
+    if "refund" in lowered:
+        methods = customer.get("payment_methods") or {}
+        named = [m for m in methods if m in text]
+        source = next((name for name, pattern in SOURCES if pattern.search(lowered)), None)
+        chosen = named[:1] or [m for m, method in methods.items() if source and method.get("source") == source][:1]
+        if not chosen:
+            return reply("Which of your payment methods should refunds go to?")
+        return tool_call("remember_fact", {"user_id": user_id, "kind": "refund_method", "value": chosen[0],
+                                           "quote": quote})
+    language = LANGUAGE.search(text)
+    if language:
+        return tool_call("remember_fact", {"user_id": user_id, "kind": "preferred_language",
+                                           "value": language.group(1), "quote": quote})
+    words = REMEMBERED_WORDS.search(text)
+    if words and DELIVERY.search(lowered):
+        value = words.group(1).strip().rstrip(".!").strip()
+        return tool_call("remember_fact", {"user_id": user_id, "kind": "delivery_instructions", "value": value,
+                                           "quote": quote})
+    return None
+
+
 def _decide(view: dict) -> dict[str, Any]:
     turn = view.get("turn", 0)
     done_now = [op for op in view.get("completed_operations") or [] if op.get("turn") == turn]
@@ -261,6 +350,8 @@ def _decide(view: dict) -> dict[str, Any]:
     user_turns = _user_turns(view)
     latest = user_turns[-1].get("text", "") if user_turns else ""
     last = (view.get("rejections") or [None])[-1]
+    if last and ((last.get("proposal") or {}).get("tool") or {}).get("name") == MEMORY_READ:
+        last = None  # what is remembered could not be read: the conversation goes on without it
     if last and last.get("turn") == turn and last.get("rule") != RULE_MALFORMED_OUTPUT:
         # a malformed-output rejection is about our own previous output, not the user's request: carry on
         proposed = ((last.get("proposal") or {}).get("tool") or {}).get("name", "")
@@ -286,6 +377,11 @@ def _decide(view: dict) -> dict[str, Any]:
         if obs is not None and obs.get("turn") == turn:
             return reply(f"I could not load your account details: {_said(obs)}")
         return tool_call("get_user_details", args)
+
+    latest_turn = user_turns[-1].get("turn") if user_turns else None
+    asked = _memory(view, customer, latest) if latest_turn == turn else None
+    if asked is not None:
+        return asked
 
     orders = view.get("orders") or {}
     order_id = _target_order(view)

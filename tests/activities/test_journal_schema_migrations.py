@@ -25,7 +25,8 @@ from activities.store.audit import AuditLog
 from tests.journal_fixtures import either_database, sqlite_url  # noqa: F401 (either_database: the url fixture)
 
 OWNED = {"model_calls", "verdicts", "transcript", "events", "refund_events", "audit_log", "api_keys", "effect_dispatches",
-         "api_key_rates", "tenant_conversations", "webhooks", "webhook_deliveries", "memory_facts"}
+         "api_key_rates", "tenant_conversations", "webhooks", "webhook_deliveries", "memory_facts",
+         "memory_writes"}
 
 
 def schema_diff(engine: sa.Engine) -> list:

@@ -28,6 +28,7 @@ from bench.chaos.user import FrontEnd, p95, reason_group
 from bench.turns import run as turns, idle as turns_idle
 from starter.client.conversations import ConversationError
 from systems.service_kit.faults import Fault
+from workflows.domain.prompt import PROMPT_VERSION
 
 
 # --- --quick keeps the sizes given ---
@@ -91,7 +92,8 @@ def test_quick_run_writes_the_json_shape(tmp_path):
     (run,) = figures["runs"]
     assert set(run) == {"turns", "strategies", "scenario"} and run["turns"] == 10
     assert run["scenario"] == {"gaps": "none", "cache_ttl_seconds": 300.0, "conversations_per_minute": 10.0,
-                               "seed": 7, "simulated_seconds": 0.0, "cache_write_price": 1.25}
+                               "seed": 7, "memory": True, "prompt_version": PROMPT_VERSION,
+                               "simulated_seconds": 0.0, "cache_write_price": 1.25}
     assert set(run["strategies"]) == STRATEGIES
     for strategy in run["strategies"].values():
         assert set(strategy) == FIELDS

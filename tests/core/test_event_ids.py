@@ -53,7 +53,7 @@ def test_keys_name_the_fact():
     assert ev.approval_key("a~1", EventType.APPROVAL_DECIDED) == "approval:a~1:approval.decided"
     assert ev.reply_key(2, 1) != ev.reply_key(1, 2)
     assert ev.ended_key(3, 0) != ev.ended_key(3, 1)  # reopened by a resolution, it can end again
-    assert len({t.value for t in EventType}) == len(EventType) == 14
+    assert len({t.value for t in EventType}) == len(EventType) == 16
 
 
 def test_a_new_run_sends_the_same_started_event_and_a_reply_the_same_event_on_either_path():

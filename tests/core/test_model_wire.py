@@ -153,8 +153,9 @@ def test_input_schema_is_an_object_covering_every_variant():
     from activities.llm.wire import propose_input_schema
     from workflows.domain.actions import proposed_action_json_schema
     from workflows.domain.catalogue import CATALOGUE
-    from workflows.domain.prompt import LAST_CACHED_VERSION
+    from workflows.domain.prompt import LAST_CACHED_VERSION, PROMPT_VERSION, PROMPT_VERSIONS
 
+    offered = [name for name in CATALOGUE if name not in PROMPT_VERSIONS[PROMPT_VERSION].withheld_tools]
     schema = propose_input_schema()
     assert schema["type"] == "object" and schema["required"] == ["kind"]
     assert not {"oneOf", "anyOf", "allOf"} & set(schema)
@@ -164,8 +165,8 @@ def test_input_schema_is_an_object_covering_every_variant():
     assert set(schema["properties"]) == {name for v in variants for name in v["properties"]}
     assert not _refs(schema)  # the lean schema is self-contained
     tool = schema["properties"]["tool"]
-    assert tool["required"] == ["name", "arguments"] and tool["properties"]["name"]["enum"] == list(CATALOGUE)
-    for spec in CATALOGUE.values():  # each tool a line: its name, every argument of its model, its description
+    assert tool["required"] == ["name", "arguments"] and tool["properties"]["name"]["enum"] == offered
+    for spec in map(CATALOGUE.__getitem__, offered):  # each tool a line: its name, every argument of its model, its description
         line = next(x for x in tool["description"].splitlines() if x.startswith(f"{spec.name}("))
         assert all(arg in line for arg in spec.args.model_fields) and line.endswith(spec.description)
     cached = propose_input_schema(LAST_CACHED_VERSION)

@@ -17,9 +17,11 @@ from systems.model.view import honour_offered
 from systems.model.wire import offered_tool_names
 from workflows.domain.actions import parse_proposed_action
 from workflows.domain.catalogue import CATALOGUE
+from workflows.domain.catalogue.memory import MEMORY_TOOLS
 from workflows.domain.prompt import (
     FIRST_CACHED_VERSION,
     LAST_CACHED_VERSION,
+    LEAN_WITHOUT_MEMORY_VERSION,
     PROMPT_VERSION,
     PROMPT_VERSIONS,
     SINGLE_LAYOUT_VERSION,
@@ -55,7 +57,8 @@ def schema_tools(schema: dict) -> set[str]:
 def test_every_version_withholds_only_catalogue_tools_and_offers_the_rest_on_the_wire(version):
     withheld = PROMPT_VERSIONS[version].withheld_tools
     assert withheld <= set(CATALOGUE) and version.startswith(
-        (PROMPT_VERSION, LAST_CACHED_VERSION, FIRST_CACHED_VERSION, SINGLE_LAYOUT_VERSION))
+        (PROMPT_VERSION, LEAN_WITHOUT_MEMORY_VERSION, LAST_CACHED_VERSION, FIRST_CACHED_VERSION,
+             SINGLE_LAYOUT_VERSION))
     schema = kwargs_for(version)["tools"][0]["input_schema"]
     assert schema_tools(schema) == set(CATALOGUE) - withheld
     assert {t["name"] for t in tool_catalogue(version)} == set(CATALOGUE) - withheld
@@ -72,10 +75,13 @@ def test_the_no_returns_schema_leaves_out_the_return_tool_and_its_argument_model
     assert not {"ReturnDeliveredOrderItemsCall", "ReturnDeliveredOrderItemsArgs"} & set(cached["$defs"])
     assert f'"name":"{RETURN}"' in render_system(SINGLE_LAYOUT_VERSION)  # the single layout lists tools
     assert f'"name":"{RETURN}"' not in render_system(f"{SINGLE_LAYOUT_VERSION}-no-returns")
-    # the current version withholds nothing: its request offers every tool
-    assert propose_input_schema() == propose_input_schema(PROMPT_VERSION) == _lean_schema()
-    assert propose_input_schema(LAST_CACHED_VERSION) == _described_schema()
-    assert propose_input_schema(SINGLE_LAYOUT_VERSION) == _flattened_schema()
+    # the current version withholds only the memory's read (it runs without the model)
+    assert propose_input_schema() == propose_input_schema(PROMPT_VERSION) == _lean_schema(
+        frozenset({"get_remembered_facts"}))
+    # the versions before memory withhold only the memory tools
+    assert propose_input_schema(LAST_CACHED_VERSION) == _described_schema(MEMORY_TOOLS)
+    assert propose_input_schema(SINGLE_LAYOUT_VERSION) == _flattened_schema(MEMORY_TOOLS)
+    assert propose_input_schema(f"{PROMPT_VERSION}-no-memory") == propose_input_schema(LEAN_WITHOUT_MEMORY_VERSION)
     assert RETURN in schema_tools(propose_input_schema())
     # the cached and lean layouts name each tool's class and description in the schema, the one place
     for version in (PROMPT_VERSION, LAST_CACHED_VERSION):

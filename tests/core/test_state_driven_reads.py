@@ -34,7 +34,8 @@ def _said(text: str, state: ConversationState | None = None) -> ConversationStat
 
 def test_only_reads_declare_state_driven_reads_and_the_catalogue_lists_them_in_order():
     assert [spec.name for spec in STATE_DRIVEN] == [
-        "find_user_id_by_email", "find_user_id_by_name_zip", "get_user_details", "get_order_details"]
+        "find_user_id_by_email", "find_user_id_by_name_zip", "get_user_details", "get_order_details",
+        "get_remembered_facts"]
     assert all(not spec.is_write for spec in CATALOGUE.values() if spec.state_driven is not None)
 
 

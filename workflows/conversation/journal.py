@@ -41,6 +41,7 @@ from workflows.activity_api import JournalActivitiesApi
 from workflows.domain import journal as ev
 from workflows.domain.actions import call_arguments
 from workflows.domain import transitions as tr
+from workflows.domain.catalogue.memory import FORGET_TOOL, REMEMBER_TOOL
 from workflows.domain.keys import operation_turn
 from workflows.domain.policy.approvals import ApprovalStatus
 from workflows.domain.policy.clauses import Rule
@@ -48,6 +49,9 @@ from workflows.domain.contracts import Outcome
 from workflows.domain.journal import EntryKind, Role, TranscriptRecord, TurnRecord, Verdict, VerdictRecord
 from workflows.journal_write import write_journal
 from workflows.domain.state import ConversationState, ConversationStatus
+
+MEMORY_EVENTS = {REMEMBER_TOOL: ev.EventType.MEMORY_REMEMBERED, FORGET_TOOL: ev.EventType.MEMORY_FORGOTTEN}
+"""The memory writes and the event each records once it applied (``docs/events.md``)."""
 
 __all__ = ["JournalLog", "operation_turn"]
 
@@ -175,6 +179,8 @@ class JournalLog:
                 if outcome is Outcome.REFUSED:
                     data["rule"] = Rule.TOOL_ERROR.value
                 self._emit(ev.operation_key(op, kind), kind, data)
+                if outcome is Outcome.APPLIED:
+                    self._memory_changed(op)
             case tr.WriteDeclined(operation_id=op):
                 self._decided(op)  # a supervisor's rejection or an expiry; a user's no is not an event
             case tr.WriteCompensated(operation_id=op):
@@ -223,6 +229,15 @@ class JournalLog:
         if order_id is not None:
             data["order_id"] = order_id
         return data
+
+    def _memory_changed(self, operation_id: str) -> None:
+        # a memory write that applied is also a memory event: the kind, never the value
+        done = next((o for o in reversed(self._state.completed_operations) if o.operation_id == operation_id), None)
+        kind = MEMORY_EVENTS.get(done.tool) if done is not None else None
+        if done is None or kind is None:
+            return
+        self._emit(ev.operation_key(operation_id, kind), kind,
+                   {"operation_id": operation_id, "kind": str(done.arguments.get("kind", ""))})
 
     def _approval(self, approval: Any, kind: ev.EventType, extra: dict[str, Any]) -> None:
         self._emit(ev.approval_key(approval.approval_id, kind), kind, {**_approval_data(approval), **extra})

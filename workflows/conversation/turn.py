@@ -25,7 +25,8 @@ from workflows.conversation.batch import run_batch
 from workflows.conversation.execute import execute_confirmed, failure_reason, open_ticket, read
 from workflows.conversation.journal import JournalLog
 from workflows.conversation.model_trouble import MODEL_TROUBLE_PATCH, after_turn
-from workflows.conversation.state_reads import MAX_STATE_DRIVEN_READS_PER_TURN, STATE_DRIVEN_READS_PATCH, run_due_reads
+from workflows.conversation.state_reads import (MAX_STATE_DRIVEN_READS_PER_TURN, MEMORY_READS_PATCH,
+                                               STATE_DRIVEN_READS_PATCH, run_due_reads)
 from workflows.domain import keys, replies
 from workflows.domain import transitions as tr
 from workflows.domain.catalogue import spec_of
@@ -142,7 +143,8 @@ class Turn:
                 return None
             if workflow.patched(STATE_DRIVEN_READS_PATCH):
                 # what the state alone calls for is read first, so the model's one call sees it
-                due = await run_due_reads(state, self.cancel_request, state_reads_left)
+                memory = workflow.patched(MEMORY_READS_PATCH)  # what is remembered is read after the profile
+                due = await run_due_reads(state, self.cancel_request, state_reads_left, memory)
                 state_reads_left -= due.ran
                 if due.unavailable:
                     return replies.SYSTEM_UNAVAILABLE  # recorded in the state: the next turn's model sees it

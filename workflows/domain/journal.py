@@ -163,6 +163,8 @@ class EventType(str, Enum):
     OPERATION_UNKNOWN = "operation.unknown"
     OPERATION_COMPENSATED = "operation.compensated"
     TICKET_OPENED = "ticket.opened"
+    MEMORY_REMEMBERED = "memory.remembered"
+    MEMORY_FORGOTTEN = "memory.forgotten"
     REFUND_COMPLETED = "refund.completed"
     CONVERSATION_ENDED = "conversation.ended"
 

@@ -48,6 +48,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from workflows.domain.catalogue import CATALOGUE
+from workflows.domain.catalogue.memory import MEMORY_TOOLS, READ_TOOL as MEMORY_READ
 from workflows.domain.policy.text import policy_text
 from workflows.domain.state import ConversationState
 
@@ -241,7 +242,7 @@ ACTION_GUIDE = (
 )
 
 
-PROMPT_VERSION = "2026-12-07"
+PROMPT_VERSION = "2026-12-08"
 """The prompt version new model calls use. A version names the system prompt's wording, its
 layout and the tools offered; every model call records the version it used (the decision log),
 and ``statekeeper backtest --prompt-version V`` re-renders recorded state views with another one."""
@@ -259,6 +260,11 @@ LAST_CACHED_VERSION = "2026-12-06"
 """The last version of the ``cached`` layout (with ``DATA_RULE``): still rendered for recorded
 calls and the backtest."""
 
+LEAN_WITHOUT_MEMORY_VERSION = "2026-12-07"
+"""The ``lean`` layout without the memory tools (``workflows.domain.catalogue.memory``): still
+rendered for recorded calls and the backtest. Every version before ``PROMPT_VERSION`` withholds
+the memory tools, so an old recorded call renders as it was sent."""
+
 
 class PromptVersion(BaseModel):
     """One named prompt: ``withheld_tools`` are left out of the tool catalogue offered to
@@ -273,7 +279,8 @@ class PromptVersion(BaseModel):
     """The system prompt states ``DATA_RULE``."""
 
 
-def _versions(base: str, layout: str, note: str, data_rule: bool = False) -> dict[str, PromptVersion]:
+def _versions(base: str, layout: str, note: str, data_rule: bool = False,
+              memory: bool = False) -> dict[str, PromptVersion]:
     # experiments for ``statekeeper backtest``: the offline stand-in does not read prose, so a
     # variant that makes a difference to it withholds tools (they leave the wire schema too)
     variants = {
@@ -281,8 +288,12 @@ def _versions(base: str, layout: str, note: str, data_rule: bool = False) -> dic
         "-no-returns": ({"return_delivered_order_items"}, "the prompt without the return tool"),
         "-no-order-reads": ({"get_order_details"}, "the prompt without the order read"),
     }
-    return {base + suffix: PromptVersion(name=base + suffix, withheld_tools=frozenset(withheld), note=text,
-                                         layout=layout, data_rule=data_rule)
+    if memory:
+        variants["-no-memory"] = (set(MEMORY_TOOLS), "the prompt without the memory tools")
+    # the memory's read runs without the model (state-driven), so it is never offered
+    unoffered = {MEMORY_READ} if memory else set(MEMORY_TOOLS)
+    return {base + suffix: PromptVersion(name=base + suffix, withheld_tools=frozenset(withheld | unoffered),
+                                         note=text, layout=layout, data_rule=data_rule)
             for suffix, (withheld, text) in variants.items()}
 
 
@@ -291,8 +302,11 @@ PROMPT_VERSIONS: dict[str, PromptVersion] = {
     **_versions(FIRST_CACHED_VERSION, "cached", "cache-friendly layout: stable → volatile, argument schemas once"),
     **_versions(LAST_CACHED_VERSION, "cached", "the cached layout; record text and tool results are data, not "
                 "instructions", data_rule=True),
-    **_versions(PROMPT_VERSION, "lean", "the lean layout: a compact tool schema, customer and orders cached apart, "
-                "only the non-empty parts of the current step", data_rule=True),
+    **_versions(LEAN_WITHOUT_MEMORY_VERSION, "lean", "the lean layout: a compact tool schema, customer and orders "
+                "cached apart, only the non-empty parts of the current step", data_rule=True),
+    **_versions(PROMPT_VERSION, "lean", "the lean layout with the memory tools: what is remembered about the "
+                "customer is read after authentication, and they may ask to remember, see or forget it",
+                data_rule=True, memory=True),
 }
 
 
@@ -372,7 +386,9 @@ def state_view(state: ConversationState) -> dict[str, Any]:
         "conversation_id": state.conversation_id,
         "turn": state.turn,
         "status": state.status.value,
-        "customer": state.customer.model_dump(mode="json") if state.customer else None,
+        # a remembered fact's source conversation and turn mean nothing to the model: the words and age do
+        "customer": (state.customer.model_dump(mode="json", exclude={"memory": {"__all__": {"conversation", "turn"}}})
+                     if state.customer else None),
         "orders": {k: v.model_dump(mode="json") for k, v in state.orders.items()},
         "products": {k: v.model_dump(mode="json") for k, v in list(state.products.items())[-PROMPT_PRODUCTS:]},
         "steps": [s.model_dump(mode="json") for s in state.steps[-PROMPT_STEPS:]],

@@ -193,6 +193,41 @@ class PaymentMethod(Record):
     """"<brand> ending <last four>" from two record strings."""
 
 
+MEMORY_FACTS_KEPT = 8
+"""Remembered facts kept on the customer (one per kind: ``workflows.domain.memory.FactKind``)."""
+
+
+def _is_none(value: object) -> bool:
+    return value is None
+
+
+def _is_false(value: bool) -> bool:
+    return not value
+
+
+class RememberedFact(Record):
+    """A fact remembered about the customer in an earlier conversation (``docs/memory.md``), as
+    read after authentication: ``kind`` and ``value`` (``order_id`` for a complaint), its source
+    (``conversation``, user ``turn`` and the user's ``words``) and ``age_days`` (whole days since
+    it was last confirmed). ``contradicted`` is True when the system of record says otherwise (a
+    refund method that is not among the customer's payment methods): such a fact is shown, never used.
+    Left out of dumps at their defaults: ``order_id`` None, ``contradicted`` False."""
+
+    kind: Annotated[str, Field(max_length=40)]
+    value: Annotated[str, cut_on_load(RECORD_TEXT_CHARS), Field(max_length=RECORD_TEXT_CHARS)]
+    order_id: Annotated[Optional[str], Field(max_length=RECORD_TEXT_CHARS)] = Field(default=None,
+                                                                                    exclude_if=_is_none)
+    conversation: RecordText = ""
+    turn: TurnNumber = 0
+    words: Annotated[str, cut_on_load(500), Field(max_length=500)] = ""
+    age_days: int = Field(default=0, ge=0)
+    contradicted: bool = Field(default=False, exclude_if=_is_false)
+
+
+def _not_read(value: Optional[list[RememberedFact]]) -> bool:
+    return value is None
+
+
 class Customer(Record):
     """The one customer this conversation serves (policy: one user per conversation)."""
 
@@ -210,6 +245,10 @@ class Customer(Record):
                          Field(max_length=RECORD_LIST_ITEMS)] = Field(default_factory=list)
     details_loaded: bool = False
     cut: CutPaths = Field(default_factory=list, exclude_if=_no_cut)
+    memory: Annotated[Optional[list[RememberedFact]], Field(max_length=MEMORY_FACTS_KEPT)] = Field(
+        default=None, exclude_if=_not_read)
+    """The facts remembered about the customer, read once after their profile
+    (``get_remembered_facts``); None: not read (and left out of dumps), empty: none kept."""
 
 
 class OrderItem(Record):

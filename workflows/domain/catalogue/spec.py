@@ -44,6 +44,8 @@ class System(str, Enum):
     """The external system that owns a tool's effect (its system of record)."""
 
     RETAIL = "retail"
+    MEMORY = "memory"
+    """statekeeper's own memory of customers across conversations (``docs/memory.md``)."""
 
 
 class Execution(str, Enum):

@@ -37,6 +37,8 @@ class Rule(str, Enum):
     APPROVAL_EXPIRED = "approval-expired"
     AWAITING_APPROVAL = "awaiting-approval"
     CANCELLED = "conversation-cancelled"
+    MEMORY_FACT = "memory-fact"
+    """A fact the memory may not keep (``workflows.domain.memory.fact_problem``, the user's own words)."""
 
 
 class PolicyViolation(Exception):

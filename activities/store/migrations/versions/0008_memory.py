@@ -1,6 +1,7 @@
 """Facts remembered about customers across conversations (``memory_facts``;
 ``activities.store.memory``): one row per fact, keyed by its fact id, scoped to tenant, store
-and customer pseudonym.
+and customer pseudonym; and the ledger of the conversations' memory writes (``memory_writes``),
+one row per idempotency key.
 
 Revision ID: 0008
 Revises: 0007
@@ -16,7 +17,21 @@ depends_on = None
 
 
 def upgrade() -> None:
-    if "memory_facts" in sa.inspect(op.get_bind()).get_table_names():
+    existing = sa.inspect(op.get_bind()).get_table_names()
+    if "memory_writes" not in existing:
+        op.create_table(
+            "memory_writes",
+            sa.Column("key_digest", sa.String(64), primary_key=True),
+            sa.Column("tool", sa.String(40), nullable=False),
+            sa.Column("digest", sa.String(64), nullable=False),
+            sa.Column("customer", sa.String(64), nullable=False),
+            sa.Column("outcome", sa.String(20), nullable=False),
+            sa.Column("result", sa.String(2000), nullable=False),
+            sa.Column("at", sa.DateTime(timezone=True), nullable=False),
+        )
+        op.create_index("ix_memory_writes_customer", "memory_writes", ["customer"])
+        op.create_index("ix_memory_writes_at", "memory_writes", ["at"])
+    if "memory_facts" in existing:
         return
     op.create_table(
         "memory_facts",
@@ -39,4 +54,5 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    op.drop_table("memory_writes")
     op.drop_table("memory_facts")
