@@ -200,7 +200,12 @@ async def test_a_pending_approval_appears_and_approving_it_applies_the_write_for
                 break
             await asyncio.sleep(0.2)
         assert order_details(s.backend, PENDING, asked.store)["status"] == "cancelled"
-        events = await s.http.get(f"/conversations/{asked.cid}/events", params={"wait": 0}, headers=s.headers["svc"])
+        for _ in range(100):  # the journal records the write's event after the write (in the background)
+            events = await s.http.get(f"/conversations/{asked.cid}/events", params={"wait": 0},
+                                      headers=s.headers["svc"])
+            if "event: operation.applied" in events.text:
+                break
+            await asyncio.sleep(0.2)
         assert "event: operation.applied" in events.text
         for page in (ana, bo):
             await _no_key_in(s, page)
