@@ -156,34 +156,38 @@ def _described_schema(withheld: frozenset[str] = frozenset()) -> dict[str, Any]:
     return schema
 
 
-def _signature(spec: Any) -> str:
+def _signature(spec: Any, description: str) -> str:
     """``name(arg, list_arg[], number_arg: number): description`` of one catalogue tool."""
     parts = []
     for name, prop in (spec.args.model_json_schema().get("properties") or {}).items():
         kind = prop.get("type")
         parts.append(name if kind == "string" else f"{name}[]" if kind == "array" else f"{name}: number")
-    return f"{spec.name}({', '.join(parts)}): {spec.description}"
+    return f"{spec.name}({', '.join(parts)}): {description}"
 
 
 LEAN_TOOL_PREAMBLE = ("The tools as name(arguments): what it does, under their class; every argument is required, a "
                       "string unless marked [] (a list of strings) or number.")
 
 
-def _tool_lines(offered: list[Any]) -> list[str]:
-    """The lean schema's tool list: the preamble, then each class's heading and its tools' signatures."""
+def _tool_lines(offered: list[Any], version: Any) -> list[str]:
+    """The lean schema's tool list: the preamble, then each class's heading and its tools'
+    signatures, described as prompt ``version`` (a ``PromptVersion``) words them."""
     lines = [LEAN_TOOL_PREAMBLE]
     for tool_class in dict.fromkeys(spec.tool_class for spec in offered):
         lines.append(f"{tool_class.value}:")
-        lines.extend(_signature(spec) for spec in offered if spec.tool_class is tool_class)
+        lines.extend(_signature(spec, version.description(spec)) for spec in offered if spec.tool_class is tool_class)
     return lines
 
 
-@functools.lru_cache(maxsize=8)
-def _lean_schema(withheld: frozenset[str] = frozenset()) -> dict[str, Any]:
+@functools.lru_cache(maxsize=32)
+def _lean_schema(version: str = PROMPT_VERSION) -> dict[str, Any]:
     """``propose_action``'s schema in the lean layout: ``tool`` is ``{name, arguments}`` with
     ``name`` one of the version's tools (an enum) and each tool's signature, class and description
     one line of its description. A proposal's arguments are checked by ``parse_proposed_action``
-    against the tool's strict argument model (names, types, sizes), as in every layout."""
+    against the tool's strict argument model (names, types, sizes), as in every layout. Raises
+    ``UnknownPromptVersion``."""
+    named = named_prompt(version)
+    withheld = named.withheld_tools
     flat = _flattened_schema(withheld)
     kinds = flat["properties"]["kind"]["enum"]
     properties: dict[str, Any] = {"kind": {"type": "string", "enum": kinds}}
@@ -191,7 +195,7 @@ def _lean_schema(withheld: frozenset[str] = frozenset()) -> dict[str, Any]:
     if offered:
         properties["tool"] = {
             "type": "object",
-            "description": "\n".join(_tool_lines(offered)),
+            "description": "\n".join(_tool_lines(offered, named)),
             "properties": {"name": {"enum": [spec.name for spec in offered]}, "arguments": {"type": "object"}},
             "required": ["name", "arguments"],
         }
@@ -203,7 +207,7 @@ def _schema_of(version: str) -> dict[str, Any]:
     """The cached (not copied) ``input_schema`` of prompt ``version``, by its layout."""
     named = named_prompt(version)
     if named.layout == "lean":
-        return _lean_schema(named.withheld_tools)
+        return _lean_schema(version)
     if named.layout == "cached":
         return _described_schema(named.withheld_tools)
     return _flattened_schema(named.withheld_tools)

@@ -10,8 +10,8 @@ and the confirmed write run against an in-memory copy of the τ-bench data
 activity sends: ``render_request(state_view(state), PROMPT_VERSION)`` →
 ``build_create_kwargs`` → the anthropic SDK → the offline stand-in (``offline_client``), whose
 rules brain answers and whose ``PromptCache`` reports the usage. The baselines' requests are
-built from the same conversation (``bench/tokens/strategies.py``) and accounted by the same
-cache model, each with its own cache. **All figures are modelled**: tokens ≈ characters / 4,
+built from the same conversation (``bench/tokens/strategies.py``), offer the tools the prompt
+version offers statekeeper's model, and are accounted by the same cache model, each with its own cache. **All figures are modelled**: tokens ≈ characters / 4,
 the provider's caching rules as ``systems/model/cache.py`` models them; cost-weighted tokens
 price cache reads 0.1×, cache writes 1.25×, fresh input 1×.
 
@@ -63,7 +63,7 @@ from workflows.domain.policy.clauses import Rule  # noqa: E402
 from workflows.domain.policy.confirm import describe, is_yes  # noqa: E402
 from workflows.options import MAX_CONSECUTIVE_REJECTIONS, MAX_MODEL_STEPS_PER_TURN  # noqa: E402
 from workflows.domain.policy.validator import validate_execution, validate_proposal  # noqa: E402
-from workflows.domain.prompt import PROMPT_VERSION, render_request, state_view  # noqa: E402
+from workflows.domain.prompt import PROMPT_VERSION, prompt_version, render_request, state_view  # noqa: E402
 from workflows.domain.state import Confirmation, ConversationState, Role  # noqa: E402
 
 MODEL = "statekeeper-offline-stand-in"
@@ -112,7 +112,7 @@ class Run:
         self.task, self.turns, self.window, self.scenario = task, turns, window, scenario
         self.data = load_data()
         self.state = ConversationState(conversation_id=f"bench-tokens-{turns}")
-        self.transcript = ts.Transcript()
+        self.transcript = ts.Transcript(prompt_version(scenario.prompt_version).withheld_tools)
         self.now = 0.0
         self.random = random.Random(scenario.seed)
         caches = {s: PromptCache(ttl_seconds=scenario.cache_ttl_seconds, clock=lambda: self.now) for s in STRATEGIES}

@@ -110,10 +110,11 @@ def status_brain(view: dict[str, Any], plan: Optional[dict[str, Any]] = None) ->
     return rules_brain(view, plan)
 
 
-def naive_tools() -> list[dict[str, Any]]:
-    """The tools a transcript agent offers: the catalogue, each with its argument schema."""
+def naive_tools(withheld: frozenset[str] = frozenset()) -> list[dict[str, Any]]:
+    """The tools a transcript agent offers: the catalogue but ``withheld`` (what statekeeper's
+    prompt version does not offer its model), each with its argument schema."""
     return [{"name": s.name, "description": s.description, "input_schema": _untitled(s.args.model_json_schema())}
-            for s in CATALOGUE.values()]
+            for s in CATALOGUE.values() if s.name not in withheld]
 
 
 def _untitled(node: Any) -> Any:
@@ -128,9 +129,12 @@ NAIVE_SYSTEM = ("You are the retail support assistant.\n\n## Policy\n" + policy_
 
 
 class Transcript:
-    """The transcript of the conversation so far, as Messages API messages."""
+    """The transcript of the conversation so far, as Messages API messages, and the requests of an
+    agent that offers the tools statekeeper's model is offered (``withheld``: the prompt version's
+    ``withheld_tools``)."""
 
-    def __init__(self) -> None:
+    def __init__(self, withheld: frozenset[str] = frozenset()) -> None:
+        self.tools = naive_tools(withheld)
         self.messages: list[dict[str, Any]] = []
         self.user_starts: list[int] = []  # index of each user turn's first message
         self._ids = 0
@@ -160,7 +164,7 @@ class Transcript:
             messages = messages[self.user_starts[-window]:]
         cached = strategy in ("naive_cached", "window")
         system: Any = [{"type": "text", "text": NAIVE_SYSTEM, **({"cache_control": EPHEMERAL} if cached else {})}]
-        body = {"model": model, "max_tokens": 1024, "system": system, "tools": naive_tools(),
+        body = {"model": model, "max_tokens": 1024, "system": system, "tools": self.tools,
                 "messages": json.loads(json.dumps(messages))}
         if strategy == "naive_cached":
             body["messages"][-1]["content"][-1]["cache_control"] = dict(EPHEMERAL)

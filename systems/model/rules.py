@@ -284,13 +284,39 @@ QUOTE_CHARS = 500
 MEMORY_READ = "get_remembered_facts"
 
 
+REMEMBERED_LINE = re.compile(
+    r"(?P<value>.*?)(?: \(order (?P<order_id>[^)]*)\))? \((?P<contradicted>contradicted by the profile, not used; )?"
+    r"(?P<when>today|1 day ago|[0-9]+ days ago)(?:: (?P<words>.*))?\)", re.DOTALL)
+"""A remembered fact as the current prompt shows it, one line under its kind:
+``value (order #W1) (contradicted by the profile, not used; 12 days ago: their words)``."""
+
+
+def _facts(customer: dict[str, Any]) -> list[dict[str, Any]]:
+    """The customer's remembered facts as records, however the prompt shows them: records (kind,
+    value, words, age_days, ...) or one line a kind (``REMEMBERED_LINE``)."""
+    memory = customer.get("memory") or []
+    if isinstance(memory, list):
+        return [f for f in memory if isinstance(f, dict)]
+    facts = []
+    for kind, line in memory.items():
+        shown = REMEMBERED_LINE.fullmatch(str(line))
+        if shown is None:
+            facts.append({"kind": kind, "value": str(line)})
+            continue
+        when = shown["when"]
+        facts.append({"kind": kind, "value": shown["value"], "order_id": shown["order_id"],
+                      "words": shown["words"] or "", "contradicted": bool(shown["contradicted"]),
+                      "age_days": 0 if when == "today" else int(when.split()[0])})
+    return facts
+
+
 def _remembered(customer: dict[str, Any], kind: str) -> Optional[dict[str, Any]]:
     """The remembered fact of ``kind`` that may be used: read, not contradicted."""
-    return next((f for f in customer.get("memory") or [] if f.get("kind") == kind and not f.get("contradicted")), None)
+    return next((f for f in _facts(customer) if f.get("kind") == kind and not f.get("contradicted")), None)
 
 
 def _memory_reply(customer: dict[str, Any]) -> dict[str, Any]:
-    facts = customer.get("memory") or []
+    facts = _facts(customer)
     if not facts:
         return reply("I don't remember anything about you from earlier conversations.")
     said = []

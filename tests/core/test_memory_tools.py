@@ -11,7 +11,10 @@ built from the τ-bench data through the workflow's own transitions:
 - the read folds the facts onto the customer, flags a refund method the profile does not list as
   contradicted (never used), and is called for once, right after the profile;
 - the offline stand-in proposes delivery instructions and a preferred language from the user's
-  words, forgets one kind, and refunds a return to the remembered method only when not contradicted.
+  words, forgets one kind, and refunds a return to the remembered method only when not contradicted;
+- the prompt shows each remembered fact as one line under its kind, with its age and the user's
+  words (cut at ``REMEMBERED_WORDS_SHOWN``), and the stand-in reads it there as it reads the records
+  of the first memory version, which still renders as it was sent.
 """
 
 from __future__ import annotations
@@ -21,7 +24,9 @@ import json
 import pytest
 from pydantic import ValidationError
 
+from activities.llm.wire import propose_input_schema
 from systems.model.rules import rules_brain
+from systems.model.view import parse_state_view
 from tests.policy_fixtures import CARD, CUSTOMER, DELIVERED, GIFT, authenticated, data
 from workflows.conversation.state_reads import next_due_read
 from workflows.domain import keys, transitions as tr
@@ -31,7 +36,14 @@ from workflows.domain.catalogue.memory import usable
 from workflows.domain.memory import FactKind
 from workflows.domain.policy.clauses import Rule
 from workflows.domain.policy.validator import validate_proposal
-from workflows.domain.prompt import state_view
+from workflows.domain.prompt import (
+    FIRST_MEMORY_DESCRIPTIONS,
+    FIRST_MEMORY_VERSION,
+    PROMPT_VERSION,
+    REMEMBERED_WORDS_SHOWN,
+    render_request,
+    state_view,
+)
 from workflows.domain.state import ConversationState, Phase, Role, Turn
 
 ANOTHER_GIFT_CARD = next(pm for uid, u in data()["users"].items() if uid != CUSTOMER
@@ -184,3 +196,53 @@ def test_when_the_memory_cannot_be_read_the_stand_in_goes_on_without_it():
                    by_model=False)
     action = brain(state)
     assert action["kind"] == "tool_call" and action["tool"]["arguments"]["payment_method_id"] == CARD
+
+
+def sent_view(state: ConversationState, version: str = PROMPT_VERSION) -> dict:
+    """The view the stand-in reads from the request the model activity sends under ``version``."""
+    return parse_state_view(render_request(state_view(state), version).text())
+
+
+def remembered(value: str, words: str, age_days: int = 12, order_id: str | None = None) -> dict:
+    return {"kind": "refund_method", "value": value, "order_id": order_id, "age_days": age_days,
+            "source": {"conversation_id": "c-0", "turn": 3, "words": words}}
+
+
+def test_the_prompt_shows_each_remembered_fact_as_one_line_with_its_age_and_the_users_words():
+    state = said("hello", [remembered(GIFT, "please remember that refunds go to my gift card"),
+                           {**remembered("parcels go to the back door (the blue one)", "leave them (please) at the back",
+                                         age_days=1), "kind": "delivery_instructions"}])
+    memory = sent_view(state)["customer"]["memory"]
+    assert memory == {"refund_method": f"{GIFT} (12 days ago: please remember that refunds go to my gift card)",
+                      "delivery_instructions": ("parcels go to the back door (the blue one) "
+                                                "(1 day ago: leave them (please) at the back)")}
+    # the first memory version renders as it was sent: a record a fact, its first tool descriptions
+    old = sent_view(state, FIRST_MEMORY_VERSION)["customer"]["memory"]
+    assert [(f["kind"], f["age_days"], f["words"]) for f in old] == [
+        ("refund_method", 12, "please remember that refunds go to my gift card"),
+        ("delivery_instructions", 1, "leave them (please) at the back")]
+    for version, described in ((FIRST_MEMORY_VERSION, True), (PROMPT_VERSION, False)):
+        tools = propose_input_schema(version)["properties"]["tool"]["description"]
+        assert all((text in tools) is described for text in FIRST_MEMORY_DESCRIPTIONS.values()), version
+
+
+def test_long_words_are_cut_in_the_prompt_and_a_contradicted_fact_says_so():
+    words = "please remember " + "x" * 400
+    state = said("hello", [remembered(ANOTHER_GIFT_CARD, words, age_days=0)])
+    line = sent_view(state)["customer"]["memory"]["refund_method"]
+    assert line == (f"{ANOTHER_GIFT_CARD} (contradicted by the profile, not used; today: "
+                    f"{words[:REMEMBERED_WORDS_SHOWN]}…)")
+    assert state.customer.memory[0].words == words  # the state keeps them whole
+
+
+@pytest.mark.parametrize("version", [PROMPT_VERSION, FIRST_MEMORY_VERSION])
+def test_the_stand_in_uses_and_tells_what_is_remembered_as_each_version_shows_it(version):
+    fact = remembered(GIFT, "refunds go to my gift card")
+    state = said(f"I want to return everything in order {DELIVERED}", [fact])
+    assert rules_brain(sent_view(state, version))["tool"]["arguments"]["payment_method_id"] == GIFT
+    state = said(f"I want to return everything in order {DELIVERED}", [{**fact, "value": ANOTHER_GIFT_CARD}])
+    assert rules_brain(sent_view(state, version))["tool"]["arguments"]["payment_method_id"] == CARD
+    told = rules_brain(sent_view(said("What do you remember about me?", [fact]), version))["text"]
+    assert f"refund method: {GIFT}, from what you told me 12 days ago (\"refunds go to my gift card\")" in told, told
+    contradicted = said("What do you remember about me?", [{**fact, "value": ANOTHER_GIFT_CARD}])
+    assert "no longer lists it" in rules_brain(sent_view(contradicted, version))["text"]

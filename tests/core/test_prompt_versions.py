@@ -20,6 +20,7 @@ from workflows.domain.catalogue import CATALOGUE
 from workflows.domain.catalogue.memory import MEMORY_TOOLS
 from workflows.domain.prompt import (
     FIRST_CACHED_VERSION,
+    FIRST_MEMORY_VERSION,
     LAST_CACHED_VERSION,
     LEAN_WITHOUT_MEMORY_VERSION,
     PROMPT_VERSION,
@@ -57,7 +58,7 @@ def schema_tools(schema: dict) -> set[str]:
 def test_every_version_withholds_only_catalogue_tools_and_offers_the_rest_on_the_wire(version):
     withheld = PROMPT_VERSIONS[version].withheld_tools
     assert withheld <= set(CATALOGUE) and version.startswith(
-        (PROMPT_VERSION, LEAN_WITHOUT_MEMORY_VERSION, LAST_CACHED_VERSION, FIRST_CACHED_VERSION,
+        (PROMPT_VERSION, FIRST_MEMORY_VERSION, LEAN_WITHOUT_MEMORY_VERSION, LAST_CACHED_VERSION, FIRST_CACHED_VERSION,
              SINGLE_LAYOUT_VERSION))
     schema = kwargs_for(version)["tools"][0]["input_schema"]
     assert schema_tools(schema) == set(CATALOGUE) - withheld
@@ -76,8 +77,8 @@ def test_the_no_returns_schema_leaves_out_the_return_tool_and_its_argument_model
     assert f'"name":"{RETURN}"' in render_system(SINGLE_LAYOUT_VERSION)  # the single layout lists tools
     assert f'"name":"{RETURN}"' not in render_system(f"{SINGLE_LAYOUT_VERSION}-no-returns")
     # the current version withholds only the memory's read (it runs without the model)
-    assert propose_input_schema() == propose_input_schema(PROMPT_VERSION) == _lean_schema(
-        frozenset({"get_remembered_facts"}))
+    assert propose_input_schema() == propose_input_schema(PROMPT_VERSION) == _lean_schema(PROMPT_VERSION)
+    assert PROMPT_VERSIONS[PROMPT_VERSION].withheld_tools == {"get_remembered_facts"}
     # the versions before memory withhold only the memory tools
     assert propose_input_schema(LAST_CACHED_VERSION) == _described_schema(MEMORY_TOOLS)
     assert propose_input_schema(SINGLE_LAYOUT_VERSION) == _flattened_schema(MEMORY_TOOLS)

@@ -165,7 +165,37 @@ def _present(value: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in value.items() if v not in (None, [], {})}
 
 
-def render_lean(view: dict[str, Any]) -> tuple[list[str], list[str], str]:
+REMEMBERED_WORDS_SHOWN = 120
+"""At most this many characters of a remembered fact's source words are shown to the model
+(``remembered_line``); the store, the API and the CLI keep and show them whole."""
+
+
+def remembered_line(fact: dict[str, Any]) -> str:
+    """One remembered fact of the view (``Customer.memory``) as the line the model reads under its
+    kind: ``value`` ``(order #W1)`` ``(contradicted by the profile, not used; 12 days ago: words)``.
+    The source words are the user's, verbatim, cut at ``REMEMBERED_WORDS_SHOWN`` characters (``…``)."""
+    age = fact.get("age_days", 0)
+    when = "today" if age == 0 else "1 day ago" if age == 1 else f"{age} days ago"
+    words = str(fact.get("words") or "")
+    if len(words) > REMEMBERED_WORDS_SHOWN:
+        words = words[:REMEMBERED_WORDS_SHOWN] + "…"
+    line = str(fact.get("value", ""))
+    if fact.get("order_id"):
+        line += f" (order {fact['order_id']})"
+    flag = "contradicted by the profile, not used; " if fact.get("contradicted") else ""
+    return f"{line} ({flag}{when}: {words})" if words else f"{line} ({flag}{when})"
+
+
+def _remembered_as_lines(records: dict[str, Any]) -> None:
+    # the customer's remembered facts, one line a kind: a record per fact would repeat its keys,
+    # and the block holding them is written once per conversation (docs/memory.md, the prompt)
+    customer = records.get("customer")
+    if isinstance(customer, dict) and isinstance(customer.get("memory"), list):
+        lines = {f["kind"]: remembered_line(f) for f in customer["memory"] if isinstance(f, dict) and "kind" in f}
+        records["customer"] = {**customer, "memory": lines}
+
+
+def render_lean(view: dict[str, Any], remembered_lines: bool = False) -> tuple[list[str], list[str], str]:
     """(stable blocks, log blocks, volatile text) of ``view`` in the lean layout.
 
     The stable blocks are the customer and the orders and products (``CUSTOMER_KEYS``), each to
@@ -177,8 +207,11 @@ def render_lean(view: dict[str, Any]) -> tuple[list[str], list[str], str]:
     view's window of turns only grows within an epoch (``prompt_turns``), so each call finds the
     previous call's log in the cache.
     The volatile text holds the non-empty keys of the rest of the current step and the turn
-    header. A ``recent_turns`` of any other shape stays in the current step's JSON."""
+    header. A ``recent_turns`` of any other shape stays in the current step's JSON.
+    With ``remembered_lines`` the customer's remembered facts are ``{kind: remembered_line}``."""
     records, facts, volatile = split_view(view)
+    if remembered_lines:
+        _remembered_as_lines(records)
     anchor = log_anchor(view["turn"]) if isinstance(view.get("turn"), int) else None
     pinned = facts.get("pinned_facts")
     if anchor is not None and isinstance(pinned, list):
@@ -242,7 +275,7 @@ ACTION_GUIDE = (
 )
 
 
-PROMPT_VERSION = "2026-12-08"
+PROMPT_VERSION = "2026-12-09"
 """The prompt version new model calls use. A version names the system prompt's wording, its
 layout and the tools offered; every model call records the version it used (the decision log),
 and ``statekeeper backtest --prompt-version V`` re-renders recorded state views with another one."""
@@ -262,14 +295,25 @@ calls and the backtest."""
 
 LEAN_WITHOUT_MEMORY_VERSION = "2026-12-07"
 """The ``lean`` layout without the memory tools (``workflows.domain.catalogue.memory``): still
-rendered for recorded calls and the backtest. Every version before ``PROMPT_VERSION`` withholds
-the memory tools, so an old recorded call renders as it was sent."""
+rendered for recorded calls and the backtest. Every version before ``FIRST_MEMORY_VERSION``
+withholds the memory tools, so an old recorded call renders as it was sent."""
+
+FIRST_MEMORY_VERSION = "2026-12-08"
+"""The ``lean`` layout with the memory tools in their first words, each remembered fact a record
+(kind, value, words, age): still rendered for recorded calls and the backtest."""
+
+FIRST_MEMORY_DESCRIPTIONS = {
+    "remember_fact": ("Remember what the customer asks; kind refund_method|delivery_instructions|"
+                      "preferred_language|open_complaint; quote: their words."),
+    "forget_fact": "Forget a kind (or all).",
+}
+"""The memory tools' descriptions as ``FIRST_MEMORY_VERSION`` sent them."""
 
 
 class PromptVersion(BaseModel):
     """One named prompt: ``withheld_tools`` are left out of the tool catalogue offered to
     the model (an experiment; the policy still validates whatever comes back); ``layout`` is
-    ``single`` or ``cached`` (module docstring)."""
+    ``single``, ``cached`` or ``lean`` (module docstring)."""
 
     name: str
     withheld_tools: frozenset[str] = frozenset()
@@ -277,10 +321,18 @@ class PromptVersion(BaseModel):
     layout: str = "single"
     data_rule: bool = False
     """The system prompt states ``DATA_RULE``."""
+    tool_descriptions: dict[str, str] = Field(default_factory=dict)
+    """Tool name → the description this version sent where it differs from the catalogue's now."""
+    remembered_lines: bool = False
+    """The customer's remembered facts are one line a kind (``remembered_line``), not records."""
+
+    def description(self, spec: Any) -> str:
+        """The description of catalogue tool ``spec`` as this version words it."""
+        return self.tool_descriptions.get(spec.name, spec.description)
 
 
-def _versions(base: str, layout: str, note: str, data_rule: bool = False,
-              memory: bool = False) -> dict[str, PromptVersion]:
+def _versions(base: str, layout: str, note: str, data_rule: bool = False, memory: bool = False,
+              **wording: Any) -> dict[str, PromptVersion]:
     # experiments for ``statekeeper backtest``: the offline stand-in does not read prose, so a
     # variant that makes a difference to it withholds tools (they leave the wire schema too)
     variants = {
@@ -293,7 +345,7 @@ def _versions(base: str, layout: str, note: str, data_rule: bool = False,
     # the memory's read runs without the model (state-driven), so it is never offered
     unoffered = {MEMORY_READ} if memory else set(MEMORY_TOOLS)
     return {base + suffix: PromptVersion(name=base + suffix, withheld_tools=frozenset(withheld | unoffered),
-                                         note=text, layout=layout, data_rule=data_rule)
+                                         note=text, layout=layout, data_rule=data_rule, **wording)
             for suffix, (withheld, text) in variants.items()}
 
 
@@ -304,9 +356,11 @@ PROMPT_VERSIONS: dict[str, PromptVersion] = {
                 "instructions", data_rule=True),
     **_versions(LEAN_WITHOUT_MEMORY_VERSION, "lean", "the lean layout: a compact tool schema, customer and orders "
                 "cached apart, only the non-empty parts of the current step", data_rule=True),
-    **_versions(PROMPT_VERSION, "lean", "the lean layout with the memory tools: what is remembered about the "
+    **_versions(FIRST_MEMORY_VERSION, "lean", "the lean layout with the memory tools: what is remembered about the "
                 "customer is read after authentication, and they may ask to remember, see or forget it",
-                data_rule=True, memory=True),
+                data_rule=True, memory=True, tool_descriptions=FIRST_MEMORY_DESCRIPTIONS),
+    **_versions(PROMPT_VERSION, "lean", "the lean layout with the memory tools in fewer words and each "
+                "remembered fact one line under its kind", data_rule=True, memory=True, remembered_lines=True),
 }
 
 
@@ -427,7 +481,7 @@ def render_request(view: dict[str, Any], version: str = PROMPT_VERSION) -> Model
     raises ``UnknownPromptVersion``. Used by the model activity and by the backtest."""
     layout = prompt_version(version).layout
     if layout == "lean":
-        stable, log, volatile = render_lean(view)
+        stable, log, volatile = render_lean(view, prompt_version(version).remembered_lines)
         return ModelSnapshot(system=render_system(version), stable=stable, log=log, content=volatile)
     if layout == "cached":
         stable, volatile = render_cached(view)

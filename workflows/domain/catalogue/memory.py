@@ -223,15 +223,14 @@ SPECS = (
     ),
     ToolSpec(
         name=REMEMBER_TOOL, args=RememberFactArgs, tool_class=ToolClass.IRREVERSIBLE_WRITE,
-        description=("Remember what the customer asks; kind refund_method|delivery_instructions|"
-                     "preferred_language|open_complaint; quote: their words."),
+        description="kind refund_method|delivery_instructions|preferred_language|open_complaint; quote: their words.",
         scope=Scope.CUSTOMER, system=System.MEMORY, check=remember_check, detail=remember_detail,
         fold=remember_fold, noun="fact to remember", outcome_lookup=True,
         personal_data=frozenset({"value", "quote"}),
     ),
     ToolSpec(
         name=FORGET_TOOL, args=ForgetFactArgs, tool_class=ToolClass.IRREVERSIBLE_WRITE,
-        description="Forget a kind (or all).",
+        description="kind or all.",
         scope=Scope.CUSTOMER, system=System.MEMORY, check=forget_check, detail=forget_detail, fold=forget_fold,
         noun="forgetting",
     ),
