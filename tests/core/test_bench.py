@@ -3,7 +3,9 @@
 - ``--quick`` sizes a run of ``bench/turns.py`` or ``bench/turns/idle.py`` only where no option
   asked for another size (``--quick --conversations 50`` runs 50);
 - ``bench/tokens.py``: a quick 10-turn run writes its JSON report's shape, and its figures hold
-  together (statekeeper's requests are the model activity's, with caching);
+  together (statekeeper's requests are the model activity's, with caching); the memory (one fact
+  read, its tools offered) costs at most 3 % more than the same conversation without it, and the
+  baselines offer the tools the prompt version offers;
 - the chaos suite's pure parts (``bench/chaos/user.py``, ``bench/chaos/faults.py``). Its front end
   resends a message with the same id for as long as the message's task may run: on an
   overloaded machine a conversation whose workflow task keeps timing out can answer after 22
@@ -13,6 +15,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
@@ -25,8 +28,10 @@ import pytest
 from bench.chaos.faults import ChaosBoard, _conversation
 from bench.chaos.run import parser
 from bench.chaos.user import FrontEnd, p95, reason_group
+from bench.tokens import run as tokens_run, strategies as token_strategies
 from bench.turns import run as turns, idle as turns_idle
 from starter.client.conversations import ConversationError
+from systems.retail import load_data
 from systems.service_kit.faults import Fault
 from workflows.domain.prompt import PROMPT_VERSION
 
@@ -125,6 +130,23 @@ def test_typical_gaps_let_time_pass_and_caches_expire_alike_for_every_strategy(t
     bad = subprocess.run([sys.executable, str(ROOT / "bench" / "tokens.py"), "--cache-ttl", "0"], cwd=ROOT,
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "--cache-ttl must be positive" in bad.stderr
+
+
+@pytest.mark.parametrize("turns", [6, 10])
+def test_the_memory_costs_at_most_three_percent_of_the_same_conversation_without_it(turns):
+    tasks = token_strategies.cancel_tasks(load_data())
+
+    def run(memory: bool) -> tokens_run.Run:
+        played = tokens_run.Run(tasks[turns % len(tasks)], turns, 6, tokens_run.Scenario(memory=memory))
+        asyncio.run(played.play())
+        return played
+
+    on, off = run(True), run(False)
+    on_cost, off_cost = (r.figures()["statekeeper"]["cost_weighted_tokens"] for r in (on, off))
+    assert off_cost < on_cost <= off_cost * 1.03, (on_cost, off_cost)
+    assert on.state.customer.memory and off.state.customer.memory is None  # the fact was read only with memory
+    assert {t["name"] for t in on.transcript.tools} - {t["name"] for t in off.transcript.tools} == {
+        "remember_fact", "forget_fact"}
 
 
 # --- The chaos suite's pure parts ---
