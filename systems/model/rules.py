@@ -284,11 +284,11 @@ QUOTE_CHARS = 500
 MEMORY_READ = "get_remembered_facts"
 
 
-REMEMBERED_LINE = re.compile(
-    r"(?P<value>.*?)(?: \(order (?P<order_id>[^)]*)\))? \((?P<contradicted>contradicted by the profile, not used; )?"
-    r"(?P<when>today|1 day ago|[0-9]+ days ago)(?:: (?P<words>.*))?\)", re.DOTALL)
+REMEMBERED_LINE = re.compile(r"(?P<contradicted>contradicted by the profile, not used: )?(?P<value>.*?)"
+                             r"(?: \(order (?P<order_id>[^)]*)\))? \((?P<when>today|1 day ago|[0-9]+ days ago)"
+                             r"(?:: (?P<words>.*))?\)", re.DOTALL)
 """A remembered fact as the current prompt shows it, one line under its kind:
-``value (order #W1) (contradicted by the profile, not used; 12 days ago: their words)``."""
+``[contradicted by the profile, not used: ]value[ (order #W1)] (12 days ago: their words)``."""
 
 
 def _facts(customer: dict[str, Any]) -> list[dict[str, Any]]:

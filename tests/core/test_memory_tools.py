@@ -230,7 +230,7 @@ def test_long_words_are_cut_in_the_prompt_and_a_contradicted_fact_says_so():
     words = "please remember " + "x" * 400
     state = said("hello", [remembered(ANOTHER_GIFT_CARD, words, age_days=0)])
     line = sent_view(state)["customer"]["memory"]["refund_method"]
-    assert line == (f"{ANOTHER_GIFT_CARD} (contradicted by the profile, not used; today: "
+    assert line == (f"contradicted by the profile, not used: {ANOTHER_GIFT_CARD} (today: "
                     f"{words[:REMEMBERED_WORDS_SHOWN]}…)")
     assert state.customer.memory[0].words == words  # the state keeps them whole
 

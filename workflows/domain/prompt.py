@@ -170,20 +170,24 @@ REMEMBERED_WORDS_SHOWN = 120
 (``remembered_line``); the store, the API and the CLI keep and show them whole."""
 
 
+CONTRADICTED_MARK = "contradicted by the profile, not used: "
+"""How a remembered line starts when the profile as read says otherwise: first, so that no value
+can hide it."""
+
+
 def remembered_line(fact: dict[str, Any]) -> str:
     """One remembered fact of the view (``Customer.memory``) as the line the model reads under its
-    kind: ``value`` ``(order #W1)`` ``(contradicted by the profile, not used; 12 days ago: words)``.
-    The source words are the user's, verbatim, cut at ``REMEMBERED_WORDS_SHOWN`` characters (``…``)."""
+    kind: [``CONTRADICTED_MARK``] ``value`` [``(order #W1)``] ``(12 days ago: words)``. The source
+    words are the user's, verbatim, cut at ``REMEMBERED_WORDS_SHOWN`` characters (``…``)."""
     age = fact.get("age_days", 0)
     when = "today" if age == 0 else "1 day ago" if age == 1 else f"{age} days ago"
     words = str(fact.get("words") or "")
     if len(words) > REMEMBERED_WORDS_SHOWN:
         words = words[:REMEMBERED_WORDS_SHOWN] + "…"
-    line = str(fact.get("value", ""))
+    line = (CONTRADICTED_MARK if fact.get("contradicted") else "") + str(fact.get("value", ""))
     if fact.get("order_id"):
         line += f" (order {fact['order_id']})"
-    flag = "contradicted by the profile, not used; " if fact.get("contradicted") else ""
-    return f"{line} ({flag}{when}: {words})" if words else f"{line} ({flag}{when})"
+    return f"{line} ({when}: {words})" if words else f"{line} ({when})"
 
 
 def _remembered_as_lines(records: dict[str, Any]) -> None:
