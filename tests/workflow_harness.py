@@ -38,6 +38,7 @@ async def running_worker(env, settings: Settings, brain: Optional[Callable[[dict
                          wrap_port: Optional[Callable[[Any], Any]] = None,
                          local_model_calls: bool = False,
                          memory: Any = False,
+                         conversation_memory: bool = True,
                          ) -> AsyncIterator[tuple[StatekeeperClient, RetailBackend]]:
     """A worker in this process; ``brain(view, plan)`` replaces the offline model's decisions
     (the model is the outside system we fake at its boundary; everything else is real). A
@@ -52,7 +53,8 @@ async def running_worker(env, settings: Settings, brain: Optional[Callable[[dict
     ``wrap_port(port)`` wraps the tool port last (a fault of ``tests.faults``).
     ``local_model_calls``: the client's conversations run model calls as local activities.
     ``memory``: True, the memory tools run on the memory store of ``settings``' journal (as the
-    worker builds it); a port, on that port; False, nothing is remembered."""
+    worker builds it); a port, on that port; False, nothing is remembered.
+    ``conversation_memory``: the client's conversations start with memory on (``SupportInput.memory``)."""
     backend = build_backend(settings)
     model = None
     if brain is not None:
@@ -72,7 +74,8 @@ async def running_worker(env, settings: Settings, brain: Optional[Callable[[dict
                                payments=external._payments, memory=memory_port)
     async with build_worker(env.client, settings, backend, model=model, tools=tools, journal=journal):
         yield StatekeeperClient(env.client, settings.task_queue, settings.write_timeout_seconds,
-                                approvals=approvals or NO_APPROVALS, local_model_calls=local_model_calls), backend
+                                approvals=approvals or NO_APPROVALS, local_model_calls=local_model_calls,
+                                memory=conversation_memory), backend
 
 
 # --- test brains and reads of the system of record -----------------------------------

@@ -66,16 +66,18 @@ class StatekeeperClient(ApprovalCalls, RefundCalls, ListingCalls, ResolutionCall
     ``support-<conversation_id>``. ``write_timeout_seconds`` is the start-to-close timeout
     of the writes of the processes it starts; ``approvals`` (an ``ApprovalPolicy``, from
     ``Settings``) goes into their inputs; ``pseudonym_key`` maps a customer id to the
-    ``CustomerId`` pseudonym for lists; ``token_budget`` (tokens, None: none) and
-    ``local_model_calls`` (``SupportInput.local_model_calls``) go into the inputs of the
-    conversations it starts."""
+    ``CustomerId`` pseudonym for lists; ``token_budget`` (tokens, None: none),
+    ``local_model_calls`` (``SupportInput.local_model_calls``) and ``memory``
+    (``SupportInput.memory``) go into the inputs of the conversations it starts."""
 
     def __init__(self, client: Client, task_queue: str = "statekeeper",
                  write_timeout_seconds: float = DEFAULT_WRITE_TIMEOUT_SECONDS,
                  approvals: Optional[ApprovalPolicy] = None,
                  deadlines: Optional[Deadlines] = None, pseudonym_key: Optional[str] = None,
-                 token_budget: Optional[int] = None, local_model_calls: bool = False) -> None:
+                 token_budget: Optional[int] = None, local_model_calls: bool = False,
+                 memory: bool = True) -> None:
         super().__init__(client, task_queue, deadlines)
+        self._memory = memory
         self._token_budget = token_budget
         self._local_model_calls = local_model_calls
         self._write_timeout = write_timeout_seconds
@@ -120,7 +122,7 @@ class StatekeeperClient(ApprovalCalls, RefundCalls, ListingCalls, ResolutionCall
                 SupportWorkflow.run,
                 SupportInput(conversation_id=conversation_id, store=store, write_timeout_seconds=self._write_timeout,
                              state=state, token_budget=self._token_budget,
-                             local_model_calls=self._local_model_calls, **self._policy()),
+                             local_model_calls=self._local_model_calls, memory=self._memory, **self._policy()),
                 id=support_workflow_id(conversation_id), task_queue=self._task_queue,
                 id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
                 id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,

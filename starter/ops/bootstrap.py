@@ -30,7 +30,8 @@ def client_for(temporal_client: Client, settings: Any) -> StatekeeperClient:
                                approvals=approvals, deadlines=deadlines,
                                pseudonym_key=settings.pseudonym_secret(create=False),
                                token_budget=getattr(settings, "token_budget", None),
-                               local_model_calls=getattr(settings, "model_calls", "activity") == "local")
+                               local_model_calls=getattr(settings, "model_calls", "activity") == "local",
+                               memory=getattr(settings, "memory_enabled", True))
     client.evidence = LedgerEvidence(lambda: Systems.from_settings(settings))
     client.webhooks_source = lambda: webhooks_for(temporal_client, settings)
     return client

@@ -193,16 +193,25 @@ def offers(offered: Optional[frozenset[str]], name: str) -> bool:
     return offered is None or name in offered
 
 
+MEMORY_WRITES = frozenset({"remember_fact", "forget_fact"})
+"""The memory's writes: a request without them is a conversation whose memory is off."""
+NOTHING_KEPT = ("I can't keep anything about you for your next conversations here, so there is nothing to "
+                "remember or forget.")
+
+
 def honour_offered(action: dict[str, Any], offered: Optional[frozenset[str]]) -> dict[str, Any]:
     """``action`` as a provider decoding under the request's schema can produce it: a call of
     a tool the request did not offer (``offered``, see ``wire.offered_tool_names``) becomes a
     transfer to a human agent, which the caller's policy prescribes for a request that cannot
-    be handled with the tools at hand. Other actions pass unchanged."""
+    be handled with the tools at hand; a memory write not offered becomes a reply saying that
+    nothing is kept (a colleague could not keep it either). Other actions pass unchanged."""
     if action.get("kind") != "tool_call":
         return action
     name = str((action.get("tool") or {}).get("name", ""))
     if offers(offered, name):
         return action
+    if name in MEMORY_WRITES:
+        return reply(NOTHING_KEPT)
     return transfer(f"The customer's request needs {name.replace('_', ' ')}, which I cannot do here; "
                     "please take over.")
 

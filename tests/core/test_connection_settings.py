@@ -151,3 +151,13 @@ def test_sticky_schedule_to_start_is_a_setting_bounded_above_zero(tmp_path: Path
 
     with pytest.raises(pydantic.ValidationError, match="sticky_schedule_to_start_seconds"):
         Settings(_env_file=None, data_dir=tmp_path)
+
+
+def test_memory_setting_reaches_the_conversations_input(tmp_path: Path, monkeypatch):
+    """``STATEKEEPER_MEMORY_ENABLED=false`` makes the client start conversations with memory off
+    (``SupportInput.memory``: no read, the prompt without the memory tools); on by default."""
+    from starter.ops.bootstrap import client_for
+
+    assert client_for(object(), Settings(_env_file=None, data_dir=tmp_path))._memory is True
+    monkeypatch.setenv("STATEKEEPER_MEMORY_ENABLED", "false")
+    assert client_for(object(), Settings(_env_file=None, data_dir=tmp_path))._memory is False

@@ -41,7 +41,7 @@ from tests.policy_fixtures import EMAIL, PENDING
 from tests.ports import free_port
 
 NAME_PARTS = ("raj", "sanchez")
-"""The customer of ``EMAIL`` (raj_sanchez_7340): never in an event."""
+"""The customer of ``EMAIL`` (raj_sanchez_2970): never in an event."""
 
 
 @pytest.fixture(scope="module")

@@ -25,7 +25,7 @@ from tests.ports import free_port
 from workflows.domain.memory import FactKind
 from workflows.domain.pseudonym import customer_pseudonym
 
-RAJ, SOFIA = "raj_sanchez_7340", "sofia_rossi_8776"
+RAJ, SOFIA = "raj_sanchez_2970", "sofia_rossi_8776"
 
 
 @pytest.fixture(scope="module")

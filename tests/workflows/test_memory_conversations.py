@@ -12,7 +12,11 @@ and the offline stand-in model (no test brain: its rules decide):
 - conversation 3 proposes the credit card for the same kind of return;
 - "forget everything" twice applies twice, the second time saying nothing was remembered;
   both are ``memory.forgotten`` events, and nothing is kept;
-- with memory turned off (the worker without a memory port), nothing is remembered;
+- with memory turned off (``Settings.memory_enabled``: the worker has no memory port and
+  conversations start with ``SupportInput.memory`` off), nothing is read, the model calls use the
+  prompt without the memory tools (the decision log says which), and "please remember ..." is
+  answered that nothing is kept; a worker without a memory port under a conversation started with
+  memory on reads nothing and refuses the write;
 - when the memory's database does not answer, the read's retries run out and the conversation
   goes on without it (the customer is served, nothing is said to be unavailable).
 """
@@ -28,6 +32,7 @@ from activities.store.journal import JournalStore
 from activities.store.memory import MemoryStore
 from tests.workflow_harness import order_details, running_worker, until
 from workflows.domain.memory import FactKind
+from workflows.domain.prompt import PROMPT_VERSION_WITHOUT_MEMORY
 from workflows.domain.pseudonym import customer_pseudonym
 
 CUSTOMER = "chen_silva_7485"
@@ -122,7 +127,25 @@ async def test_a_fact_remembered_in_one_conversation_shapes_the_next_and_its_cor
     store.dispose()
 
 
-async def test_without_memory_nothing_is_remembered(temporal_env, settings):
+async def test_with_memory_off_nothing_is_read_offered_or_kept(temporal_env, settings):
+    store = MemoryStore(settings.resolved_journal_url())
+    journal = JournalStore(settings.resolved_journal_url())
+    async with running_worker(temporal_env, settings, conversation_memory=False) as (client, _backend):
+        conversation = await signed_in(client, "mem-off")
+        state = await client.state(conversation)
+        assert state.customer.details_loaded and state.customer.memory is None and not state.rejections
+        asked = await client.send_message(conversation, "Please remember that refunds go to my gift card")
+        assert asked.awaiting_confirmation is None and "can't keep anything" in asked.text, asked
+        told = await client.send_message(conversation, "What do you remember about me?")
+        assert "don't remember anything" in told.text, told.text
+    assert facts(settings, store) == {}
+    versions = {row.prompt_version for row in await asyncio.to_thread(journal.decisions, conversation)}
+    assert versions == {PROMPT_VERSION_WITHOUT_MEMORY}
+    store.dispose()
+    journal.close()
+
+
+async def test_a_worker_without_memory_under_a_conversation_with_memory_keeps_nothing(temporal_env, settings):
     store = MemoryStore(settings.resolved_journal_url())
     async with running_worker(temporal_env, settings) as (client, _backend):
         conversation = await signed_in(client, "mem-off")

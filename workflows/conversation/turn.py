@@ -35,7 +35,7 @@ from workflows.domain.policy.approvals import ApprovalPolicy
 from workflows.domain.policy.clauses import Rule
 from workflows.domain.policy.confirm import Answer, answer_of, answer_of_1_0, describe
 from workflows.domain.policy.validator import handed_over_refusal, validate_execution, validate_proposal
-from workflows.domain.prompt import PROMPT_VERSION, state_view
+from workflows.domain.prompt import PROMPT_VERSION, PROMPT_VERSION_WITHOUT_MEMORY, state_view
 from workflows.domain.state import Confirmation, ConversationState, ConversationStatus, PendingConfirmation, Phase
 from workflows.domain.user_text import visible_text
 from workflows.failures import MODEL
@@ -63,7 +63,7 @@ class Turn:
     """What a turn needs from its conversation: the state, the write timeout (seconds), the
     pending cancel request (if any), whether a newer user message is waiting, the approval
     policy, the journal (the ``call_seq`` and record so far each model call carries) and
-    ``SupportInput.local_model_calls``."""
+    ``SupportInput.local_model_calls`` and ``SupportInput.memory``."""
 
     state: ConversationState
     write_timeout_seconds: float
@@ -72,6 +72,7 @@ class Turn:
     newer_message: Callable[[], bool] = lambda: False
     approvals: ApprovalPolicy = field(default_factory=ApprovalPolicy)
     local_model_calls: bool = False
+    memory: bool = True
     _moved_on_from: Optional[str] = field(default=None, init=False)
     """The detail of the shown write this turn's message moved on from without a yes or a no."""
     _troubled: bool = field(default=False, init=False)
@@ -143,7 +144,8 @@ class Turn:
                 return None
             if workflow.patched(STATE_DRIVEN_READS_PATCH):
                 # what the state alone calls for is read first, so the model's one call sees it
-                memory = workflow.patched(MEMORY_READS_PATCH)  # what is remembered is read after the profile
+                # what is remembered is read after the profile, unless the conversation's memory is off
+                memory = workflow.patched(MEMORY_READS_PATCH) and self.memory
                 due = await run_due_reads(state, self.cancel_request, state_reads_left, memory)
                 state_reads_left -= due.ran
                 if due.unavailable:
@@ -199,7 +201,8 @@ class Turn:
         tr.ask_model(state)
         call_seq, record = self.journal.for_model(state)
         request = ModelRequest(conversation_id=state.conversation_id, turn=state.turn, call_seq=call_seq,
-                               prompt_version=PROMPT_VERSION, view=state_view(state),
+                               prompt_version=PROMPT_VERSION if self.memory else PROMPT_VERSION_WITHOUT_MEMORY,
+                               view=state_view(state),
                                budget_remaining_tokens=budget.remaining_tokens(state), journal=record)
         handle = start_local_or_activity(
             ModelActivitiesApi.propose_action, request, local=self.local_model_calls,

@@ -106,7 +106,7 @@ class SupportWorkflow:
         self._turn = Turn(state=self._state, write_timeout_seconds=inp.write_timeout_seconds,
                           cancel_request=self._cancel_request, journal=self._journal,
                           newer_message=lambda: bool(self._inbox), approvals=inp.approvals,
-                          local_model_calls=inp.local_model_calls)
+                          local_model_calls=inp.local_model_calls, memory=inp.memory)
         self._resolution = ResolutionGate(self._state, cancel_request=self._cancel_request, tell=self._tell,
                                           write_timeout_seconds=inp.write_timeout_seconds)
         self._state.subscribe(self._record)

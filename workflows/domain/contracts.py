@@ -251,6 +251,11 @@ class SupportInput(BaseModel):
     task per turn with one read instead of three, but a newer message or a cancel reaches a
     running call only at its workflow task's heartbeat (3.2 s) or its end (README, "Recovery").
     In the input, so replay decides the same way on every worker; continue-as-new keeps it."""
+    memory: bool = True
+    """What is remembered about the customer is read after authentication and the model is
+    offered the memory tools (``Settings.memory_enabled``; ``docs/memory.md``). Off: no read, and
+    the model calls use the current prompt without the memory tools (``PROMPT_VERSION_WITHOUT_MEMORY``).
+    In the input, like ``local_model_calls``; continue-as-new keeps it."""
 
     @field_validator("state", mode="before")
     @classmethod

@@ -284,6 +284,10 @@ PROMPT_VERSION = "2026-12-09"
 layout and the tools offered; every model call records the version it used (the decision log),
 and ``statekeeper backtest --prompt-version V`` re-renders recorded state views with another one."""
 
+PROMPT_VERSION_WITHOUT_MEMORY = f"{PROMPT_VERSION}-no-memory"
+"""The current prompt without the memory tools: the model calls of a conversation whose memory
+is off (``SupportInput.memory``) use it."""
+
 SINGLE_LAYOUT_VERSION = "2026-11-30"
 """The last version of the ``single`` layout (one system string with the argument schemas,
 one user message): still rendered for recorded calls and the backtest."""
