@@ -63,3 +63,28 @@ def test_one_fact_per_kind_per_customer_and_its_expiry():
     at = datetime(2026, 1, 1, tzinfo=timezone.utc)
     assert expiry(K.OPEN_COMPLAINT, at) == at + timedelta(days=RETENTION_DAYS[K.OPEN_COMPLAINT])
     assert expiry(K.OPEN_COMPLAINT, at, {"open_complaint": 7}) == at + timedelta(days=7)
+
+
+# --- adversarial cases (branch ``break``): each fails today and names the gap -------------------
+
+
+@pytest.mark.parametrize("text", [
+    "card 4111 1111 1111 1111 12/27",  # the expiry right after the number, as people type it
+    "card 5500 0000 0000 0004 123",  # the security code after it
+    "apt 4 4111 1111 1111 1111",  # a flat number before it
+    "card 4111 1111 1111 1111 0427",
+])
+def test_a_card_number_beside_other_digits_is_still_a_card_number(text):
+    # _DIGIT_RUN joins the neighbouring digits into one run of 16+ digits whose Luhn check fails,
+    # so the card number itself is never checked
+    assert holds_card_number(text), text
+
+
+@pytest.mark.parametrize("text", [
+    "card \uff14\uff11\uff11\uff11 \uff11\uff11\uff11\uff11 \uff11\uff11\uff11\uff11 \uff11\uff11\uff11\uff11",  # full width (IME)
+    "card 4111/1111/1111/1111",
+    "card 4111_1111_1111_1111",
+    "card 4111,1111,1111,1111",
+])
+def test_a_card_number_in_full_width_digits_or_with_other_separators_is_a_card_number(text):
+    assert holds_card_number(text), text
