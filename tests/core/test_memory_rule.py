@@ -88,3 +88,22 @@ def test_a_card_number_beside_other_digits_is_still_a_card_number(text):
 ])
 def test_a_card_number_in_full_width_digits_or_with_other_separators_is_a_card_number(text):
     assert holds_card_number(text), text
+
+
+@pytest.mark.parametrize("value", [
+    "I am deaf, knock hard", "I am blind, please ring twice", "I have epilepsy, no flashing lights",
+    "insulin inside, keep it cold", "recovering from chemo, leave it at the door", "I have asthma",
+    "I'm on dialysis at home", "I'm in hospital until Friday",
+])
+def test_health_information_in_everyday_words_is_never_remembered(value):
+    problem = fact_problem(K.DELIVERY_INSTRUCTIONS, value, **OWN)
+    assert problem is not None and "health" in problem, (value, problem)
+
+
+@pytest.mark.parametrize("value", [
+    "my passwd is hunter2", "my pass-word is hunter2",
+    "my \uff50\uff41\uff53\uff53\uff57\uff4f\uff52\uff44 is hunter2",  # full width
+])
+def test_a_password_however_it_is_spelt_is_never_remembered(value):
+    problem = fact_problem(K.DELIVERY_INSTRUCTIONS, value, **OWN)
+    assert problem is not None and "passwords" in problem, (value, problem)
