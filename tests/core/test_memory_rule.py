@@ -119,3 +119,14 @@ def test_a_password_however_it_is_spelt_is_never_remembered(value):
 def test_an_instruction_in_other_words_is_never_remembered(kind, value):
     problem = fact_problem(kind, value, **OWN)
     assert problem is not None, (kind, value)
+
+
+@pytest.mark.parametrize("value", [
+    "leave at the door\x00",  # PostgreSQL cannot store it: the confirmed write fails at the database
+    "leave at the door\x1b]0;owned\x07",  # a terminal escape for whoever prints the fact
+    "leave at the \u202edoor",  # reorders what an operator reads
+])
+def test_a_value_with_a_control_character_is_refused(value):
+    # every other free text is refused at the edge with user_text.control_problem; a value comes
+    # from the model and reaches the store as it is (visible_text only hides what is checked)
+    assert fact_problem(K.DELIVERY_INSTRUCTIONS, value, **OWN) is not None, repr(value)
