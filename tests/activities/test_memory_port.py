@@ -120,3 +120,19 @@ def test_refusals_keep_nothing_and_erasure_removes_the_ledger(url):
     assert store.erase_customer(f"cust-{USER}") == 1
     assert memory.recorded("main", "remember_fact", remember("gift_card_1"), f"remember_fact:{USER}:c.t4") is None
     store.dispose()
+
+
+# --- adversarial cases (branch ``break``) ---------------------------------------------------
+
+
+def test_a_value_with_a_nul_is_refused_where_it_is_written_not_failed_at_the_database(url):
+    # the workflow's check (fact_problem) lets a model's NUL through; on PostgreSQL the insert
+    # then raises sqlalchemy DataError (not a PortError): the confirmed write is retried, its
+    # outcome is unknown and the conversation escalates. SQLite stores the NUL.
+    store = MemoryStore(url)
+    memory = port(store)
+    delivery = {**remember("leave it at the door\x00"), "kind": "delivery_instructions"}
+    result = memory.invoke("main", "remember_fact", delivery, idempotency_key=f"remember_fact:{USER}:c.t2")
+    assert result.outcome is Outcome.REFUSED, result
+    assert kept(store) == {}
+    store.dispose()
