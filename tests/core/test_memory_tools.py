@@ -246,3 +246,17 @@ def test_the_stand_in_uses_and_tells_what_is_remembered_as_each_version_shows_it
     assert f"refund method: {GIFT}, from what you told me 12 days ago (\"refunds go to my gift card\")" in told, told
     contradicted = said("What do you remember about me?", [{**fact, "value": ANOTHER_GIFT_CARD}])
     assert "no longer lists it" in rules_brain(sent_view(contradicted, version))["text"]
+
+
+# --- adversarial cases (branch ``break``) ---------------------------------------------------
+
+
+def test_an_order_is_remembered_only_with_a_complaint_about_it():
+    # complaint_order_id is checked for open_complaint only: on any other kind another customer's
+    # order id passes, is shown in the detail the customer confirms ("your preferred language is
+    # Spanish (order #W...)"), kept as the fact's order_id and rendered "(order #W...)" in every
+    # later conversation's customer block (MemoryFact.order_id: "None for other kinds")
+    other_order = next(o for o, order in data()["orders"].items() if order["user_id"] != CUSTOMER)
+    state = said("Remember that I prefer Spanish, please")
+    refused(state, remember("preferred_language", "Spanish", "I prefer Spanish", complaint_order_id=other_order),
+            Rule.MEMORY_FACT, "order")
