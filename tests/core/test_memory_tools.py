@@ -260,3 +260,14 @@ def test_an_order_is_remembered_only_with_a_complaint_about_it():
     state = said("Remember that I prefer Spanish, please")
     refused(state, remember("preferred_language", "Spanish", "I prefer Spanish", complaint_order_id=other_order),
             Rule.MEMORY_FACT, "order")
+
+
+@pytest.mark.parametrize("message, reason", [
+    ("Please remember that refunds go to my gift card. My PIN is 4321", "passwords"),
+    ("Please remember that refunds go to my gift card, my card is 4111 1111 1111 1111", "card numbers"),
+])
+def test_a_quote_holding_what_may_never_be_remembered_is_refused_before_the_customer_confirms(message, reason):
+    # remember_check runs the memory rule on the value only; the port refuses the quote, but only
+    # after the customer said yes to "Remember for your next conversations that refunds go to ..."
+    state = said(message)
+    refused(state, remember("refund_method", GIFT, message), Rule.MEMORY_FACT, reason)
