@@ -271,3 +271,11 @@ def test_a_quote_holding_what_may_never_be_remembered_is_refused_before_the_cust
     # after the customer said yes to "Remember for your next conversations that refunds go to ..."
     state = said(message)
     refused(state, remember("refund_method", GIFT, message), Rule.MEMORY_FACT, reason)
+
+
+def test_a_quote_of_one_letter_is_not_the_users_words():
+    # the quote only has to be a substring of the user's message: "e" passes, so the source the
+    # store keeps ("the user's words in that turn") proves nothing about what they asked for
+    state = said("Please remember that refunds go to my gift card")
+    refused(state, remember("delivery_instructions", "leave parcels at the back door", "e"), Rule.MEMORY_FACT,
+            "verbatim")
