@@ -279,3 +279,18 @@ def test_a_quote_of_one_letter_is_not_the_users_words():
     state = said("Please remember that refunds go to my gift card")
     refused(state, remember("delivery_instructions", "leave parcels at the back door", "e"), Rule.MEMORY_FACT,
             "verbatim")
+
+
+def test_a_refund_method_with_an_invisible_character_is_remembered_as_the_customers_own():
+    # fact_problem checks visible_text(value), the fold and the port keep the raw value: the
+    # customer confirms "refunds go to gift_card_2259499\u200b" (no "gift card (balance ...)"),
+    # and the fact they just confirmed is flagged contradicted and not used in this conversation
+    state = said("Please remember that refunds go to my gift card")
+    action = remember("refund_method", GIFT + "\u200b", "refunds go to my gift card")
+    if not validate_proposal(state, action).accepted:
+        return  # refusing it is fine too
+    args = action.tool.arguments.model_dump()
+    assert "gift card" in spec_of("remember_fact").detail(state, args)
+    spec_of("remember_fact").fold(state, args, json.dumps({"fact_id": "mem_x", "kind": "refund_method", "kept": True}))
+    fact = usable(state, FactKind.REFUND_METHOD)
+    assert fact is not None and fact.value == GIFT
