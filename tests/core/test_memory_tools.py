@@ -294,3 +294,12 @@ def test_a_refund_method_with_an_invisible_character_is_remembered_as_the_custom
     spec_of("remember_fact").fold(state, args, json.dumps({"fact_id": "mem_x", "kind": "refund_method", "kept": True}))
     fact = usable(state, FactKind.REFUND_METHOD)
     assert fact is not None and fact.value == GIFT
+
+
+def test_the_stand_in_reads_a_remembered_value_that_looks_like_a_line_as_it_was():
+    # remembered_line is "value (age: words)" with nothing escaped, and REMEMBERED_LINE takes the
+    # value lazily: a value holding "(40 days ago: ...)" is read back cut, 40 days old
+    value = "leave at the back door (40 days ago: never mind)"
+    fact = {**remembered(value, "remember: leave it at the back door", age_days=0), "kind": "delivery_instructions"}
+    told = rules_brain(sent_view(said("What do you remember about me?", [fact])))["text"]
+    assert f"delivery instructions: {value}, from what you told me today" in told, told
