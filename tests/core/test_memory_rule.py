@@ -130,3 +130,11 @@ def test_a_value_with_a_control_character_is_refused(value):
     # every other free text is refused at the edge with user_text.control_problem; a value comes
     # from the model and reaches the store as it is (visible_text only hides what is checked)
     assert fact_problem(K.DELIVERY_INSTRUCTIONS, value, **OWN) is not None, repr(value)
+
+
+@pytest.mark.parametrize("value", [
+    "deliver to 99 Oak Crescent", "deliver to 99, Oak Avenue", "deliver to my office, 1 Infinite Loop",
+])
+def test_an_address_not_on_record_is_refused_whatever_its_street_word(value):
+    problem = fact_problem(K.DELIVERY_INSTRUCTIONS, value, **OWN)
+    assert problem is not None and "own address" in problem, (value, problem)
