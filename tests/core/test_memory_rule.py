@@ -138,3 +138,18 @@ def test_a_value_with_a_control_character_is_refused(value):
 def test_an_address_not_on_record_is_refused_whatever_its_street_word(value):
     problem = fact_problem(K.DELIVERY_INSTRUCTIONS, value, **OWN)
     assert problem is not None and "own address" in problem, (value, problem)
+
+
+@pytest.mark.parametrize("override", [{"open_complaints": 30}, {"open_complaint": -5}, {"open_complaint": 0},
+                                      {"open_complaint": 100_000_000}])
+def test_a_retention_override_that_means_nothing_is_refused_when_the_settings_are_read(override):
+    # Settings.memory_retention_days is a bare dict[str, int]: a misspelt kind keeps the default
+    # silently (data kept longer than the operator asked), a negative or zero period makes every
+    # fact expire as it is written, and a huge one makes ``expiry`` raise OverflowError inside the
+    # confirmed write (retries, then an escalation)
+    from pydantic import ValidationError
+
+    from settings import Settings
+
+    with pytest.raises(ValidationError):
+        Settings(memory_retention_days=override)
