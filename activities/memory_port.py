@@ -34,6 +34,7 @@ from workflows.domain.errors import ErrorType
 from workflows.domain.keys import key_ref, operation_turn
 from workflows.domain.memory import FactKind, FactSource, MemoryFact, expiry, fact_id, sensitive_problem
 from workflows.domain.memory.facts import MAX_VALUE_CHARS
+from workflows.domain.user_text import control_problem
 
 Clock = Callable[[], datetime]
 
@@ -131,7 +132,8 @@ class MemoryPort:
         # again here, where the value is written
         value = arguments["value"].strip()
         problem = ("what to remember is too long" if len(value) > MAX_VALUE_CHARS else
-                   sensitive_problem(value) or sensitive_problem(arguments["quote"]))
+                   control_problem(value, "what to remember") or control_problem(arguments["quote"], "the quote")
+                   or sensitive_problem(value) or sensitive_problem(arguments["quote"]))
         if problem is not None:
             return Outcome.REFUSED.value, f"Error: {problem}"
         kind = FactKind(arguments["kind"])

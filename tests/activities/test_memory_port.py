@@ -120,3 +120,31 @@ def test_refusals_keep_nothing_and_erasure_removes_the_ledger(url):
     assert store.erase_customer(f"cust-{USER}") == 1
     assert memory.recorded("main", "remember_fact", remember("gift_card_1"), f"remember_fact:{USER}:c.t4") is None
     store.dispose()
+
+
+# --- adversarial cases (branch ``break``) ---------------------------------------------------
+
+
+def test_a_value_with_a_nul_is_refused_where_it_is_written_not_failed_at_the_database(url):
+    # the workflow's check (fact_problem) lets a model's NUL through; on PostgreSQL the insert
+    # then raises sqlalchemy DataError (not a PortError): the confirmed write is retried, its
+    # outcome is unknown and the conversation escalates. SQLite stores the NUL.
+    store = MemoryStore(url)
+    memory = port(store)
+    delivery = {**remember("leave it at the door\x00"), "kind": "delivery_instructions"}
+    result = memory.invoke("main", "remember_fact", delivery, idempotency_key=f"remember_fact:{USER}:c.t2")
+    assert result.outcome is Outcome.REFUSED, result
+    assert kept(store) == {}
+    store.dispose()
+
+
+def test_a_card_number_in_the_quote_is_never_kept_in_the_facts_source(url):
+    # the quote is the user's whole message (the stand-in quotes it whole); an expiry after the
+    # card number hides it from sensitive_problem, and source_words keeps it for 365 days
+    store = MemoryStore(url)
+    quote = "please remember that refunds go to my gift card, my card is 4111 1111 1111 1111 12/27"
+    result = port(store).invoke("main", "remember_fact", remember("gift_card_1", quote),
+                                idempotency_key=f"remember_fact:{USER}:c.t2")
+    assert result.outcome is Outcome.REFUSED, result
+    assert all("4111" not in f.source.words for f in store.facts("acme", f"cust-{USER}", T0))
+    store.dispose()
