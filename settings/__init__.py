@@ -13,8 +13,8 @@ from typing import Literal, Optional
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from settings.types import (MAX_SLOTS, MAX_WAIT_SECONDS, DatabaseUrl, HostPort, HttpUrl, Name, Origins, Seconds,
-                                   Slots, Tenant)
+from settings.types import (MAX_SLOTS, MAX_WAIT_SECONDS, DatabaseUrl, HostPort, HttpUrl, MemoryKind, Name, Origins,
+                            RetentionDays, Seconds, Slots, Tenant)
 
 
 
@@ -194,10 +194,11 @@ class Settings(BaseSettings):
     """True (default): conversations read what is remembered about their customer and may remember
     facts they confirm (``activities.memory_port``, docs/memory.md). False: nothing is remembered
     (the read answers "nothing", a write is refused)."""
-    memory_retention_days: dict[str, int] = {}
+    memory_retention_days: dict[MemoryKind, RetentionDays] = {}
     """Days a remembered fact of a kind is kept after its last confirmation (JSON in
     ``STATEKEEPER_MEMORY_RETENTION_DAYS``, e.g. ``{"open_complaint": 30}``); a kind not listed
-    keeps its default (``workflows.domain.memory.RETENTION_DAYS``)."""
+    keeps its default (``workflows.domain.memory.RETENTION_DAYS``). A kind that is not one of the
+    memory's, or a period outside 1 to 36,500 days, is refused when the settings are read."""
 
     # --- webhooks (activities.webhooks, workflows.webhooks; docs/webhooks.md) ---
     webhook_allow_loopback: bool = False

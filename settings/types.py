@@ -20,7 +20,7 @@ Imports nothing heavy: ``settings`` (and so every process) loads it.
 from __future__ import annotations
 
 import re
-from typing import Annotated
+from typing import Annotated, Literal
 from urllib.parse import urlsplit
 
 from pydantic import AfterValidator, Field
@@ -121,3 +121,10 @@ Origins = Annotated[str, AfterValidator(_origins)]
 """Comma-separated web origins (``scheme://host[:port]``), as a browser sends ``Origin``."""
 DatabaseUrl = Annotated[str, AfterValidator(_database_url)]
 """A SQLAlchemy URL whose dialect (and driver name) SQLAlchemy knows; blank is the default."""
+
+
+MemoryKind = Literal["refund_method", "delivery_instructions", "preferred_language", "open_complaint"]
+"""The kinds of remembered facts (``workflows.domain.memory.FactKind``; a test holds them equal)."""
+RetentionDays = Annotated[int, Field(ge=1, le=36_500)]
+"""A retention period in days: at least a day, at most a hundred years (a later expiry would pass
+the largest date the database keeps)."""

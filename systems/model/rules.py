@@ -284,27 +284,28 @@ QUOTE_CHARS = 500
 MEMORY_READ = "get_remembered_facts"
 
 
-REMEMBERED_LINE = re.compile(r"(?P<contradicted>contradicted by the profile, not used: )?(?P<value>.*?)"
-                             r"(?: \(order (?P<order_id>[^)]*)\))? \((?P<when>today|1 day ago|[0-9]+ days ago)"
-                             r"(?:: (?P<words>.*))?\)", re.DOTALL)
-"""A remembered fact as the current prompt shows it, one line under its kind:
-``[contradicted by the profile, not used: ]value[ (order #W1)] (12 days ago: their words)``."""
+REMEMBERED_SOURCE = re.compile(r"(?P<contradicted>contradicted by the profile, not used; )?"
+                               r"(?:about order (?P<order_id>[^;]*); )?(?P<when>today|1 day ago|[0-9]+ days ago)"
+                               r"(?:: (?P<words>.*))?", re.DOTALL)
+"""A remembered fact's source as the current prompt shows it, after its value:
+``[contradicted by the profile, not used; ][about order #W1; ]12 days ago: their words``."""
 
 
 def _facts(customer: dict[str, Any]) -> list[dict[str, Any]]:
     """The customer's remembered facts as records, however the prompt shows them: records (kind,
-    value, words, age_days, ...) or one line a kind (``REMEMBERED_LINE``)."""
+    value, words, age_days, ...) or ``{kind: [value, source]}`` (``REMEMBERED_SOURCE``)."""
     memory = customer.get("memory") or []
     if isinstance(memory, list):
         return [f for f in memory if isinstance(f, dict)]
     facts = []
-    for kind, line in memory.items():
-        shown = REMEMBERED_LINE.fullmatch(str(line))
+    for kind, entry in memory.items():
+        value, source = (list(entry) + ["", ""])[:2] if isinstance(entry, list) else (str(entry), "")
+        shown = REMEMBERED_SOURCE.fullmatch(str(source))
         if shown is None:
-            facts.append({"kind": kind, "value": str(line)})
+            facts.append({"kind": kind, "value": str(value)})
             continue
         when = shown["when"]
-        facts.append({"kind": kind, "value": shown["value"], "order_id": shown["order_id"],
+        facts.append({"kind": kind, "value": str(value), "order_id": shown["order_id"],
                       "words": shown["words"] or "", "contradicted": bool(shown["contradicted"]),
                       "age_days": 0 if when == "today" else int(when.split()[0])})
     return facts

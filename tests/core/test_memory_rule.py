@@ -154,3 +154,31 @@ def test_a_retention_override_that_means_nothing_is_refused_when_the_settings_ar
 
     with pytest.raises(ValidationError):
         Settings(memory_retention_days=override)
+
+
+def test_the_settings_know_the_memorys_kinds():
+    from typing import get_args
+
+    from settings.types import MemoryKind
+
+    assert set(get_args(MemoryKind)) == {kind.value for kind in FactKind}
+
+
+@pytest.mark.parametrize("value, reason", [
+    ("my social security number is 078-05-1120", "identity document"),
+    ("my IBAN is GB82 WEST 1234 5698 7654 32", "identity document"),
+    ("I am a practising Muslim, no deliveries on Friday", "religion"),
+])
+def test_identity_numbers_and_the_special_categories_are_never_remembered(value, reason):
+    problem = fact_problem(K.DELIVERY_INSTRUCTIONS, value, **OWN)
+    assert problem is not None and reason in problem, (value, problem)
+
+
+@pytest.mark.parametrize("kind, value, extra", [
+    (K.DELIVERY_INSTRUCTIONS, "always leave parcels at the back door", {}),
+    (K.DELIVERY_INSTRUCTIONS, "ring twice, I work nights and sleep until 2 pm", {}),
+    (K.PREFERRED_LANGUAGE, "Portuguese (Brazil)", {}),
+    (K.OPEN_COMPLAINT, "the kettle arrived dented", {"order_id": "#W100"}),
+])
+def test_everyday_facts_stay_rememberable(kind, value, extra):
+    assert fact_problem(kind, value, **OWN, **extra) is None

@@ -12,9 +12,10 @@ built from the τ-bench data through the workflow's own transitions:
   contradicted (never used), and is called for once, right after the profile;
 - the offline stand-in proposes delivery instructions and a preferred language from the user's
   words, forgets one kind, and refunds a return to the remembered method only when not contradicted;
-- the prompt shows each remembered fact as one line under its kind, with its age and the user's
-  words (cut at ``REMEMBERED_WORDS_SHOWN``), and the stand-in reads it there as it reads the records
-  of the first memory version, which still renders as it was sent.
+- the prompt shows each remembered fact as a ``[value, source]`` pair under its kind, the source
+  with its age and the user's words (cut at ``REMEMBERED_WORDS_SHOWN``), and the stand-in reads it
+  there as it reads the records of the first memory version, which still renders as it was sent;
+  a value or words that imitate the source's parts are read as they were.
 """
 
 from __future__ import annotations
@@ -208,14 +209,14 @@ def remembered(value: str, words: str, age_days: int = 12, order_id: str | None 
             "source": {"conversation_id": "c-0", "turn": 3, "words": words}}
 
 
-def test_the_prompt_shows_each_remembered_fact_as_one_line_with_its_age_and_the_users_words():
+def test_the_prompt_shows_each_remembered_fact_as_its_value_and_a_source_with_its_age_and_the_users_words():
     state = said("hello", [remembered(GIFT, "please remember that refunds go to my gift card"),
                            {**remembered("parcels go to the back door (the blue one)", "leave them (please) at the back",
                                          age_days=1), "kind": "delivery_instructions"}])
     memory = sent_view(state)["customer"]["memory"]
-    assert memory == {"refund_method": f"{GIFT} (12 days ago: please remember that refunds go to my gift card)",
-                      "delivery_instructions": ("parcels go to the back door (the blue one) "
-                                                "(1 day ago: leave them (please) at the back)")}
+    assert memory == {"refund_method": [GIFT, "12 days ago: please remember that refunds go to my gift card"],
+                      "delivery_instructions": ["parcels go to the back door (the blue one)",
+                                                "1 day ago: leave them (please) at the back"]}
     # the first memory version renders as it was sent: a record a fact, its first tool descriptions
     old = sent_view(state, FIRST_MEMORY_VERSION)["customer"]["memory"]
     assert [(f["kind"], f["age_days"], f["words"]) for f in old] == [
@@ -229,9 +230,8 @@ def test_the_prompt_shows_each_remembered_fact_as_one_line_with_its_age_and_the_
 def test_long_words_are_cut_in_the_prompt_and_a_contradicted_fact_says_so():
     words = "please remember " + "x" * 400
     state = said("hello", [remembered(ANOTHER_GIFT_CARD, words, age_days=0)])
-    line = sent_view(state)["customer"]["memory"]["refund_method"]
-    assert line == (f"contradicted by the profile, not used: {ANOTHER_GIFT_CARD} (today: "
-                    f"{words[:REMEMBERED_WORDS_SHOWN]}…)")
+    entry = sent_view(state)["customer"]["memory"]["refund_method"]
+    assert entry == [ANOTHER_GIFT_CARD, f"contradicted by the profile, not used; today: {words[:REMEMBERED_WORDS_SHOWN]}…"]
     assert state.customer.memory[0].words == words  # the state keeps them whole
 
 
@@ -296,10 +296,11 @@ def test_a_refund_method_with_an_invisible_character_is_remembered_as_the_custom
     assert fact is not None and fact.value == GIFT
 
 
-def test_the_stand_in_reads_a_remembered_value_that_looks_like_a_line_as_it_was():
-    # remembered_line is "value (age: words)" with nothing escaped, and REMEMBERED_LINE takes the
-    # value lazily: a value holding "(40 days ago: ...)" is read back cut, 40 days old
+def test_a_remembered_value_or_words_that_imitate_the_source_are_read_as_they_were():
+    # the value stands apart from its source, and the words come last in the source
     value = "leave at the back door (40 days ago: never mind)"
-    fact = {**remembered(value, "remember: leave it at the back door", age_days=0), "kind": "delivery_instructions"}
+    words = "remember: 3 days ago: about order #W1; contradicted by the profile, not used; back door"
+    fact = {**remembered(value, words, age_days=0), "kind": "delivery_instructions"}
     told = rules_brain(sent_view(said("What do you remember about me?", [fact])))["text"]
-    assert f"delivery instructions: {value}, from what you told me today" in told, told
+    assert f'delivery instructions: {value}, from what you told me today ("{words}")' in told, told
+    assert "no longer lists it" not in told

@@ -167,39 +167,38 @@ def _present(value: dict[str, Any]) -> dict[str, Any]:
 
 REMEMBERED_WORDS_SHOWN = 120
 """At most this many characters of a remembered fact's source words are shown to the model
-(``remembered_line``); the store, the API and the CLI keep and show them whole."""
+(``remembered_entry``); the store, the API and the CLI keep and show them whole."""
+CONTRADICTED_MARK = "contradicted by the profile, not used; "
+"""How a remembered fact's source starts when the profile as read says otherwise."""
 
 
-CONTRADICTED_MARK = "contradicted by the profile, not used: "
-"""How a remembered line starts when the profile as read says otherwise: first, so that no value
-can hide it."""
-
-
-def remembered_line(fact: dict[str, Any]) -> str:
-    """One remembered fact of the view (``Customer.memory``) as the line the model reads under its
-    kind: [``CONTRADICTED_MARK``] ``value`` [``(order #W1)``] ``(12 days ago: words)``. The source
-    words are the user's, verbatim, cut at ``REMEMBERED_WORDS_SHOWN`` characters (``…``)."""
+def remembered_entry(fact: dict[str, Any]) -> list[str]:
+    """One remembered fact of the view (``Customer.memory``) as the model reads it under its kind:
+    ``[value, source]``, the source ``[CONTRADICTED_MARK][about order #W1; ]12 days ago: words``
+    with the user's words, verbatim, last (cut at ``REMEMBERED_WORDS_SHOWN`` characters, ``…``).
+    The value stands alone and the words come last, so neither can pass for another part."""
     age = fact.get("age_days", 0)
     when = "today" if age == 0 else "1 day ago" if age == 1 else f"{age} days ago"
     words = str(fact.get("words") or "")
     if len(words) > REMEMBERED_WORDS_SHOWN:
         words = words[:REMEMBERED_WORDS_SHOWN] + "…"
-    line = (CONTRADICTED_MARK if fact.get("contradicted") else "") + str(fact.get("value", ""))
+    source = CONTRADICTED_MARK if fact.get("contradicted") else ""
     if fact.get("order_id"):
-        line += f" (order {fact['order_id']})"
-    return f"{line} ({when}: {words})" if words else f"{line} ({when})"
+        source += f"about order {fact['order_id']}; "
+    source += f"{when}: {words}" if words else when
+    return [str(fact.get("value", "")), source]
 
 
-def _remembered_as_lines(records: dict[str, Any]) -> None:
-    # the customer's remembered facts, one line a kind: a record per fact would repeat its keys,
+def _remembered_as_entries(records: dict[str, Any]) -> None:
+    # the customer's remembered facts, one entry a kind: a record per fact would repeat its keys,
     # and the block holding them is written once per conversation (docs/memory.md, the prompt)
     customer = records.get("customer")
     if isinstance(customer, dict) and isinstance(customer.get("memory"), list):
-        lines = {f["kind"]: remembered_line(f) for f in customer["memory"] if isinstance(f, dict) and "kind" in f}
-        records["customer"] = {**customer, "memory": lines}
+        entries = {f["kind"]: remembered_entry(f) for f in customer["memory"] if isinstance(f, dict) and "kind" in f}
+        records["customer"] = {**customer, "memory": entries}
 
 
-def render_lean(view: dict[str, Any], remembered_lines: bool = False) -> tuple[list[str], list[str], str]:
+def render_lean(view: dict[str, Any], remembered_entries: bool = False) -> tuple[list[str], list[str], str]:
     """(stable blocks, log blocks, volatile text) of ``view`` in the lean layout.
 
     The stable blocks are the customer and the orders and products (``CUSTOMER_KEYS``), each to
@@ -212,10 +211,10 @@ def render_lean(view: dict[str, Any], remembered_lines: bool = False) -> tuple[l
     previous call's log in the cache.
     The volatile text holds the non-empty keys of the rest of the current step and the turn
     header. A ``recent_turns`` of any other shape stays in the current step's JSON.
-    With ``remembered_lines`` the customer's remembered facts are ``{kind: remembered_line}``."""
+    With ``remembered_entries`` the customer's remembered facts are ``{kind: remembered_entry}``."""
     records, facts, volatile = split_view(view)
-    if remembered_lines:
-        _remembered_as_lines(records)
+    if remembered_entries:
+        _remembered_as_entries(records)
     anchor = log_anchor(view["turn"]) if isinstance(view.get("turn"), int) else None
     pinned = facts.get("pinned_facts")
     if anchor is not None and isinstance(pinned, list):
@@ -331,8 +330,9 @@ class PromptVersion(BaseModel):
     """The system prompt states ``DATA_RULE``."""
     tool_descriptions: dict[str, str] = Field(default_factory=dict)
     """Tool name → the description this version sent where it differs from the catalogue's now."""
-    remembered_lines: bool = False
-    """The customer's remembered facts are one line a kind (``remembered_line``), not records."""
+    remembered_entries: bool = False
+    """The customer's remembered facts are one ``[value, source]`` entry a kind
+    (``remembered_entry``), not records."""
 
     def description(self, spec: Any) -> str:
         """The description of catalogue tool ``spec`` as this version words it."""
@@ -368,7 +368,8 @@ PROMPT_VERSIONS: dict[str, PromptVersion] = {
                 "customer is read after authentication, and they may ask to remember, see or forget it",
                 data_rule=True, memory=True, tool_descriptions=FIRST_MEMORY_DESCRIPTIONS),
     **_versions(PROMPT_VERSION, "lean", "the lean layout with the memory tools in fewer words and each "
-                "remembered fact one line under its kind", data_rule=True, memory=True, remembered_lines=True),
+                "remembered fact a [value, source] pair under its kind", data_rule=True, memory=True,
+                remembered_entries=True),
 }
 
 
@@ -489,7 +490,7 @@ def render_request(view: dict[str, Any], version: str = PROMPT_VERSION) -> Model
     raises ``UnknownPromptVersion``. Used by the model activity and by the backtest."""
     layout = prompt_version(version).layout
     if layout == "lean":
-        stable, log, volatile = render_lean(view, prompt_version(version).remembered_lines)
+        stable, log, volatile = render_lean(view, prompt_version(version).remembered_entries)
         return ModelSnapshot(system=render_system(version), stable=stable, log=log, content=volatile)
     if layout == "cached":
         stable, volatile = render_cached(view)

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Literal, Optional
 from pydantic import Field
 
 from workflows.domain.catalogue.spec import Scope, System, ToolArgs, ToolClass, ToolSpec
-from workflows.domain.memory import MAX_VALUE_CHARS, FactKind, fact_problem
+from workflows.domain.memory import MAX_VALUE_CHARS, FactKind, fact_problem, sensitive_problem
 from workflows.domain.policy.clauses import PolicyViolation, Rule, require
 from workflows.domain.records import MEMORY_FACTS_KEPT, OrderFact, Phase, RememberedFact, Role, StepStatus
 
@@ -44,6 +44,9 @@ KindName = Literal["refund_method", "delivery_instructions", "preferred_language
 if set(KINDS) != set(KindName.__args__):  # type: ignore[attr-defined]
     raise ValueError("the memory tools' kinds differ from FactKind")
 
+MIN_QUOTE_WORDS = 3
+"""A quote shorter than this many words must be the user's whole message: a letter or a word
+taken out of a message proves nothing about what the user asked to be remembered."""
 READ_TOOL = "get_remembered_facts"
 REMEMBER_TOOL = "remember_fact"
 FORGET_TOOL = "forget_fact"
@@ -149,8 +152,17 @@ def remember_check(state: ConversationState, args: dict[str, Any], order: Option
     require(customer.details_loaded, Rule.CHECK_STATUS,
             "read the customer's details first: a fact is checked against them")
     messages = [state.user_message(turn) or "" for turn in _proposal_turns(state)]
-    require(args["quote"].strip() != "" and any(args["quote"] in m for m in messages), Rule.MEMORY_FACT,
-            "quote the user's own words from their current message, verbatim")
+    quote = args["quote"]
+    require(any(quote in m for m in messages) and (len(quote.split()) >= MIN_QUOTE_WORDS
+                                                   or any(quote.strip() == m.strip() for m in messages)),
+            Rule.MEMORY_FACT, f"quote the user's own words asking for it from their current message, verbatim "
+            f"(at least {MIN_QUOTE_WORDS} words, or the whole message)")
+    # the quote is kept as the fact's source: it may hold nothing the fact itself may not
+    sensitive = sensitive_problem(quote)
+    if sensitive is not None:
+        raise PolicyViolation(Rule.MEMORY_FACT, f"{sensitive}, not even in the words a fact is kept with")
+    require(args["kind"] == FactKind.OPEN_COMPLAINT.value or not args.get("complaint_order_id"), Rule.MEMORY_FACT,
+            "an order is remembered only with a complaint about it")
     problem = fact_problem(FactKind(args["kind"]), args["value"], payment_method_ids=customer.payment_methods,
                            order_ids=customer.order_ids, addresses=(), order_id=args.get("complaint_order_id") or None)
     if problem is not None:
