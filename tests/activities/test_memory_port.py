@@ -9,8 +9,9 @@
 - two conversations of the same customer remembering conflicting values at once (threads, one
   port each with its own clock): every write applies, the value confirmed last is kept;
 - "forget everything" twice: both apply, the second removing nothing;
-- a read scoped to another user is refused; a card number or a value too long is refused where
-  it is written (nothing kept); erasure removes the customer's ledger rows with their facts.
+- a read scoped to another user is refused; a card number (in the value or the quote, beside an
+  expiry too), a control character or a value too long is refused where it is written (nothing
+  kept); erasure removes the customer's ledger rows with their facts.
 """
 
 from __future__ import annotations
@@ -122,13 +123,12 @@ def test_refusals_keep_nothing_and_erasure_removes_the_ledger(url):
     store.dispose()
 
 
-# --- adversarial cases (branch ``break``) ---------------------------------------------------
+# --- what the port refuses where it writes ----------------------------------------------------
 
 
 def test_a_value_with_a_nul_is_refused_where_it_is_written_not_failed_at_the_database(url):
-    # the workflow's check (fact_problem) lets a model's NUL through; on PostgreSQL the insert
-    # then raises sqlalchemy DataError (not a PortError): the confirmed write is retried, its
-    # outcome is unknown and the conversation escalates. SQLite stores the NUL.
+    # PostgreSQL cannot store a NUL: a database error would leave the confirmed write's outcome
+    # unknown, where a refusal says what is wrong
     store = MemoryStore(url)
     memory = port(store)
     delivery = {**remember("leave it at the door\x00"), "kind": "delivery_instructions"}
@@ -139,8 +139,8 @@ def test_a_value_with_a_nul_is_refused_where_it_is_written_not_failed_at_the_dat
 
 
 def test_a_card_number_in_the_quote_is_never_kept_in_the_facts_source(url):
-    # the quote is the user's whole message (the stand-in quotes it whole); an expiry after the
-    # card number hides it from sensitive_problem, and source_words keeps it for 365 days
+    # the quote is kept as the fact's source for as long as the fact: an expiry after the card
+    # number must not hide it
     store = MemoryStore(url)
     quote = "please remember that refunds go to my gift card, my card is 4111 1111 1111 1111 12/27"
     result = port(store).invoke("main", "remember_fact", remember("gift_card_1", quote),

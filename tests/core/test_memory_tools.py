@@ -248,14 +248,12 @@ def test_the_stand_in_uses_and_tells_what_is_remembered_as_each_version_shows_it
     assert "no longer lists it" in rules_brain(sent_view(contradicted, version))["text"]
 
 
-# --- adversarial cases (branch ``break``) ---------------------------------------------------
+# --- orders, quotes and values that may not be kept ---------------------------------------------
 
 
 def test_an_order_is_remembered_only_with_a_complaint_about_it():
-    # complaint_order_id is checked for open_complaint only: on any other kind another customer's
-    # order id passes, is shown in the detail the customer confirms ("your preferred language is
-    # Spanish (order #W...)"), kept as the fact's order_id and rendered "(order #W...)" in every
-    # later conversation's customer block (MemoryFact.order_id: "None for other kinds")
+    # an order on any other kind would be shown in the detail, kept, and shown in every later
+    # conversation, although nothing checks it is the customer's
     other_order = next(o for o, order in data()["orders"].items() if order["user_id"] != CUSTOMER)
     state = said("Remember that I prefer Spanish, please")
     refused(state, remember("preferred_language", "Spanish", "I prefer Spanish", complaint_order_id=other_order),
@@ -267,24 +265,20 @@ def test_an_order_is_remembered_only_with_a_complaint_about_it():
     ("Please remember that refunds go to my gift card, my card is 4111 1111 1111 1111", "card numbers"),
 ])
 def test_a_quote_holding_what_may_never_be_remembered_is_refused_before_the_customer_confirms(message, reason):
-    # remember_check runs the memory rule on the value only; the port refuses the quote, but only
-    # after the customer said yes to "Remember for your next conversations that refunds go to ..."
+    # the quote is kept as the fact's source: refused before the customer is asked to confirm
     state = said(message)
     refused(state, remember("refund_method", GIFT, message), Rule.MEMORY_FACT, reason)
 
 
 def test_a_quote_of_one_letter_is_not_the_users_words():
-    # the quote only has to be a substring of the user's message: "e" passes, so the source the
-    # store keeps ("the user's words in that turn") proves nothing about what they asked for
+    # a letter taken out of the message proves nothing about what the user asked to be remembered
     state = said("Please remember that refunds go to my gift card")
     refused(state, remember("delivery_instructions", "leave parcels at the back door", "e"), Rule.MEMORY_FACT,
             "verbatim")
 
 
 def test_a_refund_method_with_an_invisible_character_is_remembered_as_the_customers_own():
-    # fact_problem checks visible_text(value), the fold and the port keep the raw value: the
-    # customer confirms "refunds go to gift_card_2259499\u200b" (no "gift card (balance ...)"),
-    # and the fact they just confirmed is flagged contradicted and not used in this conversation
+    # an invisible character would make the fact the customer confirms differ from their method
     state = said("Please remember that refunds go to my gift card")
     action = remember("refund_method", GIFT + "\u200b", "refunds go to my gift card")
     if not validate_proposal(state, action).accepted:
