@@ -180,3 +180,13 @@ def test_identity_numbers_and_the_special_categories_are_never_remembered(value,
 ])
 def test_everyday_facts_stay_rememberable(kind, value, extra):
     assert fact_problem(kind, value, **OWN, **extra) is None
+
+
+# --- languages named in their own script ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("value", ["Português", "Español", "Français", "日本語", "中文", "Tiếng Việt", "Bokmål", "Māori",
+                                   "Português (Brasil)"])
+def test_a_language_named_in_its_own_script_is_a_language(value):
+    # customers name their language as they write it: accents and non-Latin scripts are names too
+    assert fact_problem(K.PREFERRED_LANGUAGE, value, **OWN) is None, value
