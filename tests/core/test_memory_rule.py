@@ -190,3 +190,15 @@ def test_everyday_facts_stay_rememberable(kind, value, extra):
 def test_a_language_named_in_its_own_script_is_a_language(value):
     # customers name their language as they write it: accents and non-Latin scripts are names too
     assert fact_problem(K.PREFERRED_LANGUAGE, value, **OWN) is None, value
+
+
+# --- complaints about refunds, fees and discounts ---------------------------------------------------
+
+
+@pytest.mark.parametrize("value", [
+    "the refund never arrived", "I was charged a delivery fee twice", "the discount code didn't apply at checkout",
+    "the store credit I was promised never showed up", "the priority shipping I paid for was ignored",
+])
+def test_a_complaint_about_a_refund_a_fee_or_a_discount_is_rememberable(value):
+    # a complaint describes what went wrong; money matters are what customers most often complain about
+    assert fact_problem(K.OPEN_COMPLAINT, value, **OWN, order_id="#W100") is None, value
