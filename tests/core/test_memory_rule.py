@@ -202,3 +202,37 @@ def test_a_language_named_in_its_own_script_is_a_language(value):
 def test_a_complaint_about_a_refund_a_fee_or_a_discount_is_rememberable(value):
     # a complaint describes what went wrong; money matters are what customers most often complain about
     assert fact_problem(K.OPEN_COMPLAINT, value, **OWN, order_id="#W100") is None, value
+
+
+# --- everyday words that resemble a sensitive category ---------------------------------------------
+
+
+@pytest.mark.parametrize("kind, value", [
+    (K.OPEN_COMPLAINT, "the blender arrived broken and the courier was ill-tempered"),  # "ill" before a hyphen
+    (K.OPEN_COMPLAINT, "the blinds arrived bent"),  # "blind" as a prefix
+    (K.OPEN_COMPLAINT, "the sofa came in a sickly green, not the grey I ordered"),
+    (K.OPEN_COMPLAINT, "the pins of the bike rack are bent"),
+    (K.DELIVERY_INSTRUCTIONS, "leave it behind the blinds on the porch"),
+    (K.DELIVERY_INSTRUCTIONS, "use the gate by the race track"),
+])
+def test_everyday_words_that_resemble_health_belief_or_secret_words_are_not_sensitive(kind, value):
+    assert fact_problem(kind, value, **OWN, order_id="#W100" if kind is K.OPEN_COMPLAINT else None) is None, value
+
+
+# --- capitalised words after a number that name no street ------------------------------------------
+
+
+@pytest.mark.parametrize("value", [
+    "Leave at Unit 5 Reception", "Building 7 Entrance B, ask at the desk", "I have 2 Dogs, ring once and wait",
+])
+def test_capitalised_words_after_a_number_that_name_no_street_are_not_an_address(value):
+    assert fact_problem(K.DELIVERY_INSTRUCTIONS, value, **OWN) is None, value
+
+
+# --- delivery instructions about the courier, not about requests -----------------------------------
+
+
+@pytest.mark.parametrize("value", ["do not ask for a signature, leave it at the door",
+                                   "skip the doorbell, just leave it on the step"])
+def test_an_instruction_to_the_courier_is_a_delivery_instruction(value):
+    assert fact_problem(K.DELIVERY_INSTRUCTIONS, value, **OWN) is None, value
