@@ -236,3 +236,18 @@ def test_capitalised_words_after_a_number_that_name_no_street_are_not_an_address
                                    "skip the doorbell, just leave it on the step"])
 def test_an_instruction_to_the_courier_is_a_delivery_instruction(value):
     assert fact_problem(K.DELIVERY_INSTRUCTIONS, value, **OWN) is None, value
+
+
+# --- card numbers as people type and paste them ----------------------------------------------------
+
+
+@pytest.mark.parametrize("text", [
+    "card 4111 - 1111 - 1111 - 1111",  # spaced dashes
+    "card 4111  1111  1111  1111",  # two spaces between groups
+    "card 4111\u20131111\u20131111\u20131111",  # en dash, as phone keyboards autocorrect a dash
+    "card 4111\n1111\n1111\n1111",  # pasted from a card app, one group a line
+    "card 4111\t1111\t1111\t1111",  # pasted from a spreadsheet
+])
+def test_a_card_number_with_spaced_or_typographic_separators_is_a_card_number(text):
+    assert holds_card_number(text), repr(text)
+    assert fact_problem(K.DELIVERY_INSTRUCTIONS, text, **OWN) is not None, repr(text)
