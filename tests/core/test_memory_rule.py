@@ -264,3 +264,33 @@ def test_a_card_number_with_spaced_or_typographic_separators_is_a_card_number(te
 ])
 def test_an_instruction_with_a_typographic_apostrophe_or_in_plain_words_is_never_remembered(kind, value):
     assert fact_problem(kind, value, **OWN) is not None, (kind, value)
+
+
+# --- health, religion, sexuality and secrets in common words -----------------------------------------
+
+
+@pytest.mark.parametrize("value, reason", [
+    ("I'm hearing impaired, knock hard", "health"),
+    ("I'm partially sighted, ring twice", "health"),
+    ("I have a broken leg, leave it at the door", "health"),
+    ("I have covid, leave it at the door", "health"),
+    ("I'm expecting a baby in May, bring it upstairs", "health"),
+    ("no deliveries on Shabbat", "religion"),
+    ("no deliveries during Ramadan", "religion"),
+    ("my husband and I are queer, address us both", "sexuality"),
+    ("my p4ssw0rd is hunter2", "passwords"),
+    ("my p\u0430ssword is hunter2", "passwords"),  # a Cyrillic a
+    ("my pincode is 4321", "passwords"),
+])
+def test_sensitive_categories_in_common_words_leetspeak_or_homoglyphs_are_never_remembered(value, reason):
+    problem = fact_problem(K.DELIVERY_INSTRUCTIONS, value, **OWN)
+    assert problem is not None and (reason in problem or "never remembered" in problem), (value, problem)
+
+
+@pytest.mark.parametrize("value", [
+    "my driving licence is MORGA753116SM9IJ", "NI number QQ123456C", "NHS number 943 476 5919",
+    "bank acct 12345678, sort 12-34-56",
+])
+def test_identity_and_bank_numbers_in_british_and_abbreviated_words_are_never_remembered(value):
+    problem = fact_problem(K.DELIVERY_INSTRUCTIONS, value, **OWN)
+    assert problem is not None and "identity document" in problem, (value, problem)
