@@ -314,3 +314,16 @@ def test_a_quote_holding_an_instruction_about_requests_is_refused_before_the_cus
     state = said(message)
     refused(state, remember(kind, value, message), Rule.MEMORY_FACT, "policy")
 
+
+# --- the stand-in and languages with more than one word or letters beyond ASCII ---------------------
+
+
+@pytest.mark.parametrize("message, language", [
+    ("Remember that I prefer Brazilian Portuguese", "Brazilian Portuguese"),
+    ("Please remember to answer me in Simplified Chinese", "Simplified Chinese"),
+    ("Remember that I prefer Español", "Español"),
+])
+def test_the_stand_in_proposes_the_whole_name_of_the_language(message, language):
+    # a name cut at a space or an accent ("Brazilian", "Espa") is another value than the customer's
+    action = brain(said(message))
+    assert action["kind"] == "tool_call" and action["tool"]["arguments"]["value"] == language, action
