@@ -275,7 +275,9 @@ REMEMBERED_WORDS = re.compile(r"\bremember(?: that| to|:)?\s+(.+)", re.ASCII | r
 SOURCES = (("gift_card", re.compile(r"\bgift ?cards?\b|\bgift_card", re.ASCII)),
            ("credit_card", re.compile(r"\bcredit ?cards?\b|\bcredit_card", re.ASCII)),
            ("paypal", re.compile(r"\bpaypal\b", re.ASCII)))
-LANGUAGE = re.compile(r"\b(?:language is|answer me in|speak|prefer)\s+([A-Z][a-z]+)\b", re.ASCII)
+_WORD = r"(?:[A-Z]|[^\x00-\x7f])[^\s0-9!-/:-@\[-`{-~]*"
+"""A capitalised word of any script (its first letter upper-case ASCII or beyond ASCII)."""
+LANGUAGE = re.compile(r"\b(?:language is|answer me in|speak|prefer)\s+(" + _WORD + r"(?: " + _WORD + r"){0,2})", re.ASCII)
 DELIVERY = re.compile(r"\b(?:deliver\w*|parcels?|packages?|door\w*|neighbou?r\w*|porch|concierge)\b", re.ASCII)
 FORGET_KINDS = (("delivery_instructions", DELIVERY), ("refund_method", re.compile(r"\brefund", re.ASCII)),
                 ("preferred_language", re.compile(r"\blanguage\b", re.ASCII)),

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Literal, Optional
 from pydantic import Field
 
 from workflows.domain.catalogue.spec import Scope, System, ToolArgs, ToolClass, ToolSpec
-from workflows.domain.memory import MAX_VALUE_CHARS, FactKind, fact_problem, sensitive_problem
+from workflows.domain.memory import MAX_VALUE_CHARS, FactKind, fact_problem, instruction_problem, sensitive_problem
 from workflows.domain.policy.clauses import PolicyViolation, Rule, require
 from workflows.domain.records import MEMORY_FACTS_KEPT, OrderFact, Phase, RememberedFact, Role, StepStatus
 
@@ -157,10 +157,14 @@ def remember_check(state: ConversationState, args: dict[str, Any], order: Option
                                                    or any(quote.strip() == m.strip() for m in messages)),
             Rule.MEMORY_FACT, f"quote the user's own words asking for it from their current message, verbatim "
             f"(at least {MIN_QUOTE_WORDS} words, or the whole message)")
-    # the quote is kept as the fact's source: it may hold nothing the fact itself may not
+    # the quote is kept as the fact's source and shown in later conversations: it may hold
+    # nothing sensitive and no instruction about requests, as the fact itself may not
     sensitive = sensitive_problem(quote)
     if sensitive is not None:
         raise PolicyViolation(Rule.MEMORY_FACT, f"{sensitive}, not even in the words a fact is kept with")
+    instruction = instruction_problem(quote)
+    if instruction is not None:
+        raise PolicyViolation(Rule.MEMORY_FACT, f"{instruction}, not even in the words a fact is kept with")
     require(args["kind"] == FactKind.OPEN_COMPLAINT.value or not args.get("complaint_order_id"), Rule.MEMORY_FACT,
             "an order is remembered only with a complaint about it")
     problem = fact_problem(FactKind(args["kind"]), args["value"], payment_method_ids=customer.payment_methods,
