@@ -45,7 +45,7 @@ async def test_backtest_on_the_dev_tasks_decision_log(temporal_env, settings, tm
     tasks = load_tasks(DEV_TASKS)
     async with running_worker(temporal_env, settings, approvals=ApprovalPolicy()) as (client, backend):
         # keep the stores and plans: the stand-in follows a benchmark conversation's plan
-        report = await TauBenchRunner(client, backend, run_id="bt", keep_stores=True).run(tasks, concurrency=8)
+        report = await TauBenchRunner(client, backend, run_id="bt", keep_stores=True).run(tasks, concurrency=4)
     assert report.summary.passed == 20
     return_tasks = {f"tb-bt-{t.task_index}" for t in tasks if any(a["name"] == RETURN for a in t.actions)}
     assert len(return_tasks) == 7

@@ -146,7 +146,7 @@ async def test_dev_tasks_on_postgresql(temporal_env, settings, pg_run_url):
 async def test_dev_tasks_match_with_money_in_the_payments_service(temporal_env, settings, services):  # noqa: F811
     tasks = load_tasks(DEV_TASKS)
     async with running_worker(temporal_env, settings, services=services) as (client, backend):
-        report = await TauBenchRunner(client, backend, run_id="svc").run(tasks, concurrency=6)
+        report = await TauBenchRunner(client, backend, run_id="svc").run(tasks, concurrency=4)
     assert [(t.task_index, t.reason) for t in report.tasks if not t.passed] == []
     assert report.summary.duplicate_writes == 0
     money_writes = [(a["kwargs"]["order_id"], a["name"]) for t in tasks for a in t.actions

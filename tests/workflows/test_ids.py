@@ -193,6 +193,6 @@ async def test_training_tasks_with_mangled_order_ids_reach_their_expected_data(t
     variants = [_with_mangled_lookups(t, foreign) for t in chosen]
     assert all(len(v.actions) == len(t.actions) + 4 for v, t in zip(variants, chosen))
     async with running_worker(temporal_env, settings) as (client, backend):
-        report = await TauBenchRunner(client, backend, run_id="mangled").run(variants, concurrency=6)
+        report = await TauBenchRunner(client, backend, run_id="mangled").run(variants, concurrency=4)
     failures = [(t.task_index, t.reason) for t in report.tasks if not t.passed]
     assert failures == [] and report.summary.duplicate_writes == 0
