@@ -1,10 +1,8 @@
 """Alembic migrations of statekeeper's own database, the journal's (``Settings.journal_url``):
-the decision log and transcript (``activities.store.tables``), the audit log
-(``activities.store.audit``), the API keys (``activities.store.api_keys``) and the limits per
-key and tenant (``activities.store.limits``), the webhooks with their deliveries
-(``activities.store.webhooks``) and the facts remembered about customers
-(``activities.store.memory``). The retail store under ``systems/``
-is a simulated external system and keeps its own schema code.
+the tables ``activities.store.schema`` lists (the decision log and transcript, the audit log,
+the API keys, the limits per key and tenant, the webhooks with their deliveries, the facts
+remembered about customers). The retail store under ``systems/`` is a simulated external system
+and keeps its own schema code.
 
 ``upgrade(engine)`` brings a database to the newest revision (``statekeeper migrate``, the
 compose ``migrate`` job, and every ``JournalStore``/``AuditLog``/``KeyStore`` on first use);
@@ -35,24 +33,6 @@ LOCK_NAME = "statekeeper-journal"
 
 _done: set[str] = set()
 _done_lock = threading.Lock()
-
-
-def owned_metadata() -> sa.MetaData:
-    """Every table statekeeper owns in the journal's database, in one ``MetaData`` (what the
-    revisions must produce; ``alembic`` compares against it)."""
-    from activities.store.tables import TABLES, refund_events
-    from activities.store.dispatch import dispatches
-    from activities.store.audit import audit_log
-    from activities.store.api_keys import api_keys
-    from activities.store.limits import api_key_rates, tenant_conversations
-    from activities.store.memory import memory_facts, memory_writes
-    from activities.store.webhooks import webhook_deliveries, webhooks
-
-    combined = sa.MetaData()
-    for table in (*TABLES, refund_events, audit_log, api_keys, dispatches, api_key_rates, tenant_conversations,
-                  webhooks, webhook_deliveries, memory_facts, memory_writes):
-        table.to_metadata(combined)
-    return combined
 
 
 def alembic_config(connection: Optional[Connection] = None) -> Config:

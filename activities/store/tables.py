@@ -16,6 +16,7 @@ import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy.engine import Engine
 
+from activities.store.migrate import upgrade
 from systems.retail.engine import private_sqlite_file
 
 metadata = sa.MetaData()
@@ -130,6 +131,4 @@ def make_engine(url: str) -> Engine:
 def create_schema(engine: Engine) -> None:
     """Bring the journal's database to the newest schema: its Alembic migrations
     (``activities.store.migrate.upgrade``; idempotent, serialized across processes)."""
-    from activities.store.migrate import upgrade
-
     upgrade(engine)

@@ -18,7 +18,8 @@ import sqlalchemy as sa
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 
-from activities.store.migrate import current_revision, head_revision, owned_metadata, upgrade
+from activities.store.migrate import current_revision, head_revision, upgrade
+from activities.store.schema import owned_metadata
 from activities.store.journal import JournalStore, ModelCallRecord
 from activities.store.tables import make_engine, metadata as journal_metadata
 from activities.store.audit import AuditLog

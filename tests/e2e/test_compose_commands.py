@@ -34,7 +34,7 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 
 from activities.store.api_keys import KEY_PATTERN
-from activities.store.migrate import owned_metadata
+from activities.store.schema import owned_metadata
 from tests.conftest import POSTGRES_URL, TEST_CODEC_KEYS
 from tests.policy_fixtures import CUSTOMER, EMAIL
 

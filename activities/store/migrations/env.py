@@ -3,7 +3,7 @@
 
 from alembic import context
 
-from activities.store.migrate import owned_metadata
+from activities.store.schema import owned_metadata
 
 connection = context.config.attributes.get("connection")
 if connection is None:
